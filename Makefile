@@ -1,0 +1,52 @@
+# ibdiag — set-up and everyday targets. `make demo` and `make test` work on a fresh clone.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.ibdiag-installed
+TSTAMP  = $(VENV)/.ibdiag-test-installed
+
+.PHONY: demo test test-fast venv test-venv fixtures completions bench system-deps clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(TSTAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install -q -e '.[test,analysis,collective]'
+	touch $@
+
+venv: $(STAMP)
+test-venv: $(TSTAMP)
+
+## demo: the main job on the bundled healthy DGX H100-like fixture
+demo: $(STAMP)
+	$(BIN)/ibdiag topo --root fixtures/sysfs/dgx-h100
+
+## test: the whole suite (real processes, namespaces and torch process groups included)
+test: $(TSTAMP)
+	$(BIN)/python -m pytest -q
+
+## test-fast: the quick loop (no slow tests)
+test-fast: $(TSTAMP)
+	$(BIN)/python -m pytest -q -m 'not slow'
+
+## fixtures: rewrite fixtures/sysfs/*/sys from tests/sysfsgen/profiles
+fixtures:
+	$(PYTHON) -m tests.sysfsgen fixtures/sysfs
+
+## completions: regenerate completions/ from the app
+completions: $(STAMP)
+	$(BIN)/python -m ibdiag.completions completions
+
+## system-deps: Debian packages the tests use (run as root; .ci/run does this)
+system-deps:
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pyverbs rdma-core iperf3 qperf sockperf hwloc pciutils iproute2 tmux >/dev/null
+
+## bench: the benchmark scripts (numbers for the README)
+bench: $(STAMP)
+	$(BIN)/python benchmarks/topo_startup.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

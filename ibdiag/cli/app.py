@@ -1,0 +1,84 @@
+"""The typer application and the group that gives every error the ``ibdiag: error:`` form."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+from typer import _click as click  # typer vendors click; this is the same click its exceptions come from
+from typer.core import TyperGroup
+
+from ibdiag import __version__
+from ibdiag.errors import EXIT_STATUS_TABLE, ExitStatus
+from ibdiag.cli.common import STATE, print_error
+
+# "\b" keeps click from re-wrapping the table (click's no-rewrap paragraph marker).
+EXIT_STATUS_HELP = "Exit status:\n\n\b\n" + "\n".join(f"  {code:>3}  {text}" for code, text in EXIT_STATUS_TABLE)
+
+
+class IbdiagGroup(TyperGroup):
+    """Root command group: usage errors as ``ibdiag: error: ...`` + ``hint:`` and exit 2.
+
+    Runs click in non-standalone mode and handles what click would otherwise print in its own style,
+    so typer's test runner and the console script behave the same.
+    """
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        try:
+            rv = super().main(args=args, prog_name=prog_name or "ibdiag", complete_var=complete_var, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as e:  # `ibdiag` / `ibdiag bench` alone: show help, exit 2
+            sys.stdout.write(e.ctx.get_help() + "\n")
+            rv = int(ExitStatus.USAGE)
+        except click.exceptions.UsageError as e:
+            cmd = e.ctx.command_path if e.ctx is not None else "ibdiag"
+            print_error(e.format_message(), f"see '{cmd} --help'")
+            rv = int(ExitStatus.USAGE)
+        except click.exceptions.ClickException as e:
+            print_error(e.format_message(), "see 'ibdiag --help'")
+            rv = int(ExitStatus.USAGE)
+        except click.exceptions.Abort:
+            sys.stderr.write("\nibdiag: interrupted\n")
+            rv = int(ExitStatus.INTERRUPTED)
+        if not isinstance(rv, int):
+            rv = 0
+        if standalone_mode:
+            sys.exit(rv)
+        return rv
+
+
+app = typer.Typer(
+    cls=IbdiagGroup,
+    name="ibdiag",
+    help="Is the scale-out fabric (InfiniBand/RoCE, GPUDirect RDMA) of this GPU node healthy, and is it what slows training down?",
+    epilog=EXIT_STATUS_HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"ibdiag {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show Python tracebacks for errors (any command).")] = False,
+) -> None:
+    STATE.debug = debug
+
+
+bench_app = typer.Typer(
+    name="bench",
+    help="Measure what the fabric delivers: point-to-point (serve/p2p), collectives, or import existing logs.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(bench_app, name="bench")

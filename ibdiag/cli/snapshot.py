@@ -1,0 +1,44 @@
+"""``ibdiag snapshot``: capture the sysfs subset ibdiag reads, for offline use with ``--root``."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ibdiag.cli.app import app
+from ibdiag.cli.common import DebugOption, handle_errors
+
+
+@app.command("snapshot")
+@handle_errors
+def snapshot_command(
+    output: Annotated[Path, typer.Argument(metavar="FILE.tar.gz", help="Archive to write.")],
+    root: Annotated[Path, typer.Option("--root", metavar="DIR", help="Capture DIR/sys instead of /sys.")] = Path("/"),
+    force: Annotated[bool, typer.Option("--force", "-f", help="Overwrite FILE if it exists.")] = False,
+    debug: DebugOption = False,
+) -> int:
+    """Capture the sysfs subset ibdiag reads into a .tar.gz, for `--root` on another machine."""
+    from ibdiag.errors import UsageError
+    from ibdiag.snapshot import read_manifest, write_snapshot
+    from ibdiag.sysfs import SysfsRoot
+
+    if output.exists() and not force:
+        raise UsageError(f"{output} exists", hint="pass --force to overwrite it, or choose another name")
+    if not output.parent.exists():
+        raise UsageError(f"{output.parent}: no such directory", hint="create the directory first")
+    sysfs = SysfsRoot(root).check()
+    manifest = read_manifest(root) if str(root) != "/" else None
+    host = str(manifest["host"]) if manifest and manifest.get("host") else socket.gethostname()
+    summary = write_snapshot(sysfs, output, host=host)
+    sys.stdout.write(
+        f"wrote {summary.path}: {summary.files} files, {summary.links} links "
+        f"({summary.pci_devices} PCI functions, {summary.adapters} RDMA adapters)\n"
+        f"read it back with: ibdiag topo --root {summary.path}\n"
+    )
+    if summary.unreadable:
+        sys.stdout.write(f"{len(summary.unreadable)} attribute(s) could not be read and are left out (listed in the manifest)\n")
+    return 0

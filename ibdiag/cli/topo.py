@@ -1,0 +1,74 @@
+"""``ibdiag topo``: map GPUs, RDMA adapters, PCIe and NUMA like ``nvidia-smi topo -m`` and judge the layout."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ibdiag.cli.app import app
+from ibdiag.cli.common import (
+    ConfigOption,
+    DebugOption,
+    FormatOption,
+    OutputFormat,
+    RootOption,
+    StrictOption,
+    emit,
+    handle_errors,
+    open_root,
+    run_meta,
+)
+from pathlib import Path
+
+
+@app.command("topo")
+@handle_errors
+def topo_command(
+    root: RootOption = Path("/"),
+    fmt: FormatOption = OutputFormat.table,
+    config: ConfigOption = None,
+    strict: StrictOption = False,
+    debug: DebugOption = False,
+) -> int:
+    """Map GPUs, RDMA adapters, PCIe paths and NUMA (like nvidia-smi topo -m) and judge the layout."""
+    from ibdiag.config import load_config
+    from ibdiag.report.model import Report
+    from ibdiag.sysfs import SysfsRoot
+    from ibdiag.topo import render
+    from ibdiag.topo.checks import TopoConfig, check_topology
+    from ibdiag.topo.discover import discover
+
+    cfg = load_config(config).section("topo", TopoConfig)
+    with open_root(root) as directory:
+        sysfs = SysfsRoot(directory).check()
+        topo = discover(sysfs, gdr_level=cfg.gdr_path_class)
+        meta = run_meta(directory)
+    report = Report("topo", topo.to_json(), tuple(check_topology(topo, cfg)))
+
+    def table() -> list[Any]:
+        from rich.text import Text
+
+        from ibdiag.report.table import findings_table, summary_line
+
+        items: list[Any] = [Text(line) for line in render.summary_lines(topo)]
+        matrix = render.matrix_text(topo)
+        if matrix:
+            items += [Text(""), Text(matrix), Text(""), Text(render.LEGEND, style="dim")]
+        if topo.gpus and topo.adapters:
+            items.append(render.pairing_table(topo))
+        if topo.adapters:
+            items.append(render.adapters_table(topo))
+        problems = report.problems()
+        if problems:
+            items.append(findings_table(problems))
+        items.append(summary_line(report, strict=strict))
+        return items
+
+    return emit(
+        report,
+        fmt,
+        meta,
+        strict=strict,
+        table=table,
+        csv=lambda: (render.CSV_HEADER, render.csv_rows(topo)),
+        prom=lambda: render.prom_metrics(topo),
+    )

@@ -1,0 +1,215 @@
+"""``ibdiag snapshot``: capture the sysfs subset ibdiag reads into a .tar.gz, and open one again.
+
+The archive holds ``sys/...`` (attribute files with their text, symlinks with their relative
+targets, exactly as the kernel lays them out) and ``ibdiag-snapshot.json`` (host, time, kernel,
+the files that could not be read). ``ibdiag topo --root node17.tar.gz`` reads it back through the
+same :class:`SysfsRoot` code path as ``/sys``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import platform
+import re
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ibdiag import __version__
+from ibdiag.errors import InputError
+from ibdiag.sysfs import SysfsRoot
+
+MANIFEST = "ibdiag-snapshot.json"
+
+#: PCI attributes ibdiag reads (topo) plus a few that help a person reading the snapshot.
+PCI_ATTRS = (
+    "vendor", "device", "class", "subsystem_vendor", "subsystem_device", "revision", "numa_node",
+    "local_cpulist", "current_link_speed", "current_link_width", "max_link_speed", "max_link_width",
+)
+NET_ATTRS = ("dev_port", "dev_id", "operstate", "mtu", "address", "speed", "carrier")
+MODULE_FILES = ("initstate", "version")
+#: Upper bound on files in one snapshot: a real node has a few thousand; more means a loop.
+MAX_FILES = 200_000
+
+
+@dataclass(frozen=True)
+class SnapshotSummary:
+    path: Path
+    files: int
+    links: int
+    adapters: int
+    pci_devices: int
+    unreadable: tuple[str, ...]
+
+
+class _Collector:
+    def __init__(self, sysfs: SysfsRoot) -> None:
+        self.sysfs = sysfs
+        self.files: dict[str, str] = {}
+        self.links: dict[str, str] = {}
+        self.unreadable: list[str] = []
+
+    def file(self, rel: str) -> None:
+        if rel in self.files or not self.sysfs.exists(rel):
+            return
+        before = len(self.sysfs.problems)
+        text = self.sysfs.read(rel)
+        if text is None:
+            if len(self.sysfs.problems) > before:
+                self.unreadable.append(rel)
+            return
+        if len(self.files) >= MAX_FILES:
+            raise InputError(f"snapshot would hold more than {MAX_FILES} files", hint="this sysfs tree looks unusual; report it")
+        self.files[rel] = text
+
+    def link(self, rel: str) -> str | None:
+        target = self.sysfs.readlink(rel)
+        if target is None:
+            return None
+        self.links[rel] = target
+        return self.sysfs.resolve(rel)
+
+    def tree(self, rel: str) -> None:
+        for f in self.sysfs.walk_files(rel):
+            self.file(f)
+
+
+def _pci_chain(real: str) -> list[str]:
+    """``devices/pci0000:15/0000:15:01.0/0000:16:00.0`` -> each PCI device directory along the path."""
+    parts = real.split("/")
+    out = []
+    for i in range(2, len(parts) + 1):
+        if re.fullmatch(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", parts[i - 1]):
+            out.append("/".join(parts[:i]))
+    return out
+
+
+def collect(sysfs: SysfsRoot) -> _Collector:
+    c = _Collector(sysfs)
+    pci_dirs: set[str] = set()
+    for name in sysfs.listdir("bus/pci/devices"):
+        real = c.link(f"bus/pci/devices/{name}")
+        if real:
+            pci_dirs.update(_pci_chain(real))
+    for name in sysfs.listdir("class/infiniband"):
+        real = c.link(f"class/infiniband/{name}")
+        if not real:
+            continue
+        for f in sysfs.walk_files(real):
+            # Skip the per-device power/ and uevent noise; keep attributes, ports/, hw_counters/.
+            tail = f[len(real) + 1 :]
+            if tail.startswith("power/") or tail == "uevent":
+                continue
+            c.file(f)
+        dev = c.link(f"{real}/device")
+        if dev:
+            pci_dirs.update(_pci_chain(dev))
+    for name in sysfs.listdir("class/net"):
+        real = c.link(f"class/net/{name}")
+        if real:
+            for attr in NET_ATTRS:
+                c.file(f"{real}/{attr}")
+    for d in sorted(pci_dirs):
+        for attr in PCI_ATTRS:
+            c.file(f"{d}/{attr}")
+    for name in sysfs.listdir("devices/system/node"):
+        if re.fullmatch(r"node\d+", name):
+            c.file(f"devices/system/node/{name}/cpulist")
+    for name in sysfs.listdir("module"):
+        for f in MODULE_FILES:
+            c.file(f"module/{name}/{f}")
+    c.tree("kernel/mm/memory_peers")
+    return c
+
+
+def write_snapshot(sysfs: SysfsRoot, out: Path, *, host: str) -> SnapshotSummary:
+    """Capture ``sysfs`` into ``out`` (.tar.gz), written to a temporary file and renamed into place."""
+    c = collect(sysfs)
+    manifest: dict[str, Any] = {
+        "schema": "ibdiag.snapshot/1",
+        "host": host,
+        "ibdiag_version": __version__,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "kernel": platform.release(),
+        "source_root": str(sysfs.root),
+        "files": len(c.files),
+        "links": len(c.links),
+        "unreadable": sorted(c.unreadable),
+    }
+    out = Path(out)
+    directory = out.parent if str(out.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=".ibdiag-snapshot-", suffix=".tar.gz", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+            now = time.time()
+            dirs: set[str] = set()
+            for rel in sorted([*c.files, *c.links]):
+                parts = rel.split("/")
+                for i in range(1, len(parts)):
+                    dirs.add("/".join(parts[:i]))
+            for d in sorted(dirs):
+                info = tarfile.TarInfo(f"sys/{d}")
+                info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, now
+                tar.addfile(info)
+            for rel, text in sorted(c.files.items()):
+                data = (text + "\n").encode()
+                info = tarfile.TarInfo(f"sys/{rel}")
+                info.size, info.mode, info.mtime = len(data), 0o444, now
+                tar.addfile(info, io.BytesIO(data))
+            for rel, target in sorted(c.links.items()):
+                info = tarfile.TarInfo(f"sys/{rel}")
+                info.type, info.linkname, info.mode, info.mtime = tarfile.SYMTYPE, target, 0o777, now
+                tar.addfile(info)
+            data = (json.dumps(manifest, indent=2) + "\n").encode()
+            info = tarfile.TarInfo(MANIFEST)
+            info.size, info.mode, info.mtime = len(data), 0o444, now
+            tar.addfile(info, io.BytesIO(data))
+        os.replace(tmp, out)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return SnapshotSummary(
+        path=out,
+        files=len(c.files),
+        links=len(c.links),
+        adapters=len(sysfs.listdir("class/infiniband")),
+        pci_devices=len(sysfs.listdir("bus/pci/devices")),
+        unreadable=tuple(sorted(c.unreadable)),
+    )
+
+
+@contextmanager
+def extracted(archive: Path) -> Iterator[Path]:
+    """Extract a snapshot into a temporary directory (removed afterwards) and yield it."""
+    archive = Path(archive)
+    with tempfile.TemporaryDirectory(prefix="ibdiag-root-") as tmp:
+        try:
+            with tarfile.open(archive, "r:*") as tar:
+                members = tar.getmembers()
+                bad = [m.name for m in members if not (m.name == MANIFEST or m.name == "sys" or m.name.startswith("sys/"))]
+                if bad:
+                    raise InputError(f"{archive}: not an ibdiag snapshot (unexpected entry {bad[0]!r})", hint="make one with `ibdiag snapshot FILE.tar.gz`")
+                # The 'data' filter refuses absolute links, links leaving the tree and device files.
+                tar.extractall(tmp, members=members, filter="data")
+        except (tarfile.TarError, EOFError, OSError) as e:
+            raise InputError(f"{archive}: cannot read snapshot: {e}", hint="make one with `ibdiag snapshot FILE.tar.gz`") from None
+        yield Path(tmp)
+
+
+def read_manifest(root: Path) -> dict[str, Any] | None:
+    """``ROOT/ibdiag-snapshot.json`` of a snapshot or fixture, or None."""
+    try:
+        doc = json.loads((Path(root) / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None

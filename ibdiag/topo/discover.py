@@ -1,0 +1,305 @@
+"""sysfs -> :class:`Topology`: the reading half of ``ibdiag topo`` (what ``nvidia-smi topo -m`` and ``ibstat`` read).
+
+Everything is found by following sysfs's own links (``bus/pci/devices/*``, ``class/infiniband/*``,
+``.../device``) and reading PCI class and vendor codes, never by guessing from names.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ibdiag.parse import (
+    is_pci_address,
+    parse_cpulist,
+    parse_enum_state,
+    parse_hex,
+    parse_ib_rate,
+    parse_int,
+    parse_lid,
+    parse_numa_node,
+    parse_pci_speed,
+    parse_pci_width,
+    pci_sort_key,
+)
+from ibdiag.sysfs import SysfsRoot
+from ibdiag.topo.model import (
+    Adapter,
+    GdrState,
+    Gid,
+    Gpu,
+    GpuNicPath,
+    NumaNode,
+    Pairing,
+    PathClass,
+    PciDevice,
+    PcieLink,
+    Port,
+    Topology,
+)
+from ibdiag.topo.paths import classify
+
+VENDOR_NVIDIA = 0x10DE
+CLASS_DISPLAY = 0x03  # base class: 0x0300xx VGA, 0x0302xx 3D controller (data-centre GPUs)
+CLASS_NVSWITCH = 0x0680  # "other bridge" subclass that NVSwitch reports (0x068000)
+
+_HOST_BRIDGE_RE = re.compile(r"^pci[0-9a-f]{4,8}:[0-9a-f]{2}$")
+_ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+#: Most GID table entries read per port (mlx5 RoCE ports have 255; the populated ones come first).
+MAX_GIDS = 256
+
+
+def natural_key(name: str) -> tuple:
+    """``mlx5_2`` before ``mlx5_10``."""
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
+
+
+# --- PCI -----------------------------------------------------------------------------------------
+
+
+def _split_pci_path(real: str) -> tuple[str | None, tuple[str, ...], str | None]:
+    """``devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:1a:00.0`` -> (host bridge, bridges, address)."""
+    parts = real.split("/")
+    host = None
+    chain: list[str] = []
+    for part in parts:
+        if _HOST_BRIDGE_RE.match(part):
+            # A nested host bridge (Intel VMD exposes one below a root-complex device) restarts the chain.
+            host = part
+            chain = []
+        elif is_pci_address(part):
+            chain.append(part)
+    if not chain:
+        return host, (), None
+    return host, tuple(chain[:-1]), chain[-1]
+
+
+def read_pci_device(sysfs: SysfsRoot, real: str) -> PciDevice:
+    """Read one PCI function at ``real`` (a resolved path under sys/) and its upstream port's caps."""
+    host, bridges, address = _split_pci_path(real)
+    parent = real.rsplit("/", 1)[0]
+    parent_is_bridge = bool(bridges) and parent.endswith(bridges[-1])
+    link = PcieLink(
+        speed_gts=sysfs.read_as(f"{real}/current_link_speed", parse_pci_speed),
+        max_speed_gts=sysfs.read_as(f"{real}/max_link_speed", parse_pci_speed),
+        width=sysfs.read_as(f"{real}/current_link_width", parse_pci_width),
+        max_width=sysfs.read_as(f"{real}/max_link_width", parse_pci_width),
+        upstream_max_speed_gts=sysfs.read_as(f"{parent}/max_link_speed", parse_pci_speed) if parent_is_bridge else None,
+        upstream_max_width=sysfs.read_as(f"{parent}/max_link_width", parse_pci_width) if parent_is_bridge else None,
+    )
+    return PciDevice(
+        address=address or real.rsplit("/", 1)[-1],
+        sysfs_path=real,
+        host_bridge=host,
+        bridges=bridges,
+        vendor_id=sysfs.read_as(f"{real}/vendor", parse_hex),
+        device_id=sysfs.read_as(f"{real}/device", parse_hex),
+        class_code=sysfs.read_as(f"{real}/class", parse_hex),
+        numa_node=sysfs.read_as(f"{real}/numa_node", parse_numa_node),
+        local_cpus=sysfs.read_as(f"{real}/local_cpulist", parse_cpulist) or (),
+        link=link,
+    )
+
+
+def list_pci_devices(sysfs: SysfsRoot) -> list[tuple[str, str]]:
+    """(address, resolved path) of every PCI function under ``bus/pci/devices``, in address order."""
+    out = []
+    for name in sysfs.listdir("bus/pci/devices"):
+        if not is_pci_address(name):
+            continue
+        real = sysfs.resolve(f"bus/pci/devices/{name}")
+        if real is None:
+            continue
+        out.append((name, real))
+    out.sort(key=lambda t: pci_sort_key(t[0]))
+    return out
+
+
+# --- RDMA ports ------------------------------------------------------------------------------------
+
+
+def _read_gids(sysfs: SysfsRoot, base: str) -> tuple[Gid, ...]:
+    gids: list[Gid] = []
+    indices = sorted((int(n) for n in sysfs.listdir(f"{base}/gids") if n.isdigit()))[:MAX_GIDS]
+    for i in indices:
+        # Unused entries read as all zeros; their gid_attrs fail with EINVAL (kernel sysfs.c) — not a problem.
+        gid = sysfs.read(f"{base}/gids/{i}")
+        if gid is None or gid == _ZERO_GID:
+            continue
+        gtype = _read_quiet(sysfs, f"{base}/gid_attrs/types/{i}")
+        ndev = _read_quiet(sysfs, f"{base}/gid_attrs/ndevs/{i}")
+        gids.append(Gid(index=i, gid=gid, type=gtype, netdev=ndev))
+    return tuple(gids)
+
+
+def _read_quiet(sysfs: SysfsRoot, rel: str) -> str | None:
+    # gid_attrs of an IB port or an unused GID raise EINVAL by design; do not record that as a problem.
+    before = len(sysfs.problems)
+    value = sysfs.read(rel)
+    del sysfs.problems[before:]
+    return value
+
+
+def _port_netdev(sysfs: SysfsRoot, adapter: str, port: int, gids: tuple[Gid, ...]) -> str | None:
+    for g in gids:
+        if g.netdev:
+            return g.netdev  # RoCE: gid_attrs/ndevs names the port's netdev directly
+    nets = sysfs.listdir(f"class/infiniband/{adapter}/device/net")
+    if len(nets) == 1:
+        return nets[0]
+    for net in nets:
+        # dev_port is 0-based (Documentation/ABI/testing/sysfs-class-net); IPoIB sets it per port.
+        dev_port = sysfs.read_as(f"class/infiniband/{adapter}/device/net/{net}/dev_port", parse_int)
+        if dev_port is not None and dev_port == port - 1:
+            return net
+    return None
+
+
+def read_port(sysfs: SysfsRoot, adapter: str, port: int, *, with_gids: bool = True) -> Port:
+    """One port of ``/sys/class/infiniband/<adapter>/ports/<port>`` (``ibstat``'s per-port block)."""
+    base = f"class/infiniband/{adapter}/ports/{port}"
+    state = sysfs.read_as(f"{base}/state", parse_enum_state)
+    phys = sysfs.read_as(f"{base}/phys_state", parse_enum_state)
+    rate = sysfs.read_as(f"{base}/rate", parse_ib_rate)
+    link_layer = sysfs.read(f"{base}/link_layer")
+    gids = _read_gids(sysfs, base) if with_gids else ()
+    lid = _read_quiet(sysfs, f"{base}/lid") if link_layer == "Ethernet" else sysfs.read(f"{base}/lid")
+    sm_lid = _read_quiet(sysfs, f"{base}/sm_lid") if link_layer == "Ethernet" else sysfs.read(f"{base}/sm_lid")
+    return Port(
+        adapter=adapter,
+        port=port,
+        state=None if state is None else state[1],
+        state_code=None if state is None else state[0],
+        phys_state=None if phys is None else phys[1],
+        phys_state_code=None if phys is None else phys[0],
+        rate_gbps=None if rate is None else rate.rate_gbps,
+        lanes=None if rate is None else rate.width,
+        lane_speed=None if rate is None else rate.speed,
+        link_layer=link_layer,
+        lid=_safe(parse_lid, lid),
+        sm_lid=_safe(parse_lid, sm_lid),
+        netdev=_port_netdev(sysfs, adapter, port, gids) if with_gids else None,
+        gids=gids,
+    )
+
+
+def _safe(parser, text):  # type: ignore[no-untyped-def]
+    if text is None:
+        return None
+    try:
+        return parser(text)
+    except ValueError:
+        return None
+
+
+def list_adapters(sysfs: SysfsRoot) -> list[str]:
+    """Names under ``/sys/class/infiniband`` in natural order (``mlx5_2`` before ``mlx5_10``)."""
+    return sorted(sysfs.listdir("class/infiniband"), key=natural_key)
+
+
+def list_ports(sysfs: SysfsRoot, adapter: str) -> list[int]:
+    return sorted(int(p) for p in sysfs.listdir(f"class/infiniband/{adapter}/ports") if p.isdigit())
+
+
+def read_adapter(sysfs: SysfsRoot, name: str, *, with_gids: bool = True) -> Adapter:
+    base = f"class/infiniband/{name}"
+    real = sysfs.resolve(f"{base}/device")
+    pci = None
+    if real is not None and is_pci_address(real.rsplit("/", 1)[-1]):
+        pci = read_pci_device(sysfs, real)
+    return Adapter(
+        name=name,
+        pci=pci,
+        fw_ver=sysfs.read(f"{base}/fw_ver"),
+        board_id=sysfs.read(f"{base}/board_id"),
+        hca_type=sysfs.read(f"{base}/hca_type"),
+        node_type=sysfs.read(f"{base}/node_type"),
+        node_guid=sysfs.read(f"{base}/node_guid"),
+        ports=tuple(read_port(sysfs, name, p, with_gids=with_gids) for p in list_ports(sysfs, name)),
+    )
+
+
+# --- node-level ------------------------------------------------------------------------------------
+
+
+def read_numa_nodes(sysfs: SysfsRoot) -> tuple[NumaNode, ...]:
+    nodes = []
+    for name in sysfs.listdir("devices/system/node"):
+        m = re.fullmatch(r"node(\d+)", name)
+        if not m:
+            continue
+        cpus = sysfs.read_as(f"devices/system/node/{name}/cpulist", parse_cpulist) or ()
+        nodes.append(NumaNode(int(m.group(1)), cpus))
+    return tuple(sorted(nodes, key=lambda n: n.node))
+
+
+def read_gdr(sysfs: SysfsRoot) -> GdrState:
+    """GPUDirect RDMA peer memory: ``nvidia_peermem`` module, or the legacy ``nv_peer_mem`` (memory_peers/nv_mem*)."""
+    driver = sysfs.read("module/nvidia/version")
+    if sysfs.exists("module/nvidia_peermem"):
+        return GdrState("nvidia_peermem", driver)
+    if any(n.startswith("nv_mem") for n in sysfs.listdir("kernel/mm/memory_peers")) or sysfs.exists("module/nv_peer_mem"):
+        return GdrState("nv_peer_mem", driver)
+    if sysfs.listdir("module"):
+        return GdrState("absent", driver)
+    return GdrState("unknown", driver)
+
+
+def _is_gpu(dev: PciDevice) -> bool:
+    return dev.vendor_id == VENDOR_NVIDIA and dev.class_code is not None and dev.class_code >> 16 == CLASS_DISPLAY
+
+
+def _is_nvswitch(dev: PciDevice) -> bool:
+    return dev.vendor_id == VENDOR_NVIDIA and dev.class_code is not None and dev.class_code >> 8 == CLASS_NVSWITCH
+
+
+def pairings(gpus: tuple[Gpu, ...], adapters: tuple[Adapter, ...], paths: tuple[GpuNicPath, ...], gdr: GdrState, gdr_level: PathClass) -> tuple[Pairing, ...]:
+    """For each GPU: the nearest adapters with an ACTIVE port, and whether GPUDirect RDMA applies."""
+    by_pair = {(p.gpu, p.adapter): p.path for p in paths}
+    out = []
+    for gpu in gpus:
+        candidates = [(by_pair[(gpu.index, a.name)], a.name) for a in adapters if a.active and (gpu.index, a.name) in by_pair]
+        if not candidates:
+            out.append(Pairing(gpu.index, (), None, False, False))
+            continue
+        best = min(c[0].rank for c in candidates)
+        nearest = tuple(name for cls, name in candidates if cls.rank == best)
+        path = next(cls for cls, _ in candidates if cls.rank == best)
+        gdr_path = path.rank <= gdr_level.rank
+        out.append(Pairing(gpu.index, nearest, path, gdr_path, gdr_path and gdr.loaded))
+    return tuple(out)
+
+
+def discover(sysfs: SysfsRoot, *, gdr_level: PathClass = PathClass.PXB) -> Topology:
+    """Read the whole topology under ``sysfs``; broken values become None plus ``problems``."""
+    gpus_pci: list[PciDevice] = []
+    nvswitches: list[str] = []
+    for address, real in list_pci_devices(sysfs):
+        vendor = sysfs.read_as(f"{real}/vendor", parse_hex)
+        if vendor != VENDOR_NVIDIA:
+            continue  # only NVIDIA functions need the full read; adapters are found through class/infiniband
+        dev = read_pci_device(sysfs, real)
+        if _is_gpu(dev):
+            gpus_pci.append(dev)
+        elif _is_nvswitch(dev):
+            nvswitches.append(address)
+    gpus = tuple(Gpu(i, dev) for i, dev in enumerate(sorted(gpus_pci, key=lambda d: pci_sort_key(d.address))))
+    adapters = [read_adapter(sysfs, name) for name in list_adapters(sysfs)]
+    adapters.sort(key=lambda a: (a.pci is None, pci_sort_key(a.pci.address) if a.pci else (0, 0, 0, 0), natural_key(a.name)))
+    adapters_t = tuple(adapters)
+    paths = tuple(
+        GpuNicPath(g.index, a.name, classify(g.pci, a.pci) if a.pci is not None else PathClass.SYS)
+        for g in gpus
+        for a in adapters_t
+    )
+    gdr = read_gdr(sysfs)
+    return Topology(
+        numa_nodes=read_numa_nodes(sysfs),
+        gpus=gpus,
+        adapters=adapters_t,
+        nvswitches=tuple(nvswitches),
+        gdr=gdr,
+        paths=paths,
+        pairings=pairings(gpus, adapters_t, paths, gdr, gdr_level),
+        gdr_level=gdr_level,
+        problems=tuple(sysfs.problems),
+    )

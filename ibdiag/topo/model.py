@@ -1,0 +1,352 @@
+"""The node's topology as frozen dataclasses: NUMA nodes, GPUs, RDMA adapters and their ports, paths.
+
+No I/O and no display strings here; a value sysfs did not give is ``None``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from ibdiag.parse import pcie_gen
+from ibdiag.sysfs import ReadProblem
+
+
+class PathClass(str, Enum):
+    """How traffic between two PCI devices travels, as ``nvidia-smi topo -m`` names it (closest first)."""
+
+    PIX = "PIX"
+    """Through at most one PCIe bridge (one switch, or the same device)."""
+    PXB = "PXB"
+    """Through several PCIe bridges, without the host bridge."""
+    PHB = "PHB"
+    """Through a PCIe host bridge (the CPU's root complex)."""
+    NODE = "NODE"
+    """Across PCIe host bridges within one NUMA node."""
+    SYS = "SYS"
+    """Across the inter-socket link (QPI/UPI, Infinity Fabric), or NUMA locality unknown."""
+
+    @property
+    def rank(self) -> int:
+        return _PATH_RANK[self]
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_PATH_RANK = {PathClass.PIX: 0, PathClass.PXB: 1, PathClass.PHB: 2, PathClass.NODE: 3, PathClass.SYS: 4}
+
+
+@dataclass(frozen=True)
+class PcieLink:
+    """PCIe link of a device and what its upstream port supports (GT/s per lane, lanes)."""
+
+    speed_gts: float | None = None
+    max_speed_gts: float | None = None
+    width: int | None = None
+    max_width: int | None = None
+    upstream_max_speed_gts: float | None = None
+    upstream_max_width: int | None = None
+
+    @property
+    def capable_width(self) -> int | None:
+        """Widest link both ends support."""
+        widths = [w for w in (self.max_width, self.upstream_max_width) if w]
+        return min(widths) if widths else None
+
+    @property
+    def capable_speed_gts(self) -> float | None:
+        speeds = [s for s in (self.max_speed_gts, self.upstream_max_speed_gts) if s]
+        return min(speeds) if speeds else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "speed_gts": self.speed_gts,
+            "max_speed_gts": self.max_speed_gts,
+            "width": self.width,
+            "max_width": self.max_width,
+            "gen": pcie_gen(self.speed_gts),
+            "max_gen": pcie_gen(self.max_speed_gts),
+            "upstream_max_speed_gts": self.upstream_max_speed_gts,
+            "upstream_max_width": self.upstream_max_width,
+        }
+
+
+@dataclass(frozen=True)
+class PciDevice:
+    address: str
+    """``0000:17:00.0``."""
+    sysfs_path: str
+    """Real path under sys/, ``devices/pci0000:15/0000:15:01.0/.../0000:17:00.0``."""
+    host_bridge: str | None
+    """``pci0000:15``: the root complex the device hangs from."""
+    bridges: tuple[str, ...]
+    """PCI bridges from the root port down to the device's parent (addresses)."""
+    vendor_id: int | None
+    device_id: int | None
+    class_code: int | None
+    numa_node: int | None
+    """None when sysfs says -1 (unknown, typical in VMs)."""
+    local_cpus: tuple[int, ...]
+    link: PcieLink
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "address": self.address,
+            "vendor": None if self.vendor_id is None else f"0x{self.vendor_id:04x}",
+            "device": None if self.device_id is None else f"0x{self.device_id:04x}",
+            "class": None if self.class_code is None else f"0x{self.class_code:06x}",
+            "numa_node": self.numa_node,
+            "host_bridge": self.host_bridge,
+            "bridges": list(self.bridges),
+        }
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    """0..n-1 in ascending PCI address, NVML's order."""
+    pci: PciDevice
+
+    def to_json(self) -> dict[str, Any]:
+        from ibdiag.parse import format_cpulist
+
+        return {
+            "index": self.index,
+            "pci": self.pci.address,
+            "numa_node": self.pci.numa_node,
+            "cpu_affinity": format_cpulist(self.pci.local_cpus) or None,
+            "device_id": None if self.pci.device_id is None else f"0x{self.pci.device_id:04x}",
+            "link": self.pci.link.to_json(),
+            "bridges": list(self.pci.bridges),
+            "host_bridge": self.pci.host_bridge,
+        }
+
+
+@dataclass(frozen=True)
+class Gid:
+    index: int
+    gid: str
+    type: str | None
+    """``IB/RoCE v1`` or ``RoCE v2``."""
+    netdev: str | None
+
+    @property
+    def is_ipv4_mapped(self) -> bool:
+        """``0000:0000:0000:0000:0000:ffff:0a00:0105`` carries the IPv4 address 10.0.1.5."""
+        return self.gid.lower().replace(":", "").startswith("00000000000000000000ffff")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "gid": self.gid, "type": self.type, "netdev": self.netdev}
+
+
+@dataclass(frozen=True)
+class Port:
+    adapter: str
+    port: int
+    state: str | None
+    """``ACTIVE``, ``DOWN``, ``INIT``, ``ARMED`` ... (``ports/N/state``)."""
+    state_code: int | None
+    phys_state: str | None
+    """``LinkUp``, ``Polling``, ``Disabled`` ... (``ports/N/phys_state``)."""
+    phys_state_code: int | None
+    rate_gbps: float | None
+    lanes: int | None
+    lane_speed: str | None
+    """``NDR``, ``HDR`` ...; None where the kernel prints no name."""
+    link_layer: str | None
+    """``InfiniBand`` or ``Ethernet`` (RoCE)."""
+    lid: int | None
+    sm_lid: int | None
+    netdev: str | None
+    gids: tuple[Gid, ...] = ()
+    """Populated GID table entries (RoCE: the ones NCCL and perftest choose from)."""
+
+    @property
+    def active(self) -> bool:
+        return self.state == "ACTIVE"
+
+    @property
+    def link_up(self) -> bool:
+        return self.phys_state == "LinkUp"
+
+    @property
+    def gid_types(self) -> tuple[str, ...]:
+        seen: list[str] = []
+        for g in self.gids:
+            if g.type and g.type not in seen:
+                seen.append(g.type)
+        return tuple(seen)
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "port": self.port,
+            "state": self.state,
+            "phys_state": self.phys_state,
+            "rate_gbps": self.rate_gbps,
+            "lanes": self.lanes,
+            "lane_speed": self.lane_speed,
+            "link_layer": self.link_layer,
+            "lid": self.lid,
+            "sm_lid": self.sm_lid,
+            "netdev": self.netdev,
+        }
+        if self.link_layer == "Ethernet":
+            doc["gid_types"] = list(self.gid_types)
+            doc["gids"] = [g.to_json() for g in self.gids]
+        return doc
+
+
+@dataclass(frozen=True)
+class Adapter:
+    name: str
+    """``mlx5_0`` (``/sys/class/infiniband/<name>``)."""
+    pci: PciDevice | None
+    """None for software devices without a PCI function (rxe, siw)."""
+    fw_ver: str | None
+    board_id: str | None
+    hca_type: str | None
+    node_type: str | None
+    node_guid: str | None
+    ports: tuple[Port, ...]
+
+    @property
+    def active(self) -> bool:
+        return any(p.active for p in self.ports)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "pci": None if self.pci is None else self.pci.address,
+            "numa_node": None if self.pci is None else self.pci.numa_node,
+            "fw_ver": self.fw_ver,
+            "board_id": self.board_id,
+            "hca_type": self.hca_type,
+            "node_type": self.node_type,
+            "node_guid": self.node_guid,
+            "link": None if self.pci is None else self.pci.link.to_json(),
+            "ports": [p.to_json() for p in self.ports],
+        }
+
+
+@dataclass(frozen=True)
+class NumaNode:
+    node: int
+    cpus: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        from ibdiag.parse import format_cpulist
+
+        return {"node": self.node, "cpus": format_cpulist(self.cpus)}
+
+
+@dataclass(frozen=True)
+class GdrState:
+    """GPUDirect RDMA peer-memory support: which module provides it, if any."""
+
+    state: str
+    """``nvidia_peermem``, ``nv_peer_mem`` (legacy Mellanox module), ``absent`` or ``unknown``."""
+    nvidia_driver: str | None = None
+    """``/sys/module/nvidia/version`` when the NVIDIA driver is loaded."""
+
+    @property
+    def loaded(self) -> bool:
+        return self.state in ("nvidia_peermem", "nv_peer_mem")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"module": self.state, "loaded": self.loaded, "nvidia_driver": self.nvidia_driver}
+
+
+@dataclass(frozen=True)
+class GpuNicPath:
+    gpu: int
+    adapter: str
+    path: PathClass
+
+    def to_json(self) -> dict[str, Any]:
+        return {"gpu": self.gpu, "adapter": self.adapter, "path": self.path.value}
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """The adapter(s) a GPU should use and whether NCCL will do GPUDirect RDMA through them."""
+
+    gpu: int
+    nearest: tuple[str, ...]
+    """Nearest adapters with an ACTIVE port (all those at the best path class)."""
+    path: PathClass | None
+    """Path class to the nearest active adapter; None when no adapter is active."""
+    gdr_path: bool
+    """Path is at or below the GDR level (NCCL_NET_GDR_LEVEL, default PXB)."""
+    gdr: bool
+    """gdr_path and a peer-memory module is loaded: NCCL will use GPUDirect RDMA."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "gpu": self.gpu,
+            "nearest": list(self.nearest),
+            "path": None if self.path is None else self.path.value,
+            "gdr_path": self.gdr_path,
+            "gdr": self.gdr,
+        }
+
+
+@dataclass(frozen=True)
+class Topology:
+    numa_nodes: tuple[NumaNode, ...]
+    gpus: tuple[Gpu, ...]
+    adapters: tuple[Adapter, ...]
+    """RDMA adapters, in PCI address order (the NIC0..NICn order of the matrix)."""
+    nvswitches: tuple[str, ...]
+    """PCI addresses of NVSwitch devices."""
+    gdr: GdrState
+    paths: tuple[GpuNicPath, ...]
+    pairings: tuple[Pairing, ...]
+    gdr_level: PathClass
+    problems: tuple[ReadProblem, ...] = ()
+
+    def path(self, gpu: int, adapter: str) -> PathClass | None:
+        for p in self.paths:
+            if p.gpu == gpu and p.adapter == adapter:
+                return p.path
+        return None
+
+    def adapter(self, name: str) -> Adapter | None:
+        for a in self.adapters:
+            if a.name == name:
+                return a
+        return None
+
+    @property
+    def nccl_ib_hca(self) -> str | None:
+        """``NCCL_IB_HCA`` listing the adapter:port each GPU should use, in GPU order.
+
+        The leading ``=`` makes NCCL match names exactly: without it ``mlx5_1`` also selects
+        ``mlx5_10`` and ``mlx5_11`` (NCCL docs, NCCL_IB_HCA prefix matching).
+        """
+        chosen: list[str] = []
+        for pairing in self.pairings:
+            if not pairing.nearest:
+                continue
+            adapter = self.adapter(pairing.nearest[0])
+            if adapter is None:
+                continue
+            port = next((p.port for p in adapter.ports if p.active), None)
+            entry = f"{adapter.name}:{port}" if port is not None else adapter.name
+            if entry not in chosen:
+                chosen.append(entry)
+        return "=" + ",".join(chosen) if chosen else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "numa_nodes": [n.to_json() for n in self.numa_nodes],
+            "gpus": [g.to_json() for g in self.gpus],
+            "nvswitches": len(self.nvswitches),
+            "adapters": [a.to_json() for a in self.adapters],
+            "paths": [p.to_json() for p in self.paths],
+            "pairings": [p.to_json() for p in self.pairings],
+            "gdr": self.gdr.to_json(),
+            "gdr_level": self.gdr_level.value,
+            "nccl_ib_hca": self.nccl_ib_hca,
+        }

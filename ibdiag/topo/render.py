@@ -1,0 +1,179 @@
+"""Views of a :class:`Topology`: the ``nvidia-smi topo -m``-style matrix, adapter and pairing tables,
+CSV rows and Prometheus metrics. Pure functions of the model; cli/ prints what they return."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from ibdiag.parse import format_cpulist, pcie_gen
+from ibdiag.report.prom import Metric, Sample
+from ibdiag.topo.model import PcieLink, Topology
+
+PATH_STYLE = {"PIX": "green", "PXB": "green", "PHB": "yellow", "NODE": "yellow", "SYS": "red"}
+
+
+def matrix_text(topo: Topology) -> str:
+    """GPU rows x NIC columns with CPU and NUMA affinity, then the NIC legend (``nvidia-smi topo -m``).
+
+    Columns are separated by at least two spaces and padded so the block reads as a table.
+    """
+    if not topo.gpus:
+        return ""
+    nic_names = [f"NIC{i}" for i in range(len(topo.adapters))]
+    header = ["", *nic_names, "CPU Affinity", "NUMA Affinity"]
+    rows = [header]
+    for gpu in topo.gpus:
+        cells = [f"GPU{gpu.index}"]
+        for adapter in topo.adapters:
+            path = topo.path(gpu.index, adapter.name)
+            cells.append(path.value if path else "?")
+        cells.append(format_cpulist(gpu.pci.local_cpus) or "N/A")
+        cells.append("N/A" if gpu.pci.numa_node is None else str(gpu.pci.numa_node))
+        rows.append(cells)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    if topo.adapters:
+        lines.append("")
+        lines.append("NIC Legend:")
+        lines.extend(f"  {nic}: {a.name}" for nic, a in zip(nic_names, topo.adapters))
+    return "\n".join(lines)
+
+
+LEGEND = (
+    "PIX = at most one PCIe bridge; PXB = several PCIe bridges, no host bridge; PHB = through a PCIe host bridge (CPU);\n"
+    "NODE = across host bridges within a NUMA node; SYS = across the inter-socket link (or NUMA unknown)"
+)
+
+
+def _link(link: PcieLink) -> str:
+    if link.width is None and link.speed_gts is None:
+        return "-"
+    gen = pcie_gen(link.speed_gts)
+    max_gen = pcie_gen(link.capable_speed_gts)
+    cur = f"Gen{gen}" if gen else (f"{link.speed_gts:g}GT/s" if link.speed_gts else "?")
+    cap = f"Gen{max_gen}" if max_gen else (f"{link.capable_speed_gts:g}GT/s" if link.capable_speed_gts else "?")
+    return f"{cur} x{link.width if link.width is not None else '?'} (max {cap} x{link.capable_width or '?'})"
+
+
+def adapters_table(topo: Topology) -> Table:
+    t = Table(title="RDMA adapters and ports (ibstat)", title_justify="left")
+    for col in ("adapter", "pci", "numa", "fw", "board", "PCIe", "port", "state", "rate", "link layer", "lid", "netdev", "gid types"):
+        t.add_column(col, no_wrap=col not in ("gid types",))
+    for a in topo.adapters:
+        first = True
+        for p in a.ports or [None]:  # type: ignore[list-item]
+            head = [a.name, a.pci.address if a.pci else "-", _num(a.pci.numa_node if a.pci else None), a.fw_ver or "-", a.board_id or "-", _link(a.pci.link) if a.pci else "-"] if first else [""] * 6
+            first = False
+            if p is None:
+                t.add_row(*head, "-", "no ports", "", "", "", "", "")
+                continue
+            state = Text(f"{p.state or '?'}/{p.phys_state or '?'}", style="green" if p.active and p.link_up else "bold red")
+            rate = f"{p.rate_gbps:g} Gb/s" if p.rate_gbps is not None else "?"
+            if p.lanes:
+                rate += f" ({p.lanes}X{(' ' + p.lane_speed) if p.lane_speed else ''})"
+            t.add_row(*head, str(p.port), state, rate, p.link_layer or "?", "-" if p.lid is None else f"0x{p.lid:x}", p.netdev or "-", ", ".join(p.gid_types) if p.link_layer == "Ethernet" else "")
+    return t
+
+
+def _num(v: int | None) -> str:
+    return "-" if v is None else str(v)
+
+
+def pairing_table(topo: Topology) -> Table:
+    t = Table(title="GPU -> nearest active adapter (what NCCL will pick)", title_justify="left")
+    for col in ("gpu", "pci", "numa", "PCIe", "nearest adapter(s)", "path", "GPUDirect RDMA"):
+        t.add_column(col, no_wrap=True)
+    for gpu, pairing in zip(topo.gpus, topo.pairings):
+        path = pairing.path.value if pairing.path else "-"
+        if pairing.gdr:
+            gdr = Text("yes", style="green")
+        elif pairing.gdr_path:
+            gdr = Text(f"no ({topo.gdr.state} module)", style="yellow")
+        elif pairing.path is None:
+            gdr = Text("no (no active adapter)", style="bold red")
+        else:
+            gdr = Text(f"no (path > {topo.gdr_level.value})", style="yellow")
+        t.add_row(f"GPU{gpu.index}", gpu.pci.address, _num(gpu.pci.numa_node), _link(gpu.pci.link), ", ".join(pairing.nearest) or "-", Text(path, style=PATH_STYLE.get(path, "")), gdr)
+    return t
+
+
+def summary_lines(topo: Topology) -> list[str]:
+    lines = [
+        f"NUMA nodes: {len(topo.numa_nodes)}   GPUs: {len(topo.gpus)}   NVSwitches: {len(topo.nvswitches)}   RDMA adapters: {len(topo.adapters)}"
+        f"   GPUDirect RDMA module: {topo.gdr.state}" + (f" (NVIDIA driver {topo.gdr.nvidia_driver})" if topo.gdr.nvidia_driver else ""),
+    ]
+    if not topo.adapters:
+        lines.append("No RDMA adapter on this node: nothing under /sys/class/infiniband.")
+    if not topo.gpus:
+        lines.append("No NVIDIA GPU on this node.")
+    if topo.nccl_ib_hca:
+        lines.append(f"NCCL_IB_HCA matching the GPUs: {topo.nccl_ib_hca}")
+    return lines
+
+
+# --- machine formats -----------------------------------------------------------------------------------
+
+CSV_HEADER = ("gpu", "gpu_pci", "gpu_numa_node", "adapter", "adapter_pci", "adapter_numa_node", "path", "nearest", "gdr")
+
+
+def csv_rows(topo: Topology) -> list[dict[str, Any]]:
+    """One row per GPU x adapter pair (long form)."""
+    rows = []
+    for gpu, pairing in zip(topo.gpus, topo.pairings):
+        for a in topo.adapters:
+            path = topo.path(gpu.index, a.name)
+            nearest = a.name in pairing.nearest
+            rows.append(
+                {
+                    "gpu": gpu.index,
+                    "gpu_pci": gpu.pci.address,
+                    "gpu_numa_node": gpu.pci.numa_node,
+                    "adapter": a.name,
+                    "adapter_pci": a.pci.address if a.pci else None,
+                    "adapter_numa_node": a.pci.numa_node if a.pci else None,
+                    "path": path.value if path else None,
+                    "nearest": int(nearest),
+                    "gdr": int(nearest and pairing.gdr),
+                }
+            )
+    return rows
+
+
+def prom_metrics(topo: Topology) -> list[Metric]:
+    port_labels = [({"device": p.adapter, "port": str(p.port), "link_layer": p.link_layer or ""}, p) for a in topo.adapters for p in a.ports]
+    return [
+        Metric("ibdiag_topo_gpus", "NVIDIA GPUs found in sysfs.", "gauge", (Sample({}, len(topo.gpus)),)),
+        Metric("ibdiag_topo_nvswitches", "NVSwitch devices found in sysfs.", "gauge", (Sample({}, len(topo.nvswitches)),)),
+        Metric("ibdiag_topo_rdma_adapters", "RDMA adapters under /sys/class/infiniband.", "gauge", (Sample({}, len(topo.adapters)),)),
+        Metric(
+            "ibdiag_topo_port_active",
+            "1 when the RDMA port is ACTIVE and LinkUp.",
+            "gauge",
+            tuple(Sample(labels, 1 if p.active and p.link_up else 0) for labels, p in port_labels),
+        ),
+        Metric(
+            "ibdiag_topo_port_rate_gbps",
+            "RDMA port rate in Gb/s (sysfs rate).",
+            "gauge",
+            tuple(Sample(labels, p.rate_gbps) for labels, p in port_labels if p.rate_gbps is not None),
+        ),
+        Metric(
+            "ibdiag_topo_pcie_width_lanes",
+            "Current PCIe link width of GPUs and RDMA adapters.",
+            "gauge",
+            tuple(
+                [Sample({"device": f"GPU{g.index}", "pci": g.pci.address}, g.pci.link.width) for g in topo.gpus if g.pci.link.width is not None]
+                + [Sample({"device": a.name, "pci": a.pci.address}, a.pci.link.width) for a in topo.adapters if a.pci and a.pci.link.width is not None]
+            ),
+        ),
+        Metric(
+            "ibdiag_topo_gpu_gdr",
+            "1 when NCCL will use GPUDirect RDMA for the GPU (path within the GDR level and peer memory loaded).",
+            "gauge",
+            tuple(Sample({"gpu": str(p.gpu), "adapter": p.nearest[0] if p.nearest else "", "path": p.path.value if p.path else ""}, int(p.gdr)) for p in topo.pairings),
+        ),
+        Metric("ibdiag_topo_peermem_loaded", "1 when nvidia_peermem or nv_peer_mem is loaded.", "gauge", (Sample({"module": topo.gdr.state}, int(topo.gdr.loaded)),)),
+    ]

@@ -1,0 +1,129 @@
+"""Sizes and counts as users type them, and as people read them back.
+
+Message sizes follow nccl-tests and perftest: a bare suffix is binary (``64K`` = 65536 B,
+``8G`` = 2**33 B), so is an IEC suffix (``25MiB``); an SI suffix with ``B`` is decimal
+(``16GB`` = 16e9 B), because gradient sizes are quoted that way ("8e9 bf16 parameters = 16 GB").
+Plain numbers are bytes. Bandwidth is always decimal (GB/s = 1e9 B/s, as nccl-tests prints).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from ibdiag.errors import UsageError
+
+_BINARY = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
+_DECIMAL = {"K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15}
+
+_SIZE_RE = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*(?P<unit>[KMGTPkmgtp]?)(?P<suffix>(?:i?[Bb])?)\s*$")
+
+#: Largest size a user may ask for anywhere (1 PiB): beyond it the number is surely a typo.
+MAX_SIZE_BYTES = 2**50
+
+#: Most sizes one size specification may expand to (``1:1P`` would be 51 doublings).
+MAX_SIZES = 64
+
+
+def parse_size(text: str, *, what: str = "size") -> int:
+    """``"64K"`` -> 65536, ``"25MiB"`` -> 26214400, ``"16GB"`` -> 16e9, ``"512"`` -> 512 (bytes).
+
+    Raises :class:`UsageError` for anything else, naming ``what`` was being parsed.
+    """
+    m = _SIZE_RE.match(str(text))
+    if not m:
+        raise UsageError(
+            f"cannot read {what} {text!r}",
+            hint="write bytes as a number with an optional suffix: 4096, 64K, 25MiB, 8G (binary) or 16GB (decimal)",
+        )
+    num = float(m.group("num"))
+    unit = m.group("unit").upper()
+    suffix = m.group("suffix")
+    if suffix in ("B", "b") and unit:
+        scale = _DECIMAL[unit]
+    else:
+        scale = _BINARY[unit]
+    value = num * scale
+    if value != int(value) or not math.isfinite(value):
+        raise UsageError(f"{what} {text!r} is not a whole number of bytes", hint="use a whole number of bytes, e.g. 4K")
+    size = int(value)
+    if size > MAX_SIZE_BYTES:
+        raise UsageError(f"{what} {text!r} is absurdly large ({size} bytes)", hint="sizes above 1 PiB are refused")
+    return size
+
+
+def parse_size_spec(text: str, *, factor: float = 2.0, what: str = "--sizes", minimum: int = 1) -> tuple[int, ...]:
+    """A list (``"4K,64K,1M"``) or a range (``"4K:64M"``, multiplied by ``factor`` like nccl-tests' ``-f``).
+
+    The range includes both ends when the steps land on the maximum; sizes come back ascending
+    for a range and in the given order for a list.
+    """
+    text = str(text).strip()
+    if not text:
+        raise UsageError(f"{what} is empty", hint="give a list like 4K,64K,1M or a range like 4K:64M")
+    if ":" in text:
+        parts = text.split(":")
+        if len(parts) != 2:
+            raise UsageError(f"cannot read {what} {text!r}", hint="a range is MIN:MAX, e.g. 4K:64M")
+        lo, hi = (parse_size(p, what=what) for p in parts)
+        if lo < minimum:
+            raise UsageError(f"{what} {text!r} starts below {minimum} bytes", hint=f"start at {minimum} or more")
+        if hi < lo:
+            raise UsageError(f"{what} {text!r} ends below its start", hint="write the range as MIN:MAX")
+        if not factor > 1:
+            raise UsageError(f"size factor {factor} must be greater than 1", hint="use --factor 2 to double each step")
+        sizes: list[int] = []
+        size = float(lo)
+        while size <= hi * (1 + 1e-12):
+            sizes.append(int(round(size)))
+            if len(sizes) > MAX_SIZES:
+                raise UsageError(f"{what} {text!r} expands to more than {MAX_SIZES} sizes", hint="narrow the range or raise --factor")
+            size *= factor
+        return tuple(sizes)
+    sizes = []
+    for part in text.split(","):
+        if not part.strip():
+            raise UsageError(f"cannot read {what} {text!r}: empty item", hint="separate sizes with single commas: 4K,64K")
+        size = parse_size(part, what=what)
+        if size < minimum:
+            raise UsageError(f"{what} item {part!r} is below {minimum} bytes", hint=f"use sizes of {minimum} bytes or more")
+        sizes.append(size)
+    if len(sizes) > MAX_SIZES:
+        raise UsageError(f"{what} lists more than {MAX_SIZES} sizes", hint="measure fewer sizes per run")
+    return tuple(sizes)
+
+
+def format_bytes(n: int | float | None) -> str:
+    """Binary size for people: 4096 -> ``"4 KiB"``, 26214400 -> ``"25 MiB"``, 8 -> ``"8 B"``."""
+    if n is None:
+        return "-"
+    n = float(n)
+    for unit, scale in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            value = n / scale
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def format_seconds(s: float | None) -> str:
+    """Seconds for people, in the unit that keeps 3 significant digits: 0.000012 -> ``"12.0 µs"``."""
+    if s is None:
+        return "-"
+    a = abs(s)
+    if a >= 1:
+        return f"{s:.3g} s" if a < 100 else f"{s:.0f} s"
+    if a >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    if a >= 1e-6:
+        return f"{s * 1e6:.3g} µs"
+    return f"{s * 1e9:.3g} ns"
+
+
+def gbs_to_gbps(gb_per_s: float) -> float:
+    """GB/s (1e9 bytes/s) to Gb/s (1e9 bits/s)."""
+    return gb_per_s * 8.0
+
+
+def gbps_to_gbs(gbit_per_s: float) -> float:
+    """Gb/s (1e9 bits/s) to GB/s (1e9 bytes/s)."""
+    return gbit_per_s / 8.0
