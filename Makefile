@@ -38,7 +38,7 @@ fixtures:
 
 ## completions: regenerate completions/ from the app
 completions: $(STAMP)
-	$(BIN)/python -m ibdiag.completions completions
+	$(BIN)/python -m ibdiag.cli.completions completions
 
 ## system-deps: Debian packages the tests use (run as root; .ci/run does this)
 system-deps:

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 from typer import _click as click  # typer vendors click; this is the same click its exceptions come from
+from typer._completion_classes import completion_init
 from typer.core import TyperGroup
 
 from ibdiag import __version__
@@ -37,7 +38,7 @@ class IbdiagGroup(TyperGroup):
         except click.exceptions.ClickException as e:
             print_error(e.format_message(), "see 'ibdiag --help'")
             rv = int(ExitStatus.USAGE)
-        except click.exceptions.Abort:
+        except typer.Abort:
             sys.stderr.write("\nibdiag: interrupted\n")
             rv = int(ExitStatus.INTERRUPTED)
         if not isinstance(rv, int):
@@ -46,6 +47,10 @@ class IbdiagGroup(TyperGroup):
             sys.exit(rv)
         return rv
 
+
+# Shell completion (`_IBDIAG_COMPLETE=source_bash ibdiag`, scripts in completions/) without the
+# --install-completion options: typer registers its shell classes only when add_completion is on.
+completion_init()
 
 app = typer.Typer(
     cls=IbdiagGroup,

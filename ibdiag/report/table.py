@@ -17,13 +17,19 @@ def severity_text(sev: Severity) -> Text:
     return Text(SEVERITY_LABEL[sev], style=SEVERITY_STYLE[sev])
 
 
+def _fmt(v: object) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
 def _value(f: Finding) -> str:
     if f.value is None:
         return ""
     unit = f" {f.unit}" if f.unit else ""
     if f.limit is None:
-        return f"{f.value}{unit}"
-    return f"{f.value}{unit} (limit {f.limit}{unit})"
+        return f"{_fmt(f.value)}{unit}"
+    return f"{_fmt(f.value)}{unit} (limit {_fmt(f.limit)}{unit})"
 
 
 def findings_table(findings: Sequence[Finding], *, title: str = "Findings") -> Table:

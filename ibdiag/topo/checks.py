@@ -303,8 +303,10 @@ def check_topology(topo: Topology, config: TopoConfig = TopoConfig()) -> list[Fi
                 )
             )
 
-    # Values that could not be read.
+    # Values that could not be read (port state and rate already have findings of their own).
     for problem in topo.problems:
+        if problem.path.rsplit("/", 1)[-1] in ("state", "phys_state", "rate") and "/ports/" in problem.path:
+            continue
         out.append(
             Finding(
                 "topo.sysfs_value",

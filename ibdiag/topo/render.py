@@ -91,7 +91,7 @@ def pairing_table(topo: Topology) -> Table:
         if pairing.gdr:
             gdr = Text("yes", style="green")
         elif pairing.gdr_path:
-            gdr = Text(f"no ({topo.gdr.state} module)", style="yellow")
+            gdr = Text("no (no peer-memory module)", style="yellow")
         elif pairing.path is None:
             gdr = Text("no (no active adapter)", style="bold red")
         else:

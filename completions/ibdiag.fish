@@ -1,0 +1,1 @@
+complete --command ibdiag --no-files --arguments "(env _IBDIAG_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) ibdiag)" --condition "env _IBDIAG_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) ibdiag"
