@@ -148,7 +148,7 @@ def console(file: Any = None) -> Any:
 
     out = file or sys.stdout
     tty = hasattr(out, "isatty") and out.isatty()
-    width = None if tty else int(os.environ.get("COLUMNS") or 160)
+    width = None if tty else int(os.environ.get("COLUMNS") or 200)
     return Console(file=out, width=width, highlight=False, soft_wrap=False, force_terminal=None if tty else False)
 
 

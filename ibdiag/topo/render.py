@@ -49,32 +49,46 @@ LEGEND = (
 
 
 def _link(link: PcieLink) -> str:
+    """``Gen5 x16``; ``Gen5 x8 of x16`` / ``Gen1 of Gen5 x16`` when below what both ends support."""
     if link.width is None and link.speed_gts is None:
         return "-"
-    gen = pcie_gen(link.speed_gts)
-    max_gen = pcie_gen(link.capable_speed_gts)
-    cur = f"Gen{gen}" if gen else (f"{link.speed_gts:g}GT/s" if link.speed_gts else "?")
-    cap = f"Gen{max_gen}" if max_gen else (f"{link.capable_speed_gts:g}GT/s" if link.capable_speed_gts else "?")
-    return f"{cur} x{link.width if link.width is not None else '?'} (max {cap} x{link.capable_width or '?'})"
+
+    def gen(speed: float | None) -> str:
+        g = pcie_gen(speed)
+        return f"Gen{g}" if g else (f"{speed:g}GT/s" if speed else "?")
+
+    cur = f"{gen(link.speed_gts)} x{link.width if link.width is not None else '?'}"
+    slow = link.speed_gts is not None and link.capable_speed_gts is not None and link.speed_gts < link.capable_speed_gts
+    narrow = link.width is not None and link.capable_width is not None and link.width < link.capable_width
+    if slow or narrow:
+        return f"{cur} of {gen(link.capable_speed_gts)} x{link.capable_width or '?'}"
+    return cur
 
 
 def adapters_table(topo: Topology) -> Table:
     t = Table(title="RDMA adapters and ports (ibstat)", title_justify="left")
-    for col in ("adapter", "pci", "numa", "fw", "board", "PCIe", "port", "state", "rate", "link layer", "lid", "netdev", "gid types"):
-        t.add_column(col, no_wrap=col not in ("gid types",))
+    roce = any(p.link_layer == "Ethernet" for a in topo.adapters for p in a.ports)
+    cols = ["adapter", "pci", "numa", "PCIe", "fw", "port", "state", "rate", "layer", "lid", "netdev"] + (["RoCE GID types"] if roce else [])
+    for col in cols:
+        t.add_column(col, no_wrap=True)
     for a in topo.adapters:
         first = True
         for p in a.ports or [None]:  # type: ignore[list-item]
-            head = [a.name, a.pci.address if a.pci else "-", _num(a.pci.numa_node if a.pci else None), a.fw_ver or "-", a.board_id or "-", _link(a.pci.link) if a.pci else "-"] if first else [""] * 6
+            head = [a.name, a.pci.address if a.pci else "-", _num(a.pci.numa_node if a.pci else None), _link(a.pci.link) if a.pci else "-", a.fw_ver or "-"] if first else [""] * 5
             first = False
             if p is None:
-                t.add_row(*head, "-", "no ports", "", "", "", "", "")
+                t.add_row(*head, "-", "no ports", *[""] * (len(cols) - 7))
                 continue
             state = Text(f"{p.state or '?'}/{p.phys_state or '?'}", style="green" if p.active and p.link_up else "bold red")
             rate = f"{p.rate_gbps:g} Gb/s" if p.rate_gbps is not None else "?"
             if p.lanes:
-                rate += f" ({p.lanes}X{(' ' + p.lane_speed) if p.lane_speed else ''})"
-            t.add_row(*head, str(p.port), state, rate, p.link_layer or "?", "-" if p.lid is None else f"0x{p.lid:x}", p.netdev or "-", ", ".join(p.gid_types) if p.link_layer == "Ethernet" else "")
+                rate += f" {p.lanes}X{(' ' + p.lane_speed) if p.lane_speed else ''}"
+            layer = {"InfiniBand": "IB", "Ethernet": "RoCE"}.get(p.link_layer or "", p.link_layer or "?")
+            lid = "-" if p.lid is None or p.link_layer == "Ethernet" else f"0x{p.lid:x}"
+            row = [*head, str(p.port), state, rate, layer, lid, p.netdev or "-"]
+            if roce:
+                row.append(", ".join(p.gid_types) if p.link_layer == "Ethernet" else "")
+            t.add_row(*row)
     return t
 
 
