@@ -1,1 +1,308 @@
-"""(not written yet)"""
+"""``ibdiag counters``: is any RDMA port erroring, flapping or backpressured — now, over an interval, or across a job?"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ibdiag.cli.app import app
+from ibdiag.cli.common import (
+    ConfigOption,
+    DebugOption,
+    FormatOption,
+    OutputFormat,
+    RootOption,
+    StrictOption,
+    console,
+    emit,
+    exit_status,
+    handle_errors,
+    open_root,
+    run_meta,
+)
+
+#: Shortest --interval: mlx5 caches hw_counters for ``lifespan`` ms (10-12 ms by default), and
+#: every counters/ read is a MAD to the adapter's firmware on a live node.
+MIN_INTERVAL_S = 0.1
+MAX_INTERVAL_S = 86400.0
+MAX_COUNT = 1_000_000
+
+DeviceOption = Annotated[
+    Optional[list[str]],
+    typer.Option("--device", "-d", metavar="DEV[:PORT]", help="Only these ports: mlx5_3:1, mlx5_3 (all its ports), a pattern like 'mlx5_*'; repeat or separate with commas."),
+]
+IntervalOption = Annotated[
+    Optional[float],
+    typer.Option("--interval", "-i", metavar="SECONDS", help="Read twice, SECONDS apart, and judge the deltas: errors/s, Gb/s, backpressure."),
+]
+CountOption = Annotated[
+    Optional[int],
+    typer.Option("--count", "-c", metavar="N", help="With --interval: N samples (a series; csv/json rows per sample). With --watch: stop after N."),
+]
+WatchOption = Annotated[bool, typer.Option("--watch", "-w", help="Live table refreshed every --interval (default 1 s) until Ctrl-C (exit 130).")]
+SinceOption = Annotated[
+    Optional[Path],
+    typer.Option("--since", metavar="BEFORE.json", help="Judge what the counters did since a saved `ibdiag counters -o json` of this node (e.g. across a job)."),
+]
+
+
+def _progress(text: str, *, end: str = "\n") -> None:
+    """A status line for people on stderr; nothing when stderr is not a terminal (scripts, CI logs)."""
+    err = sys.stderr
+    if hasattr(err, "isatty") and err.isatty():
+        err.write(f"\r\x1b[Kibdiag: {text}{end}")
+        err.flush()
+
+
+def _width() -> int:
+    """Width the table will be printed at (the terminal's, or the common console's default)."""
+    return int(console(sys.stdout).width)
+
+
+def _validate(fmt: OutputFormat, interval: float | None, count: int | None, watch: bool, since: Path | None) -> None:
+    from ibdiag.errors import UsageError
+
+    if interval is not None and not (MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S):
+        raise UsageError(
+            f"--interval {interval:g} is out of range",
+            hint=f"give seconds between {MIN_INTERVAL_S:g} and {MAX_INTERVAL_S:g}: below {MIN_INTERVAL_S:g} s the driver's counter cache (hw_counters/lifespan) dominates",
+        )
+    if count is not None:
+        if count < 1 or count > MAX_COUNT:
+            raise UsageError(f"--count {count} is out of range", hint=f"give 1 to {MAX_COUNT} samples")
+        if interval is None and not watch:
+            raise UsageError("--count needs --interval (or --watch)", hint="e.g. ibdiag counters --interval 1 --count 60 -o csv")
+    if since is not None and (interval is not None or watch or count is not None):
+        raise UsageError("--since cannot be combined with --interval, --count or --watch", hint="--since compares a saved reading with one reading now")
+    if watch:
+        if fmt is not OutputFormat.table:
+            raise UsageError(f"--watch draws a live table; it cannot write {fmt.value}", hint="for machines use --interval S --count N -o csv (or json)")
+        if not sys.stdout.isatty():
+            raise UsageError("--watch needs a terminal on stdout", hint="for a log use --interval S --count N -o csv")
+
+
+@app.command("counters")
+@handle_errors
+def counters_command(
+    root: RootOption = Path("/"),
+    fmt: FormatOption = OutputFormat.table,
+    config: ConfigOption = None,
+    strict: StrictOption = False,
+    device: DeviceOption = None,
+    interval: IntervalOption = None,
+    count: CountOption = None,
+    watch: WatchOption = False,
+    since: SinceOption = None,
+    debug: DebugOption = False,
+) -> int:
+    """Port error, backpressure and throughput counters (like perfquery -x): snapshot, --interval, --watch, --since."""
+    from ibdiag.config import load_config
+    from ibdiag.counters.config import CountersConfig
+    from ibdiag.counters.read import discover_layout, parse_device_filter
+    from ibdiag.errors import CannotRunError
+    from ibdiag.sysfs import SysfsRoot
+
+    _validate(fmt, interval, count, watch, since)
+    cfg = load_config(config).section("counters", CountersConfig)
+    patterns = parse_device_filter(device or [])
+    with open_root(root) as directory:
+        sysfs = SysfsRoot(directory).check()
+        meta = run_meta(directory)
+        layout = discover_layout(sysfs, patterns)
+        if not any(item.port is not None for item in layout):
+            raise CannotRunError(
+                "no RDMA port to read counters from (/sys/class/infiniband is empty or absent)",
+                hint="this node has no RDMA adapter, or its driver is not loaded: check `lsmod | grep -E 'mlx5_ib|ib_core'` and `ibv_devices`",
+            )
+        expected = _expected_rates(sysfs, cfg) if patterns else None
+        if watch:
+            return _watch(sysfs, layout, cfg, meta, interval or 1.0, count, strict, expected)
+        if since is not None:
+            return _since(sysfs, layout, cfg, meta, since, patterns, fmt, strict, expected)
+        if interval is not None:
+            return _interval(sysfs, layout, cfg, meta, interval, count or 1, fmt, strict, expected)
+        return _snapshot(sysfs, layout, cfg, meta, fmt, strict, expected)
+
+
+def _expected_rates(sysfs: Any, cfg: Any) -> dict[str | None, float]:
+    """With --device, a slow port is still judged against all ports of the node (as topo does)."""
+    from ibdiag.topo.checks import expected_rates
+    from ibdiag.topo.discover import list_adapters, list_ports, read_port
+
+    ports = [
+        read_port(sysfs, a, p, with_gids=False)
+        for a in list_adapters(sysfs)
+        for p in list_ports(sysfs, a)
+        if not cfg.ignored_port(a, p)
+    ]
+    return expected_rates(ports, cfg.expected_rate_gbps)
+
+
+def _report_items(report: Any, strict: bool, head: list[Any], table: Any, hint: str | None, legend: str) -> list[Any]:
+    from rich.text import Text
+
+    from ibdiag.report.table import findings_table, summary_line
+
+    items = [*head, table]
+    problems = report.problems()
+    if problems:
+        from ibdiag.counters.render import COMPACT_BELOW_COLUMNS, findings_lines
+
+        # A findings table with hints needs a wide terminal; a narrow one gets a paragraph per finding.
+        items.append(findings_table(problems) if _width() >= COMPACT_BELOW_COLUMNS else findings_lines(problems, limit=None, hints=True))
+    items.append(summary_line(report, strict=strict))
+    if hint:
+        items.append(Text(hint, style="dim"))
+    if legend:
+        items.append(Text(legend, style="dim"))
+    return items
+
+
+def _snapshot(sysfs: Any, layout: Any, cfg: Any, meta: Any, fmt: OutputFormat, strict: bool, expected: Any) -> int:
+    from rich.text import Text
+
+    from ibdiag.counters import render
+    from ibdiag.counters.checks import check_snapshot
+    from ibdiag.counters.read import read_sample
+    from ibdiag.report.model import Report
+
+    sample = read_sample(sysfs, layout, data_bits=cfg.data_bits)
+    report = Report("counters", render.snapshot_data(sample, cfg), tuple(check_snapshot(sample, cfg, expected=expected)))
+    n_ports = sum(1 for p in sample.ports if p.port is not None)
+
+    def table() -> list[Any]:
+        head = [Text(f"{meta.host}: {n_ports} RDMA port(s); counts since the last counter reset (the time of that reset is unknown).")]
+        hint = "for rates: ibdiag counters --interval 10 · across a job: ibdiag counters -o json > before.json; <job>; ibdiag counters --since before.json"
+        return _report_items(report, strict, head, render.snapshot_table(sample, report.findings, cfg, width=_width()), hint, render.legend(sample, cfg, interval=False, width=_width()))
+
+    return emit(
+        report,
+        fmt,
+        meta,
+        strict=strict,
+        table=table,
+        csv=lambda: (render.CSV_HEADER, render.csv_rows_snapshot(sample)),
+        prom=lambda: render.prom_metrics(sample, cfg),
+    )
+
+
+def _span_output(span: Any, cfg: Any, meta: Any, fmt: OutputFormat, strict: bool, expected: Any, *, title: str, baseline: Any = None) -> int:
+    from ibdiag.counters import render
+    from ibdiag.counters.checks import check_span
+    from ibdiag.report.model import Report
+
+    report = Report("counters", render.span_data(span, cfg, baseline=baseline), tuple(check_span(span, cfg, expected=expected)))
+
+    def table() -> list[Any]:
+        from rich.text import Text
+
+        t = render.interval_table(span.last, span.totals, span.totals, report.findings, cfg, title=title, width=_width())
+        head = [Text(f"{meta.host}: {sum(1 for p in span.last.ports if p.port is not None)} RDMA port(s)")]
+        if span.missing:
+            head.append(Text(f"gone since the baseline: {', '.join(span.missing)}", style="yellow"))
+        return _report_items(report, strict, head, t, None, render.legend(span.last, cfg, interval=True, width=_width(), span=span))
+
+    def csv() -> tuple[Any, Any]:
+        rows = []
+        for step in span.steps:
+            rows.extend(render.csv_rows_step(step))
+        return render.CSV_HEADER, rows
+
+    return emit(report, fmt, meta, strict=strict, table=table, csv=csv, prom=lambda: render.prom_metrics(span.last, cfg, span))
+
+
+def _since(sysfs: Any, layout: Any, cfg: Any, meta: Any, since: Path, patterns: list[str], fmt: OutputFormat, strict: bool, expected: Any) -> int:
+    import dataclasses
+
+    from ibdiag.counters.baseline import load_baseline
+    from ibdiag.counters.delta import build_span
+    from ibdiag.counters.read import read_sample, selected
+    from ibdiag.counters.checks import duration_text
+
+    before, info = load_baseline(since, host=meta.host)
+    now = read_sample(sysfs, layout, data_bits=cfg.data_bits)
+    if patterns:
+        # --device narrows both sides: baseline ports outside it are not "gone".
+        before = dataclasses.replace(before, ports=tuple(p for p in before.ports if selected(p.adapter, p.port, patterns)))
+    span = build_span([before, now], mode="since")
+    title = f"since {info.get('sampled_at') or info.get('generated_at')} ({duration_text(span.interval_s)}; baseline {since})"
+    return _span_output(span, cfg, meta, fmt, strict, expected, title=title, baseline=info)
+
+
+def _interval(sysfs: Any, layout: Any, cfg: Any, meta: Any, interval: float, count: int, fmt: OutputFormat, strict: bool, expected: Any) -> int:
+    from ibdiag.counters import render
+    from ibdiag.counters.checks import check_span
+    from ibdiag.counters.sampler import Sampler, run_series
+    from ibdiag.report.csvout import render_csv
+    from ibdiag.report.model import Report
+    from ibdiag.counters.checks import duration_text
+
+    sampler = Sampler(sysfs, layout, interval_s=interval, data_bits=cfg.data_bits)
+    first = sampler.first()
+    n_ports = sum(1 for p in first.ports if p.port is not None)
+    _progress(f"baseline read of {n_ports} port(s); {count} sample(s) every {interval:g} s — Ctrl-C stops")
+    stream_csv = fmt is OutputFormat.csv
+    header_written = [False]
+
+    def on_step(step: Any) -> None:
+        _progress(f"sample {step.index}/{count} taken", end="" if step.index < count else "\n")
+        if stream_csv:
+            # Rows go out as each sample arrives: a long series survives Ctrl-C as valid CSV.
+            text = render_csv(render.CSV_HEADER, render.csv_rows_step(step))
+            if header_written[0]:
+                text = text.split("\n", 1)[1]
+            header_written[0] = True
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+    mode = "series" if count > 1 else "interval"
+    span = run_series(sampler, count, mode=mode, keep_steps=fmt is OutputFormat.json or (count == 1 and not stream_csv), on_step=on_step, first=first)
+    if stream_csv:
+        return exit_status(Report("counters", {}, tuple(check_span(span, cfg, expected=expected))), strict)
+    if count > 1:
+        title = f"{count} samples every {interval:g} s ({duration_text(span.interval_s)}): rates over the whole run, error increases in total"
+    else:
+        title = f"rates over {duration_text(span.interval_s)}"
+    return _span_output(span, cfg, meta, fmt, strict, expected, title=title)
+
+
+def _watch(sysfs: Any, layout: Any, cfg: Any, meta: Any, interval: float, count: int | None, strict: bool, expected: Any) -> int:
+    from rich.console import Group
+    from rich.live import Live
+    from rich.text import Text
+
+    from ibdiag.counters import render
+    from ibdiag.counters.checks import check_span
+    from ibdiag.counters.delta import build_span, sample_deltas
+    from ibdiag.counters.sampler import Sampler
+    from ibdiag.report.model import Report
+    from ibdiag.report.table import summary_line
+    from ibdiag.counters.checks import duration_text
+
+    sampler = Sampler(sysfs, layout, interval_s=interval, data_bits=cfg.data_bits)
+    first = sampler.first()
+    prev = first
+    status = 0
+    con = console(sys.stdout)
+    # Live hides the cursor and redraws in place; leaving the block (Ctrl-C included) shows it again.
+    with Live(Text(f"ibdiag counters --watch: first sample taken; rates in {interval:g} s (Ctrl-C to stop)"), console=con, auto_refresh=False, transient=False) as live:
+        i = 0
+        while count is None or i < count:
+            i += 1
+            now = sampler.next()
+            step, _ = sample_deltas(prev, now)
+            span = build_span([first, now], mode="interval", keep_steps=False)
+            report = Report("counters", {}, tuple(check_span(span, cfg, expected=expected)))
+            title = f"{meta.host} · sample {i} · rates over the last {interval:g} s · error increases since start ({duration_text(span.interval_s)}) · Ctrl-C stops"
+            items: list[Any] = [render.interval_table(now, step, span.totals, report.findings, cfg, title=title, width=con.width)]
+            problems = report.problems()
+            if problems:
+                items.append(render.findings_lines(problems))
+            items.append(summary_line(report, strict=strict))
+            live.update(Group(*items), refresh=True)
+            prev = now
+            status = exit_status(report, strict)
+    return status

@@ -1,0 +1,547 @@
+"""Views of counter samples and spans: JSON data, CSV rows (long form), Prometheus metrics, rich tables.
+
+Pure functions of the models; ``cli/counters.py`` prints what they return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from ibdiag.counters.config import CountersConfig
+from ibdiag.counters.delta import figures
+from ibdiag.counters.model import PortCounters, PortDelta, Sample, Span, Step
+from ibdiag.counters.spec import ERROR_COUNTERS, HW_JUDGED, IB_COUNTERS, HwGroup
+from ibdiag.report.model import Finding, Severity, worst
+from ibdiag.report.prom import Metric, Sample as PromSample
+
+
+def iso_utc(epoch_s: float) -> str:
+    """``2026-11-29T09:14:00.123456Z``: the precise time of a sample (the envelope's is to the second)."""
+    return datetime.fromtimestamp(epoch_s, timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+# --- JSON --------------------------------------------------------------------------------------------------
+
+
+def _assumptions(cfg: CountersConfig) -> dict[str, Any]:
+    return {
+        "xmit_wait_bytes_per_count": cfg.xmit_wait_bytes_per_count,
+        "xmit_wait_est_pct": "estimated: port_xmit_wait x bytes per count / (port rate x interval); the HCA tick is not in sysfs",
+        "data_counters": "counters as sysfs prints them (port_xmit_data/port_rcv_data in 4-octet words); xmit_bytes/rcv_bytes = x 4",
+        "extended_counters": cfg.extended_counters,
+    }
+
+
+def _delta_json(p: PortCounters, d: PortDelta, cfg: CountersConfig, *, series: bool) -> dict[str, Any]:
+    rate_gbps = p.info.rate_gbps if p.info else None
+    doc: dict[str, Any] = {
+        "interval_s": d.interval_s,
+        "deltas": dict(d.deltas),
+        "rates": dict(d.rates),
+        "unknown": dict(d.unknown),
+        "resets": list(d.resets),
+    }
+    if series:
+        doc["peak_rates"] = dict(d.peak_rates)
+    if p.port is not None:
+        doc.update(figures(d, rate_gbps, xmit_wait_bytes_per_count=cfg.xmit_wait_bytes_per_count).to_json())
+    return doc
+
+
+def snapshot_data(sample: Sample, cfg: CountersConfig) -> dict[str, Any]:
+    """``ports`` and ``device_counters`` of one reading (``ibdiag.counters/1``, mode ``snapshot``)."""
+    return {
+        "mode": "snapshot",
+        "sampled_at": iso_utc(sample.taken_at_s),
+        "sampled_at_epoch_s": sample.taken_at_s,
+        "interval_s": None,
+        "assumptions": _assumptions(cfg),
+        "ports": [p.to_json() for p in sample.ports if p.port is not None],
+        "device_counters": [p.to_json() for p in sample.ports if p.port is None],
+    }
+
+
+def span_data(span: Span, cfg: CountersConfig, *, baseline: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The last reading with deltas and rates over the span; ``samples`` per step for a series."""
+    series = span.samples_count > 1
+    ports, devices = [], []
+    for p in span.last.ports:
+        doc = p.to_json()
+        d = span.total(p.key)
+        if d is not None:
+            doc.update(_delta_json(p, d, cfg, series=series))
+        (ports if p.port is not None else devices).append(doc)
+    data: dict[str, Any] = {
+        "mode": span.mode,
+        "sampled_at": iso_utc(span.last.taken_at_s),
+        "sampled_at_epoch_s": span.last.taken_at_s,
+        "first_sampled_at": iso_utc(span.first.taken_at_s),
+        "interval_s": span.interval_s,
+        "samples_count": span.samples_count,
+        "assumptions": _assumptions(cfg),
+        "ports": ports,
+        "device_counters": devices,
+    }
+    if baseline is not None:
+        data["baseline"] = baseline
+    if span.missing:
+        data["missing_ports"] = list(span.missing)
+    if series and span.steps:
+        data["samples"] = [step_json(s, cfg) for s in span.steps]
+    return data
+
+
+def step_json(step: Step, cfg: CountersConfig) -> dict[str, Any]:
+    rows = []
+    for d in step.deltas:
+        p = step.sample.port(d.key)
+        if p is None:
+            continue
+        doc: dict[str, Any] = {"adapter": d.adapter, "port": d.port}
+        doc.update(_delta_json(p, d, cfg, series=False))
+        rows.append(doc)
+    return {
+        "sample": step.index,
+        "sampled_at": iso_utc(step.sample.taken_at_s),
+        "elapsed_s": step.elapsed_s,
+        "ports": rows,
+    }
+
+
+# --- CSV (long form) ------------------------------------------------------------------------------------------
+
+CSV_HEADER = (
+    "sample", "time", "elapsed_s", "interval_s", "adapter", "port", "link_layer", "source", "counter",
+    "value", "delta", "rate_per_s", "saturated", "reset",
+)
+
+
+def csv_rows_snapshot(sample: Sample) -> list[dict[str, Any]]:
+    """One row per port x counter, sample 0 (no delta)."""
+    return _rows(0, sample, 0.0, None, {})
+
+
+def csv_rows_step(step: Step) -> list[dict[str, Any]]:
+    """One row per port x counter of one sample of a series (or the single interval)."""
+    return _rows(step.index, step.sample, step.elapsed_s, step.deltas[0].interval_s if step.deltas else None, {d.key: d for d in step.deltas})
+
+
+def _rows(index: int, sample: Sample, elapsed_s: float, interval_s: float | None, deltas: dict) -> list[dict[str, Any]]:
+    time_s = iso_utc(sample.taken_at_s)
+    rows = []
+    for p in sample.ports:
+        d = deltas.get(p.key)
+        sat = p.saturated_keys()
+        sources = p.sources()
+        for key, value in p.values().items():
+            rows.append(
+                {
+                    "sample": index,
+                    "time": time_s,
+                    "elapsed_s": round(elapsed_s, 6),
+                    "interval_s": None if interval_s is None else round(interval_s, 6),
+                    "adapter": p.adapter,
+                    "port": p.port,
+                    "link_layer": p.info.link_layer if p.info else None,
+                    "source": sources.get(key, ""),
+                    "counter": key,
+                    "value": value,
+                    "delta": None if d is None else d.deltas.get(key),
+                    "rate_per_s": None if d is None or d.rates.get(key) is None else round(d.rates[key], 6),
+                    "saturated": int(key in sat),
+                    "reset": "" if d is None else int(key in d.resets),
+                }
+            )
+    return rows
+
+
+# --- Prometheus -----------------------------------------------------------------------------------------------
+
+
+def prom_metrics(sample: Sample, cfg: CountersConfig, span: Span | None = None) -> list[Metric]:
+    """Port counters under node_exporter's infiniband collector names (``node_infiniband_*``, labels
+    ``device`` and ``port``; data counters in bytes) or, with ``prom_names = "ibdiag"``, the same names
+    with the ``ibdiag_infiniband_`` prefix; plus ibdiag's own ``ibdiag_counters_*``."""
+    prefix = "node_infiniband_" if cfg.prom_names == "node_exporter" else "ibdiag_infiniband_"
+    ports = [p for p in sample.ports if p.port is not None]
+
+    def lab(p: PortCounters, **extra: str) -> dict[str, str]:
+        return {"device": p.adapter, "port": "" if p.port is None else str(p.port), **extra}
+
+    metrics: list[Metric] = []
+    for name, spec in IB_COUNTERS.items():
+        if spec.prom is None:
+            continue
+        samples = tuple(PromSample(lab(p), (p.counters or {})[name]) for p in ports if (p.counters or {}).get(name) is not None)  # type: ignore[arg-type]
+        if samples:
+            metrics.append(Metric(prefix + spec.prom, f"{spec.iba}: {spec.meaning} (sysfs counters/{name}).", "counter", samples))
+    for derived, prom, what in (("xmit_bytes", "port_data_transmitted_bytes_total", "transmitted"), ("rcv_bytes", "port_data_received_bytes_total", "received")):
+        samples = tuple(PromSample(lab(p), getattr(p, derived)) for p in ports if getattr(p, derived) is not None)
+        if samples:
+            metrics.append(Metric(prefix + prom, f"Data octets {what} (sysfs port_{'xmit' if what == 'transmitted' else 'rcv'}_data x 4).", "counter", samples))
+    metrics.append(
+        Metric(prefix + "state_id", "Port state (1 down, 2 init, 3 armed, 4 active, 5 active defer).", "gauge", tuple(PromSample(lab(p), p.info.state_code) for p in ports if p.info and p.info.state_code is not None))  # type: ignore[arg-type]
+    )
+    metrics.append(
+        Metric(prefix + "physical_state_id", "Physical port state (2 polling, 3 disabled, 5 link up, ...).", "gauge", tuple(PromSample(lab(p), p.info.phys_state_code) for p in ports if p.info and p.info.phys_state_code is not None))  # type: ignore[arg-type]
+    )
+    metrics.append(
+        Metric(prefix + "rate_bytes_per_second", "Port rate (sysfs rate) in bytes per second.", "gauge", tuple(PromSample(lab(p), p.info.rate_gbps * 1e9 / 8) for p in ports if p.info and p.info.rate_gbps is not None))
+    )
+    other = tuple(
+        PromSample(lab(p, counter=name), value)
+        for p in ports
+        for name, value in (p.counters or {}).items()
+        if value is not None and (name not in IB_COUNTERS)
+    )
+    if other:
+        metrics.append(Metric("ibdiag_counters_port_other_total", "counters/ files ibdiag does not know (newer kernels), by name.", "counter", other))
+    hw = tuple(PromSample(lab(p, counter=name), value) for p in sample.ports for name, value in (p.hw_counters or {}).items() if value is not None)
+    if hw:
+        metrics.append(Metric("ibdiag_counters_hw_total", "Driver hw_counters (port, or device-level with port=\"\"), by name as sysfs spells it.", "counter", hw))
+    sat = tuple(PromSample(lab(p, counter=name), 1) for p in sample.ports for name in sorted(p.saturated))
+    metrics.append(Metric("ibdiag_counters_saturated", "1 for each counter at its maximum (a lower bound; no rate can be computed across it).", "gauge", sat))
+    bits = tuple(PromSample(lab(p), p.data_bits) for p in ports if p.counters is not None)
+    if bits:
+        metrics.append(Metric("ibdiag_counters_data_counter_bits", "Width of the data and packet counters (64 with extended counters).", "gauge", bits))
+    if span is not None:
+        metrics.extend(_prom_rates(span, cfg))
+    return metrics
+
+
+def _prom_rates(span: Span, cfg: CountersConfig) -> list[Metric]:
+    rates, tx, rx, txu, rxu, wait = [], [], [], [], [], []
+    for p in span.last.ports:
+        d = span.total(p.key)
+        if d is None:
+            continue
+        labels = {"device": p.adapter, "port": "" if p.port is None else str(p.port)}
+        for key, r in d.rates.items():
+            if r is not None:
+                rates.append(PromSample({**labels, "counter": key}, r))
+        if p.port is None:
+            continue
+        fig = figures(d, p.info.rate_gbps if p.info else None, xmit_wait_bytes_per_count=cfg.xmit_wait_bytes_per_count)
+        for lst, v, scale in ((tx, fig.tx_gbps, 1.0), (rx, fig.rx_gbps, 1.0), (txu, fig.tx_util_pct, 0.01), (rxu, fig.rx_util_pct, 0.01), (wait, fig.xmit_wait_est_pct, 0.01)):
+            if v is not None:
+                lst.append(PromSample(labels, v * scale))  # percentages become 0-1 ratios
+    return [
+        Metric("ibdiag_counters_interval_seconds", "Length of the interval the rates were measured over.", "gauge", (PromSample({}, span.interval_s),)),
+        Metric("ibdiag_counters_rate_per_second", "Increase per second over the interval, by counter (xmit_bytes/rcv_bytes in bytes).", "gauge", tuple(rates)),
+        Metric("ibdiag_counters_tx_gbps", "Transmit throughput over the interval (Gb/s, 1e9 bit/s).", "gauge", tuple(tx)),
+        Metric("ibdiag_counters_rx_gbps", "Receive throughput over the interval (Gb/s, 1e9 bit/s).", "gauge", tuple(rx)),
+        Metric("ibdiag_counters_tx_utilization_ratio", "Transmit throughput over the port rate (0-1).", "gauge", tuple(txu)),
+        Metric("ibdiag_counters_rx_utilization_ratio", "Receive throughput over the port rate (0-1).", "gauge", tuple(rxu)),
+        Metric(
+            "ibdiag_counters_xmit_wait_estimated_ratio",
+            "Estimated share of the interval the port waited for credits: xmit_wait x bytes per count / (rate x interval).",
+            "gauge",
+            tuple(wait),
+        ),
+    ]
+
+
+# --- tables (rich) ----------------------------------------------------------------------------------------------
+
+#: Short column labels for the judged hw_counters.
+HW_SHORT = {
+    "local_ack_timeout_err": "ack_timeout",
+    "packet_seq_err": "seq_err",
+    "out_of_sequence": "out_of_seq",
+    "implied_nak_seq_err": "implied_nak",
+    "rnr_nak_retry_err": "rnr_retry",
+    "out_of_buffer": "out_of_buf",
+    "np_ecn_marked_roce_packets": "ecn",
+    "np_cnp_sent": "cnp_sent",
+    "rp_cnp_handled": "cnp_handled",
+}
+#: Short names of the error counters for narrow terminals (the full sysfs names everywhere else).
+ERR_SHORT = {
+    "symbol_error": "symbol",
+    "link_error_recovery": "link_recovery",
+    "link_downed": "link_down",
+    "port_rcv_errors": "rcv_err",
+    "port_rcv_remote_physical_errors": "rcv_remote_phys",
+    "port_rcv_switch_relay_errors": "rcv_switch_relay",
+    "port_xmit_discards": "xmit_discard",
+    "port_xmit_constraint_errors": "xmit_constraint",
+    "port_rcv_constraint_errors": "rcv_constraint",
+    "local_link_integrity_errors": "link_integrity",
+    "excessive_buffer_overrun_errors": "buf_overrun",
+    "VL15_dropped": "vl15_drop",
+}
+_STYLE = {Severity.OK: "green", Severity.WARN: "yellow", Severity.FAIL: "bold red"}
+
+
+def _compact(v: float | None) -> str:
+    """1234 -> ``1234``, 12345678 -> ``12.3M``, 4294967295 -> ``4.29G``, 5561.3 -> ``5561``, 0.25 -> ``0.25``."""
+    if v is None:
+        return "-"
+    a = abs(v)
+    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M")):
+        if a >= scale:
+            return f"{v / scale:.3g}{suffix}"
+    if v == int(v) or a >= 100:
+        return f"{v:.0f}"
+    return f"{v:.3g}"
+
+
+def pct(v: float | None) -> str:
+    """A share in percent for people: ``12%``, ``0.5%``, ``<0.01%``."""
+    if v is None:
+        return "-"
+    if v == 0:
+        return "0%"
+    if abs(v) < 0.01:
+        return "<0.01%"
+    return f"{v:.0f}%" if abs(v) >= 10 else f"{v:.2g}%"
+
+
+def _gbps(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3g}" if v < 100 else f"{v:.0f}"
+
+
+def _status_cell(f: Finding | None, ignored: bool, *, compact: bool = False) -> Any:
+    """The port's worst finding: ``FAIL errors`` (just ``FAIL`` on narrow terminals, where the findings follow)."""
+    from rich.text import Text
+
+    if ignored:
+        return Text("ign.", style="dim")
+    if f is None:
+        return Text("-", style="dim")
+    label = {Severity.OK: "OK", Severity.WARN: "WARN", Severity.FAIL: "FAIL"}[f.severity]
+    text = Text(label, style=_STYLE[f.severity])
+    if f.severity is not Severity.OK and not compact:
+        text.append(" " + f.check.split(".", 1)[-1])
+    return text
+
+
+def _worst_by_subject(findings: Sequence[Finding]) -> dict[str, Finding]:
+    out: dict[str, Finding] = {}
+    for f in findings:
+        cur = out.get(f.subject)
+        if cur is None or f.severity.rank > cur.severity.rank:
+            out[f.subject] = f
+    return out
+
+
+#: Below this terminal width the tables merge columns (an 80-column ssh session must still read).
+COMPACT_BELOW_COLUMNS = 120
+
+
+def _link_cell(p: PortCounters, *, compact: bool = False) -> Any:
+    """``ACTIVE 400G IB`` in green, or ``DOWN/Polling 400G IB`` in red (``ibstat``'s State, Rate, Link layer)."""
+    from rich.text import Text
+
+    info = p.info
+    if info is None:
+        return "-"
+    ok = info.active and info.link_up
+    state = info.state if ok else f"{info.state or '?'}/{info.phys_state or '?'}"
+    rate = "?" if info.rate_gbps is None else f"{info.rate_gbps:g}G"
+    layer = {"InfiniBand": "IB", "Ethernet": "RoCE"}.get(info.link_layer or "", info.link_layer or "?")
+    text = Text(state or "?", style="green" if ok else "bold red")
+    text.append(f" {rate}" if compact else f" {rate} {layer}")
+    return text
+
+
+def _cell_with_severity(parts: list[tuple[str, Severity]]) -> Any:
+    from rich.text import Text
+
+    if not parts:
+        return Text("-", style="dim")
+    text = Text()
+    for i, (s, sev) in enumerate(parts):
+        if i:
+            text.append(", ")
+        text.append(s, style=_STYLE[sev] if sev is not Severity.OK else "")
+    return text
+
+
+def _severity_of(findings: Sequence[Finding], check: str, subject: str) -> Severity:
+    return worst(f.severity for f in findings if f.check == check and f.subject == subject)
+
+
+def _table(title: str, columns: Sequence[tuple[str, bool]], *, compact: bool) -> Any:
+    """A table of (name, right-aligned) columns; only the counter lists wrap."""
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD if compact else box.HEAVY_HEAD, pad_edge=False)
+    for name, right in columns:
+        wraps = name.startswith(("error", "RoCE", "counters"))
+        t.add_column(name, justify="right" if right else "left", no_wrap=not wraps, min_width=14 if wraps else None, overflow="fold")
+    return t
+
+
+def _err_name(name: str, compact: bool) -> str:
+    return ERR_SHORT.get(name, name) if compact else name
+
+
+def _bytes(v: int | None, saturated: bool) -> str:
+    from ibdiag.units import format_bytes
+
+    return ("≥" if saturated else "") + format_bytes(v)
+
+
+def snapshot_table(sample: Sample, findings: Sequence[Finding], cfg: CountersConfig, *, width: int | None = None) -> Any:
+    from rich.text import Text
+
+    compact = width is not None and width < COMPACT_BELOW_COLUMNS
+    worst_of = _worst_by_subject(findings)
+    title = "RDMA port counters since the last reset (perfquery -x)"
+    if compact:
+        cols = [("port", False), ("link", False), ("xmit_wait", True), ("status", False), ("counters", False)]
+    else:
+        cols = [("port", False), ("link", False), ("tx", True), ("rx", True), ("xmit_wait", True), ("error counters", False), ("RoCE/transport", False), ("status", False)]
+    t = _table(title, cols, compact=compact)
+    for p in sample.ports:
+        if p.port is None:
+            continue
+        c = p.counters
+        sat = p.saturated_keys()
+        parts: list[tuple[str, Severity]] = []
+        if c is None:
+            tx = rx = wait = Text("-", style="dim")
+            errs: Any = Text("no counters/", style="yellow")
+        else:
+            tx = _bytes(p.xmit_bytes, "xmit_bytes" in sat)
+            rx = _bytes(p.rcv_bytes, "rcv_bytes" in sat)
+            w = c.get("port_xmit_wait")
+            wait = Text(("≥" if "port_xmit_wait" in sat else "") + _compact(w), style="yellow" if "port_xmit_wait" in sat else "")
+            sev = _severity_of(findings, "counters.errors", p.subject)
+            parts = [(f"{_err_name(n, compact)}{'≥' if n in sat else '='}{c[n]}", Severity.FAIL if n in sat else sev) for n in ERROR_COUNTERS if (c.get(n) or 0) > 0]
+            na = [n for n in ERROR_COUNTERS if n in p.unavailable]
+            errs = _cell_with_severity(parts)
+            if na and not parts:
+                errs = Text(f"{len(na)} N/A", style="yellow")
+        hw = p.hw_counters or {}
+        roce_parts = []
+        for n in HW_JUDGED:
+            v = hw.get(n)
+            if v:
+                sev = Severity.OK if HW_JUDGED[n].group is HwGroup.CONGESTION else Severity.WARN
+                roce_parts.append((f"{HW_SHORT[n]}={_compact(v)}", sev))
+        status = _status_cell(worst_of.get(p.subject), cfg.ignored_port(p.adapter, p.port), compact=compact)
+        if compact:
+            merged = _cell_with_severity(parts + roce_parts) if (parts or roce_parts or c is not None) else errs
+            t.add_row(p.subject, _link_cell(p, compact=True), wait, status, merged)
+        else:
+            t.add_row(p.subject, _link_cell(p), tx, rx, wait, errs, _cell_with_severity(roce_parts), status)
+    return t
+
+
+def interval_table(
+    sample: Sample,
+    rate_deltas: Sequence[PortDelta],
+    count_deltas: Sequence[PortDelta],
+    findings: Sequence[Finding],
+    cfg: CountersConfig,
+    *,
+    title: str,
+    width: int | None = None,
+) -> Any:
+    """Rates from ``rate_deltas`` (the interval, or the last step under --watch); error increases from
+    ``count_deltas`` (the whole span). Narrow terminals get merged columns."""
+    from rich.text import Text
+
+    compact = width is not None and width < COMPACT_BELOW_COLUMNS
+    by_rate = {d.key: d for d in rate_deltas}
+    by_count = {d.key: d for d in count_deltas}
+    worst_of = _worst_by_subject(findings)
+    if compact:
+        cols = [("port", False), ("link", False), ("Gb/s tx/rx", True), ("wait", True), ("status", False), ("counters (+, /s)", False)]
+    else:
+        cols = [("port", False), ("link", False), ("Gb/s tx/rx", True), ("util", True), ("wait/s", True), ("est.wait", True), ("error counters (+)", False), ("RoCE/transport (/s)", False), ("status", False)]
+    t = _table(title, cols, compact=compact)
+    for p in sample.ports:
+        if p.port is None:
+            continue
+        dr = by_rate.get(p.key)
+        dc = by_count.get(p.key)
+        status = _status_cell(worst_of.get(p.subject), cfg.ignored_port(p.adapter, p.port), compact=compact)
+        link = _link_cell(p, compact=compact)
+        if dr is None or dc is None or p.counters is None:
+            note = Text("no counters/", style="yellow") if p.counters is None else Text("no baseline", style="yellow")
+            t.add_row(p.subject, link, "-", "-", status, note) if compact else t.add_row(p.subject, link, "-", "-", "-", "-", note, "-", status)
+            continue
+        fig = figures(dr, p.info.rate_gbps if p.info else None, xmit_wait_bytes_per_count=cfg.xmit_wait_bytes_per_count)
+        unk = dr.unknown
+        tx = "sat." if unk.get("xmit_bytes") == "saturated" else _gbps(fig.tx_gbps)
+        rx = "sat." if unk.get("rcv_bytes") == "saturated" else _gbps(fig.rx_gbps)
+        util = "-" if fig.tx_util_pct is None or fig.rx_util_pct is None else f"{fig.tx_util_pct:.0f}/{fig.rx_util_pct:.0f}%"
+        wait_sat = unk.get("port_xmit_wait") == "saturated" or "port_xmit_wait" in p.saturated
+        wait: Any = Text("sat.", style="yellow") if wait_sat else _compact(fig.xmit_wait_per_s)
+        wait_sev = _severity_of(findings, "counters.xmit_wait", p.subject)
+        est_text = pct(fig.xmit_wait_est_pct)
+        est = Text(est_text, style=_STYLE[wait_sev] if wait_sev is not Severity.OK else "")
+        err_sev = _severity_of(findings, "counters.errors", p.subject)
+        parts = []
+        for n in ERROR_COUNTERS:
+            if n not in (p.counters or {}):
+                continue
+            v = dc.deltas.get(n)
+            if n in p.saturated or dc.unknown.get(n) == "saturated":
+                parts.append((f"{_err_name(n, compact)}=sat.", Severity.FAIL))
+            elif v:
+                parts.append((f"{_err_name(n, compact)}+{v}", err_sev))
+        roce_sev = _severity_of(findings, "counters.roce_errors", p.subject)
+        cong_sev = _severity_of(findings, "counters.roce_congestion", p.subject)
+        roce = []
+        for n in HW_JUDGED:
+            r = dr.rates.get(p.hw_key(n))
+            if r:
+                roce.append((f"{HW_SHORT[n]}={_compact(r)}/s" if compact else f"{HW_SHORT[n]}={_compact(r)}", cong_sev if HW_JUDGED[n].group is HwGroup.CONGESTION else roce_sev))
+        if compact:
+            wait_cell = wait if wait_sat else Text(f"{est_text}", style=est.style)
+            t.add_row(p.subject, link, f"{tx}/{rx}", wait_cell, status, _cell_with_severity(parts + roce))
+        else:
+            t.add_row(p.subject, link, f"{tx}/{rx}", util, wait, est, _cell_with_severity(parts), _cell_with_severity(roce), status)
+    return t
+
+
+def findings_lines(findings: Sequence[Finding], *, limit: int | None = 8, hints: bool = False) -> Any:
+    """Problems as one paragraph each (for --watch and narrow terminals, where a findings table with
+    hints does not fit); ``hints`` adds each finding's hint on the next line."""
+    from rich.text import Text
+
+    text = Text()
+    shown = list(findings) if limit is None else list(findings)[:limit]
+    for i, f in enumerate(shown):
+        if i:
+            text.append("\n")
+        text.append({Severity.WARN: "WARN ", Severity.FAIL: "FAIL "}.get(f.severity, "OK   "), style=_STYLE[f.severity])
+        text.append(f"{f.subject} {f.check}: {f.message}")
+        if hints and f.hint:
+            text.append(f"\n     hint: {f.hint}", style="dim")
+    if limit is not None and len(findings) > limit:
+        text.append(f"\n... and {len(findings) - limit} more (ibdiag counters --interval N for the full report with hints)", style="dim")
+    return text
+
+
+def legend(sample: Sample, cfg: CountersConfig, *, interval: bool, width: int | None = None, span: Span | None = None) -> str:
+    """Notes under a table: the xmit_wait estimate, saturation marks and the abbreviations it shows."""
+    lines = []
+    if interval:
+        lines.append(
+            f"est.wait = port_xmit_wait x {cfg.xmit_wait_bytes_per_count:g} B per count / (port rate x interval): an estimate "
+            "(8 B per count is NVIDIA Quantum's tick; [counters] xmit_wait_bytes_per_count)."
+        )
+    if any(p.saturated for p in sample.ports):
+        lines.append("≥ / sat.: counter saturated at its maximum: the value is a lower bound and no delta is computed across it.")
+    if span is not None:
+        shown = [n for n in HW_JUDGED if any(d.rates.get(n) for d in span.totals)]
+    else:
+        shown = [n for n in HW_JUDGED if any((p.hw_counters or {}).get(n) for p in sample.ports)]
+    if shown:
+        lines.append("RoCE/transport: " + ", ".join(f"{HW_SHORT[n]} = {n}" for n in shown) + ".")
+    if width is not None and width < COMPACT_BELOW_COLUMNS:
+        if span is not None:
+            errs = [n for n in ERROR_COUNTERS if any(d.deltas.get(n) or d.unknown.get(n) == "saturated" for d in span.totals)]
+        else:
+            errs = [n for n in ERROR_COUNTERS if any((p.counters or {}).get(n) for p in sample.ports)]
+        if errs:
+            lines.append("error counters: " + ", ".join(f"{ERR_SHORT[n]} = {n}" for n in errs) + ".")
+    return "\n".join(lines)
