@@ -73,6 +73,10 @@ class P2PResult:
     cpu_s_per_gb: Mapping[str, float | None] = field(default_factory=dict)
     """CPU seconds (user + system) per GB moved, by side: ``{"client": ..., "server": ...}``."""
     elapsed_s: float | None = None
+    lat_iters: int | None = None
+    """Ping-pong iterations behind ``lat_us``; ``iters`` counts the bandwidth messages when both were measured."""
+    lat_avg_us: float | None = None
+    """Mean latency (µs) when it is all that is known (perftest's duration mode, ``-D``, prints only t_avg)."""
 
     @property
     def bw_gbps(self) -> float | None:
@@ -89,6 +93,8 @@ class P2PResult:
             "lat_us": None if self.lat_us is None else self.lat_us.to_json(),
             "cpu_s_per_gb": dict(self.cpu_s_per_gb),
             "elapsed_s": self.elapsed_s,
+            "lat_iters": self.lat_iters,
+            **({"lat_avg_us": self.lat_avg_us} if self.lat_avg_us is not None else {}),
         }
 
     @classmethod
@@ -106,6 +112,8 @@ class P2PResult:
             lat_us=None if lat is None else LatencyStats.from_json(_mapping(lat, "lat_us")),
             cpu_s_per_gb={str(k): (None if v is None else float(v)) for k, v in cpu.items()},
             elapsed_s=_num(doc, "elapsed_s", required=False),
+            lat_iters=None if doc.get("lat_iters") is None else _int(doc, "lat_iters"),
+            lat_avg_us=_num(doc, "lat_avg_us", required=False),
         )
 
 
@@ -131,9 +139,11 @@ class CollectiveResult:
     """Fastest rank's time (µs), when per-rank timings were gathered."""
     time_us_max: float | None = None
     """Slowest rank's time (µs)."""
+    max_error: float | None = None
+    """Largest absolute error, which nccl-tests printed instead of #wrong before 2022 (``error`` column)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "bytes": self.bytes,
             "count": self.count,
             "type": self.dtype,
@@ -147,6 +157,9 @@ class CollectiveResult:
             "time_us_min": self.time_us_min,
             "time_us_max": self.time_us_max,
         }
+        if self.max_error is not None:
+            doc["max_error"] = self.max_error
+        return doc
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> CollectiveResult:
@@ -165,6 +178,7 @@ class CollectiveResult:
             wrong=None if wrong is None else int(wrong),
             time_us_min=_num(doc, "time_us_min", required=False),
             time_us_max=_num(doc, "time_us_max", required=False),
+            max_error=_num(doc, "max_error", required=False),
         )
 
 

@@ -1,1 +1,394 @@
-"""(not written yet)"""
+"""``ibdiag bench serve`` and ``ibdiag bench p2p``: point-to-point bandwidth and latency (RDMA WRITE, TCP).
+
+Like ``ib_write_bw``/``ib_write_lat`` (RDMA) and ``iperf3``/``qperf tcp_lat`` (TCP), from one tool,
+with results ``ibdiag verdict`` can read (``--save``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ibdiag.cli.app import bench_app
+from ibdiag.cli.common import (
+    ConfigOption,
+    DebugOption,
+    FormatOption,
+    OutputFormat,
+    StrictOption,
+    emit,
+    handle_errors,
+    print_warning,
+    run_meta,
+)
+from ibdiag.errors import NotSupportedError, UsageError
+
+DEFAULT_PORT = 18516  # ibdiag.bench.p2p.protocol.DEFAULT_PORT (kept literal so --help imports nothing)
+DEFAULT_TIMEOUT_S = 10.0
+
+
+class ServeTransport(str, Enum):
+    any = "any"
+    tcp = "tcp"
+    rdma = "rdma"
+
+
+class Transport(str, Enum):
+    tcp = "tcp"
+    rdma = "rdma"
+
+
+class Mode(str, Enum):
+    bw = "bw"
+    lat = "lat"
+    both = "both"
+
+
+PortOption = Annotated[int, typer.Option("--port", "-p", metavar="N", help="Control port (TCP). The server's 0 picks a free one and logs it.")]
+TimeoutOption = Annotated[
+    float,
+    typer.Option("--timeout", metavar="S", help="Longest wait on the peer, seconds; a dead peer ends the run with exit 3 after this."),
+]
+TokenFileOption = Annotated[
+    Optional[Path],
+    typer.Option("--token-file", metavar="FILE", help="Shared secret (same file on both hosts; default: $IBDIAG_TOKEN). Never sent on the wire."),
+]
+DeviceOption = Annotated[Optional[str], typer.Option("--device", "-d", metavar="DEV", help="RDMA device, e.g. mlx5_0 (default: the first with an active port).")]
+IbPortOption = Annotated[int, typer.Option("--ib-port", "-i", metavar="N", help="Port of the RDMA device (perftest -i).")]
+GidIndexOption = Annotated[
+    Optional[int],
+    typer.Option("--gid-index", "-x", metavar="N", help="GID table index (perftest -x); default: RoCE v2 IPv4-mapped GID like perftest, none on InfiniBand."),
+]
+SocketBufferOption = Annotated[
+    Optional[str],
+    typer.Option("--socket-buffer", metavar="SIZE", help="TCP: fixed SO_SNDBUF/SO_RCVBUF (iperf3 -w). Default: kernel autotuning."),
+]
+
+
+def _log_line(message: str) -> None:
+    sys.stderr.write(f"ibdiag serve: {time.strftime('%Y-%m-%dT%H:%M:%S')} {message}\n")
+    sys.stderr.flush()
+
+
+def _token(token_file: Path | None) -> bytes | None:
+    from ibdiag.bench.p2p.protocol import read_token_file, token_from_env
+
+    if token_file is None:
+        return token_from_env(os.environ.get("IBDIAG_TOKEN"))
+    token = read_token_file(token_file)
+    try:
+        mode = token_file.stat().st_mode
+        if mode & 0o077:
+            print_warning(f"token file {token_file} can be read by other users (mode {mode & 0o777:o}); chmod 600 {token_file}")
+    except OSError:
+        pass
+    return token
+
+
+def _size(text: str | None, what: str) -> int | None:
+    from ibdiag.units import parse_size
+
+    if text is None:
+        return None
+    value = parse_size(text, what=what)
+    if value < 1:
+        raise UsageError(f"{what} must be at least 1 byte", hint=f"e.g. {what} 4M")
+    return value
+
+
+def _check_timeout(timeout: float) -> float:
+    from ibdiag.bench.p2p.protocol import check_usable_timeout
+
+    return check_usable_timeout(timeout)
+
+
+# --- serve ---------------------------------------------------------------------------------------
+
+
+@bench_app.command("serve")
+@handle_errors
+def serve_command(
+    bind: Annotated[Optional[str], typer.Option("--bind", metavar="ADDR", help="Address to listen on (default: all interfaces).")] = None,
+    port: PortOption = DEFAULT_PORT,
+    transport: Annotated[ServeTransport, typer.Option("--transport", "-t", case_sensitive=False, help="Which transports clients may use.")] = ServeTransport.any,
+    device: DeviceOption = None,
+    ib_port: IbPortOption = 1,
+    gid_index: GidIndexOption = None,
+    token_file: TokenFileOption = None,
+    max_size: Annotated[str, typer.Option("--max-size", metavar="SIZE", help="Largest buffer a client may ask for (per buffer).")] = "1GiB",
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    once: Annotated[bool, typer.Option("--once", help="Exit after one client's run (exit 0 if it completed, 3 if it failed).")] = False,
+    socket_buffer: SocketBufferOption = None,
+    debug: DebugOption = False,
+) -> int:
+    """Wait for 'ibdiag bench p2p' clients and serve them one at a time (like ib_write_bw without a host).
+
+    Without a token only clients on this host (loopback) are accepted. Every refused or dropped
+    client is one line on stderr; the server keeps serving. Ctrl-C exits 130.
+    """
+    from ibdiag.bench.p2p.params import TRANSPORTS
+    from ibdiag.bench.p2p.serve import ServeOptions, Server, preflight_rdma
+    from ibdiag.units import format_bytes
+
+    transports = TRANSPORTS if transport is ServeTransport.any else (transport.value,)
+    if transport is ServeTransport.tcp and (device or gid_index is not None):
+        raise UsageError("--device and --gid-index apply to RDMA", hint="drop them, or use --transport rdma or any")
+    if ib_port < 1:
+        raise UsageError(f"--ib-port {ib_port} must be 1 or more", hint="RDMA ports are numbered from 1")
+    max_bytes = _size(max_size, "--max-size")
+    assert max_bytes is not None
+    opts = ServeOptions(
+        bind=bind,
+        port=port,
+        transports=transports,
+        device=device,
+        ib_port=ib_port,
+        gid_index=gid_index,
+        token=_token(token_file),
+        max_size=max_bytes,
+        timeout_s=_check_timeout(timeout),
+        once=once,
+        socket_buffer=_size(socket_buffer, "--socket-buffer"),
+    )
+    rdma_line = None
+    if transport is ServeTransport.rdma:
+        rdma_line = preflight_rdma(opts)  # pyverbs, device, port, GID: fail now, not at the first client
+    with Server(opts, _log_line) as server:
+        host, real_port = server.address or ("?", port)
+        shown = f"[{host}]" if ":" in host else host
+        _log_line(
+            f"listening on {shown}:{real_port} ({', '.join(transports)}; up to {format_bytes(max_bytes)} per buffer; timeout {opts.timeout_s:g} s)"
+        )
+        if rdma_line:
+            _log_line(f"RDMA: {rdma_line}")
+        if opts.token is None:
+            _log_line("no token: accepting clients on this host (loopback) only; give --token-file or IBDIAG_TOKEN to serve other hosts")
+        _log_line("serving one client at a time" + ("; exiting after one run" if once else "; Ctrl-C stops"))
+        return server.serve()
+
+
+# --- p2p -----------------------------------------------------------------------------------------
+
+
+@bench_app.command("p2p")
+@handle_errors
+def p2p_command(
+    host: Annotated[str, typer.Argument(metavar="HOST", help="Host running 'ibdiag bench serve'.")],
+    port: PortOption = DEFAULT_PORT,
+    transport: Annotated[Transport, typer.Option("--transport", "-t", case_sensitive=False, help="rdma: RDMA WRITE over pyverbs (ib_write_bw/ib_write_lat); tcp: sockets (iperf3/qperf).")] = Transport.tcp,
+    sizes: Annotated[str, typer.Option("--sizes", "-s", metavar="LIST|MIN:MAX", help="Message sizes: 4K,64K,1M,25MiB or a doubling range 4K:64M.")] = "4K:64M",
+    mode: Annotated[Mode, typer.Option("--mode", "-m", case_sensitive=False, help="bw (bandwidth), lat (ping-pong latency) or both.")] = Mode.bw,
+    iters: Annotated[Optional[int], typer.Option("--iters", "-n", metavar="N", help="Iterations per size (instead of --duration).")] = None,
+    duration: Annotated[Optional[float], typer.Option("--duration", "-D", metavar="S", help="Seconds per size and mode [default: 1].")] = None,
+    warmup: Annotated[Optional[int], typer.Option("--warmup", "-w", metavar="N", help="Warm-up iterations per size [default: enough for ~32 MiB (bw) / 8 MiB (lat)].")] = None,
+    streams: Annotated[int, typer.Option("--streams", "-P", metavar="N", help="Parallel TCP connections (iperf3 -P).")] = 1,
+    bidir: Annotated[bool, typer.Option("--bidir", help="TCP: both directions at once; bandwidth is the sum.")] = False,
+    device: DeviceOption = None,
+    ib_port: IbPortOption = 1,
+    gid_index: GidIndexOption = None,
+    tx_depth: Annotated[int, typer.Option("--tx-depth", metavar="N", help="RDMA: WRITEs in flight (perftest -t); a completion is requested every N/2.")] = 128,
+    token_file: TokenFileOption = None,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    line_rate_gbps: Annotated[Optional[float], typer.Option("--line-rate-gbps", metavar="GBPS", help="Judge bandwidth against this rate (Gb/s) instead of the port's/interface's.")] = None,
+    socket_buffer: SocketBufferOption = None,
+    save: Annotated[Optional[Path], typer.Option("--save", metavar="FILE", help="Also write the JSON result (ibdiag.bench/1) to FILE, atomically.")] = None,
+    png: Annotated[Optional[Path], typer.Option("--png", metavar="FILE", help="Write a bandwidth-by-size chart as PNG (needs matplotlib).")] = None,
+    fmt: FormatOption = OutputFormat.table,
+    config: ConfigOption = None,
+    strict: StrictOption = False,
+    debug: DebugOption = False,
+) -> int:
+    """Measure bandwidth and latency to HOST at the message sizes your job sends (like ib_write_bw, iperf3).
+
+    Reports GB/s and Gb/s with message rate, one-way latency min/p50/p99/p99.9/max, CPU seconds
+    per GB on each side, and judges the best bandwidth at sizes >= 1 MiB against the line rate.
+    """
+    from ibdiag.bench.p2p import render
+    from ibdiag.bench.p2p.checks import BenchConfig, bandwidth_findings
+    from ibdiag.bench.p2p.client import ClientOptions, run_p2p
+    from ibdiag.bench.p2p.linerate import combine
+    from ibdiag.bench.p2p.params import MAX_DURATION_S, MAX_ITERS, MAX_STREAMS, MAX_TX_DEPTH, MAX_WARMUP, RunRequest
+    from ibdiag.config import load_config
+    from ibdiag.report.model import Report
+    from ibdiag.units import parse_size_spec
+
+    # Everything that can be refused is refused before a single byte is measured.
+    if fmt is OutputFormat.prom:
+        raise UsageError("ibdiag bench p2p cannot write prom", hint="use -o json or --save for machines (ibdiag counters -o prom exports node metrics)")
+    size_list = parse_size_spec(sizes, what="--sizes")
+    if iters is not None and duration is not None:
+        raise UsageError("give --iters or --duration, not both", hint="--iters N counts messages per size; --duration S measures for S seconds per size")
+    if iters is not None and not 1 <= iters <= MAX_ITERS:
+        raise UsageError(f"--iters {iters} must be between 1 and {MAX_ITERS}", hint="e.g. --iters 5000 (perftest's default)")
+    if duration is not None and not 0.001 <= duration <= MAX_DURATION_S:
+        raise UsageError(f"--duration {duration:g} must be between 0.001 and {MAX_DURATION_S:g} seconds", hint="e.g. --duration 5")
+    if warmup is not None and not 0 <= warmup <= MAX_WARMUP:
+        raise UsageError(f"--warmup {warmup} must be between 0 and {MAX_WARMUP}", hint="leave it out for an automatic warm-up")
+    if not 1 <= streams <= MAX_STREAMS:
+        raise UsageError(f"--streams {streams} must be between 1 and {MAX_STREAMS}", hint="e.g. --streams 4")
+    if not 1 <= tx_depth <= MAX_TX_DEPTH:
+        raise UsageError(f"--tx-depth {tx_depth} must be between 1 and {MAX_TX_DEPTH}", hint="perftest's default is 128")
+    if ib_port < 1:
+        raise UsageError(f"--ib-port {ib_port} must be 1 or more", hint="RDMA ports are numbered from 1")
+    if line_rate_gbps is not None and not line_rate_gbps > 0:
+        raise UsageError(f"--line-rate-gbps {line_rate_gbps:g} must be positive", hint="e.g. 400 for an NDR port, 100 for 100GbE")
+    if transport is Transport.tcp and (device is not None or gid_index is not None):
+        raise UsageError("--device and --gid-index apply to --transport rdma", hint="drop them, or add --transport rdma")
+    if transport is Transport.rdma and streams > 1:
+        raise NotSupportedError("--streams > 1 is not supported with --transport rdma (one queue pair per run)", hint="use --streams with --transport tcp")
+    if transport is Transport.rdma and bidir:
+        raise NotSupportedError("--bidir is not supported with --transport rdma", hint="use --bidir with --transport tcp")
+    if transport is Transport.rdma and socket_buffer is not None:
+        raise UsageError("--socket-buffer applies to --transport tcp", hint="drop it")
+    for target, opt in ((save, "--save"), (png, "--png")):
+        if target is not None:
+            parent = target.parent if str(target.parent) else Path(".")
+            if not parent.is_dir():
+                raise UsageError(f"{opt} {target}: directory {parent} does not exist", hint="create it first or give another path")
+            if not os.access(parent, os.W_OK):
+                raise UsageError(f"{opt} {target}: cannot write in {parent}", hint="give a path you can write")
+    if png is not None and not render.png_available():
+        raise UsageError("--png needs matplotlib, which is not installed", hint="pip install 'ibdiag[chart]' (or matplotlib), or use the terminal chart of -o table")
+    cfg = load_config(config).section("bench", BenchConfig)
+    req = RunRequest(
+        transport=transport.value,
+        mode=mode.value,
+        sizes=size_list,
+        iters=iters,
+        duration_s=duration,
+        warmup=warmup,
+        streams=streams,
+        bidir=bidir,
+        tx_depth=tx_depth,
+    )
+    opts = ClientOptions(
+        host=host,
+        port=port,
+        token=_token(token_file),
+        timeout_s=_check_timeout(timeout),
+        socket_buffer=_size(socket_buffer, "--socket-buffer"),
+        device=device,
+        ib_port=ib_port,
+        gid_index=gid_index,
+    )
+    interactive = fmt is OutputFormat.table and sys.stderr.isatty()
+    if interactive:
+        with _progress_bar() as progress:
+            run = run_p2p(req, opts, progress)
+    else:
+        run = run_p2p(req, opts)
+
+    if line_rate_gbps is not None:
+        rate = combine(run.local_rate, run.remote_rate, line_rate_gbps)
+    elif cfg.line_rate_gbps is not None:
+        rate = combine(run.local_rate, run.remote_rate, cfg.line_rate_gbps, "config [bench] line_rate_gbps")
+    else:
+        rate = combine(run.local_rate, run.remote_rate, None)
+    ceiling = None if rate.gbps is None else rate.gbps * (2.0 if bidir else 1.0)
+    bench = run.to_bench_run(rate)
+    subject = f"{transport.value} {run.peer}"
+    findings = bandwidth_findings(
+        run.results, transport=transport.value, subject=subject, line_rate_gbps=rate.gbps, line_rate_source=rate.source, bidir=bidir, cfg=cfg
+    )
+    report = Report("bench", bench.to_data(), tuple(findings))
+    meta = run_meta()
+    title = f"ibdiag bench p2p: {req.describe()} to {run.peer}"
+    if save is not None:
+        from ibdiag.report.jsonout import render_json
+
+        _write_atomically(save, render_json(report, meta).encode())
+    if png is not None:
+        tmp = png.with_name(f".{png.name}.{os.getpid()}.tmp")
+        render.write_png(run.results, tmp, ceiling_gbps=ceiling, title=title)
+        os.replace(tmp, png)
+
+    def table() -> list[Any]:
+        from rich.text import Text
+
+        from ibdiag.report.table import findings_table, summary_line
+
+        items: list[Any] = [Text(line) for line in _header_lines(run, rate, req)]
+        items.append(render.results_table(run.results, ceiling_gbps=ceiling, title=title))
+        chart = render.bandwidth_chart(run.results, ceiling_gbps=ceiling)
+        if chart:
+            items += [Text("bandwidth by message size (Gb/s)"), Text(chart)]
+        if rate.gbps is None and any(r.bw_gbs is not None for r in run.results):
+            items.append(Text(f"line rate unknown ({rate.source}): give --line-rate-gbps to judge the bandwidth", style="dim"))
+        problems = report.problems()
+        if problems:
+            items.append(findings_table(problems))
+        items.append(summary_line(report, strict=strict))
+        return items
+
+    return emit(
+        report,
+        fmt,
+        meta,
+        strict=strict,
+        table=table,
+        csv=lambda: (render.CSV_HEADER, render.csv_rows(run.results, transport=req.transport, mode=req.mode, peer=run.peer, ceiling_gbps=ceiling)),
+    )
+
+
+def _header_lines(run: Any, rate: Any, req: Any) -> list[str]:
+    lines = [f"server {run.server.host} (ibdiag {run.server.ibdiag_version}) at {run.peer}"]
+    if req.transport == "rdma":
+        c = run.details.get("client", {})
+        s = run.details.get("server", {})
+        lines.append(
+            f"client {c.get('device')} port {c.get('ib_port')} GID index {c.get('gid_index')} ({c.get('gid_choice')}); "
+            f"server {s.get('device')} port {s.get('ib_port')} GID index {s.get('gid_index')}; "
+            f"path MTU {run.details.get('path_mtu')}; tx depth {run.details.get('tx_depth')}"
+        )
+    warm = "auto" if req.warmup is None else str(req.warmup)
+    lines.append(f"warm-up {warm} per size; latency is one-way (round trip / 2)")
+    if rate.gbps is not None:
+        lines.append(f"line rate {rate.gbps:g} Gb/s ({rate.source})")
+    return lines
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path`` and rename it over ``path``."""
+    from ibdiag.errors import CannotRunError
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise CannotRunError(f"--save {path}: cannot write: {e.strerror or e}", hint="check the path and free space") from None
+
+
+class _progress_bar:
+    """A rich progress bar on stderr, one step per size and mode."""
+
+    def __enter__(self) -> Any:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._p = Progress(TextColumn("{task.description:>14}"), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(), console=Console(file=sys.stderr), transient=True)
+        self._p.start()
+        self._task = None
+
+        def update(done: int, total: int, label: str) -> None:
+            if self._task is None:
+                self._task = self._p.add_task(label, total=total)
+            self._p.update(self._task, completed=done, description=label)
+
+        return update
+
+    def __exit__(self, *exc: object) -> None:
+        self._p.stop()

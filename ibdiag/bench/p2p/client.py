@@ -1,0 +1,155 @@
+"""``ibdiag bench p2p HOST``: connect to a server, run the requested sizes, return the results.
+
+The client decides everything (sizes, mode, how long); the server only validates and follows.
+For RDMA the local device, port and GID are checked before any connection is made, so a missing
+pyverbs, a missing device or a port that is down fail at once (exit 3).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ibdiag import __version__
+from ibdiag.bench.p2p.linerate import LineRate, rdma_line_rate, tcp_line_rate
+from ibdiag.bench.p2p.params import RunRequest
+from ibdiag.bench.p2p.protocol import DEFAULT_PORT, DEFAULT_TIMEOUT_S, Channel, Hello, client_handshake, connect
+from ibdiag.bench.results import BenchRun, P2PResult
+from ibdiag.bench.stats import cpu_s_per_gb
+from ibdiag.errors import IbdiagError
+from ibdiag.units import format_bytes
+
+#: ``progress(done, total, label)``: called before each size/kind and once at the end.
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    host: str
+    port: int = DEFAULT_PORT
+    token: bytes | None = field(default=None, repr=False)
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    socket_buffer: int | None = None
+    device: str | None = None
+    ib_port: int = 1
+    gid_index: int | None = None
+    sysfs_root: str = "/"
+
+
+@dataclass(frozen=True)
+class P2PRun:
+    """What one ``bench p2p`` run measured, with what is needed to judge and describe it."""
+
+    request: RunRequest
+    peer: str
+    """``host:port`` as given."""
+    server: Hello
+    results: tuple[P2PResult, ...]
+    local_rate: LineRate
+    remote_rate: LineRate
+    details: dict[str, Any] = field(default_factory=dict)
+    """Transport details: client/server device, GID, path MTU (RDMA); socket buffer (TCP)."""
+
+    def to_bench_run(self, line_rate: LineRate) -> BenchRun:
+        """The ``ibdiag.bench/1`` model (what ``--save`` writes), judged against ``line_rate``."""
+        req = self.request
+        meta: dict[str, Any] = {
+            "transport": req.transport,
+            "mode": req.mode,
+            "peer": self.peer,
+            "server_host": self.server.host,
+            "server_version": self.server.ibdiag_version,
+            "streams": req.streams,
+            "bidir": req.bidir,
+            "iters": req.iters,
+            "duration_s": req.measure_duration_s,
+            "warmup": "auto" if req.warmup is None else req.warmup,
+            "line_rate_gbps": line_rate.gbps,
+            "line_rate_source": line_rate.source,
+            "client_line_rate": self.local_rate.to_json(),
+            "server_line_rate": self.remote_rate.to_json(),
+            **self.details,
+        }
+        return BenchRun(kind="p2p", results=self.results, meta=meta)
+
+
+def _merge(size: int, bw: Any, lat: Any) -> P2PResult:
+    cpu: dict[str, float | None] = {}
+    if bw is not None:
+        cpu = {"client": cpu_s_per_gb(bw.cpu_client_s, bw.bytes), "server": cpu_s_per_gb(bw.cpu_server_s, bw.bytes)}
+    return P2PResult(
+        bytes=size,
+        iters=bw.messages if bw is not None else lat.iters,
+        bw_gbs=None if bw is None else bw.bw_gbs,
+        bw_peak_gbs=None,
+        msg_rate_mpps=None if bw is None else bw.msg_rate_mpps,
+        lat_us=None if lat is None else lat.stats,
+        cpu_s_per_gb=cpu,
+        elapsed_s=None if bw is None else bw.seconds,
+        lat_iters=None if lat is None else lat.iters,
+    )
+
+
+def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = None) -> P2PRun:
+    """Run ``req`` against the server at ``opts.host:opts.port``; raises ibdiag errors (exit 2/3)."""
+    from ibdiag.bench.p2p import session
+    from ibdiag.sysfs import SysfsRoot
+
+    sel = None
+    if req.transport == "rdma":
+        sel = session.select_rdma(opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index)
+    peer = f"[{opts.host}]:{opts.port}" if ":" in opts.host else f"{opts.host}:{opts.port}"
+    sock = connect(opts.host, opts.port, opts.timeout_s)
+    ch = Channel(sock, peer, opts.timeout_s)
+    side: Any = None
+    try:
+        server = client_handshake(ch, token=opts.token, host=socket.gethostname(), version=__version__)
+        ch.send({"type": "run", "request": req.to_json()})
+        ready = ch.expect("ready", "the server to accept the request")
+        remote_rate = LineRate.from_json(ready.get("line_rate"))
+        details: dict[str, Any] = {}
+        if req.transport == "tcp":
+            side = session.TcpClientSide(ch, req, timeout_s=opts.timeout_s, socket_buffer=opts.socket_buffer)
+            side.connect(ready)
+            local_rate = tcp_line_rate(SysfsRoot(opts.sysfs_root), sock.getsockname()[0])
+            details["socket_buffer"] = opts.socket_buffer
+        else:
+            assert sel is not None
+            side = session.RdmaClientSide(ch, req, sel, timeout_s=opts.timeout_s)
+            details["client"] = side.details()
+            details["server"] = {k: ready.get(k) for k in ("device", "ib_port", "gid_index", "gid", "gid_choice", "link_layer", "mtu")}
+            details["path_mtu"] = side.connect(ready)
+            details["tx_depth"] = req.tx_depth
+            local_rate = rdma_line_rate(SysfsRoot(opts.sysfs_root), sel.device, sel.port)
+        ch.expect("connected", "the server to set up the data path")
+        steps = [(size, kind) for size in req.sizes for kind in req.kinds]
+        results: list[P2PResult] = []
+        done = 0
+        for size in req.sizes:
+            bw = lat = None
+            for kind in req.kinds:
+                if progress is not None:
+                    progress(done, len(steps), f"{kind} {format_bytes(size)}")
+                warmup = req.warmup_for(size, kind)
+                if kind == "bw":
+                    bw = side.bw(size, warmup)
+                else:
+                    lat = side.lat(size, warmup)
+                done += 1
+            results.append(_merge(size, bw, lat))
+        if progress is not None:
+            progress(done, len(steps), "done")
+        ch.send({"type": "bye"})
+        return P2PRun(req, peer, server, tuple(results), local_rate, remote_rate, details)
+    except IbdiagError as e:
+        ch.send_error("failed", e.message)
+        raise
+    except KeyboardInterrupt:
+        ch.send_error("failed", "the client was interrupted")
+        raise
+    finally:
+        if side is not None:
+            side.close()
+        ch.close()

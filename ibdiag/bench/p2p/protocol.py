@@ -1,0 +1,452 @@
+"""The control channel of ``ibdiag bench serve``/``p2p`` (what perftest's out-of-band TCP exchange does).
+
+Wire format: every message is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON
+(an object with a ``"type"``). Messages larger than :data:`MAX_MESSAGE_BYTES` are refused, so
+garbage such as an HTTP request (``"GET "`` reads as a 1.2 GB length) is rejected at once. Every
+receive has a deadline.
+
+Handshake (protocol :data:`VERSION`)::
+
+    server -> client  hello   {proto, version, auth: "hmac-sha256"|"none", nonce, host, ibdiag, transports}
+    client -> server  hello   {proto, version, nonce, mac, host, ibdiag}
+    server -> client  welcome {mac}  |  error {code, message, hint}
+
+With a shared token both sides prove they know it without sending it: the client sends
+``HMAC-SHA256(token, "ibdiag-p2p/1 client" + server_nonce + client_nonce)`` and the server answers
+with the same over ``"... server"``; both compare with :func:`hmac.compare_digest`. Without a token
+the server accepts loopback clients only.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import hmac
+import ipaddress
+import json
+import os
+import socket
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ibdiag.errors import CannotRunError, ExitStatus, IbdiagError, InputError, PeerTimeoutError, UsageError
+
+PROTO = "ibdiag-p2p"
+VERSION = 1
+#: Control port (perftest uses 18515 for its exchange; one above it so both can run side by side).
+DEFAULT_PORT = 18516
+#: Largest control message accepted (bytes); real ones are well under 4 KiB.
+MAX_MESSAGE_BYTES = 64 * 1024
+NONCE_BYTES = 32
+#: Default seconds any wait on the peer may take (``--timeout``).
+DEFAULT_TIMEOUT_S = 10.0
+
+_LEN = struct.Struct("!I")
+_AUTH_HMAC = "hmac-sha256"
+
+#: Error codes a server sends, and how the client maps them to exit statuses.
+ERROR_CODES = ("protocol", "version", "auth", "busy", "refused", "unsupported", "failed")
+
+_DEFAULT_HINTS = {
+    "protocol": "check that HOST:--port is an ibdiag bench serve, and that both sides run the same ibdiag version",
+    "version": "install the same ibdiag version on both hosts",
+    "auth": "give both sides the same token: --token-file FILE (or IBDIAG_TOKEN) on the server and the client",
+    "busy": "the server runs one benchmark at a time; retry when it is done, or start another server with --port",
+    "refused": "ask for less, or restart the server with a larger limit (--max-size)",
+    "unsupported": "start the server with the transport you ask for (ibdiag bench serve --transport ...)",
+    "failed": "see the server's log (its stderr) for the cause",
+}
+
+
+class ProtocolError(CannotRunError):
+    """The peer sent something that is not this protocol (exit 3)."""
+
+
+class PeerClosedError(CannotRunError):
+    """The peer closed or reset the connection while we waited for it (exit 3)."""
+
+
+class RemoteError(IbdiagError):
+    """The peer answered with an error message; ``code`` is one of :data:`ERROR_CODES`.
+
+    ``refused`` (the request exceeds the server's limits) is a usage error (exit 2); every other
+    code means the benchmark could not run (exit 3).
+    """
+
+    def __init__(self, code: str, message: str, hint: str | None = None) -> None:
+        super().__init__(message, hint or _DEFAULT_HINTS.get(code))
+        self.code = code
+        self.exit_status = ExitStatus.USAGE if code == "refused" else ExitStatus.CANNOT_RUN
+
+
+class Refused(Exception):
+    """Raised on the server side after an error message went to the client; ``reason`` is logged."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+# --- framing -------------------------------------------------------------------------------------
+
+
+def encode(msg: dict[str, Any]) -> bytes:
+    """One framed message: 4-byte big-endian length + compact JSON."""
+    payload = json.dumps(msg, separators=(",", ":"), allow_nan=False).encode()
+    if len(payload) > MAX_MESSAGE_BYTES:
+        raise ValueError(f"control message of {len(payload)} bytes exceeds {MAX_MESSAGE_BYTES}")
+    return _LEN.pack(len(payload)) + payload
+
+
+def decode(payload: bytes) -> dict[str, Any]:
+    """The JSON object of one message; ValueError when it is not a JSON object with a string ``type``."""
+    try:
+        doc = json.loads(payload.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"not JSON ({e})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("type"), str):
+        raise ValueError("not a message object with a type")
+    return doc
+
+
+def describe_peer(addr: Any) -> str:
+    """``('10.0.0.2', 53412)`` -> ``10.0.0.2:53412``; IPv6 as ``[fe80::1]:53412``."""
+    if isinstance(addr, tuple) and len(addr) >= 2:
+        host = str(addr[0])
+        if host.startswith("::ffff:") and "." in host:
+            host = host[7:]
+        return f"[{host}]:{addr[1]}" if ":" in host else f"{host}:{addr[1]}"
+    return str(addr)
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ``::1`` and IPv4-mapped ``::ffff:127.x.y.z``."""
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def socket_error(e: OSError, peer: str, waiting_for: str, timeout_s: float) -> IbdiagError:
+    """An OSError on a socket to ``peer`` as the ibdiag error a user can act on."""
+    if isinstance(e, (socket.timeout, BlockingIOError)) or e.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.ETIMEDOUT):
+        return PeerTimeoutError(
+            f"no answer from {peer} within {timeout_s:g} s while waiting for {waiting_for}",
+            hint="is the peer alive and reachable? raise --timeout for slow links or large sizes",
+        )
+    if isinstance(e, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)) or e.errno in (errno.ECONNRESET, errno.EPIPE):
+        return PeerClosedError(
+            f"{peer} closed the connection while we were waiting for {waiting_for}",
+            hint="the peer process ended or was killed; see its log",
+        )
+    return CannotRunError(f"network error with {peer} while waiting for {waiting_for}: {e.strerror or e}", hint="check the network path between the hosts")
+
+
+class Channel:
+    """A framed, deadline-bound control connection to ``peer``."""
+
+    def __init__(self, sock: socket.socket, peer: str, timeout_s: float) -> None:
+        self.sock = sock
+        self.peer = peer
+        self.timeout_s = timeout_s
+        self._hdr = bytearray(_LEN.size)
+
+    def send(self, msg: dict[str, Any]) -> None:
+        data = encode(msg)
+        try:
+            self.sock.settimeout(self.timeout_s)
+            self.sock.sendall(data)
+        except OSError as e:
+            raise socket_error(e, self.peer, f"it to accept a {msg.get('type')!r} message", self.timeout_s) from None
+
+    def send_error(self, code: str, message: str, hint: str | None = None) -> None:
+        """Tell the peer why we stop; never raises (the peer may already be gone)."""
+        try:
+            msg: dict[str, Any] = {"type": "error", "code": code, "message": message}
+            if hint:
+                msg["hint"] = hint
+            self.sock.settimeout(min(self.timeout_s, 2.0))
+            self.sock.sendall(encode(msg))
+        except (OSError, ValueError):
+            pass
+
+    def _read_exact(self, view: memoryview, deadline: float, waiting_for: str, *, first: bool) -> None:
+        got = 0
+        n = len(view)
+        while got < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise socket_error(socket.timeout(), self.peer, waiting_for, self.timeout_s)
+            try:
+                self.sock.settimeout(left)
+                k = self.sock.recv_into(view[got:], n - got)
+            except OSError as e:
+                raise socket_error(e, self.peer, waiting_for, self.timeout_s) from None
+            if k == 0:
+                if first and got == 0:
+                    raise PeerClosedError(f"{self.peer} closed the connection while we were waiting for {waiting_for}", hint="the peer process ended or was killed, or refused us; see its log")
+                raise PeerClosedError(f"{self.peer} closed the connection in the middle of a message while we were waiting for {waiting_for}", hint="the peer process ended or was killed; see its log")
+            got += k
+
+    def recv(self, waiting_for: str, *, timeout_s: float | None = None) -> dict[str, Any]:
+        """The next message; PeerTimeoutError after ``timeout_s`` (default: the channel's timeout)."""
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + limit
+        self._read_exact(memoryview(self._hdr), deadline, waiting_for, first=True)
+        (length,) = _LEN.unpack(self._hdr)
+        if length > MAX_MESSAGE_BYTES:
+            raise ProtocolError(
+                f"{self.peer} is not speaking the ibdiag p2p protocol (a {length}-byte message header; the limit is {MAX_MESSAGE_BYTES})",
+                hint=_DEFAULT_HINTS["protocol"],
+            )
+        payload = bytearray(length)
+        self._read_exact(memoryview(payload), deadline, waiting_for, first=False)
+        try:
+            return decode(bytes(payload))
+        except ValueError as e:
+            raise ProtocolError(f"{self.peer} sent a malformed message while we waited for {waiting_for}: {e}", hint=_DEFAULT_HINTS["protocol"]) from None
+
+    def expect(self, kind: str, waiting_for: str, *, timeout_s: float | None = None) -> dict[str, Any]:
+        """The next message, which must be of type ``kind``; an ``error`` message raises :class:`RemoteError`."""
+        msg = self.recv(waiting_for, timeout_s=timeout_s)
+        if msg["type"] == "error":
+            code = str(msg.get("code", "failed"))
+            text = str(msg.get("message", "no reason given"))
+            hint = msg.get("hint")
+            raise RemoteError(code if code in ERROR_CODES else "failed", f"{self.peer}: {text}", str(hint) if hint else None)
+        if msg["type"] != kind:
+            raise ProtocolError(f"{self.peer} sent {msg['type']!r} while we waited for {waiting_for}", hint=_DEFAULT_HINTS["protocol"])
+        return msg
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def close_gracefully(self, linger_s: float = 0.2) -> None:
+        """Send FIN, discard what the peer still sends for up to ``linger_s``, then close.
+
+        Closing with unread bytes in the receive queue makes the kernel answer with a reset, which
+        can destroy the error message we just sent before the peer reads it (RFC 1122 4.2.2.13).
+        """
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+            self.sock.settimeout(linger_s)
+            deadline = time.monotonic() + linger_s
+            drained = 0
+            while drained < MAX_MESSAGE_BYTES and time.monotonic() < deadline:
+                chunk = self.sock.recv(4096)
+                if not chunk:
+                    break
+                drained += len(chunk)
+        except OSError:
+            pass
+        self.close()
+
+
+# --- tokens and authentication ---------------------------------------------------------------------
+
+
+def read_token_file(path: str | os.PathLike[str]) -> bytes:
+    """The shared token in ``path`` (surrounding whitespace removed); InputError (exit 2) if unusable."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"token file {p}: no such file", hint="create one on both hosts, e.g. head -c 32 /dev/urandom | base64 > ~/.ibdiag-token") from None
+    except OSError as e:
+        raise InputError(f"token file {p}: cannot read: {e.strerror}", hint="check the file's permissions") from None
+    token = raw.strip()
+    if not token:
+        raise InputError(f"token file {p} is empty", hint="put a random string in it, e.g. head -c 32 /dev/urandom | base64 > ~/.ibdiag-token")
+    return token
+
+
+def token_from_env(value: str | None) -> bytes | None:
+    """``IBDIAG_TOKEN``'s value as a token; None when unset or blank."""
+    if value is None or not value.strip():
+        return None
+    return value.strip().encode()
+
+
+def _mac(token: bytes, role: str, server_nonce: bytes, client_nonce: bytes) -> str:
+    return hmac.new(token, f"{PROTO}/{VERSION} {role}".encode() + server_nonce + client_nonce, hashlib.sha256).hexdigest()
+
+
+def client_mac(token: bytes, server_nonce: bytes, client_nonce: bytes) -> str:
+    """What the client proves: HMAC-SHA256 over ``"ibdiag-p2p/1 client" + server_nonce + client_nonce``."""
+    return _mac(token, "client", server_nonce, client_nonce)
+
+
+def server_mac(token: bytes, server_nonce: bytes, client_nonce: bytes) -> str:
+    return _mac(token, "server", server_nonce, client_nonce)
+
+
+def _nonce(msg: dict[str, Any]) -> bytes | None:
+    value = msg.get("nonce")
+    if not isinstance(value, str) or len(value) != 2 * NONCE_BYTES:
+        return None
+    try:
+        return bytes.fromhex(value)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Hello:
+    """Who is at the other end, from its hello."""
+
+    host: str
+    ibdiag_version: str
+    transports: tuple[str, ...] = ()
+
+
+def server_handshake(
+    ch: Channel,
+    *,
+    token: bytes | None,
+    client_ip: str,
+    host: str,
+    version: str,
+    transports: tuple[str, ...],
+) -> Hello:
+    """Greet a new client and authenticate it; :class:`Refused` (after telling the client) otherwise."""
+    nonce = os.urandom(NONCE_BYTES)
+    ch.send(
+        {
+            "type": "hello",
+            "proto": PROTO,
+            "version": VERSION,
+            "auth": _AUTH_HMAC if token else "none",
+            "nonce": nonce.hex(),
+            "host": host,
+            "ibdiag": version,
+            "transports": list(transports),
+        }
+    )
+    msg = ch.recv("the client's hello")
+    if msg.get("type") == "error":
+        raise Refused("client", f"the client gave up: {str(msg.get('message', 'no reason given'))[:300]}")
+    if msg.get("type") != "hello" or msg.get("proto") != PROTO:
+        ch.send_error("protocol", "this is an ibdiag p2p server; expected a hello")
+        raise Refused("protocol", f"not an ibdiag client (first message {msg.get('type')!r})")
+    their = msg.get("version")
+    if their != VERSION:
+        ch.send_error("version", f"protocol version {their!r} is not supported: this server (ibdiag {version}) speaks version {VERSION}")
+        raise Refused("version", f"protocol version {their!r} (this server speaks {VERSION})")
+    client_nonce = _nonce(msg)
+    if client_nonce is None:
+        ch.send_error("protocol", "the hello carries no valid nonce")
+        raise Refused("protocol", "hello without a valid nonce")
+    mac = msg.get("mac")
+    if token:
+        if not isinstance(mac, str):
+            ch.send_error("auth", "this server requires a token")
+            raise Refused("auth", "no token given by the client")
+        if not hmac.compare_digest(mac.encode(), client_mac(token, nonce, client_nonce).encode()):
+            ch.send_error("auth", "authentication failed: the tokens differ")
+            raise Refused("auth", "wrong token")
+        answer: str | None = server_mac(token, nonce, client_nonce)
+    else:
+        if not is_loopback(client_ip):
+            ch.send_error(
+                "auth",
+                "this server has no token and accepts clients from its own host (loopback) only",
+                "start the server and the client with the same --token-file FILE (or IBDIAG_TOKEN)",
+            )
+            raise Refused("auth", "not a loopback client and this server has no token")
+        answer = None
+    ch.send({"type": "welcome", "mac": answer})
+    return Hello(host=str(msg.get("host", "?"))[:255], ibdiag_version=str(msg.get("ibdiag", "?"))[:64])
+
+
+def client_handshake(ch: Channel, *, token: bytes | None, host: str, version: str) -> Hello:
+    """Answer the server's hello and check that the server knows the token too."""
+    msg = ch.recv("the server's hello")
+    if msg["type"] == "error":
+        code = str(msg.get("code", "failed"))
+        raise RemoteError(code if code in ERROR_CODES else "failed", f"{ch.peer}: {msg.get('message', 'refused')}", msg.get("hint"))
+    if msg.get("type") != "hello" or msg.get("proto") != PROTO:
+        raise ProtocolError(f"{ch.peer} is not an ibdiag bench serve (it sent {msg.get('type')!r})", hint=_DEFAULT_HINTS["protocol"])
+    if msg.get("version") != VERSION:
+        raise CannotRunError(
+            f"{ch.peer} speaks protocol version {msg.get('version')!r} (ibdiag {msg.get('ibdiag', '?')}); this client speaks {VERSION}",
+            hint=_DEFAULT_HINTS["version"],
+        )
+    server_nonce = _nonce(msg)
+    if server_nonce is None:
+        raise ProtocolError(f"{ch.peer} sent a hello without a valid nonce", hint=_DEFAULT_HINTS["protocol"])
+    auth = msg.get("auth")
+    if auth == _AUTH_HMAC and not token:
+        raise CannotRunError(f"{ch.peer} requires a token", hint="give the server's token with --token-file FILE or IBDIAG_TOKEN")
+    if auth == "none" and token:
+        raise CannotRunError(
+            f"{ch.peer} runs without a token, but this client has one (--token-file or IBDIAG_TOKEN)",
+            hint="start the server with the same token; for a loopback test without tokens unset IBDIAG_TOKEN",
+        )
+    if auth not in (_AUTH_HMAC, "none"):
+        raise ProtocolError(f"{ch.peer} asks for unknown authentication {auth!r}", hint=_DEFAULT_HINTS["version"])
+    client_nonce = os.urandom(NONCE_BYTES)
+    ch.send(
+        {
+            "type": "hello",
+            "proto": PROTO,
+            "version": VERSION,
+            "nonce": client_nonce.hex(),
+            "mac": client_mac(token, server_nonce, client_nonce) if token else None,
+            "host": host,
+            "ibdiag": version,
+        }
+    )
+    welcome = ch.expect("welcome", "the server to accept our hello")
+    if token:
+        theirs = welcome.get("mac")
+        if not isinstance(theirs, str) or not hmac.compare_digest(theirs.encode(), server_mac(token, server_nonce, client_nonce).encode()):
+            raise CannotRunError(
+                f"{ch.peer} did not prove that it knows the token",
+                hint="something other than your ibdiag server may be listening on that port",
+            )
+    transports = msg.get("transports")
+    return Hello(
+        host=str(msg.get("host", "?"))[:255],
+        ibdiag_version=str(msg.get("ibdiag", "?"))[:64],
+        transports=tuple(str(t) for t in transports) if isinstance(transports, list) else (),
+    )
+
+
+def connect(host: str, port: int, timeout_s: float) -> socket.socket:
+    """A TCP connection to ``host:port`` within ``timeout_s``; exit-3 errors that say what failed."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise CannotRunError(f"cannot resolve {host!r}: {e.strerror}", hint="check the host name, or give an IP address") from None
+    last: OSError | None = None
+    for family, kind, proto, _, addr in infos:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout_s)
+            sock.connect(addr)
+            return sock
+        except OSError as e:
+            last = e
+            sock.close()
+    where = f"{host}:{port}"
+    if isinstance(last, ConnectionRefusedError):
+        raise CannotRunError(f"nothing is listening on {where}", hint=f"start 'ibdiag bench serve' on {host} (port {port}), or check --port")
+    if isinstance(last, (socket.timeout, TimeoutError)):
+        raise PeerTimeoutError(f"no answer from {where} within {timeout_s:g} s while connecting", hint="check that the host is up and no firewall drops the port")
+    raise CannotRunError(f"cannot connect to {where}: {getattr(last, 'strerror', None) or last}", hint="check the address and the route to the host")
+
+
+def check_usable_timeout(timeout_s: float) -> float:
+    if not timeout_s > 0 or timeout_s > 86400:
+        raise UsageError(f"--timeout {timeout_s:g} must be between 0 and 86400 seconds", hint="the default is 10 s")
+    return float(timeout_s)

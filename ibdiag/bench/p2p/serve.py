@@ -1,0 +1,328 @@
+"""``ibdiag bench serve``: wait for clients and run their benchmarks one at a time.
+
+Each connection gets its own thread for the handshake, so a client that stalls never blocks the
+others; the benchmark runs themselves are serialised (a second client meanwhile is told the
+server is busy). Whatever a client does — garbage, a wrong version or token, a stall, a
+disconnect, a request beyond ``--max-size`` — ends that connection with one log line and the
+server keeps serving. The library never prints: log lines go to the ``log`` callable.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ibdiag import __version__
+from ibdiag.bench.p2p.linerate import rdma_line_rate, tcp_line_rate
+from ibdiag.bench.p2p.params import TRANSPORTS, RunRequest
+from ibdiag.bench.p2p.protocol import (
+    DEFAULT_PORT,
+    DEFAULT_TIMEOUT_S,
+    Channel,
+    ProtocolError,
+    Refused,
+    RemoteError,
+    describe_peer,
+    server_handshake,
+)
+from ibdiag.errors import CannotRunError, ExitStatus, IbdiagError, UsageError
+from ibdiag.units import format_bytes
+
+#: Connections handled at once (handshakes plus the running benchmark); more are closed at once.
+MAX_CONNECTIONS = 16
+#: How often the accept loop looks at the stop flag (seconds).
+_ACCEPT_POLL_S = 0.5
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    bind: str | None = None
+    """Address to listen on; None = all interfaces (IPv6 and IPv4)."""
+    port: int = DEFAULT_PORT
+    transports: tuple[str, ...] = TRANSPORTS
+    device: str | None = None
+    ib_port: int = 1
+    gid_index: int | None = None
+    token: bytes | None = field(default=None, repr=False)
+    max_size: int = 2**30
+    """Largest buffer one run may ask for (bytes)."""
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    once: bool = False
+    socket_buffer: int | None = None
+    sysfs_root: str = "/"
+
+
+class Server:
+    """Listening socket plus the accept loop. Use as a context manager; :meth:`close` frees everything."""
+
+    def __init__(self, opts: ServeOptions, log: Callable[[str], None]) -> None:
+        self.opts = opts
+        self.log = log
+        self.host = socket.gethostname()
+        self._listener: socket.socket | None = None
+        self._stop = threading.Event()
+        self._busy = threading.Lock()
+        self._state = threading.Lock()
+        self._conns: set[socket.socket] = set()
+        self._threads: set[threading.Thread] = set()
+        self._current: str | None = None
+        self._once_status: int | None = None
+        self.address: tuple[str, int] | None = None
+
+    # --- set-up ------------------------------------------------------------------------------
+
+    def start(self) -> tuple[str, int]:
+        """Bind and listen; returns (address, port) — the port is the real one when 0 was asked."""
+        self._listener = _listen(self.opts.bind, self.opts.port)
+        sockname = self._listener.getsockname()
+        self.address = (str(sockname[0]), int(sockname[1]))
+        return self.address
+
+    def __enter__(self) -> Server:
+        if self._listener is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    def serve(self) -> int:
+        """Accept clients until :meth:`stop` (or, with ``once``, the first run ends).
+
+        Returns the exit status for ``--once``: 0 when the run completed, 3 when it failed.
+        """
+        if self._listener is None:
+            self.start()
+        assert self._listener is not None
+        self._listener.settimeout(_ACCEPT_POLL_S)
+        while not self._stop.is_set():
+            try:
+                conn, addr = self._listener.accept()
+            except socket.timeout:
+                continue
+            except OSError as e:
+                if self._stop.is_set():
+                    break
+                if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    self.log(f"cannot accept a connection: {e.strerror}; retrying")
+                    time.sleep(0.1)
+                    continue
+                raise CannotRunError(f"the listening socket failed: {e.strerror or e}") from None
+            peer = describe_peer(addr)
+            with self._state:
+                crowded = len(self._threads) >= MAX_CONNECTIONS
+            if crowded:
+                self.log(f"{peer}: refused: {MAX_CONNECTIONS} connections already open")
+                conn.close()
+                continue
+            t = threading.Thread(target=self._handle, args=(conn, addr), name=f"ibdiag-serve-{peer}", daemon=True)
+            with self._state:
+                self._threads.add(t)
+                self._conns.add(conn)
+            t.start()
+        return self._once_status if self._once_status is not None else int(ExitStatus.OK)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def close(self) -> None:
+        """Stop, close the listener and every open connection, wait briefly for the run to unwind."""
+        self._stop.set()
+        if self._listener is not None:
+            try:
+                self._listener.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in accept() (Linux)
+            except OSError:
+                pass
+            try:
+                self._listener.close()
+            except OSError:
+                pass
+            self._listener = None
+        with self._state:
+            conns = list(self._conns)
+            threads = list(self._threads)
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            try:
+                c.close()
+            except OSError:
+                pass
+        deadline = time.monotonic() + 3.0
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+    # --- one connection --------------------------------------------------------------------------
+
+    def _handle(self, conn: socket.socket, addr: tuple) -> None:
+        peer = describe_peer(addr)
+        ch = Channel(conn, peer, self.opts.timeout_s)
+        ran = False
+        ok = False
+        try:
+            hello = server_handshake(
+                ch,
+                token=self.opts.token,
+                client_ip=str(addr[0]),
+                host=self.host,
+                version=__version__,
+                transports=self.opts.transports,
+            )
+            msg = ch.expect("run", "the client's request")
+            req = self._accept_request(ch, msg)
+            if not self._busy.acquire(blocking=False):
+                ch.send_error("busy", f"busy with a benchmark for {self._current}")
+                raise Refused("busy", f"busy with {self._current}")
+            try:
+                self._current = f"{peer} ({hello.host})"
+                ran = True
+                self.log(f"{peer}: running {req.describe()} for {hello.host} (ibdiag {hello.ibdiag_version})")
+                t0 = time.monotonic()
+                self._run(ch, req)
+                ok = True
+                self.log(f"{peer}: done in {time.monotonic() - t0:.1f} s")
+            finally:
+                self._current = None
+                self._busy.release()
+        except Refused as r:
+            self.log(f"{peer}: {r.reason}" if r.code == "client" else f"{peer}: refused: {r.reason}")
+        except RemoteError as e:
+            self.log(f"{peer}: client gave up: {_as_client(e.message, peer)}")
+        except ProtocolError as e:
+            ch.send_error("protocol", e.message.replace(peer, "the client"), e.hint)
+            self.log(f"{peer}: refused: {_as_client(e.message, peer)}")
+        except IbdiagError as e:
+            if not self._stop.is_set():
+                ch.send_error("failed", e.message, e.hint)
+                self.log(f"{peer}: dropped: {_as_client(e.message, peer)}")
+        except Exception as e:  # noqa: BLE001 - a bug must not take the server down
+            ch.send_error("failed", f"internal error on the server: {type(e).__name__}")
+            self.log(f"{peer}: internal error: {type(e).__name__}: {e}")
+        finally:
+            ch.close_gracefully()
+            with self._state:
+                self._conns.discard(conn)
+                self._threads.discard(threading.current_thread())
+            if ran:
+                if self.opts.once:
+                    self._once_status = int(ExitStatus.OK if ok else ExitStatus.CANNOT_RUN)
+                    self._stop.set()
+
+    def _accept_request(self, ch: Channel, msg: dict) -> RunRequest:
+        try:
+            req = RunRequest.from_json(msg.get("request") if isinstance(msg.get("request"), dict) else {})
+        except ValueError as e:
+            ch.send_error("protocol", f"invalid request: {e}")
+            raise Refused("protocol", f"invalid request: {e}") from None
+        if req.transport not in self.opts.transports:
+            ch.send_error("unsupported", f"this server does not serve {req.transport} (it serves {', '.join(self.opts.transports)})")
+            raise Refused("unsupported", f"{req.transport} is not served here")
+        problem = req.buffer_problem(self.opts.max_size)
+        if problem:
+            ch.send_error("refused", problem, f"use sizes up to {format_bytes(self.opts.max_size)}, or restart the server with a larger --max-size")
+            raise Refused("refused", problem)
+        return req
+
+    def _run(self, ch: Channel, req: RunRequest) -> None:
+        from ibdiag.bench.p2p import session
+        from ibdiag.sysfs import SysfsRoot
+
+        side: session.TcpServerSide | session.RdmaServerSide
+        if req.transport == "tcp":
+            side = session.TcpServerSide(ch, req, timeout_s=self.opts.timeout_s, log=self.log, socket_buffer=self.opts.socket_buffer)
+            rate = tcp_line_rate(SysfsRoot(self.opts.sysfs_root), ch.sock.getsockname()[0])
+        else:
+            sel = session.select_rdma(self.opts.sysfs_root, self.opts.device, self.opts.ib_port, self.opts.gid_index)
+            side = session.RdmaServerSide(ch, req, sel, timeout_s=self.opts.timeout_s)
+            rate = rdma_line_rate(SysfsRoot(self.opts.sysfs_root), sel.device, sel.port)
+        with _closing(side):
+            ready = side.prepare()
+            ch.send({"type": "ready", "line_rate": rate.to_json(), **ready})
+            side.connect()
+            ch.send({"type": "connected"})
+            while True:
+                msg = ch.recv("the client's next test")
+                kind = msg["type"]
+                if kind == "bye":
+                    return
+                if kind == "phase":
+                    side.phase(msg)
+                    continue
+                if kind == "error":
+                    raise RemoteError("failed", str(msg.get("message", "no reason given")))
+                ch.send_error("protocol", f"unexpected {kind!r}")
+                raise Refused("protocol", f"unexpected {kind!r} message during a run")
+
+
+def _as_client(message: str, peer: str) -> str:
+    """A message written for the client ("10.0.0.2:5312 closed ...") as the server logs it ("the client closed ...")."""
+    if message.startswith(f"{peer}: "):
+        message = message[len(peer) + 2 :]
+    return message.replace(peer, "the client")
+
+
+class _closing:
+    def __init__(self, obj: object) -> None:
+        self.obj = obj
+
+    def __enter__(self) -> object:
+        return self.obj
+
+    def __exit__(self, *exc: object) -> None:
+        self.obj.close()  # type: ignore[attr-defined]
+
+
+def _listen(bind: str | None, port: int) -> socket.socket:
+    """A listening TCP socket: dual-stack ``[::]`` when ``bind`` is None, else ``bind``'s address."""
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port {port} is not a TCP port", hint="use 1..65535 (0 picks a free one)")
+    candidates: list[tuple[int, tuple]] = []
+    if bind is None:
+        if socket.has_ipv6:
+            candidates.append((socket.AF_INET6, ("::", port, 0, 0)))
+        candidates.append((socket.AF_INET, ("0.0.0.0", port)))
+    else:
+        try:
+            infos = socket.getaddrinfo(bind, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        except socket.gaierror as e:
+            raise UsageError(f"--bind {bind}: cannot resolve it: {e.strerror}", hint="give an address of this host, e.g. 10.0.0.5") from None
+        candidates = [(fam, addr) for fam, _, _, _, addr in infos]
+    last: OSError | None = None
+    for family, addr in candidates:
+        s = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and bind is None:
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            s.bind(addr)
+            s.listen(64)
+            return s
+        except OSError as e:
+            last = e
+            s.close()
+            if e.errno == errno.EADDRINUSE:
+                break
+    where = f"{bind or '*'}:{port}"
+    if last is not None and last.errno == errno.EADDRINUSE:
+        raise CannotRunError(f"{where} is already in use", hint="another ibdiag bench serve may be running there; pick another --port")
+    if last is not None and last.errno == errno.EADDRNOTAVAIL:
+        raise UsageError(f"--bind {bind} is not an address of this host", hint="use an address shown by 'ip addr', or leave --bind out for all")
+    if last is not None and last.errno == errno.EACCES:
+        raise CannotRunError(f"not allowed to listen on {where}", hint="ports below 1024 need root; use the default 18516")
+    raise CannotRunError(f"cannot listen on {where}: {getattr(last, 'strerror', None) or last}")
+
+
+def preflight_rdma(opts: ServeOptions) -> str:
+    """With ``--transport rdma`` check at start-up that pyverbs, the device and the port are usable."""
+    from ibdiag.bench.p2p.session import select_rdma
+
+    sel = select_rdma(opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index)
+    return f"{sel.device} port {sel.port}, GID index {sel.gid_index if sel.gid_index is not None else '-'} ({sel.gid_reason})"

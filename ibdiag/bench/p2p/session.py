@@ -1,0 +1,429 @@
+"""One benchmark run over an authenticated control channel: both roles, both transports.
+
+After the handshake (:mod:`.protocol`) the client sends ``run`` (a :class:`~.params.RunRequest`);
+then::
+
+    server -> client  ready      {tcp: data_port, cookie | rdma: qp, device, gid_index; line_rate}
+    (tcp: the client opens --streams data connections; rdma: client -> server  qp {qp})
+    server -> client  connected
+    per size and kind:
+      client -> server  phase    {kind: bw|lat, bytes, warmup}
+      server -> client  go
+      bw, tcp:  data flows; server -> client  result {rx_*, tx_*, cpu_s}
+      bw, rdma: client WRITEs (sending ``beat`` now and then), then client -> server sent;
+                server -> client result {cpu_s}
+      lat:      warm-up ping-pongs; client -> server iters {n}; n ping-pongs; server -> client result
+    client -> server  bye
+
+Every wait has the channel's deadline; the data path uses kernel socket timeouts or, for RDMA,
+completion/poll deadlines.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ibdiag.bench.buffers import Buffer, allocate
+from ibdiag.bench.p2p import tcp
+from ibdiag.bench.p2p.params import MAX_LAT_SAMPLES, MAX_WARMUP, RunRequest, latency_iterations
+from ibdiag.bench.p2p.protocol import Channel, ProtocolError, RemoteError
+from ibdiag.bench.results import LatencyStats
+from ibdiag.bench.stats import CpuMeter, bandwidth_gbs, latency_from_round_trips_ns, message_rate_mpps
+from ibdiag.units import format_bytes
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BwOutcome:
+    """A bandwidth phase as the client reports it."""
+
+    messages: int
+    bytes: int
+    seconds: float
+    bw_gbs: float | None
+    msg_rate_mpps: float | None
+    cpu_client_s: float | None
+    cpu_server_s: float | None
+
+
+@dataclass(frozen=True)
+class LatOutcome:
+    iters: int
+    stats: LatencyStats
+
+
+@dataclass(frozen=True)
+class RdmaSelection:
+    """Which device, port and GID one side uses (from sysfs, like ``ibdiag topo``)."""
+
+    device: str
+    port: int
+    gid_index: int | None
+    gid: str | None
+    gid_reason: str
+    link_layer: str | None
+
+
+def select_rdma(sysfs_root: str, device: str | None, ib_port: int, gid_index: int | None) -> RdmaSelection:
+    """Device (given or the first with an ACTIVE port), then the GID (given or perftest's choice)."""
+    from ibdiag.bench import verbs
+    from ibdiag.bench.p2p.rdma import choose_device, choose_gid
+    from ibdiag.sysfs import SysfsRoot
+    from ibdiag.topo.discover import natural_key, read_port
+
+    names = sorted(verbs.list_devices(), key=natural_key)
+    sysfs = SysfsRoot(sysfs_root)
+    ports = [read_port(sysfs, name, ib_port) for name in names]
+    port = choose_device(ports, device)
+    gid = choose_gid(port, gid_index)
+    return RdmaSelection(port.adapter, port.port, gid.index, gid.gid, gid.reason, port.link_layer)
+
+
+def _phase_msg(msg: dict[str, Any], req: RunRequest) -> tuple[str, int, int]:
+    """Validate a ``phase`` message against the negotiated request (server side)."""
+    kind = msg.get("kind")
+    size = msg.get("bytes")
+    warmup = msg.get("warmup")
+    if kind not in req.kinds:
+        raise ProtocolError(f"phase kind {kind!r} was not requested")
+    if size not in req.sizes:
+        raise ProtocolError(f"phase size {size!r} was not requested")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup <= MAX_WARMUP:
+        raise ProtocolError(f"phase warm-up {warmup!r} is invalid")
+    return kind, size, warmup
+
+
+def _iters_msg(msg: dict[str, Any]) -> int:
+    n = msg.get("n")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_LAT_SAMPLES:
+        raise ProtocolError(f"latency iteration count {n!r} is invalid")
+    return n
+
+
+def _num(msg: dict[str, Any], key: str) -> float | None:
+    v = msg.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+        return None
+    return float(v)
+
+
+def _int_field(msg: dict[str, Any], key: str) -> int:
+    v = msg.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ProtocolError(f"result field {key} is missing or invalid")
+    return v
+
+
+# --- TCP -----------------------------------------------------------------------------------------
+
+
+class TcpServerSide:
+    """The server's half of a TCP run: data listener, receive buffers, phases."""
+
+    def __init__(self, ch: Channel, req: RunRequest, *, timeout_s: float, log: Log, socket_buffer: int | None = None) -> None:
+        self.ch = ch
+        self.req = req
+        self.timeout_s = timeout_s
+        self.log = log
+        self.socket_buffer = socket_buffer
+        self.listener: socket.socket | None = None
+        self.socks: list[socket.socket] = []
+        self.rings: list[Buffer] = []
+        self.msgbuf: Buffer | None = None
+        self.cookie = tcp.new_cookie()
+
+    def prepare(self) -> dict[str, Any]:
+        local = self.ch.sock.getsockname()
+        family = self.ch.sock.family
+        self.listener = socket.socket(family, socket.SOCK_STREAM)
+        self.listener.bind((local[0], 0) if family == socket.AF_INET else (local[0], 0, 0, local[3] if len(local) > 3 else 0))
+        self.listener.listen(self.req.streams + 4)
+        self.rings = [allocate(tcp.RECV_RING_MAX) for _ in range(self.req.streams)]
+        if self.req.bidir or "lat" in self.req.kinds:
+            self.msgbuf = allocate(self.req.max_size)
+        return {"data_port": self.listener.getsockname()[1], "cookie": self.cookie.hex()}
+
+    def connect(self) -> None:
+        assert self.listener is not None
+        self.socks = tcp.accept_streams(self.listener, self.req.streams, self.cookie, self.timeout_s, self.log, self.socket_buffer)
+        self.listener.close()
+        self.listener = None
+
+    def phase(self, msg: dict[str, Any]) -> None:
+        kind, size, warmup = _phase_msg(msg, self.req)
+        peer = self.ch.peer
+        if kind == "bw":
+            meter = CpuMeter()
+            jobs: list[Callable[[], Any]] = [
+                (lambda s=s, r=r, i=i: tcp.recv_stream(s, r.view, size, on_measure_start=meter.start, peer=peer, what=f"{format_bytes(size)} messages on stream {i + 1}", timeout_s=self.timeout_s))
+                for i, (s, r) in enumerate(zip(self.socks, self.rings, strict=True))
+            ]
+            n_rx = len(jobs)
+            if self.req.bidir:
+                assert self.msgbuf is not None
+                window = tcp.SendWindow(len(self.socks), self.req.measure_duration_s, self.timeout_s)
+                view = self.msgbuf.view[:size]
+                jobs += [
+                    (lambda s=s, i=i: tcp.send_stream(s, view, warmup=warmup, iters=self.req.iters, window=window, peer=peer, what=f"{format_bytes(size)} messages on stream {i + 1}"))
+                    for i, s in enumerate(self.socks)
+                ]
+            self.ch.send({"type": "go"})
+            stats = tcp.run_parallel(jobs, on_error=lambda: tcp.close_all(self.socks))
+            cpu = meter.stop()
+            rx_msgs, rx_bytes, rx_s = tcp.window_of(stats[:n_rx])
+            tx_msgs, tx_bytes, tx_s = tcp.window_of(stats[n_rx:])
+            self.ch.send(
+                {
+                    "type": "result",
+                    "rx_messages": rx_msgs,
+                    "rx_bytes": rx_bytes,
+                    "rx_seconds": rx_s,
+                    "tx_messages": tx_msgs,
+                    "tx_bytes": tx_bytes,
+                    "tx_seconds": tx_s,
+                    "cpu_s": cpu,
+                }
+            )
+            return
+        assert self.msgbuf is not None
+        sock = self.socks[0]
+        view = self.msgbuf.view[:size]
+        tcp.set_nodelay(sock, True)
+        self.ch.send({"type": "go"})
+        what = f"the next {format_bytes(size)} latency ping"
+        tcp.pong(sock, view, warmup, peer=peer, what=what, timeout_s=self.timeout_s)
+        n = _iters_msg(self.ch.expect("iters", "the latency iteration count"))
+        tcp.pong(sock, view, n, peer=peer, what=what, timeout_s=self.timeout_s)
+        tcp.set_nodelay(sock, False)
+        self.ch.send({"type": "result"})
+
+    def close(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+        tcp.close_all(self.socks)
+        for b in [*self.rings, *([self.msgbuf] if self.msgbuf else [])]:
+            b.close()
+
+
+class TcpClientSide:
+    """The client's half of a TCP run."""
+
+    def __init__(self, ch: Channel, req: RunRequest, *, timeout_s: float, socket_buffer: int | None = None) -> None:
+        self.ch = ch
+        self.req = req
+        self.timeout_s = timeout_s
+        self.socket_buffer = socket_buffer
+        self.socks: list[socket.socket] = []
+        self.sendbuf = allocate(req.max_size)
+        self.rings: list[Buffer] = []
+        self.latbuf: Buffer | None = None
+        try:
+            if req.bidir:
+                self.rings = [allocate(tcp.RECV_RING_MAX) for _ in range(req.streams)]
+            if "lat" in req.kinds:
+                self.latbuf = allocate(req.max_size)
+        except BaseException:
+            self.close()
+            raise
+
+    def connect(self, ready: dict[str, Any]) -> None:
+        port = ready.get("data_port")
+        cookie = ready.get("cookie")
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536 or not isinstance(cookie, str):
+            raise ProtocolError(f"{self.ch.peer} sent an invalid data port or cookie")
+        try:
+            cookie_bytes = bytes.fromhex(cookie)
+        except ValueError:
+            raise ProtocolError(f"{self.ch.peer} sent an invalid cookie") from None
+        host = self.ch.sock.getpeername()[0]
+        self.socks = tcp.connect_streams(host, port, self.req.streams, cookie_bytes, self.timeout_s, self.socket_buffer)
+
+    def bw(self, size: int, warmup: int) -> BwOutcome:
+        peer = self.ch.peer
+        self.ch.send({"type": "phase", "kind": "bw", "bytes": size, "warmup": warmup})
+        self.ch.expect("go", f"the server to start the {format_bytes(size)} bandwidth test")
+        meter = CpuMeter()
+        window = tcp.SendWindow(len(self.socks), self.req.measure_duration_s, self.timeout_s, on_start=meter.start)
+        view = self.sendbuf.view[:size]
+        what = f"the {format_bytes(size)} bandwidth test"
+        jobs: list[Callable[[], Any]] = [
+            (lambda s=s, i=i: tcp.send_stream(s, view, warmup=warmup, iters=self.req.iters, window=window, peer=peer, what=f"{what} (stream {i + 1})"))
+            for i, s in enumerate(self.socks)
+        ]
+        n_tx = len(jobs)
+        if self.req.bidir:
+            jobs += [
+                (lambda s=s, r=r, i=i: tcp.recv_stream(s, r.view, size, on_measure_start=lambda: None, peer=peer, what=f"{what} (stream {i + 1}, from the server)", timeout_s=self.timeout_s))
+                for i, (s, r) in enumerate(zip(self.socks, self.rings, strict=True))
+            ]
+        stats = tcp.run_parallel(jobs, on_error=lambda: tcp.close_all(self.socks))
+        cpu_client = meter.stop()
+        res = self.ch.expect("result", f"the server's {format_bytes(size)} bandwidth result")
+        rx_msgs = _int_field(res, "rx_messages")
+        rx_bytes = _int_field(res, "rx_bytes")
+        rx_s = _num(res, "rx_seconds") or 0.0
+        messages, nbytes, seconds = rx_msgs, rx_bytes, rx_s
+        bw = bandwidth_gbs(rx_bytes, rx_s)
+        rate = message_rate_mpps(rx_msgs, rx_s)
+        if self.req.bidir:
+            back_msgs, back_bytes, back_s = tcp.window_of(stats[n_tx:])
+            back_bw = bandwidth_gbs(back_bytes, back_s)
+            back_rate = message_rate_mpps(back_msgs, back_s)
+            bw = None if bw is None or back_bw is None else bw + back_bw
+            rate = None if rate is None or back_rate is None else rate + back_rate
+            messages += back_msgs
+            nbytes += back_bytes
+            seconds = max(seconds, back_s)
+        return BwOutcome(messages, nbytes, seconds, bw, rate, cpu_client, _num(res, "cpu_s"))
+
+    def lat(self, size: int, warmup: int) -> LatOutcome:
+        assert self.latbuf is not None
+        sock = self.socks[0]
+        tcp.set_nodelay(sock, True)
+        self.ch.send({"type": "phase", "kind": "lat", "bytes": size, "warmup": warmup})
+        self.ch.expect("go", f"the server to start the {format_bytes(size)} latency test")
+        sv = self.sendbuf.view[:size]
+        rv = self.latbuf.view[:size]
+        what = f"the answer to a {format_bytes(size)} latency ping"
+        warm = tcp.ping(sock, sv, rv, warmup, peer=self.ch.peer, what=what, timeout_s=self.timeout_s)
+        n = self.req.iters or latency_iterations(self.req.measure_duration_s or 1.0, warm)
+        self.ch.send({"type": "iters", "n": n})
+        samples = tcp.ping(sock, sv, rv, n, peer=self.ch.peer, what=what, timeout_s=self.timeout_s)
+        self.ch.expect("result", f"the server to finish the {format_bytes(size)} latency test")
+        tcp.set_nodelay(sock, False)
+        return LatOutcome(n, latency_from_round_trips_ns(samples))
+
+    def close(self) -> None:
+        tcp.close_all(self.socks)
+        for b in [self.sendbuf, *self.rings, *([self.latbuf] if self.latbuf else [])]:
+            b.close()
+
+
+# --- RDMA ----------------------------------------------------------------------------------------
+
+
+class RdmaSide:
+    """Either half of an RDMA run: one RC QP over a buffer of 2 x the largest size (receive, send)."""
+
+    def __init__(self, ch: Channel, req: RunRequest, sel: RdmaSelection, *, timeout_s: float) -> None:
+        from ibdiag.bench import verbs
+
+        self.ch = ch
+        self.req = req
+        self.sel = sel
+        self.timeout_s = timeout_s
+        self.half = req.max_size
+        self.buffer = allocate(2 * self.half)
+        try:
+            self.ep = verbs.RdmaEndpoint(sel.device, sel.port, self.buffer, send_offset=self.half, tx_depth=req.tx_depth, gid=sel.gid, gid_index=sel.gid_index)
+        except BaseException:
+            self.buffer.close()
+            raise
+        self.psn = random.SystemRandom().randrange(1 << 24)
+        self.local = self.ep.local_info(self.psn)
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "device": self.sel.device,
+            "ib_port": self.sel.port,
+            "gid_index": self.sel.gid_index,
+            "gid": self.sel.gid,
+            "gid_choice": self.sel.gid_reason,
+            "link_layer": self.sel.link_layer,
+            "mtu": self.local.mtu_bytes,
+        }
+
+    def connect_to(self, remote_doc: Any) -> int:
+        """Bring the QP to RTS towards the peer's details; returns the path MTU (bytes)."""
+        from ibdiag.bench.p2p.rdma import QpInfo, plan_connection
+
+        try:
+            remote = QpInfo.from_json(remote_doc)
+        except ValueError as e:
+            raise ProtocolError(f"{self.ch.peer} sent invalid queue pair details: {e}") from None
+        plan = plan_connection(self.local, remote, port_num=self.sel.port, gid_index=self.sel.gid_index, needed_bytes=self.req.max_size)
+        self.ep.connect(plan, remote)
+        return plan.path_mtu_bytes
+
+    def close(self) -> None:
+        self.ep.close()
+        self.buffer.close()
+
+
+class RdmaServerSide(RdmaSide):
+    def prepare(self) -> dict[str, Any]:
+        return {"qp": self.local.to_json(), **self.details()}
+
+    def connect(self) -> None:
+        msg = self.ch.expect("qp", "the client's queue pair details")
+        self.connect_to(msg.get("qp"))
+
+    def phase(self, msg: dict[str, Any]) -> None:
+        from ibdiag.bench.p2p.rdma import reset_areas, write_lat_responder
+
+        kind, size, warmup = _phase_msg(msg, self.req)
+        if kind == "bw":
+            meter = CpuMeter()
+            self.ch.send({"type": "go"})
+            meter.start()
+            while True:
+                m = self.ch.recv(f"the client's {format_bytes(size)} RDMA WRITEs to finish")
+                if m["type"] == "beat":
+                    continue
+                if m["type"] == "sent":
+                    break
+                if m["type"] == "error":
+                    raise RemoteError("failed", f"the client gave up: {m.get('message', '?')}")
+                raise ProtocolError(f"unexpected {m['type']!r} during an RDMA bandwidth test")
+            self.ch.send({"type": "result", "cpu_s": meter.stop()})
+            return
+        reset_areas(self.ep.view, size, self.half)
+        self.ch.send({"type": "go"})
+        write_lat_responder(self.ep, size, 0, warmup, timeout_s=self.timeout_s)
+        n = _iters_msg(self.ch.expect("iters", "the latency iteration count"))
+        write_lat_responder(self.ep, size, warmup, n, timeout_s=self.timeout_s)
+        self.ch.send({"type": "result"})
+
+
+class RdmaClientSide(RdmaSide):
+    def connect(self, ready: dict[str, Any]) -> int:
+        mtu = self.connect_to(ready.get("qp"))
+        self.ch.send({"type": "qp", "qp": self.local.to_json()})
+        return mtu
+
+    def bw(self, size: int, warmup: int) -> BwOutcome:
+        from ibdiag.bench.p2p.rdma import write_bw
+
+        self.ch.send({"type": "phase", "kind": "bw", "bytes": size, "warmup": warmup})
+        self.ch.expect("go", f"the server to start the {format_bytes(size)} bandwidth test")
+        meter = CpuMeter()
+        stats = write_bw(
+            self.ep, size, warmup=warmup, iters=self.req.iters, duration_s=self.req.measure_duration_s,
+            tx_depth=self.req.tx_depth, timeout_s=self.timeout_s, on_measure_start=meter.start,
+            heartbeat=lambda: self.ch.send({"type": "beat"}),
+        )
+        cpu_client = meter.stop()
+        self.ch.send({"type": "sent", "messages": stats.messages})
+        res = self.ch.expect("result", f"the server's {format_bytes(size)} bandwidth result")
+        return BwOutcome(
+            stats.messages, stats.bytes, stats.seconds, bandwidth_gbs(stats.bytes, stats.seconds),
+            message_rate_mpps(stats.messages, stats.seconds), cpu_client, _num(res, "cpu_s"),
+        )
+
+    def lat(self, size: int, warmup: int) -> LatOutcome:
+        from ibdiag.bench.p2p.rdma import reset_areas, write_lat_initiator
+
+        self.ch.send({"type": "phase", "kind": "lat", "bytes": size, "warmup": warmup})
+        self.ch.expect("go", f"the server to start the {format_bytes(size)} latency test")
+        reset_areas(self.ep.view, size, self.half)
+        warm = write_lat_initiator(self.ep, size, 0, warmup, timeout_s=self.timeout_s)
+        n = self.req.iters or latency_iterations(self.req.measure_duration_s or 1.0, warm)
+        self.ch.send({"type": "iters", "n": n})
+        samples = write_lat_initiator(self.ep, size, warmup, n, timeout_s=self.timeout_s)
+        self.ch.expect("result", f"the server to finish the {format_bytes(size)} latency test")
+        return LatOutcome(n, latency_from_round_trips_ns(samples))

@@ -1,0 +1,280 @@
+"""The RDMA path without an adapter: device/GID choice from sysfs fixtures, QP details exchanged
+over a real TCP control channel, the connection plan, and the WRITE loops' logic.
+
+This machine has no RDMA device; the loops run against ``FakeRdmaEndpoint`` (a named stand-in),
+which only shows that the posting/signalling/polling logic is right — not that RDMA works.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+from dataclasses import replace
+
+import pytest
+
+from ibdiag.bench.p2p.protocol import Channel
+from ibdiag.bench.p2p.rdma import (
+    ConnectPlan,
+    QpInfo,
+    choose_device,
+    choose_gid,
+    ensure_port_active,
+    marker,
+    plan_connection,
+    reset_areas,
+    signal_interval,
+    write_bw,
+    write_lat_initiator,
+    write_lat_responder,
+)
+from ibdiag.errors import CannotRunError, PeerTimeoutError, UsageError
+from ibdiag.sysfs import SysfsRoot
+from ibdiag.topo.discover import list_adapters, read_port
+from tests.sysfsgen.builder import Tree
+from tests.test_p2p_support import FakeRdmaEndpoint
+
+
+def _ports(root, port=1):
+    sysfs = SysfsRoot(root)
+    return [read_port(sysfs, name, port) for name in list_adapters(sysfs)]
+
+
+# --- device and GID choice from sysfs fixtures ------------------------------------------------------
+
+
+def test_roce_gid_auto_picks_ipv4_mapped_roce_v2(fixture_root):
+    port = read_port(SysfsRoot(fixture_root("roce-node")), "mlx5_0", 1)
+    choice = choose_gid(port)
+    # the table: 0 v1 link-local, 1 v2 link-local, 2 v1 IPv4-mapped, 3 v2 IPv4-mapped (10.0.1.5)
+    assert choice.index == 3
+    assert choice.gid == "0000:0000:0000:0000:0000:ffff:0a00:0105"
+    assert choice.type == "RoCE v2"
+    assert "IPv4-mapped" in choice.reason
+
+
+def test_roce_gid_override_and_bad_index(fixture_root):
+    port = read_port(SysfsRoot(fixture_root("roce-node")), "mlx5_1", 1)
+    assert choose_gid(port, 1).index == 1
+    assert choose_gid(port, 1).type == "RoCE v2"
+    with pytest.raises(UsageError) as e:
+        choose_gid(port, 7)
+    assert "populated GID indices: 0, 1, 2, 3" in (e.value.hint or "")
+
+
+def test_roce_gid_prefers_v2_link_local_over_v1_ipv4(tmp_path):
+    """Without an IPv4 address on the netdev, RoCE v2 (link-local) still beats RoCE v1."""
+    t = Tree(tmp_path)
+    base = "class/infiniband/mlx5_0/ports/1"
+    for name, value in (("state", "4: ACTIVE"), ("phys_state", "5: LinkUp"), ("rate", "200 Gb/sec (4X HDR)"), ("link_layer", "Ethernet")):
+        t.file(f"{base}/{name}", value)
+    gids = [
+        ("fe80:0000:0000:0000:0e42:a1ff:fe00:0001", "IB/RoCE v1"),
+        ("fe80:0000:0000:0000:0e42:a1ff:fe00:0001", "RoCE v2"),
+        ("0000:0000:0000:0000:0000:ffff:0a00:0001", "IB/RoCE v1"),
+        ("2001:0db8:0000:0000:0000:0000:0000:0005", "RoCE v2"),
+    ]
+    for i, (gid, gtype) in enumerate(gids):
+        t.file(f"{base}/gids/{i}", gid)
+        t.file(f"{base}/gid_attrs/types/{i}", gtype)
+        t.file(f"{base}/gid_attrs/ndevs/{i}", "eth0")
+    port = read_port(SysfsRoot(tmp_path), "mlx5_0", 1)
+    # global IPv6 RoCE v2 (3) beats link-local RoCE v2 (1); both beat v1
+    assert choose_gid(port).index == 3
+
+
+def test_infiniband_uses_lid_routing_without_gid(fixture_root):
+    port = read_port(SysfsRoot(fixture_root("dgx-h100")), "mlx5_0", 1)
+    assert port.link_layer == "InfiniBand"
+    choice = choose_gid(port)
+    assert choice.index is None and choice.gid is None
+    assert choose_gid(port, 0).index == 0  # --gid-index forces a GRH
+
+
+def test_roce_port_without_gids_cannot_run(tmp_path):
+    t = Tree(tmp_path)
+    base = "class/infiniband/rxe0/ports/1"
+    t.file(f"{base}/state", "4: ACTIVE")
+    t.file(f"{base}/link_layer", "Ethernet")
+    port = read_port(SysfsRoot(tmp_path), "rxe0", 1)
+    with pytest.raises(CannotRunError, match="no usable GID"):
+        choose_gid(port)
+
+
+def test_choose_device_first_active_and_named(fixture_root):
+    ports = _ports(fixture_root("dgx-h100-faulty"))
+    assert choose_device(ports, None).adapter == "mlx5_0"
+    assert choose_device(ports, "mlx5_3").adapter == "mlx5_3"
+    with pytest.raises(CannotRunError) as e:
+        choose_device(ports, "mlx5_10")  # 1: DOWN, 2: Polling in the fixture
+    assert "port 1 of mlx5_10 is not active (state DOWN, physical state Polling)" in e.value.message
+    with pytest.raises(CannotRunError, match="no RDMA device named mlx9_9"):
+        choose_device(ports, "mlx9_9")
+
+
+def test_choose_device_none_active(fixture_root):
+    ports = [p for p in _ports(fixture_root("dgx-h100-faulty")) if p.adapter == "mlx5_10"]
+    with pytest.raises(CannotRunError, match="no active RDMA port"):
+        choose_device(ports, None)
+
+
+def test_ensure_port_active():
+    ensure_port_active("mlx5_0", 1, "ACTIVE", "LinkUp")
+    with pytest.raises(CannotRunError, match="state INIT"):
+        ensure_port_active("mlx5_0", 1, "INIT", "LinkUp")
+
+
+# --- what the two sides exchange --------------------------------------------------------------------
+
+ROCE_A = QpInfo(lid=0, qpn=0x1A2, psn=0x123456, gid="0000:0000:0000:0000:0000:ffff:0a00:0105", link_layer="Ethernet", rkey=0xDEAD, addr=0x7F00_0000_1000, length=2**20, mtu_bytes=4096)
+ROCE_B = QpInfo(lid=0, qpn=0x3B4, psn=0x654321, gid="0000:0000:0000:0000:0000:ffff:0a00:0205", link_layer="Ethernet", rkey=0xBEEF, addr=0x7F00_0000_9000, length=2**20, mtu_bytes=1024)
+
+
+def test_qp_info_json_round_trip():
+    assert QpInfo.from_json(ROCE_A.to_json()) == ROCE_A
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [("qpn", 2**24), ("psn", -1), ("lid", 70000), ("rkey", "1"), ("addr", 2**64), ("gid", "10.0.0.1"), ("link_layer", "iWARP"), ("mtu", 1500), ("length", True)],
+)
+def test_qp_info_rejects_bad_fields(field, value):
+    doc = ROCE_A.to_json()
+    doc[field] = value
+    with pytest.raises(ValueError):
+        QpInfo.from_json(doc)
+
+
+def test_qp_details_cross_a_real_control_channel_and_plans_match():
+    """Both halves of the exchange over loopback TCP; each side plans towards what it received."""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen()
+    client_sock = socket.create_connection(ls.getsockname())
+    server_sock, _ = ls.accept()
+    ls.close()
+    got: dict[str, ConnectPlan] = {}
+
+    def server() -> None:
+        ch = Channel(server_sock, "client", 5)
+        ch.send({"type": "ready", "qp": ROCE_A.to_json()})
+        remote = QpInfo.from_json(ch.expect("qp", "qp")["qp"])
+        got["server"] = plan_connection(ROCE_A, remote, port_num=1, gid_index=3, needed_bytes=2**20)
+
+    t = threading.Thread(target=server)
+    t.start()
+    ch = Channel(client_sock, "server", 5)
+    remote = QpInfo.from_json(ch.expect("ready", "ready")["qp"])
+    ch.send({"type": "qp", "qp": ROCE_B.to_json()})
+    got["client"] = plan_connection(ROCE_B, remote, port_num=1, gid_index=3, needed_bytes=2**20)
+    t.join(5)
+    client_sock.close()
+    server_sock.close()
+    c, s = got["client"], got["server"]
+    assert c.dest_qp_num == ROCE_A.qpn and s.dest_qp_num == ROCE_B.qpn
+    assert c.rq_psn == ROCE_A.psn and c.sq_psn == ROCE_B.psn
+    assert s.rq_psn == c.sq_psn and c.rq_psn == s.sq_psn
+    assert c.path_mtu_bytes == s.path_mtu_bytes == 1024  # the smaller active MTU
+    assert c.is_global and c.dgid == ROCE_A.gid and c.sgid_index == 3
+    assert s.dgid == ROCE_B.gid
+
+
+def test_plan_refusals():
+    ib = replace(ROCE_A, link_layer="InfiniBand", gid=None, lid=0x12)
+    with pytest.raises(CannotRunError, match="link layers differ"):
+        plan_connection(ROCE_B, ib, port_num=1, gid_index=3, needed_bytes=1)
+    with pytest.raises(CannotRunError, match="registered"):
+        plan_connection(ROCE_B, ROCE_A, port_num=1, gid_index=3, needed_bytes=2**21)
+    with pytest.raises(CannotRunError, match="LID 0"):
+        plan_connection(replace(ib, lid=5), replace(ib, lid=0), port_num=1, gid_index=None, needed_bytes=1)
+    plan = plan_connection(replace(ib, lid=5), ib, port_num=2, gid_index=None, needed_bytes=1)
+    assert not plan.is_global and plan.dlid == 0x12 and plan.port_num == 2 and plan.dgid is None
+
+
+# --- the loops, against the named stand-in ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("tx_depth", [1, 2, 16, 128])
+def test_write_bw_iterations_respect_queue_depth_and_signal_selectively(tx_depth):
+    ep = FakeRdmaEndpoint(4096, tx_depth, delay_polls=3)
+    starts = []
+    stats = write_bw(ep, 4096, warmup=10, iters=1000, duration_s=None, tx_depth=tx_depth, timeout_s=5, on_measure_start=lambda: starts.append(1))
+    assert stats.messages == 1000 and stats.bytes == 1000 * 4096 and stats.seconds > 0
+    assert starts == [1]
+    assert ep.max_outstanding <= tx_depth
+    measured = ep.posted[10:]
+    assert [w for w, _ in measured] == list(range(1000))
+    cq_mod = signal_interval(tx_depth)
+    signalled = [w for w, s in measured if s]
+    # every cq_mod-th WRITE and the last one ask for a completion; no others do
+    assert signalled == sorted(set(list(range(cq_mod - 1, 1000, cq_mod)) + [999]))
+    assert ep.outstanding == 0
+
+
+def test_write_bw_duration_stops_on_a_signalled_boundary():
+    ep = FakeRdmaEndpoint(64, 32)
+    stats = write_bw(ep, 64, warmup=0, iters=None, duration_s=0.05, tx_depth=32, timeout_s=5)
+    assert stats.messages > 0 and stats.messages % signal_interval(32) == 0
+    assert ep.posted[-1][1] is True  # the last WRITE is signalled, so its completion ends the run
+    assert ep.outstanding == 0 and 0.04 < stats.seconds < 2.0
+
+
+@pytest.mark.parametrize("mode", ["iters", "duration"])
+def test_write_bw_sends_heartbeats_while_it_runs(mode):
+    """The server only waits on the control channel during RDMA WRITEs: the client must keep it informed."""
+    ep = FakeRdmaEndpoint(64, 16)
+    beats = []
+    kw = {"iters": 200_000, "duration_s": None} if mode == "iters" else {"iters": None, "duration_s": 0.2}
+    write_bw(ep, 64, warmup=0, tx_depth=16, timeout_s=5, heartbeat=lambda: beats.append(1), heartbeat_s=0.02, **kw)
+    assert len(beats) >= 3
+
+
+def test_write_bw_times_out_without_completions():
+    ep = FakeRdmaEndpoint(64, 8)
+    ep.poll = lambda max_entries=16: []  # a peer that never acknowledges
+    with pytest.raises(PeerTimeoutError, match="no RDMA WRITE completion"):
+        write_bw(ep, 64, warmup=0, iters=100, duration_s=None, tx_depth=8, timeout_s=0.2)
+
+
+@pytest.fixture
+def fast_gil_handover():
+    """Both sides of the stand-in ping-pong spin on memory in one process: switch threads often."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    yield
+    sys.setswitchinterval(old)
+
+
+def test_write_latency_ping_pong_between_two_threads(fast_gil_handover):
+    size, n, warm = 256, 300, 5
+    a = FakeRdmaEndpoint(1024, 4)
+    b = FakeRdmaEndpoint(1024, 4)
+    a.peer, b.peer = b, a
+    reset_areas(a.view, size, a.send_offset)
+    reset_areas(b.view, size, b.send_offset)
+    errors = []
+
+    def responder() -> None:
+        try:
+            write_lat_responder(b, size, 0, warm + n, timeout_s=5)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    t = threading.Thread(target=responder)
+    t.start()
+    write_lat_initiator(a, size, 0, warm, timeout_s=5)
+    samples = write_lat_initiator(a, size, warm, n, timeout_s=5)
+    t.join(5)
+    assert not errors
+    assert len(samples) == n and all(s > 0 for s in samples)
+    # the last byte of each side's receive area carries the last iteration's marker
+    assert a.view[size - 1] == b.view[size - 1] == marker(warm + n - 1)
+    assert marker(0) == 1 and marker(254) == 255 and marker(255) == 1
+
+
+def test_write_latency_times_out_when_the_peer_is_silent():
+    a = FakeRdmaEndpoint(64, 4)
+    a.peer = FakeRdmaEndpoint(64, 4)  # writes land, nobody answers
+    with pytest.raises(PeerTimeoutError, match="the answer to WRITE 0"):
+        write_lat_initiator(a, 64, 0, 1, timeout_s=0.2)
