@@ -1,1 +1,409 @@
-"""(not written yet)"""
+"""``ibdiag bench collective`` and ``ibdiag bench import``.
+
+``collective`` measures collective bus bandwidth the way nccl-tests does, through torch.distributed
+(NCCL on GPUs, gloo on CPUs), launched by ``--nproc N`` (local ranks it starts itself), torchrun,
+srun or mpirun; ``import`` reads the nccl-tests and perftest logs people already have into the same
+results schema (``ibdiag.bench/1``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ibdiag.cli.app import bench_app
+from ibdiag.cli.common import (
+    ConfigOption,
+    DebugOption,
+    FormatOption,
+    OutputFormat,
+    StrictOption,
+    emit,
+    handle_errors,
+    print_error,
+    run_meta,
+)
+from ibdiag.errors import CannotRunError, ExitStatus, IbdiagError, InputError, PeerTimeoutError, UsageError
+
+REPORT_DIR_ENV = "IBDIAG_COLLECTIVE_REPORT_DIR"  # ibdiag.bench.collective.spawn.REPORT_DIR_ENV (literal: --help imports nothing)
+DEFAULT_SIZES = "1M:64M"
+DEFAULT_TIMEOUT_S = 120.0
+
+
+class Backend(str, Enum):
+    auto = "auto"
+    nccl = "nccl"
+    gloo = "gloo"
+
+
+class _ProgressBar:
+    """A rich progress bar on stderr, one step per size and placement; nothing when stderr is not a terminal."""
+
+    def __init__(self) -> None:
+        self.progress: Any = None
+        self.task: Any = None
+
+    def __enter__(self) -> _ProgressBar:
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.progress = Progress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=Console(file=sys.stderr), transient=True
+            )
+            self.progress.start()
+            # until rank 0 reports, the ranks are starting and meeting (minutes at thousands of ranks)
+            self.task = self.progress.add_task("starting ranks, rendezvous", total=None)
+        return self
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        if self.progress is None:
+            return
+        self.progress.update(self.task, total=total, completed=done, description=label)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def _check_save_target(save: Path | None) -> None:
+    """Refuse an unwritable --save before a long run, not after it."""
+    if save is None:
+        return
+    parent = save.parent if str(save.parent) else Path(".")
+    if save.is_dir():
+        raise UsageError(f"--save {save}: is a directory", hint="give a file name, e.g. --save run.json")
+    if not parent.is_dir():
+        raise UsageError(f"--save {save}: directory {parent} does not exist", hint="create it first or choose another path")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"--save {save}: directory {parent} is not writable", hint="choose another path")
+
+
+def _write_atomically(path: Path, data: str) -> None:
+    """Write via a temporary file in the same directory and rename: a reader never sees half a file."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_text(data, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise CannotRunError(f"--save {path}: cannot write: {e.strerror or e}", hint="check the path and free space") from None
+
+
+def _text_items(lines: list[str]) -> list[Any]:
+    from rich.text import Text
+
+    return [Text(line, no_wrap=True, overflow="ignore") for line in lines]
+
+
+def _emit_run(run: Any, findings: Any, fmt: OutputFormat, save: Path | None, strict: bool) -> int:
+    """Print a BenchRun (collective or p2p) in ``fmt``; write ``--save`` first (JSON, atomically)."""
+    from ibdiag.report.jsonout import render_json
+    from ibdiag.report.model import Report
+
+    report = Report("bench", run.to_data(), tuple(findings))
+    meta = run_meta(None)
+    save_error: IbdiagError | None = None
+    if save is not None:
+        try:
+            _write_atomically(save, render_json(report, meta))
+        except IbdiagError as e:
+            save_error = e
+    if run.kind == "collective":
+        from ibdiag.bench.collective import render as view
+
+        def table() -> list[Any]:
+            from rich.text import Text
+
+            from ibdiag.report.table import findings_table, summary_line
+
+            items = _text_items(view.summary_lines(run) + view.table_lines(run))
+            chart = view.busbw_chart(run)
+            if chart:
+                items += [Text(""), *_text_items(chart.splitlines())]
+            for extra in (view.spread_table(run), view.per_rank_table(run)):
+                if extra is not None:
+                    items.append(extra)
+            if report.problems():
+                items.append(findings_table(report.problems()))
+            items.append(summary_line(report, strict=strict))
+            return items
+
+        status = emit(
+            report, fmt, meta, strict=strict, table=table, csv=lambda: (view.CSV_HEADER, view.csv_rows(run)), prom=lambda: view.prom_metrics(run)
+        )
+    else:
+        from ibdiag.importers import render as pview
+
+        def p2p_table() -> list[Any]:
+            from rich.text import Text
+
+            from ibdiag.report.table import findings_table, summary_line
+
+            items = _text_items(pview.summary_lines(run))
+            items.append(pview.results_table(run))
+            chart = pview.chart(run)
+            if chart:
+                items += [Text(""), *_text_items(chart.splitlines())]
+            if report.problems():
+                items.append(findings_table(report.problems()))
+            items.append(summary_line(report, strict=strict))
+            return items
+
+        status = emit(report, fmt, meta, strict=strict, table=p2p_table, csv=lambda: (pview.CSV_HEADER, pview.csv_rows(run)))
+    if save_error is not None:
+        raise save_error
+    return status
+
+
+@contextmanager
+def _ctrl_c_ends_the_rank() -> Iterator[None]:
+    """In a rank, Ctrl-C ends the process at once (exit by SIGINT, 130 in the shell): a rank blocked in a
+    collective never returns to Python to see a KeyboardInterrupt. Restored afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _die_from_watchdog(report_dir: str | None, rank: int) -> Any:
+    """The watchdog's callback: a stuck call cannot be interrupted, so say why and end the process (exit 3)."""
+
+    def expire(message: str) -> None:
+        hint = "check the named ranks' hosts; raise --timeout only if the sizes are huge"
+        if report_dir:
+            from ibdiag.bench.collective.spawn import write_error
+
+            try:
+                write_error(report_dir, rank, PeerTimeoutError(message, hint))
+            except OSError:
+                pass
+        print_error(message, hint)
+        os._exit(int(ExitStatus.CANNOT_RUN))
+
+    return expire
+
+
+@bench_app.command("collective")
+@handle_errors
+def collective_command(
+    op: Annotated[str, typer.Option("--op", metavar="OP", help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, sendrecv (ring).")] = "all_reduce",
+    backend: Annotated[Backend, typer.Option("--backend", case_sensitive=False, help="auto: NCCL with one GPU per local rank when CUDA is available, else gloo.")] = Backend.auto,
+    dtype: Annotated[str, typer.Option("--dtype", metavar="TYPE", help="float32, bfloat16 or float16 (nccl-tests -d float/bfloat16/half).")] = "float32",
+    sizes: Annotated[
+        str,
+        typer.Option("--sizes", metavar="LIST|MIN:MAX", help="Message sizes like nccl-tests -b/-e: 4K,1M,64M or 1M:256M (x --factor). Per-rank buffer for all_reduce, total for all_gather/reduce_scatter/all_to_all."),
+    ] = DEFAULT_SIZES,
+    factor: Annotated[float, typer.Option("--factor", metavar="F", help="Step between MIN and MAX (nccl-tests -f).")] = 2.0,
+    iters: Annotated[int, typer.Option("--iters", metavar="N", help="Timed calls per size (nccl-tests -n).")] = 20,
+    warmup: Annotated[int, typer.Option("--warmup", metavar="N", help="Untimed calls before each size (nccl-tests -w).")] = 5,
+    blocking: Annotated[bool, typer.Option("--blocking", help="Wait for each call and barrier after it (nccl-tests -z 1).")] = False,
+    no_check: Annotated[bool, typer.Option("--no-check", help="Skip result validation (nccl-tests -c 0): #wrong shows N/A.")] = False,
+    nproc: Annotated[Optional[int], typer.Option("--nproc", metavar="N", help="Start N local ranks here (one node); without it, run under torchrun, srun or mpirun.")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", metavar="S", help="Longest wait on any rank, seconds: a dead or stuck rank ends the run with exit 3 naming it.")] = DEFAULT_TIMEOUT_S,
+    fmt: FormatOption = OutputFormat.table,
+    save: Annotated[Optional[Path], typer.Option("--save", metavar="FILE", help="Also write the JSON result (ibdiag.bench/1) to FILE, atomically (for ibdiag verdict --bench).")] = None,
+    config: ConfigOption = None,
+    strict: StrictOption = False,
+    debug: DebugOption = False,
+) -> int:
+    """Collective bus bandwidth like nccl-tests (algbw, busbw, #wrong), per-rank timings and stragglers.
+
+    Through torch.distributed: NCCL with one GPU per local rank, or gloo on CPUs. Only rank 0 prints
+    and saves; a rank that dies or hangs ends the run with exit 3 naming it.
+
+    \b
+    Examples:
+      ibdiag bench collective --nproc 4 --backend gloo --sizes 1M:256M
+      torchrun --nnodes 64 --nproc-per-node 8 --rdzv-endpoint head:29500 -m ibdiag bench collective --sizes 8:8G
+      srun -N 64 --ntasks-per-node 8 ibdiag bench collective --op all_gather --save run.json
+    """
+    from ibdiag.bench.collective.config import CollectiveConfig
+    from ibdiag.bench.collective.launch import detect_launch
+    from ibdiag.bench.collective.ops import get_dtype, get_op
+    from ibdiag.config import load_config
+    from ibdiag.units import parse_size_spec
+
+    spec_op = get_op(op)
+    spec_dtype = get_dtype(dtype)
+    size_list = parse_size_spec(sizes, factor=factor)
+    if not 1 <= iters <= 1_000_000:
+        raise UsageError(f"--iters {iters} is out of range", hint="use 1 to 1000000 (nccl-tests' default is 20)")
+    if not 0 <= warmup <= 1_000_000:
+        raise UsageError(f"--warmup {warmup} is out of range", hint="use 0 or more untimed calls per size")
+    if not 0 < timeout <= 86400:
+        raise UsageError(f"--timeout {timeout:g} must be between 0 and 86400 seconds", hint="e.g. --timeout 120")
+    if nproc is not None and not 1 <= nproc <= 4096:
+        raise UsageError(f"--nproc {nproc} is out of range", hint="start 1 to 4096 local ranks (one per GPU for NCCL)")
+    cfg = load_config(config).section("collective", CollectiveConfig)
+
+    from ibdiag.bench.collective.runner import RunSpec
+
+    spec = RunSpec(
+        op=spec_op.name,
+        backend=backend.value,
+        dtype=spec_dtype.name,
+        sizes=tuple(size_list),
+        iters=iters,
+        warmup=warmup,
+        blocking=blocking,
+        check=not no_check,
+        timeout_s=timeout,
+    )
+    report_dir = os.environ.get(REPORT_DIR_ENV)
+    launch = detect_launch(os.environ)
+    if report_dir:
+        if launch is None:
+            raise UsageError(f"{REPORT_DIR_ENV} is set but no rank environment", hint=f"{REPORT_DIR_ENV} is for ranks started by --nproc; unset it")
+        return _supervised_rank(spec, launch, cfg, report_dir)
+    _check_save_target(save)
+    if nproc is not None:
+        if launch is not None:
+            raise UsageError(
+                f"--nproc starts its own ranks, but this process is already rank {launch.rank} of a {launch.launcher} job of {launch.world_size}",
+                hint="drop --nproc under torchrun/srun/mpirun (each rank runs ibdiag bench collective itself)",
+            )
+        from ibdiag.bench.collective import spawn
+        from ibdiag.bench.results import bench_run_from_json
+        from ibdiag.report.model import Finding
+
+        child = ["bench", "collective", "--op", spec.op, "--backend", spec.backend, "--dtype", spec.dtype]
+        child += ["--sizes", ",".join(str(s) for s in spec.sizes), "--iters", str(iters), "--warmup", str(warmup), "--timeout", repr(float(timeout))]
+        if blocking:
+            child.append("--blocking")
+        if no_check:
+            child.append("--no-check")
+        if config is not None:
+            child += ["--config", str(Path(config).resolve())]
+        with _ProgressBar() as bar:
+            doc = spawn.run_local(nproc, child, timeout_s=timeout, on_progress=bar)
+        run = bench_run_from_json(doc["run"], source="rank 0's result")
+        findings = [Finding.from_json(f) for f in doc.get("findings", [])]
+        return _emit_run(run, findings, fmt, save, strict)
+    if launch is None:
+        raise UsageError(
+            "no ranks to run: no launcher environment (torchrun, srun, mpirun) and no --nproc",
+            hint="ibdiag bench collective --nproc 4 (4 local ranks), or launch it with torchrun/srun/mpirun",
+        )
+    from ibdiag.bench.collective.analysis import to_bench_run
+    from ibdiag.bench.collective.hooks import TestHooks
+    from ibdiag.bench.collective.runner import run_rank
+
+    try:
+        with _ctrl_c_ends_the_rank(), _ProgressBar() as bar:
+            measurement = run_rank(
+                spec, launch, hooks=TestHooks.from_env(), on_progress=bar if launch.rank == 0 else None, on_watchdog=_die_from_watchdog(None, launch.rank)
+            )
+    except IbdiagError as e:
+        if launch.rank != 0 and not e.message.startswith("rank "):
+            e.message = f"rank {launch.rank}: {e.message}"
+        raise
+    if measurement is None:  # not rank 0: only rank 0 prints and saves
+        return 0
+    run, findings = to_bench_run(measurement, cfg)
+    return _emit_run(run, findings, fmt, save, strict)
+
+
+def _supervised_rank(spec: Any, launch: Any, cfg: Any, report_dir: str) -> int:
+    """A rank started by --nproc: progress, result and errors go to files the supervisor reads."""
+    from ibdiag.bench.collective import spawn
+    from ibdiag.bench.collective.analysis import to_bench_run
+    from ibdiag.bench.collective.hooks import TestHooks
+    from ibdiag.bench.collective.runner import run_rank
+
+    def progress(done: int, total: int, label: str) -> None:
+        spawn.write_progress(report_dir, done, total, label)
+
+    try:
+        with _ctrl_c_ends_the_rank():
+            measurement = run_rank(spec, launch, hooks=TestHooks.from_env(), on_progress=progress, on_watchdog=_die_from_watchdog(report_dir, launch.rank))
+        if measurement is not None:
+            run, findings = to_bench_run(measurement, cfg)
+            spawn.write_result(report_dir, {"run": run.to_data(), "findings": [f.to_json() for f in findings]})
+    except BaseException as e:
+        if not isinstance(e, (KeyboardInterrupt, SystemExit)):
+            spawn.write_error(report_dir, launch.rank, e)
+        raise
+    return 0
+
+
+@bench_app.command("import")
+@handle_errors
+def import_command(
+    file: Annotated[str, typer.Argument(metavar="FILE", help="nccl-tests or perftest output (text, JSON, .gz), or - for stdin.")],
+    run_index: Annotated[Optional[int], typer.Option("--run", metavar="N", help="The file holds several runs: import run N (1-based); they are never averaged.")] = None,
+    op: Annotated[Optional[str], typer.Option("--op", metavar="OP", help="The collective, when an old nccl-tests log does not say (all_gather and alltoall look alike).")] = None,
+    fmt: FormatOption = OutputFormat.table,
+    save: Annotated[Optional[Path], typer.Option("--save", metavar="FILE", help="Also write the JSON result (ibdiag.bench/1) to FILE, atomically.")] = None,
+    config: ConfigOption = None,
+    strict: StrictOption = False,
+    debug: DebugOption = False,
+) -> int:
+    """Read nccl-tests (*_perf) and perftest (ib_*_bw, ib_*_lat, --out_json) logs into ibdiag's results.
+
+    Every nccl-tests format era, mpirun --tag-output prefixes, interleaved runs (reported, never
+    averaged); perftest MB/sec, MiB/sec and Gb/sec, duration mode. Unrecognised lines: exit 2 with the
+    line number.
+
+    \b
+    Examples:
+      ibdiag bench import all_reduce_perf.log -o json > imported.json
+      mpirun --tag-output -np 16 all_reduce_perf -b 8 -e 8G | ibdiag bench import -
+      ibdiag bench import ib_write_bw.log --save link.json
+    """
+    from ibdiag.bench.collective.config import CollectiveConfig
+    from ibdiag.config import load_config
+    from ibdiag.importers import describe_runs, parse_runs, read_text
+    from ibdiag.importers.checks import import_findings
+    from ibdiag.report.model import Finding, Severity
+
+    cfg = load_config(config).section("collective", CollectiveConfig)
+    _check_save_target(save)
+    text, source = read_text(file)
+    runs = parse_runs(text, source, op=op, file_name=Path(source).name)
+    extra: list[Finding] = []
+    if len(runs) > 1:
+        listing = describe_runs(runs)
+        if run_index is None:
+            collective = runs[0].kind == "collective"
+            raise InputError(
+                f"{source} holds {listing}; they are not averaged",
+                hint=("a binary built without MPI under mpirun runs independent 1-rank jobs: rebuild nccl-tests with MPI=1; " if collective else "")
+                + f"import one with --run N (1..{len(runs)})",
+            )
+        if not 1 <= run_index <= len(runs):
+            raise UsageError(f"--run {run_index}: {source} holds {len(runs)} runs", hint=f"use --run 1..{len(runs)}")
+        run = runs[run_index - 1]
+        extra.append(
+            Finding(
+                "import.multiple_runs",
+                Severity.WARN,
+                source,
+                f"run {run_index} of {len(runs)} imported ({runs[0].meta.get('separation', 'separate')}); the others are not included",
+                hint="a file with several runs usually means the benchmark was launched wrongly (e.g. nccl-tests without MPI under mpirun)",
+            )
+        )
+    else:
+        if run_index not in (None, 1):
+            raise UsageError(f"--run {run_index}: {source} holds one run", hint="drop --run")
+        run = runs[0]
+    if not run.results:
+        raise InputError(f"{source}: the run has a header but no result rows (it stopped before measuring?)", hint="rerun the benchmark to completion")
+    findings = extra + import_findings(run, cfg)
+    return _emit_run(run, findings, fmt, save, strict)

@@ -1,0 +1,162 @@
+"""Existing benchmark logs -> the shared results model (:class:`~ibdiag.bench.results.BenchRun`).
+
+Formats recognised by content, not by file name:
+
+* nccl-tests ``*_perf`` stdout of every era, with or without launcher prefixes -> ``kind: collective``
+* nccl-tests ``-J`` JSON -> ``kind: collective``
+* perftest ``ib_*_bw`` / ``ib_*_lat`` stdout -> ``kind: p2p``; perftest ``--out_json`` -> ``kind: p2p``
+* ibdiag's own ``ibdiag.bench/1`` JSON (``--save``, ``-o json``) -> itself
+
+The interface other commands use (``ibdiag verdict --nccl-tests FILE`` among them):
+
+``load(path) -> BenchRun``
+    The one run in the file. Raises :class:`~ibdiag.errors.InputError` (exit 2) for an unreadable
+    file, an unrecognised line (the message names its number), a file without result rows, and a
+    file that holds several runs: they are never averaged, and the message says how many there are
+    and how they were told apart. Callers that can handle several runs use ``parse_runs``.
+``parse_text(text, source="<text>") -> BenchRun``
+    The same for text already in memory.
+``parse_runs(text, source="<text>", *, op=None, file_name=None) -> list[BenchRun]``
+    Every run, in the order they started; with several, each run's meta has ``run_index`` (1-based),
+    ``run_count`` and ``separation`` ("one after the other", "one run per output tag", or "interleaved
+    (untagged lines; rows attributed in order of appearance)").
+
+For nccl-tests runs the meta carries ``op`` (None when the log does not say and the table fits several
+ops; ``op_candidates`` then lists them), ``op_source``, ``world_size`` (rank lines in the header),
+``ranks_per_node``, ``hosts``, ``gpus``, ``ranks`` (rank, group, pid, host, device, bus_id, gpu),
+``avg_busbw_gbs`` (computed from the rows), ``avg_busbw_gbs_reported`` (the footer), ``out_of_bounds``,
+``format`` (the era) and ``complete`` (footer seen). Every parser here is a pure function of text.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import sys
+from pathlib import Path
+
+from ibdiag.bench.results import SCHEMA, BenchRun, bench_run_from_json
+from ibdiag.errors import InputError
+from ibdiag.importers import nccl_tests, perftest
+from ibdiag.importers.lines import split_lines
+
+__all__ = ["load", "parse_text", "parse_runs", "read_text"]
+
+_PREFIXED = re.compile(r"^\[\d+(?:,\d+\]<\w+>:|\]\s)")
+"""A line prefixed by mpirun --tag-output ([1,0]<stdout>:) or -prepend-rank ([0] ), not a JSON list."""
+
+MAX_BYTES = 512 * 2**20
+"""Logs larger than this are refused (a 512 MiB benchmark log is surely something else)."""
+
+
+def read_text(path: str | Path) -> tuple[str, str]:
+    """(text, source name) of a log file; ``-`` reads stdin; gzip files are opened transparently."""
+    if str(path) == "-":
+        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+        source = "<stdin>"
+    else:
+        p = Path(path)
+        if p.is_dir():
+            raise InputError(f"{p}: is a directory", hint="give the log file itself")
+        try:
+            if p.stat().st_size > MAX_BYTES:
+                raise InputError(f"{p}: larger than {MAX_BYTES // 2**20} MiB", hint="give the benchmark's own log, not a whole job log")
+            data = p.read_bytes()
+        except FileNotFoundError:
+            raise InputError(f"{p}: no such file", hint="check the path") from None
+        except PermissionError:
+            raise InputError(f"{p}: permission denied", hint="check the file's permissions") from None
+        except OSError as e:
+            raise InputError(f"{p}: cannot read: {e.strerror}", hint="check the file") from None
+        source = str(p)
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as e:
+            raise InputError(f"{source}: a damaged gzip file ({e})", hint="check the file") from None
+    if b"\x00" in data[:65536]:
+        raise InputError(f"{source}: a binary file, not a text log", hint="give the text output of nccl-tests or perftest")
+    return data.decode("utf-8", errors="replace"), source
+
+
+def _canonical_op(op: str | None) -> str | None:
+    if op is None:
+        return None
+    from ibdiag.bench.collective.ops import get_op
+
+    return get_op(op).name
+
+
+def parse_runs(text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
+    """Every run in ``text`` (see the module docstring); InputError for anything unrecognised."""
+    op = _canonical_op(op)
+    stripped = text.lstrip()
+    if not stripped:
+        raise InputError(f"{source}: empty", hint="give the output of an nccl-tests *_perf or perftest ib_* run")
+    if stripped[0] == "{" or (stripped[0] == "[" and not _PREFIXED.match(stripped)):
+        if "MsgSize" in text:
+            doc = perftest.load_json_text(text, source)
+        else:
+            try:
+                doc = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise InputError(f"{source}:{e.lineno}: not JSON ({e.msg})", hint=nccl_tests.HINT) from None
+        if isinstance(doc, dict) and "schema" in doc:
+            if doc["schema"] != SCHEMA:
+                raise InputError(f"{source}: schema is {doc['schema']!r}, expected {SCHEMA}", hint="give a file written by ibdiag bench ... --save or -o json")
+            return [bench_run_from_json(doc, source=source)]
+        if nccl_tests.is_json_doc(doc):
+            return [nccl_tests.parse_json_doc(doc, source, op=op, file_name=file_name)]
+        if perftest.is_json_doc(doc):
+            return [perftest.parse_json_doc(doc, source)]
+        raise InputError(f"{source}: JSON, but neither nccl-tests -J, perftest --out_json nor ibdiag bench output", hint=nccl_tests.HINT)
+    lines = split_lines(text)
+    if nccl_tests.looks_like(lines):
+        return nccl_tests.parse_runs(text, source, op=op, file_name=file_name)
+    if perftest.looks_like(text):
+        return perftest.parse_runs(text, source)
+    first = next((ln for ln in lines if ln.text.strip()), lines[0])
+    raise InputError(f"{source}:{first.number}: neither nccl-tests nor perftest output: {first.text.strip()[:100]!r}", hint=nccl_tests.HINT)
+
+
+def describe_runs(runs: list[BenchRun]) -> str:
+    """``2 runs, interleaved (...): 1: all_reduce 1 rank on node01 (12 rows); 2: ...``."""
+    parts = []
+    for i, r in enumerate(runs, start=1):
+        m = r.meta
+        what = m.get("op") or m.get("test") or r.kind
+        ranks = m.get("world_size")
+        hosts = m.get("hosts") or []
+        where = f" {ranks} rank{'s' if ranks != 1 else ''}" if ranks else ""
+        if hosts:
+            where += f" on {', '.join(hosts[:2])}{'...' if len(hosts) > 2 else ''}"
+        parts.append(f"{i}: {what}{where} ({len(r.results)} rows)")
+    sep = runs[0].meta.get("separation", "separate") if runs else ""
+    return f"{len(runs)} runs, {sep}: " + "; ".join(parts)
+
+
+def parse_text(text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> BenchRun:
+    """The single run in ``text``; InputError when there is none or several (never averaged)."""
+    runs = parse_runs(text, source, op=op, file_name=file_name)
+    if len(runs) > 1:
+        interleaved = any("interleaved" in str(r.meta.get("separation", "")) or r.meta.get("world_size") == 1 for r in runs)
+        raise InputError(
+            f"{source}: holds {describe_runs(runs)}; they are not averaged",
+            hint=(
+                "a binary built without MPI under mpirun runs independent 1-rank jobs: rebuild nccl-tests with MPI=1; "
+                if interleaved and runs[0].kind == "collective"
+                else ""
+            )
+            + "import one run with ibdiag bench import FILE --run N",
+        )
+    run = runs[0]
+    if not run.results:
+        raise InputError(f"{source}: the run has a header but no result rows (it stopped before measuring?)", hint="rerun the benchmark to completion")
+    return run
+
+
+def load(path: str | Path) -> BenchRun:
+    """The one run in the log at ``path`` (see the module docstring for what is accepted and refused)."""
+    text, source = read_text(path)
+    return parse_text(text, source, file_name=Path(source).name)

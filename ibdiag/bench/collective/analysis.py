@@ -1,0 +1,351 @@
+"""Measurement -> the shared results model and findings: averages, per-rank spread, stragglers.
+
+Pure arithmetic (tests feed it literal numbers). Check ids (stable, CI keys on them):
+
+* ``collective.wrong``      validation found wrong elements (nccl-tests' #wrong): fail
+* ``collective.straggler``  a rank or host keeps the others waiting (see below): warn
+* ``collective.busbw``      busbw of the largest size below ``[collective] min_busbw_gbs``: fail
+* ``collective.setup``      rendezvous slower than ``[collective] max_setup_s``: warn
+
+Straggler arithmetic. In a collective nobody finishes before the last rank arrives, so the loop time
+(nccl-tests' ``time``) is the same on every rank and cannot name anyone. What differs is the time each
+rank spends *inside* the collective: a rank that arrives late finds the others already waiting and
+leaves with them, so its in-collective time is shorter by the time it kept them waiting. Per row,
+call by call (call i is the same collective on every rank)::
+
+    late[r][i]    = median over ranks of coll[.][i] - coll[r][i]
+    late_share[r] = median over calls of late[r][i] / row time
+
+(the median over calls, so one descheduled call does not make a rank late).
+
+A rank is a straggler when ``late_share > straggler_share`` in at least ``straggler_min_fraction`` of the
+rows judged (rows faster than ``straggler_min_time_us`` are not judged). A host is one when the median
+(lower median) of its ranks' shares does the same (with at least two hosts); its ranks are then reported
+under it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ibdiag.bench.collective.config import CollectiveConfig
+from ibdiag.bench.collective.model import Measurement, MeasuredRow
+from ibdiag.bench.collective.ops import DTYPES, get_op
+from ibdiag.bench.results import BenchRun, CollectiveResult
+from ibdiag.report.model import Finding, Severity
+from ibdiag.units import format_bytes
+
+
+def placement(in_place: bool) -> str:
+    return "in-place" if in_place else "out-of-place"
+
+
+def row_label(nbytes: int, in_place: bool) -> str:
+    return f"{format_bytes(nbytes)} {placement(in_place)}"
+
+
+def _stats(values: Sequence[float]) -> dict[str, float]:
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
+
+
+def late_shares(row: MeasuredRow) -> list[float]:
+    """Per rank: how long the others waited for it, as a share of the row's mean loop time.
+
+    With per-call times: call by call, the median rank's in-collective time minus this rank's, then
+    the median over calls (robust to a single descheduled call). Without: the same on the means.
+    """
+    t = statistics.fmean(row.time_us)
+    n = len(row.coll_us)
+    if t <= 0 or n < 2:
+        return [0.0] * n
+    its = row.coll_iter_us
+    if its and all(len(x) == len(its[0]) for x in its) and its[0]:
+        calls = len(its[0])
+        late: list[list[float]] = [[] for _ in range(n)]
+        for i in range(calls):
+            values = [its[r][i] for r in range(n)]
+            med = statistics.median(values)
+            for r in range(n):
+                late[r].append(med - values[r])
+        return [statistics.median(v) / t for v in late]
+    med = statistics.median(row.coll_us)
+    return [(med - c) / t for c in row.coll_us]
+
+
+@dataclass(frozen=True)
+class Straggler:
+    kind: str
+    """``rank`` or ``host``."""
+    host: str
+    ranks: tuple[int, ...]
+    """The rank (kind rank) or the host's ranks (kind host)."""
+    share: float
+    """The late share it reached in the required fraction of rows (the k-th largest, k = rows needed):
+    the others waited at least this share of a collective in that many rows."""
+    worst_share: float
+    rows_late: int
+    rows_judged: int
+
+    @property
+    def subject(self) -> str:
+        if self.kind == "rank":
+            return f"rank {self.ranks[0]} ({self.host})"
+        return f"host {self.host}"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "host": self.host,
+            "ranks": list(self.ranks),
+            "share": self.share,
+            "worst_share": self.worst_share,
+            "rows_late": self.rows_late,
+            "rows_judged": self.rows_judged,
+        }
+
+
+def judged_rows(rows: Sequence[MeasuredRow], cfg: CollectiveConfig) -> list[MeasuredRow]:
+    return [r for r in rows if len(r.coll_us) >= 2 and statistics.fmean(r.time_us) >= cfg.straggler_min_time_us]
+
+
+def find_stragglers(rows: Sequence[MeasuredRow], hosts: Sequence[str], cfg: CollectiveConfig) -> list[Straggler]:
+    """Ranks and hosts that keep the others waiting consistently (module docstring). ``hosts[r]`` is rank r's host."""
+    judged = judged_rows(rows, cfg)
+    if not judged:
+        return []
+    n = len(hosts)
+    need = max(1, math.ceil(cfg.straggler_min_fraction * len(judged)))
+    shares = [late_shares(r) for r in judged]  # [row][rank]
+    out: list[Straggler] = []
+    host_names = list(dict.fromkeys(hosts))
+    flagged_hosts: set[str] = set()
+    if len(host_names) >= 2:
+        for h in host_names:
+            members = [r for r in range(n) if hosts[r] == h]
+            # the lower median: a host is late when at least half its ranks are, not when one of two is
+            per_row = [statistics.median_low([s[r] for r in members]) for s in shares]
+            late = sum(1 for v in per_row if v > cfg.straggler_share)
+            if late >= need:
+                flagged_hosts.add(h)
+                out.append(Straggler("host", h, tuple(members), sorted(per_row, reverse=True)[need - 1], max(per_row), late, len(judged)))
+    for r in range(n):
+        if hosts[r] in flagged_hosts:
+            continue
+        per_row = [s[r] for s in shares]
+        late = sum(1 for v in per_row if v > cfg.straggler_share)
+        if late >= need:
+            out.append(Straggler("rank", hosts[r], (r,), sorted(per_row, reverse=True)[need - 1], max(per_row), late, len(judged)))
+    out.sort(key=lambda s: -s.share)
+    return out
+
+
+def row_spread(row: MeasuredRow, hosts: Sequence[str]) -> dict[str, object]:
+    """min/median/max over ranks (and over hosts' medians) of the loop time and the in-collective time."""
+    shares = late_shares(row)
+    latest = max(range(len(shares)), key=lambda r: shares[r]) if shares else None
+    by_host: dict[str, list[float]] = {}
+    for r, c in enumerate(row.coll_us):
+        by_host.setdefault(hosts[r], []).append(c)
+    host_medians = [statistics.median(v) for v in by_host.values()]
+    return {
+        "bytes": row.plan.bytes,
+        "in_place": row.in_place,
+        "time_us": _stats(row.time_us),
+        "coll_us": _stats(row.coll_us),
+        "host_coll_us": _stats(host_medians),
+        "latest_rank": latest,
+        "latest_share": None if latest is None else shares[latest],
+    }
+
+
+def to_bench_run(m: Measurement, cfg: CollectiveConfig) -> tuple[BenchRun, tuple[Finding, ...]]:
+    """The ``ibdiag.bench/1`` run (``kind: collective``) and its findings."""
+    op = get_op(m.op)
+    dtype = DTYPES[m.dtype]
+    hosts = [r.host for r in sorted(m.ranks, key=lambda x: x.rank)]
+    n = m.world_size
+    results: list[CollectiveResult] = []
+    for row in m.rows:
+        t_us = statistics.fmean(row.time_us)
+        t_s = t_us * 1e-6
+        algbw = row.plan.bytes / t_s / 1e9 if t_s > 0 else 0.0
+        results.append(
+            CollectiveResult(
+                bytes=row.plan.bytes,
+                count=row.plan.count,
+                dtype=dtype.nccl_name,
+                redop="sum" if op.redop else None,
+                root=0 if op.rooted else None,
+                in_place=row.in_place,
+                time_us=t_us,
+                algbw_gbs=algbw,
+                busbw_gbs=algbw * op.busbw_factor(n),
+                wrong=row.wrong,
+                time_us_min=min(row.time_us),
+                time_us_max=max(row.time_us),
+            )
+        )
+    avg = statistics.fmean(r.busbw_gbs for r in results) if results else None
+    stragglers = find_stragglers(m.rows, hosts, cfg)
+    setups = [r.setup_s for r in m.ranks]
+    slowest_setup = max(m.ranks, key=lambda r: r.setup_s) if m.ranks else None
+    per_rank = []
+    shares_by_row = [late_shares(row) for row in m.rows]
+    for info in sorted(m.ranks, key=lambda x: x.rank):
+        r = info.rank
+        per_rank.append(
+            {
+                **info.to_json(),
+                "time_us": [row.time_us[r] for row in m.rows],
+                "coll_us": [row.coll_us[r] for row in m.rows],
+                "late_share": [s[r] for s in shares_by_row],
+            }
+        )
+    meta: dict[str, object] = {
+        "op": op.name,
+        "backend": m.backend,
+        "dtype": m.dtype,
+        "redop": "sum" if op.redop else None,
+        "world_size": n,
+        "ranks_per_node": m.ranks_per_node,
+        "nodes": len(m.hosts),
+        "hosts": list(m.hosts),
+        "launcher": m.launcher,
+        "iters": m.iters,
+        "warmup": m.warmup,
+        "blocking": m.blocking,
+        "validation": m.check,
+        "timing": m.timing,
+        "timeout_s": m.timeout_s,
+        "torch_version": m.torch_version,
+        "settings": dict(m.settings),
+        "avg_busbw_gbs": avg,
+        "setup_s": max(setups) if setups else None,
+        "setup_s_min": min(setups) if setups else None,
+        "setup_slowest_rank": None if slowest_setup is None else slowest_setup.rank,
+        "skipped_sizes": list(m.skipped_sizes),
+        "spread": [row_spread(row, hosts) for row in m.rows],
+        "stragglers": [s.to_json() for s in stragglers],
+        "per_rank": per_rank,
+    }
+    run = BenchRun(kind="collective", results=tuple(results), meta=meta)
+    findings = list(wrong_findings(op.name, results, checked=m.check))
+    findings += straggler_findings(stragglers, m, cfg)
+    findings += busbw_findings(op.name, results, cfg)
+    if cfg.max_setup_s is not None and setups:
+        worst = max(setups)
+        sev = Severity.WARN if worst > cfg.max_setup_s else Severity.OK
+        who = f" (slowest: rank {slowest_setup.rank} on {slowest_setup.host})" if slowest_setup else ""
+        findings.append(
+            Finding(
+                "collective.setup",
+                sev,
+                f"{n} ranks",
+                f"rendezvous and first collective took {worst:.3g} s{who}",
+                value=round(worst, 3),
+                limit=cfg.max_setup_s,
+                unit="s",
+                hint="slow setup at scale: check the store host's load, DNS, and NCCL bootstrap settings (NCCL_SOCKET_IFNAME)" if sev is Severity.WARN else None,
+            )
+        )
+    return run, tuple(findings)
+
+
+def wrong_findings(op: str, results: Sequence[CollectiveResult], *, checked: bool = True) -> list[Finding]:
+    """``collective.wrong``: one FAIL naming the rows with wrong elements, or one OK when all rows were checked."""
+    bad = [r for r in results if r.wrong]
+    if bad:
+        total = sum(r.wrong or 0 for r in bad)
+        first = ", ".join(f"{row_label(r.bytes, r.in_place)}: {r.wrong}" for r in bad[:3])
+        more = f" and {len(bad) - 3} more rows" if len(bad) > 3 else ""
+        return [
+            Finding(
+                "collective.wrong",
+                Severity.FAIL,
+                op,
+                f"validation found {total} wrong elements in {len(bad)} of {len(results)} rows ({first}{more})",
+                value=total,
+                limit=0,
+                unit="elements",
+                hint="data corrupted in flight or by a faulty GPU/NIC: rerun, then check ibdiag counters and the node's GPUs (dcgmi diag)",
+            )
+        ]
+    if checked and results and all(r.wrong is not None for r in results):
+        return [Finding("collective.wrong", Severity.OK, op, f"every element correct in all {len(results)} rows", value=0, limit=0, unit="elements")]
+    return []
+
+
+def straggler_findings(stragglers: Sequence[Straggler], m: Measurement, cfg: CollectiveConfig) -> list[Finding]:
+    if m.world_size < 2:
+        return []
+    judged = len(judged_rows(m.rows, cfg))
+    if not judged:
+        return [
+            Finding(
+                "collective.straggler",
+                Severity.OK,
+                f"{m.world_size} ranks",
+                f"not judged: every row is faster than {cfg.straggler_min_time_us:g} µs (latency-bound rows are mostly scheduling noise)",
+            )
+        ]
+    if not stragglers:
+        return [
+            Finding(
+                "collective.straggler",
+                Severity.OK,
+                f"{m.world_size} ranks",
+                f"no rank or host kept the others waiting more than {cfg.straggler_share:.0%} of a collective in {judged} rows",
+                limit=cfg.straggler_share,
+                unit="share",
+            )
+        ]
+    out = []
+    for s in stragglers:
+        who = s.subject if s.kind == "rank" else f"host {s.host} (ranks {_ranks(s.ranks)})"
+        out.append(
+            Finding(
+                "collective.straggler",
+                Severity.WARN,
+                s.subject,
+                f"{who} is slower than the median rank: the others waited for it at least {s.share:.0%} of a collective "
+                f"in {s.rows_late} of {s.rows_judged} rows (worst {s.worst_share:.0%})",
+                value=round(s.share, 3),
+                limit=cfg.straggler_share,
+                unit="share",
+                hint=(
+                    "check that host's load, CPU/GPU clocks and its NIC (ibdiag counters: xmit_wait, symbol errors); "
+                    "one late rank makes every rank wait (seed 000)"
+                ),
+            )
+        )
+    return out
+
+
+def _ranks(ranks: Sequence[int]) -> str:
+    if len(ranks) > 6:
+        return f"{ranks[0]}..{ranks[-1]}, {len(ranks)} ranks"
+    return ", ".join(str(r) for r in ranks)
+
+
+def busbw_findings(op: str, results: Sequence[CollectiveResult], cfg: CollectiveConfig) -> list[Finding]:
+    """``collective.busbw``: the largest size's best busbw against ``min_busbw_gbs`` (when configured)."""
+    if cfg.min_busbw_gbs is None or not results:
+        return []
+    largest = max(r.bytes for r in results)
+    best = max(r.busbw_gbs for r in results if r.bytes == largest)
+    sev = Severity.FAIL if best < cfg.min_busbw_gbs else Severity.OK
+    return [
+        Finding(
+            "collective.busbw",
+            sev,
+            f"{op} {format_bytes(largest)}",
+            f"busbw at the largest size ({format_bytes(largest)}) is {best:.4g} GB/s",
+            value=round(best, 3),
+            limit=cfg.min_busbw_gbs,
+            unit="GB/s",
+            hint="compare with rails x rail bandwidth; check ibdiag topo (GPU-NIC paths) and ibdiag counters" if sev is Severity.FAIL else None,
+        )
+    ]

@@ -1,0 +1,144 @@
+"""Findings about an imported run: what the log itself says is wrong, and what does not add up.
+
+Check ids:
+
+* ``collective.wrong``       rows with wrong elements (#wrong > 0): fail (same check as a measured run)
+* ``collective.busbw``       largest size below ``[collective] min_busbw_gbs``: fail
+* ``import.out_of_bounds``   the footer counts failed validations: fail
+* ``import.avg_mismatch``    the footer's Avg bus bandwidth is not the mean of the rows read: warn
+  (rows missing, a truncated file, or rows of interleaved runs attributed to the wrong run)
+* ``import.busbw_factor``    busbw/algbw does not match the op's factor for the ranks in the header: warn
+* ``import.single_rank``     one rank: nothing crossed a network: warn
+* ``import.incomplete``      no footer: the run was cut short: warn
+* ``import.op_unknown``      the log does not say which collective: warn
+* ``import.nccl_warnings``   NCCL WARN lines or ``# error:`` lines in the log: warn
+* ``import.unit_assumed``    a perftest JSON whose bandwidth unit could not be told: warn
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from ibdiag.bench.collective.analysis import busbw_findings, wrong_findings
+from ibdiag.bench.collective.config import CollectiveConfig
+from ibdiag.bench.results import BenchRun
+from ibdiag.importers.nccl_tests import busbw_factor
+from ibdiag.report.model import Finding, Severity
+
+
+def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[Finding]:
+    cfg = cfg or CollectiveConfig()
+    m = run.meta
+    src = str(m.get("source", "log"))
+    if run.kind == "p2p":
+        out: list[Finding] = []
+        if m.get("bw_unit_assumed"):
+            out.append(
+                Finding(
+                    "import.unit_assumed",
+                    Severity.WARN,
+                    src,
+                    "the perftest JSON does not say its bandwidth unit and MsgRate cannot tell it: MiB/s assumed",
+                    hint="if the run used --report_gbits, divide by 8.39 or rerun and import the text output",
+                )
+            )
+        return out
+    rows = run.collective_rows()
+    op = m.get("op")
+    subject = str(op or "collective")
+    out = wrong_findings(subject, rows, checked=bool(rows) and all(r.wrong is not None for r in rows))
+    oob = m.get("out_of_bounds")
+    if isinstance(oob, int) and oob > 0:
+        out.append(
+            Finding(
+                "import.out_of_bounds",
+                Severity.FAIL,
+                subject,
+                f"the log's footer counts {oob} failed validation{'s' if oob != 1 else ''} (Out of bounds values)",
+                value=oob,
+                limit=0,
+                hint="data corrupted in flight or by a faulty GPU/NIC: rerun, then check ibdiag counters and the GPUs",
+            )
+        )
+    avg, rep = m.get("avg_busbw_gbs"), m.get("avg_busbw_gbs_reported")
+    if isinstance(avg, (int, float)) and isinstance(rep, (int, float)) and abs(avg - rep) > 0.006 + 1e-3 * abs(rep):
+        out.append(
+            Finding(
+                "import.avg_mismatch",
+                Severity.WARN,
+                subject,
+                f"the footer's Avg bus bandwidth is {rep:g} GB/s but the {len(rows)} rows read average {avg:.4g} GB/s",
+                value=round(avg, 4),
+                limit=rep,
+                unit="GB/s",
+                hint="rows are missing or belong to another run (interleaved output): check the file",
+            )
+        )
+    n = m.get("world_size")
+    if isinstance(op, str) and isinstance(n, int) and n >= 1:
+        f = busbw_factor(op, n)
+        judged = [r for r in rows if r.algbw_gbs >= 0.05]
+        if f is not None and judged:
+            bad = [r for r in judged if abs(r.busbw_gbs - r.algbw_gbs * f) > 0.006 + 0.006 * f + 0.002 * r.busbw_gbs]
+            if len(bad) * 2 > len(judged):
+                ratio = statistics.median(r.busbw_gbs / r.algbw_gbs for r in judged)
+                out.append(
+                    Finding(
+                        "import.busbw_factor",
+                        Severity.WARN,
+                        subject,
+                        f"busbw/algbw is {ratio:.3g} in {len(bad)} of {len(judged)} rows, but {op} over {n} ranks has factor {f:.3g}",
+                        value=round(ratio, 4),
+                        limit=round(f, 4),
+                        hint="the op or the rank count is not what the header says (give --op, or check for interleaved runs)",
+                    )
+                )
+    if n == 1:
+        out.append(
+            Finding(
+                "import.single_rank",
+                Severity.WARN,
+                subject,
+                "the run has 1 rank: nothing crossed a network (all_reduce busbw is 0 by definition)",
+                hint="under mpirun a binary built without MPI runs 1-rank jobs: rebuild nccl-tests with MPI=1",
+            )
+        )
+    if m.get("complete") is False:
+        out.append(
+            Finding(
+                "import.incomplete",
+                Severity.WARN,
+                subject,
+                f"the run has no footer (Avg bus bandwidth): it was cut short after {len(rows)} rows",
+                hint="rerun to completion; a crash or a timeout ended it",
+            )
+        )
+    if not op:
+        cands = m.get("op_candidates") or []
+        out.append(
+            Finding(
+                "import.op_unknown",
+                Severity.WARN,
+                src,
+                "the log does not say which collective it measured" + (f" (could be {' or '.join(cands)})" if cands else ""),
+                hint="give --op (e.g. --op all_gather), or keep the binary's name in the file name",
+            )
+        )
+    warns: list[Any] = list(m.get("nccl_warnings") or [])
+    errs: list[Any] = list(m.get("nccl_errors") or [])
+    if warns or errs:
+        count = int(m.get("nccl_warning_count") or len(warns)) + len(errs)
+        first = (errs or warns)[0]
+        out.append(
+            Finding(
+                "import.nccl_warnings",
+                Severity.WARN,
+                subject,
+                f"the log has {count} NCCL warning/error line{'s' if count != 1 else ''}, first: {str(first)[:200]}",
+                value=count,
+                hint="read them: a fallback transport (NET/Socket instead of IB) or a retry explains low busbw",
+            )
+        )
+    out += busbw_findings(subject, rows, cfg)
+    return out

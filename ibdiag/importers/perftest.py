@@ -1,0 +1,380 @@
+"""perftest (``ib_write_bw``, ``ib_read_lat`` ...) output -> :class:`BenchRun` (``kind: p2p``).
+
+Pure functions of text. Facts (``shared/reference/FORMATS.md``, perftest ``perftest_parameters.c``):
+
+* bandwidth header ``#bytes  #iterations  BW peak[MiB/sec]  BW average[MiB/sec]  MsgRate[Mpps]``;
+  ``[MB/sec]`` before mid-2024 means the same 2^20 B/s (perftest divides by 0x100000); ``[Gb/sec]``
+  (``--report_gbits``) is 1e9 bit/s (it divides by 125,000,000 B/s). Values below 0.1 Gb/s print with 6
+  decimals; rows may contain tabs;
+* duration mode (``-D``) and some others print ``BW peak`` 0.00: "not measured", kept as None;
+* latency header ``#bytes #iterations t_min[usec] t_max[usec] t_typical[usec] t_avg[usec]
+  t_stdev[usec] 99% percentile[usec] 99.9% percentile[usec]``, with ``-D`` ``#bytes #iterations
+  t_avg[usec] tps average``. perftest reports write and send latency one way (round trip / 2) and
+  read and atomic latency as the full round trip (its ``rtt_factor``); values are kept as printed and
+  the run's ``latency`` says which;
+* ``--out_json`` files with ``MsgSize``, ``n_iterations``, ``BW_peak``, ``BW_average``, ``MsgRate``
+  (some perftest versions write bare words unquoted; those are repaired before reading). The file
+  does not say the unit; it is told from the numbers: MsgRate x 1e6 x MsgSize is the rate in B/s, so
+  BW_average matches it either as MiB/s or as Gb/s.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ibdiag.bench.results import BenchRun, LatencyStats, P2PResult
+from ibdiag.errors import InputError
+from ibdiag.importers.lines import split_lines
+
+HINT = "ibdiag bench import reads perftest ib_*_bw / ib_*_lat output and --out_json files; remove unrelated lines"
+
+MIB = 2**20
+"""perftest's MB/sec and MiB/sec: 0x100000 B/s."""
+GBIT = 125_000_000
+"""perftest's Gb/sec: 1e9 bit/s = 1.25e8 B/s."""
+
+_SEPARATOR = re.compile(r"^-{10,}$")
+_TITLE = re.compile(r"^(?P<title>[A-Za-z_]+(?: [A-Za-z_]+)*?) (?P<kind>BW|Latency) Test$")
+_COLUMN = re.compile(
+    r"#bytes|#iterations|BW (?:peak|average)\[[^\]]+\]|MsgRate\[[^\]]+\]|t_\w+\[[^\]]+\]|[\d.]+% percentile\[[^\]]+\]|tps average|CPU_Util\[[^\]]+\]|\bSL\b"
+)
+_KV = re.compile(r"(?P<key>[A-Za-z][A-Za-z0-9 ._\-/]*?)\s*:\s+(?P<value>\S+)")
+_FAIL = re.compile(r"^(Couldn't|Could not|Can't|Cannot|Unable|Failed|Error|ERROR)\b")
+_INFO = (
+    "Conflicting CPU frequency",
+    "Requested mtu",
+    "Max msg size",
+    "Test with events",
+    "MultiCast runs on UD",
+    "Using Enhanced Reorder",
+    "BW peak won",
+    "Please run the same command",
+    "Waiting for client",
+    "Perftest doesn't",
+    "Using SRQ",
+    "initializing CUDA",
+    "There is 1 device",
+    "There are ",
+    "allocated",
+    "making it the current",
+    "creating CUDA",
+    "cuMemAlloc",
+    "[pid =",
+    "Mixed",
+    "RDMA CM",
+)
+
+
+@dataclass
+class _Run:
+    start_line: int
+    title: str | None = None
+    verb: str | None = None
+    mode: str | None = None
+    bidirectional: bool = False
+    banner: dict[str, str] = field(default_factory=dict)
+    addresses: dict[str, str] = field(default_factory=dict)
+    columns: list[str] | None = None
+    header_line: int | None = None
+    rows: list[tuple[int, list[str]]] = field(default_factory=list)
+
+
+def _verb(title: str) -> str | None:
+    low = title.lower()
+    for key, verb in (("rdma_write", "write"), ("rdma_read", "read"), ("send", "send"), ("atomic", "atomic"), ("write", "write"), ("read", "read")):
+        if key in low:
+            return verb
+    return None
+
+
+def looks_like(text: str) -> bool:
+    for ln in split_lines(text)[:4000]:
+        s = ln.text.strip()
+        if s.startswith("#bytes") or _TITLE.match(s) or s.startswith(("local address:", "remote address:")):
+            return True
+    return False
+
+
+def _unit_of(columns: list[str]) -> tuple[str | None, float | None]:
+    for c in columns:
+        if c.startswith("BW average["):
+            unit = c[len("BW average[") : -1]
+            if unit in ("MiB/sec", "MB/sec"):
+                return unit, MIB
+            if unit == "Gb/sec":
+                return unit, GBIT
+            return unit, None
+    return None, None
+
+
+def _float(tok: str, number: int, col: str, source: str) -> float:
+    try:
+        v = float(tok)
+    except ValueError:
+        raise InputError(f"{source}:{number}: cannot read {tok!r} in column {col!r} as a number", hint=HINT) from None
+    if not v == v or v < 0 or v in (float("inf"),):
+        raise InputError(f"{source}:{number}: column {col!r} holds {tok!r}", hint="the run printed no valid value here; rerun it")
+    return v
+
+
+def _results(run: _Run, source: str) -> list[P2PResult]:
+    cols = run.columns or []
+    unit, scale = _unit_of(cols)
+    out: list[P2PResult] = []
+    for number, tokens in run.rows:
+        vals = dict(zip(cols, tokens))
+        nbytes = int(_float(vals["#bytes"], number, "#bytes", source))
+        iters = int(_float(vals.get("#iterations", "0"), number, "#iterations", source))
+        if run.mode == "bw":
+            if scale is None:
+                raise InputError(f"{source}:{run.header_line}: unknown bandwidth unit {unit!r}", hint="perftest prints MiB/sec, MB/sec or Gb/sec")
+            avg = _float(vals[f"BW average[{unit}]"], number, "BW average", source) * scale / 1e9
+            peak_raw = vals.get(f"BW peak[{unit}]")
+            peak = None
+            if peak_raw is not None:
+                p = _float(peak_raw, number, "BW peak", source)
+                peak = None if p == 0 else p * scale / 1e9  # 0.00: peak not measured (duration mode)
+            rate = vals.get("MsgRate[Mpps]")
+            out.append(P2PResult(bytes=nbytes, iters=iters, bw_gbs=avg, bw_peak_gbs=peak, msg_rate_mpps=None if rate is None else _float(rate, number, "MsgRate", source)))
+            continue
+        if "t_typical[usec]" in vals:
+            need = ("t_min[usec]", "t_max[usec]", "t_typical[usec]", "99% percentile[usec]", "99.9% percentile[usec]")
+            missing = [c for c in need if c not in vals]
+            if missing:
+                raise InputError(f"{source}:{run.header_line}: latency header without {', '.join(missing)}", hint="perftest 4.x and later print all percentiles; older output is not supported")
+            lat = LatencyStats(
+                min_us=_float(vals["t_min[usec]"], number, "t_min", source),
+                p50_us=_float(vals["t_typical[usec]"], number, "t_typical", source),
+                p99_us=_float(vals["99% percentile[usec]"], number, "99%", source),
+                p999_us=_float(vals["99.9% percentile[usec]"], number, "99.9%", source),
+                max_us=_float(vals["t_max[usec]"], number, "t_max", source),
+                avg_us=_float(vals["t_avg[usec]"], number, "t_avg", source) if "t_avg[usec]" in vals else None,
+            )
+            out.append(P2PResult(bytes=nbytes, iters=iters, lat_us=lat))
+        elif "t_avg[usec]" in vals:  # duration mode: the average and transactions per second only
+            tps = vals.get("tps average")
+            out.append(
+                P2PResult(
+                    bytes=nbytes,
+                    iters=iters,
+                    msg_rate_mpps=None if tps is None else _float(tps, number, "tps average", source) / 1e6,
+                    lat_avg_us=_float(vals["t_avg[usec]"], number, "t_avg", source),
+                )
+            )
+        else:
+            raise InputError(f"{source}:{run.header_line}: latency header without t_typical or t_avg", hint=HINT)
+    return out
+
+
+def _bench_run(run: _Run, source: str, index: int, count: int) -> BenchRun:
+    results = _results(run, source)
+    unit, _ = _unit_of(run.columns or [])
+    b = {k.lower(): v for k, v in run.banner.items()}
+    duration = run.mode == "bw" and any(r.bw_peak_gbs is None for r in results) and bool(results)
+    verb = run.verb
+    meta: dict[str, Any] = {
+        "tool": "perftest",
+        "source": source,
+        "transport": "rdma",
+        "test": f"ib_{verb or 'unknown'}_{'bw' if run.mode == 'bw' else 'lat'}",
+        "title": run.title,
+        "verb": verb,
+        "mode": run.mode,
+        "bidirectional": run.bidirectional,
+        "device": b.get("device"),
+        "link_layer": b.get("link type"),
+        "mtu": b.get("mtu"),
+        "connection": b.get("connection type"),
+        "qps": b.get("number of qps"),
+        "gid_index": b.get("gid index"),
+        "local_address": run.addresses.get("local"),
+        "remote_address": run.addresses.get("remote"),
+        "first_line": run.start_line,
+    }
+    if run.mode == "bw":
+        meta["bw_unit"] = unit
+        meta["peak_measured"] = not duration
+    else:
+        meta["latency"] = "round trip" if verb in ("read", "atomic") else "one way (round trip / 2)"
+        if results and all(r.lat_us is None for r in results):
+            meta["duration_mode"] = True
+    if count > 1:
+        meta["run_index"], meta["run_count"], meta["separation"] = index, count, "one after the other"
+    return BenchRun(kind="p2p", results=tuple(results), meta=meta)
+
+
+def parse_runs(text: str, source: str = "<text>") -> list[BenchRun]:
+    """Every perftest run in the text (a new title or table header starts one)."""
+    runs: list[_Run] = []
+    cur: _Run | None = None
+
+    def new(number: int) -> _Run:
+        r = _Run(number)
+        runs.append(r)
+        return r
+
+    for ln in split_lines(text):
+        s = ln.text.strip()
+        n = ln.number
+        if not s or _SEPARATOR.match(s) or s.startswith("*"):
+            continue
+        m = _TITLE.match(s)
+        if m:
+            if cur is None or cur.title is not None or cur.columns is not None:
+                cur = new(n)
+            cur.title = s
+            cur.verb = _verb(m.group("title"))
+            cur.mode = "bw" if m.group("kind") == "BW" else "lat"
+            cur.bidirectional = "Bidirectional" in m.group("title")
+            continue
+        if s.startswith("#bytes"):
+            cols = _COLUMN.findall(s)
+            leftover = _COLUMN.sub("", s).strip()
+            if leftover:
+                raise InputError(f"{source}:{n}: unknown perftest column(s) {leftover!r}", hint=HINT)
+            if cur is None or cur.columns is not None:
+                cur = new(n)
+            cur.columns, cur.header_line = cols, n
+            if cur.mode is None:
+                cur.mode = "bw" if any(c.startswith("BW average") for c in cols) else "lat"
+            continue
+        first = s.split()[0]
+        if first.isdigit():
+            if cur is None or cur.columns is None:
+                raise InputError(f"{source}:{n}: a result row before the #bytes header", hint=HINT)
+            tokens = s.split()
+            if len(tokens) != len(cur.columns):
+                raise InputError(f"{source}:{n}: expected {len(cur.columns)} columns as in the header (line {cur.header_line}), found {len(tokens)}", hint=HINT)
+            cur.rows.append((n, tokens))
+            continue
+        if s.startswith(("local address:", "remote address:")):
+            if cur is None:
+                cur = new(n)
+            cur.addresses[s.split()[0]] = s.split(":", 1)[1].strip()
+            continue
+        if s.startswith("GID:"):
+            continue
+        if _FAIL.match(s):
+            raise InputError(f"{source}:{n}: perftest reported an error: {s[:200]}", hint="the run did not finish; fix the error and rerun")
+        if "warning" in s.lower() or s.startswith(_INFO):
+            continue
+        pairs = _KV.findall(s)
+        if pairs and ":" in s:
+            if cur is None:
+                cur = new(n)
+            for key, value in pairs:
+                cur.banner[key.strip()] = value
+            continue
+        raise InputError(f"{source}:{n}: not perftest output: {s[:100]!r}", hint=HINT)
+    runs = [r for r in runs if r.columns is not None]
+    if not runs:
+        raise InputError(f"{source}: no perftest result table (#bytes header) found", hint=HINT)
+    return [_bench_run(r, source, i, len(runs)) for i, r in enumerate(runs, start=1)]
+
+
+# --- --out_json ------------------------------------------------------------------------------------
+
+
+def load_json_text(text: str, source: str) -> Any:
+    """JSON, or perftest's not-quite-JSON (bare words, trailing commas) repaired first."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as first:
+        repaired = re.sub(r"([{,]\s*)([A-Za-z_][\w .\-]*?)\s*:", r'\1"\2":', text)  # bare keys
+
+        def quote(m: re.Match[str]) -> str:
+            word = m.group(1).strip()
+            return m.group(0) if word in ("true", "false", "null") else f': "{word}"'
+
+        repaired = re.sub(r':[ \t]*([A-Za-z_][^,}\]\n"]*?)[ \t]*(?=[,}\]\n])', quote, repaired)  # bare values
+        repaired = re.sub(r",\s*([}\]])", r"\1", repaired)  # trailing commas
+        try:
+            return json.loads(repaired)
+        except json.JSONDecodeError:
+            raise InputError(f"{source}:{first.lineno}: not JSON ({first.msg})", hint=HINT) from None
+
+
+def _result_objects(doc: Any) -> list[Mapping[str, Any]]:
+    found: list[Mapping[str, Any]] = []
+    if isinstance(doc, Mapping):
+        if "MsgSize" in doc:
+            return [doc]
+        for v in doc.values():
+            found += _result_objects(v)
+    elif isinstance(doc, list):
+        for v in doc:
+            found += _result_objects(v)
+    return found
+
+
+def is_json_doc(doc: Any) -> bool:
+    return bool(_result_objects(doc))
+
+
+def _infer_scale(objs: list[Mapping[str, Any]], info: Mapping[str, Any]) -> tuple[float, str, bool]:
+    """(B/s per unit, unit, assumed?) from MsgRate x MsgSize, else from a unit named in the file."""
+    votes: list[str] = []
+    for o in objs:
+        try:
+            rate, size, avg = float(o.get("MsgRate") or 0), float(o["MsgSize"]), float(o.get("BW_average") or 0)
+        except (TypeError, ValueError):
+            continue
+        if rate <= 0 or avg <= 0 or size <= 0:
+            continue
+        bps = rate * 1e6 * size
+        for unit, scale in (("MiB/sec", MIB), ("Gb/sec", GBIT)):
+            if abs(avg * scale / bps - 1) < 0.1:
+                votes.append(unit)
+    if votes:
+        unit = max(set(votes), key=votes.count)
+        return (MIB if unit == "MiB/sec" else GBIT), unit, False
+    text = json.dumps(info).lower()
+    if "gb/sec" in text or "gbit" in text:
+        return GBIT, "Gb/sec", False
+    return MIB, "MiB/sec", True
+
+
+def parse_json_doc(doc: Any, source: str) -> BenchRun:
+    objs = _result_objects(doc)
+    if not objs:
+        raise InputError(f"{source}: a JSON file without perftest results (MsgSize)", hint=HINT)
+    info = doc.get("test_info") if isinstance(doc, Mapping) and isinstance(doc.get("test_info"), Mapping) else {}
+    scale, unit, assumed = _infer_scale(objs, info)
+    results = []
+    for i, o in enumerate(objs):
+        try:
+            peak = float(o.get("BW_peak") or 0)
+            results.append(
+                P2PResult(
+                    bytes=int(o["MsgSize"]),
+                    iters=int(o.get("n_iterations") or 0),
+                    bw_gbs=float(o["BW_average"]) * scale / 1e9,
+                    bw_peak_gbs=None if peak == 0 else peak * scale / 1e9,
+                    msg_rate_mpps=None if o.get("MsgRate") is None else float(o["MsgRate"]),
+                )
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError(f"{source}: result {i + 1} is malformed ({e})", hint=HINT) from None
+    title = str(info.get("test") or "")
+    low = {str(k).lower(): v for k, v in info.items()}
+    meta: dict[str, Any] = {
+        "tool": "perftest",
+        "source": source,
+        "format": "out_json",
+        "transport": "rdma",
+        "test": f"ib_{_verb(title) or 'unknown'}_bw",
+        "title": title or None,
+        "verb": _verb(title),
+        "mode": "bw",
+        "bidirectional": "bidirectional" in title.lower(),
+        "device": low.get("device"),
+        "link_layer": low.get("link_type"),
+        "bw_unit": unit,
+        "bw_unit_assumed": assumed,
+        "peak_measured": all(r.bw_peak_gbs is not None for r in results),
+    }
+    return BenchRun(kind="p2p", results=tuple(results), meta=meta)

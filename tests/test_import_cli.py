@@ -1,0 +1,144 @@
+"""``ibdiag bench import``: outputs, several runs, findings, errors, --save; one real console-script run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from ibdiag import importers
+from ibdiag.bench.results import load_bench_file
+
+LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
+
+
+def test_table_has_nccl_tests_layout_and_chart(cli):
+    res = cli("bench", "import", LOGS / "nccl-tests-2025_all_reduce_perf.log")
+    assert res.exit_code == 0, res.stderr
+    out = res.stdout
+    assert "nccl-tests all_reduce (2025 format)" in out and "32 ranks on 4 hosts (8 per host)" in out
+    assert "#       size         count      type   redop    root     time   algbw   busbw  #wrong" in out
+    assert "  8589934592    2147483648     float     sum      -1" in out
+    assert "# Avg bus bandwidth    : 139.068" in out and "busbw by size" in out
+    assert "status: OK" in out
+
+
+def test_json_envelope(cli):
+    res = cli("bench", "import", LOGS / "nccl-tests-2023_all_gather_perf.log", "-o", "json")
+    assert res.exit_code == 0
+    doc = json.loads(res.stdout)
+    assert (doc["schema"], doc["kind"], doc["op"], doc["world_size"], doc["backend"]) == ("ibdiag.bench/1", "collective", "all_gather", 16, "nccl")
+    assert doc["results"][0] == {
+        "bytes": 1024,
+        "count": 32,
+        "type": "bfloat16",
+        "redop": None,
+        "root": None,
+        "in_place": False,
+        "time_us": doc["results"][0]["time_us"],
+        "algbw_gbs": doc["results"][0]["algbw_gbs"],
+        "busbw_gbs": doc["results"][0]["busbw_gbs"],
+        "wrong": 0,
+        "time_us_min": None,
+        "time_us_max": None,
+    }
+
+
+def test_perftest_table_and_csv(cli):
+    res = cli("bench", "import", LOGS / "perftest-ib_write_bw-MB.log")
+    assert res.exit_code == 0 and "perftest ib_write_bw (RDMA_Write BW Test)" in res.stdout and "read as MB/sec" in res.stdout
+    res = cli("bench", "import", LOGS / "perftest-ib_write_lat.log", "-o", "csv")
+    assert res.exit_code == 0
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("test,bytes,iters,bw_gbs") and len(lines) == 14
+    assert lines[1].startswith("ib_write_lat,2,1000,,,,,0.96,")
+    res = cli("bench", "import", LOGS / "perftest-ib_write_lat.log", "-o", "prom")
+    assert res.exit_code == 2 and "cannot write prom" in res.stderr
+
+
+def test_several_runs_are_refused_unless_one_is_picked(cli):
+    log = LOGS / "nccl-tests-nompi-interleaved_all_reduce_perf.log"
+    res = cli("bench", "import", log)
+    assert res.exit_code == 2 and res.exception is None
+    assert "holds 2 runs, interleaved" in res.stderr and "not averaged" in res.stderr and "MPI=1" in res.stderr
+    res = cli("bench", "import", log, "--run", "2", "-o", "json")
+    assert res.exit_code == 0
+    doc = json.loads(res.stdout)
+    assert doc["run_index"] == 2 and doc["ranks"][0]["pid"] == 7302
+    checks = {f["check"]: f["severity"] for f in doc["findings"]}
+    assert checks["import.multiple_runs"] == "warn" and checks["import.single_rank"] == "warn"
+    assert cli("bench", "import", log, "--run", "2", "--strict").exit_code == 1
+    res = cli("bench", "import", log, "--run", "3")
+    assert res.exit_code == 2 and "--run 1..2" in res.stderr
+
+
+def test_wrong_elements_fail_the_import(cli):
+    res = cli("bench", "import", LOGS / "nccl-tests-wrong_all_reduce_perf.log")
+    assert res.exit_code == 1
+    assert "collective.wrong" in res.stdout and "import.out_of_bounds" in res.stdout
+    assert "# Out of bounds values : 2 FAILED" in res.stdout
+
+
+def test_busbw_expectation_from_config(cli, tmp_path):
+    cfg = tmp_path / "ibdiag.toml"
+    cfg.write_text("[collective]\nmin_busbw_gbs = 450\n")
+    res = cli("bench", "import", LOGS / "nccl-tests-2025_all_reduce_perf.log", "--config", cfg, "-o", "json")
+    assert res.exit_code == 1
+    f = [x for x in json.loads(res.stdout)["findings"] if x["check"] == "collective.busbw"][0]
+    assert f["severity"] == "fail" and f["limit"] == 450 and 390 < f["value"] < 402
+    cfg.write_text("[collective]\nmin_busbw = 1\n")
+    res = cli("bench", "import", LOGS / "nccl-tests-2025_all_reduce_perf.log", "--config", cfg)
+    assert res.exit_code == 2 and "unknown key" in res.stderr
+
+
+def test_unreadable_input_is_exit_2_with_the_line(cli, tmp_path):
+    bad = tmp_path / "all_reduce.log"
+    text = (LOGS / "nccl-tests-2023_sendrecv_perf.log").read_text().splitlines()
+    text.insert(20, "Killed")
+    bad.write_text("\n".join(text) + "\n")
+    res = cli("bench", "import", bad)
+    assert res.exit_code == 2 and res.exception is None
+    assert f"{bad}:21: not nccl-tests output: 'Killed'" in res.stderr and "hint:" in res.stderr
+    res = cli("bench", "import", tmp_path / "nope.log")
+    assert res.exit_code == 2 and "no such file" in res.stderr
+
+
+def test_ambiguous_op_warns_and_option_resolves(cli):
+    log = LOGS / "nccl-tests-rank-prefix.log"
+    doc = json.loads(cli("bench", "import", log, "-o", "json").stdout)
+    assert doc["op"] is None and {f["check"] for f in doc["findings"]} >= {"import.op_unknown"}
+    doc = json.loads(cli("bench", "import", log, "--op", "alltoall", "-o", "json").stdout)
+    assert doc["op"] == "all_to_all" and "import.op_unknown" not in {f["check"] for f in doc["findings"]}
+    assert cli("bench", "import", log, "--op", "allscatter").exit_code == 2
+
+
+def test_stdin(cli):
+    text = (LOGS / "perftest-ib_write_bw-MiB-roce.log").read_text()
+    res = cli("bench", "import", "-", "-o", "json", input=text)
+    assert res.exit_code == 0
+    doc = json.loads(res.stdout)
+    assert doc["source"] == "<stdin>" and doc["link_layer"] == "Ethernet" and doc["gid_index"] == "3"
+
+
+def test_save_is_a_bench_file_verdict_can_read(cli, tmp_path):
+    out = tmp_path / "imported.json"
+    res = cli("bench", "import", LOGS / "nccl-tests-2021_all_reduce_perf.log", "--save", out)
+    assert res.exit_code == 0 and out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name != "imported.json"]  # no temporary file left
+    run = load_bench_file(out)
+    assert run.kind == "collective" and run.meta["op"] == "all_reduce" and run.meta["world_size"] == 16
+    assert run.results[0].max_error == 2e-07  # the old era's error column survives the round trip
+    again = importers.load(out)  # the importer reads ibdiag's own files too
+    assert again.results == run.results
+    res = cli("bench", "import", LOGS / "nccl-tests-2021_all_reduce_perf.log", "--save", tmp_path / "no" / "x.json")
+    assert res.exit_code == 2 and "does not exist" in res.stderr
+
+
+def test_console_script(ibdiag_exe):
+    proc = subprocess.run([ibdiag_exe, "bench", "import", str(LOGS / "nccl-tests-tag-output_all_reduce_perf.log"), "-o", "json"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert (doc["tag"], doc["world_size"], doc["op"]) == ("1,0", 16, "all_reduce")
+    assert "import.nccl_warnings" in {f["check"] for f in doc["findings"]}
+    proc = subprocess.run([ibdiag_exe, "bench", "import", "/dev/null"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.startswith("ibdiag: error:") and "Traceback" not in proc.stderr
