@@ -101,10 +101,7 @@ def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
             raise typer.Exit(int(ExitStatus.INTERRUPTED)) from None
         except BrokenPipeError:
             # `ibdiag ... | head`: the reader went away; nothing more to say to it.
-            try:
-                sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep the interpreter from failing at exit
-            except OSError:
-                pass
+            silence_stdout()
             raise typer.Exit(int(ExitStatus.OK)) from None
         except Exception as e:  # a bug: say so plainly
             if debug:
@@ -114,6 +111,16 @@ def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
         raise typer.Exit(int(status or 0))
 
     return wrapper
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null after the reader closed the pipe, so the flush at exit cannot fail
+    (Python docs, "Note on SIGPIPE")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - a test runner's stdout has no file descriptor
 
 
 def run_meta(root: Path | None = None) -> RunMeta:
@@ -146,10 +153,15 @@ def open_root(root: Path) -> Iterator[Path]:
 def console(file: Any = None) -> Any:
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich exits 1 when the reader goes away; ibdiag keeps 1 for "failing finding".
+            raise BrokenPipeError
+
     out = file or sys.stdout
     tty = hasattr(out, "isatty") and out.isatty()
     width = None if tty else int(os.environ.get("COLUMNS") or 200)
-    return Console(file=out, width=width, highlight=False, soft_wrap=False, force_terminal=None if tty else False)
+    return _Console(file=out, width=width, highlight=False, soft_wrap=False, force_terminal=None if tty else False)
 
 
 def emit(
@@ -167,6 +179,15 @@ def emit(
     ``table``/``csv``/``prom`` build the command's own views; a format whose builder is missing is a
     usage error (exit 2), never an empty output.
     """
+    try:
+        _write(report, fmt, meta, strict=strict, table=table, csv=csv, prom=prom)
+    except BrokenPipeError:
+        # The reader closed the pipe (`| head`): the exit status still tells what was found.
+        silence_stdout()
+    return exit_status(report, strict)
+
+
+def _write(report: Report, fmt: OutputFormat, meta: RunMeta, *, strict: bool, table: Any, csv: Any, prom: Any) -> None:
     out = sys.stdout
     if fmt is OutputFormat.json:
         from ibdiag.report.jsonout import render_json
@@ -196,7 +217,6 @@ def emit(
         for item in table():
             con.print(item)
     out.flush()
-    return exit_status(report, strict)
 
 
 def exit_status(report: Report, strict: bool) -> int:
