@@ -20,9 +20,11 @@ $(TSTAMP): $(STAMP) pyproject.toml
 venv: $(STAMP)
 test-venv: $(TSTAMP)
 
-## demo: the main job on the bundled healthy DGX H100-like fixture
+## demo: the main job on the bundled healthy DGX H100-like fixture, ending with a verdict on that node
 demo: $(STAMP)
 	$(BIN)/ibdiag topo --root fixtures/sysfs/dgx-h100
+	$(BIN)/ibdiag counters --root fixtures/sysfs/dgx-h100
+	$(BIN)/ibdiag verdict --params 8e9 --dtype bf16 --ranks 512 --compute-s 2 --busbw 360 --root fixtures/sysfs/dgx-h100
 
 ## test: the whole suite (real processes, namespaces and torch process groups included)
 test: $(TSTAMP)
@@ -44,9 +46,13 @@ completions: $(STAMP)
 system-deps:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pyverbs rdma-core iperf3 qperf sockperf hwloc pciutils iproute2 tmux >/dev/null
 
-## bench: the benchmark scripts (numbers for the README)
-bench: $(STAMP)
+## bench: the benchmark scripts behind the README's numbers (needs the test extras and system-deps)
+bench: $(TSTAMP)
 	$(BIN)/python benchmarks/topo_startup.py
+	$(BIN)/python benchmarks/counters_sample.py
+	$(BIN)/python benchmarks/p2p_vs_iperf3.py
+	$(BIN)/python benchmarks/collective_vs_torch.py
+	$(BIN)/python benchmarks/verdict_overlap.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
