@@ -24,13 +24,14 @@ from ibdiag.cli.app import bench_app
 from ibdiag.cli.common import (
     ConfigOption,
     DebugOption,
-    FormatOption,
-    OutputFormat,
-    StrictOption,
     emit,
+    FormatOption,
     handle_errors,
+    OutputFormat,
     print_error,
     run_meta,
+    StrictOption,
+    table_width,
 )
 from ibdiag.errors import CannotRunError, ExitStatus, IbdiagError, InputError, PeerTimeoutError, UsageError
 
@@ -127,7 +128,7 @@ def _emit_run(run: Any, findings: Any, fmt: OutputFormat, save: Path | None, str
         def table() -> list[Any]:
             from rich.text import Text
 
-            from ibdiag.report.table import findings_table, summary_line
+            from ibdiag.report.table import findings_block
 
             items = _text_items(view.summary_lines(run) + view.table_lines(run))
             chart = view.busbw_chart(run)
@@ -136,9 +137,7 @@ def _emit_run(run: Any, findings: Any, fmt: OutputFormat, save: Path | None, str
             for extra in (view.spread_table(run), view.per_rank_table(run)):
                 if extra is not None:
                     items.append(extra)
-            if report.problems():
-                items.append(findings_table(report.problems()))
-            items.append(summary_line(report, strict=strict))
+            items += findings_block(report, strict=strict, width=table_width())
             return items
 
         status = emit(
@@ -150,16 +149,14 @@ def _emit_run(run: Any, findings: Any, fmt: OutputFormat, save: Path | None, str
         def p2p_table() -> list[Any]:
             from rich.text import Text
 
-            from ibdiag.report.table import findings_table, summary_line
+            from ibdiag.report.table import findings_block
 
             items = _text_items(pview.summary_lines(run))
             items.append(pview.results_table(run))
             chart = pview.chart(run)
             if chart:
                 items += [Text(""), *_text_items(chart.splitlines())]
-            if report.problems():
-                items.append(findings_table(report.problems()))
-            items.append(summary_line(report, strict=strict))
+            items += findings_block(report, strict=strict, width=table_width())
             return items
 
         status = emit(report, fmt, meta, strict=strict, table=p2p_table, csv=lambda: (pview.CSV_HEADER, pview.csv_rows(run)))

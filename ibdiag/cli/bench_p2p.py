@@ -19,13 +19,14 @@ from ibdiag.cli.app import bench_app
 from ibdiag.cli.common import (
     ConfigOption,
     DebugOption,
-    FormatOption,
-    OutputFormat,
-    StrictOption,
     emit,
+    FormatOption,
     handle_errors,
+    OutputFormat,
     print_warning,
     run_meta,
+    StrictOption,
+    table_width,
 )
 from ibdiag.errors import NotSupportedError, UsageError
 
@@ -311,7 +312,7 @@ def p2p_command(
     def table() -> list[Any]:
         from rich.text import Text
 
-        from ibdiag.report.table import findings_table, summary_line
+        from ibdiag.report.table import findings_block
 
         items: list[Any] = [Text(line) for line in _header_lines(run, rate, req)]
         items.append(render.results_table(run.results, ceiling_gbps=ceiling, title=title))
@@ -320,10 +321,7 @@ def p2p_command(
             items += [Text("bandwidth by message size (Gb/s)"), Text(chart)]
         if rate.gbps is None and any(r.bw_gbs is not None for r in run.results):
             items.append(Text(f"line rate unknown ({rate.source}): give --line-rate-gbps to judge the bandwidth", style="dim"))
-        problems = report.problems()
-        if problems:
-            items.append(findings_table(problems))
-        items.append(summary_line(report, strict=strict))
+        items += findings_block(report, strict=strict, width=table_width())
         return items
 
     return emit(

@@ -164,6 +164,11 @@ def console(file: Any = None) -> Any:
     return _Console(file=out, width=width, highlight=False, soft_wrap=False, force_terminal=None if tty else False)
 
 
+def table_width() -> int:
+    """Columns the table output will be printed in (the terminal's, or COLUMNS/200 when piped)."""
+    return int(console(sys.stdout).width)
+
+
 def emit(
     report: Report,
     fmt: OutputFormat,

@@ -11,17 +11,18 @@ import typer
 from ibdiag.cli.app import app
 from ibdiag.cli.common import (
     ConfigOption,
-    DebugOption,
-    FormatOption,
-    OutputFormat,
-    RootOption,
-    StrictOption,
     console,
+    DebugOption,
     emit,
     exit_status,
+    FormatOption,
     handle_errors,
     open_root,
+    OutputFormat,
+    RootOption,
     run_meta,
+    StrictOption,
+    table_width,
 )
 
 #: Shortest --interval: mlx5 caches hw_counters for ``lifespan`` ms (10-12 ms by default), and
@@ -55,11 +56,6 @@ def _progress(text: str, *, end: str = "\n") -> None:
     if hasattr(err, "isatty") and err.isatty():
         err.write(f"\r\x1b[Kibdiag: {text}{end}")
         err.flush()
-
-
-def _width() -> int:
-    """Width the table will be printed at (the terminal's, or the common console's default)."""
-    return int(console(sys.stdout).width)
 
 
 def _validate(fmt: OutputFormat, interval: float | None, count: int | None, watch: bool, since: Path | None) -> None:
@@ -144,16 +140,9 @@ def _expected_rates(sysfs: Any, cfg: Any) -> dict[str | None, float]:
 def _report_items(report: Any, strict: bool, head: list[Any], table: Any, hint: str | None, legend: str) -> list[Any]:
     from rich.text import Text
 
-    from ibdiag.report.table import findings_table, summary_line
+    from ibdiag.report.table import findings_block
 
-    items = [*head, table]
-    problems = report.problems()
-    if problems:
-        from ibdiag.counters.render import COMPACT_BELOW_COLUMNS, findings_lines
-
-        # A findings table with hints needs a wide terminal; a narrow one gets a paragraph per finding.
-        items.append(findings_table(problems) if _width() >= COMPACT_BELOW_COLUMNS else findings_lines(problems, limit=None, hints=True))
-    items.append(summary_line(report, strict=strict))
+    items = [*head, table, *findings_block(report, strict=strict, width=table_width())]
     if hint:
         items.append(Text(hint, style="dim"))
     if legend:
@@ -176,7 +165,7 @@ def _snapshot(sysfs: Any, layout: Any, cfg: Any, meta: Any, fmt: OutputFormat, s
     def table() -> list[Any]:
         head = [Text(f"{meta.host}: {n_ports} RDMA port(s); counts since the last counter reset (the time of that reset is unknown).")]
         hint = "for rates: ibdiag counters --interval 10 · across a job: ibdiag counters -o json > before.json; <job>; ibdiag counters --since before.json"
-        return _report_items(report, strict, head, render.snapshot_table(sample, report.findings, cfg, width=_width()), hint, render.legend(sample, cfg, interval=False, width=_width()))
+        return _report_items(report, strict, head, render.snapshot_table(sample, report.findings, cfg, width=table_width()), hint, render.legend(sample, cfg, interval=False, width=table_width()))
 
     return emit(
         report,
@@ -199,11 +188,11 @@ def _span_output(span: Any, cfg: Any, meta: Any, fmt: OutputFormat, strict: bool
     def table() -> list[Any]:
         from rich.text import Text
 
-        t = render.interval_table(span.last, span.totals, span.totals, report.findings, cfg, title=title, width=_width())
+        t = render.interval_table(span.last, span.totals, span.totals, report.findings, cfg, title=title, width=table_width())
         head = [Text(f"{meta.host}: {sum(1 for p in span.last.ports if p.port is not None)} RDMA port(s)")]
         if span.missing:
             head.append(Text(f"gone since the baseline: {', '.join(span.missing)}", style="yellow"))
-        return _report_items(report, strict, head, t, None, render.legend(span.last, cfg, interval=True, width=_width(), span=span))
+        return _report_items(report, strict, head, t, None, render.legend(span.last, cfg, interval=True, width=table_width(), span=span))
 
     def csv() -> tuple[Any, Any]:
         rows = []
@@ -279,8 +268,8 @@ def _watch(sysfs: Any, layout: Any, cfg: Any, meta: Any, interval: float, count:
     from ibdiag.counters.delta import build_span, sample_deltas
     from ibdiag.counters.sampler import Sampler
     from ibdiag.report.model import Report
-    from ibdiag.report.table import summary_line
     from ibdiag.counters.checks import duration_text
+    from ibdiag.report.table import findings_paragraphs, summary_line
 
     sampler = Sampler(sysfs, layout, interval_s=interval, data_bits=cfg.data_bits)
     first = sampler.first()
@@ -300,7 +289,7 @@ def _watch(sysfs: Any, layout: Any, cfg: Any, meta: Any, interval: float, count:
             items: list[Any] = [render.interval_table(now, step, span.totals, report.findings, cfg, title=title, width=con.width)]
             problems = report.problems()
             if problems:
-                items.append(render.findings_lines(problems))
+                items.append(findings_paragraphs(problems, limit=8, hints=False, more="(ibdiag counters --interval N for the full report with hints)"))
             items.append(summary_line(report, strict=strict))
             live.update(Group(*items), refresh=True)
             prev = now

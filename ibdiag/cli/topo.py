@@ -8,14 +8,15 @@ from ibdiag.cli.app import app
 from ibdiag.cli.common import (
     ConfigOption,
     DebugOption,
-    FormatOption,
-    OutputFormat,
-    RootOption,
-    StrictOption,
     emit,
+    FormatOption,
     handle_errors,
     open_root,
+    OutputFormat,
+    RootOption,
     run_meta,
+    StrictOption,
+    table_width,
 )
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def topo_command(
     def table() -> list[Any]:
         from rich.text import Text
 
-        from ibdiag.report.table import findings_table, summary_line
+        from ibdiag.report.table import findings_block
 
         items: list[Any] = [Text(line) for line in render.summary_lines(topo)]
         matrix = render.matrix_text(topo)
@@ -57,10 +58,7 @@ def topo_command(
             items.append(render.pairing_table(topo))
         if topo.adapters:
             items.append(render.adapters_table(topo))
-        problems = report.problems()
-        if problems:
-            items.append(findings_table(problems))
-        items.append(summary_line(report, strict=strict))
+        items += findings_block(report, strict=strict, width=table_width())
         return items
 
     return emit(

@@ -11,13 +11,14 @@ from ibdiag.cli.app import app
 from ibdiag.cli.common import (
     ConfigOption,
     DebugOption,
-    FormatOption,
-    OutputFormat,
-    StrictOption,
     emit,
+    FormatOption,
     handle_errors,
     open_root,
+    OutputFormat,
     run_meta,
+    StrictOption,
+    table_width,
 )
 
 _W = "Workload"
@@ -126,7 +127,7 @@ def verdict_command(
     def table() -> list[Any]:
         from rich.text import Text
 
-        from ibdiag.report.table import findings_table, summary_line
+        from ibdiag.report.table import findings_block
         from ibdiag.verdict.render import chart_text, scaling_table, sections
 
         items: list[Any] = []
@@ -140,10 +141,7 @@ def verdict_command(
             items.append(Text(""))
         if chart is not None:
             items.append(Text(f"Chart written to {chart}"))
-        problems = report.problems()
-        if problems:
-            items.append(findings_table(problems))
-        items.append(summary_line(report, strict=strict))
+        items += findings_block(report, strict=strict, width=table_width())
         return items
 
     return emit(

@@ -328,7 +328,7 @@ def _worst_by_subject(findings: Sequence[Finding]) -> dict[str, Finding]:
 
 
 #: Below this terminal width the tables merge columns (an 80-column ssh session must still read).
-COMPACT_BELOW_COLUMNS = 120
+from ibdiag.report.table import COMPACT_BELOW_COLUMNS  # noqa: E402 - shared with every command's findings
 
 
 def _link_cell(p: PortCounters, *, compact: bool = False) -> Any:
@@ -500,25 +500,6 @@ def interval_table(
         else:
             t.add_row(p.subject, link, f"{tx}/{rx}", util, wait, est, _cell_with_severity(parts), _cell_with_severity(roce), status)
     return t
-
-
-def findings_lines(findings: Sequence[Finding], *, limit: int | None = 8, hints: bool = False) -> Any:
-    """Problems as one paragraph each (for --watch and narrow terminals, where a findings table with
-    hints does not fit); ``hints`` adds each finding's hint on the next line."""
-    from rich.text import Text
-
-    text = Text()
-    shown = list(findings) if limit is None else list(findings)[:limit]
-    for i, f in enumerate(shown):
-        if i:
-            text.append("\n")
-        text.append({Severity.WARN: "WARN ", Severity.FAIL: "FAIL "}.get(f.severity, "OK   "), style=_STYLE[f.severity])
-        text.append(f"{f.subject} {f.check}: {f.message}")
-        if hints and f.hint:
-            text.append(f"\n     hint: {f.hint}", style="dim")
-    if limit is not None and len(findings) > limit:
-        text.append(f"\n... and {len(findings) - limit} more (ibdiag counters --interval N for the full report with hints)", style="dim")
-    return text
 
 
 def legend(sample: Sample, cfg: CountersConfig, *, interval: bool, width: int | None = None, span: Span | None = None) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
@@ -57,3 +58,42 @@ def summary_line(report: Report, *, strict: bool = False) -> Text:
     if strict and n_warn:
         text.append(" (--strict: warnings fail)")
     return text
+
+
+#: Below this many columns a findings table with hints does not fit: findings become paragraphs.
+COMPACT_BELOW_COLUMNS = 120
+
+
+def findings_paragraphs(findings: Sequence[Finding], *, limit: int | None = None, hints: bool = True, more: str = "") -> Text:
+    """Findings as one paragraph each (narrow terminals, live views); ``hints`` adds each hint below it.
+
+    With ``limit``, the rest is counted in a last line that ends with ``more`` (where to see them all).
+    """
+    text = Text()
+    shown = list(findings) if limit is None else list(findings)[:limit]
+    for i, f in enumerate(shown):
+        if i:
+            text.append("\n")
+        text.append(f"{SEVERITY_LABEL[f.severity]:<5}", style=SEVERITY_STYLE[f.severity])
+        text.append(f"{f.subject} {f.check}: {f.message}")
+        if hints and f.hint:
+            text.append(f"\n     hint: {f.hint}", style="dim")
+    if limit is not None and len(findings) > limit:
+        text.append(f"\n... and {len(findings) - limit} more{(' ' + more) if more else ''}", style="dim")
+    return text
+
+
+def findings_block(report: Report, *, strict: bool = False, width: int | None = None) -> list[Any]:
+    """What every command's table output ends with: its WARN/FAIL findings and the status line.
+
+    A table when the output is wide enough (or its width unknown), a paragraph per finding otherwise.
+    """
+    items: list[Any] = []
+    problems = report.problems()
+    if problems:
+        if width is not None and width < COMPACT_BELOW_COLUMNS:
+            items.append(findings_paragraphs(problems))
+        else:
+            items.append(findings_table(problems))
+    items.append(summary_line(report, strict=strict))
+    return items
