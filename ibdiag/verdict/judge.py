@@ -359,23 +359,7 @@ class Verdict:
             "recommended_exposed_comm_s": self.recommended.exposed_s,
             "recommended_step_s": self.recommended.step_s,
             "scaling_wall_ranks": self.wall_ranks,
-            "scaling": [
-                {
-                    "ranks": r.ranks,
-                    "nodes": r.nodes,
-                    "compute_s": r.compute_s,
-                    "forward_s": r.forward_s,
-                    "traffic_factor": r.factor,
-                    "wire_bytes_per_rank": r.wire_bytes_per_rank,
-                    "comm_s": r.comm_s,
-                    "exposed_comm_s": r.exposed_s,
-                    "step_s": r.step_s,
-                    "comm_share": r.comm_share,
-                    "verdict": r.verdict,
-                    "job": r.anchor,
-                }
-                for r in self.scaling
-            ],
+            "scaling": [r.to_json() for r in self.scaling],
             "thresholds": {
                 "network_bound_share": self.config.network_bound_share,
                 "min_efficiency": self.config.min_efficiency,

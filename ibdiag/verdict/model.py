@@ -285,6 +285,23 @@ class ScalingRow:
     anchor: bool
     """The row of the job as given (--ranks)."""
 
+    def to_json(self) -> dict[str, object]:
+        """One ``scaling`` entry of ``ibdiag.verdict/1`` (and one CSV row)."""
+        return {
+            "ranks": self.ranks,
+            "nodes": self.nodes,
+            "compute_s": self.compute_s,
+            "forward_s": self.forward_s,
+            "traffic_factor": self.factor,
+            "wire_bytes_per_rank": self.wire_bytes_per_rank,
+            "comm_s": self.comm_s,
+            "exposed_comm_s": self.exposed_s,
+            "step_s": self.step_s,
+            "comm_share": self.comm_share,
+            "verdict": self.verdict,
+            "job": self.anchor,
+        }
+
 
 def scaling_ranks(ranks: int, ranks_per_node: int, max_ranks: int) -> tuple[int, ...]:
     """ranks-per-node doubling up to ``max_ranks``, plus the job's own rank count."""

@@ -297,23 +297,7 @@ CSV_HEADER = (
 
 def csv_rows(v: Verdict) -> list[dict[str, Any]]:
     """The scaling table in long form, one row per rank count (the job's own row has job=1)."""
-    return [
-        {
-            "ranks": r.ranks,
-            "nodes": r.nodes,
-            "compute_s": r.compute_s,
-            "forward_s": r.forward_s,
-            "traffic_factor": r.factor,
-            "wire_bytes_per_rank": r.wire_bytes_per_rank,
-            "comm_s": r.comm_s,
-            "exposed_comm_s": r.exposed_s,
-            "step_s": r.step_s,
-            "comm_share": r.comm_share,
-            "verdict": r.verdict,
-            "job": int(r.anchor),
-        }
-        for r in v.scaling
-    ]
+    return [{**r.to_json(), "job": int(r.anchor)} for r in v.scaling]
 
 
 def prom_metrics(v: Verdict) -> list[Metric]:
