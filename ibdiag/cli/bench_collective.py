@@ -22,6 +22,7 @@ import typer
 
 from ibdiag.cli.app import bench_app
 from ibdiag.cli.common import (
+    check_output_path,
     ConfigOption,
     DebugOption,
     emit,
@@ -32,8 +33,9 @@ from ibdiag.cli.common import (
     run_meta,
     StrictOption,
     table_width,
+    write_atomically,
 )
-from ibdiag.errors import CannotRunError, ExitStatus, IbdiagError, InputError, PeerTimeoutError, UsageError
+from ibdiag.errors import ExitStatus, IbdiagError, InputError, PeerTimeoutError, UsageError
 
 REPORT_DIR_ENV = "IBDIAG_COLLECTIVE_REPORT_DIR"  # ibdiag.bench.collective.spawn.REPORT_DIR_ENV (literal: --help imports nothing)
 DEFAULT_SIZES = "1M:64M"
@@ -76,33 +78,6 @@ class _ProgressBar:
             self.progress.stop()
 
 
-def _check_save_target(save: Path | None) -> None:
-    """Refuse an unwritable --save before a long run, not after it."""
-    if save is None:
-        return
-    parent = save.parent if str(save.parent) else Path(".")
-    if save.is_dir():
-        raise UsageError(f"--save {save}: is a directory", hint="give a file name, e.g. --save run.json")
-    if not parent.is_dir():
-        raise UsageError(f"--save {save}: directory {parent} does not exist", hint="create it first or choose another path")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"--save {save}: directory {parent} is not writable", hint="choose another path")
-
-
-def _write_atomically(path: Path, data: str) -> None:
-    """Write via a temporary file in the same directory and rename: a reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(data, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as e:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise CannotRunError(f"--save {path}: cannot write: {e.strerror or e}", hint="check the path and free space") from None
-
-
 def _text_items(lines: list[str]) -> list[Any]:
     from rich.text import Text
 
@@ -119,7 +94,7 @@ def _emit_run(run: Any, findings: Any, fmt: OutputFormat, save: Path | None, str
     save_error: IbdiagError | None = None
     if save is not None:
         try:
-            _write_atomically(save, render_json(report, meta))
+            write_atomically(save, render_json(report, meta))
         except IbdiagError as e:
             save_error = e
     if run.kind == "collective":
@@ -269,7 +244,7 @@ def collective_command(
         if launch is None:
             raise UsageError(f"{REPORT_DIR_ENV} is set but no rank environment", hint=f"{REPORT_DIR_ENV} is for ranks started by --nproc; unset it")
         return _supervised_rank(spec, launch, cfg, report_dir)
-    _check_save_target(save)
+    check_output_path(save, "--save")
     if nproc is not None:
         if launch is not None:
             raise UsageError(
@@ -371,7 +346,7 @@ def import_command(
     from ibdiag.report.model import Finding, Severity
 
     cfg = load_config(config).section("collective", CollectiveConfig)
-    _check_save_target(save)
+    check_output_path(save, "--save")
     text, source = read_text(file)
     runs = parse_runs(text, source, op=op, file_name=Path(source).name)
     extra: list[Finding] = []

@@ -17,6 +17,7 @@ import typer
 
 from ibdiag.cli.app import bench_app
 from ibdiag.cli.common import (
+    check_output_path,
     ConfigOption,
     DebugOption,
     emit,
@@ -27,6 +28,7 @@ from ibdiag.cli.common import (
     run_meta,
     StrictOption,
     table_width,
+    write_atomically,
 )
 from ibdiag.errors import NotSupportedError, UsageError
 
@@ -247,13 +249,8 @@ def p2p_command(
         raise NotSupportedError("--bidir is not supported with --transport rdma", hint="use --bidir with --transport tcp")
     if transport is Transport.rdma and socket_buffer is not None:
         raise UsageError("--socket-buffer applies to --transport tcp", hint="drop it")
-    for target, opt in ((save, "--save"), (png, "--png")):
-        if target is not None:
-            parent = target.parent if str(target.parent) else Path(".")
-            if not parent.is_dir():
-                raise UsageError(f"{opt} {target}: directory {parent} does not exist", hint="create it first or give another path")
-            if not os.access(parent, os.W_OK):
-                raise UsageError(f"{opt} {target}: cannot write in {parent}", hint="give a path you can write")
+    check_output_path(save, "--save")
+    check_output_path(png, "--png")
     if png is not None and not render.png_available():
         raise UsageError("--png needs matplotlib, which is not installed", hint="pip install 'ibdiag[chart]' (or matplotlib), or use the terminal chart of -o table")
     cfg = load_config(config).section("bench", BenchConfig)
@@ -303,7 +300,7 @@ def p2p_command(
     if save is not None:
         from ibdiag.report.jsonout import render_json
 
-        _write_atomically(save, render_json(report, meta).encode())
+        write_atomically(save, render_json(report, meta))
     if png is not None:
         tmp = png.with_name(f".{png.name}.{os.getpid()}.tmp")
         render.write_png(run.results, tmp, ceiling_gbps=ceiling, title=title)
@@ -349,25 +346,6 @@ def _header_lines(run: Any, rate: Any, req: Any) -> list[str]:
     if rate.gbps is not None:
         lines.append(f"line rate {rate.gbps:g} Gb/s ({rate.source})")
     return lines
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path`` and rename it over ``path``."""
-    from ibdiag.errors import CannotRunError
-
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise CannotRunError(f"--save {path}: cannot write: {e.strerror or e}", hint="check the path and free space") from None
 
 
 class _progress_bar:
