@@ -288,7 +288,7 @@ def test_root_takes_a_snapshot_tarball(cli, tmp_path):
 def test_node_without_rdma(cli):
     code, doc = run_json(cli, *SEED, "--compute-s", "2", "--root", SYSFS_FIXTURES / "vm-no-rdma")
     assert code == 1 and doc["fabric"] == "unhealthy"
-    assert "topo.rails" in {x["check"] for x in doc["fabric_health"]["failing"]}
+    assert "verdict.rails" in {x["check"] for x in doc["fabric_health"]["failing"]}
 
 
 # --- formats, config, strictness --------------------------------------------------------------------

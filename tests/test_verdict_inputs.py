@@ -188,7 +188,7 @@ def test_health_sorting_escalates_gpus_without_gpudirect_rdma():
     unknown = sort_health([Finding("topo.gdr_module", Severity.WARN, "node", "?", value="unknown")], checked=("topo",), rails=RailInfo(("a:1",), 1.0, None))
     assert unknown.ok and len(unknown.warnings) == 1
     no_rails = sort_health([], checked=("topo",), rails=RailInfo((), None, None))
-    assert not no_rails.ok and no_rails.failing[0].check == "topo.rails"
+    assert not no_rails.ok and no_rails.failing[0].check == "verdict.rails"
 
 
 def test_config_validation():

@@ -38,9 +38,23 @@ from ibdiag.counters.spec import (
     max_value,
     width_bits,
 )
+from ibdiag.report.checks import CheckRegistry
 from ibdiag.report.model import Finding, Severity
 from ibdiag.topo.checks import check_port, expected_rates
 from ibdiag.units import format_seconds
+
+CHECKS = CheckRegistry("counters")
+CHECKS.declare("counters.port_state", "RDMA port not ACTIVE/LinkUp: fail (as topo)")
+CHECKS.declare("counters.port_rate", "active port slower than expected: fail (as topo)")
+CHECKS.declare("counters.errors", "IBA error counters: non-zero (snapshot) or increasing: warn; over the threshold or rate limit, or saturated: fail")
+CHECKS.declare("counters.xmit_wait", "backpressure (port_xmit_wait) over its threshold per interval, or saturated: warn")
+CHECKS.declare("counters.roce_errors", "transport loss and receive-buffer hw_counters increasing: warn; loss above the rate limit: fail")
+CHECKS.declare("counters.roce_congestion", "ECN marks and CNPs increasing: warn (congestion)")
+CHECKS.declare("counters.throughput", "tx/rx Gb/s and utilisation; saturated data counters: warn")
+CHECKS.declare("counters.reset", "counters went down during the interval (reset): warn")
+CHECKS.declare("counters.unavailable", "no counters/, N/A (no PMA), unreadable or malformed counters: warn")
+CHECKS.declare("counters.baseline", "a port the --since baseline has and this reading does not, or the reverse: warn")
+CHECKS.declare("counters.ports", "no RDMA port at all (ibdiag.counters.snapshot_findings): ok")
 
 
 def duration_text(seconds: float) -> str:

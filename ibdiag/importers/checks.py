@@ -24,7 +24,21 @@ from ibdiag.bench.collective.analysis import busbw_findings, wrong_findings
 from ibdiag.bench.collective.config import CollectiveConfig
 from ibdiag.bench.results import BenchRun
 from ibdiag.importers.nccl_tests import busbw_factor
+from ibdiag.report.checks import CheckRegistry
 from ibdiag.report.model import Finding, Severity
+
+#: Check ids of imported runs (the mechanism: :mod:`ibdiag.report.checks`); ``collective.wrong`` and
+#: ``collective.busbw`` are the collective package's.
+CHECKS = CheckRegistry("import")
+CHECKS.declare("import.out_of_bounds", "the footer counts failed validations: fail")
+CHECKS.declare("import.avg_mismatch", "the footer's Avg bus bandwidth is not the mean of the rows read: warn")
+CHECKS.declare("import.busbw_factor", "busbw/algbw does not match the op's factor for the ranks in the header: warn")
+CHECKS.declare("import.single_rank", "one rank: nothing crossed a network: warn")
+CHECKS.declare("import.incomplete", "no footer: the run was cut short: warn")
+CHECKS.declare("import.op_unknown", "the log does not say which collective: warn")
+CHECKS.declare("import.nccl_warnings", "NCCL WARN lines or '# error:' lines in the log: warn")
+CHECKS.declare("import.unit_assumed", "a perftest JSON whose bandwidth unit could not be told: warn")
+CHECKS.declare("import.multiple_runs", "a file holding several runs, one imported (--run): warn")
 
 
 def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[Finding]:

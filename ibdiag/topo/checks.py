@@ -20,9 +20,21 @@ from dataclasses import dataclass
 
 from ibdiag.errors import InputError
 from ibdiag.parse import pcie_gen
+from ibdiag.report.checks import CheckRegistry
 from ibdiag.report.model import Finding, Severity
 from ibdiag.topo.model import PathClass, PciDevice, Port, Topology
 from ibdiag.topo.paths import parse_gdr_level
+
+CHECKS = CheckRegistry("topo")
+CHECKS.declare("topo.adapters", "fewer RDMA adapters than [topo] expect_adapters: fail (no adapter at all is OK otherwise)")
+CHECKS.declare("topo.gpus", "GPU count other than [topo] expect_gpus: fail")
+CHECKS.declare("topo.gpu_nic_path", "GPU's nearest active adapter beyond the GDR level: warn; across sockets (SYS): fail")
+CHECKS.declare("topo.pcie_width", "device trained narrower than it and its upstream port support: fail")
+CHECKS.declare("topo.pcie_speed", "device trained slower than it and its upstream port support: warn")
+CHECKS.declare("topo.port_state", "RDMA port not ACTIVE/LinkUp: fail")
+CHECKS.declare("topo.port_rate", "active port slower than expected: fail")
+CHECKS.declare("topo.gdr_module", "GPUs and adapters but no peer-memory module: warn")
+CHECKS.declare("topo.sysfs_value", "an attribute that mattered could not be read or parsed: warn")
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ibdiag.errors import InputError, UsageError
+from ibdiag.report.checks import CheckRegistry
 from ibdiag.report.model import Finding, Severity
 from ibdiag.units import format_bytes
 from ibdiag.units import format_seconds as _format_seconds
 from ibdiag.verdict import model
 from ibdiag.verdict.inputs import Measured, Workload
+
+CHECKS = CheckRegistry("verdict")
+CHECKS.declare("verdict.network_bound", "exposed communication above network_bound_share of the step")
+CHECKS.declare("verdict.fabric_efficiency", "measured busbw below min_efficiency of the ceiling; warn above the ceiling or when it is unknown")
+CHECKS.declare("verdict.fabric_health", "with --root: failing topo/counters checks, or GPUs without GPUDirect RDMA")
+CHECKS.declare("verdict.bucket_size", "another bucket size would cut the step by bucket_gain_share or more: warn")
+CHECKS.declare("verdict.rails", "with --root: no active RDMA port beside any GPU: fail (part of fabric health)")
 
 def format_seconds(s: float | None) -> str:
     """:func:`ibdiag.units.format_seconds`, except that zero reads ``0 s``."""
@@ -239,7 +247,7 @@ def sort_health(findings: list[Finding], *, checked: tuple[str, ...], skipped: t
     if rails is not None and not rails.ports:
         failing.append(
             Finding(
-                "topo.rails",
+                "verdict.rails",
                 Severity.FAIL,
                 "node",
                 "no active RDMA port beside any GPU: this node cannot carry the job's traffic over RDMA",
