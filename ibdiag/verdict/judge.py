@@ -201,8 +201,6 @@ class Health:
 
     checked: tuple[str, ...]
     """Sources that ran: ``topo``, ``counters``."""
-    skipped: tuple[str, ...]
-    """Sources that could not run, with why."""
     failing: tuple[Finding, ...]
     warnings: tuple[Finding, ...]
     passed: int
@@ -215,14 +213,13 @@ class Health:
         return {
             "state": "unhealthy" if self.failing else "ok",
             "checked": list(self.checked),
-            "skipped": list(self.skipped),
             "failing": [f.to_json() for f in self.failing],
             "warnings": [f.to_json() for f in self.warnings],
             "passed": self.passed,
         }
 
 
-def sort_health(findings: list[Finding], *, checked: tuple[str, ...], skipped: tuple[str, ...] = (), rails: RailInfo | None = None) -> Health:
+def sort_health(findings: list[Finding], *, checked: tuple[str, ...], rails: RailInfo | None = None) -> Health:
     """FAIL findings, plus GPUs without GPUDirect RDMA (path beyond the GDR level, or no peer-memory
     module), make the fabric unhealthy; other warnings are listed; no rail at all is unhealthy too."""
     failing: list[Finding] = []
@@ -255,7 +252,7 @@ def sort_health(findings: list[Finding], *, checked: tuple[str, ...], skipped: t
                 hint="check `ibdiag topo` on this node: adapters present, ports ACTIVE, GPUs visible",
             )
         )
-    return Health(checked, skipped, tuple(failing), tuple(warnings), passed)
+    return Health(checked, tuple(failing), tuple(warnings), passed)
 
 
 # --- the verdict --------------------------------------------------------------------------------
@@ -548,13 +545,12 @@ def findings(v: Verdict) -> list[Finding]:
                 )
             )
         else:
-            skipped = f"; not checked: {', '.join(h.skipped)}" if h.skipped else ""
             out.append(
                 Finding(
                     "verdict.fabric_health",
                     Severity.OK,
                     "node",
-                    f"healthy: {'/'.join(h.checked)} checks passed ({h.passed} ok){skipped}",
+                    f"healthy: {'/'.join(h.checked)} checks passed ({h.passed} ok)",
                     value=0,
                     limit=0,
                 )

@@ -193,8 +193,6 @@ def _fabric_why(v: Verdict) -> str:
         parts.append(f"{len(h.failing)} health problem(s): " + ", ".join(f"{f.check} {f.subject}" for f in h.failing[:6]) + (" ..." if len(h.failing) > 6 else ""))
     else:
         parts.append(f"{'/'.join(h.checked)} healthy")
-        if h.skipped:
-            parts.append("not checked: " + ", ".join(h.skipped))
     return " (" + "; ".join(parts) + ")"
 
 
