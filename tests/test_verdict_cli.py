@@ -206,8 +206,8 @@ def test_faulty_node_makes_the_fabric_unhealthy(cli):
     f = checks(doc)["verdict.fabric_health"]
     assert f["severity"] == "fail"
     failing = {(x["check"], x["subject"]) for x in doc["fabric_health"]["failing"]}
-    assert ("topo.port_state", "mlx5_10:1") in failing  # the down port
-    assert ("topo.port_rate", "mlx5_7:1") in failing  # a rail trained at HDR
+    assert ("port.state", "mlx5_10:1") in failing  # the down port
+    assert ("port.rate", "mlx5_7:1") in failing  # a rail trained at HDR
     assert ("topo.gdr_module", "node") in failing  # no nvidia_peermem: no GPUDirect RDMA
     assert ("topo.gpu_nic_path", "GPU2/mlx5_0") in failing
     assert doc["verdict"] == "compute-bound"  # the arithmetic still holds; the fabric fails on its own
@@ -225,7 +225,7 @@ def test_a_down_rail_port_is_unhealthy_and_drops_a_rail(cli, tmp_path):
     (port / "phys_state").write_text("2: Polling\n")
     code, doc = run_json(cli, "verdict", "--params", "8e9", "--dtype", "bf16", "--ranks", "512", "--compute-s", "2", "--busbw", "300", "--root", root)
     assert code == 1 and doc["fabric"] == "unhealthy"
-    assert ("topo.port_state", "mlx5_3:1") in {(x["check"], x["subject"]) for x in doc["fabric_health"]["failing"]}
+    assert ("port.state", "mlx5_3:1") in {(x["check"], x["subject"]) for x in doc["fabric_health"]["failing"]}
     assert "mlx5_3:1" not in doc["ceiling"]["rail_ports"] and doc["ceiling"]["rails_used"] == 7
 
 

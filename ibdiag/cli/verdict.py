@@ -16,6 +16,7 @@ from ibdiag.cli.common import (
     handle_errors,
     open_root,
     OutputFormat,
+    read_config,
     run_meta,
     StrictOption,
     table_width,
@@ -61,7 +62,6 @@ def verdict_command(
       ibdiag verdict --params 8e9 --dtype bf16 --ranks 512 --ranks-per-node 8 --compute-s 0.5 --bench run.json
       ibdiag verdict --params 70B --dtype bf16 --strategy fsdp --ranks 1024 --compute-s 1.2 --nccl-tests ar.log --root /
     """
-    from ibdiag.config import load_config
     from ibdiag.report.model import Report
     from ibdiag.verdict import inputs
     from ibdiag.verdict.judge import VerdictConfig, ceiling, findings, judge
@@ -71,7 +71,7 @@ def verdict_command(
         from ibdiag.verdict.render import need_matplotlib
 
         need_matplotlib()
-    cfg_file = load_config(config)
+    cfg_file = read_config(config)
     cfg = cfg_file.section("verdict", VerdictConfig)
     source = inputs.choose_source(busbw, bench, nccl_tests)
     inputs.check_positive("--link-gbps", link_gbps, maximum=inputs.MAX_LINK_GBPS, unit="Gb/s", example="400")

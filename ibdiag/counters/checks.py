@@ -3,8 +3,8 @@
 Check ids (stable; one finding per check and port, subject ``mlx5_0:1``, the device-level
 ``hw_counters`` use the adapter name):
 
-* ``counters.port_state`` / ``counters.port_rate``  the port is not ACTIVE/LinkUp, or slower than its
-  peers (shared with ``ibdiag topo``, same wording)
+* ``port.state`` / ``port.rate``  the port is not ACTIVE/LinkUp, or slower than expected
+  (:mod:`ibdiag.ports.checks`, the same judgement as ``ibdiag topo``'s)
 * ``counters.errors``    the IBA error counters. Snapshot: non-zero warns, saturated fails.
   Interval/--since: any increase warns; more than the threshold per interval (infiniband-diags'
   error_thresholds) or a rate above ``rate_limit_per_s`` for the rate-limited ones fails; saturated fails.
@@ -22,8 +22,8 @@ Check ids (stable; one finding per check and port, subject ``mlx5_0:1``, the dev
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ibdiag.counters.config import CountersConfig
@@ -38,14 +38,14 @@ from ibdiag.counters.spec import (
     max_value,
     width_bits,
 )
+from ibdiag.ports.checks import check_ports
+from ibdiag.ports.config import PortsConfig
 from ibdiag.report.checks import CheckRegistry
 from ibdiag.report.model import Finding, Severity
-from ibdiag.topo.checks import check_port, expected_rates
+from ibdiag.topo.model import Port
 from ibdiag.units import format_seconds
 
 CHECKS = CheckRegistry("counters")
-CHECKS.declare("counters.port_state", "RDMA port not ACTIVE/LinkUp: fail (as topo)")
-CHECKS.declare("counters.port_rate", "active port slower than expected: fail (as topo)")
 CHECKS.declare("counters.errors", "IBA error counters: non-zero (snapshot) or increasing: warn; over the threshold or rate limit, or saturated: fail")
 CHECKS.declare("counters.xmit_wait", "backpressure (port_xmit_wait) over its threshold per interval, or saturated: warn")
 CHECKS.declare("counters.roce_errors", "transport loss and receive-buffer hw_counters increasing: warn; loss above the rate limit: fail")
@@ -122,19 +122,13 @@ def _sat_text(name: str, p: PortCounters) -> tuple[int, int]:
     return max_value(bits), bits
 
 
-def _judged_ports(sample: Sample, cfg: CountersConfig) -> list[PortCounters]:
-    return [p for p in sample.ports if not cfg.ignored_port(p.adapter, p.port)]
+def _judged_ports(sample: Sample, ports: PortsConfig) -> list[PortCounters]:
+    return [p for p in sample.ports if not ports.ignored(p.adapter, p.port)]
 
 
-def port_findings(sample: Sample, cfg: CountersConfig, expected: dict[str | None, float] | None = None) -> list[Finding]:
-    """``counters.port_state``/``counters.port_rate`` through topo's own judgement of ports."""
-    ports = [p.info for p in _judged_ports(sample, cfg) if p.info is not None]
-    if expected is None:
-        expected = expected_rates(ports, cfg.expected_rate_gbps)
-    out: list[Finding] = []
-    for info in ports:
-        out.extend(check_port(info, expected, prefix="counters"))
-    return out
+def port_findings(sample: Sample, ports: PortsConfig, peers: Sequence[Port] | None = None) -> list[Finding]:
+    """``port.state``/``port.rate`` of the sample's ports (:func:`ibdiag.ports.checks.check_ports`)."""
+    return check_ports([p.info for p in sample.ports if p.info is not None], ports, peers=peers)
 
 
 def _unavailable(p: PortCounters) -> Finding | None:
@@ -248,11 +242,23 @@ def _roce_snapshot(p: PortCounters, cfg: CountersConfig) -> list[Finding]:
     return out
 
 
-def check_snapshot(sample: Sample, cfg: CountersConfig | None = None, *, expected: dict[str | None, float] | None = None) -> list[Finding]:
-    """Findings of one reading: counts since the last reset, time unknown."""
+def check_snapshot(
+    sample: Sample,
+    cfg: CountersConfig | None = None,
+    ports: PortsConfig | None = None,
+    *,
+    peers: Sequence[Port] | None = None,
+    port_health: bool = True,
+) -> list[Finding]:
+    """Findings of one reading: counts since the last reset, time unknown.
+
+    ``peers``: the node's ports a selection's rates are judged against (default: the sample's);
+    ``port_health`` False leaves ``port.*`` out, for a caller that judges the ports itself (verdict).
+    """
     cfg = cfg or CountersConfig()
-    out = port_findings(sample, cfg, expected)
-    for p in _judged_ports(sample, cfg):
+    ports = ports or PortsConfig()
+    out = port_findings(sample, ports, peers) if port_health else []
+    for p in _judged_ports(sample, ports):
         out.extend(_snapshot_port(p, cfg))
         u = _unavailable(p)
         if u is not None:
@@ -440,13 +446,15 @@ def _reset_span(p: PortCounters, d: PortDelta, dur: str) -> Finding | None:
     )
 
 
-def check_span(span: Span, cfg: CountersConfig | None = None, *, expected: dict[str | None, float] | None = None) -> list[Finding]:
-    """Findings of counting over time (``--interval``, ``--count``, ``--since``), judged on the totals."""
+def check_span(span: Span, cfg: CountersConfig | None = None, ports: PortsConfig | None = None, *, peers: Sequence[Port] | None = None) -> list[Finding]:
+    """Findings of counting over time (``--interval``, ``--count``, ``--since``), judged on the totals
+    (port state and rate on the last reading)."""
     cfg = cfg or CountersConfig()
+    ports = ports or PortsConfig()
     last = span.last
-    out = port_findings(last, cfg, expected)
+    out = port_findings(last, ports, peers)
     dur = duration_text(span.interval_s)
-    for p in _judged_ports(last, cfg):
+    for p in _judged_ports(last, ports):
         d = span.total(p.key)
         if d is None:
             continue
@@ -469,7 +477,7 @@ def check_span(span: Span, cfg: CountersConfig | None = None, *, expected: dict[
             out.append(u)
     for subject in span.missing:
         adapter, _, port = subject.partition(":")
-        if cfg.ignored_port(adapter, int(port) if port.isdigit() else None):
+        if ports.ignored(adapter, int(port) if port.isdigit() else None):
             continue
         out.append(
             Finding(
@@ -482,3 +490,31 @@ def check_span(span: Span, cfg: CountersConfig | None = None, *, expected: dict[
         )
     return out
 
+
+
+@dataclass(frozen=True)
+class Judging:
+    """What every mode of ``ibdiag counters`` judges with: ``[counters]``, ``[ports]``, and the node's
+    ports when only a selection (``--device``) is read."""
+
+    cfg: CountersConfig = CountersConfig()
+    ports: PortsConfig = PortsConfig()
+    peers: tuple[Port, ...] | None = None
+    """Every port of the node, for a selection's expected rates; None: the reading's own ports."""
+
+    @classmethod
+    def from_config(cls, config: Any) -> Judging:
+        """From a loaded :class:`ibdiag.config.Config`."""
+        return cls(config.section("counters", CountersConfig), config.section("ports", PortsConfig))
+
+    def with_node_peers(self, sysfs: Any) -> Judging:
+        """For a selection of ports: a slow port is still judged against every port of the node, as topo does."""
+        from ibdiag.ports.read import node_ports
+
+        return replace(self, peers=node_ports(sysfs))
+
+    def snapshot(self, sample: Sample) -> list[Finding]:
+        return check_snapshot(sample, self.cfg, self.ports, peers=self.peers)
+
+    def span(self, span: Span) -> list[Finding]:
+        return check_span(span, self.cfg, self.ports, peers=self.peers)

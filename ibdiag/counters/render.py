@@ -13,6 +13,7 @@ from ibdiag.counters.config import CountersConfig
 from ibdiag.counters.delta import figures
 from ibdiag.counters.model import PortCounters, PortDelta, Sample, Span, Step
 from ibdiag.counters.spec import ERROR_COUNTERS, HW_JUDGED, IB_COUNTERS, HwGroup
+from ibdiag.ports.config import PortsConfig
 from ibdiag.report.model import Finding, Severity, worst
 from ibdiag.report.prom import Metric, Sample as PromSample
 
@@ -304,7 +305,7 @@ def _gbps(v: float | None) -> str:
 
 
 def _status_cell(f: Finding | None, ignored: bool, *, compact: bool = False) -> Any:
-    """The port's worst finding: ``FAIL errors`` (just ``FAIL`` on narrow terminals, where the findings follow)."""
+    """The port's worst finding: ``FAIL errors``, ``FAIL port_state`` (just ``FAIL`` on narrow terminals, where the findings follow)."""
     from rich.text import Text
 
     if ignored:
@@ -314,7 +315,7 @@ def _status_cell(f: Finding | None, ignored: bool, *, compact: bool = False) -> 
     label = {Severity.OK: "OK", Severity.WARN: "WARN", Severity.FAIL: "FAIL"}[f.severity]
     text = Text(label, style=_STYLE[f.severity])
     if f.severity is not Severity.OK and not compact:
-        text.append(" " + f.check.split(".", 1)[-1])
+        text.append(" " + f.check.removeprefix("counters.").replace(".", "_"))
     return text
 
 
@@ -386,7 +387,7 @@ def _bytes(v: int | None, saturated: bool) -> str:
     return ("≥" if saturated else "") + format_bytes(v)
 
 
-def snapshot_table(sample: Sample, findings: Sequence[Finding], cfg: CountersConfig, *, width: int | None = None) -> Any:
+def snapshot_table(sample: Sample, findings: Sequence[Finding], cfg: CountersConfig, ports: PortsConfig, *, width: int | None = None) -> Any:
     from rich.text import Text
 
     compact = width is not None and width < COMPACT_BELOW_COLUMNS
@@ -424,7 +425,7 @@ def snapshot_table(sample: Sample, findings: Sequence[Finding], cfg: CountersCon
             if v:
                 sev = Severity.OK if HW_JUDGED[n].group is HwGroup.CONGESTION else Severity.WARN
                 roce_parts.append((f"{HW_SHORT[n]}={_compact(v)}", sev))
-        status = _status_cell(worst_of.get(p.subject), cfg.ignored_port(p.adapter, p.port), compact=compact)
+        status = _status_cell(worst_of.get(p.subject), ports.ignored(p.adapter, p.port), compact=compact)
         if compact:
             merged = _cell_with_severity(parts + roce_parts) if (parts or roce_parts or c is not None) else errs
             t.add_row(p.subject, _link_cell(p, compact=True), wait, status, merged)
@@ -439,6 +440,7 @@ def interval_table(
     count_deltas: Sequence[PortDelta],
     findings: Sequence[Finding],
     cfg: CountersConfig,
+    ports: PortsConfig,
     *,
     title: str,
     width: int | None = None,
@@ -461,7 +463,7 @@ def interval_table(
             continue
         dr = by_rate.get(p.key)
         dc = by_count.get(p.key)
-        status = _status_cell(worst_of.get(p.subject), cfg.ignored_port(p.adapter, p.port), compact=compact)
+        status = _status_cell(worst_of.get(p.subject), ports.ignored(p.adapter, p.port), compact=compact)
         link = _link_cell(p, compact=compact)
         if dr is None or dc is None or p.counters is None:
             note = Text("no counters/", style="yellow") if p.counters is None else Text("no baseline", style="yellow")

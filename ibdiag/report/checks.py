@@ -105,10 +105,11 @@ def all_registries() -> tuple[CheckRegistry, ...]:
     from ibdiag.bench.p2p.checks import CHECKS as p2p
     from ibdiag.counters.checks import CHECKS as counters
     from ibdiag.importers.checks import CHECKS as importers
+    from ibdiag.ports.checks import CHECKS as ports
     from ibdiag.topo.checks import CHECKS as topo
     from ibdiag.verdict.judge import CHECKS as verdict
 
-    return (topo, counters, p2p, collective, importers, verdict)
+    return (topo, ports, counters, p2p, collective, importers, verdict)
 
 
 def all_checks() -> dict[str, Check]:

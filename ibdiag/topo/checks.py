@@ -5,24 +5,25 @@ Check ids are stable (CI and dashboards key on them):
 * ``topo.gpu_nic_path``   GPU without an active adapter at the GDR level (PXB) or closer: warn; SYS: fail
 * ``topo.pcie_width``     device trained narrower than it and its upstream port support: fail
 * ``topo.pcie_speed``     device trained slower than it and its upstream port support: warn
-* ``topo.port_state``     RDMA port not ACTIVE / LinkUp: fail
-* ``topo.port_rate``      active port slower than expected: fail
 * ``topo.gdr_module``     GPUs and adapters but no peer-memory module: warn
 * ``topo.adapters``       RDMA adapter count (no adapter is OK unless the config expects some)
 * ``topo.gpus``           GPU count against the config's expectation
 * ``topo.sysfs_value``    an attribute that mattered could not be read or parsed: warn
+
+and the ports' ``port.state``/``port.rate`` (:mod:`ibdiag.ports.checks`, shared with counters and verdict).
 """
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass
 
 from ibdiag.errors import InputError
 from ibdiag.parse import pcie_gen
 from ibdiag.report.checks import CheckRegistry
 from ibdiag.report.model import Finding, Severity
-from ibdiag.topo.model import PathClass, PciDevice, Port, Topology
+from ibdiag.ports.checks import check_ports
+from ibdiag.ports.config import PortsConfig
+from ibdiag.topo.model import PathClass, PciDevice, Topology
 from ibdiag.topo.paths import parse_gdr_level
 
 CHECKS = CheckRegistry("topo")
@@ -31,19 +32,14 @@ CHECKS.declare("topo.gpus", "GPU count other than [topo] expect_gpus: fail")
 CHECKS.declare("topo.gpu_nic_path", "GPU's nearest active adapter beyond the GDR level: warn; across sockets (SYS): fail")
 CHECKS.declare("topo.pcie_width", "device trained narrower than it and its upstream port support: fail")
 CHECKS.declare("topo.pcie_speed", "device trained slower than it and its upstream port support: warn")
-CHECKS.declare("topo.port_state", "RDMA port not ACTIVE/LinkUp: fail")
-CHECKS.declare("topo.port_rate", "active port slower than expected: fail")
 CHECKS.declare("topo.gdr_module", "GPUs and adapters but no peer-memory module: warn")
 CHECKS.declare("topo.sysfs_value", "an attribute that mattered could not be read or parsed: warn")
 
 
 @dataclass(frozen=True)
 class TopoConfig:
-    """``[topo]`` settings."""
+    """``[topo]`` settings (the ports' expected rate and ignore list are ``[ports]``: :class:`~ibdiag.ports.config.PortsConfig`)."""
 
-    expected_rate_gbps: float | None = None
-    """Rate every active port must reach. Default: the highest rate among this node's active ports of
-    the same link layer (a node is normally cabled uniformly, so a slower port is the odd one out)."""
     expect_adapters: int | None = None
     """RDMA adapters this node must have; None: no expectation (no adapter at all is then OK)."""
     expect_gpus: int | None = None
@@ -52,99 +48,17 @@ class TopoConfig:
     """Farthest path class at which NCCL uses GPUDirect RDMA: NCCL_NET_GDR_LEVEL's default is PXB (NCCL docs)."""
     require_peermem: bool = True
     """Warn when GPUs and adapters are present but no peer-memory module is loaded (NVIDIA GPUDirect RDMA docs)."""
-    ignore_adapters: tuple[str, ...] = ()
-    """Adapter names (shell patterns, ``mlx5_1*``) whose ports are not judged: spares, unused storage ports."""
 
     def __post_init__(self) -> None:
         try:
             parse_gdr_level(self.gdr_level)
         except ValueError as e:
             raise InputError(f"config [topo] gdr_level: {e}", hint="use PIX, PXB, PHB, NODE or SYS") from None
-        if self.expected_rate_gbps is not None and self.expected_rate_gbps <= 0:
-            raise InputError("config [topo] expected_rate_gbps must be positive", hint="e.g. expected_rate_gbps = 400")
 
     @property
     def gdr_path_class(self) -> PathClass:
         return parse_gdr_level(self.gdr_level)
 
-    def ignored(self, adapter: str) -> bool:
-        return any(fnmatch.fnmatchcase(adapter, pat) for pat in self.ignore_adapters)
-
-
-# --- ports (shared with `ibdiag counters`) ---------------------------------------------------------
-
-
-def expected_rates(ports: list[Port] | tuple[Port, ...], config_rate: float | None) -> dict[str | None, float]:
-    """Expected rate per link layer: the configured rate, else the best rate seen among active ports."""
-    out: dict[str | None, float] = {}
-    for p in ports:
-        if not p.active or p.rate_gbps is None:
-            continue
-        if config_rate is not None:
-            out[p.link_layer] = config_rate
-        else:
-            out[p.link_layer] = max(out.get(p.link_layer, 0.0), p.rate_gbps)
-    return out
-
-
-def check_port(port: Port, expected: dict[str | None, float], prefix: str = "topo") -> list[Finding]:
-    """``<prefix>.port_state`` and ``<prefix>.port_rate`` for one port (``ibstat``'s State/Physical state/Rate)."""
-    subject = f"{port.adapter}:{port.port}"
-    out: list[Finding] = []
-    if port.state is None or port.phys_state is None:
-        out.append(
-            Finding(
-                f"{prefix}.port_state",
-                Severity.WARN,
-                subject,
-                "port state could not be read",
-                hint=f"check /sys/class/infiniband/{port.adapter}/ports/{port.port}/state and phys_state",
-            )
-        )
-        return out
-    if not port.active or not port.link_up:
-        if port.phys_state in ("Polling", "Sleep"):
-            why = "no link partner: check the cable/transceiver and the switch port"
-        elif port.phys_state == "Disabled":
-            why = "the port is administratively disabled (ibportstate / mlxlink)"
-        elif port.phys_state == "LinkUp" and port.state == "INIT":
-            why = "link is up but the subnet manager has not configured it: check that an SM (opensm/UFM) runs and sees this port"
-        elif port.phys_state == "LinkUp":
-            why = "link is up but the logical state is not ACTIVE: check the subnet manager"
-        else:
-            why = "check cabling, the switch port and `ibstat`/`mlxlink` for this port"
-        out.append(
-            Finding(
-                f"{prefix}.port_state",
-                Severity.FAIL,
-                subject,
-                f"port is {port.state}/{port.phys_state}, not ACTIVE/LinkUp",
-                value=f"{port.state}/{port.phys_state}",
-                limit="ACTIVE/LinkUp",
-                hint=why,
-            )
-        )
-        return out
-    out.append(Finding(f"{prefix}.port_state", Severity.OK, subject, "port is ACTIVE/LinkUp", value="ACTIVE/LinkUp"))
-    want = expected.get(port.link_layer)
-    if port.rate_gbps is None:
-        out.append(Finding(f"{prefix}.port_rate", Severity.WARN, subject, "port rate could not be read", hint=f"check /sys/class/infiniband/{port.adapter}/ports/{port.port}/rate"))
-    elif want is not None and port.rate_gbps < want:
-        out.append(
-            Finding(
-                f"{prefix}.port_rate",
-                Severity.FAIL,
-                subject,
-                f"port runs at {port.rate_gbps:g} Gb/s ({port.lanes or '?'}X {port.lane_speed or '?'}), expected {want:g} Gb/s",
-                value=port.rate_gbps,
-                limit=want,
-                unit="Gb/s",
-                hint="a port that trained slow or narrow: reseat or replace the cable/transceiver, check the switch port (mlxlink -d <dev> shows lanes and FEC)",
-            )
-        )
-    else:
-        out.append(Finding(f"{prefix}.port_rate", Severity.OK, subject, f"port runs at {port.rate_gbps:g} Gb/s", value=port.rate_gbps, limit=want, unit="Gb/s"))
-    return out
 
 
 # --- PCIe --------------------------------------------------------------------------------------------
@@ -201,9 +115,9 @@ def check_pcie(subject: str, dev: PciDevice, *, is_gpu: bool) -> list[Finding]:
 # --- the whole node ----------------------------------------------------------------------------------
 
 
-def check_topology(topo: Topology, config: TopoConfig = TopoConfig()) -> list[Finding]:
+def check_topology(topo: Topology, config: TopoConfig = TopoConfig(), ports: PortsConfig = PortsConfig()) -> list[Finding]:
     out: list[Finding] = []
-    judged = [a for a in topo.adapters if not config.ignored(a.name)]
+    judged = [a for a in topo.adapters if not ports.ignored(a.name)]
 
     n_adapters = len(topo.adapters)
     if config.expect_adapters is not None and n_adapters < config.expect_adapters:
@@ -251,7 +165,7 @@ def check_topology(topo: Topology, config: TopoConfig = TopoConfig()) -> list[Fi
                     Severity.WARN,
                     subject,
                     "no RDMA adapter with an active port: this GPU cannot reach the fabric",
-                    hint="see the topo.port_state findings",
+                    hint="see the port.state findings",
                 )
             )
             continue
@@ -292,10 +206,7 @@ def check_topology(topo: Topology, config: TopoConfig = TopoConfig()) -> list[Fi
             out.extend(check_pcie(adapter.name, adapter.pci, is_gpu=False))
 
     # Ports.
-    ports = [p for a in judged for p in a.ports]
-    expected = expected_rates(ports, config.expected_rate_gbps)
-    for p in ports:
-        out.extend(check_port(p, expected))
+    out.extend(check_ports([p for a in topo.adapters for p in a.ports], ports))
 
     # GPUDirect RDMA module.
     if topo.gpus and active and config.require_peermem:

@@ -5,7 +5,7 @@ Check ids are stable (CI and dashboards key on them); one finding per judgement:
 * ``verdict.network_bound``     exposed communication above ``network_bound_share`` of the step
 * ``verdict.fabric_efficiency`` measured busbw below ``min_efficiency`` of the ceiling (underperforming);
                                 warn above the ceiling (SHARP/NVLS) or when the ceiling is unknown
-* ``verdict.fabric_health``     ``--root`` topo/counters checks fail (port down, trained narrow or slow,
+* ``verdict.fabric_health``     ``--root`` topo/port/counters checks fail (port down, trained narrow or slow,
                                 GPUs without GPUDirect RDMA, error counters); only with ``--root``
 * ``verdict.bucket_size``       another bucket size would cut the step by ``bucket_gain_share`` or more
 
@@ -225,14 +225,7 @@ def sort_health(findings: list[Finding], *, checked: tuple[str, ...], rails: Rai
     failing: list[Finding] = []
     warnings: list[Finding] = []
     passed = 0
-    seen: set[tuple[str, str, str]] = set()
     for f in findings:
-        # `ibdiag counters` judges port state and rate too (counters.port_state = topo.port_state):
-        # one problem, one entry — the first source's.
-        key = (f.check.split(".", 1)[-1], f.subject, f.severity.value)
-        if key in seen:
-            continue
-        seen.add(key)
         if f.severity is Severity.FAIL:
             failing.append(f)
         elif f.severity is Severity.WARN and (f.check in _GDR_CHECKS or (f.check == "topo.gdr_module" and f.value == "absent")):

@@ -21,6 +21,7 @@ class NodeFacts:
 def read_node(directory: Path, cfg: Any) -> NodeFacts:
     """Discover the topology under ``directory`` (which contains ``sys/``), check it and its counters."""
     from ibdiag.counters import CountersConfig, snapshot_findings
+    from ibdiag.ports.config import PortsConfig
     from ibdiag.sysfs import SysfsRoot
     from ibdiag.topo.checks import TopoConfig, check_topology
     from ibdiag.topo.discover import discover
@@ -28,7 +29,9 @@ def read_node(directory: Path, cfg: Any) -> NodeFacts:
     topo_cfg = cfg.section("topo", TopoConfig)
     sysfs = SysfsRoot(directory).check()
     topo = discover(sysfs, gdr_level=topo_cfg.gdr_path_class)
-    found = [*check_topology(topo, topo_cfg), *snapshot_findings(sysfs, cfg.section("counters", CountersConfig))]
+    ports_cfg = cfg.section("ports", PortsConfig)
+    # Port state and rate come once, with topo's findings; counters adds what only counters can say.
+    found = [*check_topology(topo, topo_cfg, ports_cfg), *snapshot_findings(sysfs, cfg.section("counters", CountersConfig), ports_cfg, port_health=False)]
     rails = rails_from_topology(topo)
     health = sort_health(found, checked=("topo", "counters"), rails=rails)
     return NodeFacts(len(topo.gpus), rails, health)
