@@ -250,15 +250,14 @@ def _watch(sysfs: Any, layout: Any, judge: Any, meta: Any, interval: float, coun
     from rich.text import Text
 
     from ibdiag.counters import render
-    from ibdiag.counters.delta import build_span, sample_deltas
+    from ibdiag.counters.delta import Accumulator
     from ibdiag.counters.sampler import Sampler
     from ibdiag.report.model import Report
     from ibdiag.counters.checks import duration_text
     from ibdiag.report.table import findings_paragraphs, summary_line
 
     sampler = Sampler(sysfs, layout, interval_s=interval, data_bits=judge.cfg.data_bits)
-    first = sampler.first()
-    prev = first
+    acc = Accumulator(sampler.first(), mode="interval", keep_steps=False)
     status = 0
     con = console(sys.stdout)
     # Live hides the cursor and redraws in place; leaving the block (Ctrl-C included) shows it again.
@@ -266,17 +265,15 @@ def _watch(sysfs: Any, layout: Any, judge: Any, meta: Any, interval: float, coun
         i = 0
         while count is None or i < count:
             i += 1
-            now = sampler.next()
-            step, _ = sample_deltas(prev, now)
-            span = build_span([first, now], mode="interval", keep_steps=False)
+            step = acc.add(sampler.next())
+            span = acc.span()
             report = Report("counters", {}, tuple(judge.span(span)))
             title = f"{meta.host} · sample {i} · rates over the last {interval:g} s · error increases since start ({duration_text(span.interval_s)}) · Ctrl-C stops"
-            items: list[Any] = [render.interval_table(now, step, span.totals, report.findings, judge.cfg, judge.ports, title=title, width=con.width)]
+            items: list[Any] = [render.interval_table(step.sample, step.deltas, span.totals, report.findings, judge.cfg, judge.ports, title=title, width=con.width)]
             problems = report.problems()
             if problems:
                 items.append(findings_paragraphs(problems, limit=8, hints=False, more="(ibdiag counters --interval N for the full report with hints)"))
             items.append(summary_line(report, strict=strict))
             live.update(Group(*items), refresh=True)
-            prev = now
             status = exit_status(report, strict)
     return status
