@@ -77,7 +77,7 @@ def main() -> int:
     from ibdiag.counters.checks import check_span
     from ibdiag.counters.delta import build_span
     from ibdiag.counters.read import discover_layout, read_sample
-    from ibdiag.counters.render import interval_table
+    from ibdiag.counters.views.table import interval_table
     from ibdiag.ports.config import PortsConfig
     from ibdiag.sysfs import SysfsRoot
 

@@ -140,19 +140,19 @@ def _report_items(report: Any, strict: bool, head: list[Any], table: Any, hint: 
 def _snapshot(sysfs: Any, layout: Any, judge: Any, meta: Any, fmt: OutputFormat, strict: bool) -> int:
     from rich.text import Text
 
-    from ibdiag.counters import render
     from ibdiag.counters.read import read_sample
+    from ibdiag.counters.views import csv_rows, json_data, prom_metrics, table as view
     from ibdiag.report.model import Report
 
     cfg = judge.cfg
     sample = read_sample(sysfs, layout, data_bits=cfg.data_bits)
-    report = Report("counters", render.snapshot_data(sample, cfg), tuple(judge.snapshot(sample)))
+    report = Report("counters", json_data.snapshot_data(sample, cfg), tuple(judge.snapshot(sample)))
     n_ports = sum(1 for p in sample.ports if p.port is not None)
 
     def table() -> list[Any]:
         head = [Text(f"{meta.host}: {n_ports} RDMA port(s); counts since the last counter reset (the time of that reset is unknown).")]
         hint = "for rates: ibdiag counters --interval 10 · across a job: ibdiag counters -o json > before.json; <job>; ibdiag counters --since before.json"
-        return _report_items(report, strict, head, render.snapshot_table(sample, report.findings, cfg, judge.ports, width=table_width()), hint, render.legend(sample, cfg, interval=False, width=table_width()))
+        return _report_items(report, strict, head, view.snapshot_table(sample, report.findings, cfg, judge.ports, width=table_width()), hint, view.legend(sample, cfg, interval=False, width=table_width()))
 
     return emit(
         report,
@@ -160,34 +160,34 @@ def _snapshot(sysfs: Any, layout: Any, judge: Any, meta: Any, fmt: OutputFormat,
         meta,
         strict=strict,
         table=table,
-        csv=lambda: (render.CSV_HEADER, render.csv_rows_snapshot(sample)),
-        prom=lambda: render.prom_metrics(sample, cfg),
+        csv=lambda: (csv_rows.CSV_HEADER, csv_rows.csv_rows_snapshot(sample)),
+        prom=lambda: prom_metrics.prom_metrics(sample, cfg),
     )
 
 
 def _span_output(span: Any, judge: Any, meta: Any, fmt: OutputFormat, strict: bool, *, title: str, baseline: Any = None) -> int:
-    from ibdiag.counters import render
+    from ibdiag.counters.views import csv_rows, json_data, prom_metrics, table as view
     from ibdiag.report.model import Report
 
     cfg = judge.cfg
-    report = Report("counters", render.span_data(span, cfg, baseline=baseline), tuple(judge.span(span)))
+    report = Report("counters", json_data.span_data(span, cfg, baseline=baseline), tuple(judge.span(span)))
 
     def table() -> list[Any]:
         from rich.text import Text
 
-        t = render.interval_table(span.last, span.totals, span.totals, report.findings, cfg, judge.ports, title=title, width=table_width())
+        t = view.interval_table(span.last, span.totals, span.totals, report.findings, cfg, judge.ports, title=title, width=table_width())
         head = [Text(f"{meta.host}: {sum(1 for p in span.last.ports if p.port is not None)} RDMA port(s)")]
         if span.missing:
             head.append(Text(f"gone since the baseline: {', '.join(span.missing)}", style="yellow"))
-        return _report_items(report, strict, head, t, None, render.legend(span.last, cfg, interval=True, width=table_width(), span=span))
+        return _report_items(report, strict, head, t, None, view.legend(span.last, cfg, interval=True, width=table_width(), span=span))
 
     def csv() -> tuple[Any, Any]:
         rows = []
         for step in span.steps:
-            rows.extend(render.csv_rows_step(step))
-        return render.CSV_HEADER, rows
+            rows.extend(csv_rows.csv_rows_step(step))
+        return csv_rows.CSV_HEADER, rows
 
-    return emit(report, fmt, meta, strict=strict, table=table, csv=csv, prom=lambda: render.prom_metrics(span.last, cfg, span))
+    return emit(report, fmt, meta, strict=strict, table=table, csv=csv, prom=lambda: prom_metrics.prom_metrics(span.last, cfg, span))
 
 
 def _since(sysfs: Any, layout: Any, judge: Any, meta: Any, since: Path, patterns: list[str], fmt: OutputFormat, strict: bool) -> int:
@@ -196,7 +196,7 @@ def _since(sysfs: Any, layout: Any, judge: Any, meta: Any, since: Path, patterns
     from ibdiag.counters.baseline import load_baseline
     from ibdiag.counters.delta import build_span
     from ibdiag.counters.read import read_sample, selected
-    from ibdiag.counters.checks import duration_text
+    from ibdiag.counters.text import duration_text
 
     before, info = load_baseline(since, host=meta.host)
     now = read_sample(sysfs, layout, data_bits=judge.cfg.data_bits)
@@ -209,11 +209,11 @@ def _since(sysfs: Any, layout: Any, judge: Any, meta: Any, since: Path, patterns
 
 
 def _interval(sysfs: Any, layout: Any, judge: Any, meta: Any, interval: float, count: int, fmt: OutputFormat, strict: bool) -> int:
-    from ibdiag.counters import render
     from ibdiag.counters.sampler import Sampler, run_series
+    from ibdiag.counters.views import csv_rows
     from ibdiag.report.csvout import render_csv
     from ibdiag.report.model import Report
-    from ibdiag.counters.checks import duration_text
+    from ibdiag.counters.text import duration_text
 
     sampler = Sampler(sysfs, layout, interval_s=interval, data_bits=judge.cfg.data_bits)
     first = sampler.first()
@@ -226,7 +226,7 @@ def _interval(sysfs: Any, layout: Any, judge: Any, meta: Any, interval: float, c
         _progress(f"sample {step.index}/{count} taken", end="" if step.index < count else "\n")
         if stream_csv:
             # Rows go out as each sample arrives: a long series survives Ctrl-C as valid CSV.
-            text = render_csv(render.CSV_HEADER, render.csv_rows_step(step))
+            text = render_csv(csv_rows.CSV_HEADER, csv_rows.csv_rows_step(step))
             if header_written[0]:
                 text = text.split("\n", 1)[1]
             header_written[0] = True
@@ -249,11 +249,11 @@ def _watch(sysfs: Any, layout: Any, judge: Any, meta: Any, interval: float, coun
     from rich.live import Live
     from rich.text import Text
 
-    from ibdiag.counters import render
     from ibdiag.counters.delta import Accumulator
     from ibdiag.counters.sampler import Sampler
+    from ibdiag.counters.views.table import interval_table
     from ibdiag.report.model import Report
-    from ibdiag.counters.checks import duration_text
+    from ibdiag.counters.text import duration_text
     from ibdiag.report.table import findings_paragraphs, summary_line
 
     sampler = Sampler(sysfs, layout, interval_s=interval, data_bits=judge.cfg.data_bits)
@@ -269,7 +269,7 @@ def _watch(sysfs: Any, layout: Any, judge: Any, meta: Any, interval: float, coun
             span = acc.span()
             report = Report("counters", {}, tuple(judge.span(span)))
             title = f"{meta.host} · sample {i} · rates over the last {interval:g} s · error increases since start ({duration_text(span.interval_s)}) · Ctrl-C stops"
-            items: list[Any] = [render.interval_table(step.sample, step.deltas, span.totals, report.findings, judge.cfg, judge.ports, title=title, width=con.width)]
+            items: list[Any] = [interval_table(step.sample, step.deltas, span.totals, report.findings, judge.cfg, judge.ports, title=title, width=con.width)]
             problems = report.problems()
             if problems:
                 items.append(findings_paragraphs(problems, limit=8, hints=False, more="(ibdiag counters --interval N for the full report with hints)"))

@@ -38,12 +38,12 @@ from ibdiag.counters.spec import (
     max_value,
     width_bits,
 )
+from ibdiag.counters.text import duration_text, pct
 from ibdiag.ports.checks import check_ports
 from ibdiag.ports.config import PortsConfig
 from ibdiag.report.checks import CheckRegistry
 from ibdiag.report.model import Finding, Severity
 from ibdiag.topo.model import Port
-from ibdiag.units import format_seconds
 
 CHECKS = CheckRegistry("counters")
 CHECKS.declare("counters.errors", "IBA error counters: non-zero (snapshot) or increasing: warn; over the threshold or rate limit, or saturated: fail")
@@ -56,14 +56,6 @@ CHECKS.declare("counters.unavailable", "no counters/, N/A (no PMA), unreadable o
 CHECKS.declare("counters.baseline", "a port the --since baseline has and this reading does not, or the reverse: warn")
 CHECKS.declare("counters.ports", "no RDMA port at all (ibdiag.counters.snapshot_findings): ok")
 
-
-def duration_text(seconds: float) -> str:
-    """``10 s``, ``250 ms``, ``12.5 min``, ``3.2 h``: an interval as an operator says it."""
-    if seconds >= 7200:
-        return f"{seconds / 3600:.3g} h"
-    if seconds >= 120:
-        return f"{seconds / 60:.3g} min"
-    return format_seconds(seconds)
 
 SNAPSHOT_HINT = (
     "counts are since the last reset, time unknown: `ibdiag counters --interval 10` measures a rate, "
@@ -107,14 +99,6 @@ def _n(v: float | None) -> str:
     if abs(v) >= 100:
         return f"{v:.0f}"
     return f"{v:.3g}"
-
-
-def _pct(v: float) -> str:
-    if v == 0:
-        return "0%"
-    if v < 0.01:
-        return "<0.01%"
-    return f"{v:.0f}%" if v >= 10 else f"{v:.2g}%"
 
 
 def _sat_text(name: str, p: PortCounters) -> tuple[int, int]:
@@ -334,7 +318,7 @@ def _xmit_wait_span(p: PortCounters, d: PortDelta, cfg: CountersConfig, dur: str
         return None
     rate_gbps = p.info.rate_gbps if p.info else None
     fig = figures(d, rate_gbps, xmit_wait_bytes_per_count=cfg.xmit_wait_bytes_per_count)
-    share = f"; est. {_pct(fig.xmit_wait_est_pct)} of the time waiting for credits (assuming {_n(cfg.xmit_wait_bytes_per_count)} B per count)" if fig.xmit_wait_est_pct is not None else ""
+    share = f"; est. {pct(fig.xmit_wait_est_pct)} of the time waiting for credits (assuming {_n(cfg.xmit_wait_bytes_per_count)} B per count)" if fig.xmit_wait_est_pct is not None else ""
     thr = cfg.thresholds.get("port_xmit_wait")
     if thr is not None and delta > thr:
         return Finding(

@@ -1,250 +1,19 @@
-"""Views of counter samples and spans: JSON data, CSV rows (long form), Prometheus metrics, rich tables.
-
-Pure functions of the models; ``cli/counters.py`` prints what they return.
-"""
+"""``-o table`` (and ``--watch``): one row per port, the port's worst finding highlighted, and the
+legend under the table. Rich renderables; the findings block is ``report.table``'s."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 from ibdiag.counters.config import CountersConfig
 from ibdiag.counters.delta import figures
-from ibdiag.counters.model import PortCounters, PortDelta, Sample, Span, Step
-from ibdiag.counters.spec import ERROR_COUNTERS, HW_JUDGED, IB_COUNTERS, HwGroup
+from ibdiag.counters.model import PortCounters, PortDelta, Sample, Span
+from ibdiag.counters.spec import ERROR_COUNTERS, HW_JUDGED, HwGroup
+from ibdiag.counters.text import pct
 from ibdiag.ports.config import PortsConfig
 from ibdiag.report.model import Finding, Severity, worst
-from ibdiag.report.prom import Metric, Sample as PromSample
-
-
-def iso_utc(epoch_s: float) -> str:
-    """``2026-11-29T09:14:00.123456Z``: the precise time of a sample (the envelope's is to the second)."""
-    return datetime.fromtimestamp(epoch_s, timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-# --- JSON --------------------------------------------------------------------------------------------------
-
-
-def _assumptions(cfg: CountersConfig) -> dict[str, Any]:
-    return {
-        "xmit_wait_bytes_per_count": cfg.xmit_wait_bytes_per_count,
-        "xmit_wait_est_pct": "estimated: port_xmit_wait x bytes per count / (port rate x interval); the HCA tick is not in sysfs",
-        "data_counters": "counters as sysfs prints them (port_xmit_data/port_rcv_data in 4-octet words); xmit_bytes/rcv_bytes = x 4",
-        "extended_counters": cfg.extended_counters,
-    }
-
-
-def _delta_json(p: PortCounters, d: PortDelta, cfg: CountersConfig, *, series: bool) -> dict[str, Any]:
-    rate_gbps = p.info.rate_gbps if p.info else None
-    doc: dict[str, Any] = {
-        "interval_s": d.interval_s,
-        "deltas": dict(d.deltas),
-        "rates": dict(d.rates),
-        "unknown": dict(d.unknown),
-        "resets": list(d.resets),
-    }
-    if series:
-        doc["peak_rates"] = dict(d.peak_rates)
-    if p.port is not None:
-        doc.update(figures(d, rate_gbps, xmit_wait_bytes_per_count=cfg.xmit_wait_bytes_per_count).to_json())
-    return doc
-
-
-def snapshot_data(sample: Sample, cfg: CountersConfig) -> dict[str, Any]:
-    """``ports`` and ``device_counters`` of one reading (``ibdiag.counters/1``, mode ``snapshot``)."""
-    return {
-        "mode": "snapshot",
-        "sampled_at": iso_utc(sample.taken_at_s),
-        "sampled_at_epoch_s": sample.taken_at_s,
-        "interval_s": None,
-        "assumptions": _assumptions(cfg),
-        "ports": [p.to_json() for p in sample.ports if p.port is not None],
-        "device_counters": [p.to_json() for p in sample.ports if p.port is None],
-    }
-
-
-def span_data(span: Span, cfg: CountersConfig, *, baseline: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The last reading with deltas and rates over the span; ``samples`` per step for a series."""
-    series = span.samples_count > 1
-    ports, devices = [], []
-    for p in span.last.ports:
-        doc = p.to_json()
-        d = span.total(p.key)
-        if d is not None:
-            doc.update(_delta_json(p, d, cfg, series=series))
-        (ports if p.port is not None else devices).append(doc)
-    data: dict[str, Any] = {
-        "mode": span.mode,
-        "sampled_at": iso_utc(span.last.taken_at_s),
-        "sampled_at_epoch_s": span.last.taken_at_s,
-        "first_sampled_at": iso_utc(span.first.taken_at_s),
-        "interval_s": span.interval_s,
-        "samples_count": span.samples_count,
-        "assumptions": _assumptions(cfg),
-        "ports": ports,
-        "device_counters": devices,
-    }
-    if baseline is not None:
-        data["baseline"] = baseline
-    if span.missing:
-        data["missing_ports"] = list(span.missing)
-    if series and span.steps:
-        data["samples"] = [step_json(s, cfg) for s in span.steps]
-    return data
-
-
-def step_json(step: Step, cfg: CountersConfig) -> dict[str, Any]:
-    rows = []
-    for d in step.deltas:
-        p = step.sample.port(d.key)
-        if p is None:
-            continue
-        doc: dict[str, Any] = {"adapter": d.adapter, "port": d.port}
-        doc.update(_delta_json(p, d, cfg, series=False))
-        rows.append(doc)
-    return {
-        "sample": step.index,
-        "sampled_at": iso_utc(step.sample.taken_at_s),
-        "elapsed_s": step.elapsed_s,
-        "ports": rows,
-    }
-
-
-# --- CSV (long form) ------------------------------------------------------------------------------------------
-
-CSV_HEADER = (
-    "sample", "time", "elapsed_s", "interval_s", "adapter", "port", "link_layer", "source", "counter",
-    "value", "delta", "rate_per_s", "saturated", "reset",
-)
-
-
-def csv_rows_snapshot(sample: Sample) -> list[dict[str, Any]]:
-    """One row per port x counter, sample 0 (no delta)."""
-    return _rows(0, sample, 0.0, None, {})
-
-
-def csv_rows_step(step: Step) -> list[dict[str, Any]]:
-    """One row per port x counter of one sample of a series (or the single interval)."""
-    return _rows(step.index, step.sample, step.elapsed_s, step.deltas[0].interval_s if step.deltas else None, {d.key: d for d in step.deltas})
-
-
-def _rows(index: int, sample: Sample, elapsed_s: float, interval_s: float | None, deltas: dict) -> list[dict[str, Any]]:
-    time_s = iso_utc(sample.taken_at_s)
-    rows = []
-    for p in sample.ports:
-        d = deltas.get(p.key)
-        sat = p.saturated_keys()
-        sources = p.sources()
-        for key, value in p.values().items():
-            rows.append(
-                {
-                    "sample": index,
-                    "time": time_s,
-                    "elapsed_s": round(elapsed_s, 6),
-                    "interval_s": None if interval_s is None else round(interval_s, 6),
-                    "adapter": p.adapter,
-                    "port": p.port,
-                    "link_layer": p.info.link_layer if p.info else None,
-                    "source": sources.get(key, ""),
-                    "counter": key,
-                    "value": value,
-                    "delta": None if d is None else d.deltas.get(key),
-                    "rate_per_s": None if d is None or d.rates.get(key) is None else round(d.rates[key], 6),
-                    "saturated": int(key in sat),
-                    "reset": "" if d is None else int(key in d.resets),
-                }
-            )
-    return rows
-
-
-# --- Prometheus -----------------------------------------------------------------------------------------------
-
-
-def prom_metrics(sample: Sample, cfg: CountersConfig, span: Span | None = None) -> list[Metric]:
-    """Port counters under node_exporter's infiniband collector names (``node_infiniband_*``, labels
-    ``device`` and ``port``; data counters in bytes) or, with ``prom_names = "ibdiag"``, the same names
-    with the ``ibdiag_infiniband_`` prefix; plus ibdiag's own ``ibdiag_counters_*``."""
-    prefix = "node_infiniband_" if cfg.prom_names == "node_exporter" else "ibdiag_infiniband_"
-    ports = [p for p in sample.ports if p.port is not None]
-
-    def lab(p: PortCounters, **extra: str) -> dict[str, str]:
-        return {"device": p.adapter, "port": "" if p.port is None else str(p.port), **extra}
-
-    metrics: list[Metric] = []
-    for name, spec in IB_COUNTERS.items():
-        if spec.prom is None:
-            continue
-        samples = tuple(PromSample(lab(p), (p.counters or {})[name]) for p in ports if (p.counters or {}).get(name) is not None)  # type: ignore[arg-type]
-        if samples:
-            metrics.append(Metric(prefix + spec.prom, f"{spec.iba}: {spec.meaning} (sysfs counters/{name}).", "counter", samples))
-    for derived, prom, what in (("xmit_bytes", "port_data_transmitted_bytes_total", "transmitted"), ("rcv_bytes", "port_data_received_bytes_total", "received")):
-        samples = tuple(PromSample(lab(p), getattr(p, derived)) for p in ports if getattr(p, derived) is not None)
-        if samples:
-            metrics.append(Metric(prefix + prom, f"Data octets {what} (sysfs port_{'xmit' if what == 'transmitted' else 'rcv'}_data x 4).", "counter", samples))
-    metrics.append(
-        Metric(prefix + "state_id", "Port state (1 down, 2 init, 3 armed, 4 active, 5 active defer).", "gauge", tuple(PromSample(lab(p), p.info.state_code) for p in ports if p.info and p.info.state_code is not None))  # type: ignore[arg-type]
-    )
-    metrics.append(
-        Metric(prefix + "physical_state_id", "Physical port state (2 polling, 3 disabled, 5 link up, ...).", "gauge", tuple(PromSample(lab(p), p.info.phys_state_code) for p in ports if p.info and p.info.phys_state_code is not None))  # type: ignore[arg-type]
-    )
-    metrics.append(
-        Metric(prefix + "rate_bytes_per_second", "Port rate (sysfs rate) in bytes per second.", "gauge", tuple(PromSample(lab(p), p.info.rate_gbps * 1e9 / 8) for p in ports if p.info and p.info.rate_gbps is not None))
-    )
-    other = tuple(
-        PromSample(lab(p, counter=name), value)
-        for p in ports
-        for name, value in (p.counters or {}).items()
-        if value is not None and (name not in IB_COUNTERS)
-    )
-    if other:
-        metrics.append(Metric("ibdiag_counters_port_other_total", "counters/ files ibdiag does not know (newer kernels), by name.", "counter", other))
-    hw = tuple(PromSample(lab(p, counter=name), value) for p in sample.ports for name, value in (p.hw_counters or {}).items() if value is not None)
-    if hw:
-        metrics.append(Metric("ibdiag_counters_hw_total", "Driver hw_counters (port, or device-level with port=\"\"), by name as sysfs spells it.", "counter", hw))
-    sat = tuple(PromSample(lab(p, counter=name), 1) for p in sample.ports for name in sorted(p.saturated))
-    metrics.append(Metric("ibdiag_counters_saturated", "1 for each counter at its maximum (a lower bound; no rate can be computed across it).", "gauge", sat))
-    bits = tuple(PromSample(lab(p), p.data_bits) for p in ports if p.counters is not None)
-    if bits:
-        metrics.append(Metric("ibdiag_counters_data_counter_bits", "Width of the data and packet counters (64 with extended counters).", "gauge", bits))
-    if span is not None:
-        metrics.extend(_prom_rates(span, cfg))
-    return metrics
-
-
-def _prom_rates(span: Span, cfg: CountersConfig) -> list[Metric]:
-    rates, tx, rx, txu, rxu, wait = [], [], [], [], [], []
-    for p in span.last.ports:
-        d = span.total(p.key)
-        if d is None:
-            continue
-        labels = {"device": p.adapter, "port": "" if p.port is None else str(p.port)}
-        for key, r in d.rates.items():
-            if r is not None:
-                rates.append(PromSample({**labels, "counter": key}, r))
-        if p.port is None:
-            continue
-        fig = figures(d, p.info.rate_gbps if p.info else None, xmit_wait_bytes_per_count=cfg.xmit_wait_bytes_per_count)
-        for lst, v, scale in ((tx, fig.tx_gbps, 1.0), (rx, fig.rx_gbps, 1.0), (txu, fig.tx_util_pct, 0.01), (rxu, fig.rx_util_pct, 0.01), (wait, fig.xmit_wait_est_pct, 0.01)):
-            if v is not None:
-                lst.append(PromSample(labels, v * scale))  # percentages become 0-1 ratios
-    return [
-        Metric("ibdiag_counters_interval_seconds", "Length of the interval the rates were measured over.", "gauge", (PromSample({}, span.interval_s),)),
-        Metric("ibdiag_counters_rate_per_second", "Increase per second over the interval, by counter (xmit_bytes/rcv_bytes in bytes).", "gauge", tuple(rates)),
-        Metric("ibdiag_counters_tx_gbps", "Transmit throughput over the interval (Gb/s, 1e9 bit/s).", "gauge", tuple(tx)),
-        Metric("ibdiag_counters_rx_gbps", "Receive throughput over the interval (Gb/s, 1e9 bit/s).", "gauge", tuple(rx)),
-        Metric("ibdiag_counters_tx_utilization_ratio", "Transmit throughput over the port rate (0-1).", "gauge", tuple(txu)),
-        Metric("ibdiag_counters_rx_utilization_ratio", "Receive throughput over the port rate (0-1).", "gauge", tuple(rxu)),
-        Metric(
-            "ibdiag_counters_xmit_wait_estimated_ratio",
-            "Estimated share of the interval the port waited for credits: xmit_wait x bytes per count / (rate x interval).",
-            "gauge",
-            tuple(wait),
-        ),
-    ]
-
-
-# --- tables (rich) ----------------------------------------------------------------------------------------------
+from ibdiag.report.table import COMPACT_BELOW_COLUMNS
 
 #: Short column labels for the judged hw_counters.
 HW_SHORT = {
@@ -289,17 +58,6 @@ def _compact(v: float | None) -> str:
     return f"{v:.3g}"
 
 
-def pct(v: float | None) -> str:
-    """A share in percent for people: ``12%``, ``0.5%``, ``<0.01%``."""
-    if v is None:
-        return "-"
-    if v == 0:
-        return "0%"
-    if abs(v) < 0.01:
-        return "<0.01%"
-    return f"{v:.0f}%" if abs(v) >= 10 else f"{v:.2g}%"
-
-
 def _gbps(v: float | None) -> str:
     return "-" if v is None else f"{v:.3g}" if v < 100 else f"{v:.0f}"
 
@@ -326,10 +84,6 @@ def _worst_by_subject(findings: Sequence[Finding]) -> dict[str, Finding]:
         if cur is None or f.severity.rank > cur.severity.rank:
             out[f.subject] = f
     return out
-
-
-#: Below this terminal width the tables merge columns (an 80-column ssh session must still read).
-from ibdiag.report.table import COMPACT_BELOW_COLUMNS  # noqa: E402 - shared with every command's findings
 
 
 def _link_cell(p: PortCounters, *, compact: bool = False) -> Any:
