@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ibdiag.counters.config import CountersConfig
 from ibdiag.ports.config import PortsConfig
-from ibdiag.report.model import Finding, Severity
+from ibdiag.report.model import Finding
 from ibdiag.sysfs import SysfsRoot
 
 __all__ = ["CountersConfig", "snapshot_findings"]
@@ -24,11 +24,11 @@ def snapshot_findings(sysfs: SysfsRoot, config: CountersConfig | None = None, po
     A tree without RDMA ports gives one OK ``counters.ports`` finding (nothing to judge); whether the
     node should have adapters is ``ibdiag topo``'s question.
     """
-    from ibdiag.counters.checks import check_snapshot
+    from ibdiag.counters.checks import check_snapshot, no_ports
     from ibdiag.counters.read import discover_layout, read_sample
 
     cfg = config or CountersConfig()
     layout = discover_layout(sysfs)
     if not any(item.port is not None for item in layout):
-        return [Finding("counters.ports", Severity.OK, "node", "no RDMA port under /sys/class/infiniband: no counters to judge", value=0)]
+        return no_ports()
     return check_snapshot(read_sample(sysfs, layout, data_bits=cfg.data_bits), cfg, ports, port_health=port_health)

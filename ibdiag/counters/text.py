@@ -30,3 +30,14 @@ def pct(v: float | None) -> str:
     if abs(v) < 0.01:
         return "<0.01%"
     return f"{v:.0f}%" if abs(v) >= 10 else f"{v:.2g}%"
+
+
+def count_text(v: float | None) -> str:
+    """A count or rate in a sentence: ``25``, ``2.5``, ``1234``; ``?`` when unknown."""
+    if v is None:
+        return "?"
+    if v == int(v) and abs(v) < 1e15:
+        return str(int(v))
+    if abs(v) >= 100:
+        return f"{v:.0f}"
+    return f"{v:.3g}"
