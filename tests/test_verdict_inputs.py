@@ -7,7 +7,11 @@ from ibdiag.bench.results import BenchRun, CollectiveResult, LatencyStats, P2PRe
 from ibdiag.errors import InputError, UsageError
 from ibdiag.report.model import Finding, Severity
 from ibdiag.verdict import inputs
-from ibdiag.verdict.judge import RailInfo, VerdictConfig, ceiling, findings, judge, sort_health
+from ibdiag.verdict.ceiling import RailInfo, ceiling
+from ibdiag.verdict.checks import findings
+from ibdiag.verdict.config import VerdictConfig
+from ibdiag.verdict.health import sort_health
+from ibdiag.verdict.judge import judge
 
 MIB = 2**20
 

@@ -64,7 +64,10 @@ def verdict_command(
     """
     from ibdiag.report.model import Report
     from ibdiag.verdict import inputs
-    from ibdiag.verdict.judge import VerdictConfig, ceiling, findings, judge
+    from ibdiag.verdict.ceiling import ceiling
+    from ibdiag.verdict.checks import findings
+    from ibdiag.verdict.config import VerdictConfig
+    from ibdiag.verdict.judge import judge
     from ibdiag.verdict.render import CSV_HEADER, csv_rows, prom_metrics, write_png
 
     if chart is not None:
@@ -128,17 +131,9 @@ def verdict_command(
         from rich.text import Text
 
         from ibdiag.report.table import findings_block
-        from ibdiag.verdict.render import chart_text, scaling_table, sections
+        from ibdiag.verdict.render import table_items
 
-        items: list[Any] = []
-        for heading, lines in sections(v):
-            items.append(Text(heading, style="bold"))
-            items.extend(Text("  " + line) for line in lines)
-            if heading.startswith("4."):
-                items.append(scaling_table(v))
-                items.append(Text("Share of the step waiting for the network:"))
-                items.append(Text(chart_text(v)))
-            items.append(Text(""))
+        items = table_items(v)
         if chart is not None:
             items.append(Text(f"Chart written to {chart}"))
         items += findings_block(report, strict=strict, width=table_width())

@@ -107,7 +107,7 @@ def all_registries() -> tuple[CheckRegistry, ...]:
     from ibdiag.importers.checks import CHECKS as importers
     from ibdiag.ports.checks import CHECKS as ports
     from ibdiag.topo.checks import CHECKS as topo
-    from ibdiag.verdict.judge import CHECKS as verdict
+    from ibdiag.verdict.checks import CHECKS as verdict
 
     return (topo, ports, counters, p2p, collective, importers, verdict)
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ibdiag.verdict.judge import Health, RailInfo, rails_from_topology, sort_health
+from ibdiag.verdict.ceiling import RailInfo, rails_from_topology
+from ibdiag.verdict.health import Health, sort_health
 
 
 @dataclass(frozen=True)
