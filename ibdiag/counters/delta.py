@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ibdiag.counters.model import Figures, PortCounters, PortDelta, Sample, Span, Step, is_variable_width
+from ibdiag.counters.model import Figures, PortCounters, PortDelta, Sample, SeriesStep, Span, is_variable_width
 from ibdiag.counters.spec import max_value
 from ibdiag.errors import InputError
 
@@ -164,18 +164,18 @@ class Accumulator:
         self.mode = mode
         self.keep_steps = keep_steps
         self.count = 0
-        self._steps: list[Step] = []
+        self._steps: list[SeriesStep] = []
         self._ports: dict[tuple[str, int | None], _PortTotal] = {}
         self._missing: list[str] = []
 
-    def add(self, sample: Sample) -> Step:
+    def add(self, sample: Sample) -> SeriesStep:
         """Take the next sample; the step it makes (its deltas since the previous sample)."""
         deltas, gone = sample_deltas(self.last, sample)
         self._missing.extend(g for g in gone if g not in self._missing)
         for d in deltas:
             self._ports.setdefault(d.key, _PortTotal()).add(d)
         self.count += 1
-        step = Step(self.count, sample, sample_interval_s(self.first, sample), deltas)
+        step = SeriesStep(self.count, sample, sample_interval_s(self.first, sample), deltas)
         if self.keep_steps:
             self._steps.append(step)
         self.last = sample

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from ibdiag.counters.delta import Accumulator
-from ibdiag.counters.model import Sample, Span, Step
+from ibdiag.counters.model import Sample, SeriesStep, Span
 from ibdiag.counters.read import PortLayout, read_sample
 from ibdiag.sysfs import SysfsRoot
 
@@ -52,7 +52,7 @@ def run_series(
     *,
     mode: str,
     keep_steps: bool,
-    on_step: Callable[[Step], None] | None = None,
+    on_step: Callable[[SeriesStep], None] | None = None,
     first: Sample | None = None,
 ) -> Span:
     """Take ``count`` samples after the first; ``on_step`` sees each as it arrives (CSV streams from it)."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from ibdiag.errors import CannotRunError
 from ibdiag.report.chart import hbar_chart
-from ibdiag.report.prom import Metric, Sample
+from ibdiag.report.prom import Metric, PromSample
 from ibdiag.units import format_bytes
 from ibdiag.verdict import model
 from ibdiag.verdict.judge import Verdict
@@ -331,7 +331,7 @@ def prom_metrics(v: Verdict) -> list[Metric]:
     def g(name: str, help_: str, value: float | None) -> Metric | None:
         if value is None:
             return None
-        return Metric(name, help_, "gauge", (Sample(labels, value),))
+        return Metric(name, help_, "gauge", (PromSample(labels, value),))
 
     metrics = [
         g("ibdiag_verdict_busbw_gbs", "Measured bus bandwidth used by the verdict, GB/s (1e9 B/s).", v.measured.busbw_gbs),

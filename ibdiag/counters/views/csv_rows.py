@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ibdiag.counters.model import Sample, Step
+from ibdiag.counters.model import Sample, SeriesStep
 from ibdiag.counters.text import iso_utc
 
 CSV_HEADER = (
@@ -18,7 +18,7 @@ def csv_rows_snapshot(sample: Sample) -> list[dict[str, Any]]:
     return _rows(0, sample, 0.0, None, {})
 
 
-def csv_rows_step(step: Step) -> list[dict[str, Any]]:
+def csv_rows_step(step: SeriesStep) -> list[dict[str, Any]]:
     """One row per port x counter of one sample of a series (or the single interval)."""
     return _rows(step.index, step.sample, step.elapsed_s, step.deltas[0].interval_s if step.deltas else None, {d.key: d for d in step.deltas})
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from ibdiag.counters.config import CountersConfig
 from ibdiag.counters.delta import figures
-from ibdiag.counters.model import PortCounters, PortDelta, Sample, Span, Step
+from ibdiag.counters.model import PortCounters, PortDelta, Sample, SeriesStep, Span
 from ibdiag.counters.text import iso_utc
 
 
@@ -78,7 +78,7 @@ def span_data(span: Span, cfg: CountersConfig, *, baseline: dict[str, Any] | Non
     return data
 
 
-def step_json(step: Step, cfg: CountersConfig) -> dict[str, Any]:
+def step_json(step: SeriesStep, cfg: CountersConfig) -> dict[str, Any]:
     rows = []
     for d in step.deltas:
         p = step.sample.port(d.key)
