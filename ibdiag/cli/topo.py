@@ -41,11 +41,12 @@ def topo_command(
 
     cfg_file = read_config(config)
     cfg = cfg_file.section("topo", TopoConfig)
+    ports = cfg_file.section("ports", PortsConfig)
     with open_root(root) as directory:
         sysfs = SysfsRoot(directory).check()
         topo = discover(sysfs, gdr_level=cfg.gdr_path_class)
         meta = run_meta(directory)
-    report = Report("topo", topo.to_json(), tuple(check_topology(topo, cfg, cfg_file.section("ports", PortsConfig))))
+    report = Report("topo", topo.to_json(), tuple(check_topology(topo, cfg, ports)))
 
     def table() -> list[Any]:
         from rich.text import Text
