@@ -24,18 +24,20 @@ def _escape(ch: str, *, ascii_only: bool = False) -> str:
     return f"\\U{code:08x}"
 
 
-def safe_excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
+def safe_excerpt(value: object, limit: int = EXCERPT_CHARS, *, quote: bool = True) -> str:
     """``value`` as one printable line of at most ``limit`` characters of the original, quoted.
 
     Control characters (newlines, ESC, DEL, C1), Unicode separators and format characters (bidi
     overrides) become ``\\xNN``/``\\uNNNN`` escapes and a backslash is doubled, so the excerpt is
     unambiguous; in bytes every non-ASCII byte is escaped too (``b'\\xff'`` -> ``'\\xff'``). A longer
-    value is cut and the cut is said: ``'abc…' (5000 characters)``.
+    value is cut and the cut is said: ``'abc…' (5000 characters)``. ``quote=False`` leaves out the
+    quotes (for an error text that is not itself a value).
     """
     raw = isinstance(value, (bytes, bytearray, memoryview))
     text = bytes(value).decode("latin-1") if raw else str(value)  # type: ignore[arg-type]
     limit = max(1, int(limit))
     head = "".join(_escape(ch, ascii_only=raw) for ch in text[:limit])
+    q = "'" if quote else ""
     if len(text) > limit:
-        return f"'{head}…' ({len(text)} characters)"
-    return f"'{head}'"
+        return f"{q}{head}…{q} ({len(text)} characters)"
+    return f"{q}{head}{q}"

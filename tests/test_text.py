@@ -29,3 +29,8 @@ def test_long_values_are_cut_and_the_cut_is_said():
 def test_bytes_and_non_bmp_characters():
     assert safe_excerpt(b"\xff\x00ok") == "'\\xff\\x00ok'"
     assert safe_excerpt("\U000e0041x") == "'\\U000e0041x'"
+
+
+def test_unquoted_form_for_error_texts():
+    assert safe_excerpt("bad\nline", quote=False) == "bad\\x0aline"
+    assert safe_excerpt("abcdef", limit=3, quote=False) == "abc… (6 characters)"
