@@ -25,9 +25,10 @@ from typing import Any
 from ibdiag import __version__
 from ibdiag.archive import MAX_ENTRIES, extract_snapshot
 from ibdiag.errors import InputError
-from ibdiag.sysfs import SysfsRoot
+from ibdiag.sysfs import Refused, SysfsRoot, read_inside
 
 MANIFEST = "ibdiag-snapshot.json"
+MAX_MANIFEST_BYTES = 2**20
 
 #: PCI attributes ibdiag reads (topo) plus a few that help a person reading the snapshot.
 PCI_ATTRS = (
@@ -219,9 +220,11 @@ def extracted(archive: Path) -> Iterator[Path]:
 
 
 def read_manifest(root: Path) -> dict[str, Any] | None:
-    """``ROOT/ibdiag-snapshot.json`` of a snapshot or fixture, or None."""
+    """``ROOT/ibdiag-snapshot.json`` of a snapshot or fixture, or None (also when it is a link out of
+    ``ROOT``, a FIFO or anything but a regular JSON file of at most 1 MiB: it is never believed then)."""
     try:
-        doc = json.loads((Path(root) / MANIFEST).read_text())
-    except (OSError, ValueError):
+        raw = read_inside(Path(root) / MANIFEST, os.path.realpath(root), limit=MAX_MANIFEST_BYTES)
+        doc = json.loads(raw)
+    except (OSError, ValueError, Refused):
         return None
     return doc if isinstance(doc, dict) else None

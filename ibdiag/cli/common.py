@@ -77,6 +77,16 @@ def print_warning(message: str) -> None:
     sys.stderr.flush()
 
 
+def warn_refused(sysfs: Any) -> None:
+    """One warning per path under ``--root`` that was refused (outside the root, not a regular file),
+    for commands whose findings have no place for it (``counters`` lists ports, not trees)."""
+    seen: set[str] = set()
+    for p in sysfs.problems:
+        if p.kind == "refused" and p.path not in seen:
+            seen.add(p.path)
+            print_warning(f"/sys/{p.path}: {p.detail}")
+
+
 def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
     """Run a command body: its return value is the exit status; ibdiag errors become messages.
 

@@ -23,6 +23,7 @@ from ibdiag.cli.common import (
     run_meta,
     StrictOption,
     table_width,
+    warn_refused,
 )
 
 #: Shortest --interval: mlx5 caches hw_counters for ``lifespan`` ms (10-12 ms by default), and
@@ -108,6 +109,7 @@ def counters_command(
         sysfs = SysfsRoot(directory).check()
         meta = run_meta(directory)
         layout = discover_layout(sysfs, patterns)
+        warn_refused(sysfs)
         if not any(item.port is not None for item in layout):
             raise CannotRunError(
                 "no RDMA port to read counters from (/sys/class/infiniband is empty or absent)",

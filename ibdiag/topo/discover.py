@@ -192,8 +192,12 @@ def _safe(parser, text):  # type: ignore[no-untyped-def]
 
 
 def list_adapters(sysfs: SysfsRoot) -> list[str]:
-    """Names under ``/sys/class/infiniband`` in natural order (``mlx5_2`` before ``mlx5_10``)."""
-    return sorted(sysfs.listdir("class/infiniband"), key=natural_key)
+    """Names under ``/sys/class/infiniband`` in natural order (``mlx5_2`` before ``mlx5_10``).
+
+    An entry that leads outside the root (``mlx5_0 -> /another/tree``) is left out, recorded as refused:
+    topo and counters must not read another tree's adapter as this node's."""
+    names = [n for n in sysfs.listdir("class/infiniband") if not sysfs.leads_outside(f"class/infiniband/{n}")]
+    return sorted(names, key=natural_key)
 
 
 def list_ports(sysfs: SysfsRoot, adapter: str) -> list[int]:
