@@ -190,12 +190,18 @@ class SysfsRoot:
         if fd is None:
             return []
         try:
-            return sorted(os.listdir(fd))
+            names = os.listdir(fd)
         except OSError as e:
             self._problem(rel, "unreadable", e)
             return []
         finally:
             os.close(fd)
+        # The kernel names its entries in printable ASCII-compatible text; a name with control
+        # characters (or not UTF-8) would carry them into subjects and tables.
+        bad = [n for n in names if not n.isprintable()]
+        for name in bad:
+            self._problem(rel, "malformed", f"entry {safe_excerpt(name)} has control or non-UTF-8 characters; skipped")
+        return sorted(n for n in names if n.isprintable())
 
     def leads_outside(self, rel: str) -> bool:
         """True (and a ``refused`` problem recorded) when ``rel`` resolves outside ``<root>/sys``."""
@@ -284,6 +290,10 @@ class SysfsRoot:
         except ValueError as e:
             self._problem(rel, "malformed", str(e))
             return None
+
+    def record(self, rel: str, kind: str, detail: str) -> None:
+        """Record a problem a reader found in a value it read (``malformed``: not what the kernel prints)."""
+        self._problem(rel, kind, detail)
 
     def _problem(self, rel: str, kind: str, detail: object) -> None:
         if isinstance(detail, OSError):
