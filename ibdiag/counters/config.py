@@ -17,8 +17,10 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 
+from ibdiag.config import bounded
 from ibdiag.counters.spec import ERROR_COUNTERS, HW_JUDGED, HwGroup, IB_COUNTERS
 from ibdiag.errors import InputError
+from ibdiag.parse import MAX_IB_RATE_GBPS
 
 #: Counts per interval above which a counter fails. Source: infiniband-diags' default
 #: error_thresholds (the values ibqueryerrors/ibcheckerrors use; IBA names in comments).
@@ -65,7 +67,7 @@ class CountersConfig:
     extended_counters: str = "auto"
     """Width of port_xmit/rcv_data/packets: ``auto`` (64-bit when the extended-only files exist or a value
     exceeds 32 bits, else 32-bit), ``yes`` (64-bit) or ``no`` (32-bit). Decides when they count as saturated."""
-    expected_rate_gbps: float | None = None
+    expected_rate_gbps: float | None = bounded(None, low=0, low_open=True, high=MAX_IB_RATE_GBPS)
     """Rate every active port must reach; default: the best rate among active ports of the same link layer (as topo)."""
     ignore_adapters: tuple[str, ...] = ()
     """Adapters or ports not judged, shell patterns: ``mlx5_1*``, ``mlx5_3:1``. They are still read and shown."""

@@ -18,8 +18,9 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
+from ibdiag.config import bounded
 from ibdiag.errors import InputError
-from ibdiag.parse import pcie_gen
+from ibdiag.parse import MAX_IB_RATE_GBPS, pcie_gen
 from ibdiag.report.model import Finding, Severity
 from ibdiag.topo.model import PathClass, PciDevice, Port, Topology
 from ibdiag.topo.paths import parse_gdr_level
@@ -29,7 +30,7 @@ from ibdiag.topo.paths import parse_gdr_level
 class TopoConfig:
     """``[topo]`` settings."""
 
-    expected_rate_gbps: float | None = None
+    expected_rate_gbps: float | None = bounded(None, low=0, low_open=True, high=MAX_IB_RATE_GBPS)
     """Rate every active port must reach. Default: the highest rate among this node's active ports of
     the same link layer (a node is normally cabled uniformly, so a slower port is the odd one out)."""
     expect_adapters: int | None = None
