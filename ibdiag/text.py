@@ -41,3 +41,15 @@ def safe_excerpt(value: object, limit: int = EXCERPT_CHARS, *, quote: bool = Tru
     if len(text) > limit:
         return f"{q}{head}…{q} ({len(text)} characters)"
     return f"{q}{head}{q}"
+
+
+def safe_value(value: object, limit: int = EXCERPT_CHARS) -> str:
+    """A value parsed from a file (JSON, TOML) for a message: a string as a quoted excerpt, anything
+    else as its ``repr`` cut and escaped (``4``, ``nan``, ``[1, 2]``), so a number reads as a number."""
+    if isinstance(value, str):
+        return safe_excerpt(value, limit)
+    try:
+        text = repr(value)
+    except RecursionError:
+        text = f"<{type(value).__name__} nested too deeply>"
+    return safe_excerpt(text, limit, quote=False)

@@ -34,3 +34,11 @@ def test_bytes_and_non_bmp_characters():
 def test_unquoted_form_for_error_texts():
     assert safe_excerpt("bad\nline", quote=False) == "bad\\x0aline"
     assert safe_excerpt("abcdef", limit=3, quote=False) == "abc… (6 characters)"
+
+
+def test_safe_value_quotes_strings_only():
+    from ibdiag.text import safe_value
+
+    assert safe_value("x\n") == "'x\\x0a'"
+    assert safe_value(4) == "4" and safe_value(float("nan")) == "nan" and safe_value([1, "a"]) == "[1, 'a']"
+    assert safe_value(10**100).endswith("(101 characters)")
