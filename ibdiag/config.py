@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ibdiag.errors import InputError
-from ibdiag.text import safe_excerpt
+from ibdiag.text import safe_excerpt, safe_value
 
 #: The tables a config file may have, one per command.
 SECTIONS = ("topo", "counters", "bench", "collective", "verdict")
@@ -154,23 +154,14 @@ def _check_nesting(path: Path, raw: Mapping[str, Any]) -> None:
             stack.extend((v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value))
 
 
-def _show(value: Any) -> str:
-    """A config value for a message: bounded and escaped (a string is quoted, anything else as TOML-ish)."""
-    if isinstance(value, str):
-        return safe_excerpt(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    return safe_excerpt(repr(value), quote=False)
-
-
 def _check_number(value: float, bounds: Bounds, where: str, src: str) -> None:
     if isinstance(value, float) and not math.isfinite(value):
-        raise InputError(f"{src}{where} = {_show(value)} is not a finite number", hint="write a plain number such as 400 or 0.5 (nan and inf are not allowed)")
+        raise InputError(f"{src}{where} = {safe_value(value)} is not a finite number", hint="write a plain number such as 400 or 0.5 (nan and inf are not allowed)")
     if isinstance(value, int) and not -INT64_MAX - 1 <= value <= INT64_MAX:
-        raise InputError(f"{src}{where} = {_show(value)} does not fit a 64-bit integer", hint="TOML integers are 64-bit; no threshold or count needs more")
+        raise InputError(f"{src}{where} = {safe_value(value)} does not fit a 64-bit integer", hint="TOML integers are 64-bit; no threshold or count needs more")
     why = bounds.check(value)
     if why:
-        raise InputError(f"{src}{where} = {_show(value)} {why}", hint="see the README's Configuration section for each key's range")
+        raise InputError(f"{src}{where} = {safe_value(value)} {why}", hint="see the README's Configuration section for each key's range")
 
 
 def _coerce(value: Any, tp: Any, where: str, source: Path | None, bounds: Bounds = DEFAULT_BOUNDS) -> Any:
@@ -192,33 +183,33 @@ def _coerce(value: Any, tp: Any, where: str, source: Path | None, bounds: Bounds
     if tp is bool:
         if isinstance(value, bool):
             return value
-        raise InputError(f"{src}{where} must be true or false, not {_show(value)}", hint="write true or false without quotes")
+        raise InputError(f"{src}{where} must be true or false, not {safe_value(value)}", hint="write true or false without quotes")
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             _check_number(value, bounds, where, src)
             return value
-        raise InputError(f"{src}{where} must be a whole number, not {_show(value)}", hint="write a number without quotes")
+        raise InputError(f"{src}{where} must be a whole number, not {safe_value(value)}", hint="write a number without quotes")
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             _check_number(value, bounds, where, src)
             return float(value)
-        raise InputError(f"{src}{where} must be a number, not {_show(value)}", hint="write a number without quotes")
+        raise InputError(f"{src}{where} must be a number, not {safe_value(value)}", hint="write a number without quotes")
     if tp is str:
         if isinstance(value, str):
             if len(value) > MAX_STRING_CHARS or not value.isprintable():
-                raise InputError(f"{src}{where} = {_show(value)} is not a plain one-line string of at most {MAX_STRING_CHARS} characters", hint="write the value in double quotes, without control characters")
+                raise InputError(f"{src}{where} = {safe_value(value)} is not a plain one-line string of at most {MAX_STRING_CHARS} characters", hint="write the value in double quotes, without control characters")
             return value
-        raise InputError(f"{src}{where} must be a string, not {_show(value)}", hint='write the value in double quotes')
+        raise InputError(f"{src}{where} must be a string, not {safe_value(value)}", hint='write the value in double quotes')
     if origin is tuple:
         if not isinstance(value, list):
-            raise InputError(f"{src}{where} must be a list, not {_show(value)}", hint="write a list like [1, 2]")
+            raise InputError(f"{src}{where} must be a list, not {safe_value(value)}", hint="write a list like [1, 2]")
         if len(value) > MAX_LIST_ITEMS:
             raise InputError(f"{src}{where} has {len(value)} items, more than {MAX_LIST_ITEMS}", hint="a config list names a few adapters or counters")
         elem = args[0] if args else Any
         return tuple(_coerce(v, elem, f"{where}[{i}]", source, bounds) for i, v in enumerate(value))
     if origin in (dict, Mapping, typing.Mapping) or tp in (dict,):
         if not isinstance(value, dict):
-            raise InputError(f"{src}{where} must be a table, not {_show(value)}", hint="write it as a [section.key] table")
+            raise InputError(f"{src}{where} must be a table, not {safe_value(value)}", hint="write it as a [section.key] table")
         vt = args[1] if len(args) == 2 else Any
         return {str(k): _coerce(v, vt, f"{where}.{safe_excerpt(k, quote=False)}", source, bounds) for k, v in value.items()}
     if tp is Any:

@@ -208,7 +208,7 @@ def _span_output(span: Any, cfg: Any, meta: Any, fmt: OutputFormat, strict: bool
 def _since(sysfs: Any, layout: Any, cfg: Any, meta: Any, since: Path, patterns: list[str], fmt: OutputFormat, strict: bool, expected: Any) -> int:
     import dataclasses
 
-    from ibdiag.counters.baseline import load_baseline
+    from ibdiag.counters.baseline import check_comparable, load_baseline
     from ibdiag.counters.delta import build_span
     from ibdiag.counters.read import read_sample, selected
     from ibdiag.counters.checks import duration_text
@@ -218,6 +218,7 @@ def _since(sysfs: Any, layout: Any, cfg: Any, meta: Any, since: Path, patterns: 
     if patterns:
         # --device narrows both sides: baseline ports outside it are not "gone".
         before = dataclasses.replace(before, ports=tuple(p for p in before.ports if selected(p.adapter, p.port, patterns)))
+    check_comparable(since, before, now)
     span = build_span([before, now], mode="since")
     title = f"since {info.get('sampled_at') or info.get('generated_at')} ({duration_text(span.interval_s)}; baseline {since})"
     return _span_output(span, cfg, meta, fmt, strict, expected, title=title, baseline=info)
