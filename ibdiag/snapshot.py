@@ -25,6 +25,7 @@ from typing import Any
 from ibdiag import __version__
 from ibdiag.archive import MAX_ENTRIES, extract_snapshot
 from ibdiag.errors import InputError
+from ibdiag.outfile import atomic_output
 from ibdiag.sysfs import Refused, SysfsRoot, read_inside
 
 MANIFEST = "ibdiag-snapshot.json"
@@ -142,7 +143,8 @@ def collect(sysfs: SysfsRoot) -> _Collector:
 
 
 def write_snapshot(sysfs: SysfsRoot, out: Path, *, host: str) -> SnapshotSummary:
-    """Capture ``sysfs`` into ``out`` (.tar.gz), written to a temporary file and renamed into place."""
+    """Capture ``sysfs`` into ``out`` (.tar.gz), written atomically (:func:`ibdiag.outfile.atomic_output`:
+    only over a regular file or nothing, no temporary file left on any exit)."""
     c = collect(sysfs)
     manifest: dict[str, Any] = {
         "schema": "ibdiag.snapshot/1",
@@ -156,46 +158,36 @@ def write_snapshot(sysfs: SysfsRoot, out: Path, *, host: str) -> SnapshotSummary
         "unreadable": sorted(c.unreadable),
     }
     out = Path(out)
-    directory = out.parent if str(out.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=".ibdiag-snapshot-", suffix=".tar.gz", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
-            now = time.time()
-            dirs: set[str] = set()
-            for rel in sorted([*c.files, *c.links]):
-                parts = rel.split("/")
-                for i in range(1, len(parts)):
-                    dirs.add("/".join(parts[:i]))
-            for real in c.link_targets:
-                parts = real.split("/")
-                for i in range(1, len(parts) + 1):
-                    dirs.add("/".join(parts[:i]))
-            if len(dirs) + len(c.files) + len(c.links) + 1 > MAX_ENTRIES:
-                raise InputError(f"snapshot would hold more than {MAX_ENTRIES} entries", hint="this sysfs tree looks unusual; report it")
-            for d in sorted(dirs):
-                info = tarfile.TarInfo(f"sys/{d}")
-                info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, now
-                tar.addfile(info)
-            for rel, text in sorted(c.files.items()):
-                data = (text + "\n").encode()
-                info = tarfile.TarInfo(f"sys/{rel}")
-                info.size, info.mode, info.mtime = len(data), 0o444, now
-                tar.addfile(info, io.BytesIO(data))
-            for rel, target in sorted(c.links.items()):
-                info = tarfile.TarInfo(f"sys/{rel}")
-                info.type, info.linkname, info.mode, info.mtime = tarfile.SYMTYPE, target, 0o777, now
-                tar.addfile(info)
-            data = (json.dumps(manifest, indent=2) + "\n").encode()
-            info = tarfile.TarInfo(MANIFEST)
+    dirs: set[str] = set()
+    for rel in sorted([*c.files, *c.links]):
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            dirs.add("/".join(parts[:i]))
+    for real in c.link_targets:
+        parts = real.split("/")
+        for i in range(1, len(parts) + 1):
+            dirs.add("/".join(parts[:i]))
+    if len(dirs) + len(c.files) + len(c.links) + 1 > MAX_ENTRIES:
+        raise InputError(f"snapshot would hold more than {MAX_ENTRIES} entries", hint="this sysfs tree looks unusual; report it")
+    now = time.time()
+    with atomic_output(out, "snapshot") as raw, tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        for d in sorted(dirs):
+            info = tarfile.TarInfo(f"sys/{d}")
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, now
+            tar.addfile(info)
+        for rel, text in sorted(c.files.items()):
+            data = (text + "\n").encode()
+            info = tarfile.TarInfo(f"sys/{rel}")
             info.size, info.mode, info.mtime = len(data), 0o444, now
             tar.addfile(info, io.BytesIO(data))
-        os.replace(tmp, out)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        for rel, target in sorted(c.links.items()):
+            info = tarfile.TarInfo(f"sys/{rel}")
+            info.type, info.linkname, info.mode, info.mtime = tarfile.SYMTYPE, target, 0o777, now
+            tar.addfile(info)
+        data = (json.dumps(manifest, indent=2) + "\n").encode()
+        info = tarfile.TarInfo(MANIFEST)
+        info.size, info.mode, info.mtime = len(data), 0o444, now
+        tar.addfile(info, io.BytesIO(data))
     return SnapshotSummary(
         path=out,
         files=len(c.files),

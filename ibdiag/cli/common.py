@@ -21,6 +21,7 @@ import typer
 
 from ibdiag import __version__
 from ibdiag.errors import ExitStatus, IbdiagError, UsageError
+from ibdiag.outfile import atomic_output, check_output_path, write_atomically  # noqa: F401 - the commands' one output writer
 from ibdiag.report.model import Report, RunMeta
 
 
@@ -172,39 +173,6 @@ def console(file: Any = None) -> Any:
     tty = hasattr(out, "isatty") and out.isatty()
     width = None if tty else int(os.environ.get("COLUMNS") or 200)
     return _Console(file=out, width=width, highlight=False, soft_wrap=False, force_terminal=None if tty else False)
-
-
-def check_output_path(path: Path | None, option: str) -> None:
-    """Refuse an output file that cannot be written (``--save``, ``--png``) before a long run, not after."""
-    if path is None:
-        return
-    parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise UsageError(f"{option} {path}: is a directory", hint="give a file name, e.g. run.json")
-    if not parent.is_dir():
-        raise UsageError(f"{option} {path}: directory {parent} does not exist", hint="create it first or give another path")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"{option} {path}: directory {parent} is not writable", hint="give a path you can write")
-
-
-def write_atomically(path: Path, data: str | bytes, option: str = "--save") -> None:
-    """Write to a temporary file beside ``path``, fsync, and rename over it: a reader never sees half a file."""
-    from ibdiag.errors import CannotRunError
-
-    raw = data.encode() if isinstance(data, str) else data
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(raw)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise CannotRunError(f"{option} {path}: cannot write: {e.strerror or e}", hint="check the path and free space") from None
 
 
 def table_width() -> int:
