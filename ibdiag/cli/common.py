@@ -64,18 +64,36 @@ def debug_enabled(flag: bool = False) -> bool:
     return flag or STATE.debug or os.environ.get("IBDIAG_DEBUG", "") not in ("", "0")
 
 
+def _to_stderr(text: str) -> None:
+    """Write ``text`` to stderr. A reader that went away (stderr a closed pipe) must not change the exit
+    status: the write error is dropped and stderr pointed at /dev/null, so the flush at exit is quiet."""
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        _silence("stderr")
+
+
+def write_stdout(text: str) -> None:
+    """Write ``text`` to stdout; a reader that went away (``| head``) changes nothing (see silence_stdout)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        _silence("stdout")
+
+
 def print_error(message: str, hint: str | None = None) -> None:
     """``ibdiag: error: <message>`` and ``hint: <hint>`` on stderr."""
-    err = sys.stderr
-    err.write(f"ibdiag: error: {message}\n")
-    if hint:
-        err.write(f"hint: {hint}\n")
-    err.flush()
+    _to_stderr(f"ibdiag: error: {message}\n" + (f"hint: {hint}\n" if hint else ""))
 
 
 def print_warning(message: str) -> None:
-    sys.stderr.write(f"ibdiag: warning: {message}\n")
-    sys.stderr.flush()
+    _to_stderr(f"ibdiag: warning: {message}\n")
+
+
+def print_interrupted() -> None:
+    _to_stderr("\nibdiag: interrupted\n")
 
 
 def warn_refused(sysfs: Any) -> None:
@@ -108,7 +126,7 @@ def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
             print_error(e.message, e.hint)
             raise typer.Exit(int(e.exit_status)) from None
         except KeyboardInterrupt:
-            sys.stderr.write("\nibdiag: interrupted\n")
+            print_interrupted()
             raise typer.Exit(int(ExitStatus.INTERRUPTED)) from None
         except BrokenPipeError:
             # `ibdiag ... | head`: the reader went away; nothing more to say to it.
@@ -127,11 +145,17 @@ def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
 def silence_stdout() -> None:
     """Point stdout at /dev/null after the reader closed the pipe, so the flush at exit cannot fail
     (Python docs, "Note on SIGPIPE")."""
+    _silence("stdout")
+
+
+def _silence(name: str) -> None:
+    stream = getattr(sys, name)
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
     except (OSError, ValueError, AttributeError):
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - a test runner's stdout has no file descriptor
+        setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115 - a test runner's stream has no file descriptor
 
 
 def run_meta(root: Path | None = None) -> RunMeta:
