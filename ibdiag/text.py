@@ -1,55 +1,57 @@
-"""Text from outside (sysfs values, archive members, peers' strings) made safe to put in a message.
+"""Text from outside (a peer's message, a sysfs value, a file) made safe to put in a log line or a terminal.
 
-A value ibdiag did not expect is shown, never echoed whole: :func:`safe_excerpt` caps its length and
-escapes every character that could move the cursor, start a terminal escape sequence or forge a new
-log line, so an error message stays one honest line whatever the input was.
+One helper, :func:`safe_excerpt`, used wherever a string ibdiag did not write itself reaches a
+message: control characters (newlines, ESC and the rest of C0/C1, DEL) and invisible format
+characters (bidirectional overrides, zero-width spaces: Unicode category Cf) are shown escaped, as
+Python writes them in a string literal (``\\n``, ``\\x1b``, ``\\u202e``), so a value can neither
+forge a log line nor move the cursor or recolour the terminal; and the result is capped, so a
+60,000-character value costs one short line.
 """
 
 from __future__ import annotations
 
-#: Characters of an excerpt by default: enough to recognise a value, too few to flood a log.
-EXCERPT_CHARS = 64
+import unicodedata
+
+#: Default cap, in characters of the result (escapes included), before the "more characters" note.
+DEFAULT_LIMIT = 120
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 
 
-def _escape(ch: str, *, ascii_only: bool = False) -> str:
-    if ch == "\\":
-        return "\\\\"
-    if ch.isprintable() and not (ascii_only and ord(ch) > 0x7E):
-        return ch
-    code = ord(ch)
-    if code <= 0xFF:
-        return f"\\x{code:02x}"
-    if code <= 0xFFFF:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
+def _escaped(ch: str) -> str:
+    named = _NAMED.get(ch)
+    if named is not None:
+        return named
+    if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte (surrogateescape)
+            return f"\\x{code - 0xDC00:02x}"
+        if code < 0x100:
+            return f"\\x{code:02x}"
+        if code < 0x10000:
+            return f"\\u{code:04x}"
+        return f"\\U{code:08x}"
+    return ch
 
 
-def safe_excerpt(value: object, limit: int = EXCERPT_CHARS, *, quote: bool = True) -> str:
-    """``value`` as one printable line of at most ``limit`` characters of the original, quoted.
+def safe_excerpt(value: object, limit: int = DEFAULT_LIMIT) -> str:
+    """``value`` as one printable line of at most ``limit`` characters (plus a note of what was cut).
 
-    Control characters (newlines, ESC, DEL, C1), Unicode separators and format characters (bidi
-    overrides) become ``\\xNN``/``\\uNNNN`` escapes and a backslash is doubled, so the excerpt is
-    unambiguous; in bytes every non-ASCII byte is escaped too (``b'\\xff'`` -> ``'\\xff'``). A longer
-    value is cut and the cut is said: ``'abc…' (5000 characters)``. ``quote=False`` leaves out the
-    quotes (for an error text that is not itself a value).
+    Bytes are decoded as UTF-8 with undecodable bytes shown as ``\\xNN``; anything else goes through
+    ``str``. Backslashes are doubled so an escape in the output always means an escaped character.
     """
-    raw = isinstance(value, (bytes, bytearray, memoryview))
-    text = bytes(value).decode("latin-1") if raw else str(value)  # type: ignore[arg-type]
-    limit = max(1, int(limit))
-    head = "".join(_escape(ch, ascii_only=raw) for ch in text[:limit])
-    q = "'" if quote else ""
-    if len(text) > limit:
-        return f"{q}{head}…{q} ({len(text)} characters)"
-    return f"{q}{head}{q}"
-
-
-def safe_value(value: object, limit: int = EXCERPT_CHARS) -> str:
-    """A value parsed from a file (JSON, TOML) for a message: a string as a quoted excerpt, anything
-    else as its ``repr`` cut and escaped (``4``, ``nan``, ``[1, 2]``), so a number reads as a number."""
-    if isinstance(value, str):
-        return safe_excerpt(value, limit)
-    try:
-        text = repr(value)
-    except RecursionError:
-        text = f"<{type(value).__name__} nested too deeply>"
-    return safe_excerpt(text, limit, quote=False)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        text = bytes(value).decode("utf-8", errors="surrogateescape")
+    else:
+        text = value if isinstance(value, str) else str(value)
+    out: list[str] = []
+    used = 0
+    for i, ch in enumerate(text):
+        piece = _escaped(ch)
+        if used + len(piece) > limit:
+            rest = len(text) - i
+            out.append(f"… ({rest} more character{'s' if rest != 1 else ''})")
+            break
+        out.append(piece)
+        used += len(piece)
+    return "".join(out)
