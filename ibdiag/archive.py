@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ibdiag.errors import InputError
-from ibdiag.text import safe_excerpt
+from ibdiag.text import safe_excerpt, safe_value
 
 #: Entries (files, directories, links) in one archive. A real node's snapshot has a few thousand.
 MAX_ENTRIES = 100_000
@@ -118,17 +118,17 @@ class _Refused(Exception):
 def _check_path(text: str, what: str) -> tuple[str, ...]:
     """Components of a relative, clean path: no ``/`` at either end, no ``//``, ``.`` or ``..``."""
     if len(text) > MAX_PATH_CHARS:
-        raise _Refused(f"{what} {safe_excerpt(text)} is longer than {MAX_PATH_CHARS} characters")
+        raise _Refused(f"{what} {safe_value(text)} is longer than {MAX_PATH_CHARS} characters")
     if not text.isprintable():
-        raise _Refused(f"{what} {safe_excerpt(text)} has control or non-UTF-8 characters")
+        raise _Refused(f"{what} {safe_value(text)} has control or non-UTF-8 characters")
     parts = tuple(text.split("/"))
     for part in parts:
         if part in ("", ".", ".."):
-            raise _Refused(f"{what} {safe_excerpt(text)} is not a plain relative path (no '/' at the start, no '..', '.' or '//')")
+            raise _Refused(f"{what} {safe_value(text)} is not a plain relative path (no '/' at the start, no '..', '.' or '//')")
         if len(part.encode("utf-8", "surrogateescape")) > MAX_COMPONENT_BYTES:
-            raise _Refused(f"{what} {safe_excerpt(text)} has a component longer than {MAX_COMPONENT_BYTES} bytes")
+            raise _Refused(f"{what} {safe_value(text)} has a component longer than {MAX_COMPONENT_BYTES} bytes")
     if len(parts) > MAX_DEPTH:
-        raise _Refused(f"{what} {safe_excerpt(text)} is deeper than {MAX_DEPTH} levels")
+        raise _Refused(f"{what} {safe_value(text)} is deeper than {MAX_DEPTH} levels")
     return parts
 
 
@@ -136,8 +136,8 @@ def _member(info: tarfile.TarInfo, manifest: str) -> _Member:
     kind = _KINDS.get(info.type)
     name = info.name
     if kind is None:
-        what = _TYPE_NAMES.get(info.type, f"of tar type {safe_excerpt(info.type)}")
-        raise _Refused(f"entry {safe_excerpt(name)} is {what}; a snapshot holds only directories, regular files and relative links")
+        what = _TYPE_NAMES.get(info.type, f"of tar type '{safe_excerpt(info.type)}'")
+        raise _Refused(f"entry {safe_value(name)} is {what}; a snapshot holds only directories, regular files and relative links")
     parts = _check_path(name, "entry")
     if name == manifest:
         if kind != "file":
@@ -145,14 +145,14 @@ def _member(info: tarfile.TarInfo, manifest: str) -> _Member:
     elif parts[0] != "sys":
         raise _NotSnapshot(name)
     if kind == "file" and info.size > MAX_FILE_BYTES:
-        raise _Refused(f"entry {safe_excerpt(name)} has {info.size} bytes, more than {MAX_FILE_BYTES} (a sysfs value is at most a page)")
+        raise _Refused(f"entry {safe_value(name)} has {info.size} bytes, more than {MAX_FILE_BYTES} (a sysfs value is at most a page)")
     if kind == "link":
         if len(parts) < 2:
-            raise _Refused(f"link {safe_excerpt(name)} is not inside sys/")
+            raise _Refused(f"link {safe_value(name)} is not inside sys/")
         if info.linkname.startswith("/"):
-            raise _Refused(f"link {safe_excerpt(name)} -> {safe_excerpt(info.linkname)} is absolute")
+            raise _Refused(f"link {safe_value(name)} -> {safe_value(info.linkname)} is absolute")
         if not info.linkname or len(info.linkname) > MAX_PATH_CHARS or not info.linkname.isprintable():
-            raise _Refused(f"link {safe_excerpt(name)} has a malformed target {safe_excerpt(info.linkname)}")
+            raise _Refused(f"link {safe_value(name)} has a malformed target {safe_value(info.linkname)}")
     return _Member(info, parts, kind)
 
 
@@ -171,7 +171,7 @@ class _Members:
 
     def add(self, m: _Member) -> None:
         if m.parts in self.by_path:
-            raise _Refused(f"entry {safe_excerpt(m.info.name)} appears twice")
+            raise _Refused(f"entry {safe_value(m.info.name)} appears twice")
         self.by_path[m.parts] = m
         for i in range(1, len(m.parts)):
             self.implicit_dirs.add(m.parts[:i])
@@ -182,7 +182,7 @@ class _Members:
         for parent in self.implicit_dirs:
             m = self.by_path.get(parent)
             if m is not None and m.kind != "dir":
-                raise _Refused(f"entry {safe_excerpt('/'.join(parent))} is a {m.kind} and also has entries below it")
+                raise _Refused(f"entry {safe_value('/'.join(parent))} is a {m.kind} and also has entries below it")
         for m in self.by_path.values():
             if m.kind == "link":
                 self.resolve(m.parts[:-1], m.info.linkname, hops=0, origin=m)
@@ -196,7 +196,7 @@ class _Members:
     def resolve(self, start: tuple[str, ...], target: str, *, hops: int, origin: _Member) -> tuple[str, ...]:
         """Where ``target`` (relative to the directory ``start``) leads, following link members; it must
         stay inside sys/ at every step and end at a member."""
-        where = f"link {safe_excerpt(origin.info.name)} -> {safe_excerpt(origin.info.linkname)}"
+        where = f"link {safe_value(origin.info.name)} -> {safe_value(origin.info.linkname)}"
         parts = list(start)
         comps = target.split("/")
         if len(comps) > 4 * MAX_DEPTH:
@@ -244,14 +244,14 @@ def _scan(tar: tarfile.TarFile, manifest: str) -> _Members:
 def _write_file(tar: tarfile.TarFile, m: _Member, path: Path) -> None:
     src = tar.extractfile(m.info)
     if src is None:  # pragma: no cover - regular members always have a reader
-        raise _Refused(f"entry {safe_excerpt(m.info.name)} has no data")
+        raise _Refused(f"entry {safe_value(m.info.name)} has no data")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     with os.fdopen(fd, "wb") as out:
         left = m.info.size
         while left > 0:
             chunk = src.read(min(_CHUNK, left))
             if not chunk:
-                raise tarfile.ReadError(f"unexpected end of data in {safe_excerpt(m.info.name)}")
+                raise tarfile.ReadError(f"unexpected end of data in {safe_value(m.info.name)}")
             out.write(chunk)
             left -= len(chunk)
 
@@ -281,7 +281,7 @@ def extract_snapshot(archive: Path, dest: Path, *, manifest: str) -> None:
                 members = _scan(tar, manifest)
                 _extract(tar, members, dest)
     except _NotSnapshot as e:
-        raise InputError(f"{archive}: not an ibdiag snapshot (unexpected entry {safe_excerpt(e.name)})", hint=_HINT) from None
+        raise InputError(f"{archive}: not an ibdiag snapshot (unexpected entry {safe_value(e.name)})", hint=_HINT) from None
     except _Refused as e:
         raise InputError(f"{archive}: cannot read snapshot: {e.what}", hint=f"{_HINT}; ibdiag refuses archives that could write outside their directory or exhaust the disk") from None
     except _TooLarge:
@@ -290,5 +290,5 @@ def extract_snapshot(archive: Path, dest: Path, *, manifest: str) -> None:
             hint=f"a real snapshot is a few MB; {_HINT}",
         ) from None
     except (tarfile.TarError, EOFError, OSError, lzma.LZMAError, zlib.error, ValueError) as e:
-        raise InputError(f"{archive}: cannot read snapshot: {safe_excerpt(e, 200, quote=False)}", hint=_HINT) from None
+        raise InputError(f"{archive}: cannot read snapshot: {safe_excerpt(e, 200)}", hint=_HINT) from None
 

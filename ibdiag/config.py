@@ -121,18 +121,18 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise InputError(f"config file {p}: not UTF-8 text (byte {e.start}: {safe_excerpt(data[e.start:e.start + 8])})", hint="a config file is TOML text; is this the right file?") from None
+        raise InputError(f"config file {p}: not UTF-8 text (byte {e.start}: '{safe_excerpt(data[e.start:e.start + 8])}')", hint="a config file is TOML text; is this the right file?") from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise InputError(f"config file {p}: not valid TOML: {safe_excerpt(e, 200, quote=False)}", hint="see the README's Configuration section for an example") from None
+        raise InputError(f"config file {p}: not valid TOML: {safe_excerpt(e, 200)}", hint="see the README's Configuration section for an example") from None
     except RecursionError:
         raise InputError(f"config file {p}: nested too deeply", hint=f"ibdiag's tables nest at most 3 levels ([counters.thresholds]); this file nests more than {MAX_NESTING}") from None
     _check_nesting(p, raw)
     unknown = sorted(set(raw) - set(SECTIONS))
     if unknown:
         raise InputError(
-            f"config file {p}: unknown table {', '.join('[' + safe_excerpt(u, quote=False) + ']' for u in unknown[:8])}",
+            f"config file {p}: unknown table {', '.join('[' + safe_excerpt(u) + ']' for u in unknown[:8])}",
             hint=f"the tables are {', '.join('[' + s + ']' for s in SECTIONS)}",
         )
     for name in SECTIONS:
@@ -211,7 +211,7 @@ def _coerce(value: Any, tp: Any, where: str, source: Path | None, bounds: Bounds
         if not isinstance(value, dict):
             raise InputError(f"{src}{where} must be a table, not {safe_value(value)}", hint="write it as a [section.key] table")
         vt = args[1] if len(args) == 2 else Any
-        return {str(k): _coerce(v, vt, f"{where}.{safe_excerpt(k, quote=False)}", source, bounds) for k, v in value.items()}
+        return {str(k): _coerce(v, vt, f"{where}.{safe_excerpt(k)}", source, bounds) for k, v in value.items()}
     if tp is Any:
         return value
     raise TypeError(f"unsupported config field type {tp!r}")
@@ -225,7 +225,7 @@ def build_dataclass(cls: type[C], table: Mapping[str, Any], *, where: str, sourc
     if unknown:
         src = f"config file {source}: " if source else "config: "
         raise InputError(
-            f"{src}{where} has unknown key{'s' if len(unknown) > 1 else ''} {', '.join(safe_excerpt(u, quote=False) for u in unknown[:8])}",
+            f"{src}{where} has unknown key{'s' if len(unknown) > 1 else ''} {', '.join(safe_excerpt(u) for u in unknown[:8])}",
             hint=f"the keys of {where} are: {', '.join(sorted(fields))}",
         )
     kwargs: dict[str, Any] = {}
@@ -241,7 +241,7 @@ def build_dataclass(cls: type[C], table: Mapping[str, Any], *, where: str, sourc
                 if unknown_keys:
                     src = f"config file {source}: " if source else "config: "
                     raise InputError(
-                        f"{src}{where} {name} has unknown key{'s' if len(unknown_keys) > 1 else ''} {', '.join(safe_excerpt(u, quote=False) for u in unknown_keys[:8])}",
+                        f"{src}{where} {name} has unknown key{'s' if len(unknown_keys) > 1 else ''} {', '.join(safe_excerpt(u) for u in unknown_keys[:8])}",
                         hint=f"the keys of {where} {name} are: {', '.join(sorted(default))}",
                     )
                 coerced = {**default, **coerced}

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ibdiag.text import safe_excerpt
+from ibdiag.text import safe_value
 
 # --- numbers ----------------------------------------------------------------------------------
 
@@ -28,7 +28,7 @@ def parse_int(text: str) -> int:
     than 20 digits."""
     t = text.strip()
     if not _INT_RE.fullmatch(t):
-        raise ValueError(f"not an integer: {safe_excerpt(text)}")
+        raise ValueError(f"not an integer: {safe_value(text)}")
     return int(t)
 
 
@@ -44,14 +44,14 @@ def parse_hex(text: str) -> int:
     """``"0x10de"`` -> 0x10de; also accepts hex without the prefix (``"15b3"``); at most 16 digits."""
     m = _HEX_RE.fullmatch(text.strip().lower())
     if not m:
-        raise ValueError(f"not a hex number: {safe_excerpt(text)}")
+        raise ValueError(f"not a hex number: {safe_value(text)}")
     return int(m.group(1), 16)
 
 
 def _hex_bounded(text: str, max_value: int, what: str) -> int:
     n = parse_hex(text)
     if n > max_value:
-        raise ValueError(f"{what} {safe_excerpt(text.strip())} is wider than 0x{max_value:x}")
+        raise ValueError(f"{what} {safe_value(text.strip())} is wider than 0x{max_value:x}")
     return n
 
 
@@ -75,7 +75,7 @@ def parse_numa_node(text: str) -> int | None:
     if n == -1:
         return None
     if not 0 <= n < MAX_NUMA_NODES:
-        raise ValueError(f"not a NUMA node: {safe_excerpt(text.strip())} (the kernel has at most {MAX_NUMA_NODES})")
+        raise ValueError(f"not a NUMA node: {safe_value(text.strip())} (the kernel has at most {MAX_NUMA_NODES})")
     return n
 
 
@@ -136,17 +136,17 @@ def parse_cpulist(text: str) -> CpuList:
     for part in t.split(","):
         m = _CPU_RANGE_RE.fullmatch(part.strip())
         if not m:
-            raise ValueError(f"not a CPU list: {safe_excerpt(text)}")
+            raise ValueError(f"not a CPU list: {safe_value(text)}")
         lo = int(m.group(1))
         hi = int(m.group(2)) if m.group(2) else lo
         if hi < lo:
-            raise ValueError(f"descending CPU range {safe_excerpt(part)} in a CPU list")
+            raise ValueError(f"descending CPU range {safe_value(part)} in a CPU list")
         if hi >= MAX_CPUS:
-            raise ValueError(f"CPU {hi} in {safe_excerpt(part)}: CPU ids are below {MAX_CPUS}")
+            raise ValueError(f"CPU {hi} in {safe_value(part)}: CPU ids are below {MAX_CPUS}")
         if m.group(3):
             used, group = int(m.group(3)), int(m.group(4))
             if group < 1 or used > group:
-                raise ValueError(f"bad CPU group {safe_excerpt(part)}: the form is FIRST-LAST:USED/GROUP with 1 <= GROUP and USED <= GROUP")
+                raise ValueError(f"bad CPU group {safe_value(part)}: the form is FIRST-LAST:USED/GROUP with 1 <= GROUP and USED <= GROUP")
             spans.extend((start, min(start + used - 1, hi)) for start in range(lo, hi + 1, group) if used)
         else:
             spans.append((lo, hi))
@@ -183,7 +183,7 @@ def parse_enum_state(text: str) -> tuple[int, str]:
     The code is a u8 (core/sysfs.c prints ``"%d: %s"``)."""
     m = re.fullmatch(r"\s*([0-9]{1,3})\s*:\s*(.*?)\s*", text)
     if not m or int(m.group(1)) > 255:
-        raise ValueError(f"not a state: {safe_excerpt(text)}")
+        raise ValueError(f"not a state: {safe_value(text)}")
     return int(m.group(1)), m.group(2)
 
 
@@ -224,7 +224,7 @@ def parse_ib_rate(text: str) -> IbRate:
     """
     m = re.fullmatch(r"\s*([0-9]{1,4}(?:\.[0-9]{1,2})?)\s*Gb/sec(?:\s*\(([0-9]{1,2})X\s*([A-Za-z0-9]{0,8})\))?\s*", text)
     if not m:
-        raise ValueError(f"not a port rate: {safe_excerpt(text)}")
+        raise ValueError(f"not a port rate: {safe_value(text)}")
     rate = float(m.group(1))
     width = int(m.group(2)) if m.group(2) else None
     speed = m.group(3) or None
@@ -235,7 +235,7 @@ def parse_ib_rate(text: str) -> IbRate:
             raise ValueError(f"port width {width}X is not one the kernel prints ({', '.join(f'{w}X' for w in IB_WIDTHS)})")
         lane = LANE_RATES_GBPS.get(speed or "SDR")  # no speed name: old kernels' SDR
         if lane is not None and abs(lane * width - rate) > 0.01:
-            raise ValueError(f"port rate {safe_excerpt(text.strip())}: {width}X {speed or 'SDR'} is {lane * width:g} Gb/s")
+            raise ValueError(f"port rate {safe_value(text.strip())}: {width}X {speed or 'SDR'} is {lane * width:g} Gb/s")
     return IbRate(rate, width, speed)
 
 
@@ -251,7 +251,7 @@ _PORT_DIR_RE = re.compile(r"0|[1-9][0-9]{0,9}")
 def parse_port_dir(name: str) -> int:
     """``"1"`` -> 1. Port numbers are u32 in the rdma core; ``"01"``, ``"²"`` or ``"1a"`` are not names it makes."""
     if not _PORT_DIR_RE.fullmatch(name) or int(name) > 2**32 - 1:
-        raise ValueError(f"not a port number: {safe_excerpt(name)}")
+        raise ValueError(f"not a port number: {safe_value(name)}")
     return int(name)
 
 
@@ -270,7 +270,7 @@ def parse_pci_speed(text: str) -> float | None:
         return None
     m = re.fullmatch(r"([0-9]{1,3}(?:\.[0-9]{1,2})?)\s*GT/s(?:\s+PCIe)?", t)
     if not m:
-        raise ValueError(f"not a PCIe link speed: {safe_excerpt(text)}")
+        raise ValueError(f"not a PCIe link speed: {safe_value(text)}")
     gts = float(m.group(1))
     if gts not in PCIE_GEN_BY_GTS:
         raise ValueError(f"{m.group(1)} GT/s is not a PCIe link speed ({', '.join(f'{g:g}' for g in PCIE_GEN_BY_GTS)})")
@@ -296,7 +296,7 @@ def parse_pci_width(text: str) -> int | None:
     if n == PCIE_WIDTH_UNKNOWN:
         return None
     if n not in PCIE_WIDTHS:
-        raise ValueError(f"not a PCIe link width: {safe_excerpt(text.strip())}")
+        raise ValueError(f"not a PCIe link width: {safe_value(text.strip())}")
     return n
 
 
@@ -318,5 +318,5 @@ def pci_sort_key(address: str) -> tuple[int, int, int, int]:
     """Numeric order of PCI addresses: NVML numbers GPUs in this order."""
     m = _BDF_RE.match(address.lower())
     if not m:
-        raise ValueError(f"not a PCI address: {safe_excerpt(address)}")
+        raise ValueError(f"not a PCI address: {safe_value(address)}")
     return (int(m.group(1), 16), int(m.group(2), 16), int(m.group(3), 16), int(m.group(4), 16))

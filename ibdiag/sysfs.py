@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ibdiag.errors import InputError
-from ibdiag.text import safe_excerpt
+from ibdiag.text import safe_excerpt, safe_value
 
 T = TypeVar("T")
 
@@ -85,7 +85,7 @@ def open_inside(path: str | os.PathLike[str], base: str, *, directory: bool = Fa
         real = _opened_path(fd, path)
         if not _inside(real, base):
             target = os.readlink(path) if os.path.islink(path) else real
-            raise Refused(f"resolves outside {base} (-> {safe_excerpt(target)})")
+            raise Refused(f"resolves outside {base} (-> {safe_value(target)})")
     except BaseException:
         os.close(fd)
         raise
@@ -147,7 +147,7 @@ class SysfsRoot:
         real_root = os.path.realpath(self.root)
         if not _inside(self.base, real_root) or self.base == real_root:
             raise InputError(
-                f"{self.sys} is a link to {safe_excerpt(self.base)}, outside {self.root}",
+                f"{self.sys} is a link to {safe_value(self.base)}, outside {self.root}",
                 hint="--root reads only what is inside the tree: give the directory that really contains sys/",
             )
         return self
@@ -200,7 +200,7 @@ class SysfsRoot:
         # characters (or not UTF-8) would carry them into subjects and tables.
         bad = [n for n in names if not n.isprintable()]
         for name in bad:
-            self._problem(rel, "malformed", f"entry {safe_excerpt(name)} has control or non-UTF-8 characters; skipped")
+            self._problem(rel, "malformed", f"entry {safe_value(name)} has control or non-UTF-8 characters; skipped")
         return sorted(n for n in names if n.isprintable())
 
     def leads_outside(self, rel: str) -> bool:
@@ -211,7 +211,7 @@ class SysfsRoot:
         if _inside(real, self.base):
             return False
         p = self._p(rel)
-        self._problem(rel, "refused", f"link points outside {self.sys}: {safe_excerpt(os.readlink(p) if os.path.islink(p) else real)}")
+        self._problem(rel, "refused", f"link points outside {self.sys}: {safe_value(os.readlink(p) if os.path.islink(p) else real)}")
         return True
 
     def resolve(self, rel: str) -> str | None:
@@ -270,13 +270,13 @@ class SysfsRoot:
         try:
             text = raw.decode("utf-8").strip("\n").strip()
         except UnicodeDecodeError:
-            self._problem(rel, "malformed", f"not UTF-8 text: {safe_excerpt(raw)}")
+            self._problem(rel, "malformed", f"not UTF-8 text: '{safe_excerpt(raw)}'")
             return None
         if not text:
             self._problem(rel, "empty", "empty file")
             return None
         if not text.replace("\n", "").replace("\t", "").isprintable():
-            self._problem(rel, "malformed", f"control characters in {safe_excerpt(text)}")
+            self._problem(rel, "malformed", f"control characters in {safe_value(text)}")
             return None
         return text
 

@@ -55,3 +55,16 @@ def safe_excerpt(value: object, limit: int = DEFAULT_LIMIT) -> str:
         out.append(piece)
         used += len(piece)
     return "".join(out)
+
+
+def safe_value(value: object, limit: int = 64) -> str:
+    """A value parsed from a file or a tree (JSON, TOML, a name or a sysfs value) for a message: a
+    string quoted (``'mlx5_\\n0'``), anything else as its ``repr`` (``4``, ``nan``, ``[1, 2]``), so a
+    number reads as a number and the end of a string is visible. Escaped and capped by :func:`safe_excerpt`."""
+    if isinstance(value, str):
+        return f"'{safe_excerpt(value, limit)}'"
+    try:
+        text = repr(value)
+    except RecursionError:
+        text = f"<{type(value).__name__} nested too deeply>"
+    return safe_excerpt(text, limit)

@@ -28,3 +28,11 @@ def test_long_text_is_capped_with_a_note():
     escaped = safe_excerpt("\n" * 100, 10)
     assert escaped == "\\n" * 5 + "… (95 more characters)"
     assert safe_excerpt("abc", 3) == "abc" and safe_excerpt("abcd", 3) == "abc… (1 more character)"
+
+
+def test_safe_value_quotes_strings_and_shows_numbers_as_numbers():
+    from ibdiag.text import safe_value
+
+    assert safe_value("mlx5_\n0") == "'mlx5_\\n0'"
+    assert safe_value(4) == "4" and safe_value(float("nan")) == "nan" and safe_value([1, "a"]) == "[1, 'a']"
+    assert safe_value("x" * 100, 10) == "'" + "x" * 10 + "… (90 more characters)'"

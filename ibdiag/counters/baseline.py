@@ -20,7 +20,7 @@ from ibdiag.counters.model import PortCounters, Sample
 from ibdiag.counters.spec import BYTES_PER_DATA_WORD, DATA_BYTES, max_value, width_bits
 from ibdiag.errors import InputError
 from ibdiag.parse import MAX_IB_RATE_GBPS
-from ibdiag.text import safe_excerpt, safe_value
+from ibdiag.text import safe_value
 from ibdiag.topo.model import Port
 
 SCHEMA = "ibdiag.counters/1"
@@ -160,7 +160,7 @@ def load_baseline(path: Path | str, *, host: str, now: float | None = None) -> t
     their_host = doc.get("host")
     if their_host != host:
         raise InputError(
-            f"{p} was written on host {safe_excerpt(their_host)}, this is {safe_excerpt(host)}",
+            f"{p} was written on host {safe_value(their_host)}, this is {safe_value(host)}",
             hint="counters are per node: compare with a baseline saved on this node (`ibdiag counters -o json > before.json`)",
         )
     taken = doc.get("sampled_at_epoch_s")

@@ -25,7 +25,7 @@ from ibdiag.counters.spec import (
 from ibdiag.counters.model import PortCounters, Sample
 from ibdiag.errors import UsageError
 from ibdiag.sysfs import SysfsRoot
-from ibdiag.text import safe_excerpt
+from ibdiag.text import safe_value
 from ibdiag.topo.discover import list_adapters, list_ports, read_port
 
 _COUNTER_RE = re.compile(r"[0-9]{1,20}")
@@ -40,7 +40,7 @@ def parse_counter(text: str, bits: int = 64) -> int:
     value to its width, drivers/infiniband/core/sysfs.c show_pma_counter)."""
     t = text.strip()
     if not _COUNTER_RE.fullmatch(t):
-        raise ValueError(f"not a counter value: {safe_excerpt(text)}")
+        raise ValueError(f"not a counter value: {safe_value(text)}")
     value = int(t)
     if value > max_value(bits):
         raise ValueError(f"{value} does not fit a {bits}-bit counter")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ibdiag.errors import InputError
-from ibdiag.text import safe_excerpt
+from ibdiag.text import safe_value
 from ibdiag.report.model import Report, RunMeta
 
 ENVELOPE_KEYS = ("schema", "version", "host", "generated_at", "status", "findings")
@@ -70,7 +70,7 @@ def load_envelope(path: Path | str, *, schema: str | tuple[str, ...]) -> dict[st
         raise InputError(f"{p}: not an ibdiag JSON document (no schema)", hint="give a file written by ibdiag ... -o json or --save")
     if doc["schema"] not in schemas:
         raise InputError(
-            f"{p}: schema is {safe_excerpt(doc['schema'])}, expected {' or '.join(schemas)}",
+            f"{p}: schema is {safe_value(doc['schema'])}, expected {' or '.join(schemas)}",
             hint="give the file the matching ibdiag command wrote",
         )
     return doc

@@ -78,7 +78,7 @@ def test_ports_missing_from_the_baseline_still_warn(cli, saved):
         ({"phys_state": "Link\x1b[2JUp"}, "phys_state is 'Link\\x1b[2JUp', not a name"),
         ({"rate_gbps": "fast"}, "rate_gbps is 'fast', not a port rate"),
         ({"rate_gbps": 1e300}, "not a port rate"),
-        ({"adapter": "mlx5_\n0"}, "adapter is 'mlx5_\\x0a0', not a name"),
+        ({"adapter": "mlx5_\n0"}, "adapter is 'mlx5_\\n0', not a name"),
         ({"port": 2**40}, "not a port number"),
         ({"saturated": [1]}, "saturated is not a list of counter names"),
         ({"hw_counters_lifespan_ms": "12"}, "hw_counters_lifespan_ms"),
