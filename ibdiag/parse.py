@@ -244,14 +244,15 @@ def parse_lid(text: str) -> int:
     return _hex_bounded(text, 0xFFFF, "LID")
 
 
-#: ``ports/<N>`` directory names: the port number as the kernel prints it (``%u``, no leading zeros).
-_PORT_DIR_RE = re.compile(r"0|[1-9][0-9]{0,9}")
+#: Numbered directory entries (``ports/1``, ``gids/0``) as the kernel names them: ``%u``, no leading zeros.
+_ENTRY_NUMBER_RE = re.compile(r"0|[1-9][0-9]{0,9}")
 
 
-def parse_port_dir(name: str) -> int:
-    """``"1"`` -> 1. Port numbers are u32 in the rdma core; ``"01"``, ``"²"`` or ``"1a"`` are not names it makes."""
-    if not _PORT_DIR_RE.fullmatch(name) or int(name) > 2**32 - 1:
-        raise ValueError(f"not a port number: {safe_value(name)}")
+def parse_entry_number(name: str) -> int:
+    """``"1"`` -> 1 for ``ports/<N>`` and ``gids/<N>`` (u32 in the rdma core); ``"01"``, ``"²"`` or
+    ``"1a"`` are not names the kernel makes (and ``int()`` would read some of them)."""
+    if not _ENTRY_NUMBER_RE.fullmatch(name) or int(name) > 2**32 - 1:
+        raise ValueError(f"not a numbered entry: {safe_value(name)}")
     return int(name)
 
 

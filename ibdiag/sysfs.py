@@ -330,7 +330,7 @@ class SysfsRoot:
                 dirnames[:] = []
             for name in filenames:
                 full = Path(dirpath) / name
+                # os.walk lists FIFOs and sockets as files too: read() refuses them and records why.
                 if not full.is_symlink():
                     out.append(os.path.relpath(full, self.sys))
-        # os.walk lists FIFOs and sockets as files too: read() refuses them and records why.
         return sorted(out)

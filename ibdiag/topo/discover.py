@@ -21,7 +21,7 @@ from ibdiag.parse import (
     parse_pci_id,
     parse_pci_speed,
     parse_pci_width,
-    parse_port_dir,
+    parse_entry_number,
     parse_uint,
     pci_sort_key,
 )
@@ -159,7 +159,7 @@ def _numbered(sysfs: SysfsRoot, rel: str) -> list[int]:
     out = []
     for name in sysfs.listdir(rel):
         try:
-            out.append(parse_port_dir(name))
+            out.append(parse_entry_number(name))
         except ValueError as e:
             sysfs.record(f"{rel}/{name}", "malformed", str(e))
     return out

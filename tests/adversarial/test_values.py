@@ -79,10 +79,10 @@ def test_malformed_cpulists_are_clean_errors(text, words):
         (parse.parse_pci_speed, "9999 GT/s PCIe"),
         (parse.parse_pci_width, "17"),
         (parse.parse_pci_width, "x99"),
-        (parse.parse_port_dir, "²"),
-        (parse.parse_port_dir, "01"),
-        (parse.parse_port_dir, "1a"),
-        (parse.parse_port_dir, "99999999999"),
+        (parse.parse_entry_number, "²"),
+        (parse.parse_entry_number, "01"),
+        (parse.parse_entry_number, "1a"),
+        (parse.parse_entry_number, "99999999999"),
         (parse_counter, "٣"),
         (parse_counter, "9" * 5000),
     ],
@@ -107,7 +107,7 @@ def test_values_the_kernel_does_print_still_parse():
     assert parse.parse_pci_width("255") is None  # PCIE_LNK_WIDTH_UNKNOWN
     assert parse.parse_pci_width("0") == 0 and parse.parse_pci_width("x16") == 16
     assert parse.parse_numa_node("1023") == 1023
-    assert parse.parse_port_dir("0") == 0 and parse.parse_port_dir("1") == 1
+    assert parse.parse_entry_number("0") == 0 and parse.parse_entry_number("1") == 1
 
 
 # --- through the commands ------------------------------------------------------------------------------
