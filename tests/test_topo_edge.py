@@ -122,7 +122,7 @@ def test_software_rdma_device_without_pci(tmp_path):
     topo, out = run(tmp_path)
     rxe = topo.adapter("rxe0")
     assert rxe.pci is None and topo.path(0, "rxe0") is PathClass.SYS
-    assert [a.name for a in topo.adapters] == ["mlx5_0", "rxe0"]  # PCI devices first
+    assert [a.name for a in topo.adapters] == ["mlx5_0", "rxe0"]  # NIC order: the names' natural order
     assert problems(out) == []
 
 

@@ -2,11 +2,12 @@
 
 Check ids are stable (CI and dashboards key on them); each is one function registered in ``CHECKS``:
 
-* ``topo.gpu_nic_path``   GPU without an active adapter at the GDR level (PXB) or closer: warn; SYS: fail
+* ``topo.gpu_nic_path``   GPU without an active adapter at the GDR level (PXB) or closer: warn; SYS
+                          (another NUMA node, or NUMA unknown): fail
 * ``topo.pcie_width``     device trained narrower than it and its upstream port support: fail
 * ``topo.pcie_speed``     device trained slower than it and its upstream port support: warn
 * ``topo.gdr_module``     GPUs and adapters but no peer-memory module: warn
-* ``topo.adapters``       RDMA adapter count (no adapter is OK unless the config expects some)
+* ``topo.adapters``       RDMA adapter count: fewer than expected fails; GPUs but no adapter warns
 * ``topo.gpus``           GPU count against the config's expectation
 * ``topo.sysfs_value``    an attribute that mattered could not be read or parsed: warn
 
@@ -23,7 +24,7 @@ from ibdiag.ports.checks import check_ports
 from ibdiag.ports.config import PortsConfig
 from ibdiag.report.checks import CheckRegistry
 from ibdiag.report.model import Finding, Severity
-from ibdiag.topo.model import PathClass, PciDevice, Topology
+from ibdiag.topo.model import Pairing, PathClass, PciDevice, Topology
 from ibdiag.topo.paths import parse_gdr_level
 
 CHECKS = CheckRegistry("topo")
@@ -34,7 +35,8 @@ class TopoConfig:
     """``[topo]`` settings (the ports' expected rate and ignore list are ``[ports]``: :class:`~ibdiag.ports.config.PortsConfig`)."""
 
     expect_adapters: int | None = None
-    """RDMA adapters this node must have; None: no expectation (no adapter at all is then OK)."""
+    """RDMA adapters this node must have (``--expect-adapters``); None: no expectation — a node without
+    GPUs may then have none, a GPU node without any warns."""
     expect_gpus: int | None = None
     """GPUs this node must have; None: no expectation."""
     gdr_level: str = "PXB"
@@ -57,7 +59,22 @@ class TopoConfig:
 # --- the node ----------------------------------------------------------------------------------------
 
 
-@CHECKS.check("topo.adapters", "fewer RDMA adapters than [topo] expect_adapters: fail (no adapter at all is OK otherwise)")
+def _without_rdma(topo: Topology) -> str:
+    """``; 2 Mellanox PCI functions have no RDMA device (0000:19:00.0, 0000:2a:00.0)`` or nothing."""
+    funcs = topo.functions_without_rdma
+    if not funcs:
+        return ""
+    shown = ", ".join(funcs[:4]) + (f", +{len(funcs) - 4} more" if len(funcs) > 4 else "")
+    return f"; {len(funcs)} Mellanox PCI function(s) have no RDMA device ({shown})"
+
+
+_DRIVER_HINT = (
+    "check that the driver is loaded (`lsmod | grep -E 'mlx5_ib|mlx5_core'`, `dmesg | grep mlx5` for probe errors) "
+    "and that the cards are seen (`lspci -d 15b3:`); a missing adapter is often a dead card or firmware"
+)
+
+
+@CHECKS.check("topo.adapters", "fewer RDMA adapters than expected ([topo] expect_adapters, --expect-adapters): fail; GPUs but no adapter: warn")
 def adapters(topo: Topology, config: TopoConfig) -> Finding:
     n = len(topo.adapters)
     if config.expect_adapters is not None and n < config.expect_adapters:
@@ -65,13 +82,24 @@ def adapters(topo: Topology, config: TopoConfig) -> Finding:
             "topo.adapters",
             Severity.FAIL,
             "node",
-            f"{n} RDMA adapter(s) found, the config expects {config.expect_adapters}",
+            f"{n} RDMA adapter(s) found, {config.expect_adapters} expected{_without_rdma(topo)}",
             value=n,
             limit=config.expect_adapters,
-            hint="check `lspci | grep -i mellanox` and that the driver is loaded (mlx5_ib); a missing adapter is often a dead card or firmware",
+            hint=_DRIVER_HINT,
+        )
+    if n == 0 and topo.gpus and config.expect_adapters is None:
+        # A GPU node is built to reach the fabric: no adapter there is a failed driver load (mlx5_ib) or dead
+        # cards, not a CPU VM. Without an expectation ibdiag cannot tell the few GPU nodes meant to be alone.
+        return Finding(
+            "topo.adapters",
+            Severity.WARN,
+            "node",
+            f"{len(topo.gpus)} GPU(s) but no RDMA adapter (/sys/class/infiniband is empty or absent){_without_rdma(topo)}",
+            value=0,
+            hint=_DRIVER_HINT + "; give --expect-adapters N (or [topo] expect_adapters) to make this fail",
         )
     if n == 0:
-        return Finding("topo.adapters", Severity.OK, "node", "no RDMA adapter on this node (/sys/class/infiniband is empty or absent)", value=0)
+        return Finding("topo.adapters", Severity.OK, "node", "no RDMA adapter on this node (/sys/class/infiniband is empty or absent)", value=0, limit=config.expect_adapters)
     return Finding("topo.adapters", Severity.OK, "node", f"{n} RDMA adapter(s)", value=n, limit=config.expect_adapters)
 
 
@@ -92,7 +120,7 @@ def gpus(topo: Topology, config: TopoConfig) -> Finding | None:
     )
 
 
-@CHECKS.check("topo.gpu_nic_path", "GPU's nearest active adapter beyond the GDR level: warn; across sockets (SYS): fail")
+@CHECKS.check("topo.gpu_nic_path", "GPU's nearest active adapter beyond the GDR level: warn; on another NUMA node (SYS): fail")
 def gpu_nic_path(topo: Topology) -> list[Finding]:
     """GPU <-> adapter placement (``nvidia-smi topo -m``'s matrix, NCCL_NET_GDR_LEVEL)."""
     out: list[Finding] = []
@@ -119,10 +147,10 @@ def gpu_nic_path(topo: Topology) -> list[Finding]:
                     "topo.gpu_nic_path",
                     Severity.FAIL,
                     subj,
-                    f"nearest active adapter ({names}) is across the inter-socket link (SYS): no GPUDirect RDMA, and traffic crosses sockets",
+                    f"nearest active adapter ({names}) is SYS{_numa_nodes(topo, pairing)}: traffic crosses the SMP interconnect between NUMA nodes, and NCCL will not use GPUDirect RDMA",
                     value=pairing.path.value,
                     limit=topo.gdr_level.value,
-                    hint="put an adapter on this GPU's socket (ideally under its PCIe switch) or bind this rank to another GPU",
+                    hint="put an adapter on this GPU's NUMA node (ideally under its PCIe switch) or bind this rank to another GPU",
                 )
             )
         elif not pairing.gdr_path:
@@ -140,6 +168,15 @@ def gpu_nic_path(topo: Topology) -> list[Finding]:
         else:
             out.append(Finding("topo.gpu_nic_path", Severity.OK, subj, f"nearest active adapter ({names}) is {pairing.path.value}", value=pairing.path.value, limit=topo.gdr_level.value))
     return out
+
+
+def _numa_nodes(topo: Topology, pairing: Pairing) -> str:
+    """`` (GPU on NUMA node 1, adapter on NUMA node 0)``, or `` (NUMA locality unknown)`` when sysfs does not say."""
+    gpu = next((g for g in topo.gpus if g.index == pairing.gpu), None)
+    nics = sorted({a.pci.numa_node for a in (topo.adapter(n) for n in pairing.nearest) if a and a.pci and a.pci.numa_node is not None})
+    if gpu is None or gpu.pci.numa_node is None or not nics:
+        return " (NUMA locality unknown)"
+    return f" (GPU on NUMA node {gpu.pci.numa_node}, adapter on NUMA node {', '.join(map(str, nics))})"
 
 
 # --- PCIe --------------------------------------------------------------------------------------------

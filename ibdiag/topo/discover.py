@@ -7,6 +7,8 @@ Everything is found by following sysfs's own links (``bus/pci/devices/*``, ``cla
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Mapping
 
 from ibdiag.parse import (
     MAX_NUMA_NODES,
@@ -43,7 +45,9 @@ from ibdiag.topo.model import (
 from ibdiag.topo.paths import classify
 
 VENDOR_NVIDIA = 0x10DE
+VENDOR_MELLANOX = 0x15B3
 CLASS_DISPLAY = 0x03  # base class: 0x0300xx VGA, 0x0302xx 3D controller (data-centre GPUs)
+CLASS_ETHERNET, CLASS_INFINIBAND = 0x0200, 0x0207  # class >> 8 of a ConnectX function in Ethernet / IB mode
 CLASS_NVSWITCH = 0x0680  # "other bridge" subclass that NVSwitch reports (0x068000)
 
 _HOST_BRIDGE_RE = re.compile(r"^pci[0-9a-f]{4,8}:[0-9a-f]{2}$")
@@ -300,20 +304,44 @@ def _is_nvswitch(dev: PciDevice) -> bool:
     return dev.vendor_id == VENDOR_NVIDIA and dev.class_code is not None and dev.class_code >> 8 == CLASS_NVSWITCH
 
 
+def fabric_link_layer(gpus: tuple[Gpu, ...], adapters: tuple[Adapter, ...], by_pair: Mapping[tuple[int, str], PathClass]) -> str | None:
+    """The link layer of the GPUs' fabric: the most common among the active ports nearest to each GPU
+    (first in NIC order on a tie). A storage adapter of the other link layer that happens to tie with the
+    compute adapters for one GPU is then not offered to NCCL; None when no port is active."""
+    layers: Counter[str | None] = Counter()
+    for gpu in gpus:
+        layers.update(p.link_layer for p in _nearest_ports(gpu, adapters, by_pair, None)[1])
+    return layers.most_common(1)[0][0] if layers else None
+
+
+def _nearest_ports(
+    gpu: Gpu, adapters: tuple[Adapter, ...], by_pair: Mapping[tuple[int, str], PathClass], link_layer: str | None
+) -> tuple[PathClass | None, tuple[Port, ...]]:
+    """The best path class from ``gpu`` to an active port (of ``link_layer`` unless None) and every
+    active port at that class, in NIC order."""
+    candidates = [
+        (by_pair[(gpu.index, a.name)], p)
+        for a in adapters
+        if (gpu.index, a.name) in by_pair
+        for p in a.ports
+        if p.active and (link_layer is None or p.link_layer == link_layer)
+    ]
+    if not candidates:
+        return None, ()
+    best = min(candidates, key=lambda c: c[0].rank)[0]
+    return best, tuple(p for cls, p in candidates if cls is best)
+
+
 def pairings(gpus: tuple[Gpu, ...], adapters: tuple[Adapter, ...], paths: tuple[GpuNicPath, ...], gdr: GdrState, gdr_level: PathClass) -> tuple[Pairing, ...]:
-    """For each GPU: the nearest adapters with an ACTIVE port, and whether GPUDirect RDMA applies."""
+    """For each GPU: every active port of the fabric's link layer at the best path class (ties all
+    kept: NCCL uses each of them), and whether GPUDirect RDMA applies."""
     by_pair = {(p.gpu, p.adapter): p.path for p in paths}
+    layer = fabric_link_layer(gpus, adapters, by_pair)
     out = []
     for gpu in gpus:
-        candidates = [(by_pair[(gpu.index, a.name)], a.name) for a in adapters if a.active and (gpu.index, a.name) in by_pair]
-        if not candidates:
-            out.append(Pairing(gpu.index, (), None, False, False))
-            continue
-        best = min(c[0].rank for c in candidates)
-        nearest = tuple(name for cls, name in candidates if cls.rank == best)
-        path = next(cls for cls, _ in candidates if cls.rank == best)
-        gdr_path = path.rank <= gdr_level.rank
-        out.append(Pairing(gpu.index, nearest, path, gdr_path, gdr_path and gdr.loaded))
+        path, ports = _nearest_ports(gpu, adapters, by_pair, layer)
+        gdr_path = path is not None and path.rank <= gdr_level.rank
+        out.append(Pairing(gpu.index, ports, path, gdr_path, gdr_path and gdr.loaded))
     return tuple(out)
 
 
@@ -322,8 +350,14 @@ def discover(sysfs: SysfsRoot, *, gdr_level: PathClass = PathClass.PXB) -> Topol
     node_ids = frozenset(numa_node_ids(sysfs))
     gpus_pci: list[PciDevice] = []
     nvswitches: list[str] = []
+    nic_functions: list[str] = []
     for address, real in list_pci_devices(sysfs):
         vendor = sysfs.read_as(f"{real}/vendor", parse_pci_id)
+        if vendor == VENDOR_MELLANOX:
+            cls = sysfs.read_as(f"{real}/class", parse_pci_class)
+            if cls is not None and cls >> 8 in (CLASS_ETHERNET, CLASS_INFINIBAND):
+                nic_functions.append(address)
+            continue
         if vendor != VENDOR_NVIDIA:
             continue  # only NVIDIA functions need the full read; adapters are found through class/infiniband
         dev = read_pci_device(sysfs, real, numa_nodes=node_ids)
@@ -332,9 +366,9 @@ def discover(sysfs: SysfsRoot, *, gdr_level: PathClass = PathClass.PXB) -> Topol
         elif _is_nvswitch(dev):
             nvswitches.append(address)
     gpus = tuple(Gpu(i, dev) for i, dev in enumerate(sorted(gpus_pci, key=lambda d: pci_sort_key(d.address))))
-    adapters = [read_adapter(sysfs, name, numa_nodes=node_ids) for name in list_adapters(sysfs)]
-    adapters.sort(key=lambda a: (a.pci is None, pci_sort_key(a.pci.address) if a.pci else (0, 0, 0, 0), natural_key(a.name)))
-    adapters_t = tuple(adapters)
+    # NIC order is the driver's device order, the names' natural order (nvidia-smi topo -m), not PCI order.
+    adapters_t = tuple(read_adapter(sysfs, name, numa_nodes=node_ids) for name in list_adapters(sysfs))
+    with_rdma = {a.pci.address for a in adapters_t if a.pci is not None}
     paths = tuple(
         GpuNicPath(g.index, a.name, classify(g.pci, a.pci) if a.pci is not None else PathClass.SYS)
         for g in gpus
@@ -351,4 +385,5 @@ def discover(sysfs: SysfsRoot, *, gdr_level: PathClass = PathClass.PXB) -> Topol
         pairings=pairings(gpus, adapters_t, paths, gdr, gdr_level),
         gdr_level=gdr_level,
         problems=tuple(sysfs.problems),
+        functions_without_rdma=tuple(a for a in nic_functions if a not in with_rdma),
     )

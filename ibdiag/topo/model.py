@@ -25,7 +25,10 @@ class PathClass(str, Enum):
     NODE = "NODE"
     """Across PCIe host bridges within one NUMA node."""
     SYS = "SYS"
-    """Across the inter-socket link (QPI/UPI, Infinity Fabric), or NUMA locality unknown."""
+    """Between NUMA nodes: PCIe plus the SMP interconnect (nvidia-smi: "Connection traversing PCIe as well
+    as the SMP interconnect between NUMA nodes"). That is across sockets (UPI, Infinity Fabric) or, with
+    several NUMA nodes per socket (Intel SNC, AMD NPS2/NPS4), between the nodes of one socket; also used
+    when NUMA locality is unknown."""
 
     @property
     def rank(self) -> int:
@@ -271,11 +274,13 @@ class GpuNicPath:
 
 @dataclass(frozen=True)
 class Pairing:
-    """The adapter(s) a GPU should use and whether NCCL will do GPUDirect RDMA through them."""
+    """The adapter ports a GPU should use and whether NCCL will do GPUDirect RDMA through them."""
 
     gpu: int
-    nearest: tuple[str, ...]
-    """Nearest adapters with an ACTIVE port (all those at the best path class)."""
+    ports: tuple[Port, ...]
+    """Every ACTIVE port of the fabric's link layer at the best path class from this GPU: all of them
+    when several tie (two adapters under the GPU's switch, both functions of a dual-port card, both
+    ports of a two-port device), in NIC order."""
     path: PathClass | None
     """Path class to the nearest active adapter; None when no adapter is active."""
     gdr_path: bool
@@ -283,14 +288,25 @@ class Pairing:
     gdr: bool
     """gdr_path and a peer-memory module is loaded: NCCL will use GPUDirect RDMA."""
 
+    @property
+    def nearest(self) -> tuple[str, ...]:
+        """The adapters of :attr:`ports`, each once, in NIC order."""
+        return tuple(dict.fromkeys(p.adapter for p in self.ports))
+
     def to_json(self) -> dict[str, Any]:
         return {
             "gpu": self.gpu,
             "nearest": list(self.nearest),
+            "ports": [port_name(p) for p in self.ports],
             "path": None if self.path is None else self.path.value,
             "gdr_path": self.gdr_path,
             "gdr": self.gdr,
         }
+
+
+def port_name(port: Port) -> str:
+    """``mlx5_0:1``: how findings, ``NCCL_IB_HCA`` and ``ibstat -p`` name a port."""
+    return f"{port.adapter}:{port.port}"
 
 
 @dataclass(frozen=True)
@@ -298,7 +314,9 @@ class Topology:
     numa_nodes: tuple[NumaNode, ...]
     gpus: tuple[Gpu, ...]
     adapters: tuple[Adapter, ...]
-    """RDMA adapters, in PCI address order (the NIC0..NICn order of the matrix)."""
+    """RDMA adapters in the driver's device order, the natural order of their names (``mlx5_2`` before
+    ``mlx5_10``): position k is ``NICk``, as ``nvidia-smi topo -m`` numbers them (not PCI order: the
+    kernel names devices in probe order)."""
     nvswitches: tuple[str, ...]
     """PCI addresses of NVSwitch devices."""
     gdr: GdrState
@@ -306,6 +324,9 @@ class Topology:
     pairings: tuple[Pairing, ...]
     gdr_level: PathClass
     problems: tuple[ReadProblem, ...] = ()
+    functions_without_rdma: tuple[str, ...] = ()
+    """PCI addresses of Mellanox network/InfiniBand functions that no RDMA device belongs to: the
+    mlx5_core/mlx5_ib driver is not loaded or failed to probe them (``lspci -d 15b3:`` lists them)."""
 
     def path(self, gpu: int, adapter: str) -> PathClass | None:
         for p in self.paths:
@@ -319,35 +340,43 @@ class Topology:
                 return a
         return None
 
+    def nic_index(self, name: str) -> int | None:
+        """k of ``NICk`` (``nvidia-smi topo -m``'s column and legend) for adapter ``name``."""
+        for i, a in enumerate(self.adapters):
+            if a.name == name:
+                return i
+        return None
+
+    @property
+    def nccl_ports(self) -> tuple[Port, ...]:
+        """The ports NCCL should use: every port nearest (or tied nearest) to some GPU, each once, in NIC order."""
+        chosen = {(p.adapter, p.port) for pairing in self.pairings for p in pairing.ports}
+        return tuple(p for a in self.adapters for p in a.ports if (a.name, p.port) in chosen)
+
     @property
     def nccl_ib_hca(self) -> str | None:
-        """``NCCL_IB_HCA`` listing the adapter:port each GPU should use, in GPU order.
+        """``NCCL_IB_HCA`` that selects exactly :attr:`nccl_ports`: ``=mlx5_0:1,mlx5_1:1,...``.
 
-        The leading ``=`` makes NCCL match names exactly: without it ``mlx5_1`` also selects
-        ``mlx5_10`` and ``mlx5_11`` (NCCL docs, NCCL_IB_HCA prefix matching).
+        NCCL (net_ib.cc) reads a leading ``=`` as "match names exactly" (without it ``mlx5_1`` is a
+        prefix that also selects ``mlx5_10`` and ``mlx5_11``) and ``dev:port`` as that port only (a bare
+        ``dev`` is every active port of it); the order of the entries does not matter to NCCL, which
+        reads at most 32 entries (MAX_IB_DEVS).
         """
-        chosen: list[str] = []
-        for pairing in self.pairings:
-            if not pairing.nearest:
-                continue
-            adapter = self.adapter(pairing.nearest[0])
-            if adapter is None:
-                continue
-            port = next((p.port for p in adapter.ports if p.active), None)
-            entry = f"{adapter.name}:{port}" if port is not None else adapter.name
-            if entry not in chosen:
-                chosen.append(entry)
-        return "=" + ",".join(chosen) if chosen else None
+        # A renamed device (``rdma dev set``) whose name holds "," or ":" cannot be written in NCCL's
+        # list (both split entries): it is left out rather than misread as another device or port.
+        names = [port_name(p) for p in self.nccl_ports if not any(c in p.adapter for c in ",:")]
+        return "=" + ",".join(names) if names else None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "numa_nodes": [n.to_json() for n in self.numa_nodes],
             "gpus": [g.to_json() for g in self.gpus],
             "nvswitches": len(self.nvswitches),
-            "adapters": [a.to_json() for a in self.adapters],
+            "adapters": [{"nic_index": i, **a.to_json()} for i, a in enumerate(self.adapters)],
             "paths": [p.to_json() for p in self.paths],
             "pairings": [p.to_json() for p in self.pairings],
             "gdr": self.gdr.to_json(),
             "gdr_level": self.gdr_level.value,
             "nccl_ib_hca": self.nccl_ib_hca,
+            "functions_without_rdma": list(self.functions_without_rdma),
         }

@@ -7,8 +7,9 @@ so the bridges of a chain pair up: depth 1-2 are switch 1, depth 3-4 switch 2, a
 
 Traffic between two devices climbs to their deepest common bridge. The number of switches it
 crosses decides PIX (one) or PXB (several); no common bridge means the host bridge (PHB); different
-host bridges mean NODE within one NUMA node, SYS across sockets — or when either NUMA node is
-unknown, since then nothing proves the two share a socket.
+host bridges mean NODE within one NUMA node and SYS between NUMA nodes — across sockets, or between
+the NUMA nodes of one socket (SNC, NPS2/NPS4), as nvidia-smi classifies them — or when either NUMA
+node is unknown, since then nothing proves the two share one.
 """
 
 from __future__ import annotations

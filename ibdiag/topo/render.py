@@ -10,7 +10,7 @@ from rich.text import Text
 
 from ibdiag.parse import format_cpulist, pcie_gen
 from ibdiag.report.prom import Metric, PromSample
-from ibdiag.topo.model import PcieLink, Topology
+from ibdiag.topo.model import Pairing, PcieLink, Topology, port_name
 
 PATH_STYLE = {"PIX": "green", "PXB": "green", "PHB": "yellow", "NODE": "yellow", "SYS": "red"}
 
@@ -44,7 +44,8 @@ def matrix_text(topo: Topology) -> str:
 
 LEGEND = (
     "PIX = at most one PCIe bridge; PXB = several PCIe bridges, no host bridge; PHB = through a PCIe host bridge (CPU);\n"
-    "NODE = across host bridges within a NUMA node; SYS = across the inter-socket link (or NUMA unknown)"
+    "NODE = across host bridges within a NUMA node; SYS = PCIe plus the SMP interconnect between NUMA nodes (or NUMA unknown);\n"
+    "NICk numbered in the driver's device order (mlx5_0, mlx5_1, ..., mlx5_10), as nvidia-smi topo -m numbers them"
 )
 
 
@@ -96,9 +97,14 @@ def _num(v: int | None) -> str:
     return "-" if v is None else str(v)
 
 
+def nearest_text(topo: Topology, pairing: Pairing) -> str:
+    """``NIC0 mlx5_0:1, NIC1 mlx5_1:1``: every port tied for nearest, with its matrix column."""
+    return ", ".join(f"NIC{topo.nic_index(p.adapter)} {port_name(p)}" for p in pairing.ports) or "-"
+
+
 def pairing_table(topo: Topology) -> Table:
-    t = Table(title="GPU -> nearest active adapter (what NCCL will pick)", title_justify="left")
-    for col in ("gpu", "pci", "numa", "PCIe", "nearest adapter(s)", "path", "GPUDirect RDMA"):
+    t = Table(title="GPU -> nearest active port(s), all that tie (what NCCL will use)", title_justify="left")
+    for col in ("gpu", "pci", "numa", "PCIe", "nearest port(s)", "path", "GPUDirect RDMA"):
         t.add_column(col, no_wrap=True)
     for gpu, pairing in zip(topo.gpus, topo.pairings):
         path = pairing.path.value if pairing.path else "-"
@@ -110,7 +116,7 @@ def pairing_table(topo: Topology) -> Table:
             gdr = Text("no (no active adapter)", style="bold red")
         else:
             gdr = Text(f"no (path > {topo.gdr_level.value})", style="yellow")
-        t.add_row(f"GPU{gpu.index}", gpu.pci.address, _num(gpu.pci.numa_node), _link(gpu.pci.link), ", ".join(pairing.nearest) or "-", Text(path, style=PATH_STYLE.get(path, "")), gdr)
+        t.add_row(f"GPU{gpu.index}", gpu.pci.address, _num(gpu.pci.numa_node), _link(gpu.pci.link), nearest_text(topo, pairing), Text(path, style=PATH_STYLE.get(path, "")), gdr)
     return t
 
 
@@ -124,20 +130,21 @@ def summary_lines(topo: Topology) -> list[str]:
     if not topo.gpus:
         lines.append("No NVIDIA GPU on this node.")
     if topo.nccl_ib_hca:
-        lines.append(f"NCCL_IB_HCA matching the GPUs: {topo.nccl_ib_hca}")
+        lines.append(f"NCCL_IB_HCA with every port nearest to a GPU (ties included): {topo.nccl_ib_hca}")
     return lines
 
 
 # --- machine formats -----------------------------------------------------------------------------------
 
-CSV_HEADER = ("gpu", "gpu_pci", "gpu_numa_node", "adapter", "adapter_pci", "adapter_numa_node", "path", "nearest", "gdr")
+CSV_HEADER = ("gpu", "gpu_pci", "gpu_numa_node", "adapter", "adapter_pci", "adapter_numa_node", "path", "nearest", "gdr", "nic_index")
 
 
 def csv_rows(topo: Topology) -> list[dict[str, Any]]:
-    """One row per GPU x adapter pair (long form)."""
+    """One row per GPU x adapter pair (long form); ``nic_index`` (last, so earlier columns keep their
+    place) is k of the matrix's ``NICk``."""
     rows = []
     for gpu, pairing in zip(topo.gpus, topo.pairings):
-        for a in topo.adapters:
+        for nic_index, a in enumerate(topo.adapters):
             path = topo.path(gpu.index, a.name)
             nearest = a.name in pairing.nearest
             rows.append(
@@ -151,6 +158,7 @@ def csv_rows(topo: Topology) -> list[dict[str, Any]]:
                     "path": path.value if path else None,
                     "nearest": int(nearest),
                     "gdr": int(nearest and pairing.gdr),
+                    "nic_index": nic_index,
                 }
             )
     return rows
@@ -187,7 +195,7 @@ def prom_metrics(topo: Topology) -> list[Metric]:
             "ibdiag_topo_gpu_gdr",
             "1 when NCCL will use GPUDirect RDMA for the GPU (path within the GDR level and peer memory loaded).",
             "gauge",
-            tuple(PromSample({"gpu": str(p.gpu), "adapter": p.nearest[0] if p.nearest else "", "path": p.path.value if p.path else ""}, int(p.gdr)) for p in topo.pairings),
+            tuple(PromSample({"gpu": str(p.gpu), "adapters": ",".join(p.nearest), "path": p.path.value if p.path else ""}, int(p.gdr)) for p in topo.pairings),
         ),
         Metric("ibdiag_topo_peermem_loaded", "1 when nvidia_peermem or nv_peer_mem is loaded.", "gauge", (PromSample({"module": topo.gdr.state}, int(topo.gdr.loaded)),)),
     ]

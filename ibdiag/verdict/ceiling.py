@@ -1,11 +1,12 @@
 """The ceiling: the busbw a node's rails could carry (rails used x link rate / 8 x payload share), from
-flags or from the rails ``--root`` shows (``topo.pairings[*].nearest``)."""
+flags or from the rails ``--root`` shows (``topo.nccl_ports``)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
+
+from ibdiag.topo.model import port_name
 
 
 @dataclass(frozen=True)
@@ -20,23 +21,13 @@ class RailInfo:
 
 
 def rails_from_topology(topo: Any) -> RailInfo:
-    """Rail ports from ``topo.pairings[*].nearest`` (deduplicated), keeping the most common link layer
-    so that a storage Ethernet adapter that ties for "nearest" is not counted as a training rail."""
-    seen: list[Any] = []
-    for pairing in topo.pairings:
-        for name in pairing.nearest:
-            adapter = topo.adapter(name)
-            if adapter is None:
-                continue
-            for port in adapter.ports:
-                if port.active and port not in seen:
-                    seen.append(port)
-    if not seen:
+    """Rail ports: the ports NCCL should use (``topo.nccl_ports``: every port nearest to a GPU, ties
+    included, of the fabric's link layer, so a storage Ethernet adapter that ties is not a rail)."""
+    ports = topo.nccl_ports
+    if not ports:
         return RailInfo((), None, None)
-    layer = Counter(p.link_layer for p in seen).most_common(1)[0][0]
-    ports = [p for p in seen if p.link_layer == layer]
     rates = [p.rate_gbps for p in ports if p.rate_gbps]
-    return RailInfo(tuple(f"{p.adapter}:{p.port}" for p in ports), max(rates) if rates else None, layer)
+    return RailInfo(tuple(port_name(p) for p in ports), max(rates) if rates else None, ports[0].link_layer)
 
 
 @dataclass(frozen=True)
