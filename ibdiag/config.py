@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ibdiag.errors import InputError
+from ibdiag.errors import InputError, UsageError
 from ibdiag.text import safe_excerpt, safe_value
 
 #: The tables a config file may have, one per command.
@@ -98,7 +98,37 @@ def bounded(default: Any = dataclasses.MISSING, *, low: float | None = 0, high: 
         kw["default"] = default
     return dataclasses.field(metadata=metadata, **kw)
 
+_NOT_IN_FILE_KEY = "ibdiag.not_in_file"
+
+
+def not_in_file(default: Any) -> Any:
+    """A settings field the command sets, never the file (e.g. which flag a value came from): a config
+    key of that name is refused like any unknown key."""
+    return dataclasses.field(default=default, metadata={_NOT_IN_FILE_KEY: True})
+
+
 C = TypeVar("C")
+
+
+def with_flags(obj: C, flags: Mapping[str, tuple[str, Any]]) -> C:
+    """``obj`` (a settings dataclass) with fields set from command-line flags, which override the file.
+
+    ``flags``: field name -> (flag as the user typed it, value or None for "not given"). Each value is
+    checked as the file's value would be — finite, within the field's :func:`bounded` range — and a bad
+    one is a UsageError (exit 2) naming the flag: ``--expect-rate 5000 must be at most 2400``."""
+    fields = {f.name: f for f in dataclasses.fields(obj)}  # type: ignore[arg-type]
+    changes: dict[str, Any] = {}
+    for name, (flag, value) in flags.items():
+        if value is None:
+            continue
+        bounds = fields[name].metadata.get(_BOUNDS_KEY, DEFAULT_BOUNDS)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UsageError(f"{flag} {value} is not a finite number", hint=f"give a plain number, e.g. {flag} 400")
+        why = bounds.check(value)
+        if why:
+            raise UsageError(f"{flag} {value:g} {why}", hint="see the README's Configuration section for the range of the setting it overrides")
+        changes[name] = value
+    return dataclasses.replace(obj, **changes) if changes else obj  # type: ignore[type-var]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -274,7 +304,7 @@ def build_dataclass(
     ``moved`` names keys that moved elsewhere, for the hint on an unknown key; ``written`` maps a key
     read from its old name to that name, which its errors then use."""
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    fields = {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get(_NOT_IN_FILE_KEY)}  # type: ignore[arg-type]
     unknown = sorted(set(table) - set(fields))
     if unknown:
         src = f"config file {source}: " if source else "config: "

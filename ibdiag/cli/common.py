@@ -50,6 +50,10 @@ ConfigOption = Annotated[
     typer.Option("--config", metavar="FILE", help="TOML thresholds and expectations (default: $IBDIAG_CONFIG, else built-in)."),
 ]
 StrictOption = Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")]
+ExpectRateOption = Annotated[
+    Optional[float],
+    typer.Option("--expect-rate", metavar="GBPS", help="Rate every RDMA port must reach, Gb/s (overrides [ports] expected_rate_gbps; default: the node's fastest port)."),
+]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks for errors.")]
 
 

@@ -14,6 +14,7 @@ from ibdiag.cli.common import (
     console,
     DebugOption,
     emit,
+    ExpectRateOption,
     exit_status,
     FormatOption,
     handle_errors,
@@ -94,6 +95,7 @@ def counters_command(
     count: CountOption = None,
     watch: WatchOption = False,
     since: SinceOption = None,
+    expect_rate: ExpectRateOption = None,
     debug: DebugOption = False,
 ) -> int:
     """Port error, backpressure and throughput counters (like perfquery -x): snapshot, --interval, --watch, --since."""
@@ -103,7 +105,7 @@ def counters_command(
     from ibdiag.sysfs import SysfsRoot
 
     _validate(fmt, interval, count, watch, since)
-    judge = Judging.from_config(read_config(config))
+    judge = Judging.from_config(read_config(config)).with_expected_rate(expect_rate)
     patterns = parse_device_filter(device or [])
     with open_root(root) as directory:
         sysfs = SysfsRoot(directory).check()

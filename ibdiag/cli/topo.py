@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
 
 from ibdiag.cli.app import app
 from ibdiag.cli.common import (
     ConfigOption,
     DebugOption,
     emit,
+    ExpectRateOption,
     FormatOption,
     handle_errors,
     open_root,
@@ -19,7 +23,11 @@ from ibdiag.cli.common import (
     StrictOption,
     table_width,
 )
-from pathlib import Path
+
+ExpectAdaptersOption = Annotated[
+    Optional[int],
+    typer.Option("--expect-adapters", metavar="N", help="RDMA adapters this node must have: fewer fail (overrides [topo] expect_adapters)."),
+]
 
 
 @app.command("topo")
@@ -29,9 +37,12 @@ def topo_command(
     fmt: FormatOption = OutputFormat.table,
     config: ConfigOption = None,
     strict: StrictOption = False,
+    expect_adapters: ExpectAdaptersOption = None,
+    expect_rate: ExpectRateOption = None,
     debug: DebugOption = False,
 ) -> int:
     """Map GPUs, RDMA adapters, PCIe paths and NUMA (like nvidia-smi topo -m) and judge the layout."""
+    from ibdiag.config import with_flags
     from ibdiag.ports.config import PortsConfig
     from ibdiag.report.model import Report
     from ibdiag.sysfs import SysfsRoot
@@ -40,8 +51,8 @@ def topo_command(
     from ibdiag.topo.discover import discover
 
     cfg_file = read_config(config)
-    cfg = cfg_file.section("topo", TopoConfig)
-    ports = cfg_file.section("ports", PortsConfig)
+    cfg = with_flags(cfg_file.section("topo", TopoConfig), {"expect_adapters": ("--expect-adapters", expect_adapters)})
+    ports = cfg_file.section("ports", PortsConfig).with_expected_rate(expect_rate)
     with open_root(root) as directory:
         sysfs = SysfsRoot(directory).check()
         topo = discover(sysfs, gdr_level=cfg.gdr_path_class)
@@ -53,10 +64,10 @@ def topo_command(
 
         from ibdiag.report.table import findings_block
 
-        items: list[Any] = [Text(line) for line in render.summary_lines(topo)]
+        items: list[Any] = [Text(line, no_wrap=True) for line in render.summary_lines(topo)]
         matrix = render.matrix_text(topo)
         if matrix:
-            items += [Text(""), Text(matrix), Text(""), Text(render.LEGEND, style="dim")]
+            items += [Text(""), Text(matrix, no_wrap=True), Text(""), Text(render.LEGEND, style="dim")]
         if topo.gpus and topo.adapters:
             items.append(render.pairing_table(topo))
         if topo.adapters:

@@ -259,6 +259,10 @@ class Judging:
         """From a loaded :class:`ibdiag.config.Config`."""
         return cls(config.section("counters", CountersConfig), config.section("ports", PortsConfig))
 
+    def with_expected_rate(self, rate_gbps: float | None) -> Judging:
+        """``[ports] expected_rate_gbps`` replaced by ``--expect-rate``, when given."""
+        return replace(self, ports=self.ports.with_expected_rate(rate_gbps))
+
     def with_node_peers(self, sysfs: Any) -> Judging:
         """For a selection of ports: a slow port is still judged against every port of the node, as topo does."""
         from ibdiag.ports.read import node_ports

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ibdiag.errors import InputError
-from ibdiag.config import bounded
+from ibdiag.config import bounded, not_in_file, with_flags
 from ibdiag.parse import MAX_IB_RATE_GBPS
 
 #: ``mlx5_1``, ``mlx5_*``, ``mlx5_3:1``, ``mlx5_3:*``: an adapter pattern, optionally ``:`` a port pattern.
@@ -52,6 +52,8 @@ class PortsConfig:
     ignore: tuple[str, ...] = ()
     """Adapters (``mlx5_1*``) or ports (``mlx5_3:1``) not judged: spares, unused storage ports. They are
     still read and shown; an ignored adapter's PCIe link is not judged either."""
+    expected_rate_source: str = not_in_file("[ports] expected_rate_gbps")
+    """Where ``expected_rate_gbps`` came from, as findings name it (``--expect-rate`` when the flag set it)."""
 
     def __post_init__(self) -> None:
         if self.expected_rate_gbps is not None and not self.expected_rate_gbps > 0:
@@ -61,6 +63,13 @@ class PortsConfig:
         for pat, rate in self.rates_gbps.items():
             if not rate > 0:
                 raise InputError(f"config [ports] rates_gbps {pat!r} = {rate:g} must be positive", hint='e.g. "mlx5_4*" = 100')
+
+    def with_expected_rate(self, rate_gbps: float | None, *, flag: str = "--expect-rate") -> PortsConfig:
+        """The command line's ``--expect-rate`` over the file's ``expected_rate_gbps`` (patterns in
+        ``rates_gbps`` still win for the ports they name); unchanged when the flag was not given."""
+        if rate_gbps is None:
+            return self
+        return replace(with_flags(self, {"expected_rate_gbps": (flag, rate_gbps)}), expected_rate_source=flag)
 
     def ignored(self, adapter: str, port: int | None = None) -> bool:
         """Is this port left unjudged? With ``port`` None: is the whole adapter (its PCIe link, its

@@ -59,7 +59,7 @@ class ExpectedRates:
             rate, pattern = configured
             return ExpectedRate(rate, f'[ports] rates_gbps "{pattern}"')
         if self.config.expected_rate_gbps is not None:
-            return ExpectedRate(self.config.expected_rate_gbps, "[ports] expected_rate_gbps")
+            return ExpectedRate(self.config.expected_rate_gbps, self.config.expected_rate_source)
         group = peer_group(port)
         best = self.best_gbps.get(group)
         if best is None:
