@@ -24,6 +24,7 @@ from ibdiag.cli.app import bench_app
 from ibdiag.cli.common import (
     check_output_path,
     ConfigOption,
+    console,
     DebugOption,
     emit,
     FormatOption,
@@ -57,11 +58,10 @@ class _ProgressBar:
 
     def __enter__(self) -> _ProgressBar:
         if sys.stderr.isatty():
-            from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self.progress = Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=Console(file=sys.stderr), transient=True
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console(sys.stderr), transient=True
             )
             self.progress.start()
             # until rank 0 reports, the ranks are starting and meeting (minutes at thousands of ranks)

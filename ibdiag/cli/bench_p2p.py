@@ -20,6 +20,7 @@ from ibdiag.cli.common import (
     atomic_output,
     check_output_path,
     ConfigOption,
+    console,
     DebugOption,
     emit,
     FormatOption,
@@ -352,10 +353,9 @@ class _progress_bar:
     """A rich progress bar on stderr, one step per size and mode."""
 
     def __enter__(self) -> Any:
-        from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self._p = Progress(TextColumn("{task.description:>14}"), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(), console=Console(file=sys.stderr), transient=True)
+        self._p = Progress(TextColumn("{task.description:>14}"), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(), console=console(sys.stderr), transient=True)
         self._p.start()
         self._task = None
 

@@ -210,7 +210,9 @@ def console(file: Any = None) -> Any:
     out = file or sys.stdout
     tty = hasattr(out, "isatty") and out.isatty()
     width = None if tty else int(os.environ.get("COLUMNS") or 200)
-    return _Console(file=out, width=width, highlight=False, soft_wrap=False, force_terminal=None if tty else False)
+    # markup and emoji off: a string printed is data (a PCI address 0000:ab:00.0 must not become 0000🆎00.0,
+    # a firmware string "[bold]" must not restyle the table); styling comes from Text styles only.
+    return _Console(file=out, width=width, highlight=False, markup=False, emoji=False, soft_wrap=False, force_terminal=None if tty else False)
 
 
 def table_width() -> int:
@@ -269,7 +271,8 @@ def _write(report: Report, fmt: OutputFormat, meta: RunMeta, *, strict: bool, ta
             raise UsageError(f"ibdiag {report.command} cannot write a table", hint="use -o json")
         con = console(out)
         for item in table():
-            con.print(item)
+            # A Text marked no_wrap (a value to copy, a matrix) is written whole: the terminal folds it, a pipe keeps it.
+            con.print(item, soft_wrap=getattr(item, "no_wrap", None) is True)
     out.flush()
 
 
