@@ -68,9 +68,9 @@ def test_every_format(cli, fmt):
         assert json.loads(out)["status"] == "fail"
     elif fmt == "csv":
         lines = out.splitlines()
-        assert lines[0] == "gpu,gpu_pci,gpu_numa_node,adapter,adapter_pci,adapter_numa_node,path,nearest,gdr"
+        assert lines[0] == "gpu,gpu_pci,gpu_numa_node,adapter,adapter_pci,adapter_numa_node,path,nearest,gdr,nic_index"
         assert len(lines) == 1 + 8 * 12
-        assert "2,0000:3a:00.0,0,mlx5_11,0000:e9:00.0,1,SYS,0,0" in lines
+        assert "2,0000:3a:00.0,0,mlx5_11,0000:e9:00.0,1,SYS,0,0,11" in lines
     elif fmt == "prom":
         assert 'ibdiag_topo_port_active{device="mlx5_10",port="1",link_layer="Ethernet"} 0' in out
         assert 'ibdiag_status{command="topo"} 2' in out

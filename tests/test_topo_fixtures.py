@@ -13,7 +13,7 @@ from ibdiag.topo.discover import discover
 from ibdiag.topo.render import matrix_text
 from tests.conftest import SYSFS_FIXTURES
 
-PROFILES = ["dgx-h100", "dgx-h100-faulty", "roce-node", "vm-no-rdma"]
+PROFILES = ["dgx-h100", "dgx-h100-faulty", "roce-node", "vm-no-rdma", "hgx-4switch", "hgx-dualport", "epyc-nps2", "gpu-no-mlx5"]
 
 
 def readme_matrix(name: str) -> str:
@@ -107,7 +107,10 @@ def test_gdr_level_config_changes_pairing():
     assert all(p.gdr for p in topo.pairings)
 
 
-@pytest.mark.parametrize("name, code", [("dgx-h100", 0), ("dgx-h100-faulty", 1), ("roce-node", 0), ("vm-no-rdma", 0)])
+@pytest.mark.parametrize(
+    "name, code",
+    [("dgx-h100", 0), ("dgx-h100-faulty", 1), ("roce-node", 0), ("vm-no-rdma", 0), ("hgx-4switch", 0), ("hgx-dualport", 0), ("epyc-nps2", 1), ("gpu-no-mlx5", 0)],
+)
 def test_cli_exit_codes_and_json(cli, name, code):
     res = cli("topo", "--root", SYSFS_FIXTURES / name, "-o", "json")
     assert res.exit_code == code, res.stderr

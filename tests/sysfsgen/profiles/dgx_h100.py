@@ -3,7 +3,8 @@
 Two sockets; on each, four host bridges with one PCIe switch each, and under every switch one H100
 and one ConnectX-7 (the GPU's rail); two dual-port ConnectX-7 in Ethernet mode for storage; four
 NVSwitches and the management NIC on socket 0. ``build(tree, faults=...)`` plants the faults of
-the ``dgx-h100-faulty`` profile.
+the ``dgx-h100-faulty`` profile; ``mlx5_loaded=False`` leaves the ConnectX functions without driver
+(the ``gpu-no-mlx5`` profile).
 """
 
 from __future__ import annotations
@@ -36,12 +37,13 @@ def _traffic(i: int) -> dict[str, int | str]:
     )
 
 
-def build(tree: Tree, faults: frozenset[str] = frozenset(), host: str = "dgx-h100-01") -> None:
+def build(tree: Tree, faults: frozenset[str] = frozenset(), host: str = "dgx-h100-01", *, mlx5_loaded: bool = True, note: str = "") -> None:
     for node, cpus in CPUS.items():
         tree.numa(node, cpus)
     tree.module("nvidia", "550.90.07")
-    tree.module("mlx5_core", "24.07-0.6.1")
-    tree.module("ib_core")
+    if mlx5_loaded:
+        tree.module("mlx5_core", "24.07-0.6.1")
+        tree.module("ib_core")
     if "no_peermem" not in faults:
         tree.module("nvidia_peermem", "550.90.07")
 
@@ -78,7 +80,7 @@ def build(tree: Tree, faults: frozenset[str] = frozenset(), host: str = "dgx-h10
             nic_addr = f"0000:{bus + 4:02x}:00.0"
         narrow = gpu_i == 5 and "narrow_link" in faults
         slow = gpu_i == 6 and "slow_port" in faults
-        adapters.append((nic_addr, _compute_nic(parent, nic_addr, gpu_i, narrow=narrow, slow=slow)))
+        adapters.append((nic_addr, _compute_nic(parent, nic_addr, gpu_i, narrow=narrow, slow=slow, rdma=mlx5_loaded)))
 
     # Storage: one dual-port ConnectX-7 per socket in Ethernet mode (two PCI functions, two RDMA devices).
     for s_i, (bus, node) in enumerate(((0x59, 0), (0xD9, 1))):
@@ -88,20 +90,22 @@ def build(tree: Tree, faults: frozenset[str] = frozenset(), host: str = "dgx-h10
         for fn in (0, 1):
             addr = f"0000:{bus + 1:02x}:00.{fn}"
             down = s_i == 1 and fn == 1 and "port_down" in faults
-            adapters.append((addr, _storage_nic(rp, addr, s_i, fn, down=down)))
+            adapters.append((addr, _storage_nic(rp, addr, s_i, fn, down=down, rdma=mlx5_loaded)))
 
     for i, (_addr, make) in enumerate(sorted(adapters, key=lambda t: t[0])):
         make(f"mlx5_{i}")
 
-    tree.manifest(host, "project fixture: DGX H100-like node" + (f" with faults {sorted(faults)}" if faults else ""))
+    tree.manifest(host, note or "project fixture: DGX H100-like node" + (f" with faults {sorted(faults)}" if faults else ""))
 
 
-def _compute_nic(parent, addr: str, gpu_i: int, *, narrow: bool, slow: bool):  # type: ignore[no-untyped-def]
+def _compute_nic(parent, addr: str, gpu_i: int, *, narrow: bool, slow: bool, rdma: bool):  # type: ignore[no-untyped-def]
     bus = int(addr.split(":")[1], 16)
 
     def make(name: str) -> None:
         link = Link("32.0 GT/s PCIe", 8, "32.0 GT/s PCIe", 16) if narrow else Link()
         dev = parent.add(addr, vendor=MELLANOX, device=CX7, cls=0x020700, link=link, subsystem=(MELLANOX, 0x0023))
+        if not rdma:
+            return
         guid = f"a088:c203:00b1:{0x2c40 + gpu_i * 8:04x}"
         ib = dev.rdma(name, fw_ver="28.39.1002", board_id="MT_0000000838", hca_type="MT4129", node_guid=guid)
         dev.netdev(f"ibp{bus}s0", mtu=4092, address=f"00:00:10:29:fe:80:00:00:00:00:00:00:a0:88:c2:03:00:b1:{0x40 + gpu_i * 8:02x}:2c")
@@ -118,11 +122,13 @@ def _compute_nic(parent, addr: str, gpu_i: int, *, narrow: bool, slow: bool):  #
     return make
 
 
-def _storage_nic(rp, addr: str, s_i: int, fn: int, *, down: bool):  # type: ignore[no-untyped-def]
+def _storage_nic(rp, addr: str, s_i: int, fn: int, *, down: bool, rdma: bool):  # type: ignore[no-untyped-def]
     bus = int(addr.split(":")[1], 16)
 
     def make(name: str) -> None:
         dev = rp.add(addr, vendor=MELLANOX, device=CX7, cls=0x020000, subsystem=(MELLANOX, 0x0025))
+        if not rdma:
+            return
         guid = f"a088:c203:00c4:{0x1a00 + s_i * 16 + fn:04x}"
         ib = dev.rdma(name, fw_ver="28.39.1002", board_id="MT_0000000834", hca_type="MT4129", node_guid=guid)
         netdev = dev.netdev(f"enp{bus}s0f{fn}np{fn}", dev_port=0, operstate="down" if down else "up", mtu=9000, address=f"a0:88:c2:c4:1a:{s_i * 16 + fn:02x}")
