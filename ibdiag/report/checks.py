@@ -107,8 +107,9 @@ def all_registries() -> tuple[CheckRegistry, ...]:
     from ibdiag.importers.checks import CHECKS as importers
     from ibdiag.topo.checks import CHECKS as topo
     from ibdiag.verdict.judge import CHECKS as verdict
+    from ibdiag.fleet.checks import CHECKS as sweep
 
-    return (topo, counters, p2p, collective, importers, verdict)
+    return (topo, counters, p2p, collective, importers, verdict, sweep)
 
 
 def all_checks() -> dict[str, Check]:
