@@ -108,8 +108,9 @@ def all_registries() -> tuple[CheckRegistry, ...]:
     from ibdiag.topo.checks import CHECKS as topo
     from ibdiag.verdict.judge import CHECKS as verdict
     from ibdiag.fleet.checks import CHECKS as sweep
+    from ibdiag.fleetreport.checks import CHECKS as report
 
-    return (topo, counters, p2p, collective, importers, verdict, sweep)
+    return (topo, counters, p2p, collective, importers, verdict, sweep, report)
 
 
 def all_checks() -> dict[str, Check]:
