@@ -54,6 +54,7 @@ bench: $(TSTAMP)
 	$(BIN)/python benchmarks/p2p_vs_iperf3.py
 	$(BIN)/python benchmarks/collective_vs_torch.py
 	$(BIN)/python benchmarks/verdict_overlap.py
+	$(BIN)/python benchmarks/sweep_scale.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

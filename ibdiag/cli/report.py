@@ -29,7 +29,7 @@ def report_command(
     inputs: Annotated[list[str], typer.Argument(metavar="PATH", help="Directories (their *.json, recursively), files, or quoted patterns like 'nodes/*.json'.", show_default=False)],
     fmt: Annotated[ReportFormat, typer.Option("--format", "-o", case_sensitive=False, help="table for people; html (one self-contained page), json, csv, prom, junit, line (one-line drain list).")] = ReportFormat.table,
     png: Annotated[Optional[Path], typer.Option("--png", metavar="FILE", help="Write the sweep's node x node matrix per rail as a PNG (needs matplotlib).")] = None,
-    max_file_size: Annotated[str, typer.Option("--max-file-size", metavar="SIZE", help="Largest input file read; a larger one is skipped.")] = "64M",
+    max_file_size: Annotated[str, typer.Option("--max-file-size", metavar="SIZE", help="Largest input file read; a larger one is skipped.")] = "256M",
     strict: StrictOption = False,
     debug: DebugOption = False,
 ) -> int:
@@ -53,7 +53,7 @@ def report_command(
 
     max_bytes = parse_size(max_file_size, what="--max-file-size")
     if max_bytes < 1024:
-        raise UsageError(f"--max-file-size {max_file_size} is below 1 KiB", hint="the default is 64M")
+        raise UsageError(f"--max-file-size {max_file_size} is below 1 KiB", hint="the default is 256M")
     check_output_path(png, "--png")
     docs, skipped = read_all(inputs, max_bytes=max_bytes)
     view = build_view(docs, skipped)

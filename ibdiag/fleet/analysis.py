@@ -194,9 +194,11 @@ class NodeVerdict:
         return 2 * len(self.bad_rails) > len(self.ends)
 
     def worst_end(self) -> EndStat | None:
-        """The end with the lowest robust distance (the slowest rail)."""
-        scored = [e for e in self.ends if e.z is not None]
-        return min(scored, key=lambda e: e.z) if scored else (self.ends[0] if self.ends else None)  # type: ignore[arg-type,return-value]
+        """The end with the lowest robust distance (the slowest rail); the first when none has one."""
+        scored = [(e.z, e.rail, e) for e in self.ends if e.z is not None]
+        if scored:
+            return min(scored, key=lambda t: (t[0], t[1]))[2]
+        return self.ends[0] if self.ends else None
 
 
 @dataclass(frozen=True)

@@ -134,17 +134,21 @@ def link_health(result: SweepResult, link: LinkStat) -> Finding | None:
     return None
 
 
-def _silent_round(result: SweepResult, rank: int) -> int | None:
-    rounds = [p.round for p in result.pairs if rank in p.unreachable]
-    return min(rounds) if rounds else None
+def first_silent_rounds(result: SweepResult) -> dict[int, int]:
+    """Rank -> the first round in which it did not answer."""
+    out: dict[int, int] = {}
+    for p in result.pairs:
+        for rank in p.unreachable:
+            if rank not in out or p.round < out[rank]:
+                out[rank] = p.round
+    return out
 
 
 @CHECKS.check("sweep.unreachable", "a node that did not answer within --timeout: fail (the sweep goes on without it)")
-def unreachable(result: SweepResult, verdict: NodeVerdict) -> Finding | None:
+def unreachable(result: SweepResult, verdict: NodeVerdict, first: int | None) -> Finding | None:
     if verdict.status is not NodeStatus.UNREACHABLE:
         return None
     node = result.nodes[verdict.rank]
-    first = _silent_round(result, verdict.rank)
     when = f" from round {first + 1} of {result.settings.first_pass_rounds + result.settings.second_pass_rounds}" if first is not None else ""
     return Finding(
         "sweep.unreachable", Severity.FAIL, node.label,
@@ -188,8 +192,9 @@ def sweep_findings(result: SweepResult) -> list[Finding]:
     """Every finding of a sweep: unreachable nodes, nodes, links, rails, then the fleet's rails."""
     a = result.analysis
     out: list[Finding] = []
+    silent = first_silent_rounds(result)
     for verdict in a.nodes:
-        out += unreachable(result, verdict)
+        out += unreachable(result, verdict, silent.get(verdict.rank))
     for verdict in a.nodes:
         out += node_health(result, verdict)
     for link in a.links:

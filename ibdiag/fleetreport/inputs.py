@@ -25,8 +25,9 @@ from ibdiag.fleet.untrusted import JsonReader
 from ibdiag.report.model import Finding, Severity
 
 SCHEMAS = {"ibdiag.topo/1": "topo", "ibdiag.counters/1": "counters", "ibdiag.bench/1": "bench", "ibdiag.sweep/1": "sweep"}
-#: Largest file read (a 16384-node ring sweep's JSON is ~25 MiB); ``--max-file-size`` changes it.
-DEFAULT_MAX_BYTES = 64 * 2**20
+#: Largest file read (a 16384-node x 8-rail sweep's JSON is 42 MiB for ring, 73 MiB for 8 random
+#: rounds, benchmarks/sweep_scale.py); ``--max-file-size`` changes it.
+DEFAULT_MAX_BYTES = 256 * 2**20
 #: Most files one report reads (a directory of a 16384-node fleet's topo, counters and bench files fits).
 MAX_FILES = 100_000
 MAX_FINDINGS = 100_000
@@ -73,8 +74,17 @@ class TopoFacts:
     nccl_ib_hca: str | None
 
 
+def _error_counters() -> frozenset[str]:
+    """Counters whose non-zero value is an error: the IB error counters and the mlx5 loss/drop counters."""
+    from ibdiag.counters.spec import ERROR_COUNTERS, HW_JUDGED, HwGroup
+
+    return frozenset(ERROR_COUNTERS) | {name for name, spec in HW_JUDGED.items() if spec.group is not HwGroup.CONGESTION}
+
+
 @dataclass(frozen=True)
 class CounterReading:
+    """A non-zero error counter of one port (only those are kept: the rest says nothing to a fleet)."""
+
     adapter: str
     port: int | None
     counter: str
@@ -103,6 +113,7 @@ class InputDoc:
     generated_at: str
     status: Severity
     findings: tuple[Finding, ...]
+    """Its warn and fail findings (ok ones are checked for their severity and dropped)."""
     topo: TopoFacts | None = None
     counters: tuple[CounterReading, ...] = ()
     bench: BenchFacts | None = None
@@ -199,8 +210,8 @@ def parse_document(doc: Any, source: str) -> InputDoc:
     kind = SCHEMAS[schema]
     host = r.text(doc.get("host"), "host", max_len=253, pattern=HOST_RE)
     generated_at = r.text(doc.get("generated_at"), "generated_at", max_len=40)
-    status = Severity(r.choice(doc.get("status"), "status", [s.value for s in Severity]))
-    findings = tuple(_finding(r, f, f"findings[{i}]") for i, f in enumerate(r.items(doc.get("findings"), "findings", max_items=MAX_FINDINGS)))
+    status = Severity(r.choice(doc.get("status"), "status", _SEVERITIES))
+    findings = tuple(f for i, item in enumerate(r.items(doc.get("findings"), "findings", max_items=MAX_FINDINGS)) if (f := _finding(r, item, f"findings[{i}]")) is not None)
     if kind == "topo":
         return InputDoc(source, kind, host, generated_at, status, findings, topo=_topo(r, doc))
     if kind == "counters":
@@ -212,11 +223,18 @@ def parse_document(doc: Any, source: str) -> InputDoc:
     return InputDoc(source, kind, host, generated_at, status, findings, sweep=SweepResult.from_json(doc, source))
 
 
-def _finding(r: JsonReader, value: Any, where: str) -> Finding:
+_SEVERITIES = tuple(s.value for s in Severity)
+
+
+def _finding(r: JsonReader, value: Any, where: str) -> Finding | None:
+    """A warn or fail finding, checked; None for an ok one (a fleet view shows only what is wrong)."""
     f = r.obj(value, where)
+    severity = Severity(r.choice(f.get("severity"), f"{where}.severity", _SEVERITIES))
+    if severity is Severity.OK:
+        return None
     return Finding(
         check=r.text(f.get("check"), f"{where}.check", max_len=64, pattern=_CHECK_RE),
-        severity=Severity(r.choice(f.get("severity"), f"{where}.severity", [s.value for s in Severity])),
+        severity=severity,
         subject=r.text(f.get("subject", ""), f"{where}.subject", max_len=600),
         message=r.text(f.get("message", ""), f"{where}.message", max_len=2000),
         value=_scalar(r, f.get("value"), f"{where}.value"),
@@ -285,6 +303,7 @@ def _topo(r: JsonReader, doc: Mapping[str, Any]) -> TopoFacts:
 
 def _counters(r: JsonReader, doc: Mapping[str, Any]) -> tuple[CounterReading, ...]:
     mode = r.choice(doc.get("mode"), "mode", ("snapshot", "interval", "series", "since"))
+    errors = _error_counters()
     out: list[CounterReading] = []
     for i, p in enumerate(r.items(doc.get("ports"), "ports", max_items=MAX_ADAPTERS * MAX_PORTS)):
         where = f"ports[{i}]"
@@ -308,7 +327,9 @@ def _counters(r: JsonReader, doc: Mapping[str, Any]) -> tuple[CounterReading, ..
                 if value is None:
                     continue
                 key = r.text(name, f"{where}.{label} key", max_len=64, pattern=_COUNTER_RE)
-                out.append(CounterReading(adapter, port, key, r.number(value, f"{where}.{label}.{key}", lo=0), per_second, interval))
+                number = r.number(value, f"{where}.{label}.{key}", lo=0)
+                if key in errors and number > 0:
+                    out.append(CounterReading(adapter, port, key, number, per_second, interval))
     return tuple(out)
 
 

@@ -144,40 +144,36 @@ def config_outliers(topos: dict[str, InputDoc]) -> tuple[list[Outlier], list[Spl
         return [], []
     df = pd.DataFrame(rows, columns=["host", "key", "value"])
     counts = df.groupby(["key", "value"]).size().rename("n").reset_index()
-    per_key = df.groupby("key")["host"].nunique().rename("hosts")
-    outliers: list[Outlier] = []
-    splits: list[Split] = []
-    for key, group in counts.groupby("key", sort=True):
-        if len(group) < 2:
-            continue
-        group = group.sort_values(["n", "value"], ascending=[False, True])
-        top_value, top_n = str(group.iloc[0]["value"]), int(group.iloc[0]["n"])
-        hosts = int(per_key[key])
-        if 2 * top_n > hosts:
-            odd = df[(df["key"] == key) & (df["value"] != top_value)].sort_values("host")
-            outliers += [Outlier(str(key), str(r.host), str(r.value), top_value, top_n, hosts) for r in odd.itertuples()]
-        else:
-            splits.append(Split(str(key), tuple((str(v), int(n)) for v, n in zip(group["value"], group["n"]))))
+    counts = counts.sort_values(["key", "n", "value"], ascending=[True, False, True])
+    distinct = counts.groupby("key")["value"].size().rename("values")
+    top = counts.drop_duplicates("key").set_index("key").join(df.groupby("key")["host"].nunique().rename("hosts")).join(distinct)
+    top = top[top["values"] > 1]
+    has_majority = 2 * top["n"] > top["hosts"]
+    majority = top[has_majority]
+    odd = df.merge(majority, left_on="key", right_index=True, suffixes=("", "_top"))
+    odd = odd[odd["value"] != odd["value_top"]].sort_values(["key", "host"])
+    outliers = [Outlier(str(r.key), str(r.host), str(r.value), str(r.value_top), int(r.n), int(r.hosts)) for r in odd.itertuples()]
+    splits = [
+        Split(str(key), tuple((str(v), int(n)) for v, n in zip(group["value"], group["n"])))
+        for key, group in counts[counts["key"].isin(top[~has_majority].index)].groupby("key", sort=True)
+    ]
     return outliers, splits
 
 
 def counter_errors(counters: dict[str, InputDoc], limit: int = TOP_COUNTER_ERRORS) -> list[CounterError]:
     """The fleet's largest error rates (``--interval``/``--since`` files), then error counts since reset."""
-    from ibdiag.counters.spec import ERROR_COUNTERS, HW_JUDGED, HwGroup
-
-    judged = set(ERROR_COUNTERS) | {name for name, spec in HW_JUDGED.items() if spec.group is not HwGroup.CONGESTION}
     pd = _pandas()
-    rows = [
-        (host, f"{c.adapter}:{c.port}" if c.port is not None else c.adapter, c.counter, c.value, c.per_second)
-        for host, d in counters.items()
-        for c in d.counters
-        if c.counter in judged and c.value > 0
-    ]
+    rows = [(host, f"{c.adapter}:{c.port}" if c.port is not None else c.adapter, c.counter, c.value, c.per_second) for host, d in counters.items() for c in d.counters]
     if not rows:
         return []
     df = pd.DataFrame(rows, columns=["host", "port", "counter", "value", "per_second"])
     df = df.sort_values(["per_second", "value", "host", "port"], ascending=[False, False, True, True]).head(limit)
     return [CounterError(str(r.host), str(r.port), str(r.counter), float(r.value), bool(r.per_second)) for r in df.itertuples()]
+
+
+def _named(findings: Any) -> tuple[str, ...]:
+    """``check (subject)`` of each row of a findings frame."""
+    return tuple(f"{check} ({subject})" if subject else check for check, subject in zip(findings["check"], findings["subject"]))
 
 
 def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetView:
@@ -216,18 +212,20 @@ def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetVie
         odd.setdefault(o.host, []).append(o.key)
 
     df = pd.DataFrame(records, columns=["host", "kind", "check", "severity", "subject"])
+    by_host = dict(tuple(df.groupby("host", sort=False))) if len(df) else {}
+    empty = df.iloc[0:0]
     rows: list[NodeRow] = []
     for host in sorted(sources):
-        mine = df[df["host"] == host]
+        mine = by_host.get(host, empty)
         fails = mine[mine["severity"] == "fail"]
         warns = mine[mine["severity"] == "warn"]
-        sev = worst([Severity(s) for s in mine["severity"]] + ([Severity.WARN] if host in odd else []))
+        sev = worst([Severity(s) for s in mine["severity"].unique()] + ([Severity.WARN] if host in odd else []))
         rows.append(
             NodeRow(
                 host=host,
                 status=sev,
-                failing=tuple(f"{r.check} ({r.subject})" if r.subject else r.check for r in fails.itertuples()),
-                warnings=tuple(f"{r.check} ({r.subject})" if r.subject else r.check for r in warns.itertuples()),
+                failing=_named(fails),
+                warnings=_named(warns),
                 outliers=tuple(odd.get(host, ())),
                 sources=tuple(k for k in ("topo", "counters", "bench", "sweep") if k in sources[host]),
                 sweep=sweep_status.get(host),
