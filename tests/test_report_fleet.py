@@ -7,8 +7,6 @@ import os
 import re
 from xml.etree import ElementTree as ET
 
-import pytest
-
 from tests.fleet_fixtures import host_of, variants
 
 
