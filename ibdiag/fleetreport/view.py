@@ -172,8 +172,9 @@ def counter_errors(counters: dict[str, InputDoc], limit: int = TOP_COUNTER_ERROR
 
 
 def _named(findings: Any) -> tuple[str, ...]:
-    """``check (subject)`` of each row of a findings frame."""
-    return tuple(f"{check} ({subject})" if subject else check for check, subject in zip(findings["check"], findings["subject"]))
+    """``check (subject)`` of each row of a findings frame, each once (topo and counters share checks)."""
+    named = (f"{check} ({subject})" if subject else check for check, subject in zip(findings["check"], findings["subject"]))
+    return tuple(dict.fromkeys(named))
 
 
 def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetView:
