@@ -13,7 +13,7 @@ from typing import Any
 from ibdiag.fleet.analysis import LinkVerdict, NodeStatus
 from ibdiag.fleet.model import SweepResult
 from ibdiag.report.model import Severity
-from ibdiag.report.prom import Metric, Sample
+from ibdiag.report.prom import Metric, PromSample
 from ibdiag.units import format_bytes
 
 # --- the drain line -----------------------------------------------------------------------------------
@@ -311,14 +311,14 @@ def prom_metrics(result: SweepResult) -> list[Metric]:
     for v in result.analysis.nodes:
         node = result.nodes[v.rank]
         base = {"host": node.host, "rank": str(node.rank)}
-        status.append(Sample(base, _STATUS_VALUE[v.status]))
+        status.append(PromSample(base, _STATUS_VALUE[v.status]))
         for e in v.ends:
             labels = {**base, "rail": str(e.rail), "adapter": result.adapter(v.rank, e.rail) or "tcp"}
             if e.bw_gbs is not None:
-                bw.append(Sample(labels, e.bw_gbs))
+                bw.append(PromSample(labels, e.bw_gbs))
             if e.z is not None:
-                z.append(Sample(labels, e.z))
-    rails = [Sample({"rail": str(r.rail)}, r.bw.median) for r in result.analysis.rails if r.bw.median is not None]
+                z.append(PromSample(labels, e.z))
+    rails = [PromSample({"rail": str(r.rail)}, r.bw.median) for r in result.analysis.rails if r.bw.median is not None]
     return [
         Metric("ibdiag_sweep_node_status", "Sweep verdict per node: 0 ok, 1 suspect or untested, 2 bad, 3 unreachable.", "gauge", tuple(status)),
         Metric("ibdiag_sweep_node_bw_gbs", "Median pair bandwidth of a node's rail in the last sweep, GB/s (1e9 B/s).", "gauge", tuple(bw)),

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ibdiag.errors import InputError
+from ibdiag.text import safe_value
 
 _HINT = "give the file ibdiag wrote, unchanged (-o json or --save)"
 
@@ -67,7 +68,7 @@ class JsonReader:
         if not value.isprintable():
             raise self.error(path, "holds control or non-printable characters")
         if pattern is not None and not pattern.match(value):
-            raise self.error(path, f"{value[:40]!r} is not of the expected form")
+            raise self.error(path, f"{safe_value(value, 40)} is not of the expected form")
         return value
 
     def opt_text(self, value: Any, path: str, *, max_len: int = 256, pattern: re.Pattern[str] | None = None) -> str | None:

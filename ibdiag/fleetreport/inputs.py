@@ -23,6 +23,7 @@ from ibdiag.errors import InputError
 from ibdiag.fleet.nodes import ADAPTER_RE, HOST_RE
 from ibdiag.fleet.untrusted import JsonReader
 from ibdiag.report.model import Finding, Severity
+from ibdiag.text import safe_value
 
 SCHEMAS = {"ibdiag.topo/1": "topo", "ibdiag.counters/1": "counters", "ibdiag.bench/1": "bench", "ibdiag.sweep/1": "sweep"}
 #: Largest file read (a 16384-node x 8-rail sweep's JSON is 42 MiB for ring, 73 MiB for 8 random
@@ -205,8 +206,7 @@ def parse_document(doc: Any, source: str) -> InputDoc:
         raise InputError("not an ibdiag JSON document (no schema)")
     schema = doc.get("schema")
     if schema not in SCHEMAS:
-        shown = repr(schema) if isinstance(schema, str) and schema.isprintable() and len(schema) <= 64 else "of an unknown kind"
-        raise InputError(f"schema {shown} is not one ibdiag report reads ({', '.join(SCHEMAS)})")
+        raise InputError(f"schema {safe_value(schema)} is not one ibdiag report reads ({', '.join(SCHEMAS)})")
     kind = SCHEMAS[schema]
     host = r.text(doc.get("host"), "host", max_len=253, pattern=HOST_RE)
     generated_at = r.text(doc.get("generated_at"), "generated_at", max_len=40)

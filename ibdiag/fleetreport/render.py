@@ -10,7 +10,7 @@ from typing import Any
 from ibdiag.fleet.render import LINE_WIDTH, fit_line
 from ibdiag.fleetreport.view import FleetView
 from ibdiag.report.model import Severity
-from ibdiag.report.prom import Metric, Sample
+from ibdiag.report.prom import Metric, PromSample
 
 #: Nodes listed in the table (all of them are in JSON, CSV and HTML).
 TABLE_ROWS = 40
@@ -118,10 +118,10 @@ def csv_rows(view: FleetView) -> list[dict[str, Any]]:
 
 def prom_metrics(view: FleetView) -> list[Metric]:
     """Fleet counts by status and the number of configuration outliers per node."""
-    by_status = [Sample({"status": s.value}, sum(1 for r in view.rows if r.status is s)) for s in Severity]
-    outliers = [Sample({"host": r.host}, len(r.outliers)) for r in view.rows]
+    by_status = [PromSample({"status": s.value}, sum(1 for r in view.rows if r.status is s)) for s in Severity]
+    outliers = [PromSample({"host": r.host}, len(r.outliers)) for r in view.rows]
     return [
         Metric("ibdiag_fleet_nodes", "Nodes in the fleet report by worst status.", "gauge", tuple(by_status)),
         Metric("ibdiag_fleet_config_outliers", "Configuration keys on which a node differs from the fleet's majority.", "gauge", tuple(outliers)),
-        Metric("ibdiag_fleet_drain", "Nodes the fleet report says to drain.", "gauge", (Sample({}, len(view.drain)),)),
+        Metric("ibdiag_fleet_drain", "Nodes the fleet report says to drain.", "gauge", (PromSample({}, len(view.drain)),)),
     ]

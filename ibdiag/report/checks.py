@@ -105,12 +105,13 @@ def all_registries() -> tuple[CheckRegistry, ...]:
     from ibdiag.bench.p2p.checks import CHECKS as p2p
     from ibdiag.counters.checks import CHECKS as counters
     from ibdiag.importers.checks import CHECKS as importers
+    from ibdiag.ports.checks import CHECKS as ports
     from ibdiag.topo.checks import CHECKS as topo
-    from ibdiag.verdict.judge import CHECKS as verdict
+    from ibdiag.verdict.checks import CHECKS as verdict
     from ibdiag.fleet.checks import CHECKS as sweep
     from ibdiag.fleetreport.checks import CHECKS as report
 
-    return (topo, counters, p2p, collective, importers, verdict, sweep, report)
+    return (topo, ports, counters, p2p, collective, importers, verdict, sweep, report)
 
 
 def all_checks() -> dict[str, Check]:
