@@ -126,7 +126,7 @@ def test_save_is_a_bench_file_verdict_can_read(cli, tmp_path):
     assert res.exit_code == 0 and out.exists()
     assert not [p for p in tmp_path.iterdir() if p.name != "imported.json"]  # no temporary file left
     run = load_bench_file(out)
-    assert run.kind == "collective" and run.meta["op"] == "all_reduce" and run.meta["world_size"] == 16
+    assert run.kind == "collective" and run.meta.op == "all_reduce" and run.meta.world_size == 16
     assert run.results[0].max_error == 2e-07  # the old era's error column survives the round trip
     again = importers.load(out)  # the importer reads ibdiag's own files too
     assert again.results == run.results

@@ -10,6 +10,7 @@ import pytest
 from ibdiag.bench.p2p.checks import CHECK_BANDWIDTH, BenchConfig, bandwidth_findings
 from ibdiag.bench.p2p.linerate import LineRate, combine, netdev_line_rate, rdma_line_rate, tcp_line_rate
 from ibdiag.bench.p2p.render import CSV_HEADER, bandwidth_chart, csv_rows, results_table
+from ibdiag.bench.p2p.meta import P2PMeta, P2PSetup
 from ibdiag.bench.results import BenchRun, LatencyStats, P2PResult, bench_run_from_json
 from ibdiag.config import load_config
 from ibdiag.errors import InputError
@@ -159,11 +160,11 @@ def test_table_has_perftest_columns():
 
 
 def test_bench_json_round_trip_keeps_lat_iters():
-    run = BenchRun(kind="p2p", results=tuple(FULL), meta={"transport": "tcp", "mode": "both", "peer": "h:1"})
+    run = BenchRun(P2PMeta(transport="tcp", mode="both", measured=P2PSetup(peer="h:1")), tuple(FULL))
     doc = json.loads(json.dumps(run.to_data()))
     back = bench_run_from_json(doc)
     assert back.results == run.results
-    assert back.meta["peer"] == "h:1"
+    assert back.meta.measured.peer == "h:1"
 
 
 def test_png_chart_when_matplotlib_is_installed(tmp_path):

@@ -367,7 +367,7 @@ def import_command(
                 "import.multiple_runs",
                 Severity.WARN,
                 source,
-                f"run {run_index} of {len(runs)} imported ({runs[0].meta.get('separation', 'separate')}); the others are not included",
+                f"run {run_index} of {len(runs)} imported ({runs[0].provenance.imported.position.separation if runs[0].provenance.imported and runs[0].provenance.imported.position else 'separate'}); the others are not included",
                 hint="a file with several runs usually means the benchmark was launched wrongly (e.g. nccl-tests without MPI under mpirun)",
             )
         )

@@ -333,13 +333,12 @@ def p2p_command(
 
 def _header_lines(run: Any, rate: Any, req: Any) -> list[str]:
     lines = [f"server {run.server.host} (ibdiag {run.server.ibdiag_version}) at {run.peer}"]
-    if req.transport == "rdma":
-        c = run.details.get("client", {})
-        s = run.details.get("server", {})
+    if run.rdma is not None:
+        c, s = run.rdma.client, run.rdma.server
         lines.append(
-            f"client {c.get('device')} port {c.get('ib_port')} GID index {c.get('gid_index')} ({c.get('gid_choice')}); "
-            f"server {s.get('device')} port {s.get('ib_port')} GID index {s.get('gid_index')}; "
-            f"path MTU {run.details.get('path_mtu')}; tx depth {run.details.get('tx_depth')}"
+            f"client {c.device} port {c.ib_port} GID index {c.gid_index} ({c.gid_choice}); "
+            f"server {s.device} port {s.ib_port} GID index {s.gid_index}; "
+            f"path MTU {run.rdma.path_mtu}; tx depth {run.rdma.tx_depth}"
         )
     warm = "auto" if req.warmup is None else str(req.warmup)
     lines.append(f"warm-up {warm} per size; latency is one-way (round trip / 2)")

@@ -36,6 +36,7 @@ import re
 import sys
 from pathlib import Path
 
+from ibdiag.bench.collective.meta import CollectiveMeta
 from ibdiag.bench.results import SCHEMA, BenchRun, bench_run_from_json
 from ibdiag.errors import InputError
 from ibdiag.importers import nccl_tests, perftest
@@ -125,22 +126,31 @@ def describe_runs(runs: list[BenchRun]) -> str:
     parts = []
     for i, r in enumerate(runs, start=1):
         m = r.meta
-        what = m.get("op") or m.get("test") or r.kind
-        ranks = m.get("world_size")
-        hosts = m.get("hosts") or []
+        if isinstance(m, CollectiveMeta):
+            what, ranks, hosts = m.op or r.kind, m.world_size, m.hosts
+        else:
+            what, ranks, hosts = (m.perftest.test if m.perftest else r.kind), None, ()
         where = f" {ranks} rank{'s' if ranks != 1 else ''}" if ranks else ""
         if hosts:
             where += f" on {', '.join(hosts[:2])}{'...' if len(hosts) > 2 else ''}"
         parts.append(f"{i}: {what}{where} ({len(r.results)} rows)")
-    sep = runs[0].meta.get("separation", "separate") if runs else ""
-    return f"{len(runs)} runs, {sep}: " + "; ".join(parts)
+    return f"{len(runs)} runs, {_separation(runs)}: " + "; ".join(parts)
+
+
+def _separation(runs: list[BenchRun]) -> str:
+    first = runs[0].provenance.imported if runs else None
+    return first.position.separation if first is not None and first.position is not None else "separate"
 
 
 def parse_text(text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> BenchRun:
     """The single run in ``text``; InputError when there is none or several (never averaged)."""
     runs = parse_runs(text, source, op=op, file_name=file_name)
     if len(runs) > 1:
-        interleaved = any("interleaved" in str(r.meta.get("separation", "")) or r.meta.get("world_size") == 1 for r in runs)
+        interleaved = any(
+            (r.provenance.imported is not None and r.provenance.imported.position is not None and r.provenance.imported.position.interleaved)
+            or (isinstance(r.meta, CollectiveMeta) and r.meta.world_size == 1)
+            for r in runs
+        )
         raise InputError(
             f"{source}: holds {describe_runs(runs)}; they are not averaged",
             hint=(

@@ -31,6 +31,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ibdiag.bench.collective.meta import CollectiveMeta, NcclRank, NcclTestsLog
+from ibdiag.bench.jsonfields import Fields
+from ibdiag.bench.provenance import MAX_WARNINGS, ImportInfo, Provenance, RunPosition
 from ibdiag.bench.results import BenchRun, CollectiveResult
 from ibdiag.errors import InputError
 from ibdiag.importers.lines import Line, split_lines
@@ -129,7 +132,7 @@ class _Run:
     version_rest: str | None = None
     binary: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
-    ranks: list[dict[str, Any]] = field(default_factory=list)
+    ranks: list[NcclRank] = field(default_factory=list)
     columns: _Columns | None = None
     rows: list[CollectiveResult] = field(default_factory=list)
     oob: int | None = None
@@ -361,17 +364,17 @@ class _Parser:
         m = _RANK_LINE.match(body)
         if m:
             rank = int(m.group("rank"))
-            run = self._for_header(tag, n, lambda r: r.columns is None and all(x["rank"] != rank for x in r.ranks))
+            run = self._for_header(tag, n, lambda r: r.columns is None and all(x.rank != rank for x in r.ranks))
             run.ranks.append(
-                {
-                    "rank": rank,
-                    "group": None if m.group("group") is None else int(m.group("group")),
-                    "pid": int(m.group("pid")),
-                    "host": m.group("host"),
-                    "device": int(m.group("device")),
-                    "bus_id": m.group("bus"),
-                    "gpu": m.group("gpu").strip(),
-                }
+                NcclRank(
+                    rank=rank,
+                    group=None if m.group("group") is None else int(m.group("group")),
+                    pid=int(m.group("pid")),
+                    host=m.group("host"),
+                    device=int(m.group("device")),
+                    bus_id=m.group("bus"),
+                    gpu=m.group("gpu").strip(),
+                )
             )
             run.eras.add("2022" if m.group("group") is not None else "old")
             return
@@ -487,11 +490,28 @@ def infer_op(rows: Sequence[CollectiveResult], nranks: int | None) -> tuple[str 
     return None, cands
 
 
-def _to_bench_run(run: _Run, parser: _Parser, source: str, op_hint: str | None, file_hint: str | None) -> BenchRun:
-    nranks = len({(r["rank"]) for r in run.ranks}) or None
+def _collective_meta(rows: Sequence[CollectiveResult], ranks: Sequence[NcclRank], op: str | None, log: NcclTestsLog, blocking: bool | None) -> CollectiveMeta:
+    """What the rows and the header's rank lines say, the same for text and ``-J`` logs."""
     hosts: dict[str, int] = {}
-    for r in run.ranks:
-        hosts[r["host"]] = hosts.get(r["host"], 0) + 1
+    for r in ranks:
+        hosts[str(r.host)] = hosts.get(str(r.host), 0) + 1
+    return CollectiveMeta(
+        op=op,
+        backend="nccl",
+        dtype=rows[0].dtype if rows else None,
+        redop=rows[0].redop if rows else None,
+        world_size=len({r.rank for r in ranks}) or None,
+        ranks_per_node=max(hosts.values()) if hosts else None,
+        nodes=len(hosts) or None,
+        hosts=tuple(hosts),
+        blocking=blocking,
+        avg_busbw_gbs=statistics.fmean(r.busbw_gbs for r in rows) if rows else None,
+        nccl_tests=log,
+    )
+
+
+def _to_bench_run(run: _Run, parser: _Parser, source: str, op_hint: str | None, file_hint: str | None, position: RunPosition | None) -> BenchRun:
+    nranks = len({r.rank for r in run.ranks}) or None
     op: str | None = None
     op_source = None
     cands: list[str] = []
@@ -505,45 +525,25 @@ def _to_bench_run(run: _Run, parser: _Parser, source: str, op_hint: str | None, 
         op, cands = infer_op(run.rows, nranks)
         op_source = "inferred from the table" if op else None
     rows = tuple(run.rows)
-    avg = statistics.fmean(r.busbw_gbs for r in rows) if rows else None
-    gpus = sorted({r["gpu"] for r in run.ranks if r["gpu"]})
-    meta: dict[str, Any] = {
-        "tool": "nccl-tests",
-        "source": source,
-        "format": _era(run.eras),
-        "op": op,
-        "op_source": op_source,
-        "backend": "nccl",
-        "world_size": nranks,
-        "ranks_per_node": max(hosts.values()) if hosts else None,
-        "nodes": len(hosts) or None,
-        "hosts": list(hosts),
-        "gpus": gpus,
-        "ranks": run.ranks,
-        "dtype": rows[0].dtype if rows else None,
-        "redop": rows[0].redop if rows else None,
-        "params": run.params,
-        "blocking": run.blocking,
-        "avg_busbw_gbs": avg,
-        "avg_busbw_gbs_reported": run.avg_reported,
-        "out_of_bounds": run.oob,
-        "first_line": run.start_line,
-        "complete": run.finished,
-    }
-    if cands:
-        meta["op_candidates"] = cands
-    if run.nccl_tests_version:
-        meta["nccl_tests_version"] = run.nccl_tests_version
-    if parser.nccl_version:
-        meta["nccl_version"] = parser.nccl_version
-    if run.tag is not None:
-        meta["tag"] = run.tag
-    if run.errors:
-        meta["nccl_errors"] = run.errors
-    if parser.nccl_warnings:
-        meta["nccl_warning_count"] = len(parser.nccl_warnings)
-        meta["nccl_warnings"] = [f"line {n}: {t}" for n, t in parser.nccl_warnings[:5]]
-    return BenchRun(kind="collective", results=rows, meta=meta)
+    log = NcclTestsLog(
+        op_source=op_source,
+        op_candidates=tuple(cands),
+        gpus=tuple(sorted({r.gpu for r in run.ranks if r.gpu})),
+        ranks=tuple(run.ranks),
+        params=run.params,
+        avg_busbw_gbs_reported=run.avg_reported,
+        out_of_bounds=run.oob,
+        complete=run.finished,
+    )
+    provenance = Provenance(
+        imported=ImportInfo(tool="nccl-tests", source=source, format=_era(run.eras), first_line=run.start_line, tag=run.tag, position=position),
+        nccl_version=parser.nccl_version,
+        nccl_tests_version=run.nccl_tests_version,
+        nccl_errors=tuple(run.errors),
+        nccl_warnings=tuple(f"line {n}: {t}" for n, t in parser.nccl_warnings[:MAX_WARNINGS]),
+        nccl_warning_count=len(parser.nccl_warnings) or None,
+    )
+    return BenchRun(_collective_meta(rows, run.ranks, op, log, run.blocking), rows, provenance)
 
 
 def looks_like(lines: Sequence[Line]) -> bool:
@@ -574,7 +574,7 @@ def parse_runs(text: str, source: str = "<text>", *, op: str | None = None, file
     tags = {r.tag for r in runs}
     interleaved = any(r.interleaved for r in runs)
     for i, r in enumerate(runs, start=1):
-        br = _to_bench_run(r, parser, source, op, file_hint)
+        position = None
         if len(runs) > 1:
             if interleaved and r.tag is None:
                 sep = "interleaved (untagged lines; rows attributed in order of appearance)"
@@ -582,8 +582,8 @@ def parse_runs(text: str, source: str = "<text>", *, op: str | None = None, file
                 sep = "one run per output tag"
             else:
                 sep = "one after the other"
-            br = BenchRun(br.kind, br.results, {**br.meta, "run_index": i, "run_count": len(runs), "separation": sep})
-        out.append(br)
+            position = RunPosition(i, len(runs), sep)
+        out.append(_to_bench_run(r, parser, source, op, file_hint, position))
     return out
 
 
@@ -630,22 +630,11 @@ def parse_json_doc(doc: Mapping[str, Any], source: str, *, op: str | None = None
             raise InputError(f"{source}: results[{i}] is malformed ({e})", hint=HINT) from None
     cfg = doc.get("config") if isinstance(doc.get("config"), Mapping) else {}
     devices = cfg.get("devices") if isinstance(cfg.get("devices"), list) else []
-    ranks = [
-        {
-            "rank": d.get("rank"),
-            "group": d.get("group"),
-            "pid": d.get("pid"),
-            "host": d.get("hostname"),
-            "device": d.get("device"),
-            "bus_id": d.get("device_hex"),
-            "gpu": d.get("device_info"),
-        }
-        for d in devices
-        if isinstance(d, Mapping)
-    ]
-    hosts: dict[str, int] = {}
-    for r in ranks:
-        hosts[str(r["host"])] = hosts.get(str(r["host"]), 0) + 1
+    try:
+        ranks = [_json_rank(Fields(d, f"config.devices[{i}]")) for i, d in enumerate(devices) if isinstance(d, Mapping)]
+        params = Fields({"config": {k: v for k, v in cfg.items() if k != "devices" and not isinstance(v, (list, dict))}}, "").scalars("config")
+    except ValueError as e:
+        raise InputError(f"{source}: {e}", hint=HINT) from None
     nranks = len(ranks) or None
     args = doc.get("args") if isinstance(doc.get("args"), list) else []
     binary = str(args[0]).rsplit("/", 1)[-1] if args else None
@@ -660,29 +649,34 @@ def parse_json_doc(doc: Mapping[str, Any], source: str, *, op: str | None = None
         src = "inferred from the table" if opname else None
     avg_doc = doc.get("average_bus_bandwidth") if isinstance(doc.get("average_bus_bandwidth"), Mapping) else {}
     oob_doc = doc.get("out_of_bounds") if isinstance(doc.get("out_of_bounds"), Mapping) else {}
-    meta: dict[str, Any] = {
-        "tool": "nccl-tests",
-        "source": source,
-        "format": f"json v{doc.get('version')}",
-        "op": opname,
-        "op_source": src,
-        "backend": "nccl",
-        "world_size": nranks,
-        "ranks_per_node": max(hosts.values()) if hosts else None,
-        "nodes": len(hosts) or None,
-        "hosts": list(hosts),
-        "gpus": sorted({str(r["gpu"]) for r in ranks if r.get("gpu")}),
-        "ranks": ranks,
-        "dtype": results[0].dtype if results else None,
-        "redop": results[0].redop if results else None,
-        "params": {k: v for k, v in cfg.items() if k != "devices"},
-        "avg_busbw_gbs": statistics.fmean(r.busbw_gbs for r in results) if results else None,
-        "avg_busbw_gbs_reported": avg_doc.get("bandwidth") if isinstance(avg_doc.get("bandwidth"), (int, float)) else None,
-        "out_of_bounds": oob_doc.get("count") if isinstance(oob_doc.get("count"), int) else None,
-        "complete": "end_time" in doc,
-    }
-    if doc.get("nccl_version") is not None:
-        meta["nccl_version"] = str(doc.get("nccl_version"))
-    if doc.get("errors"):
-        meta["nccl_errors"] = [str(e) for e in doc["errors"]]
-    return BenchRun(kind="collective", results=tuple(results), meta=meta)
+    reported = avg_doc.get("bandwidth")
+    oob = oob_doc.get("count")
+    log = NcclTestsLog(
+        op_source=src,
+        gpus=tuple(sorted({str(r.gpu) for r in ranks if r.gpu})),
+        ranks=tuple(ranks),
+        params=params,
+        avg_busbw_gbs_reported=float(reported) if isinstance(reported, (int, float)) and not isinstance(reported, bool) and math.isfinite(reported) else None,
+        out_of_bounds=oob if isinstance(oob, int) and not isinstance(oob, bool) and oob >= 0 else None,
+        complete="end_time" in doc,
+    )
+    errors = doc.get("errors") if isinstance(doc.get("errors"), list) else []
+    provenance = Provenance(
+        imported=ImportInfo(tool="nccl-tests", source=source, format=f"json v{doc.get('version')}"),
+        nccl_version=None if doc.get("nccl_version") is None else str(doc.get("nccl_version"))[:100],
+        nccl_errors=tuple(str(e)[:300] for e in errors),
+    )
+    return BenchRun(_collective_meta(results, ranks, opname, log, None), tuple(results), provenance)
+
+
+def _json_rank(f: Fields) -> NcclRank:
+    """One of ``-J``'s ``config.devices``: rank, group, pid, hostname, device, device_hex, device_info."""
+    return NcclRank(
+        rank=f.integer("rank", 0, 1 << 24),
+        group=f.integer("group", 0, 1 << 24),
+        pid=f.integer("pid", 0, 2**31),
+        host=f.text("hostname"),
+        device=f.integer("device", 0, 1 << 16),
+        bus_id=f.text("device_hex"),
+        gpu=f.text("device_info"),
+    )

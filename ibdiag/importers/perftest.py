@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ibdiag.bench.p2p.meta import P2PMeta, PerftestLog
+from ibdiag.bench.provenance import ImportInfo, Provenance, RunPosition
 from ibdiag.bench.results import BenchRun, LatencyStats, P2PResult
 from ibdiag.errors import InputError
 from ibdiag.importers.lines import split_lines
@@ -176,35 +178,27 @@ def _bench_run(run: _Run, source: str, index: int, count: int) -> BenchRun:
     b = {k.lower(): v for k, v in run.banner.items()}
     duration = run.mode == "bw" and any(r.bw_peak_gbs is None for r in results) and bool(results)
     verb = run.verb
-    meta: dict[str, Any] = {
-        "tool": "perftest",
-        "source": source,
-        "transport": "rdma",
-        "test": f"ib_{verb or 'unknown'}_{'bw' if run.mode == 'bw' else 'lat'}",
-        "title": run.title,
-        "verb": verb,
-        "mode": run.mode,
-        "bidirectional": run.bidirectional,
-        "device": b.get("device"),
-        "link_layer": b.get("link type"),
-        "mtu": b.get("mtu"),
-        "connection": b.get("connection type"),
-        "qps": b.get("number of qps"),
-        "gid_index": b.get("gid index"),
-        "local_address": run.addresses.get("local"),
-        "remote_address": run.addresses.get("remote"),
-        "first_line": run.start_line,
-    }
-    if run.mode == "bw":
-        meta["bw_unit"] = unit
-        meta["peak_measured"] = not duration
-    else:
-        meta["latency"] = "round trip" if verb in ("read", "atomic") else "one way (round trip / 2)"
-        if results and all(r.lat_us is None for r in results):
-            meta["duration_mode"] = True
-    if count > 1:
-        meta["run_index"], meta["run_count"], meta["separation"] = index, count, "one after the other"
-    return BenchRun(kind="p2p", results=tuple(results), meta=meta)
+    bw = run.mode == "bw"
+    log = PerftestLog(
+        test=f"ib_{verb or 'unknown'}_{'bw' if bw else 'lat'}",
+        title=run.title,
+        verb=verb,
+        device=b.get("device"),
+        link_layer=b.get("link type"),
+        mtu=b.get("mtu"),
+        connection=b.get("connection type"),
+        qps=b.get("number of qps"),
+        gid_index=b.get("gid index"),
+        local_address=run.addresses.get("local"),
+        remote_address=run.addresses.get("remote"),
+        bw_unit=unit if bw else None,
+        peak_measured=(not duration) if bw else None,
+        latency=None if bw else ("round trip" if verb in ("read", "atomic") else "one way (round trip / 2)"),
+        duration_mode=True if not bw and results and all(r.lat_us is None for r in results) else None,
+    )
+    position = RunPosition(index, count, "one after the other") if count > 1 else None
+    imported = ImportInfo(tool="perftest", source=source, first_line=run.start_line, position=position)
+    return BenchRun(P2PMeta(transport="rdma", mode=run.mode, bidir=run.bidirectional, perftest=log), tuple(results), Provenance(imported=imported))
 
 
 def parse_runs(text: str, source: str = "<text>") -> list[BenchRun]:
@@ -359,22 +353,21 @@ def parse_json_doc(doc: Any, source: str) -> BenchRun:
             )
         except (KeyError, TypeError, ValueError) as e:
             raise InputError(f"{source}: result {i + 1} is malformed ({e})", hint=HINT) from None
-    title = str(info.get("test") or "")
+    title = str(info.get("test") or "")[:200]
     low = {str(k).lower(): v for k, v in info.items()}
-    meta: dict[str, Any] = {
-        "tool": "perftest",
-        "source": source,
-        "format": "out_json",
-        "transport": "rdma",
-        "test": f"ib_{_verb(title) or 'unknown'}_bw",
-        "title": title or None,
-        "verb": _verb(title),
-        "mode": "bw",
-        "bidirectional": "bidirectional" in title.lower(),
-        "device": low.get("device"),
-        "link_layer": low.get("link_type"),
-        "bw_unit": unit,
-        "bw_unit_assumed": assumed,
-        "peak_measured": all(r.bw_peak_gbs is not None for r in results),
-    }
-    return BenchRun(kind="p2p", results=tuple(results), meta=meta)
+    log = PerftestLog(
+        test=f"ib_{_verb(title) or 'unknown'}_bw",
+        title=title or None,
+        verb=_verb(title),
+        device=_text(low.get("device")),
+        link_layer=_text(low.get("link_type")),
+        bw_unit=unit,
+        bw_unit_assumed=assumed,
+        peak_measured=all(r.bw_peak_gbs is not None for r in results),
+    )
+    imported = ImportInfo(tool="perftest", source=source, format="out_json")
+    return BenchRun(P2PMeta(transport="rdma", mode="bw", bidir="bidirectional" in title.lower(), perftest=log), tuple(results), Provenance(imported=imported))
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)[:200]

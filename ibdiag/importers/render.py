@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ibdiag.bench.p2p.meta import P2PMeta, PerftestLog
 from ibdiag.bench.results import BenchRun, P2PResult
 from ibdiag.report.chart import hbar_chart
 from ibdiag.units import format_bytes
@@ -11,25 +12,27 @@ from ibdiag.units import format_bytes
 
 def summary_lines(run: BenchRun) -> list[str]:
     m = run.meta
-    head = f"# imported from {m.get('source', '?')}: perftest {m.get('test', '?')}"
-    if m.get("title"):
-        head += f" ({m['title']})"
+    assert isinstance(m, P2PMeta)
+    log = m.perftest or PerftestLog(test="?")
+    imported = run.provenance.imported
+    head = f"# imported from {imported.source if imported else '?'}: perftest {log.test}"
+    if log.title:
+        head += f" ({log.title})"
     out = [head]
-    bits = [f"{k} {m[k]}" for k in ("device", "link_layer", "mtu", "connection", "qps") if m.get(k)]
+    bits = [f"{k} {getattr(log, k)}" for k in ("device", "link_layer", "mtu", "connection", "qps") if getattr(log, k)]
     if bits:
         out.append("# " + " · ".join(bits))
-    if m.get("run_count", 1) > 1:
-        out.append(f"# run {m.get('run_index')} of {m.get('run_count')} found in the file")
-    if m.get("mode") == "bw":
-        unit = m.get("bw_unit")
-        note = f"# bandwidth read as {unit}" + (" (assumed)" if m.get("bw_unit_assumed") else "") + ", shown in GB/s (1e9 B/s) and Gb/s (1e9 bit/s)"
+    if imported is not None and imported.position is not None and imported.position.count > 1:
+        out.append(f"# run {imported.position.index} of {imported.position.count} found in the file")
+    if m.mode == "bw":
+        note = f"# bandwidth read as {log.bw_unit}" + (" (assumed)" if log.bw_unit_assumed else "") + ", shown in GB/s (1e9 B/s) and Gb/s (1e9 bit/s)"
         out.append(note)
-        if m.get("peak_measured") is False:
+        if log.peak_measured is False:
             out.append("# peak: not measured in this run (perftest printed 0.00, e.g. duration mode -D)")
-        if m.get("bidirectional"):
+        if m.bidir:
             out.append("# bidirectional: both directions summed")
-    elif m.get("latency"):
-        out.append(f"# latency: {m['latency']}, as perftest prints it")
+    elif log.latency:
+        out.append(f"# latency: {log.latency}, as perftest prints it")
     return out
 
 
@@ -37,7 +40,7 @@ def results_table(run: BenchRun) -> Any:
     from rich.table import Table
 
     rows = [r for r in run.results if isinstance(r, P2PResult)]
-    if run.meta.get("mode") == "bw":
+    if run.meta.mode == "bw":  # type: ignore[union-attr]
         t = Table(title="Bandwidth", title_justify="left")
         for col in ("bytes", "iterations", "peak GB/s", "average GB/s", "average Gb/s", "msg rate Mpps"):
             t.add_column(col, justify="right", no_wrap=True)
@@ -105,7 +108,7 @@ def csv_rows(run: BenchRun) -> list[dict[str, Any]]:
         lat = r.lat_us
         out.append(
             {
-                "test": run.meta.get("test"),
+                "test": run.meta.perftest.test if isinstance(run.meta, P2PMeta) and run.meta.perftest else None,
                 "bytes": r.bytes,
                 "iters": r.iters,
                 "bw_gbs": r.bw_gbs,

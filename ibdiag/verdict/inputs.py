@@ -303,18 +303,18 @@ def from_bench_run(run: Any, *, bucket_bytes: int, ranks: int, rails_used: int, 
         small = [r for r in coll if r.bytes == smallest]
         lat_s = sum(r.time_us for r in small) / len(small) * 1e-6
         halves = " and ".join(sorted({"in-place" if r.in_place else "out-of-place" for r in at}))
-        op = run.meta.get("op")
+        op = run.meta.op
         how = f"busbw {busbw:.4g} GB/s at {format_bytes(size)} (the size closest to the bucket, mean of {halves})"
         latency_how = f"the smallest size's time ({format_bytes(smallest)}: {lat_s * 1e6:.3g} µs)"
         if smallest > 64 * 1024:
             notes.append(f"the smallest size measured is {format_bytes(smallest)}: its time includes transfer, so the per-collective latency is overestimated")
         if op and str(op) not in ("all_reduce", "allreduce", "all_reduce_perf"):
             notes.append(f"the run measured {op}, not all_reduce; busbw is normalised per collective, so it is used as is")
-        world = run.meta.get("world_size") or run.meta.get("nranks")
-        per_node = run.meta.get("ranks_per_node")
-        if isinstance(world, int) and isinstance(per_node, int) and per_node >= world:
+        world = run.meta.world_size
+        per_node = run.meta.ranks_per_node
+        if world is not None and per_node is not None and per_node >= world:
             notes.append(f"the run had {world} rank(s) on one node: its busbw did not cross the fabric")
-        elif isinstance(world, int) and world < ranks:
+        elif world is not None and world < ranks:
             notes.append(f"the run had {world} ranks, the job {ranks}: busbw at the job's scale may be lower (more hops, congestion)")
         return Measured(busbw, lat_s, source, path, size, how, latency_how, tuple(notes))
     if run.kind == "p2p":

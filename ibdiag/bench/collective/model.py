@@ -25,9 +25,6 @@ class RankInfo:
     setup_s: float
     """This rank's process-group setup: store connection, ``init_process_group`` and the first collective."""
 
-    def to_json(self) -> dict[str, object]:
-        return {"rank": self.rank, "host": self.host, "local_rank": self.local_rank, "pid": self.pid, "device": self.device, "setup_s": self.setup_s}
-
 
 @dataclass(frozen=True)
 class MeasuredRow:

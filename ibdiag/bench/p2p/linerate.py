@@ -8,30 +8,10 @@ read fails with EINVAL, or says -1): the rate is then unknown and no bandwidth f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ibdiag.bench.p2p.meta import LineRate
 from ibdiag.bench.p2p.protocol import is_loopback
 from ibdiag.parse import parse_int
 from ibdiag.sysfs import SysfsRoot
-
-
-@dataclass(frozen=True)
-class LineRate:
-    gbps: float | None
-    """Gb/s (1e9 bit/s), None when unknown."""
-    source: str
-    """Where it came from, e.g. ``enp1s0 speed 100000 Mb/s`` or ``loopback: no line rate``."""
-
-    def to_json(self) -> dict[str, object]:
-        return {"gbps": self.gbps, "source": self.source}
-
-    @classmethod
-    def from_json(cls, doc: object) -> LineRate:
-        if not isinstance(doc, dict):
-            return cls(None, "peer sent no line rate")
-        g = doc.get("gbps")
-        ok = isinstance(g, (int, float)) and not isinstance(g, bool) and 0 < g < 1e6
-        return cls(float(g) if ok else None, str(doc.get("source", "?"))[:200])
 
 
 def netdev_for_address(ip: str) -> str | None:
