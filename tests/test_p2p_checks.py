@@ -131,8 +131,13 @@ FULL = [
 ]
 
 
+def _run(results, *, line_rate_gbps=100.0):
+    setup = P2PSetup(peer="h:1", line_rate=LineRate(line_rate_gbps, "--line-rate-gbps"))
+    return BenchRun(P2PMeta(transport="tcp", mode="both", measured=setup), tuple(results))
+
+
 def test_csv_rows_long_form():
-    rows = csv_rows(FULL, transport="tcp", mode="both", peer="h:1", ceiling_gbps=100.0)
+    rows = csv_rows(_run(FULL))
     assert list(rows[0]) == list(CSV_HEADER)
     assert rows[0]["bw_gbps"] == 10.0 and rows[0]["line_rate_share"] == 0.1
     assert rows[0]["lat_p50_us"] == 5.0 and rows[0]["lat_iters"] == 5000
@@ -140,19 +145,19 @@ def test_csv_rows_long_form():
 
 
 def test_chart_marks_the_line_rate():
-    chart = bandwidth_chart(FULL, ceiling_gbps=100.0)
+    chart = bandwidth_chart(_run(FULL))
     lines = chart.splitlines()
     assert lines[0].startswith("4 KiB") and "10 Gb/s" in lines[0]
     assert lines[1].startswith("1 MiB") and "80 Gb/s" in lines[1]
     assert "100 Gb/s line rate" in lines[-1]
-    assert bandwidth_chart([P2PResult(bytes=8, iters=1, lat_us=LAT)], ceiling_gbps=None) is None
+    assert bandwidth_chart(_run([P2PResult(bytes=8, iters=1, lat_us=LAT)], line_rate_gbps=None)) is None
 
 
 def test_table_has_perftest_columns():
     from rich.console import Console
 
     buf = io.StringIO()
-    Console(file=buf, width=250).print(results_table(FULL, ceiling_gbps=100.0, title="t"))
+    Console(file=buf, width=250).print(results_table(_run(FULL)))
     text = buf.getvalue()
     for col in ("size", "BW GB/s", "BW Gb/s", "of line", "Mmsg/s", "lat iters", "p99.9 µs", "CPU s/GB client"):
         assert col in text
@@ -172,5 +177,5 @@ def test_png_chart_when_matplotlib_is_installed(tmp_path):
     from ibdiag.bench.p2p.render import write_png
 
     target = tmp_path / "bw.png"
-    write_png(FULL, target, ceiling_gbps=100.0, title="t")
+    write_png(_run(FULL), target)
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -78,14 +78,9 @@ class _ProgressBar:
             self.progress.stop()
 
 
-def _text_items(lines: list[str]) -> list[Any]:
-    from rich.text import Text
-
-    return [Text(line, no_wrap=True, overflow="ignore") for line in lines]
-
-
 def _emit_run(run: Any, findings: Any, fmt: OutputFormat, save: Path | None, strict: bool) -> int:
-    """Print a BenchRun (collective or p2p) in ``fmt``; write ``--save`` first (JSON, atomically)."""
+    """Print a BenchRun in ``fmt`` through its kind's view; write ``--save`` first (JSON, atomically)."""
+    from ibdiag.bench.views import view_for
     from ibdiag.report.jsonout import render_json
     from ibdiag.report.model import Report
 
@@ -97,44 +92,15 @@ def _emit_run(run: Any, findings: Any, fmt: OutputFormat, save: Path | None, str
             write_atomically(save, render_json(report, meta))
         except IbdiagError as e:
             save_error = e
-    if run.kind == "collective":
-        from ibdiag.bench.collective import render as view
+    view = view_for(run)
 
-        def table() -> list[Any]:
-            from rich.text import Text
+    def table() -> list[Any]:
+        from ibdiag.report.table import findings_block
 
-            from ibdiag.report.table import findings_block
+        return [*view.table(run), *findings_block(report, strict=strict, width=table_width())]
 
-            items = _text_items(view.summary_lines(run) + view.table_lines(run))
-            chart = view.busbw_chart(run)
-            if chart:
-                items += [Text(""), *_text_items(chart.splitlines())]
-            for extra in (view.spread_table(run), view.per_rank_table(run)):
-                if extra is not None:
-                    items.append(extra)
-            items += findings_block(report, strict=strict, width=table_width())
-            return items
-
-        status = emit(
-            report, fmt, meta, strict=strict, table=table, csv=lambda: (view.CSV_HEADER, view.csv_rows(run)), prom=lambda: view.prom_metrics(run)
-        )
-    else:
-        from ibdiag.importers import render as pview
-
-        def p2p_table() -> list[Any]:
-            from rich.text import Text
-
-            from ibdiag.report.table import findings_block
-
-            items = _text_items(pview.summary_lines(run))
-            items.append(pview.results_table(run))
-            chart = pview.chart(run)
-            if chart:
-                items += [Text(""), *_text_items(chart.splitlines())]
-            items += findings_block(report, strict=strict, width=table_width())
-            return items
-
-        status = emit(report, fmt, meta, strict=strict, table=p2p_table, csv=lambda: (pview.CSV_HEADER, pview.csv_rows(run)))
+    prom = view.prom
+    status = emit(report, fmt, meta, strict=strict, table=table, csv=lambda: view.csv(run), prom=None if prom is None else lambda: prom(run))
     if save_error is not None:
         raise save_error
     return status

@@ -217,6 +217,7 @@ def p2p_command(
     from ibdiag.bench.p2p.client import ClientOptions, run_p2p
     from ibdiag.bench.p2p.linerate import combine
     from ibdiag.bench.p2p.params import MAX_DURATION_S, MAX_ITERS, MAX_STREAMS, MAX_TX_DEPTH, MAX_WARMUP, RunRequest
+    from ibdiag.bench.views import view_for
     from ibdiag.config import load_config
     from ibdiag.report.model import Report
     from ibdiag.units import parse_size_spec
@@ -288,7 +289,6 @@ def p2p_command(
         rate = combine(run.local_rate, run.remote_rate, cfg.line_rate_gbps, "config [bench] line_rate_gbps")
     else:
         rate = combine(run.local_rate, run.remote_rate, None)
-    ceiling = None if rate.gbps is None else rate.gbps * (2.0 if bidir else 1.0)
     bench = run.to_bench_run(rate)
     subject = f"{transport.value} {run.peer}"
     findings = bandwidth_findings(
@@ -296,55 +296,22 @@ def p2p_command(
     )
     report = Report("bench", bench.to_data(), tuple(findings))
     meta = run_meta()
-    title = f"ibdiag bench p2p: {req.describe()} to {run.peer}"
     if save is not None:
         from ibdiag.report.jsonout import render_json
 
         write_atomically(save, render_json(report, meta))
     if png is not None:
         tmp = png.with_name(f".{png.name}.{os.getpid()}.tmp")
-        render.write_png(run.results, tmp, ceiling_gbps=ceiling, title=title)
+        render.write_png(bench, tmp)
         os.replace(tmp, png)
+    view = view_for(bench)
 
     def table() -> list[Any]:
-        from rich.text import Text
-
         from ibdiag.report.table import findings_block
 
-        items: list[Any] = [Text(line) for line in _header_lines(run, rate, req)]
-        items.append(render.results_table(run.results, ceiling_gbps=ceiling, title=title))
-        chart = render.bandwidth_chart(run.results, ceiling_gbps=ceiling)
-        if chart:
-            items += [Text("bandwidth by message size (Gb/s)"), Text(chart)]
-        if rate.gbps is None and any(r.bw_gbs is not None for r in run.results):
-            items.append(Text(f"line rate unknown ({rate.source}): give --line-rate-gbps to judge the bandwidth", style="dim"))
-        items += findings_block(report, strict=strict, width=table_width())
-        return items
+        return [*view.table(bench), *findings_block(report, strict=strict, width=table_width())]
 
-    return emit(
-        report,
-        fmt,
-        meta,
-        strict=strict,
-        table=table,
-        csv=lambda: (render.CSV_HEADER, render.csv_rows(run.results, transport=req.transport, mode=req.mode, peer=run.peer, ceiling_gbps=ceiling)),
-    )
-
-
-def _header_lines(run: Any, rate: Any, req: Any) -> list[str]:
-    lines = [f"server {run.server.host} (ibdiag {run.server.ibdiag_version}) at {run.peer}"]
-    if run.rdma is not None:
-        c, s = run.rdma.client, run.rdma.server
-        lines.append(
-            f"client {c.device} port {c.ib_port} GID index {c.gid_index} ({c.gid_choice}); "
-            f"server {s.device} port {s.ib_port} GID index {s.gid_index}; "
-            f"path MTU {run.rdma.path_mtu}; tx depth {run.rdma.tx_depth}"
-        )
-    warm = "auto" if req.warmup is None else str(req.warmup)
-    lines.append(f"warm-up {warm} per size; latency is one-way (round trip / 2)")
-    if rate.gbps is not None:
-        lines.append(f"line rate {rate.gbps:g} Gb/s ({rate.source})")
-    return lines
+    return emit(report, fmt, meta, strict=strict, table=table, csv=lambda: view.csv(bench))
 
 
 class _progress_bar:

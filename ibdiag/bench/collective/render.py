@@ -283,3 +283,20 @@ def prom_metrics(run: BenchRun) -> list[Metric]:
         out.append(Metric("ibdiag_collective_setup_seconds", "Process-group setup (rendezvous and first collective) on the slowest rank.", "gauge", (Sample(base, m.measured.setup_s),)))
     return out
 
+
+
+def table_items(run: BenchRun) -> list[Any]:
+    """Everything the table format prints before the findings: what ran, nccl-tests' block, chart, spread, ranks."""
+    from rich.text import Text
+
+    def text(lines: list[str]) -> list[Any]:
+        return [Text(line, no_wrap=True, overflow="ignore") for line in lines]
+
+    items = text(summary_lines(run) + table_lines(run))
+    chart = busbw_chart(run)
+    if chart:
+        items += [Text(""), *text(chart.splitlines())]
+    for extra in (spread_table(run), per_rank_table(run)):
+        if extra is not None:
+            items.append(extra)
+    return items
