@@ -11,7 +11,8 @@ from ibdiag import importers
 from ibdiag.bench.collective.analysis import to_bench_run
 from ibdiag.bench.collective.config import CollectiveConfig
 from ibdiag.bench.collective.model import Measurement, MeasuredRow, RankInfo
-from ibdiag.bench.collective.ops import DTYPES, OPS, plan_size
+from ibdiag.bench.collective.plan import plan_size
+from ibdiag.collectives import DTYPES, OPS
 from ibdiag.bench.p2p.meta import LineRate, P2PMeta, P2PSetup, RdmaEnd, RdmaPath
 from ibdiag.bench.results import BenchRun, LatencyStats, P2PResult, bench_run_from_json
 from ibdiag.errors import InputError

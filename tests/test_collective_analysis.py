@@ -9,7 +9,8 @@ import pytest
 from ibdiag.bench.collective.analysis import find_stragglers, late_shares, row_spread, to_bench_run
 from ibdiag.bench.collective.config import CollectiveConfig
 from ibdiag.bench.collective.model import MeasuredRow, Measurement, RankInfo
-from ibdiag.bench.collective.ops import DTYPES, OPS, plan_size
+from ibdiag.bench.collective.plan import plan_size
+from ibdiag.collectives import DTYPES, OPS
 from ibdiag.errors import InputError
 from ibdiag.report.model import Severity
 

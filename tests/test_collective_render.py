@@ -13,7 +13,8 @@ from ibdiag.bench.collective import render
 from ibdiag.bench.collective.analysis import to_bench_run
 from ibdiag.bench.collective.config import CollectiveConfig
 from ibdiag.bench.collective.model import MeasuredRow, Measurement, RankInfo
-from ibdiag.bench.collective.ops import DTYPES, OPS, plan_size
+from ibdiag.bench.collective.plan import plan_size
+from ibdiag.collectives import DTYPES, OPS
 from ibdiag.report.prom import render_prom
 
 

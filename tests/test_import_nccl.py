@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ibdiag import importers
-from ibdiag.importers import nccl_tests
+from ibdiag.collectives import OPS, op_in_text
 from ibdiag.errors import InputError
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
@@ -247,8 +247,8 @@ def test_op_from_option_and_file_name():
     assert importers.parse_text(amb, "x.log", op="alltoall").meta.op == "all_to_all"
     run = importers.parse_text(amb, "x.log", file_name="alltoall_perf-8n.log")
     assert (run.meta.op, run.meta.nccl_tests.op_source) == ("all_to_all", "file name")
-    assert nccl_tests.op_from_name("reduce_scatter_perf") == "reduce_scatter"
-    assert nccl_tests.op_from_name("logs/allreduce.txt") == "all_reduce"
+    assert op_in_text("reduce_scatter_perf") == "reduce_scatter"
+    assert op_in_text("logs/allreduce.txt") == "all_reduce"
 
 
 def test_json_output():
@@ -308,7 +308,7 @@ def test_fixture_eras(name, op, n, era, sizes):
     m = run.meta
     assert (m.op, m.world_size, run.provenance.imported.format, m.nccl_tests.complete) == (op, n, era, True)
     assert len(run.results) == 2 * sizes
-    f = nccl_tests.busbw_factor(op, n)
+    f = OPS[op].busbw_factor(n)
     for r in run.results:
         assert r.busbw_gbs == pytest.approx(r.algbw_gbs * f, abs=0.011 * max(1.0, f))
         assert r.algbw_gbs == pytest.approx(r.bytes / r.time_us / 1e3, rel=0.01, abs=0.011)

@@ -174,12 +174,12 @@ def collective_command(
     """
     from ibdiag.bench.collective.config import CollectiveConfig
     from ibdiag.bench.collective.launch import detect_launch
-    from ibdiag.bench.collective.ops import get_dtype, get_op
+    from ibdiag.collectives import collective_dtype, get_op
     from ibdiag.config import load_config
     from ibdiag.units import parse_size_spec
 
     spec_op = get_op(op)
-    spec_dtype = get_dtype(dtype)
+    spec_dtype = collective_dtype(dtype)
     size_list = parse_size_spec(sizes, factor=factor)
     if not 1 <= iters <= 1_000_000:
         raise UsageError(f"--iters {iters} is out of range", hint="use 1 to 1000000 (nccl-tests' default is 20)")

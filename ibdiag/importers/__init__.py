@@ -38,6 +38,7 @@ from pathlib import Path
 
 from ibdiag.bench.collective.meta import CollectiveMeta
 from ibdiag.bench.results import SCHEMA, BenchRun, bench_run_from_json
+from ibdiag.collectives import get_op
 from ibdiag.errors import InputError
 from ibdiag.importers import nccl_tests, perftest
 from ibdiag.importers.lines import split_lines
@@ -81,17 +82,9 @@ def read_text(path: str | Path) -> tuple[str, str]:
     return data.decode("utf-8", errors="replace"), source
 
 
-def _canonical_op(op: str | None) -> str | None:
-    if op is None:
-        return None
-    from ibdiag.bench.collective.ops import get_op
-
-    return get_op(op).name
-
-
 def parse_runs(text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
     """Every run in ``text`` (see the module docstring); InputError for anything unrecognised."""
-    op = _canonical_op(op)
+    op = None if op is None else get_op(op).name
     stripped = text.lstrip()
     if not stripped:
         raise InputError(f"{source}: empty", hint="give the output of an nccl-tests *_perf or perftest ib_* run")

@@ -24,7 +24,7 @@ from ibdiag.bench.collective.config import CollectiveConfig
 from ibdiag.bench.collective.meta import CollectiveMeta, NcclTestsLog
 from ibdiag.bench.p2p.meta import P2PMeta
 from ibdiag.bench.results import BenchRun
-from ibdiag.importers.nccl_tests import busbw_factor
+from ibdiag.collectives import find_op
 from ibdiag.report.model import Finding, Severity
 
 
@@ -80,10 +80,11 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
             )
         )
     n = m.world_size
-    if op is not None and n is not None and n >= 1:
-        f = busbw_factor(op, n)
+    spec = None if op is None else find_op(op)
+    if spec is not None and n is not None and n >= 1:
+        f = spec.busbw_factor(n)
         judged = [r for r in rows if r.algbw_gbs >= 0.05]
-        if f is not None and judged:
+        if judged:
             bad = [r for r in judged if abs(r.busbw_gbs - r.algbw_gbs * f) > 0.006 + 0.006 * f + 0.002 * r.busbw_gbs]
             if len(bad) * 2 > len(judged):
                 ratio = statistics.median(r.busbw_gbs / r.algbw_gbs for r in judged)

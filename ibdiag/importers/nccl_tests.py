@@ -35,17 +35,11 @@ from ibdiag.bench.collective.meta import CollectiveMeta, NcclRank, NcclTestsLog
 from ibdiag.bench.jsonfields import Fields
 from ibdiag.bench.provenance import MAX_WARNINGS, ImportInfo, Provenance, RunPosition
 from ibdiag.bench.results import BenchRun, CollectiveResult
+from ibdiag.collectives import OPS, avg_busbw, find_dtype, op_in_text
 from ibdiag.errors import InputError
 from ibdiag.importers.lines import Line, split_lines
 
 HINT = "ibdiag bench import reads nccl-tests *_perf output and perftest ib_* output; remove unrelated lines or give --op"
-
-#: Bytes per element of nccl-tests' type names.
-TYPE_SIZES = {
-    "int8": 1, "char": 1, "uint8": 1, "int32": 4, "int": 4, "uint32": 4, "int64": 8, "uint64": 8,
-    "half": 2, "float16": 2, "float": 4, "float32": 4, "double": 8, "float64": 8, "bfloat16": 2,
-    "f8e4m3": 1, "f8e5m2": 1, "float8e4m3": 1, "float8e5m2": 1,
-}  # fmt: skip
 
 _NCCL_DEBUG = re.compile(r"\bNCCL (INFO|WARN|TRACE|ERROR|ABORT)\b")
 _NCCL_VERSION = re.compile(r"^NCCL version (\S+)")
@@ -74,43 +68,6 @@ _PARAM_PATTERNS = (
     ("graph", r"graph:\s+(\d+)"),
     ("unalign", r"unalign:\s+(\d+)"),
 )
-
-_OP_NAMES = (
-    ("reduce_scatter", "reduce_scatter"),
-    ("reducescatter", "reduce_scatter"),
-    ("all_reduce", "all_reduce"),
-    ("allreduce", "all_reduce"),
-    ("all_gather", "all_gather"),
-    ("allgather", "all_gather"),
-    ("alltoall", "all_to_all"),
-    ("all_to_all", "all_to_all"),
-    ("broadcast", "broadcast"),
-    ("sendrecv", "sendrecv"),
-    ("reduce", "reduce"),
-)
-
-
-def op_from_name(text: str) -> str | None:
-    """``all_reduce_perf`` / ``logs/allreduce-64n.log`` -> ``all_reduce`` (longest name first, so
-    ``reduce_scatter`` is not read as ``reduce``); None when no op name is in it."""
-    low = text.lower()
-    for needle, op in _OP_NAMES:
-        if needle in low:
-            return op
-    return None
-
-
-def busbw_factor(op: str, n: int) -> float | None:
-    if n < 1:
-        return None
-    if op == "all_reduce":
-        return 2.0 * (n - 1) / n
-    if op in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (n - 1) / n
-    if op in ("broadcast", "reduce", "sendrecv"):
-        return 1.0
-    return None
-
 
 @dataclass
 class _Columns:
@@ -456,7 +413,8 @@ def infer_op(rows: Sequence[CollectiveResult], nranks: int | None) -> tuple[str 
     first = rows[0]
     rooted = any(r.root is not None for r in rows)
     has_redop = first.redop is not None
-    ws = TYPE_SIZES.get(first.dtype.lower())
+    dtype = find_dtype(first.dtype)
+    ws = None if dtype is None else dtype.size
     per_rank_count: bool | None = None
     if ws and nranks and nranks > 1:
         sized = [r for r in rows if r.count > 0]
@@ -483,7 +441,7 @@ def infer_op(rows: Sequence[CollectiveResult], nranks: int | None) -> tuple[str 
         if per_rank_count is True:
             return None, ["all_gather", "all_to_all"]
     if ratio is not None and nranks:
-        fits = [op for op in cands if abs((busbw_factor(op, nranks) or 0) - ratio) <= 0.02 + 0.01 * ratio]
+        fits = [op for op in cands if abs(OPS[op].busbw_factor(nranks) - ratio) <= 0.02 + 0.01 * ratio]
         if len(fits) == 1:
             return fits[0], []
         cands = fits or cands
@@ -505,7 +463,7 @@ def _collective_meta(rows: Sequence[CollectiveResult], ranks: Sequence[NcclRank]
         nodes=len(hosts) or None,
         hosts=tuple(hosts),
         blocking=blocking,
-        avg_busbw_gbs=statistics.fmean(r.busbw_gbs for r in rows) if rows else None,
+        avg_busbw_gbs=avg_busbw(r.busbw_gbs for r in rows),
         nccl_tests=log,
     )
 
@@ -516,7 +474,7 @@ def _to_bench_run(run: _Run, parser: _Parser, source: str, op_hint: str | None, 
     op_source = None
     cands: list[str] = []
     if run.binary:
-        op, op_source = (op_from_name(run.binary) or run.binary.removesuffix("_perf")), "header"
+        op, op_source = (op_in_text(run.binary) or run.binary.removesuffix("_perf")), "header"
     elif op_hint:
         op, op_source = op_hint, "option"
     elif file_hint:
@@ -569,7 +527,7 @@ def parse_runs(text: str, source: str = "<text>", *, op: str | None = None, file
     runs = [r for r in parser.runs if r.rows or r.columns is not None or r.params]
     if not runs:
         raise InputError(f"{source}: no nccl-tests result table found", hint=HINT)
-    file_hint = op_from_name(file_name) if file_name else None
+    file_hint = op_in_text(file_name) if file_name else None
     out = []
     tags = {r.tag for r in runs}
     interleaved = any(r.interleaved for r in runs)
@@ -638,12 +596,12 @@ def parse_json_doc(doc: Mapping[str, Any], source: str, *, op: str | None = None
     nranks = len(ranks) or None
     args = doc.get("args") if isinstance(doc.get("args"), list) else []
     binary = str(args[0]).rsplit("/", 1)[-1] if args else None
-    if binary and op_from_name(binary):
-        opname, src = op_from_name(binary), "header"
+    if binary and op_in_text(binary):
+        opname, src = op_in_text(binary), "header"
     elif op:
         opname, src = op, "option"
-    elif file_name and op_from_name(file_name):
-        opname, src = op_from_name(file_name), "file name"
+    elif file_name and op_in_text(file_name):
+        opname, src = op_in_text(file_name), "file name"
     else:
         opname, _ = infer_op(results, nranks)
         src = "inferred from the table" if opname else None

@@ -33,14 +33,10 @@ from collections.abc import Sequence
 from ibdiag.bench.collective.config import CollectiveConfig
 from ibdiag.bench.collective.meta import CollectiveMeta, CollectiveSetup, MinMedMax, RankTiming, Spread, Straggler
 from ibdiag.bench.collective.model import Measurement, MeasuredRow
-from ibdiag.bench.collective.ops import DTYPES, get_op
+from ibdiag.collectives import DTYPES, algbw_gbs, avg_busbw, get_op, placement
 from ibdiag.bench.results import BenchRun, CollectiveResult
 from ibdiag.report.model import Finding, Severity
 from ibdiag.units import format_bytes
-
-
-def placement(in_place: bool) -> str:
-    return "in-place" if in_place else "out-of-place"
 
 
 def row_label(nbytes: int, in_place: bool) -> str:
@@ -138,8 +134,7 @@ def to_bench_run(m: Measurement, cfg: CollectiveConfig) -> tuple[BenchRun, tuple
     results: list[CollectiveResult] = []
     for row in m.rows:
         t_us = statistics.fmean(row.time_us)
-        t_s = t_us * 1e-6
-        algbw = row.plan.bytes / t_s / 1e9 if t_s > 0 else 0.0
+        algbw = algbw_gbs(row.plan.bytes, t_us * 1e-6)
         results.append(
             CollectiveResult(
                 bytes=row.plan.bytes,
@@ -156,7 +151,7 @@ def to_bench_run(m: Measurement, cfg: CollectiveConfig) -> tuple[BenchRun, tuple
                 time_us_max=max(row.time_us),
             )
         )
-    avg = statistics.fmean(r.busbw_gbs for r in results) if results else None
+    avg = avg_busbw(r.busbw_gbs for r in results)
     stragglers = find_stragglers(m.rows, hosts, cfg)
     setups = [r.setup_s for r in m.ranks]
     slowest_setup = max(m.ranks, key=lambda r: r.setup_s) if m.ranks else None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ibdiag.bench.collective.ops import SizePlan
+from ibdiag.bench.collective.plan import SizePlan
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Any
 
 from ibdiag.bench.collective.meta import CollectiveMeta, CollectiveSetup
 from ibdiag.bench.results import BenchRun, CollectiveResult
+from ibdiag.collectives import find_op, placement
 from ibdiag.report.chart import hbar_chart
 from ibdiag.report.prom import Metric, Sample
 from ibdiag.units import format_bytes, format_seconds
@@ -134,9 +135,10 @@ def summary_lines(run: BenchRun) -> list[str]:
             + (f" ({slow})" if slow is not None else "")
             + f", {format_seconds(setup.setup_s_min)} on the fastest"
         )
-    if op in ("all_reduce", "broadcast", "reduce"):
+    spec = find_op(op)
+    if spec is not None and spec.placements == (True,):
         out.append(f"# out-of-place: not measured, torch.distributed's {op} works in place (nccl-tests' in-place columns)")
-    elif op in ("all_to_all", "sendrecv"):
+    elif spec is not None and spec.placements == (False,):
         out.append(f"# in-place: not measured, torch.distributed's {op} needs separate buffers")
     if setup.settings:
         out.append("# settings: " + " ".join(f"{k}={v}" for k, v in setup.settings.items()))
@@ -176,7 +178,7 @@ def spread_table(run: BenchRun) -> Any:
         share = s.latest_share
         t.add_row(
             format_bytes(s.bytes),
-            "in-place" if s.in_place else "out-of-place",
+            placement(s.in_place),
             f"{tm.min:.1f}",
             f"{tm.median:.1f}",
             f"{tm.max:.1f}",

@@ -43,7 +43,8 @@ from ibdiag.bench.collective import validate
 from ibdiag.bench.collective.hooks import TestHooks
 from ibdiag.bench.collective.launch import LaunchEnv
 from ibdiag.bench.collective.model import Measurement, MeasuredRow, RankInfo
-from ibdiag.bench.collective.ops import DTYPES, OPS, SizePlan, buffer_bytes, plan_sizes
+from ibdiag.bench.collective.plan import SizePlan, buffer_bytes, plan_sizes
+from ibdiag.collectives import DTYPES, OPS, placement
 from ibdiag.errors import CannotRunError, IbdiagError, NotSupportedError, PeerTimeoutError, UsageError
 from ibdiag.units import format_bytes
 
@@ -80,14 +81,6 @@ class Step:
     plan: SizePlan
     in_place: bool
     label: str
-
-
-def torch_available() -> bool:
-    try:
-        import torch.distributed as dist  # noqa: F401
-    except ImportError:
-        return False
-    return dist.is_available()
 
 
 def _import_dist() -> Any:
@@ -132,7 +125,7 @@ def plan_steps(op: str, sizes: Sequence[int], world: int, dtype: str) -> tuple[t
     steps: list[Step] = []
     for p in plans:
         for in_place in spec.placements:
-            steps.append(Step(len(steps) + 1, p, in_place, f"{op} {format_bytes(p.bytes)} {'in-place' if in_place else 'out-of-place'}"))
+            steps.append(Step(len(steps) + 1, p, in_place, f"{op} {format_bytes(p.bytes)} {placement(in_place)}"))
     return tuple(steps), skipped
 
 
