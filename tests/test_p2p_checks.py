@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ibdiag.bench.p2p.checks import CHECK_BANDWIDTH, BenchConfig, bandwidth_findings
-from ibdiag.bench.p2p.linerate import LineRate, combine, netdev_line_rate, rdma_line_rate, tcp_line_rate
+from ibdiag.bench.p2p.linerate import LineRate, judged_line_rate, netdev_line_rate, rdma_line_rate, tcp_line_rate
 from ibdiag.bench.p2p.render import CSV_HEADER, bandwidth_chart, csv_rows, results_table
 from ibdiag.bench.p2p.meta import P2PMeta, P2PSetup
 from ibdiag.bench.results import BenchRun, LatencyStats, P2PResult, bench_run_from_json
@@ -49,14 +49,17 @@ def test_loopback_has_no_line_rate_on_the_real_machine():
     assert netdev_line_rate(SysfsRoot("/"), "lo").gbps is None
 
 
-def test_combine_line_rates():
+def test_judged_line_rate_precedence():
     a = LineRate(100.0, "eth0 speed 100000 Mb/s")
     b = LineRate(25.0, "eth1 speed 25000 Mb/s")
     none = LineRate(None, "loopback: no line rate")
-    assert combine(a, b, None) == LineRate(25.0, "server eth1 speed 25000 Mb/s")
-    assert combine(a, none, None).gbps == 100.0
-    assert combine(none, none, None).gbps is None
-    assert combine(none, none, 400.0) == LineRate(400.0, "--line-rate-gbps")
+    assert judged_line_rate(a, b) == LineRate(25.0, "server eth1 speed 25000 Mb/s")
+    assert judged_line_rate(a, none).gbps == 100.0
+    assert judged_line_rate(none, none).gbps is None
+    assert judged_line_rate(none, none, flag_gbps=400.0) == LineRate(400.0, "--line-rate-gbps")
+    # the flag wins over the config, the config over both ends' facts
+    assert judged_line_rate(a, b, flag_gbps=400.0, config_gbps=200.0) == LineRate(400.0, "--line-rate-gbps")
+    assert judged_line_rate(a, b, config_gbps=200.0) == LineRate(200.0, "config [bench] line_rate_gbps")
     assert LineRate.from_json({"gbps": True, "source": "x"}).gbps is None
     assert LineRate.from_json("junk").gbps is None
     assert LineRate.from_json(a.to_json()) == a

@@ -215,7 +215,7 @@ def p2p_command(
     from ibdiag.bench.p2p import render
     from ibdiag.bench.p2p.checks import BenchConfig, bandwidth_findings
     from ibdiag.bench.p2p.client import ClientOptions, run_p2p
-    from ibdiag.bench.p2p.linerate import combine
+    from ibdiag.bench.p2p.linerate import judged_line_rate
     from ibdiag.bench.p2p.params import MAX_DURATION_S, MAX_ITERS, MAX_STREAMS, MAX_TX_DEPTH, MAX_WARMUP, RunRequest
     from ibdiag.bench.views import view_for
     from ibdiag.config import load_config
@@ -283,12 +283,7 @@ def p2p_command(
     else:
         run = run_p2p(req, opts)
 
-    if line_rate_gbps is not None:
-        rate = combine(run.local_rate, run.remote_rate, line_rate_gbps)
-    elif cfg.line_rate_gbps is not None:
-        rate = combine(run.local_rate, run.remote_rate, cfg.line_rate_gbps, "config [bench] line_rate_gbps")
-    else:
-        rate = combine(run.local_rate, run.remote_rate, None)
+    rate = judged_line_rate(run.local_rate, run.remote_rate, flag_gbps=line_rate_gbps, config_gbps=cfg.line_rate_gbps)
     bench = run.to_bench_run(rate)
     subject = f"{transport.value} {run.peer}"
     findings = bandwidth_findings(

@@ -39,11 +39,13 @@ from pathlib import Path
 from ibdiag.bench.collective.meta import CollectiveMeta
 from ibdiag.bench.results import SCHEMA, BenchRun, bench_run_from_json
 from ibdiag.collectives import get_op
-from ibdiag.errors import InputError
+from ibdiag.errors import InputError, UsageError
 from ibdiag.importers import nccl_tests, perftest
+from ibdiag.importers.checks import multiple_runs_finding
+from ibdiag.report.model import Finding
 from ibdiag.importers.lines import split_lines
 
-__all__ = ["load", "parse_text", "parse_runs", "read_text"]
+__all__ = ["load", "parse_text", "parse_runs", "read_text", "select_run"]
 
 _PREFIXED = re.compile(r"^\[\d+(?:,\d+\]<\w+>:|\]\s)")
 """A line prefixed by mpirun --tag-output ([1,0]<stdout>:) or -prepend-rank ([0] ), not a JSON list."""
@@ -135,28 +137,44 @@ def _separation(runs: list[BenchRun]) -> str:
     return first.position.separation if first is not None and first.position is not None else "separate"
 
 
-def parse_text(text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> BenchRun:
-    """The single run in ``text``; InputError when there is none or several (never averaged)."""
-    runs = parse_runs(text, source, op=op, file_name=file_name)
+def select_run(runs: list[BenchRun], source: str, run_index: int | None = None) -> tuple[BenchRun, list[Finding]]:
+    """The run to import from ``runs`` (all the runs of one file) and the finding that says what was left out.
+
+    Several runs are never averaged: without ``run_index`` they are an InputError listing them (with the
+    MPI hint when they look like a binary built without MPI under mpirun); ``run_index`` (1-based) picks
+    one, with an ``import.multiple_runs`` warning. A run without rows is an InputError.
+    """
+    findings: list[Finding] = []
     if len(runs) > 1:
-        interleaved = any(
-            (r.provenance.imported is not None and r.provenance.imported.position is not None and r.provenance.imported.position.interleaved)
-            or (isinstance(r.meta, CollectiveMeta) and r.meta.world_size == 1)
-            for r in runs
-        )
-        raise InputError(
-            f"{source}: holds {describe_runs(runs)}; they are not averaged",
-            hint=(
-                "a binary built without MPI under mpirun runs independent 1-rank jobs: rebuild nccl-tests with MPI=1; "
-                if interleaved and runs[0].kind == "collective"
-                else ""
+        if run_index is None:
+            interleaved = any(
+                (r.provenance.imported is not None and r.provenance.imported.position is not None and r.provenance.imported.position.interleaved)
+                or (isinstance(r.meta, CollectiveMeta) and r.meta.world_size == 1)
+                for r in runs
             )
-            + "import one run with ibdiag bench import FILE --run N",
-        )
-    run = runs[0]
+            raise InputError(
+                f"{source}: holds {describe_runs(runs)}; they are not averaged",
+                hint=(
+                    "a binary built without MPI under mpirun runs independent 1-rank jobs: rebuild nccl-tests with MPI=1; "
+                    if interleaved and runs[0].kind == "collective"
+                    else ""
+                )
+                + f"import one run with ibdiag bench import FILE --run N (1..{len(runs)})",
+            )
+        if not 1 <= run_index <= len(runs):
+            raise UsageError(f"--run {run_index}: {source} holds {len(runs)} runs", hint=f"use --run 1..{len(runs)}")
+        findings.append(multiple_runs_finding(source, run_index, len(runs), _separation(runs)))
+    elif run_index not in (None, 1):
+        raise UsageError(f"--run {run_index}: {source} holds one run", hint="drop --run")
+    run = runs[(run_index or 1) - 1]
     if not run.results:
         raise InputError(f"{source}: the run has a header but no result rows (it stopped before measuring?)", hint="rerun the benchmark to completion")
-    return run
+    return run, findings
+
+
+def parse_text(text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> BenchRun:
+    """The single run in ``text``; InputError when there is none or several (never averaged)."""
+    return select_run(parse_runs(text, source, op=op, file_name=file_name), source)[0]
 
 
 def load(path: str | Path) -> BenchRun:

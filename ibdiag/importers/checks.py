@@ -28,6 +28,17 @@ from ibdiag.collectives import find_op
 from ibdiag.report.model import Finding, Severity
 
 
+def multiple_runs_finding(source: str, run_index: int, run_count: int, separation: str) -> Finding:
+    """``import.multiple_runs``: one of several runs in the file was imported (``--run``)."""
+    return Finding(
+        "import.multiple_runs",
+        Severity.WARN,
+        source,
+        f"run {run_index} of {run_count} imported ({separation}); the others are not included",
+        hint="a file with several runs usually means the benchmark was launched wrongly (e.g. nccl-tests without MPI under mpirun)",
+    )
+
+
 def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[Finding]:
     cfg = cfg or CollectiveConfig()
     m = run.meta

@@ -44,6 +44,7 @@ from ibdiag.bench.collective.hooks import TestHooks
 from ibdiag.bench.collective.launch import LaunchEnv
 from ibdiag.bench.collective.model import Measurement, MeasuredRow, RankInfo
 from ibdiag.bench.collective.plan import SizePlan, buffer_bytes, plan_sizes
+from ibdiag.bench.collective.spec import RunSpec
 from ibdiag.collectives import DTYPES, OPS, placement
 from ibdiag.errors import CannotRunError, IbdiagError, NotSupportedError, PeerTimeoutError, UsageError
 from ibdiag.units import format_bytes
@@ -58,20 +59,6 @@ SETTING_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_")
 """Environment variables recorded with a result: they change algorithms, transports and interfaces."""
 NCCL_EXTRA_S = 30.0
 """NCCL's process-group timeout is ``timeout`` + this: ibdiag's own bounded waits report first."""
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    op: str
-    backend: str
-    """``auto``, ``nccl`` or ``gloo``."""
-    dtype: str
-    sizes: tuple[int, ...]
-    iters: int = 20
-    warmup: int = 5
-    blocking: bool = False
-    check: bool = True
-    timeout_s: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -593,8 +580,6 @@ def run_rank(
     ranks that did not answer.
     """
     torch, _ = _import_dist()
-    if spec.op not in OPS:
-        raise UsageError(f"unknown collective {spec.op!r}", hint=f"use one of: {', '.join(OPS)}")
     backend = resolve_backend(spec.backend)
     steps, skipped = plan_steps(spec.op, spec.sizes, launch.world_size, spec.dtype)
     if not steps:

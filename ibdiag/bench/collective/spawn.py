@@ -3,7 +3,8 @@
 The supervisor serves the rendezvous store itself (a TCPStore on 127.0.0.1, port chosen by the kernel,
 so there is no free-port race), starts ``python -m ibdiag bench collective ...`` N times with torchrun's
 variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``,
-``MASTER_PORT``) plus ``IBDIAG_COLLECTIVE_REPORT_DIR``, and watches:
+``MASTER_PORT``) plus ``IBDIAG_COLLECTIVE_REPORT_DIR`` (the caller's environment carries the job itself,
+``IBDIAG_COLLECTIVE_JOB``: see ``ibdiag.bench.collective.spec``), and watches:
 
 * rank 0 appends progress lines and finally writes ``result.json`` (run and findings) there;
 * a rank that fails writes ``error.rank<R>.json`` (its message names who did not answer);

@@ -59,10 +59,14 @@ def rdma_line_rate(sysfs: SysfsRoot, device: str, port: int) -> LineRate:
     return LineRate(p.rate_gbps, f"{device} port {port} rate {p.rate_gbps:g} Gb/s{lanes}")
 
 
-def combine(local: LineRate, remote: LineRate | None, override_gbps: float | None, override_source: str = "--line-rate-gbps") -> LineRate:
-    """The rate to judge by: an override, else the slower of the two known ends."""
-    if override_gbps is not None:
-        return LineRate(float(override_gbps), override_source)
+def judged_line_rate(local: LineRate, remote: LineRate | None, *, flag_gbps: float | None = None, config_gbps: float | None = None, config_source: str = "config [bench] line_rate_gbps") -> LineRate:
+    """The rate a run is judged against, in order of precedence: ``--line-rate-gbps``, the config's
+    ``line_rate_gbps``, else the slower of the two ends' known rates (each end's rate is the fact its
+    own port or interface gives: :func:`rdma_line_rate`, :func:`tcp_line_rate`)."""
+    if flag_gbps is not None:
+        return LineRate(float(flag_gbps), "--line-rate-gbps")
+    if config_gbps is not None:
+        return LineRate(float(config_gbps), config_source)
     known = [r for r in (local, remote) if r is not None and r.gbps is not None]
     if not known:
         parts = [local.source] + ([remote.source] if remote is not None else [])
