@@ -40,7 +40,7 @@ from ibdiag.bench.collective.meta import CollectiveMeta
 from ibdiag.bench.results import SCHEMA, BenchRun, bench_run_from_json
 from ibdiag.collectives import get_op
 from ibdiag.errors import InputError, UsageError
-from ibdiag.importers import nccl_tests, perftest
+from ibdiag.importers import nccl_tests, nccl_tests_json, perftest
 from ibdiag.importers.checks import multiple_runs_finding
 from ibdiag.report.model import Finding
 from ibdiag.importers.lines import split_lines
@@ -102,8 +102,8 @@ def parse_runs(text: str, source: str = "<text>", *, op: str | None = None, file
             if doc["schema"] != SCHEMA:
                 raise InputError(f"{source}: schema is {doc['schema']!r}, expected {SCHEMA}", hint="give a file written by ibdiag bench ... --save or -o json")
             return [bench_run_from_json(doc, source=source)]
-        if nccl_tests.is_json_doc(doc):
-            return [nccl_tests.parse_json_doc(doc, source, op=op, file_name=file_name)]
+        if nccl_tests_json.is_json_doc(doc):
+            return [nccl_tests_json.parse_json_doc(doc, source, op=op, file_name=file_name)]
         if perftest.is_json_doc(doc):
             return [perftest.parse_json_doc(doc, source)]
         raise InputError(f"{source}: JSON, but neither nccl-tests -J, perftest --out_json nor ibdiag bench output", hint=nccl_tests.HINT)

@@ -30,7 +30,7 @@ from ibdiag.bench.p2p.meta import P2PMeta, PerftestLog
 from ibdiag.bench.provenance import ImportInfo, Provenance, RunPosition
 from ibdiag.bench.results import BenchRun, LatencyStats, P2PResult
 from ibdiag.errors import InputError
-from ibdiag.importers.lines import split_lines
+from ibdiag.importers.lines import number, split_lines
 
 HINT = "ibdiag bench import reads perftest ib_*_bw / ib_*_lat output and --out_json files; remove unrelated lines"
 
@@ -113,35 +113,26 @@ def _unit_of(columns: list[str]) -> tuple[str | None, float | None]:
     return None, None
 
 
-def _float(tok: str, number: int, col: str, source: str) -> float:
-    try:
-        v = float(tok)
-    except ValueError:
-        raise InputError(f"{source}:{number}: cannot read {tok!r} in column {col!r} as a number", hint=HINT) from None
-    if not v == v or v < 0 or v in (float("inf"),):
-        raise InputError(f"{source}:{number}: column {col!r} holds {tok!r}", hint="the run printed no valid value here; rerun it")
-    return v
-
-
 def _results(run: _Run, source: str) -> list[P2PResult]:
     cols = run.columns or []
     unit, scale = _unit_of(cols)
     out: list[P2PResult] = []
-    for number, tokens in run.rows:
+    for line_no, tokens in run.rows:
         vals = dict(zip(cols, tokens))
-        nbytes = int(_float(vals["#bytes"], number, "#bytes", source))
-        iters = int(_float(vals.get("#iterations", "0"), number, "#iterations", source))
+        nbytes = int(number(vals["#bytes"], f"{source}:{line_no}", "#bytes", HINT))
+        iters = int(number(vals.get("#iterations", "0"), f"{source}:{line_no}", "#iterations", HINT))
         if run.mode == "bw":
             if scale is None:
                 raise InputError(f"{source}:{run.header_line}: unknown bandwidth unit {unit!r}", hint="perftest prints MiB/sec, MB/sec or Gb/sec")
-            avg = _float(vals[f"BW average[{unit}]"], number, "BW average", source) * scale / 1e9
+            avg = number(vals[f"BW average[{unit}]"], f"{source}:{line_no}", "BW average", HINT) * scale / 1e9
             peak_raw = vals.get(f"BW peak[{unit}]")
             peak = None
             if peak_raw is not None:
-                p = _float(peak_raw, number, "BW peak", source)
-                peak = None if p == 0 else p * scale / 1e9  # 0.00: peak not measured (duration mode)
+                p = number(peak_raw, f"{source}:{line_no}", "BW peak", HINT)
+                # 0.00: not measured (perftest says "BW peak won't be measured in this run"; FORMATS.md)
+                peak = None if p == 0 else p * scale / 1e9
             rate = vals.get("MsgRate[Mpps]")
-            out.append(P2PResult(bytes=nbytes, iters=iters, bw_gbs=avg, bw_peak_gbs=peak, msg_rate_mpps=None if rate is None else _float(rate, number, "MsgRate", source)))
+            out.append(P2PResult(bytes=nbytes, iters=iters, bw_gbs=avg, bw_peak_gbs=peak, msg_rate_mpps=None if rate is None else number(rate, f"{source}:{line_no}", "MsgRate", HINT)))
             continue
         if "t_typical[usec]" in vals:
             need = ("t_min[usec]", "t_max[usec]", "t_typical[usec]", "99% percentile[usec]", "99.9% percentile[usec]")
@@ -149,12 +140,12 @@ def _results(run: _Run, source: str) -> list[P2PResult]:
             if missing:
                 raise InputError(f"{source}:{run.header_line}: latency header without {', '.join(missing)}", hint="perftest 4.x and later print all percentiles; older output is not supported")
             lat = LatencyStats(
-                min_us=_float(vals["t_min[usec]"], number, "t_min", source),
-                p50_us=_float(vals["t_typical[usec]"], number, "t_typical", source),
-                p99_us=_float(vals["99% percentile[usec]"], number, "99%", source),
-                p999_us=_float(vals["99.9% percentile[usec]"], number, "99.9%", source),
-                max_us=_float(vals["t_max[usec]"], number, "t_max", source),
-                avg_us=_float(vals["t_avg[usec]"], number, "t_avg", source) if "t_avg[usec]" in vals else None,
+                min_us=number(vals["t_min[usec]"], f"{source}:{line_no}", "t_min", HINT),
+                p50_us=number(vals["t_typical[usec]"], f"{source}:{line_no}", "t_typical", HINT),
+                p99_us=number(vals["99% percentile[usec]"], f"{source}:{line_no}", "99%", HINT),
+                p999_us=number(vals["99.9% percentile[usec]"], f"{source}:{line_no}", "99.9%", HINT),
+                max_us=number(vals["t_max[usec]"], f"{source}:{line_no}", "t_max", HINT),
+                avg_us=number(vals["t_avg[usec]"], f"{source}:{line_no}", "t_avg", HINT) if "t_avg[usec]" in vals else None,
             )
             out.append(P2PResult(bytes=nbytes, iters=iters, lat_us=lat))
         elif "t_avg[usec]" in vals:  # duration mode: the average and transactions per second only
@@ -163,8 +154,8 @@ def _results(run: _Run, source: str) -> list[P2PResult]:
                 P2PResult(
                     bytes=nbytes,
                     iters=iters,
-                    msg_rate_mpps=None if tps is None else _float(tps, number, "tps average", source) / 1e6,
-                    lat_avg_us=_float(vals["t_avg[usec]"], number, "t_avg", source),
+                    msg_rate_mpps=None if tps is None else number(tps, f"{source}:{line_no}", "tps average", HINT) / 1e6,
+                    lat_avg_us=number(vals["t_avg[usec]"], f"{source}:{line_no}", "t_avg", HINT),
                 )
             )
         else:
@@ -340,19 +331,19 @@ def parse_json_doc(doc: Any, source: str) -> BenchRun:
     scale, unit, assumed = _infer_scale(objs, info)
     results = []
     for i, o in enumerate(objs):
-        try:
-            peak = float(o.get("BW_peak") or 0)
-            results.append(
-                P2PResult(
-                    bytes=int(o["MsgSize"]),
-                    iters=int(o.get("n_iterations") or 0),
-                    bw_gbs=float(o["BW_average"]) * scale / 1e9,
-                    bw_peak_gbs=None if peak == 0 else peak * scale / 1e9,
-                    msg_rate_mpps=None if o.get("MsgRate") is None else float(o["MsgRate"]),
-                )
+        where = f"{source}: result {i + 1}"
+        if "BW_average" not in o:
+            raise InputError(f"{where} is malformed (no BW_average)", hint=HINT)
+        peak = number(o.get("BW_peak") or 0, where, "BW_peak", HINT)
+        results.append(
+            P2PResult(
+                bytes=int(number(o["MsgSize"], where, "MsgSize", HINT)),
+                iters=int(number(o.get("n_iterations") or 0, where, "n_iterations", HINT)),
+                bw_gbs=number(o["BW_average"], where, "BW_average", HINT) * scale / 1e9,
+                bw_peak_gbs=None if peak == 0 else peak * scale / 1e9,
+                msg_rate_mpps=None if o.get("MsgRate") is None else number(o["MsgRate"], where, "MsgRate", HINT),
             )
-        except (KeyError, TypeError, ValueError) as e:
-            raise InputError(f"{source}: result {i + 1} is malformed ({e})", hint=HINT) from None
+        )
     title = str(info.get("test") or "")[:200]
     low = {str(k).lower(): v for k, v in info.items()}
     log = PerftestLog(
