@@ -11,7 +11,9 @@ The file has one table per command::
 
 Each command package declares its own frozen dataclass of settings with built-in defaults (every
 default names its source in a comment) and reads its table with :meth:`Config.section`. Unknown
-tables and keys are refused, so a typo never silently leaves a default in force.
+tables and keys are refused, so a typo never silently leaves a default in force. A table that was
+renamed (:data:`MOVED_TABLES`) is still read, under its new name, with a note in :attr:`Config.notes`
+that the command prints as a deprecation warning.
 """
 
 from __future__ import annotations
@@ -28,7 +30,11 @@ from typing import Any, TypeVar
 from ibdiag.errors import InputError
 
 #: The tables a config file may have, one per command.
-SECTIONS = ("topo", "counters", "bench", "collective", "verdict")
+SECTIONS = ("topo", "counters", "p2p", "collective", "verdict")
+
+#: Renamed tables, old -> new. ``[bench]`` configured ``bench p2p`` only (``bench collective`` and
+#: ``bench import`` read ``[collective]``), so it is called ``[p2p]`` (issue 13).
+MOVED_TABLES: dict[str, str] = {"bench": "p2p"}
 
 C = TypeVar("C")
 
@@ -37,6 +43,8 @@ C = TypeVar("C")
 class Config:
     source: Path | None
     raw: Mapping[str, Any]
+    notes: tuple[str, ...] = ()
+    """Deprecation notes (old table names read as their new ones), for the command to print as warnings."""
 
     def section(self, name: str, cls: type[C]) -> C:
         """Build ``cls`` (a dataclass with defaults) from table ``[name]``, checking keys and types."""
@@ -63,16 +71,32 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
         raise InputError(f"config file {p}: cannot read: {e.strerror}", hint="check the file's permissions") from None
     except tomllib.TOMLDecodeError as e:
         raise InputError(f"config file {p}: not valid TOML: {e}", hint="see the README's Configuration section for an example") from None
-    unknown = sorted(set(raw) - set(SECTIONS))
+    unknown = sorted(set(raw) - set(SECTIONS) - set(MOVED_TABLES))
     if unknown:
         raise InputError(
             f"config file {p}: unknown table {', '.join('[' + u + ']' for u in unknown)}",
             hint=f"the tables are {', '.join('[' + s + ']' for s in SECTIONS)}",
         )
-    for name in SECTIONS:
+    for name in (*SECTIONS, *MOVED_TABLES):
         if name in raw and not isinstance(raw[name], dict):
             raise InputError(f"config file {p}: {name} must be a table ([{name}])", hint=f"write [{name}] on its own line, then key = value lines")
-    return Config(p, raw)
+    return move_tables(raw, p)
+
+
+def move_tables(raw: Mapping[str, Any], source: Path | None) -> Config:
+    """Read the :data:`MOVED_TABLES` under their new names, with a note each; a table given under both
+    names is an InputError (which one would win is the ambiguity the rename removes)."""
+    tables = dict(raw)
+    notes: list[str] = []
+    src = f"config file {source}: " if source else "config: "
+    for old, new in MOVED_TABLES.items():
+        if old not in tables:
+            continue
+        if new in tables:
+            raise InputError(f"{src}[{old}] and [{new}] are both set", hint=f"[{old}] is the old name of [{new}]: keep [{new}] only")
+        tables[new] = tables.pop(old)
+        notes.append(f"{src}[{old}] is deprecated: it is read as [{new}]; rename the table")
+    return Config(source, tables, tuple(notes))
 
 
 def _type_name(tp: Any) -> str:

@@ -174,7 +174,7 @@ def test_latency_fixture():
 
 def test_two_perftest_runs_are_separate():
     text = _bw("MiB/sec", "1.00", "1.00") + LAT
-    runs = perftest.parse_runs(text, "two.log")
+    runs = perftest.parse_log(text, "two.log")
     assert [r.meta.mode for r in runs] == ["bw", "lat"]
     with pytest.raises(InputError, match="2 runs"):
         importers.parse_text(text, "two.log")

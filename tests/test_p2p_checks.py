@@ -1,4 +1,4 @@
-"""Line rate (sysfs fixtures), the bandwidth finding, the [bench] config table, and the views."""
+"""Line rate (sysfs fixtures), the bandwidth finding, the [p2p] config table, and the views."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ibdiag.bench.p2p.checks import CHECK_BANDWIDTH, BenchConfig, bandwidth_findings
+from ibdiag.bench.p2p.checks import CHECK_BANDWIDTH, P2PConfig, bandwidth_findings
 from ibdiag.bench.p2p.linerate import LineRate, judged_line_rate, netdev_line_rate, rdma_line_rate, tcp_line_rate
 from ibdiag.bench.p2p.render import CSV_HEADER, bandwidth_chart, csv_rows, results_table
 from ibdiag.bench.p2p.meta import P2PMeta, P2PSetup
@@ -59,7 +59,7 @@ def test_judged_line_rate_precedence():
     assert judged_line_rate(none, none, flag_gbps=400.0) == LineRate(400.0, "--line-rate-gbps")
     # the flag wins over the config, the config over both ends' facts
     assert judged_line_rate(a, b, flag_gbps=400.0, config_gbps=200.0) == LineRate(400.0, "--line-rate-gbps")
-    assert judged_line_rate(a, b, config_gbps=200.0) == LineRate(200.0, "config [bench] line_rate_gbps")
+    assert judged_line_rate(a, b, config_gbps=200.0) == LineRate(200.0, "config [p2p] line_rate_gbps")
     assert LineRate.from_json({"gbps": True, "source": "x"}).gbps is None
     assert LineRate.from_json("junk").gbps is None
     assert LineRate.from_json(a.to_json()) == a
@@ -76,7 +76,7 @@ ROWS = [_row(4096, 1.0), _row(2**20, 9.0), _row(2**24, 11.0)]
 
 
 def _find(rows=ROWS, **kw):
-    args = dict(transport="rdma", subject="rdma node-a:18516", line_rate_gbps=100.0, line_rate_source="mlx5_0 port 1", bidir=False, cfg=BenchConfig())
+    args = dict(transport="rdma", subject="rdma node-a:18516", line_rate_gbps=100.0, line_rate_source="mlx5_0 port 1", bidir=False, cfg=P2PConfig())
     args.update(kw)
     return bandwidth_findings(rows, **args)
 
@@ -98,7 +98,7 @@ def test_low_rdma_bandwidth_fails_with_hint():
 def test_low_tcp_bandwidth_warns_unless_configured_to_fail():
     (f,) = _find(transport="tcp", line_rate_gbps=200.0)
     assert f.severity is Severity.WARN and "--streams" in f.hint
-    (g,) = _find(transport="tcp", line_rate_gbps=200.0, cfg=BenchConfig(tcp_severity="fail"))
+    (g,) = _find(transport="tcp", line_rate_gbps=200.0, cfg=P2PConfig(tcp_severity="fail"))
     assert g.severity is Severity.FAIL
 
 
@@ -114,15 +114,28 @@ def test_bidirectional_is_judged_against_both_directions():
     assert f.severity is Severity.OK and f.limit == 80.0 and "both directions" in f.message
 
 
-def test_bench_config_table(tmp_path):
+def test_p2p_config_table(tmp_path):
     p = tmp_path / "c.toml"
-    p.write_text('[bench]\nmin_bw_share = 0.9\njudge_min_bytes = 65536\ntcp_severity = "fail"\nline_rate_gbps = 25\n')
-    cfg = load_config(p).section("bench", BenchConfig)
-    assert cfg == BenchConfig(min_bw_share=0.9, judge_min_bytes=65536, tcp_severity="fail", line_rate_gbps=25.0)
+    p.write_text('[p2p]\nmin_bw_share = 0.9\njudge_min_bytes = 65536\ntcp_severity = "fail"\nline_rate_gbps = 25\n')
+    loaded = load_config(p)
+    assert loaded.section("p2p", P2PConfig) == P2PConfig(min_bw_share=0.9, judge_min_bytes=65536, tcp_severity="fail", line_rate_gbps=25.0)
+    assert loaded.notes == ()
     for bad in ("min_bw_share = 1.5", 'tcp_severity = "error"', "judge_min_bytes = 0", "line_rate_gbps = -1", "speed = 1"):
-        p.write_text(f"[bench]\n{bad}\n")
+        p.write_text(f"[p2p]\n{bad}\n")
         with pytest.raises(InputError):
-            load_config(p).section("bench", BenchConfig)
+            load_config(p).section("p2p", P2PConfig)
+
+
+def test_the_old_bench_table_is_read_as_p2p_with_a_note(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text('[bench]\nmin_bw_share = 0.9\n')
+    loaded = load_config(p)
+    assert loaded.section("p2p", P2PConfig).min_bw_share == 0.9
+    (note,) = loaded.notes
+    assert "[bench] is deprecated: it is read as [p2p]" in note and str(p) in note
+    p.write_text('[bench]\nmin_bw_share = 0.9\n[p2p]\nmin_bw_share = 0.7\n')
+    with pytest.raises(InputError, match=r"\[bench\] and \[p2p\] are both set"):
+        load_config(p)
 
 
 # --- views ------------------------------------------------------------------------------------------------

@@ -213,7 +213,7 @@ def p2p_command(
     per GB on each side, and judges the best bandwidth at sizes >= 1 MiB against the line rate.
     """
     from ibdiag.bench.p2p import render
-    from ibdiag.bench.p2p.checks import BenchConfig, bandwidth_findings
+    from ibdiag.bench.p2p.checks import P2PConfig, bandwidth_findings
     from ibdiag.bench.p2p.client import ClientOptions, run_p2p
     from ibdiag.bench.p2p.linerate import judged_line_rate
     from ibdiag.bench.p2p.params import MAX_DURATION_S, MAX_ITERS, MAX_STREAMS, MAX_TX_DEPTH, MAX_WARMUP, RunRequest
@@ -254,7 +254,10 @@ def p2p_command(
     check_output_path(png, "--png")
     if png is not None and not render.png_available():
         raise UsageError("--png needs matplotlib, which is not installed", hint="pip install 'ibdiag[chart]' (or matplotlib), or use the terminal chart of -o table")
-    cfg = load_config(config).section("bench", BenchConfig)
+    loaded = load_config(config)
+    for note in loaded.notes:
+        print_warning(note)
+    cfg = loaded.section("p2p", P2PConfig)
     req = RunRequest(
         transport=transport.value,
         mode=mode.value,

@@ -17,15 +17,17 @@ The interface other commands use (``ibdiag verdict --nccl-tests FILE`` among the
 ``parse_text(text, source="<text>") -> BenchRun``
     The same for text already in memory.
 ``parse_runs(text, source="<text>", *, op=None, file_name=None) -> list[BenchRun]``
-    Every run, in the order they started; with several, each run's meta has ``run_index`` (1-based),
-    ``run_count`` and ``separation`` ("one after the other", "one run per output tag", or "interleaved
-    (untagged lines; rows attributed in order of appearance)").
+    Every run, in the order they started; with several, each run's ``provenance.imported.position``
+    has its index (1-based), the count and the ``separation`` ("one after the other", "one run per
+    output tag", or "interleaved (untagged lines; rows attributed in order of appearance)").
+``select_run(runs, source, run_index=None) -> (BenchRun, findings)``
+    The policy for a file of several runs (refuse and list them, or pick ``--run N`` with a warning).
 
-For nccl-tests runs the meta carries ``op`` (None when the log does not say and the table fits several
-ops; ``op_candidates`` then lists them), ``op_source``, ``world_size`` (rank lines in the header),
-``ranks_per_node``, ``hosts``, ``gpus``, ``ranks`` (rank, group, pid, host, device, bus_id, gpu),
-``avg_busbw_gbs`` (computed from the rows), ``avg_busbw_gbs_reported`` (the footer), ``out_of_bounds``,
-``format`` (the era) and ``complete`` (footer seen). Every parser here is a pure function of text.
+A run is typed: nccl-tests runs have a ``CollectiveMeta`` (``op`` None when the log does not say and
+the table fits several ops) whose ``nccl_tests`` part holds the header's ranks and parameters, the
+footer's average and out-of-bounds count and ``complete``; perftest runs a ``P2PMeta`` with the
+``perftest`` banner. Every parser here is a pure function of text; a format is one module listed in
+:data:`TEXT_FORMATS` or :data:`JSON_FORMATS`.
 """
 
 from __future__ import annotations
@@ -35,12 +37,13 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from ibdiag.bench.collective.meta import CollectiveMeta
 from ibdiag.bench.results import SCHEMA, BenchRun, bench_run_from_json
 from ibdiag.collectives import get_op
 from ibdiag.errors import InputError, UsageError
-from ibdiag.importers import nccl_tests, nccl_tests_json, perftest
+from ibdiag.importers import nccl_tests, nccl_tests_json, perftest, perftest_json
 from ibdiag.importers.checks import multiple_runs_finding
 from ibdiag.report.model import Finding
 from ibdiag.importers.lines import split_lines
@@ -49,6 +52,13 @@ __all__ = ["load", "parse_text", "parse_runs", "read_text", "select_run"]
 
 _PREFIXED = re.compile(r"^\[\d+(?:,\d+\]<\w+>:|\]\s)")
 """A line prefixed by mpirun --tag-output ([1,0]<stdout>:) or -prepend-rank ([0] ), not a JSON list."""
+
+#: Text formats, tried in order: each module has ``looks_like(lines)`` and
+#: ``parse_log(text, source, *, op, file_name) -> list[BenchRun]``.
+TEXT_FORMATS: tuple[Any, ...] = (nccl_tests, perftest)
+#: JSON formats: ``is_json_doc(doc)`` and ``parse_doc(doc, source, *, op, file_name) -> BenchRun``
+#: (ibdiag's own ``ibdiag.bench/1`` documents are read before these).
+JSON_FORMATS: tuple[Any, ...] = (nccl_tests_json, perftest_json)
 
 MAX_BYTES = 512 * 2**20
 """Logs larger than this are refused (a 512 MiB benchmark log is surely something else)."""
@@ -92,7 +102,7 @@ def parse_runs(text: str, source: str = "<text>", *, op: str | None = None, file
         raise InputError(f"{source}: empty", hint="give the output of an nccl-tests *_perf or perftest ib_* run")
     if stripped[0] == "{" or (stripped[0] == "[" and not _PREFIXED.match(stripped)):
         if "MsgSize" in text:
-            doc = perftest.load_json_text(text, source)
+            doc = perftest_json.load_json_text(text, source)
         else:
             try:
                 doc = json.loads(text)
@@ -102,16 +112,14 @@ def parse_runs(text: str, source: str = "<text>", *, op: str | None = None, file
             if doc["schema"] != SCHEMA:
                 raise InputError(f"{source}: schema is {doc['schema']!r}, expected {SCHEMA}", hint="give a file written by ibdiag bench ... --save or -o json")
             return [bench_run_from_json(doc, source=source)]
-        if nccl_tests_json.is_json_doc(doc):
-            return [nccl_tests_json.parse_json_doc(doc, source, op=op, file_name=file_name)]
-        if perftest.is_json_doc(doc):
-            return [perftest.parse_json_doc(doc, source)]
+        for fmt in JSON_FORMATS:
+            if fmt.is_json_doc(doc):
+                return [fmt.parse_doc(doc, source, op=op, file_name=file_name)]
         raise InputError(f"{source}: JSON, but neither nccl-tests -J, perftest --out_json nor ibdiag bench output", hint=nccl_tests.HINT)
     lines = split_lines(text)
-    if nccl_tests.looks_like(lines):
-        return nccl_tests.parse_runs(text, source, op=op, file_name=file_name)
-    if perftest.looks_like(text):
-        return perftest.parse_runs(text, source)
+    for fmt in TEXT_FORMATS:
+        if fmt.looks_like(lines):
+            return fmt.parse_log(text, source, op=op, file_name=file_name)
     first = next((ln for ln in lines if ln.text.strip()), lines[0])
     raise InputError(f"{source}:{first.number}: neither nccl-tests nor perftest output: {first.text.strip()[:100]!r}", hint=nccl_tests.HINT)
 

@@ -423,7 +423,7 @@ def looks_like(lines: Sequence[Line]) -> bool:
     return False
 
 
-def parse_runs(text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
+def parse_log(text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
     """Every run in an nccl-tests log, in the order they started (see the module docstring)."""
     lines = split_lines(text)
     parser = _Parser(source)

@@ -28,7 +28,7 @@ def is_json_doc(doc: Any) -> bool:
     return isinstance(doc, Mapping) and isinstance(doc.get("results"), list) and ("config" in doc or "nccl_version" in doc)
 
 
-def parse_json_doc(doc: Mapping[str, Any], source: str, *, op: str | None = None, file_name: str | None = None) -> BenchRun:
+def parse_doc(doc: Mapping[str, Any], source: str, *, op: str | None = None, file_name: str | None = None) -> BenchRun:
     """nccl-tests' ``-J FILE`` output: ``{"version", "args", "config": {..., "devices": [...]}, "results": [...]}``."""
     results: list[CollectiveResult] = []
     for i, row in enumerate(doc.get("results") or []):

@@ -12,25 +12,21 @@ Pure functions of text. Facts (``shared/reference/FORMATS.md``, perftest ``perft
   t_avg[usec] tps average``. perftest reports write and send latency one way (round trip / 2) and
   read and atomic latency as the full round trip (its ``rtt_factor``); values are kept as printed and
   the run's ``latency`` says which;
-* ``--out_json`` files with ``MsgSize``, ``n_iterations``, ``BW_peak``, ``BW_average``, ``MsgRate``
-  (some perftest versions write bare words unquoted; those are repaired before reading). The file
-  does not say the unit; it is told from the numbers: MsgRate x 1e6 x MsgSize is the rate in B/s, so
-  BW_average matches it either as MiB/s or as Gb/s.
+
+``--out_json`` files are :mod:`~ibdiag.importers.perftest_json`'s.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ibdiag.bench.p2p.meta import P2PMeta, PerftestLog
 from ibdiag.bench.provenance import ImportInfo, Provenance, RunPosition
 from ibdiag.bench.results import BenchRun, LatencyStats, P2PResult
 from ibdiag.errors import InputError
-from ibdiag.importers.lines import number, split_lines
+from ibdiag.importers.lines import Line, number, split_lines
 
 HINT = "ibdiag bench import reads perftest ib_*_bw / ib_*_lat output and --out_json files; remove unrelated lines"
 
@@ -85,7 +81,8 @@ class _Run:
     rows: list[tuple[int, list[str]]] = field(default_factory=list)
 
 
-def _verb(title: str) -> str | None:
+def verb_of(title: str) -> str | None:
+    """``RDMA_Write BW Test`` -> ``write`` (read, send, atomic), as the title names the verb."""
     low = title.lower()
     for key, verb in (("rdma_write", "write"), ("rdma_read", "read"), ("send", "send"), ("atomic", "atomic"), ("write", "write"), ("read", "read")):
         if key in low:
@@ -93,8 +90,9 @@ def _verb(title: str) -> str | None:
     return None
 
 
-def looks_like(text: str) -> bool:
-    for ln in split_lines(text)[:4000]:
+def looks_like(lines: Sequence[Line]) -> bool:
+    """True when the text carries a perftest marker line (a ``#bytes`` header, a title, an address line)."""
+    for ln in lines[:4000]:
         s = ln.text.strip()
         if s.startswith("#bytes") or _TITLE.match(s) or s.startswith(("local address:", "remote address:")):
             return True
@@ -192,8 +190,9 @@ def _bench_run(run: _Run, source: str, index: int, count: int) -> BenchRun:
     return BenchRun(P2PMeta(transport="rdma", mode=run.mode, bidir=run.bidirectional, perftest=log), tuple(results), Provenance(imported=imported))
 
 
-def parse_runs(text: str, source: str = "<text>") -> list[BenchRun]:
-    """Every perftest run in the text (a new title or table header starts one)."""
+def parse_log(text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
+    """Every perftest run in the text (a new title or table header starts one); ``op`` and
+    ``file_name`` are the importers' common arguments, which a perftest log does not need."""
     runs: list[_Run] = []
     cur: _Run | None = None
 
@@ -212,7 +211,7 @@ def parse_runs(text: str, source: str = "<text>") -> list[BenchRun]:
             if cur is None or cur.title is not None or cur.columns is not None:
                 cur = new(n)
             cur.title = s
-            cur.verb = _verb(m.group("title"))
+            cur.verb = verb_of(m.group("title"))
             cur.mode = "bw" if m.group("kind") == "BW" else "lat"
             cur.bidirectional = "Bidirectional" in m.group("title")
             continue
@@ -259,106 +258,3 @@ def parse_runs(text: str, source: str = "<text>") -> list[BenchRun]:
     if not runs:
         raise InputError(f"{source}: no perftest result table (#bytes header) found", hint=HINT)
     return [_bench_run(r, source, i, len(runs)) for i, r in enumerate(runs, start=1)]
-
-
-# --- --out_json ------------------------------------------------------------------------------------
-
-
-def load_json_text(text: str, source: str) -> Any:
-    """JSON, or perftest's not-quite-JSON (bare words, trailing commas) repaired first."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as first:
-        repaired = re.sub(r"([{,]\s*)([A-Za-z_][\w .\-]*?)\s*:", r'\1"\2":', text)  # bare keys
-
-        def quote(m: re.Match[str]) -> str:
-            word = m.group(1).strip()
-            return m.group(0) if word in ("true", "false", "null") else f': "{word}"'
-
-        repaired = re.sub(r':[ \t]*([A-Za-z_][^,}\]\n"]*?)[ \t]*(?=[,}\]\n])', quote, repaired)  # bare values
-        repaired = re.sub(r",\s*([}\]])", r"\1", repaired)  # trailing commas
-        try:
-            return json.loads(repaired)
-        except json.JSONDecodeError:
-            raise InputError(f"{source}:{first.lineno}: not JSON ({first.msg})", hint=HINT) from None
-
-
-def _result_objects(doc: Any) -> list[Mapping[str, Any]]:
-    found: list[Mapping[str, Any]] = []
-    if isinstance(doc, Mapping):
-        if "MsgSize" in doc:
-            return [doc]
-        for v in doc.values():
-            found += _result_objects(v)
-    elif isinstance(doc, list):
-        for v in doc:
-            found += _result_objects(v)
-    return found
-
-
-def is_json_doc(doc: Any) -> bool:
-    return bool(_result_objects(doc))
-
-
-def _infer_scale(objs: list[Mapping[str, Any]], info: Mapping[str, Any]) -> tuple[float, str, bool]:
-    """(B/s per unit, unit, assumed?) from MsgRate x MsgSize, else from a unit named in the file."""
-    votes: list[str] = []
-    for o in objs:
-        try:
-            rate, size, avg = float(o.get("MsgRate") or 0), float(o["MsgSize"]), float(o.get("BW_average") or 0)
-        except (TypeError, ValueError):
-            continue
-        if rate <= 0 or avg <= 0 or size <= 0:
-            continue
-        bps = rate * 1e6 * size
-        for unit, scale in (("MiB/sec", MIB), ("Gb/sec", GBIT)):
-            if abs(avg * scale / bps - 1) < 0.1:
-                votes.append(unit)
-    if votes:
-        unit = max(set(votes), key=votes.count)
-        return (MIB if unit == "MiB/sec" else GBIT), unit, False
-    text = json.dumps(info).lower()
-    if "gb/sec" in text or "gbit" in text:
-        return GBIT, "Gb/sec", False
-    return MIB, "MiB/sec", True
-
-
-def parse_json_doc(doc: Any, source: str) -> BenchRun:
-    objs = _result_objects(doc)
-    if not objs:
-        raise InputError(f"{source}: a JSON file without perftest results (MsgSize)", hint=HINT)
-    info = doc.get("test_info") if isinstance(doc, Mapping) and isinstance(doc.get("test_info"), Mapping) else {}
-    scale, unit, assumed = _infer_scale(objs, info)
-    results = []
-    for i, o in enumerate(objs):
-        where = f"{source}: result {i + 1}"
-        if "BW_average" not in o:
-            raise InputError(f"{where} is malformed (no BW_average)", hint=HINT)
-        peak = number(o.get("BW_peak") or 0, where, "BW_peak", HINT)
-        results.append(
-            P2PResult(
-                bytes=int(number(o["MsgSize"], where, "MsgSize", HINT)),
-                iters=int(number(o.get("n_iterations") or 0, where, "n_iterations", HINT)),
-                bw_gbs=number(o["BW_average"], where, "BW_average", HINT) * scale / 1e9,
-                bw_peak_gbs=None if peak == 0 else peak * scale / 1e9,
-                msg_rate_mpps=None if o.get("MsgRate") is None else number(o["MsgRate"], where, "MsgRate", HINT),
-            )
-        )
-    title = str(info.get("test") or "")[:200]
-    low = {str(k).lower(): v for k, v in info.items()}
-    log = PerftestLog(
-        test=f"ib_{_verb(title) or 'unknown'}_bw",
-        title=title or None,
-        verb=_verb(title),
-        device=_text(low.get("device")),
-        link_layer=_text(low.get("link_type")),
-        bw_unit=unit,
-        bw_unit_assumed=assumed,
-        peak_measured=all(r.bw_peak_gbs is not None for r in results),
-    )
-    imported = ImportInfo(tool="perftest", source=source, format="out_json")
-    return BenchRun(P2PMeta(transport="rdma", mode="bw", bidir="bidirectional" in title.lower(), perftest=log), tuple(results), Provenance(imported=imported))
-
-
-def _text(value: Any) -> str | None:
-    return None if value is None else str(value)[:200]

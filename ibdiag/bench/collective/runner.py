@@ -59,7 +59,9 @@ NCCL_EXTRA_S = 30.0
 
 
 @dataclass(frozen=True)
-class Step:
+class SizeStep:
+    """One size and placement of the run, as the ranks step through it."""
+
     index: int
     """1-based; 0 is the setup."""
     plan: SizePlan
@@ -67,13 +69,13 @@ class Step:
     label: str
 
 
-def plan_steps(op: str, sizes: Sequence[int], world: int, dtype: str) -> tuple[tuple[Step, ...], tuple[int, ...]]:
+def plan_steps(op: str, sizes: Sequence[int], world: int, dtype: str) -> tuple[tuple[SizeStep, ...], tuple[int, ...]]:
     spec = OPS[op]
     plans, skipped = plan_sizes(spec, sizes, world, DTYPES[dtype])
-    steps: list[Step] = []
+    steps: list[SizeStep] = []
     for p in plans:
         for in_place in spec.placements:
-            steps.append(Step(len(steps) + 1, p, in_place, f"{op} {format_bytes(p.bytes)} {placement(in_place)}"))
+            steps.append(SizeStep(len(steps) + 1, p, in_place, f"{op} {format_bytes(p.bytes)} {placement(in_place)}"))
     return tuple(steps), skipped
 
 
@@ -219,7 +221,7 @@ class _Rank:
             deadline = time.monotonic() + self.spec.timeout_s
             self._beat()
 
-    def check_memory(self, steps: Sequence[Step], dtype: Any) -> None:
+    def check_memory(self, steps: Sequence[SizeStep], dtype: Any) -> None:
         """Refuse sizes that do not fit, on every rank together (so no rank waits for one that gave up)."""
         spec = OPS[self.spec.op]
         need = max((buffer_bytes(spec, s.plan, dtype, check=False) for s in steps), default=0)
@@ -243,7 +245,7 @@ class _Rank:
         if problems:
             raise UsageError(problems[0], hint="lower the largest size (--sizes) or run fewer ranks per node")
 
-    def measure(self, steps: Sequence[Step], dtype_name: str) -> list[tuple[float, list[float], int | None]]:
+    def measure(self, steps: Sequence[SizeStep], dtype_name: str) -> list[tuple[float, list[float], int | None]]:
         torch, dist = self.torch, self.dist
         op = self.spec.op
         tdtype = getattr(torch, dtype_name)
@@ -282,7 +284,7 @@ class _Rank:
                 self.on_progress(st.index, len(steps), st.label)
         return out
 
-    def _bind(self, st: Step, send_buf: Any, recv_buf: Any) -> tuple[Any, Any, Callable[[], Any]]:
+    def _bind(self, st: SizeStep, send_buf: Any, recv_buf: Any) -> tuple[Any, Any, Callable[[], Any]]:
         """The views and the call for one step (nccl-tests' in-place offsets, see ``validate.views``)."""
         p = st.plan
         inp, out = validate.views(self.spec.op, self.rank, p.send_elems, p.recv_elems, p.count, st.in_place, send_buf, recv_buf)

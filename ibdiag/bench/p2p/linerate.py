@@ -59,7 +59,7 @@ def rdma_line_rate(sysfs: SysfsRoot, device: str, port: int) -> LineRate:
     return LineRate(p.rate_gbps, f"{device} port {port} rate {p.rate_gbps:g} Gb/s{lanes}")
 
 
-def judged_line_rate(local: LineRate, remote: LineRate | None, *, flag_gbps: float | None = None, config_gbps: float | None = None, config_source: str = "config [bench] line_rate_gbps") -> LineRate:
+def judged_line_rate(local: LineRate, remote: LineRate | None, *, flag_gbps: float | None = None, config_gbps: float | None = None, config_source: str = "config [p2p] line_rate_gbps") -> LineRate:
     """The rate a run is judged against, in order of precedence: ``--line-rate-gbps``, the config's
     ``line_rate_gbps``, else the slower of the two ends' known rates (each end's rate is the fact its
     own port or interface gives: :func:`rdma_line_rate`, :func:`tcp_line_rate`)."""
