@@ -77,10 +77,12 @@ def main() -> int:
     from ibdiag.counters.checks import check_span
     from ibdiag.counters.delta import build_span
     from ibdiag.counters.read import discover_layout, read_sample
-    from ibdiag.counters.render import interval_table
+    from ibdiag.counters.views.table import interval_table
+    from ibdiag.ports.config import PortsConfig
     from ibdiag.sysfs import SysfsRoot
 
     cfg = CountersConfig()
+    ports = PortsConfig()
     with tempfile.TemporaryDirectory(prefix="ibdiag-bench-") as tmp:
         root = Path(tmp)
         build(root, args.adapters)
@@ -115,14 +117,14 @@ def main() -> int:
 
         def render() -> None:
             con = Console(file=io.StringIO(), width=160, force_terminal=True)
-            con.print(interval_table(b, span.totals, span.totals, findings, cfg, title="bench"))
+            con.print(interval_table(b, span.totals, span.totals, findings, cfg, ports, title="bench"))
 
         def tick() -> None:
             s = read_sample(sysfs, layout)
             sp = build_span([a, s], mode="interval", keep_steps=False)
             fs = check_span(sp, cfg)
             con = Console(file=io.StringIO(), width=160, force_terminal=True)
-            con.print(interval_table(s, sp.totals, sp.totals, fs, cfg, title="bench"))
+            con.print(interval_table(s, sp.totals, sp.totals, fs, cfg, ports, title="bench"))
 
         results = {name: timed(fn, args.runs) for name, fn in (("raw", raw), ("read", read), ("cold", cold), ("judge", judge), ("render", render), ("tick", tick))}
         cpu0 = time.process_time()

@@ -2,8 +2,10 @@
 
 The file has one table per command::
 
-    [topo]
+    [ports]
     expected_rate_gbps = 400
+
+    [topo]
     expect_adapters = 8
 
     [counters.thresholds]
@@ -11,9 +13,10 @@ The file has one table per command::
 
 Each command package declares its own frozen dataclass of settings with built-in defaults (every
 default names its source in a comment) and reads its table with :meth:`Config.section`. Unknown
-tables and keys are refused, so a typo never silently leaves a default in force. A table that was
-renamed (:data:`MOVED_TABLES`) is still read, under its new name, with a note in :attr:`Config.notes`
-that the command prints as a deprecation warning.
+tables and keys are refused, so a typo never silently leaves a default in force. A key that moved
+to another table (:data:`MOVED_KEYS`), or a table that was renamed (:data:`MOVED_TABLES`), is still
+read under its new name, with a note in :attr:`Config.notes` that the command prints as a
+deprecation warning.
 """
 
 from __future__ import annotations
@@ -30,11 +33,20 @@ from typing import Any, TypeVar
 from ibdiag.errors import InputError
 
 #: The tables a config file may have, one per command.
-SECTIONS = ("topo", "counters", "p2p", "collective", "verdict")
+SECTIONS = ("ports", "topo", "counters", "p2p", "collective", "verdict")
 
 #: Renamed tables, old -> new. ``[bench]`` configured ``bench p2p`` only (``bench collective`` and
 #: ``bench import`` read ``[collective]``), so it is called ``[p2p]`` (issue 13).
 MOVED_TABLES: dict[str, str] = {"bench": "p2p"}
+
+#: (old table, old key) -> (new table, new key). The port-health settings of topo and counters became
+#: one ``[ports]`` table (issue 13): two tables judged the same ports two ways.
+MOVED_KEYS: dict[tuple[str, str], tuple[str, str]] = {
+    ("topo", "expected_rate_gbps"): ("ports", "expected_rate_gbps"),
+    ("topo", "ignore_adapters"): ("ports", "ignore"),
+    ("counters", "expected_rate_gbps"): ("ports", "expected_rate_gbps"),
+    ("counters", "ignore_adapters"): ("ports", "ignore"),
+}
 
 C = TypeVar("C")
 
@@ -44,14 +56,15 @@ class Config:
     source: Path | None
     raw: Mapping[str, Any]
     notes: tuple[str, ...] = ()
-    """Deprecation notes (old table names read as their new ones), for the command to print as warnings."""
+    """Deprecation notes (old table and key names read as their new ones), for the command to print as warnings."""
 
     def section(self, name: str, cls: type[C]) -> C:
         """Build ``cls`` (a dataclass with defaults) from table ``[name]``, checking keys and types."""
         if name not in SECTIONS:
             raise ValueError(f"unknown config section {name!r}")
         table = self.raw.get(name, {})
-        return build_dataclass(cls, table, where=f"[{name}]", source=self.source)
+        moved = "; ".join(f"{key} is now [{new_table}] {new_key}" for (old_table, key), (new_table, new_key) in MOVED_KEYS.items() if old_table == name)
+        return build_dataclass(cls, table, where=f"[{name}]", source=self.source, moved=moved)
 
 
 def load_config(path: str | os.PathLike[str] | None) -> Config:
@@ -80,13 +93,16 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
     for name in (*SECTIONS, *MOVED_TABLES):
         if name in raw and not isinstance(raw[name], dict):
             raise InputError(f"config file {p}: {name} must be a table ([{name}])", hint=f"write [{name}] on its own line, then key = value lines")
-    return move_tables(raw, p)
+    return move_keys(raw, p)
 
 
-def move_tables(raw: Mapping[str, Any], source: Path | None) -> Config:
-    """Read the :data:`MOVED_TABLES` under their new names, with a note each; a table given under both
-    names is an InputError (which one would win is the ambiguity the rename removes)."""
-    tables = dict(raw)
+def move_keys(raw: Mapping[str, Any], source: Path | None) -> Config:
+    """Read the :data:`MOVED_TABLES` and :data:`MOVED_KEYS` under their new names, with a note each. Two
+    old places of one key merge when they agree (lists are joined); a table or key given under its old
+    and its new name, or two different values, is an InputError: which one would win is exactly the
+    ambiguity the move removes."""
+    tables = {name: dict(table) for name, table in raw.items()}
+    given: dict[tuple[str, str], str] = {}
     notes: list[str] = []
     src = f"config file {source}: " if source else "config: "
     for old, new in MOVED_TABLES.items():
@@ -96,6 +112,23 @@ def move_tables(raw: Mapping[str, Any], source: Path | None) -> Config:
             raise InputError(f"{src}[{old}] and [{new}] are both set", hint=f"[{old}] is the old name of [{new}]: keep [{new}] only")
         tables[new] = tables.pop(old)
         notes.append(f"{src}[{old}] is deprecated: it is read as [{new}]; rename the table")
+    for (old_table, old_key), (new_table, new_key) in MOVED_KEYS.items():
+        if old_key not in tables.get(old_table, {}):
+            continue
+        value = tables[old_table].pop(old_key)
+        new = tables.setdefault(new_table, {})
+        old_name, new_name = f"[{old_table}] {old_key}", f"[{new_table}] {new_key}"
+        notes.append(f"{src}{old_name} is deprecated: it is read as {new_name}, which {old_table} and the other commands share")
+        first = given.get((new_table, new_key))
+        if new_key not in new:
+            new[new_key] = value
+        elif first is None:
+            raise InputError(f"{src}{old_name} and {new_name} are both set", hint=f"{old_name} is the old name of {new_name}: keep {new_name} only")
+        elif isinstance(value, list) and isinstance(new[new_key], list):
+            new[new_key] = new[new_key] + [v for v in value if v not in new[new_key]]
+        elif value != new[new_key]:
+            raise InputError(f"{src}{first} and {old_name} differ ({new[new_key]!r} and {value!r})", hint=f"both are now {new_name}, one setting for every command: set it there once")
+        given[(new_table, new_key)] = old_name
     return Config(source, tables, tuple(notes))
 
 
@@ -150,8 +183,9 @@ def _coerce(value: Any, tp: Any, where: str, source: Path | None) -> Any:
     raise TypeError(f"unsupported config field type {tp!r}")
 
 
-def build_dataclass(cls: type[C], table: Mapping[str, Any], *, where: str, source: Path | None = None) -> C:
-    """``cls(**table)`` with type checks; mapping fields merge over their defaults (partial overrides)."""
+def build_dataclass(cls: type[C], table: Mapping[str, Any], *, where: str, source: Path | None = None, moved: str = "") -> C:
+    """``cls(**table)`` with type checks; mapping fields merge over their defaults (partial overrides).
+    ``moved`` names keys that moved elsewhere, for the hint on an unknown key."""
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(table) - set(fields))
@@ -159,7 +193,7 @@ def build_dataclass(cls: type[C], table: Mapping[str, Any], *, where: str, sourc
         src = f"config file {source}: " if source else "config: "
         raise InputError(
             f"{src}{where} has unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}",
-            hint=f"the keys of {where} are: {', '.join(sorted(fields))}",
+            hint=f"the keys of {where} are: {', '.join(sorted(fields))}" + (f"; {moved}" if moved else ""),
         )
     kwargs: dict[str, Any] = {}
     for name, value in table.items():

@@ -63,7 +63,7 @@ def test_every_format(cli, fmt):
     out = res.stdout
     if fmt == "table":
         assert "NIC Legend:" in out and "GPU2" in out and "status: FAIL" in out
-        assert "topo.port_state" in out and "mlx5_10:1" in out
+        assert "port.state" in out and "mlx5_10:1" in out
     elif fmt == "json":
         assert json.loads(out)["status"] == "fail"
     elif fmt == "csv":
@@ -80,7 +80,7 @@ def test_every_format(cli, fmt):
         suite = root.find("testsuite")
         assert suite.get("name") == "ibdiag.topo" and suite.get("failures") == "3"
         failed = {c.get("classname") + ":" + c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None}
-        assert failed == {"topo.pcie_width:mlx5_6", "topo.port_rate:mlx5_7:1", "topo.port_state:mlx5_10:1"}
+        assert failed == {"topo.pcie_width:mlx5_6", "port.rate:mlx5_7:1", "port.state:mlx5_10:1"}
 
 
 def test_strict_makes_warnings_fail(cli):

@@ -12,6 +12,7 @@ from ibdiag.counters.checks import check_snapshot, check_span
 from ibdiag.counters.delta import build_span
 from ibdiag.counters.read import discover_layout, read_sample
 from ibdiag.errors import InputError
+from ibdiag.ports.config import PortsConfig
 from ibdiag.report.model import Severity
 from ibdiag.sysfs import SysfsRoot
 from ibdiag.topo.checks import check_topology
@@ -39,7 +40,7 @@ class Clock:
         return self.t
 
 
-def span_after(root, change, *, seconds=10.0, cfg=None, ports_before=None):
+def span_after(root, change, *, seconds=10.0, cfg=None, ports=None):
     """Read ``root``, apply ``change()`` to its files, read again ``seconds`` later (clock injected)."""
     sysfs = SysfsRoot(root)
     layout = discover_layout(sysfs)
@@ -49,7 +50,7 @@ def span_after(root, change, *, seconds=10.0, cfg=None, ports_before=None):
     clock.t += seconds
     after = read_sample(sysfs, discover_layout(sysfs), monotonic=clock)
     span = build_span([before, after], mode="interval")
-    return span, check_span(span, cfg or CountersConfig())
+    return span, check_span(span, cfg or CountersConfig(), ports)
 
 
 # --- snapshot ----------------------------------------------------------------------------------------
@@ -59,7 +60,7 @@ def test_counters_faulty_fixture_snapshot_is_exactly_the_planted_faults():
     out = snapshot_findings(SysfsRoot(SYSFS_FIXTURES / "counters-faulty"))
     assert problems(out) == [
         ("fail", "counters.errors", "mlx5_1:1"),
-        ("fail", "counters.port_state", "mlx5_2:1"),
+        ("fail", "port.state", "mlx5_2:1"),
         ("warn", "counters.errors", "mlx5_2:1"),
         ("warn", "counters.roce_errors", "mlx5_4:1"),
         ("warn", "counters.unavailable", "mlx5_3:1"),
@@ -78,9 +79,9 @@ def test_healthy_fixture_is_clean_and_faulty_dgx_matches_topo_port_findings():
     assert problems(snapshot_findings(SysfsRoot(SYSFS_FIXTURES / "dgx-h100"))) == []
     root = SYSFS_FIXTURES / "dgx-h100-faulty"
     ours = problems(snapshot_findings(SysfsRoot(root)))
-    topo = problems(f for f in check_topology(discover(SysfsRoot(root))) if f.check in ("topo.port_state", "topo.port_rate"))
+    topo = problems(f for f in check_topology(discover(SysfsRoot(root))) if f.check in ("port.state", "port.rate"))
     assert ours == [(s, c.replace("topo.", "counters."), subj) for s, c, subj in topo]
-    assert ours == [("fail", "counters.port_rate", "mlx5_7:1"), ("fail", "counters.port_state", "mlx5_10:1")]
+    assert ours == [("fail", "port.rate", "mlx5_7:1"), ("fail", "port.state", "mlx5_10:1")]
 
 
 def test_snapshot_of_a_tree_without_rdma_is_one_ok_finding():
@@ -206,7 +207,7 @@ def test_port_going_down_during_the_interval(tmp_path):
         write(tmp_path, "mlx5_0", "link_downed", 1)
 
     _, out = span_after(tmp_path, change)
-    assert problems(out) == [("fail", "counters.port_state", "mlx5_0:1"), ("warn", "counters.errors", "mlx5_0:1")]
+    assert problems(out) == [("fail", "port.state", "mlx5_0:1"), ("warn", "counters.errors", "mlx5_0:1")]
 
 
 def test_baseline_ports_gone_and_new(tmp_path):
@@ -232,15 +233,18 @@ def test_thresholds_ignore_lists_and_rate_limit_from_config(tmp_path):
         "[counters]\nignore_adapters = ['mlx5_1:1']\nignore_counters = ['VL15_dropped']\nrate_limit_per_s = 1000\n"
         "[counters.thresholds]\nsymbol_error = 0\n"
     )
-    cfg = load_config(cfg_file).section("counters", CountersConfig)
+    loaded = load_config(cfg_file)
+    cfg = loaded.section("counters", CountersConfig)
     assert cfg.thresholds["symbol_error"] == 0 and cfg.thresholds["link_downed"] == 10  # merged over the defaults
+    ports = loaded.section("ports", PortsConfig)  # [counters] ignore_adapters is read as [ports] ignore
+    assert ports.ignore == ("mlx5_1:1",) and "[counters] ignore_adapters is deprecated" in loaded.notes[0]
 
     def change():
         write(tmp_path, "mlx5_0", "symbol_error", 1)
         write(tmp_path, "mlx5_0", "VL15_dropped", 5000)
         write(tmp_path, "mlx5_1", "symbol_error", 5000)
 
-    _, out = span_after(tmp_path, change, cfg=cfg)
+    _, out = span_after(tmp_path, change, cfg=cfg, ports=ports)
     assert problems(out) == [("fail", "counters.errors", "mlx5_0:1")]
     assert "VL15_dropped" not in one(out, "counters.errors", "mlx5_0:1").message
     assert not [f for f in out if f.subject == "mlx5_1:1"]

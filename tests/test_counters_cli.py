@@ -116,7 +116,7 @@ def test_junit(cli):
     suite = ET.fromstring(res.stdout.split("\n", 1)[1]).find("testsuite")
     assert suite.get("name") == "ibdiag.counters" and suite.get("failures") == "2"
     failed = {c.get("classname") + ":" + c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None}
-    assert failed == {"counters.errors:mlx5_1:1", "counters.port_state:mlx5_2:1"}
+    assert failed == {"counters.errors:mlx5_1:1", "port.state:mlx5_2:1"}
 
 
 # --- exit statuses and options --------------------------------------------------------------------------------
@@ -133,7 +133,7 @@ def test_device_selection_still_judges_rate_against_the_whole_node(cli):
     assert res.exit_code == 1
     doc = json.loads(res.stdout)
     assert [p["adapter"] for p in doc["ports"]] == ["mlx5_7"]
-    assert [f["check"] for f in doc["findings"] if f["severity"] == "fail"] == ["counters.port_rate"]
+    assert [f["check"] for f in doc["findings"] if f["severity"] == "fail"] == ["port.rate"]
 
 
 def test_no_rdma_is_exit_3(cli):

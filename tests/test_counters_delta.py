@@ -97,13 +97,23 @@ def _step(values, seconds, unknown=None, resets=()):
     return PortDelta("mlx5_0", 1, seconds, deltas, rates, dict(rates), unknown or {}, tuple(resets))
 
 
+def _series(*readings):
+    """Samples of one port from ``(seconds, counters, saturated)`` readings."""
+    return [Sample(t, t, (pc(c, saturated=sat),)) for t, c, sat in readings]
+
+
 def test_accumulator_sums_known_steps_and_keeps_peaks():
-    acc = Accumulator()
-    acc.add([_step({"symbol_error": 2, "port_xmit_wait": 10}, 1.0)])
-    acc.add([_step({"symbol_error": 30, "port_xmit_wait": None}, 1.0, {"port_xmit_wait": "saturated"})])
-    acc.add([_step({"symbol_error": 0, "port_xmit_wait": None}, 2.0, {"port_xmit_wait": "saturated"}, resets=["symbol_error"])])
-    last = Sample(4.0, 4.0, (pc({}),))
-    (total,) = acc.totals(last)
+    wait_max = 2**32 - 1
+    first, *rest = _series(
+        (0.0, {"symbol_error": 0, "port_xmit_wait": 0}, ()),
+        (1.0, {"symbol_error": 2, "port_xmit_wait": 10}, ()),
+        (2.0, {"symbol_error": 32, "port_xmit_wait": wait_max}, {"port_xmit_wait"}),
+        (4.0, {"symbol_error": 0, "port_xmit_wait": wait_max}, {"port_xmit_wait"}),  # reset; wait still saturated
+    )
+    acc = Accumulator(first, mode="series")
+    steps = [acc.add(s) for s in rest]
+    assert [s.deltas[0].deltas["symbol_error"] for s in steps] == [2, 30, 0] and [s.elapsed_s for s in steps] == [1.0, 2.0, 4.0]
+    (total,) = acc.span().totals
     assert total.interval_s == 4.0 and total.samples == 3
     assert total.deltas["symbol_error"] == 32 and total.rates["symbol_error"] == 8.0
     assert total.peak_rates["symbol_error"] == 30.0
@@ -112,10 +122,26 @@ def test_accumulator_sums_known_steps_and_keeps_peaks():
 
 
 def test_accumulator_unknown_when_no_step_knew():
-    acc = Accumulator()
-    acc.add([_step({"link_downed": None}, 1.0, {"link_downed": "saturated"})])
-    (total,) = acc.totals(Sample(1.0, 1.0, (pc({}),)))
+    first, after = _series((0.0, {"link_downed": 255}, {"link_downed"}), (1.0, {"link_downed": 255}, {"link_downed"}))
+    acc = Accumulator(first, mode="interval")
+    acc.add(after)
+    (total,) = acc.span().totals
     assert total.deltas["link_downed"] is None and total.unknown["link_downed"] == "saturated"
+
+
+def test_a_reset_between_samples_counts_from_zero_in_every_mode():
+    """Issue 13's second wrong answer: 100 -> 0 (reset) -> 150 was +150 with the reset flagged through
+    --interval --count, and +50 with no reset through --watch (which compared the first sample with
+    the last). Every mode totals through the one Accumulator now."""
+    samples = _series((0.0, {"symbol_error": 100}, ()), (1.0, {"symbol_error": 0}, ()), (2.0, {"symbol_error": 150}, ()))
+    acc = Accumulator(samples[0], mode="interval", keep_steps=False)  # --watch keeps no steps
+    totals = []
+    for s in samples[1:]:
+        acc.add(s)
+        totals.append(acc.span().total(("mlx5_0", 1)))
+    assert [(t.deltas["symbol_error"], t.resets) for t in totals] == [(0, ("symbol_error",)), (150, ("symbol_error",))]
+    series = build_span(samples, mode="series").total(("mlx5_0", 1))
+    assert (series.deltas["symbol_error"], series.resets) == (150, ("symbol_error",))
 
 
 def test_figures_throughput_utilisation_and_wait_estimate():
@@ -148,6 +174,6 @@ def test_build_span_through_real_reads(tmp_path):
 
 @pytest.mark.parametrize("seconds,text", [(10.0, "10 s"), (0.25, "250 ms"), (750.0, "12.5 min"), (11520.0, "3.2 h")])
 def test_duration_text(seconds, text):
-    from ibdiag.counters.checks import duration_text
+    from ibdiag.counters.text import duration_text
 
     assert duration_text(seconds) == text

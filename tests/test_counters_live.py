@@ -161,6 +161,66 @@ def test_watch_with_count_stops_by_itself_with_the_findings_status(ibdiag_exe, t
     assert "sample 2 " in text and "FAIL port_state" in text
 
 
+def _write_atomically(root, adapter: str, name: str, value: int) -> None:
+    """Change a counter as one step (a reader never sees the file empty)."""
+    path = root / "sys" / "class" / "infiniband" / adapter / "ports" / "1" / "counters" / name
+    tmp = path.with_name(f".{name}.{os.getpid()}")
+    tmp.write_text(f"{value}\n")
+    os.replace(tmp, path)
+
+
+def test_a_reset_between_samples_is_plus_150_with_the_reset_through_interval_count(ibdiag_exe, tmp_path):
+    """Issue 13's second wrong answer, first half: 100 -> 0 (reset) -> 150 is +150, reset flagged."""
+    node(tmp_path, {"counters": {"symbol_error": 100}})
+    master, slave = os.openpty()  # stderr on a terminal: the progress lines say when each sample is read
+    proc = subprocess.Popen(
+        [ibdiag_exe, "counters", "--root", str(tmp_path), "--interval", "1.5", "--count", "2", "-o", "json"],
+        stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL,
+    )
+    os.close(slave)
+    try:
+        buf = read_until(master, b"baseline read of 1 port(s)", 60)
+        _write_atomically(tmp_path, "mlx5_0", "symbol_error", 0)
+        read_until(master, b"sample 1/2 taken", 30, buf)
+        _write_atomically(tmp_path, "mlx5_0", "symbol_error", 150)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    doc = json.loads(out)
+    (port,) = doc["ports"]
+    assert [s["ports"][0]["deltas"]["symbol_error"] for s in doc["samples"]] == [0, 150]
+    assert port["deltas"]["symbol_error"] == 150 and "symbol_error" in port["resets"]
+    assert {f["check"] for f in doc["findings"] if f["severity"] != "ok"} == {"counters.errors", "counters.reset"}
+
+
+def test_a_reset_between_samples_is_plus_150_with_the_reset_through_watch(ibdiag_exe, tmp_path):
+    """Issue 13's second wrong answer, second half: --watch said +50 and no reset (it compared the
+    first sample with the last); it totals step by step like --interval --count now."""
+    node(tmp_path, {"counters": {"symbol_error": 100}})
+    pid, fd = _spawn_in_pty([ibdiag_exe, "counters", "--root", str(tmp_path), "--watch", "--interval", "1.5", "--count", "2"])
+    buf = bytearray()
+    status = None
+    try:
+        read_until(fd, b"first sample taken", 60, buf)
+        _write_atomically(tmp_path, "mlx5_0", "symbol_error", 0)
+        read_until(fd, b"sample 1 ", 30, buf)
+        _write_atomically(tmp_path, "mlx5_0", "symbol_error", 150)
+        read_to_eof(fd, 60, buf)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        if status is None:  # not reaped yet: the pid is still ours to kill
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    text = buf.decode("utf-8", "replace")
+    last = text[text.rindex("sample 2 "):]
+    assert os.WEXITSTATUS(status) == 1, text[-1500:]
+    assert "symbol_error+150" in last and "symbol_error+50" not in last, last
+    assert "mlx5_0:1 counters.reset: 1 counter(s) went down" in last, last
+
+
 def test_csv_series_interrupted_is_still_valid_csv(ibdiag_exe, tmp_path):
     node(tmp_path, {})
     err_file = tmp_path / "stderr"

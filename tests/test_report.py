@@ -11,7 +11,7 @@ from ibdiag.report.csvout import render_csv
 from ibdiag.report.jsonout import envelope, load_envelope, render_json
 from ibdiag.report.junit import render_junit
 from ibdiag.report.model import Finding, Report, RunMeta, Severity, worst
-from ibdiag.report.prom import Metric, Sample, finding_metrics, render_prom
+from ibdiag.report.prom import Metric, PromSample, finding_metrics, render_prom
 
 META = RunMeta(host="node17", version="9.9.9", generated_at="2026-11-29T00:00:00Z")
 OK = Finding("x.ok", Severity.OK, "a", "fine")
@@ -60,8 +60,8 @@ def test_load_envelope_errors(tmp_path):
 def test_prom_escaping_and_types():
     text = render_prom(
         [
-            Metric("ibdiag_x_bytes_total", "Bytes\\sent\nnow.", "counter", (Sample({"device": 'a"b\\c\nd'}, 12), Sample({"device": "e"}, 1.5))),
-            Metric("ibdiag_y", "y", "gauge", (Sample({}, math.nan),)),
+            Metric("ibdiag_x_bytes_total", "Bytes\\sent\nnow.", "counter", (PromSample({"device": 'a"b\\c\nd'}, 12), PromSample({"device": "e"}, 1.5))),
+            Metric("ibdiag_y", "y", "gauge", (PromSample({}, math.nan),)),
         ]
     )
     assert "# HELP ibdiag_x_bytes_total Bytes\\\\sent\\nnow." in text

@@ -73,7 +73,7 @@ def test_no_active_adapter(tmp_path):
     node(tmp_path, nic_state="1: DOWN")
     topo, out = run(tmp_path)
     assert topo.pairings[0].nearest == () and topo.nccl_ib_hca is None
-    assert problems(out) == [("fail", "topo.port_state", "mlx5_0:1"), ("warn", "topo.gpu_nic_path", "GPU0")]
+    assert problems(out) == [("fail", "port.state", "mlx5_0:1"), ("warn", "topo.gpu_nic_path", "GPU0")]
 
 
 def test_gpu_link_width_fails_speed_warns_with_idle_hint(tmp_path):
@@ -106,7 +106,7 @@ def test_malformed_and_unreadable_values(tmp_path):
     assert port_obj.rate_gbps is None and port_obj.phys_state is None
     assert topo.gpus[0].pci.numa_node is None
     assert problems(out) == [
-        ("warn", "topo.port_state", "mlx5_0:1"),
+        ("warn", "port.state", "mlx5_0:1"),
         ("warn", "topo.sysfs_value", "/sys/devices/pci0000:10/0000:10:01.0/0000:11:00.0/0000:12:00.0/0000:13:00.0/numa_node"),
     ]
 

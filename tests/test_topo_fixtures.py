@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from ibdiag.ports.config import PortsConfig
 from ibdiag.report.model import Severity
 from ibdiag.sysfs import SysfsRoot
 from ibdiag.topo.checks import TopoConfig, check_topology
@@ -28,9 +29,9 @@ def test_matrix_matches_readme(name):
     assert matrix_text(topo) == readme_matrix(name)
 
 
-def findings(name, config=TopoConfig()):
+def findings(name, config=TopoConfig(), ports=PortsConfig()):
     topo = discover(SysfsRoot(SYSFS_FIXTURES / name))
-    return topo, check_topology(topo, config)
+    return topo, check_topology(topo, config, ports)
 
 
 def test_healthy_dgx_has_no_problem():
@@ -56,16 +57,16 @@ def test_faulty_dgx_one_finding_per_planted_fault():
     _, out = findings("dgx-h100-faulty")
     problems = sorted((f.severity.value, f.check, f.subject) for f in out if f.severity is not Severity.OK)
     assert problems == [
+        ("fail", "port.rate", "mlx5_7:1"),
+        ("fail", "port.state", "mlx5_10:1"),
         ("fail", "topo.pcie_width", "mlx5_6"),
-        ("fail", "topo.port_rate", "mlx5_7:1"),
-        ("fail", "topo.port_state", "mlx5_10:1"),
         ("warn", "topo.gdr_module", "node"),
         ("warn", "topo.gpu_nic_path", "GPU2/mlx5_0"),
     ]
     by_check = {f.check: f for f in out if f.severity is not Severity.OK}
     assert by_check["topo.pcie_width"].value == 8 and by_check["topo.pcie_width"].limit == 16
-    assert by_check["topo.port_rate"].value == 200.0 and by_check["topo.port_rate"].limit == 400.0
-    assert "Polling" in by_check["topo.port_state"].message and "cable" in by_check["topo.port_state"].hint
+    assert by_check["port.rate"].value == 200.0 and by_check["port.rate"].limit == 400.0
+    assert "Polling" in by_check["port.state"].message and "cable" in by_check["port.state"].hint
 
 
 def test_roce_node_paths_and_gids():
@@ -94,10 +95,10 @@ def test_config_expectations_turn_absence_into_failure():
 
 
 def test_config_expected_rate_and_ignore():
-    _, out = findings("dgx-h100", TopoConfig(expected_rate_gbps=800))
-    slow = [f for f in out if f.check == "topo.port_rate" and f.severity is Severity.FAIL]
+    _, out = findings("dgx-h100", ports=PortsConfig(expected_rate_gbps=800))
+    slow = [f for f in out if f.check == "port.rate" and f.severity is Severity.FAIL]
     assert len(slow) == 12  # every port is below 800 Gb/s
-    _, out = findings("dgx-h100-faulty", TopoConfig(ignore_adapters=("mlx5_10", "mlx5_7")))
+    _, out = findings("dgx-h100-faulty", ports=PortsConfig(ignore=("mlx5_10", "mlx5_7")))
     assert {f.subject for f in out if f.severity is Severity.FAIL} == {"mlx5_6"}
 
 

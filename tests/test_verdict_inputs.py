@@ -9,7 +9,11 @@ from ibdiag.bench.results import BenchRun, CollectiveResult, LatencyStats, P2PRe
 from ibdiag.errors import InputError, UsageError
 from ibdiag.report.model import Finding, Severity
 from ibdiag.verdict import inputs
-from ibdiag.verdict.judge import RailInfo, VerdictConfig, ceiling, findings, judge, sort_health
+from ibdiag.verdict.ceiling import RailInfo, ceiling
+from ibdiag.verdict.checks import findings
+from ibdiag.verdict.config import VerdictConfig
+from ibdiag.verdict.health import sort_health
+from ibdiag.verdict.judge import judge
 
 MIB = 2**20
 
@@ -177,19 +181,19 @@ def test_ceiling_sources_and_rail_cap():
 
 def test_health_sorting_escalates_gpus_without_gpudirect_rdma():
     fs = [
-        Finding("topo.port_state", Severity.OK, "mlx5_0:1", "ok"),
+        Finding("port.state", Severity.OK, "mlx5_0:1", "ok"),
         Finding("topo.pcie_speed", Severity.WARN, "GPU0", "idle GPU"),
         Finding("topo.gpu_nic_path", Severity.WARN, "GPU2/mlx5_0", "NODE"),
         Finding("topo.gdr_module", Severity.WARN, "node", "no module", value="absent"),
-        Finding("topo.port_rate", Severity.FAIL, "mlx5_7:1", "slow"),
+        Finding("port.rate", Severity.FAIL, "mlx5_7:1", "slow"),
     ]
     h = sort_health(fs, checked=("topo",), rails=RailInfo(("mlx5_0:1",), 400.0, "InfiniBand"))
-    assert [f.check for f in h.failing] == ["topo.gpu_nic_path", "topo.gdr_module", "topo.port_rate"]
+    assert [f.check for f in h.failing] == ["topo.gpu_nic_path", "topo.gdr_module", "port.rate"]
     assert [f.check for f in h.warnings] == ["topo.pcie_speed"] and h.passed == 1 and not h.ok
     unknown = sort_health([Finding("topo.gdr_module", Severity.WARN, "node", "?", value="unknown")], checked=("topo",), rails=RailInfo(("a:1",), 1.0, None))
     assert unknown.ok and len(unknown.warnings) == 1
     no_rails = sort_health([], checked=("topo",), rails=RailInfo((), None, None))
-    assert not no_rails.ok and no_rails.failing[0].check == "topo.rails"
+    assert not no_rails.ok and no_rails.failing[0].check == "verdict.rails"
 
 
 def test_config_validation():
@@ -225,11 +229,13 @@ def test_fail_on_decides_fail_or_warn():
     assert v.fabric == "underperforming"
 
 
-def test_health_counts_a_problem_seen_by_topo_and_counters_once():
-    fs = [
-        Finding("topo.port_state", Severity.FAIL, "mlx5_10:1", "down"),
-        Finding("counters.port_state", Severity.FAIL, "mlx5_10:1", "down"),
-        Finding("counters.symbol_error", Severity.FAIL, "mlx5_10:1", "errors"),
-    ]
-    h = sort_health(fs, checked=("topo", "counters"), rails=RailInfo(("mlx5_0:1",), 400.0, "InfiniBand"))
-    assert [f.check for f in h.failing] == ["topo.port_state", "counters.symbol_error"]
+def test_node_health_has_each_port_problem_once():
+    """topo and counters judge ports through one module; verdict asks it once (no de-duplication)."""
+    from ibdiag.config import load_config
+    from ibdiag.verdict.node import read_node
+    from tests.conftest import SYSFS_FIXTURES
+
+    health = read_node(SYSFS_FIXTURES / "dgx-h100-faulty", load_config(None)).health
+    assert health.checked == ("topo", "counters")
+    ports = sorted((f.check, f.subject) for f in health.failing + health.warnings if f.subject.startswith("mlx5_"))
+    assert ports == [("port.rate", "mlx5_7:1"), ("port.state", "mlx5_10:1"), ("topo.pcie_width", "mlx5_6")]

@@ -30,6 +30,7 @@ from ibdiag.cli.common import (
     handle_errors,
     OutputFormat,
     print_error,
+    read_config,
     run_meta,
     StrictOption,
     table_width,
@@ -176,7 +177,6 @@ def collective_command(
     from ibdiag.bench.collective.launch import detect_launch
     from ibdiag.bench.collective.spec import JOB_ENV, RankJob, RunSpec
     from ibdiag.collectives import collective_dtype, get_op
-    from ibdiag.config import load_config
     from ibdiag.units import parse_size_spec
 
     report_dir = os.environ.get(REPORT_DIR_ENV)
@@ -199,7 +199,7 @@ def collective_command(
     )
     if nproc is not None and not 1 <= nproc <= 4096:
         raise UsageError(f"--nproc {nproc} is out of range", hint="start 1 to 4096 local ranks (one per GPU for NCCL)")
-    cfg = load_config(config).section("collective", CollectiveConfig)
+    cfg = read_config(config).section("collective", CollectiveConfig)
     check_output_path(save, "--save")
     if nproc is not None:
         if launch is not None:
@@ -292,11 +292,10 @@ def import_command(
       ibdiag bench import ib_write_bw.log --save link.json
     """
     from ibdiag.bench.collective.config import CollectiveConfig
-    from ibdiag.config import load_config
     from ibdiag.importers import parse_runs, read_text, select_run
     from ibdiag.importers.checks import import_findings
 
-    cfg = load_config(config).section("collective", CollectiveConfig)
+    cfg = read_config(config).section("collective", CollectiveConfig)
     check_output_path(save, "--save")
     text, source = read_text(file)
     run, extra = select_run(parse_runs(text, source, op=op, file_name=Path(source).name), source, run_index)

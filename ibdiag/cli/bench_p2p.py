@@ -25,6 +25,7 @@ from ibdiag.cli.common import (
     handle_errors,
     OutputFormat,
     print_warning,
+    read_config,
     run_meta,
     StrictOption,
     table_width,
@@ -218,7 +219,6 @@ def p2p_command(
     from ibdiag.bench.p2p.linerate import judged_line_rate
     from ibdiag.bench.p2p.params import MAX_DURATION_S, MAX_ITERS, MAX_STREAMS, MAX_TX_DEPTH, MAX_WARMUP, RunRequest
     from ibdiag.bench.views import view_for
-    from ibdiag.config import load_config
     from ibdiag.report.model import Report
     from ibdiag.units import parse_size_spec
 
@@ -254,10 +254,7 @@ def p2p_command(
     check_output_path(png, "--png")
     if png is not None and not render.png_available():
         raise UsageError("--png needs matplotlib, which is not installed", hint="pip install 'ibdiag[chart]' (or matplotlib), or use the terminal chart of -o table")
-    loaded = load_config(config)
-    for note in loaded.notes:
-        print_warning(note)
-    cfg = loaded.section("p2p", P2PConfig)
+    cfg = read_config(config).section("p2p", P2PConfig)
     req = RunRequest(
         transport=transport.value,
         mode=mode.value,

@@ -77,6 +77,16 @@ def print_warning(message: str) -> None:
     sys.stderr.flush()
 
 
+def read_config(path: Path | None) -> Any:
+    """``load_config(path)``, its deprecation notes (old key names) printed as warnings."""
+    from ibdiag.config import load_config
+
+    cfg = load_config(path)
+    for note in cfg.notes:
+        print_warning(note)
+    return cfg
+
+
 def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
     """Run a command body: its return value is the exit status; ibdiag errors become messages.
 

@@ -19,6 +19,7 @@ from ibdiag.cli.common import (
     handle_errors,
     open_root,
     OutputFormat,
+    read_config,
     RootOption,
     run_meta,
     StrictOption,
@@ -95,14 +96,13 @@ def counters_command(
     debug: DebugOption = False,
 ) -> int:
     """Port error, backpressure and throughput counters (like perfquery -x): snapshot, --interval, --watch, --since."""
-    from ibdiag.config import load_config
-    from ibdiag.counters.config import CountersConfig
+    from ibdiag.counters.checks import Judging
     from ibdiag.counters.read import discover_layout, parse_device_filter
     from ibdiag.errors import CannotRunError
     from ibdiag.sysfs import SysfsRoot
 
     _validate(fmt, interval, count, watch, since)
-    cfg = load_config(config).section("counters", CountersConfig)
+    judge = Judging.from_config(read_config(config))
     patterns = parse_device_filter(device or [])
     with open_root(root) as directory:
         sysfs = SysfsRoot(directory).check()
@@ -113,28 +113,15 @@ def counters_command(
                 "no RDMA port to read counters from (/sys/class/infiniband is empty or absent)",
                 hint="this node has no RDMA adapter, or its driver is not loaded: check `lsmod | grep -E 'mlx5_ib|ib_core'` and `ibv_devices`",
             )
-        expected = _expected_rates(sysfs, cfg) if patterns else None
+        if patterns:
+            judge = judge.with_node_peers(sysfs)
         if watch:
-            return _watch(sysfs, layout, cfg, meta, interval or 1.0, count, strict, expected)
+            return _watch(sysfs, layout, judge, meta, interval or 1.0, count, strict)
         if since is not None:
-            return _since(sysfs, layout, cfg, meta, since, patterns, fmt, strict, expected)
+            return _since(sysfs, layout, judge, meta, since, patterns, fmt, strict)
         if interval is not None:
-            return _interval(sysfs, layout, cfg, meta, interval, count or 1, fmt, strict, expected)
-        return _snapshot(sysfs, layout, cfg, meta, fmt, strict, expected)
-
-
-def _expected_rates(sysfs: Any, cfg: Any) -> dict[str | None, float]:
-    """With --device, a slow port is still judged against all ports of the node (as topo does)."""
-    from ibdiag.topo.checks import expected_rates
-    from ibdiag.topo.discover import list_adapters, list_ports, read_port
-
-    ports = [
-        read_port(sysfs, a, p, with_gids=False)
-        for a in list_adapters(sysfs)
-        for p in list_ports(sysfs, a)
-        if not cfg.ignored_port(a, p)
-    ]
-    return expected_rates(ports, cfg.expected_rate_gbps)
+            return _interval(sysfs, layout, judge, meta, interval, count or 1, fmt, strict)
+        return _snapshot(sysfs, layout, judge, meta, fmt, strict)
 
 
 def _report_items(report: Any, strict: bool, head: list[Any], table: Any, hint: str | None, legend: str) -> list[Any]:
@@ -150,22 +137,22 @@ def _report_items(report: Any, strict: bool, head: list[Any], table: Any, hint: 
     return items
 
 
-def _snapshot(sysfs: Any, layout: Any, cfg: Any, meta: Any, fmt: OutputFormat, strict: bool, expected: Any) -> int:
+def _snapshot(sysfs: Any, layout: Any, judge: Any, meta: Any, fmt: OutputFormat, strict: bool) -> int:
     from rich.text import Text
 
-    from ibdiag.counters import render
-    from ibdiag.counters.checks import check_snapshot
     from ibdiag.counters.read import read_sample
+    from ibdiag.counters.views import csv_rows, json_data, prom_metrics, table as view
     from ibdiag.report.model import Report
 
+    cfg = judge.cfg
     sample = read_sample(sysfs, layout, data_bits=cfg.data_bits)
-    report = Report("counters", render.snapshot_data(sample, cfg), tuple(check_snapshot(sample, cfg, expected=expected)))
+    report = Report("counters", json_data.snapshot_data(sample, cfg), tuple(judge.snapshot(sample)))
     n_ports = sum(1 for p in sample.ports if p.port is not None)
 
     def table() -> list[Any]:
         head = [Text(f"{meta.host}: {n_ports} RDMA port(s); counts since the last counter reset (the time of that reset is unknown).")]
         hint = "for rates: ibdiag counters --interval 10 · across a job: ibdiag counters -o json > before.json; <job>; ibdiag counters --since before.json"
-        return _report_items(report, strict, head, render.snapshot_table(sample, report.findings, cfg, width=table_width()), hint, render.legend(sample, cfg, interval=False, width=table_width()))
+        return _report_items(report, strict, head, view.snapshot_table(sample, report.findings, cfg, judge.ports, width=table_width()), hint, view.legend(sample, cfg, interval=False, width=table_width()))
 
     return emit(
         report,
@@ -173,63 +160,62 @@ def _snapshot(sysfs: Any, layout: Any, cfg: Any, meta: Any, fmt: OutputFormat, s
         meta,
         strict=strict,
         table=table,
-        csv=lambda: (render.CSV_HEADER, render.csv_rows_snapshot(sample)),
-        prom=lambda: render.prom_metrics(sample, cfg),
+        csv=lambda: (csv_rows.CSV_HEADER, csv_rows.csv_rows_snapshot(sample)),
+        prom=lambda: prom_metrics.prom_metrics(sample, cfg),
     )
 
 
-def _span_output(span: Any, cfg: Any, meta: Any, fmt: OutputFormat, strict: bool, expected: Any, *, title: str, baseline: Any = None) -> int:
-    from ibdiag.counters import render
-    from ibdiag.counters.checks import check_span
+def _span_output(span: Any, judge: Any, meta: Any, fmt: OutputFormat, strict: bool, *, title: str, baseline: Any = None) -> int:
+    from ibdiag.counters.views import csv_rows, json_data, prom_metrics, table as view
     from ibdiag.report.model import Report
 
-    report = Report("counters", render.span_data(span, cfg, baseline=baseline), tuple(check_span(span, cfg, expected=expected)))
+    cfg = judge.cfg
+    report = Report("counters", json_data.span_data(span, cfg, baseline=baseline), tuple(judge.span(span)))
 
     def table() -> list[Any]:
         from rich.text import Text
 
-        t = render.interval_table(span.last, span.totals, span.totals, report.findings, cfg, title=title, width=table_width())
+        t = view.interval_table(span.last, span.totals, span.totals, report.findings, cfg, judge.ports, title=title, width=table_width())
         head = [Text(f"{meta.host}: {sum(1 for p in span.last.ports if p.port is not None)} RDMA port(s)")]
         if span.missing:
             head.append(Text(f"gone since the baseline: {', '.join(span.missing)}", style="yellow"))
-        return _report_items(report, strict, head, t, None, render.legend(span.last, cfg, interval=True, width=table_width(), span=span))
+        return _report_items(report, strict, head, t, None, view.legend(span.last, cfg, interval=True, width=table_width(), span=span))
 
     def csv() -> tuple[Any, Any]:
         rows = []
         for step in span.steps:
-            rows.extend(render.csv_rows_step(step))
-        return render.CSV_HEADER, rows
+            rows.extend(csv_rows.csv_rows_step(step))
+        return csv_rows.CSV_HEADER, rows
 
-    return emit(report, fmt, meta, strict=strict, table=table, csv=csv, prom=lambda: render.prom_metrics(span.last, cfg, span))
+    return emit(report, fmt, meta, strict=strict, table=table, csv=csv, prom=lambda: prom_metrics.prom_metrics(span.last, cfg, span))
 
 
-def _since(sysfs: Any, layout: Any, cfg: Any, meta: Any, since: Path, patterns: list[str], fmt: OutputFormat, strict: bool, expected: Any) -> int:
+def _since(sysfs: Any, layout: Any, judge: Any, meta: Any, since: Path, patterns: list[str], fmt: OutputFormat, strict: bool) -> int:
     import dataclasses
 
     from ibdiag.counters.baseline import load_baseline
     from ibdiag.counters.delta import build_span
     from ibdiag.counters.read import read_sample, selected
-    from ibdiag.counters.checks import duration_text
+    from ibdiag.counters.text import duration_text
 
     before, info = load_baseline(since, host=meta.host)
-    now = read_sample(sysfs, layout, data_bits=cfg.data_bits)
+    now = read_sample(sysfs, layout, data_bits=judge.cfg.data_bits)
     if patterns:
         # --device narrows both sides: baseline ports outside it are not "gone".
         before = dataclasses.replace(before, ports=tuple(p for p in before.ports if selected(p.adapter, p.port, patterns)))
     span = build_span([before, now], mode="since")
     title = f"since {info.get('sampled_at') or info.get('generated_at')} ({duration_text(span.interval_s)}; baseline {since})"
-    return _span_output(span, cfg, meta, fmt, strict, expected, title=title, baseline=info)
+    return _span_output(span, judge, meta, fmt, strict, title=title, baseline=info)
 
 
-def _interval(sysfs: Any, layout: Any, cfg: Any, meta: Any, interval: float, count: int, fmt: OutputFormat, strict: bool, expected: Any) -> int:
-    from ibdiag.counters import render
-    from ibdiag.counters.checks import check_span
+def _interval(sysfs: Any, layout: Any, judge: Any, meta: Any, interval: float, count: int, fmt: OutputFormat, strict: bool) -> int:
     from ibdiag.counters.sampler import Sampler, run_series
+    from ibdiag.counters.views import csv_rows
     from ibdiag.report.csvout import render_csv
     from ibdiag.report.model import Report
-    from ibdiag.counters.checks import duration_text
+    from ibdiag.counters.text import duration_text
 
-    sampler = Sampler(sysfs, layout, interval_s=interval, data_bits=cfg.data_bits)
+    sampler = Sampler(sysfs, layout, interval_s=interval, data_bits=judge.cfg.data_bits)
     first = sampler.first()
     n_ports = sum(1 for p in first.ports if p.port is not None)
     _progress(f"baseline read of {n_ports} port(s); {count} sample(s) every {interval:g} s — Ctrl-C stops")
@@ -240,7 +226,7 @@ def _interval(sysfs: Any, layout: Any, cfg: Any, meta: Any, interval: float, cou
         _progress(f"sample {step.index}/{count} taken", end="" if step.index < count else "\n")
         if stream_csv:
             # Rows go out as each sample arrives: a long series survives Ctrl-C as valid CSV.
-            text = render_csv(render.CSV_HEADER, render.csv_rows_step(step))
+            text = render_csv(csv_rows.CSV_HEADER, csv_rows.csv_rows_step(step))
             if header_written[0]:
                 text = text.split("\n", 1)[1]
             header_written[0] = True
@@ -250,30 +236,28 @@ def _interval(sysfs: Any, layout: Any, cfg: Any, meta: Any, interval: float, cou
     mode = "series" if count > 1 else "interval"
     span = run_series(sampler, count, mode=mode, keep_steps=fmt is OutputFormat.json or (count == 1 and not stream_csv), on_step=on_step, first=first)
     if stream_csv:
-        return exit_status(Report("counters", {}, tuple(check_span(span, cfg, expected=expected))), strict)
+        return exit_status(Report("counters", {}, tuple(judge.span(span))), strict)
     if count > 1:
         title = f"{count} samples every {interval:g} s ({duration_text(span.interval_s)}): rates over the whole run, error increases in total"
     else:
         title = f"rates over {duration_text(span.interval_s)}"
-    return _span_output(span, cfg, meta, fmt, strict, expected, title=title)
+    return _span_output(span, judge, meta, fmt, strict, title=title)
 
 
-def _watch(sysfs: Any, layout: Any, cfg: Any, meta: Any, interval: float, count: int | None, strict: bool, expected: Any) -> int:
+def _watch(sysfs: Any, layout: Any, judge: Any, meta: Any, interval: float, count: int | None, strict: bool) -> int:
     from rich.console import Group
     from rich.live import Live
     from rich.text import Text
 
-    from ibdiag.counters import render
-    from ibdiag.counters.checks import check_span
-    from ibdiag.counters.delta import build_span, sample_deltas
+    from ibdiag.counters.delta import Accumulator
     from ibdiag.counters.sampler import Sampler
+    from ibdiag.counters.views.table import interval_table
     from ibdiag.report.model import Report
-    from ibdiag.counters.checks import duration_text
+    from ibdiag.counters.text import duration_text
     from ibdiag.report.table import findings_paragraphs, summary_line
 
-    sampler = Sampler(sysfs, layout, interval_s=interval, data_bits=cfg.data_bits)
-    first = sampler.first()
-    prev = first
+    sampler = Sampler(sysfs, layout, interval_s=interval, data_bits=judge.cfg.data_bits)
+    acc = Accumulator(sampler.first(), mode="interval", keep_steps=False)
     status = 0
     con = console(sys.stdout)
     # Live hides the cursor and redraws in place; leaving the block (Ctrl-C included) shows it again.
@@ -281,17 +265,15 @@ def _watch(sysfs: Any, layout: Any, cfg: Any, meta: Any, interval: float, count:
         i = 0
         while count is None or i < count:
             i += 1
-            now = sampler.next()
-            step, _ = sample_deltas(prev, now)
-            span = build_span([first, now], mode="interval", keep_steps=False)
-            report = Report("counters", {}, tuple(check_span(span, cfg, expected=expected)))
+            step = acc.add(sampler.next())
+            span = acc.span()
+            report = Report("counters", {}, tuple(judge.span(span)))
             title = f"{meta.host} · sample {i} · rates over the last {interval:g} s · error increases since start ({duration_text(span.interval_s)}) · Ctrl-C stops"
-            items: list[Any] = [render.interval_table(now, step, span.totals, report.findings, cfg, title=title, width=con.width)]
+            items: list[Any] = [interval_table(step.sample, step.deltas, span.totals, report.findings, judge.cfg, judge.ports, title=title, width=con.width)]
             problems = report.problems()
             if problems:
                 items.append(findings_paragraphs(problems, limit=8, hints=False, more="(ibdiag counters --interval N for the full report with hints)"))
             items.append(summary_line(report, strict=strict))
             live.update(Group(*items), refresh=True)
-            prev = now
             status = exit_status(report, strict)
     return status

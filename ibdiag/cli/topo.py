@@ -13,6 +13,7 @@ from ibdiag.cli.common import (
     handle_errors,
     open_root,
     OutputFormat,
+    read_config,
     RootOption,
     run_meta,
     StrictOption,
@@ -31,19 +32,21 @@ def topo_command(
     debug: DebugOption = False,
 ) -> int:
     """Map GPUs, RDMA adapters, PCIe paths and NUMA (like nvidia-smi topo -m) and judge the layout."""
-    from ibdiag.config import load_config
+    from ibdiag.ports.config import PortsConfig
     from ibdiag.report.model import Report
     from ibdiag.sysfs import SysfsRoot
     from ibdiag.topo import render
     from ibdiag.topo.checks import TopoConfig, check_topology
     from ibdiag.topo.discover import discover
 
-    cfg = load_config(config).section("topo", TopoConfig)
+    cfg_file = read_config(config)
+    cfg = cfg_file.section("topo", TopoConfig)
+    ports = cfg_file.section("ports", PortsConfig)
     with open_root(root) as directory:
         sysfs = SysfsRoot(directory).check()
         topo = discover(sysfs, gdr_level=cfg.gdr_path_class)
         meta = run_meta(directory)
-    report = Report("topo", topo.to_json(), tuple(check_topology(topo, cfg)))
+    report = Report("topo", topo.to_json(), tuple(check_topology(topo, cfg, ports)))
 
     def table() -> list[Any]:
         from rich.text import Text

@@ -16,6 +16,7 @@ from ibdiag.cli.common import (
     handle_errors,
     open_root,
     OutputFormat,
+    read_config,
     run_meta,
     StrictOption,
     table_width,
@@ -61,17 +62,19 @@ def verdict_command(
       ibdiag verdict --params 8e9 --dtype bf16 --ranks 512 --ranks-per-node 8 --compute-s 0.5 --bench run.json
       ibdiag verdict --params 70B --dtype bf16 --strategy fsdp --ranks 1024 --compute-s 1.2 --nccl-tests ar.log --root /
     """
-    from ibdiag.config import load_config
     from ibdiag.report.model import Report
     from ibdiag.verdict import inputs
-    from ibdiag.verdict.judge import VerdictConfig, ceiling, findings, judge
+    from ibdiag.verdict.ceiling import ceiling
+    from ibdiag.verdict.checks import findings
+    from ibdiag.verdict.config import VerdictConfig
+    from ibdiag.verdict.judge import judge
     from ibdiag.verdict.render import CSV_HEADER, csv_rows, prom_metrics, write_png
 
     if chart is not None:
         from ibdiag.verdict.render import need_matplotlib
 
         need_matplotlib()
-    cfg_file = load_config(config)
+    cfg_file = read_config(config)
     cfg = cfg_file.section("verdict", VerdictConfig)
     source = inputs.choose_source(busbw, bench, nccl_tests)
     inputs.check_positive("--link-gbps", link_gbps, maximum=inputs.MAX_LINK_GBPS, unit="Gb/s", example="400")
@@ -128,17 +131,9 @@ def verdict_command(
         from rich.text import Text
 
         from ibdiag.report.table import findings_block
-        from ibdiag.verdict.render import chart_text, scaling_table, sections
+        from ibdiag.verdict.render import table_items
 
-        items: list[Any] = []
-        for heading, lines in sections(v):
-            items.append(Text(heading, style="bold"))
-            items.extend(Text("  " + line) for line in lines)
-            if heading.startswith("4."):
-                items.append(scaling_table(v))
-                items.append(Text("Share of the step waiting for the network:"))
-                items.append(Text(chart_text(v)))
-            items.append(Text(""))
+        items = table_items(v)
         if chart is not None:
             items.append(Text(f"Chart written to {chart}"))
         items += findings_block(report, strict=strict, width=table_width())

@@ -2,31 +2,33 @@
 
 Data flow: :mod:`~ibdiag.counters.read` (sysfs -> :class:`~ibdiag.counters.model.Sample`),
 :mod:`~ibdiag.counters.delta` (saturation- and reset-aware deltas), :mod:`~ibdiag.counters.checks`
-(findings), :mod:`~ibdiag.counters.render` (table, CSV, Prometheus). Nothing here imports pandas,
+(findings), :mod:`~ibdiag.counters.views` (JSON, CSV, Prometheus, table: one module each). Nothing here imports pandas,
 numpy, torch or pyverbs.
 """
 
 from __future__ import annotations
 
 from ibdiag.counters.config import CountersConfig
-from ibdiag.report.model import Finding, Severity
+from ibdiag.ports.config import PortsConfig
+from ibdiag.report.model import Finding
 from ibdiag.sysfs import SysfsRoot
 
 __all__ = ["CountersConfig", "snapshot_findings"]
 
 
-def snapshot_findings(sysfs: SysfsRoot, config: CountersConfig | None = None) -> list[Finding]:
+def snapshot_findings(sysfs: SysfsRoot, config: CountersConfig | None = None, ports: PortsConfig | None = None, *, port_health: bool = True) -> list[Finding]:
     """The findings ``ibdiag counters --root X`` judges from one reading, without printing.
 
-    For other commands (``ibdiag verdict``) that need the node's counter health. A tree without RDMA
-    ports gives one OK ``counters.ports`` finding (nothing to judge); whether the node should have
-    adapters is ``ibdiag topo``'s question.
+    For other commands (``ibdiag verdict``) that need the node's counter health; ``port_health`` False
+    leaves out ``port.state``/``port.rate`` for a caller that has them from ``ibdiag topo``'s checks.
+    A tree without RDMA ports gives one OK ``counters.ports`` finding (nothing to judge); whether the
+    node should have adapters is ``ibdiag topo``'s question.
     """
-    from ibdiag.counters.checks import check_snapshot
+    from ibdiag.counters.checks import check_snapshot, no_ports
     from ibdiag.counters.read import discover_layout, read_sample
 
     cfg = config or CountersConfig()
     layout = discover_layout(sysfs)
     if not any(item.port is not None for item in layout):
-        return [Finding("counters.ports", Severity.OK, "node", "no RDMA port under /sys/class/infiniband: no counters to judge", value=0)]
-    return check_snapshot(read_sample(sysfs, layout, data_bits=cfg.data_bits), cfg)
+        return no_ports()
+    return check_snapshot(read_sample(sysfs, layout, data_bits=cfg.data_bits), cfg, ports, port_health=port_health)

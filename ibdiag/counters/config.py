@@ -1,11 +1,12 @@
-"""``[counters]`` settings: thresholds, the rate limit, the xmit_wait assumption, ignore lists.
+"""``[counters]`` settings: thresholds, the rate limit, the xmit_wait assumption, counters not judged.
+
+Which ports are judged and their expected rate are ``[ports]`` (:class:`~ibdiag.ports.config.PortsConfig`).
 
 Example (every key optional; tables merge over the defaults)::
 
     [counters]
     rate_limit_per_s = 10
     xmit_wait_bytes_per_count = 8
-    ignore_adapters = ["mlx5_1*"]     # also "mlx5_3:1" for one port
     ignore_counters = ["VL15_dropped"]
 
     [counters.thresholds]
@@ -14,7 +15,6 @@ Example (every key optional; tables merge over the defaults)::
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass, field
 
 from ibdiag.counters.spec import ERROR_COUNTERS, HW_JUDGED, HwGroup, IB_COUNTERS
@@ -65,10 +65,6 @@ class CountersConfig:
     extended_counters: str = "auto"
     """Width of port_xmit/rcv_data/packets: ``auto`` (64-bit when the extended-only files exist or a value
     exceeds 32 bits, else 32-bit), ``yes`` (64-bit) or ``no`` (32-bit). Decides when they count as saturated."""
-    expected_rate_gbps: float | None = None
-    """Rate every active port must reach; default: the best rate among active ports of the same link layer (as topo)."""
-    ignore_adapters: tuple[str, ...] = ()
-    """Adapters or ports not judged, shell patterns: ``mlx5_1*``, ``mlx5_3:1``. They are still read and shown."""
     ignore_counters: tuple[str, ...] = ()
     """Counter names never judged (``VL15_dropped`` on a node where SM traffic drops are expected)."""
     prom_names: str = "node_exporter"
@@ -87,8 +83,6 @@ class CountersConfig:
             raise InputError(f"config [counters] extended_counters = {self.extended_counters!r}", hint='use "auto", "yes" or "no"')
         if self.prom_names not in ("node_exporter", "ibdiag"):
             raise InputError(f"config [counters] prom_names = {self.prom_names!r}", hint='use "node_exporter" or "ibdiag"')
-        if self.expected_rate_gbps is not None and self.expected_rate_gbps <= 0:
-            raise InputError("config [counters] expected_rate_gbps must be positive", hint="e.g. expected_rate_gbps = 400")
         known = set(IB_COUNTERS) | set(HW_JUDGED)
         for key, names in (("rate_limited", self.rate_limited), ("ignore_counters", self.ignore_counters)):
             unknown = sorted(set(names) - known)
@@ -102,10 +96,6 @@ class CountersConfig:
     def data_bits(self) -> int | None:
         """Forced width of the variable-width counters, or None for auto-detection."""
         return {"yes": 64, "no": 32}.get(self.extended_counters)
-
-    def ignored_port(self, adapter: str, port: int | None) -> bool:
-        names = (adapter,) if port is None else (adapter, f"{adapter}:{port}")
-        return any(fnmatch.fnmatchcase(n, pat) for pat in self.ignore_adapters for n in names)
 
     def judged(self, counter: str) -> bool:
         return counter not in self.ignore_counters

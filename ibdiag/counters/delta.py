@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ibdiag.counters.model import Figures, PortCounters, PortDelta, Sample, Span, Step, is_variable_width
+from ibdiag.counters.model import Figures, PortCounters, PortDelta, Sample, SeriesStep, Span, is_variable_width
 from ibdiag.counters.spec import max_value
 from ibdiag.errors import InputError
 
@@ -104,75 +104,100 @@ def sample_deltas(before: Sample, after: Sample) -> tuple[tuple[PortDelta, ...],
     return out, missing
 
 
-class Accumulator:
-    """Per-port totals over a series, built step by step (constant memory however long the series):
-    deltas summed over the steps where known, rates over the whole time, the highest step rate.
-
-    A key no step knew stays unknown (the last reason); one some steps did not know is a lower bound,
-    marked ``partly <reason>`` in ``unknown``.
-    """
+class _PortTotal:
+    """One port's totals so far: interval, steps, sums of the known deltas, why unknown, peaks, resets."""
 
     def __init__(self) -> None:
-        self._ports: dict[tuple[str, int | None], dict] = {}
+        self.interval_s = 0.0
         self.steps = 0
+        self.sums: dict[str, int] = {}
+        self.known: dict[str, int] = {}
+        self.why: dict[str, str] = {}
+        self.peaks: dict[str, float | None] = {}
+        self.resets: list[str] = []
 
-    def add(self, deltas: Sequence[PortDelta]) -> None:
+    def add(self, d: PortDelta) -> None:
+        self.interval_s += d.interval_s
         self.steps += 1
-        for d in deltas:
-            acc = self._ports.setdefault(d.key, {"interval_s": 0.0, "n": 0, "sums": {}, "known": {}, "why": {}, "peaks": {}, "resets": []})
-            acc["interval_s"] += d.interval_s
-            acc["n"] += 1
-            for k, v in d.deltas.items():
-                acc["sums"].setdefault(k, 0)
-                acc["known"].setdefault(k, 0)
-                if v is not None:
-                    acc["sums"][k] += v
-                    acc["known"][k] += 1
-                else:
-                    acc["why"][k] = d.unknown.get(k, "unavailable")
-                r = d.peak_rates.get(k)
-                if r is not None and (acc["peaks"].get(k) is None or r > acc["peaks"][k]):
-                    acc["peaks"][k] = r
-                acc["peaks"].setdefault(k, None)
-            for k in d.resets:
-                if k not in acc["resets"]:
-                    acc["resets"].append(k)
+        for k, v in d.deltas.items():
+            self.sums.setdefault(k, 0)
+            self.known.setdefault(k, 0)
+            if v is not None:
+                self.sums[k] += v
+                self.known[k] += 1
+            else:
+                self.why[k] = d.unknown.get(k, "unavailable")
+            r = d.peak_rates.get(k)
+            peak = self.peaks.get(k)
+            self.peaks[k] = r if r is not None and (peak is None or r > peak) else peak
+        self.resets.extend(k for k in d.resets if k not in self.resets)
 
-    def totals(self, last: Sample) -> tuple[PortDelta, ...]:
-        out = []
-        for port in last.ports:
-            acc = self._ports.get(port.key)
-            if acc is None:
-                continue
-            deltas: dict[str, int | None] = {}
-            unknown: dict[str, str] = {}
-            for k, total in acc["sums"].items():
-                known = acc["known"][k]
-                deltas[k] = total if known else None
-                if not known:
-                    unknown[k] = acc["why"].get(k, "unavailable")
-                elif known < acc["n"] and k in acc["why"]:
-                    unknown[k] = f"partly {acc['why'][k]}"
-            secs = acc["interval_s"]
-            rates = {k: (None if v is None or not secs else v / secs) for k, v in deltas.items()}
-            out.append(PortDelta(port.adapter, port.port, secs, deltas, rates, dict(acc["peaks"]), unknown, tuple(acc["resets"]), acc["n"]))
-        return tuple(out)
+    def delta(self, adapter: str, port: int | None) -> PortDelta:
+        deltas: dict[str, int | None] = {}
+        unknown: dict[str, str] = {}
+        for k, total in self.sums.items():
+            known = self.known[k]
+            deltas[k] = total if known else None
+            if not known:
+                unknown[k] = self.why.get(k, "unavailable")
+            elif known < self.steps and k in self.why:
+                unknown[k] = f"partly {self.why[k]}"
+        secs = self.interval_s
+        rates = {k: (None if v is None or not secs else v / secs) for k, v in deltas.items()}
+        return PortDelta(adapter, port, secs, deltas, rates, dict(self.peaks), unknown, tuple(self.resets), self.steps)
+
+
+class Accumulator:
+    """Counting over time, one sample at a time: the one way ``--interval``, ``--count``, ``--since``
+    and ``--watch`` total what the counters did (constant memory however long the series).
+
+    Each sample is compared with the one before it (:func:`sample_deltas`: saturation- and
+    reset-aware), and the steps are summed per port: a counter reset between two samples counts from
+    zero in that step and is listed in ``resets``, so 100 -> 0 -> 150 is +150 with a reset, never +50.
+    Rates are over the whole time and the peak is the highest step rate. A key no step knew stays
+    unknown (the last reason); one some steps did not know is a lower bound, ``partly <reason>``.
+    """
+
+    def __init__(self, first: Sample, *, mode: str, keep_steps: bool = True) -> None:
+        self.first = first
+        self.last = first
+        self.mode = mode
+        self.keep_steps = keep_steps
+        self.count = 0
+        self._steps: list[SeriesStep] = []
+        self._ports: dict[tuple[str, int | None], _PortTotal] = {}
+        self._missing: list[str] = []
+
+    def add(self, sample: Sample) -> SeriesStep:
+        """Take the next sample; the step it makes (its deltas since the previous sample)."""
+        deltas, gone = sample_deltas(self.last, sample)
+        self._missing.extend(g for g in gone if g not in self._missing)
+        for d in deltas:
+            self._ports.setdefault(d.key, _PortTotal()).add(d)
+        self.count += 1
+        step = SeriesStep(self.count, sample, sample_interval_s(self.first, sample), deltas)
+        if self.keep_steps:
+            self._steps.append(step)
+        self.last = sample
+        return step
+
+    def span(self) -> Span:
+        """Everything so far, totals per port of the last sample."""
+        if not self.count:
+            raise ValueError("a span needs two samples")
+        totals = tuple(self._ports[p.key].delta(p.adapter, p.port) for p in self.last.ports if p.key in self._ports)
+        interval = sample_interval_s(self.first, self.last)
+        return Span(self.mode, self.first, self.last, tuple(self._steps), totals, interval, self.count, tuple(self._missing))
 
 
 def build_span(samples: Sequence[Sample], *, mode: str, keep_steps: bool = True) -> Span:
-    """A span from consecutive samples (the first is the baseline)."""
+    """A span from consecutive samples (the first is the baseline), through :class:`Accumulator`."""
     if len(samples) < 2:
         raise ValueError("a span needs two samples")
-    acc = Accumulator()
-    steps = []
-    missing: list[str] = []
-    for i in range(1, len(samples)):
-        deltas, gone = sample_deltas(samples[i - 1], samples[i])
-        missing.extend(g for g in gone if g not in missing)
-        acc.add(deltas)
-        if keep_steps:
-            steps.append(Step(i, samples[i], sample_interval_s(samples[0], samples[i]), deltas))
-    return Span(mode, samples[0], samples[-1], tuple(steps), acc.totals(samples[-1]), sample_interval_s(samples[0], samples[-1]), len(samples) - 1, tuple(missing))
+    acc = Accumulator(samples[0], mode=mode, keep_steps=keep_steps)
+    for sample in samples[1:]:
+        acc.add(sample)
+    return acc.span()
 
 
 def figures(delta: PortDelta, rate_gbps: float | None, *, xmit_wait_bytes_per_count: float, peak: bool = False) -> Figures:

@@ -185,7 +185,7 @@ class Figures:
 
 
 @dataclass(frozen=True)
-class Step:
+class SeriesStep:
     """One sample of a series and what each port counted since the previous one."""
 
     index: int
@@ -204,7 +204,7 @@ class Span:
     """``interval``, ``series`` or ``since``."""
     first: Sample
     last: Sample
-    steps: tuple[Step, ...]
+    steps: tuple[SeriesStep, ...]
     """Every step, when kept (JSON of a series needs them; a long series printed otherwise does not)."""
     totals: tuple[PortDelta, ...]
     """Per port over the whole span: deltas summed over the steps, rates over the whole time, peak step rates."""

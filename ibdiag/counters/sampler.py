@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from ibdiag.counters.delta import Accumulator, sample_deltas, sample_interval_s
-from ibdiag.counters.model import Sample, Span, Step
+from ibdiag.counters.delta import Accumulator
+from ibdiag.counters.model import Sample, SeriesStep, Span
 from ibdiag.counters.read import PortLayout, read_sample
 from ibdiag.sysfs import SysfsRoot
 
@@ -52,24 +52,13 @@ def run_series(
     *,
     mode: str,
     keep_steps: bool,
-    on_step: Callable[[Step], None] | None = None,
+    on_step: Callable[[SeriesStep], None] | None = None,
     first: Sample | None = None,
 ) -> Span:
     """Take ``count`` samples after the first; ``on_step`` sees each as it arrives (CSV streams from it)."""
-    start = first if first is not None else sampler.first()
-    prev = start
-    acc = Accumulator()
-    steps: list[Step] = []
-    missing: list[str] = []
-    for i in range(1, count + 1):
-        now = sampler.next()
-        deltas, gone = sample_deltas(prev, now)
-        missing.extend(g for g in gone if g not in missing)
-        acc.add(deltas)
-        step = Step(i, now, sample_interval_s(start, now), deltas)
-        if keep_steps:
-            steps.append(step)
+    acc = Accumulator(first if first is not None else sampler.first(), mode=mode, keep_steps=keep_steps)
+    for _ in range(count):
+        step = acc.add(sampler.next())
         if on_step is not None:
             on_step(step)
-        prev = now
-    return Span(mode, start, prev, tuple(steps), acc.totals(prev), sample_interval_s(start, prev), count, tuple(missing))
+    return acc.span()

@@ -44,7 +44,7 @@ from ibdiag.bench.results import SCHEMA, BenchRun, bench_run_from_json
 from ibdiag.collectives import get_op
 from ibdiag.errors import InputError, UsageError
 from ibdiag.importers import nccl_tests, nccl_tests_json, perftest, perftest_json
-from ibdiag.importers.checks import multiple_runs_finding
+from ibdiag.importers.checks import multiple_runs
 from ibdiag.report.model import Finding
 from ibdiag.importers.lines import split_lines
 
@@ -171,7 +171,7 @@ def select_run(runs: list[BenchRun], source: str, run_index: int | None = None) 
             )
         if not 1 <= run_index <= len(runs):
             raise UsageError(f"--run {run_index}: {source} holds {len(runs)} runs", hint=f"use --run 1..{len(runs)}")
-        findings.append(multiple_runs_finding(source, run_index, len(runs), _separation(runs)))
+        findings += multiple_runs(source, run_index, len(runs), _separation(runs))
     elif run_index not in (None, 1):
         raise UsageError(f"--run {run_index}: {source} holds one run", hint="drop --run")
     run = runs[(run_index or 1) - 1]

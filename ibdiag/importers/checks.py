@@ -25,11 +25,25 @@ from ibdiag.bench.collective.meta import CollectiveMeta, NcclTestsLog
 from ibdiag.bench.p2p.meta import P2PMeta
 from ibdiag.bench.results import BenchRun
 from ibdiag.collectives import find_op
+from ibdiag.report.checks import CheckRegistry
 from ibdiag.report.model import Finding, Severity
 
+#: Check ids of imported runs (the mechanism: :mod:`ibdiag.report.checks`); ``collective.wrong`` and
+#: ``collective.busbw`` are the collective package's.
+CHECKS = CheckRegistry("import")
+CHECKS.declare("import.out_of_bounds", "the footer counts failed validations: fail")
+CHECKS.declare("import.avg_mismatch", "the footer's Avg bus bandwidth is not the mean of the rows read: warn")
+CHECKS.declare("import.busbw_factor", "busbw/algbw does not match the op's factor for the ranks in the header: warn")
+CHECKS.declare("import.single_rank", "one rank: nothing crossed a network: warn")
+CHECKS.declare("import.incomplete", "no footer: the run was cut short: warn")
+CHECKS.declare("import.op_unknown", "the log does not say which collective: warn")
+CHECKS.declare("import.nccl_warnings", "NCCL WARN lines or '# error:' lines in the log: warn")
+CHECKS.declare("import.unit_assumed", "a perftest JSON whose bandwidth unit could not be told: warn")
 
-def multiple_runs_finding(source: str, run_index: int, run_count: int, separation: str) -> Finding:
-    """``import.multiple_runs``: one of several runs in the file was imported (``--run``)."""
+
+@CHECKS.check("import.multiple_runs", "a file holding several runs, one imported (--run): warn")
+def multiple_runs(source: str, run_index: int, run_count: int, separation: str) -> Finding:
+    """One of several runs in the file was imported (``--run``)."""
     return Finding(
         "import.multiple_runs",
         Severity.WARN,

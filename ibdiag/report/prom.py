@@ -18,7 +18,10 @@ _LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
 @dataclass(frozen=True)
-class Sample:
+class PromSample:
+    """One line of the exposition: a metric's value for one set of labels (Prometheus' "sample";
+    not a counters reading, which is :class:`ibdiag.counters.model.Sample`)."""
+
     labels: Mapping[str, str]
     value: float
 
@@ -28,7 +31,7 @@ class Metric:
     name: str
     help: str
     type: str  # "gauge" or "counter"
-    samples: tuple[Sample, ...]
+    samples: tuple[PromSample, ...]
 
     def __post_init__(self) -> None:
         if not _NAME_RE.match(self.name):
@@ -89,14 +92,14 @@ def finding_metrics(report: Report) -> list[Metric]:
         "ibdiag_status",
         "Worst finding severity of the last ibdiag run: 0 ok, 1 warn, 2 fail.",
         "gauge",
-        (Sample({"command": cmd}, _SEVERITY_VALUE[report.status]),),
+        (PromSample({"command": cmd}, _SEVERITY_VALUE[report.status]),),
     )
     counts = Metric(
         "ibdiag_findings",
         "Number of findings of the last ibdiag run by severity.",
         "gauge",
         tuple(
-            Sample({"command": cmd, "severity": sev.value}, sum(1 for f in report.findings if f.severity is sev))
+            PromSample({"command": cmd, "severity": sev.value}, sum(1 for f in report.findings if f.severity is sev))
             for sev in Severity
         ),
     )
@@ -105,7 +108,7 @@ def finding_metrics(report: Report) -> list[Metric]:
         "Severity of each ibdiag check and subject: 0 ok, 1 warn, 2 fail.",
         "gauge",
         tuple(
-            Sample({"command": cmd, "check": f.check, "subject": f.subject}, _SEVERITY_VALUE[f.severity])
+            PromSample({"command": cmd, "check": f.check, "subject": f.subject}, _SEVERITY_VALUE[f.severity])
             for f in _dedupe(report)
         ),
     )

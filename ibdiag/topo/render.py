@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ibdiag.parse import format_cpulist, pcie_gen
-from ibdiag.report.prom import Metric, Sample
+from ibdiag.report.prom import Metric, PromSample
 from ibdiag.topo.model import PcieLink, Topology
 
 PATH_STYLE = {"PIX": "green", "PXB": "green", "PHB": "yellow", "NODE": "yellow", "SYS": "red"}
@@ -159,35 +159,35 @@ def csv_rows(topo: Topology) -> list[dict[str, Any]]:
 def prom_metrics(topo: Topology) -> list[Metric]:
     port_labels = [({"device": p.adapter, "port": str(p.port), "link_layer": p.link_layer or ""}, p) for a in topo.adapters for p in a.ports]
     return [
-        Metric("ibdiag_topo_gpus", "NVIDIA GPUs found in sysfs.", "gauge", (Sample({}, len(topo.gpus)),)),
-        Metric("ibdiag_topo_nvswitches", "NVSwitch devices found in sysfs.", "gauge", (Sample({}, len(topo.nvswitches)),)),
-        Metric("ibdiag_topo_rdma_adapters", "RDMA adapters under /sys/class/infiniband.", "gauge", (Sample({}, len(topo.adapters)),)),
+        Metric("ibdiag_topo_gpus", "NVIDIA GPUs found in sysfs.", "gauge", (PromSample({}, len(topo.gpus)),)),
+        Metric("ibdiag_topo_nvswitches", "NVSwitch devices found in sysfs.", "gauge", (PromSample({}, len(topo.nvswitches)),)),
+        Metric("ibdiag_topo_rdma_adapters", "RDMA adapters under /sys/class/infiniband.", "gauge", (PromSample({}, len(topo.adapters)),)),
         Metric(
             "ibdiag_topo_port_active",
             "1 when the RDMA port is ACTIVE and LinkUp.",
             "gauge",
-            tuple(Sample(labels, 1 if p.active and p.link_up else 0) for labels, p in port_labels),
+            tuple(PromSample(labels, 1 if p.active and p.link_up else 0) for labels, p in port_labels),
         ),
         Metric(
             "ibdiag_topo_port_rate_gbps",
             "RDMA port rate in Gb/s (sysfs rate).",
             "gauge",
-            tuple(Sample(labels, p.rate_gbps) for labels, p in port_labels if p.rate_gbps is not None),
+            tuple(PromSample(labels, p.rate_gbps) for labels, p in port_labels if p.rate_gbps is not None),
         ),
         Metric(
             "ibdiag_topo_pcie_width_lanes",
             "Current PCIe link width of GPUs and RDMA adapters.",
             "gauge",
             tuple(
-                [Sample({"device": f"GPU{g.index}", "pci": g.pci.address}, g.pci.link.width) for g in topo.gpus if g.pci.link.width is not None]
-                + [Sample({"device": a.name, "pci": a.pci.address}, a.pci.link.width) for a in topo.adapters if a.pci and a.pci.link.width is not None]
+                [PromSample({"device": f"GPU{g.index}", "pci": g.pci.address}, g.pci.link.width) for g in topo.gpus if g.pci.link.width is not None]
+                + [PromSample({"device": a.name, "pci": a.pci.address}, a.pci.link.width) for a in topo.adapters if a.pci and a.pci.link.width is not None]
             ),
         ),
         Metric(
             "ibdiag_topo_gpu_gdr",
             "1 when NCCL will use GPUDirect RDMA for the GPU (path within the GDR level and peer memory loaded).",
             "gauge",
-            tuple(Sample({"gpu": str(p.gpu), "adapter": p.nearest[0] if p.nearest else "", "path": p.path.value if p.path else ""}, int(p.gdr)) for p in topo.pairings),
+            tuple(PromSample({"gpu": str(p.gpu), "adapter": p.nearest[0] if p.nearest else "", "path": p.path.value if p.path else ""}, int(p.gdr)) for p in topo.pairings),
         ),
-        Metric("ibdiag_topo_peermem_loaded", "1 when nvidia_peermem or nv_peer_mem is loaded.", "gauge", (Sample({"module": topo.gdr.state}, int(topo.gdr.loaded)),)),
+        Metric("ibdiag_topo_peermem_loaded", "1 when nvidia_peermem or nv_peer_mem is loaded.", "gauge", (PromSample({"module": topo.gdr.state}, int(topo.gdr.loaded)),)),
     ]

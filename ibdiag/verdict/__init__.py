@@ -2,6 +2,8 @@
 
 :mod:`~ibdiag.verdict.model` (pure arithmetic: traffic, overlap, bucket search, scaling wall),
 :mod:`~ibdiag.verdict.inputs` (the workload and the measured busbw from flags, bench JSON or nccl-tests logs),
-:mod:`~ibdiag.verdict.node` (``--root``: rails and topo/counters health), :mod:`~ibdiag.verdict.judge`
-(inputs -> verdict and findings), :mod:`~ibdiag.verdict.render` (sentences, tables, charts, CSV, Prometheus).
+:mod:`~ibdiag.verdict.config` (``[verdict]``), :mod:`~ibdiag.verdict.ceiling` (rails x link rate),
+:mod:`~ibdiag.verdict.node` and :mod:`~ibdiag.verdict.health` (``--root``: rails and topo/port/counters health),
+:mod:`~ibdiag.verdict.judge` (inputs -> the verdict), :mod:`~ibdiag.verdict.checks` (its findings),
+:mod:`~ibdiag.verdict.render` (sentences, tables, charts, CSV, Prometheus).
 """

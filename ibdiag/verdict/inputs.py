@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ibdiag.errors import InputError, NotSupportedError, UsageError
+from ibdiag.errors import InputError, UsageError
 from ibdiag.units import format_bytes, parse_size
 from ibdiag.collectives import OPS, find_dtype, find_op, find_strategy, placement
 
@@ -331,29 +331,14 @@ def load_bench(path: Path, **kw: Any) -> Measured:
     return from_bench_run(run, source="bench", path=str(path), **kw)
 
 
-def nccl_tests_importer() -> Any:
-    """``ibdiag.importers.load`` when this build has it, else None."""
-    import importlib
-
-    try:
-        mod = importlib.import_module("ibdiag.importers")
-    except ImportError:
-        return None
-    return getattr(mod, "load", None)
-
-
 def load_nccl_tests(path: Path, **kw: Any) -> Measured:
     """``--nccl-tests FILE``: an nccl-tests log (all_reduce_perf ...) read by ``ibdiag.importers.load``."""
+    from ibdiag.importers import load
+
     _check_file(path, "--nccl-tests")
-    load = nccl_tests_importer()
-    if load is None:
-        raise NotSupportedError(
-            "reading nccl-tests logs is not supported by this build (no ibdiag.importers.load)",
-            hint="give the log's busbw at the bucket size with --busbw, or an ibdiag bench JSON with --bench",
-        )
     run = load(path)
-    if getattr(run, "kind", None) != "collective":
-        raise InputError(f"--nccl-tests {path}: not a collective run ({getattr(run, 'kind', None)!r})", hint="give an nccl-tests log such as all_reduce_perf's output")
+    if run.kind != "collective":
+        raise InputError(f"--nccl-tests {path}: not a collective run ({run.kind!r})", hint="give an nccl-tests log such as all_reduce_perf's output")
     return from_bench_run(run, source="nccl-tests", path=str(path), **kw)
 
 

@@ -6,15 +6,17 @@ Renderers build text and renderables; ``ibdiag/cli/verdict.py`` prints them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ibdiag.errors import CannotRunError
 from ibdiag.report.chart import hbar_chart
-from ibdiag.report.prom import Metric, Sample
+from ibdiag.report.prom import Metric, PromSample
 from ibdiag.units import format_bytes
 from ibdiag.verdict import model
-from ibdiag.verdict.judge import Verdict, format_seconds
+from ibdiag.verdict.judge import Verdict
+from ibdiag.verdict.text import format_seconds
 
 
 def gb(nbytes: float) -> str:
@@ -38,11 +40,21 @@ def _count(x: float) -> str:
     return f"{x / 10**exp:.4g}e{exp}"
 
 
-def sections(v: Verdict) -> list[tuple[str, list[str]]]:
-    """(heading, sentences) in the order of the issue: traffic, overlap, verdict, what to do."""
+@dataclass(frozen=True)
+class Section:
+    """One part of the verdict's explanation: a heading and its sentences."""
+
+    key: str
+    """``traffic``, ``overlap``, ``verdict``, ``what_to_do`` or ``notes``."""
+    heading: str
+    lines: tuple[str, ...]
+
+
+def sections(v: Verdict) -> list[Section]:
+    """The explanation in the order of the issue: traffic, overlap, verdict, what to do (and notes)."""
     w, m, c, ov, step = v.workload, v.measured, v.ceiling, v.step.overlap, v.step
     k = model.STRATEGY_MULTIPLIER[w.strategy]
-    out: list[tuple[str, list[str]]] = []
+    out: list[Section] = []
 
     # 1. Traffic.
     lines = []
@@ -71,7 +83,7 @@ def sections(v: Verdict) -> list[tuple[str, list[str]]]:
         if w.ranks_per_node > 1:
             lines.append(f"With {w.ranks_per_node} ranks per node over NVLink the node's NIC traffic is spread over its rails, so busbw is compared with rails x rail rate.")
         lines.append(f"Efficiency: {gbs(m.busbw_gbs)} / {gbs(c.busbw_gbs)} = {v.efficiency:.1%} of the ceiling (underperforming below {v.config.min_efficiency:.0%}).")
-    out.append(("1. Traffic per step", lines))
+    out.append(Section("traffic", "1. Traffic per step", tuple(lines)))
 
     # 2. Overlap.
     lines = []
@@ -121,7 +133,7 @@ def sections(v: Verdict) -> list[tuple[str, list[str]]]:
         f"Step = forward {format_seconds(w.forward_s)} + backward {format_seconds(w.backward_s)} + exposed {format_seconds(step.exposed_s)} = {format_seconds(step.step_s)}; "
         f"waiting for the network is {step.comm_share:.1%} of the step."
     )
-    out.append(("2. Overlap with the backward pass", lines))
+    out.append(Section("overlap", "2. Overlap with the backward pass", tuple(lines)))
 
     # 3. Verdict.
     lines = []
@@ -129,7 +141,7 @@ def sections(v: Verdict) -> list[tuple[str, list[str]]]:
     cmp = ">" if v.verdict == model.NETWORK_BOUND else "<="
     lines.append(f"{label}: exposed communication is {step.comm_share:.1%} of the step {cmp} {v.config.network_bound_share:.0%}.")
     lines.append(f"Fabric: {v.fabric}{_fabric_why(v)}.")
-    out.append(("3. Verdict", lines))
+    out.append(Section("verdict", "3. Verdict", tuple(lines)))
 
     # 4. What to do.
     lines = []
@@ -156,10 +168,25 @@ def sections(v: Verdict) -> list[tuple[str, list[str]]]:
             f"Scaling wall: with the same global batch, communication stops hiding at {wall} ranks ({nodes} nodes): compute per rank shrinks as 1/ranks "
             f"while each rank still moves ~{k} x S = {gb(k * w.grad_bytes)} per step."
         )
-    out.append(("4. What to do", lines))
+    out.append(Section("what_to_do", "4. What to do", tuple(lines)))
     if v.notes:
-        out.append(("Notes", [n[0].upper() + n[1:] + ("" if n.endswith(".") else ".") for n in v.notes]))
+        out.append(Section("notes", "Notes", tuple(n[0].upper() + n[1:] + ("" if n.endswith(".") else ".") for n in v.notes)))
     return out
+
+
+def table_items(v: Verdict) -> list[Any]:
+    """The table output's explanation (rich renderables): each section, with the scaling table and the
+    share-of-step chart under "what to do"."""
+    from rich.text import Text
+
+    items: list[Any] = []
+    for section in sections(v):
+        items.append(Text(section.heading, style="bold"))
+        items.extend(Text("  " + line) for line in section.lines)
+        if section.key == "what_to_do":
+            items += [scaling_table(v), Text("Share of the step waiting for the network:"), Text(chart_text(v))]
+        items.append(Text(""))
+    return items
 
 
 def _rails_why(c: Any, ranks_per_node: int) -> str:
@@ -193,8 +220,6 @@ def _fabric_why(v: Verdict) -> str:
         parts.append(f"{len(h.failing)} health problem(s): " + ", ".join(f"{f.check} {f.subject}" for f in h.failing[:6]) + (" ..." if len(h.failing) > 6 else ""))
     else:
         parts.append(f"{'/'.join(h.checked)} healthy")
-        if h.skipped:
-            parts.append("not checked: " + ", ".join(h.skipped))
     return " (" + "; ".join(parts) + ")"
 
 
@@ -306,7 +331,7 @@ def prom_metrics(v: Verdict) -> list[Metric]:
     def g(name: str, help_: str, value: float | None) -> Metric | None:
         if value is None:
             return None
-        return Metric(name, help_, "gauge", (Sample(labels, value),))
+        return Metric(name, help_, "gauge", (PromSample(labels, value),))
 
     metrics = [
         g("ibdiag_verdict_busbw_gbs", "Measured bus bandwidth used by the verdict, GB/s (1e9 B/s).", v.measured.busbw_gbs),

@@ -33,10 +33,18 @@ from collections.abc import Sequence
 from ibdiag.bench.collective.config import CollectiveConfig
 from ibdiag.bench.collective.meta import CollectiveMeta, CollectiveSetup, MinMedMax, RankTiming, Spread, Straggler
 from ibdiag.bench.collective.model import Measurement, MeasuredRow
-from ibdiag.collectives import DTYPES, algbw_gbs, avg_busbw, get_op, placement
 from ibdiag.bench.results import BenchRun, CollectiveResult
+from ibdiag.collectives import DTYPES, algbw_gbs, avg_busbw, get_op, placement
+from ibdiag.report.checks import CheckRegistry
 from ibdiag.report.model import Finding, Severity
 from ibdiag.units import format_bytes
+
+#: Check ids of collective runs, measured or imported (the mechanism: :mod:`ibdiag.report.checks`).
+CHECKS = CheckRegistry("collective")
+CHECKS.declare("collective.wrong", "validation found wrong elements (nccl-tests' #wrong): fail")
+CHECKS.declare("collective.straggler", "a rank or host keeps the others waiting: warn")
+CHECKS.declare("collective.busbw", "busbw of the largest size below [collective] min_busbw_gbs: fail")
+CHECKS.declare("collective.setup", "rendezvous slower than [collective] max_setup_s: warn")
 
 
 def row_label(nbytes: int, in_place: bool) -> str:

@@ -15,7 +15,7 @@ from ibdiag.bench.collective.meta import CollectiveMeta, CollectiveSetup
 from ibdiag.bench.results import BenchRun, CollectiveResult
 from ibdiag.collectives import find_op, placement
 from ibdiag.report.chart import hbar_chart
-from ibdiag.report.prom import Metric, Sample
+from ibdiag.report.prom import Metric, PromSample
 from ibdiag.units import format_bytes, format_seconds
 
 
@@ -268,21 +268,21 @@ def prom_metrics(run: BenchRun) -> list[Metric]:
             "ibdiag_collective_busbw_gbs",
             "Bus bandwidth by message size (GB/s = 1e9 B/s), nccl-tests' busbw.",
             "gauge",
-            tuple(Sample({**base, "bytes": str(r.bytes), "placement": "in_place" if r.in_place else "out_of_place"}, r.busbw_gbs) for r in rows),
+            tuple(PromSample({**base, "bytes": str(r.bytes), "placement": "in_place" if r.in_place else "out_of_place"}, r.busbw_gbs) for r in rows),
         ),
         Metric(
             "ibdiag_collective_time_seconds",
             "Time per collective by message size, mean over ranks.",
             "gauge",
-            tuple(Sample({**base, "bytes": str(r.bytes), "placement": "in_place" if r.in_place else "out_of_place"}, r.time_us * 1e-6) for r in rows),
+            tuple(PromSample({**base, "bytes": str(r.bytes), "placement": "in_place" if r.in_place else "out_of_place"}, r.time_us * 1e-6) for r in rows),
         ),
     ]
     if m.avg_busbw_gbs is not None:
-        out.append(Metric("ibdiag_collective_avg_busbw_gbs", "nccl-tests' Avg bus bandwidth: mean busbw over all rows (GB/s).", "gauge", (Sample(base, m.avg_busbw_gbs),)))
+        out.append(Metric("ibdiag_collective_avg_busbw_gbs", "nccl-tests' Avg bus bandwidth: mean busbw over all rows (GB/s).", "gauge", (PromSample(base, m.avg_busbw_gbs),)))
     if m.world_size is not None:
-        out.append(Metric("ibdiag_collective_world_size", "Ranks in the measured collective.", "gauge", (Sample(base, m.world_size),)))
+        out.append(Metric("ibdiag_collective_world_size", "Ranks in the measured collective.", "gauge", (PromSample(base, m.world_size),)))
     if m.measured is not None and m.measured.setup_s is not None:
-        out.append(Metric("ibdiag_collective_setup_seconds", "Process-group setup (rendezvous and first collective) on the slowest rank.", "gauge", (Sample(base, m.measured.setup_s),)))
+        out.append(Metric("ibdiag_collective_setup_seconds", "Process-group setup (rendezvous and first collective) on the slowest rank.", "gauge", (PromSample(base, m.measured.setup_s),)))
     return out
 
 

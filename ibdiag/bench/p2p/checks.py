@@ -17,10 +17,15 @@ from dataclasses import dataclass
 
 from ibdiag.bench.results import P2PResult
 from ibdiag.errors import InputError
+from ibdiag.report.checks import CheckRegistry
 from ibdiag.report.model import Finding, Severity
 from ibdiag.units import format_bytes
 
 CHECK_BANDWIDTH = "bench.p2p_bandwidth"
+
+#: Check ids of point-to-point runs (the mechanism: :mod:`ibdiag.report.checks`).
+CHECKS = CheckRegistry("bench")
+CHECKS.declare(CHECK_BANDWIDTH, "best bandwidth of the judged sizes below min_bw_share of the line rate: fail (RDMA) / warn (TCP)")
 
 
 @dataclass(frozen=True)

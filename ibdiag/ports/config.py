@@ -1,0 +1,73 @@
+"""``[ports]`` settings: which ports are judged, and the rate each must reach.
+
+Example (every key optional)::
+
+    [ports]
+    expected_rate_gbps = 400             # every judged port; default: the fastest active port of its link layer
+    ignore = ["mlx5_1*", "mlx5_3:1"]     # adapters (shell patterns) or DEV:PORT: read and shown, not judged
+
+    [ports.rates_gbps]                   # pattern -> Gb/s, first match wins, before expected_rate_gbps
+    "mlx5_4*" = 100                      # e.g. a storage adapter on a slower network
+
+The old keys ``[topo] expected_rate_gbps``/``ignore_adapters`` and ``[counters] expected_rate_gbps``/
+``ignore_adapters`` are still read as these (``ibdiag.config.MOVED_KEYS``), with a deprecation warning.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+
+from ibdiag.errors import InputError
+
+#: ``mlx5_1``, ``mlx5_*``, ``mlx5_3:1``, ``mlx5_3:*``: an adapter pattern, optionally ``:`` a port pattern.
+_PATTERN_RE = re.compile(r"[^:\s]+(?::[0-9*?\[\]]+)?")
+
+
+def _check_patterns(key: str, patterns: tuple[str, ...] | list[str]) -> None:
+    for pat in patterns:
+        if not _PATTERN_RE.fullmatch(pat):
+            raise InputError(f"config [ports] {key}: {pat!r} is not DEV or DEV:PORT", hint='e.g. "mlx5_1*" (an adapter) or "mlx5_3:1" (one port)')
+
+
+def matches(pattern: str, adapter: str, port: int | None) -> bool:
+    """Does ``pattern`` (``mlx5_1*`` or ``mlx5_3:1``) name this adapter, or this port of it?"""
+    names = (adapter,) if port is None else (adapter, f"{adapter}:{port}")
+    return any(fnmatch.fnmatchcase(n, pattern) for n in names)
+
+
+@dataclass(frozen=True)
+class PortsConfig:
+    """``[ports]`` (``load_config(path).section("ports", PortsConfig)``)."""
+
+    expected_rate_gbps: float | None = None
+    """Rate every judged port must reach. Default: the highest rate among this node's active ports of
+    the same link layer (a node is normally cabled uniformly, so a slower port is the odd one out)."""
+    rates_gbps: dict[str, float] = field(default_factory=dict)
+    """``DEV`` or ``DEV:PORT`` pattern -> the rate those ports must reach; the first matching pattern wins
+    over ``expected_rate_gbps``. Ports named here are not peers of the others for the default."""
+    ignore: tuple[str, ...] = ()
+    """Adapters (``mlx5_1*``) or ports (``mlx5_3:1``) not judged: spares, unused storage ports. They are
+    still read and shown; an ignored adapter's PCIe link is not judged either."""
+
+    def __post_init__(self) -> None:
+        if self.expected_rate_gbps is not None and not self.expected_rate_gbps > 0:
+            raise InputError("config [ports] expected_rate_gbps must be positive", hint="e.g. expected_rate_gbps = 400")
+        _check_patterns("ignore", self.ignore)
+        _check_patterns("rates_gbps", list(self.rates_gbps))
+        for pat, rate in self.rates_gbps.items():
+            if not rate > 0:
+                raise InputError(f"config [ports] rates_gbps {pat!r} = {rate:g} must be positive", hint='e.g. "mlx5_4*" = 100')
+
+    def ignored(self, adapter: str, port: int | None = None) -> bool:
+        """Is this port left unjudged? With ``port`` None: is the whole adapter (its PCIe link, its
+        device-level counters) — a pattern that names the adapter, not ``DEV:PORT``."""
+        return any(matches(pat, adapter, port) for pat in self.ignore)
+
+    def configured_rate(self, adapter: str, port: int) -> tuple[float, str] | None:
+        """The rate a ``rates_gbps`` pattern gives this port, and the pattern; None when none matches."""
+        for pat, rate in self.rates_gbps.items():
+            if matches(pat, adapter, port):
+                return float(rate), pat
+        return None

@@ -1,0 +1,67 @@
+"""The rate each RDMA port must reach, and where that expectation comes from.
+
+In order: a ``[ports] rates_gbps`` pattern naming the port; ``[ports] expected_rate_gbps``; else the
+fastest active port among the port's *peers* — the judged ports of the node in the same
+:func:`peer_group` with no pattern of their own (a node is cabled uniformly: a slower port is the odd
+one out). A port with no active peer has no expected rate: its rate is reported, not judged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from ibdiag.ports.config import PortsConfig
+from ibdiag.topo.model import Port
+
+
+@dataclass(frozen=True)
+class ExpectedRate:
+    """What one port must reach: ``rate_gbps`` None means nothing to compare with."""
+
+    rate_gbps: float | None
+    source: str
+    """``[ports] rates_gbps "mlx5_4*"``, ``[ports] expected_rate_gbps``, ``the fastest active InfiniBand
+    port on this node``, or why there is no expectation."""
+
+
+def peer_group(port: Port) -> str:
+    """The ports a port is compared with by default: those of the same link layer.
+
+    A fact that makes a device's rate incomparable with the cabled ports belongs here (e.g. a software
+    device, rxe or siw, whose rate is its netdev's speed): give such ports a group of their own.
+    """
+    return port.link_layer or "unknown link layer"
+
+
+@dataclass(frozen=True)
+class ExpectedRates:
+    """The expectation of every port of a node (built once from the node's ports, then asked per port)."""
+
+    config: PortsConfig
+    best_gbps: Mapping[str, float]
+    """Peer group -> the fastest active rate among the peers."""
+
+    @classmethod
+    def of(cls, peers: Iterable[Port], config: PortsConfig) -> ExpectedRates:
+        """From the node's ports (``peers``; ignored ones and those with a pattern rate do not count)."""
+        best: dict[str, float] = {}
+        for p in peers:
+            group = peer_group(p)
+            if not p.active or p.rate_gbps is None or config.ignored(p.adapter, p.port) or config.configured_rate(p.adapter, p.port):
+                continue
+            best[group] = max(best.get(group, 0.0), p.rate_gbps)
+        return cls(config, best)
+
+    def for_port(self, port: Port) -> ExpectedRate:
+        configured = self.config.configured_rate(port.adapter, port.port)
+        if configured is not None:
+            rate, pattern = configured
+            return ExpectedRate(rate, f'[ports] rates_gbps "{pattern}"')
+        if self.config.expected_rate_gbps is not None:
+            return ExpectedRate(self.config.expected_rate_gbps, "[ports] expected_rate_gbps")
+        group = peer_group(port)
+        best = self.best_gbps.get(group)
+        if best is None:
+            return ExpectedRate(None, f"no active {group} port with a rate on this node")
+        return ExpectedRate(best, f"the fastest active {group} port on this node")
