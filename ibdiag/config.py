@@ -17,11 +17,17 @@ tables and keys are refused, so a typo never silently leaves a default in force.
 to another table (:data:`MOVED_KEYS`), or a table that was renamed (:data:`MOVED_TABLES`), is still
 read under its new name, with a note in :attr:`Config.notes` that the command prints as a
 deprecation warning.
+
+Values are checked generically at load, before any command sees them: numbers must be finite
+(``nan`` would switch a check off, ``inf`` fail every port), 64-bit integers (as TOML demands), and
+not negative — unless a field declares its own range with :func:`bounded`; strings and lists have a
+length cap. The file must be UTF-8 text of at most 1 MiB, nested at most 16 levels.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tomllib
 import types
@@ -31,6 +37,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ibdiag.errors import InputError
+from ibdiag.text import safe_excerpt, safe_value
 
 #: The tables a config file may have, one per command.
 SECTIONS = ("ports", "topo", "counters", "p2p", "collective", "verdict")
@@ -48,6 +55,54 @@ MOVED_KEYS: dict[tuple[str, str], tuple[str, str]] = {
     ("counters", "ignore_adapters"): ("ports", "ignore"),
 }
 
+#: Largest config file read (a real one is a few hundred bytes).
+MAX_CONFIG_BYTES = 2**20
+#: Deepest nesting of tables and lists (ibdiag's own schema needs 3: [counters.thresholds] key = 1).
+MAX_NESTING = 16
+#: Longest string, and most items in one list, a config value may have.
+MAX_STRING_CHARS = 4096
+MAX_LIST_ITEMS = 4096
+#: TOML integers are 64-bit signed (toml.io: "Arbitrary 64-bit signed integers").
+INT64_MAX = 2**63 - 1
+
+_BOUNDS_KEY = "ibdiag.bounds"
+
+
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    """The range a numeric config field (or each value of a mapping field) may take."""
+
+    low: float | None = 0
+    high: float | None = None
+    low_open: bool = False
+    """``low`` itself is not allowed (``> 0`` rather than ``>= 0``)."""
+
+    def check(self, value: float) -> str | None:
+        """Why ``value`` is out of range, or None."""
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            if self.low == 0 and not self.low_open:
+                return "must not be negative"
+            return f"must be {'above' if self.low_open else 'at least'} {self.low:g}"
+        if self.high is not None and value > self.high:
+            return f"must be at most {self.high:g}"
+        return None
+
+
+#: Numbers without declared bounds: any finite value from 0 up.
+DEFAULT_BOUNDS = Bounds()
+
+
+def bounded(default: Any = dataclasses.MISSING, *, low: float | None = 0, high: float | None = None, low_open: bool = False, **kw: Any) -> Any:
+    """A dataclass field whose numbers must lie in ``[low, high]`` (``(low, high]`` with ``low_open``)::
+
+        expected_rate_gbps: float | None = bounded(None, low=0, low_open=True, high=2400)
+
+    ``low=None`` allows negative numbers. Works for mapping fields too (each value is checked)."""
+    metadata = {**kw.pop("metadata", {}), _BOUNDS_KEY: Bounds(low, high, low_open)}
+    if default is not dataclasses.MISSING:
+        kw["default"] = default
+    return dataclasses.field(metadata=metadata, **kw)
+
 C = TypeVar("C")
 
 
@@ -57,6 +112,9 @@ class Config:
     raw: Mapping[str, Any]
     notes: tuple[str, ...] = ()
     """Deprecation notes (old table and key names read as their new ones), for the command to print as warnings."""
+    origins: Mapping[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    """(table, key) read from an old name -> that old name (``[topo] expected_rate_gbps``), so an error
+    names the key as the user wrote it."""
 
     def section(self, name: str, cls: type[C]) -> C:
         """Build ``cls`` (a dataclass with defaults) from table ``[name]``, checking keys and types."""
@@ -64,7 +122,8 @@ class Config:
             raise ValueError(f"unknown config section {name!r}")
         table = self.raw.get(name, {})
         moved = "; ".join(f"{key} is now [{new_table}] {new_key}" for (old_table, key), (new_table, new_key) in MOVED_KEYS.items() if old_table == name)
-        return build_dataclass(cls, table, where=f"[{name}]", source=self.source, moved=moved)
+        written = {key: old for (table_name, key), old in self.origins.items() if table_name == name}
+        return build_dataclass(cls, table, where=f"[{name}]", source=self.source, moved=moved, written=written)
 
 
 def load_config(path: str | os.PathLike[str] | None) -> Config:
@@ -77,17 +136,30 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
     p = Path(path)
     try:
         with open(p, "rb") as fh:
-            raw = tomllib.load(fh)
+            data = fh.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise InputError(f"config file {p}: no such file", hint="check --config or $IBDIAG_CONFIG") from None
+    except IsADirectoryError:
+        raise InputError(f"config file {p}: is a directory", hint="give the TOML file itself") from None
     except OSError as e:
         raise InputError(f"config file {p}: cannot read: {e.strerror}", hint="check the file's permissions") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise InputError(f"config file {p}: more than {MAX_CONFIG_BYTES // 1024} KiB", hint="a config file is a few TOML tables; is this the right file?")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"config file {p}: not UTF-8 text (byte {e.start}: '{safe_excerpt(data[e.start:e.start + 8])}')", hint="a config file is TOML text; is this the right file?") from None
+    try:
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise InputError(f"config file {p}: not valid TOML: {e}", hint="see the README's Configuration section for an example") from None
+        raise InputError(f"config file {p}: not valid TOML: {safe_excerpt(e, 200)}", hint="see the README's Configuration section for an example") from None
+    except RecursionError:
+        raise InputError(f"config file {p}: nested too deeply", hint=f"ibdiag's tables nest at most 3 levels ([counters.thresholds]); this file nests more than {MAX_NESTING}") from None
+    _check_nesting(p, raw)
     unknown = sorted(set(raw) - set(SECTIONS) - set(MOVED_TABLES))
     if unknown:
         raise InputError(
-            f"config file {p}: unknown table {', '.join('[' + u + ']' for u in unknown)}",
+            f"config file {p}: unknown table {', '.join('[' + safe_excerpt(u) + ']' for u in unknown[:8])}",
             hint=f"the tables are {', '.join('[' + s + ']' for s in SECTIONS)}",
         )
     for name in (*SECTIONS, *MOVED_TABLES):
@@ -111,6 +183,7 @@ def move_keys(raw: Mapping[str, Any], source: Path | None) -> Config:
         if new in tables:
             raise InputError(f"{src}[{old}] and [{new}] are both set", hint=f"[{old}] is the old name of [{new}]: keep [{new}] only")
         tables[new] = tables.pop(old)
+        given.update({(new, key): f"[{old}] {key}" for key in tables[new]})  # errors name the key as written
         notes.append(f"{src}[{old}] is deprecated: it is read as [{new}]; rename the table")
     for (old_table, old_key), (new_table, new_key) in MOVED_KEYS.items():
         if old_key not in tables.get(old_table, {}):
@@ -127,16 +200,35 @@ def move_keys(raw: Mapping[str, Any], source: Path | None) -> Config:
         elif isinstance(value, list) and isinstance(new[new_key], list):
             new[new_key] = new[new_key] + [v for v in value if v not in new[new_key]]
         elif value != new[new_key]:
-            raise InputError(f"{src}{first} and {old_name} differ ({new[new_key]!r} and {value!r})", hint=f"both are now {new_name}, one setting for every command: set it there once")
+            raise InputError(f"{src}{first} and {old_name} differ ({safe_value(new[new_key])} and {safe_value(value)})", hint=f"both are now {new_name}, one setting for every command: set it there once")
         given[(new_table, new_key)] = old_name
-    return Config(source, tables, tuple(notes))
+    return Config(source, tables, tuple(notes), dict(given))
 
 
-def _type_name(tp: Any) -> str:
-    return getattr(tp, "__name__", str(tp))
+def _check_nesting(path: Path, raw: Mapping[str, Any]) -> None:
+    """Refuse tables or lists nested deeper than :data:`MAX_NESTING` (iteratively: no recursion)."""
+    stack: list[tuple[Any, str, int]] = [(raw, "", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise InputError(f"config file {path}: {where.strip('.') or 'a value'} is nested more than {MAX_NESTING} levels deep", hint="ibdiag's tables nest at most 3 levels ([counters.thresholds])")
+        if isinstance(value, dict):
+            stack.extend((v, f"{where}.{k}", depth + 1) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value))
 
 
-def _coerce(value: Any, tp: Any, where: str, source: Path | None) -> Any:
+def _check_number(value: float, bounds: Bounds, where: str, src: str) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"{src}{where} = {safe_value(value)} is not a finite number", hint="write a plain number such as 400 or 0.5 (nan and inf are not allowed)")
+    if isinstance(value, int) and not -INT64_MAX - 1 <= value <= INT64_MAX:
+        raise InputError(f"{src}{where} = {safe_value(value)} does not fit a 64-bit integer", hint="TOML integers are 64-bit; no threshold or count needs more")
+    why = bounds.check(value)
+    if why:
+        raise InputError(f"{src}{where} = {safe_value(value)} {why}", hint="see the README's Configuration section for each key's range")
+
+
+def _coerce(value: Any, tp: Any, where: str, source: Path | None, bounds: Bounds = DEFAULT_BOUNDS) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     src = f"config file {source}: " if source else "config: "
@@ -148,57 +240,68 @@ def _coerce(value: Any, tp: Any, where: str, source: Path | None) -> Any:
             if arg is type(None):
                 continue
             try:
-                return _coerce(value, arg, where, source)
+                return _coerce(value, arg, where, source, bounds)
             except InputError as e:
                 errors.append(e)
         raise errors[0] if errors else InputError(f"{src}{where} has an invalid value")
     if tp is bool:
         if isinstance(value, bool):
             return value
-        raise InputError(f"{src}{where} must be true or false, not {value!r}", hint="write true or false without quotes")
+        raise InputError(f"{src}{where} must be true or false, not {safe_value(value)}", hint="write true or false without quotes")
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
+            _check_number(value, bounds, where, src)
             return value
-        raise InputError(f"{src}{where} must be a whole number, not {value!r}", hint="write a number without quotes")
+        raise InputError(f"{src}{where} must be a whole number, not {safe_value(value)}", hint="write a number without quotes")
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
+            _check_number(value, bounds, where, src)
             return float(value)
-        raise InputError(f"{src}{where} must be a number, not {value!r}", hint="write a number without quotes")
+        raise InputError(f"{src}{where} must be a number, not {safe_value(value)}", hint="write a number without quotes")
     if tp is str:
         if isinstance(value, str):
+            if len(value) > MAX_STRING_CHARS or not value.isprintable():
+                raise InputError(f"{src}{where} = {safe_value(value)} is not a plain one-line string of at most {MAX_STRING_CHARS} characters", hint="write the value in double quotes, without control characters")
             return value
-        raise InputError(f"{src}{where} must be a string, not {value!r}", hint='write the value in double quotes')
+        raise InputError(f"{src}{where} must be a string, not {safe_value(value)}", hint='write the value in double quotes')
     if origin is tuple:
         if not isinstance(value, list):
-            raise InputError(f"{src}{where} must be a list, not {value!r}", hint="write a list like [1, 2]")
+            raise InputError(f"{src}{where} must be a list, not {safe_value(value)}", hint="write a list like [1, 2]")
+        if len(value) > MAX_LIST_ITEMS:
+            raise InputError(f"{src}{where} has {len(value)} items, more than {MAX_LIST_ITEMS}", hint="a config list names a few adapters or counters")
         elem = args[0] if args else Any
-        return tuple(_coerce(v, elem, f"{where}[{i}]", source) for i, v in enumerate(value))
+        return tuple(_coerce(v, elem, f"{where}[{i}]", source, bounds) for i, v in enumerate(value))
     if origin in (dict, Mapping, typing.Mapping) or tp in (dict,):
         if not isinstance(value, dict):
-            raise InputError(f"{src}{where} must be a table, not {value!r}", hint="write it as a [section.key] table")
+            raise InputError(f"{src}{where} must be a table, not {safe_value(value)}", hint="write it as a [section.key] table")
         vt = args[1] if len(args) == 2 else Any
-        return {str(k): _coerce(v, vt, f"{where}.{k}", source) for k, v in value.items()}
+        return {str(k): _coerce(v, vt, f"{where}.{safe_excerpt(k)}", source, bounds) for k, v in value.items()}
     if tp is Any:
         return value
     raise TypeError(f"unsupported config field type {tp!r}")
 
 
-def build_dataclass(cls: type[C], table: Mapping[str, Any], *, where: str, source: Path | None = None, moved: str = "") -> C:
+def build_dataclass(
+    cls: type[C], table: Mapping[str, Any], *, where: str, source: Path | None = None, moved: str = "", written: Mapping[str, str] | None = None
+) -> C:
     """``cls(**table)`` with type checks; mapping fields merge over their defaults (partial overrides).
-    ``moved`` names keys that moved elsewhere, for the hint on an unknown key."""
+    ``moved`` names keys that moved elsewhere, for the hint on an unknown key; ``written`` maps a key
+    read from its old name to that name, which its errors then use."""
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(table) - set(fields))
     if unknown:
         src = f"config file {source}: " if source else "config: "
         raise InputError(
-            f"{src}{where} has unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}",
+            f"{src}{where} has unknown key{'s' if len(unknown) > 1 else ''} {', '.join(safe_excerpt(u) for u in unknown[:8])}",
             hint=f"the keys of {where} are: {', '.join(sorted(fields))}" + (f"; {moved}" if moved else ""),
+
         )
     kwargs: dict[str, Any] = {}
     for name, value in table.items():
         tp = hints[name]
-        coerced = _coerce(value, tp, f"{where} {name}", source)
+        bounds = fields[name].metadata.get(_BOUNDS_KEY, DEFAULT_BOUNDS)
+        coerced = _coerce(value, tp, (written or {}).get(name, f"{where} {name}"), source, bounds)
         if isinstance(coerced, dict):
             f = fields[name]
             default = f.default_factory() if f.default_factory is not dataclasses.MISSING else (f.default if f.default is not dataclasses.MISSING else {})  # type: ignore[misc]
@@ -207,7 +310,7 @@ def build_dataclass(cls: type[C], table: Mapping[str, Any], *, where: str, sourc
                 if unknown_keys:
                     src = f"config file {source}: " if source else "config: "
                     raise InputError(
-                        f"{src}{where} {name} has unknown key{'s' if len(unknown_keys) > 1 else ''} {', '.join(unknown_keys)}",
+                        f"{src}{where} {name} has unknown key{'s' if len(unknown_keys) > 1 else ''} {', '.join(safe_excerpt(u) for u in unknown_keys[:8])}",
                         hint=f"the keys of {where} {name} are: {', '.join(sorted(default))}",
                     )
                 coerced = {**default, **coerced}

@@ -1,77 +1,163 @@
 """Pure parsers of the value formats sysfs prints. Each raises ``ValueError`` on text it cannot read.
 
 No I/O here: :class:`ibdiag.sysfs.SysfsRoot` reads the file and hands the text to one of these.
+Every number is checked against what the kernel can print: ASCII digits only (``int()`` would take
+``"٣"`` or ``"²"``), a bounded number of them (a 400-digit rate would parse to ``inf``), and a value
+within the field's range; anything else is a ``ValueError`` whose message shows only an excerpt.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+
+from ibdiag.text import safe_value
 
 # --- numbers ----------------------------------------------------------------------------------
 
+#: Most digits of a decimal sysfs number: a u64 (18446744073709551615) has 20.
+MAX_DECIMAL_DIGITS = 20
+_INT_RE = re.compile(r"[+-]?[0-9]{1,%d}" % MAX_DECIMAL_DIGITS)
+_HEX_RE = re.compile(r"(?:0x)?([0-9a-f]{1,16})")
+U64_MAX = 2**64 - 1
+
 
 def parse_int(text: str) -> int:
-    """``"42"`` -> 42. Rejects empty text and trailing garbage."""
+    """``"42"`` -> 42, ``"-1"`` -> -1. Rejects empty text, trailing garbage, non-ASCII digits and more
+    than 20 digits."""
     t = text.strip()
-    if not re.fullmatch(r"[+-]?\d+", t):
-        raise ValueError(f"not an integer: {text!r}")
+    if not _INT_RE.fullmatch(t):
+        raise ValueError(f"not an integer: {safe_value(text)}")
     return int(t)
 
 
+def parse_uint(text: str, max_value: int, what: str = "number") -> int:
+    """A decimal number from 0 to ``max_value`` (what the kernel's ``%u`` of that field can print)."""
+    n = parse_int(text)
+    if not 0 <= n <= max_value:
+        raise ValueError(f"{what} {n} is outside 0..{max_value}")
+    return n
+
+
 def parse_hex(text: str) -> int:
-    """``"0x10de"`` -> 0x10de; also accepts hex without the prefix (``"15b3"``)."""
-    t = text.strip().lower()
-    if t.startswith("0x"):
-        t = t[2:]
-    if not re.fullmatch(r"[0-9a-f]+", t):
-        raise ValueError(f"not a hex number: {text!r}")
-    return int(t, 16)
+    """``"0x10de"`` -> 0x10de; also accepts hex without the prefix (``"15b3"``); at most 16 digits."""
+    m = _HEX_RE.fullmatch(text.strip().lower())
+    if not m:
+        raise ValueError(f"not a hex number: {safe_value(text)}")
+    return int(m.group(1), 16)
+
+
+def _hex_bounded(text: str, max_value: int, what: str) -> int:
+    n = parse_hex(text)
+    if n > max_value:
+        raise ValueError(f"{what} {safe_value(text.strip())} is wider than 0x{max_value:x}")
+    return n
+
+
+def parse_pci_id(text: str) -> int:
+    """``vendor``/``device``: 16-bit (pci-sysfs.c prints ``0x%04x``)."""
+    return _hex_bounded(text, 0xFFFF, "PCI id")
+
+
+def parse_pci_class(text: str) -> int:
+    """``class``: 24-bit (pci-sysfs.c prints ``0x%06x``)."""
+    return _hex_bounded(text, 0xFFFFFF, "PCI class")
+
+
+#: Highest NUMA node id + 1 the kernel can have: MAX_NUMNODES = 1 << NODES_SHIFT, NODES_SHIFT <= 10.
+MAX_NUMA_NODES = 1024
 
 
 def parse_numa_node(text: str) -> int | None:
-    """``"1"`` -> 1; ``"-1"`` (no NUMA information, e.g. a VM) -> None."""
+    """``"1"`` -> 1; ``"-1"`` (no NUMA information, e.g. a VM) -> None. Ids from 0 to 1023."""
     n = parse_int(text)
-    if n < -1:
-        raise ValueError(f"not a NUMA node: {text!r}")
-    return None if n == -1 else n
+    if n == -1:
+        return None
+    if not 0 <= n < MAX_NUMA_NODES:
+        raise ValueError(f"not a NUMA node: {safe_value(text.strip())} (the kernel has at most {MAX_NUMA_NODES})")
+    return n
 
 
-def parse_cpulist(text: str) -> tuple[int, ...]:
-    """``"0-15,32-47"`` -> (0, ..., 15, 32, ..., 47); ``""`` -> (). Format of ``local_cpulist`` and ``node*/cpulist``."""
+# --- CPU lists ----------------------------------------------------------------------------------
+
+#: CPU ids are below NR_CPUS, at most 8192 in any kernel configuration (x86 MAXSMP, powerpc).
+MAX_CPUS = 8192
+
+
+@dataclass(frozen=True)
+class CpuList:
+    """A set of CPU ids kept as sorted, disjoint ranges (``0-55,112-167`` is two ranges, not 112 ints).
+
+    Iterating yields the ids; ``len()`` counts them; ``str()`` is the kernel's list format."""
+
+    ranges: tuple[tuple[int, int], ...] = ()
+    """Inclusive ``(first, last)`` pairs, sorted, neither overlapping nor adjacent."""
+
+    @classmethod
+    def of(cls, spans: Iterable[tuple[int, int]]) -> CpuList:
+        merged: list[tuple[int, int]] = []
+        for lo, hi in sorted(spans):
+            if merged and lo <= merged[-1][1] + 1:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+            else:
+                merged.append((lo, hi))
+        return cls(tuple(merged))
+
+    def __iter__(self) -> Iterator[int]:
+        for lo, hi in self.ranges:
+            yield from range(lo, hi + 1)
+
+    def __len__(self) -> int:
+        return sum(hi - lo + 1 for lo, hi in self.ranges)
+
+    def __bool__(self) -> bool:
+        return bool(self.ranges)
+
+    def __contains__(self, cpu: object) -> bool:
+        return isinstance(cpu, int) and any(lo <= cpu <= hi for lo, hi in self.ranges)
+
+    def __str__(self) -> str:
+        return ",".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in self.ranges)
+
+
+_CPU_RANGE_RE = re.compile(r"([0-9]{1,5})(?:-([0-9]{1,5})(?::([0-9]{1,5})/([0-9]{1,5}))?)?")
+
+
+def parse_cpulist(text: str) -> CpuList:
+    """``"0-15,32-47"`` -> CpuList((0, 15), (32, 47)); ``""`` -> empty. Format of ``local_cpulist`` and
+    ``node*/cpulist`` (the kernel's bitmap list format, lib/bitmap.c: ``0-15:2/4`` takes the first 2
+    of every 4). Ids must be below :data:`MAX_CPUS`; the group size must be at least 1 and the used
+    count at most the group, as ``bitmap_parselist`` demands."""
     t = text.strip()
     if not t:
-        return ()
-    cpus: list[int] = []
+        return CpuList()
+    spans: list[tuple[int, int]] = []
     for part in t.split(","):
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?(?::(\d+)/(\d+))?", part.strip())
+        m = _CPU_RANGE_RE.fullmatch(part.strip())
         if not m:
-            raise ValueError(f"not a CPU list: {text!r}")
+            raise ValueError(f"not a CPU list: {safe_value(text)}")
         lo = int(m.group(1))
         hi = int(m.group(2)) if m.group(2) else lo
         if hi < lo:
-            raise ValueError(f"descending CPU range in {text!r}")
-        # The kernel's bitmap list format allows "0-15:2/4" (used/group); rare, but expand it right.
+            raise ValueError(f"descending CPU range {safe_value(part)} in a CPU list")
+        if hi >= MAX_CPUS:
+            raise ValueError(f"CPU {hi} in {safe_value(part)}: CPU ids are below {MAX_CPUS}")
         if m.group(3):
             used, group = int(m.group(3)), int(m.group(4))
-            cpus.extend(c for c in range(lo, hi + 1) if (c - lo) % group < used)
+            if group < 1 or used > group:
+                raise ValueError(f"bad CPU group {safe_value(part)}: the form is FIRST-LAST:USED/GROUP with 1 <= GROUP and USED <= GROUP")
+            spans.extend((start, min(start + used - 1, hi)) for start in range(lo, hi + 1, group) if used)
         else:
-            cpus.extend(range(lo, hi + 1))
-    return tuple(sorted(set(cpus)))
+            spans.append((lo, hi))
+    return CpuList.of(spans)
 
 
-def format_cpulist(cpus: tuple[int, ...] | list[int]) -> str:
+def format_cpulist(cpus: CpuList | Iterable[int]) -> str:
     """(0, 1, 2, 3, 8) -> ``"0-3,8"`` (what ``nvidia-smi topo -m`` prints as CPU Affinity)."""
-    out: list[str] = []
-    cs = sorted(set(cpus))
-    i = 0
-    while i < len(cs):
-        j = i
-        while j + 1 < len(cs) and cs[j + 1] == cs[j] + 1:
-            j += 1
-        out.append(str(cs[i]) if i == j else f"{cs[i]}-{cs[j]}")
-        i = j + 1
-    return ",".join(out)
+    if isinstance(cpus, CpuList):
+        return str(cpus)
+    return str(CpuList.of((c, c) for c in cpus))
 
 
 # --- InfiniBand port attributes ------------------------------------------------------------------
@@ -92,14 +178,16 @@ PHYS_STATES = {
 
 
 def parse_enum_state(text: str) -> tuple[int, str]:
-    """``"4: ACTIVE"`` -> (4, "ACTIVE"); ``"5: LinkUp"`` -> (5, "LinkUp"); ``"7: Phy Test"`` keeps the space."""
-    m = re.fullmatch(r"\s*(\d+)\s*:\s*(.*?)\s*", text)
-    if not m:
-        raise ValueError(f"not a state: {text!r}")
+    """``"4: ACTIVE"`` -> (4, "ACTIVE"); ``"5: LinkUp"`` -> (5, "LinkUp"); ``"7: Phy Test"`` keeps the space.
+
+    The code is a u8 (core/sysfs.c prints ``"%d: %s"``)."""
+    m = re.fullmatch(r"\s*([0-9]{1,3})\s*:\s*(.*?)\s*", text)
+    if not m or int(m.group(1)) > 255:
+        raise ValueError(f"not a state: {safe_value(text)}")
     return int(m.group(1)), m.group(2)
 
 
-#: Per-lane signalling rates in Gb/s (IBTA; FDR10 is 10 Gb/s with 64b/66b encoding).
+#: Per-lane signalling rates in Gb/s (IBA; FDR10 is 10 Gb/s with 64b/66b encoding).
 LANE_RATES_GBPS = {
     "SDR": 2.5,
     "DDR": 5.0,
@@ -111,6 +199,10 @@ LANE_RATES_GBPS = {
     "NDR": 100.0,
     "XDR": 200.0,
 }
+#: Port widths the kernel prints (ib_width_enum_to_int: 1X, 2X, 4X, 8X, 12X).
+IB_WIDTHS = (1, 2, 4, 8, 12)
+#: The fastest rate rate_show can print: 12X at XDR's 200 Gb/s per lane.
+MAX_IB_RATE_GBPS = 12 * LANE_RATES_GBPS["XDR"]
 
 
 @dataclass(frozen=True)
@@ -126,18 +218,42 @@ class IbRate:
 def parse_ib_rate(text: str) -> IbRate:
     """``"400 Gb/sec (4X NDR)"``, ``"2.5 Gb/sec (1X SDR)"``, ``"10 Gb/sec (4X)"`` (old kernels), ``"40 Gb/sec"``.
 
-    Format from the kernel's ``rate_show`` (drivers/infiniband/core/sysfs.c): ``"%d%s Gb/sec (%dX%s)"``.
+    Format from the kernel's ``rate_show`` (drivers/infiniband/core/sysfs.c): ``"%d%s Gb/sec (%dX%s)"``,
+    the rate being the lane rate times the width: a rate that is not (``400 Gb/sec (1X SDR)``), a
+    width the kernel has no name for, or more than 2400 Gb/s is not a rate the kernel printed.
     """
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*Gb/sec(?:\s*\((\d+)X\s*([A-Za-z0-9]*)\))?\s*", text)
+    m = re.fullmatch(r"\s*([0-9]{1,4}(?:\.[0-9]{1,2})?)\s*Gb/sec(?:\s*\(([0-9]{1,2})X\s*([A-Za-z0-9]{0,8})\))?\s*", text)
     if not m:
-        raise ValueError(f"not a port rate: {text!r}")
+        raise ValueError(f"not a port rate: {safe_value(text)}")
+    rate = float(m.group(1))
+    width = int(m.group(2)) if m.group(2) else None
     speed = m.group(3) or None
-    return IbRate(float(m.group(1)), int(m.group(2)) if m.group(2) else None, speed)
+    if not 0 < rate <= MAX_IB_RATE_GBPS:
+        raise ValueError(f"port rate {m.group(1)} Gb/s is outside what the kernel prints (up to {MAX_IB_RATE_GBPS:g})")
+    if width is not None:
+        if width not in IB_WIDTHS:
+            raise ValueError(f"port width {width}X is not one the kernel prints ({', '.join(f'{w}X' for w in IB_WIDTHS)})")
+        lane = LANE_RATES_GBPS.get(speed or "SDR")  # no speed name: old kernels' SDR
+        if lane is not None and abs(lane * width - rate) > 0.01:
+            raise ValueError(f"port rate {safe_value(text.strip())}: {width}X {speed or 'SDR'} is {lane * width:g} Gb/s")
+    return IbRate(rate, width, speed)
 
 
 def parse_lid(text: str) -> int:
-    """``"0x3a4"`` -> 932 (``ports/N/lid`` and ``sm_lid`` are printed in hex)."""
-    return parse_hex(text)
+    """``"0x3a4"`` -> 932 (``ports/N/lid`` and ``sm_lid`` are printed in hex; a LID is 16 bits)."""
+    return _hex_bounded(text, 0xFFFF, "LID")
+
+
+#: Numbered directory entries (``ports/1``, ``gids/0``) as the kernel names them: ``%u``, no leading zeros.
+_ENTRY_NUMBER_RE = re.compile(r"0|[1-9][0-9]{0,9}")
+
+
+def parse_entry_number(name: str) -> int:
+    """``"1"`` -> 1 for ``ports/<N>`` and ``gids/<N>`` (u32 in the rdma core); ``"01"``, ``"²"`` or
+    ``"1a"`` are not names the kernel makes (and ``int()`` would read some of them)."""
+    if not _ENTRY_NUMBER_RE.fullmatch(name) or int(name) > 2**32 - 1:
+        raise ValueError(f"not a numbered entry: {safe_value(name)}")
+    return int(name)
 
 
 # --- PCI ----------------------------------------------------------------------------------------
@@ -147,20 +263,42 @@ PCIE_GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6, 128.0: 7}
 
 
 def parse_pci_speed(text: str) -> float | None:
-    """``"32.0 GT/s PCIe"`` -> 32.0, ``"8 GT/s"`` (old kernels) -> 8.0, ``"Unknown"`` -> None (GT/s)."""
+    """``"32.0 GT/s PCIe"`` -> 32.0, ``"8 GT/s"`` (old kernels) -> 8.0, ``"Unknown"`` -> None (GT/s).
+
+    Only the rates of a PCIe generation (pci_speed_string in drivers/pci/probe.c) are accepted."""
     t = text.strip()
     if t.lower().startswith("unknown"):
         return None
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*GT/s(?:\s+PCIe)?", t)
+    m = re.fullmatch(r"([0-9]{1,3}(?:\.[0-9]{1,2})?)\s*GT/s(?:\s+PCIe)?", t)
     if not m:
-        raise ValueError(f"not a PCIe link speed: {text!r}")
-    return float(m.group(1))
+        raise ValueError(f"not a PCIe link speed: {safe_value(text)}")
+    gts = float(m.group(1))
+    if gts not in PCIE_GEN_BY_GTS:
+        raise ValueError(f"{m.group(1)} GT/s is not a PCIe link speed ({', '.join(f'{g:g}' for g in PCIE_GEN_BY_GTS)})")
+    return gts
 
 
-def parse_pci_width(text: str) -> int:
-    """``"16"`` -> 16 lanes (``current_link_width``; some devices print ``x16``)."""
-    t = text.strip().lower().lstrip("x")
-    return parse_int(t)
+#: Link widths a PCIe link trains to (the 6-bit Negotiated Link Width; 0: not trained).
+PCIE_WIDTHS = (0, 1, 2, 4, 8, 12, 16, 32)
+#: What max_link_width prints when the device has no link capability (PCIE_LNK_WIDTH_UNKNOWN).
+PCIE_WIDTH_UNKNOWN = 255
+
+
+def parse_pci_width(text: str) -> int | None:
+    """``"16"`` -> 16 lanes; ``"255"`` (PCIE_LNK_WIDTH_UNKNOWN) -> None.
+
+    The kernel prints ``%u`` (drivers/pci/pci-sysfs.c current_link_width_show, max_link_width_show);
+    ``x16`` is lspci's spelling (pciutils ls-caps.c prints ``Width x%d``), accepted for trees written
+    from lspci output."""
+    t = text.strip().lower()
+    if t.startswith("x"):
+        t = t[1:]
+    n = parse_int(t)
+    if n == PCIE_WIDTH_UNKNOWN:
+        return None
+    if n not in PCIE_WIDTHS:
+        raise ValueError(f"not a PCIe link width: {safe_value(text.strip())}")
+    return n
 
 
 def pcie_gen(speed_gts: float | None) -> int | None:
@@ -181,5 +319,5 @@ def pci_sort_key(address: str) -> tuple[int, int, int, int]:
     """Numeric order of PCI addresses: NVML numbers GPUs in this order."""
     m = _BDF_RE.match(address.lower())
     if not m:
-        raise ValueError(f"not a PCI address: {address!r}")
+        raise ValueError(f"not a PCI address: {safe_value(address)}")
     return (int(m.group(1), 16), int(m.group(2), 16), int(m.group(3), 16), int(m.group(4), 16))

@@ -23,10 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from ibdiag import __version__
+from ibdiag.archive import MAX_ENTRIES, extract_snapshot
 from ibdiag.errors import InputError
-from ibdiag.sysfs import SysfsRoot
+from ibdiag.outfile import atomic_output
+from ibdiag.sysfs import Refused, SysfsRoot, read_inside
 
 MANIFEST = "ibdiag-snapshot.json"
+MAX_MANIFEST_BYTES = 2**20
 
 #: PCI attributes ibdiag reads (topo) plus a few that help a person reading the snapshot.
 PCI_ATTRS = (
@@ -35,8 +38,6 @@ PCI_ATTRS = (
 )
 NET_ATTRS = ("dev_port", "dev_id", "operstate", "mtu", "address", "speed", "carrier")
 MODULE_FILES = ("initstate", "version")
-#: Upper bound on files in one snapshot: a real node has a few thousand; more means a loop.
-MAX_FILES = 200_000
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class _Collector:
         self.sysfs = sysfs
         self.files: dict[str, str] = {}
         self.links: dict[str, str] = {}
+        self.link_targets: set[str] = set()
+        """Resolved targets of :attr:`links`: written as directories, so every link points to a member."""
         self.unreadable: list[str] = []
 
     def file(self, rel: str) -> None:
@@ -65,16 +68,26 @@ class _Collector:
             if len(self.sysfs.problems) > before:
                 self.unreadable.append(rel)
             return
-        if len(self.files) >= MAX_FILES:
-            raise InputError(f"snapshot would hold more than {MAX_FILES} files", hint="this sysfs tree looks unusual; report it")
+        self._count()
         self.files[rel] = text
 
     def link(self, rel: str) -> str | None:
+        """Record the link at ``rel`` and return its resolved target; a link that is dangling or leads
+        outside the tree (which a snapshot could not be read back with) is left out."""
         target = self.sysfs.readlink(rel)
         if target is None:
             return None
+        real = self.sysfs.resolve(rel)
+        if real is None or target.startswith("/"):
+            return None
+        self._count()
         self.links[rel] = target
-        return self.sysfs.resolve(rel)
+        self.link_targets.add(real)
+        return real
+
+    def _count(self) -> None:
+        if len(self.files) + len(self.links) >= MAX_ENTRIES:
+            raise InputError(f"snapshot would hold more than {MAX_ENTRIES} entries", hint="this sysfs tree looks unusual; report it")
 
     def tree(self, rel: str) -> None:
         for f in self.sysfs.walk_files(rel):
@@ -130,7 +143,8 @@ def collect(sysfs: SysfsRoot) -> _Collector:
 
 
 def write_snapshot(sysfs: SysfsRoot, out: Path, *, host: str) -> SnapshotSummary:
-    """Capture ``sysfs`` into ``out`` (.tar.gz), written to a temporary file and renamed into place."""
+    """Capture ``sysfs`` into ``out`` (.tar.gz), written atomically (:func:`ibdiag.outfile.atomic_output`:
+    only over a regular file or nothing, no temporary file left on any exit)."""
     c = collect(sysfs)
     manifest: dict[str, Any] = {
         "schema": "ibdiag.snapshot/1",
@@ -144,40 +158,36 @@ def write_snapshot(sysfs: SysfsRoot, out: Path, *, host: str) -> SnapshotSummary
         "unreadable": sorted(c.unreadable),
     }
     out = Path(out)
-    directory = out.parent if str(out.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=".ibdiag-snapshot-", suffix=".tar.gz", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
-            now = time.time()
-            dirs: set[str] = set()
-            for rel in sorted([*c.files, *c.links]):
-                parts = rel.split("/")
-                for i in range(1, len(parts)):
-                    dirs.add("/".join(parts[:i]))
-            for d in sorted(dirs):
-                info = tarfile.TarInfo(f"sys/{d}")
-                info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, now
-                tar.addfile(info)
-            for rel, text in sorted(c.files.items()):
-                data = (text + "\n").encode()
-                info = tarfile.TarInfo(f"sys/{rel}")
-                info.size, info.mode, info.mtime = len(data), 0o444, now
-                tar.addfile(info, io.BytesIO(data))
-            for rel, target in sorted(c.links.items()):
-                info = tarfile.TarInfo(f"sys/{rel}")
-                info.type, info.linkname, info.mode, info.mtime = tarfile.SYMTYPE, target, 0o777, now
-                tar.addfile(info)
-            data = (json.dumps(manifest, indent=2) + "\n").encode()
-            info = tarfile.TarInfo(MANIFEST)
+    dirs: set[str] = set()
+    for rel in sorted([*c.files, *c.links]):
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            dirs.add("/".join(parts[:i]))
+    for real in c.link_targets:
+        parts = real.split("/")
+        for i in range(1, len(parts) + 1):
+            dirs.add("/".join(parts[:i]))
+    if len(dirs) + len(c.files) + len(c.links) + 1 > MAX_ENTRIES:
+        raise InputError(f"snapshot would hold more than {MAX_ENTRIES} entries", hint="this sysfs tree looks unusual; report it")
+    now = time.time()
+    with atomic_output(out, "snapshot") as raw, tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        for d in sorted(dirs):
+            info = tarfile.TarInfo(f"sys/{d}")
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, now
+            tar.addfile(info)
+        for rel, text in sorted(c.files.items()):
+            data = (text + "\n").encode()
+            info = tarfile.TarInfo(f"sys/{rel}")
             info.size, info.mode, info.mtime = len(data), 0o444, now
             tar.addfile(info, io.BytesIO(data))
-        os.replace(tmp, out)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        for rel, target in sorted(c.links.items()):
+            info = tarfile.TarInfo(f"sys/{rel}")
+            info.type, info.linkname, info.mode, info.mtime = tarfile.SYMTYPE, target, 0o777, now
+            tar.addfile(info)
+        data = (json.dumps(manifest, indent=2) + "\n").encode()
+        info = tarfile.TarInfo(MANIFEST)
+        info.size, info.mode, info.mtime = len(data), 0o444, now
+        tar.addfile(info, io.BytesIO(data))
     return SnapshotSummary(
         path=out,
         files=len(c.files),
@@ -190,26 +200,23 @@ def write_snapshot(sysfs: SysfsRoot, out: Path, *, host: str) -> SnapshotSummary
 
 @contextmanager
 def extracted(archive: Path) -> Iterator[Path]:
-    """Extract a snapshot into a temporary directory (removed afterwards) and yield it."""
+    """Extract a snapshot into a temporary directory (removed afterwards) and yield it.
+
+    Every member is checked before anything is written (:mod:`ibdiag.archive`): only directories,
+    regular files and relative links that resolve inside ``sys/``, within the size caps.
+    """
     archive = Path(archive)
     with tempfile.TemporaryDirectory(prefix="ibdiag-root-") as tmp:
-        try:
-            with tarfile.open(archive, "r:*") as tar:
-                members = tar.getmembers()
-                bad = [m.name for m in members if not (m.name == MANIFEST or m.name == "sys" or m.name.startswith("sys/"))]
-                if bad:
-                    raise InputError(f"{archive}: not an ibdiag snapshot (unexpected entry {bad[0]!r})", hint="make one with `ibdiag snapshot FILE.tar.gz`")
-                # The 'data' filter refuses absolute links, links leaving the tree and device files.
-                tar.extractall(tmp, members=members, filter="data")
-        except (tarfile.TarError, EOFError, OSError) as e:
-            raise InputError(f"{archive}: cannot read snapshot: {e}", hint="make one with `ibdiag snapshot FILE.tar.gz`") from None
+        extract_snapshot(archive, Path(tmp), manifest=MANIFEST)
         yield Path(tmp)
 
 
 def read_manifest(root: Path) -> dict[str, Any] | None:
-    """``ROOT/ibdiag-snapshot.json`` of a snapshot or fixture, or None."""
+    """``ROOT/ibdiag-snapshot.json`` of a snapshot or fixture, or None (also when it is a link out of
+    ``ROOT``, a FIFO or anything but a regular JSON file of at most 1 MiB: it is never believed then)."""
     try:
-        doc = json.loads((Path(root) / MANIFEST).read_text())
-    except (OSError, ValueError):
+        raw = read_inside(Path(root) / MANIFEST, os.path.realpath(root), limit=MAX_MANIFEST_BYTES)
+        doc = json.loads(raw)
+    except (OSError, ValueError, Refused):
         return None
     return doc if isinstance(doc, dict) else None

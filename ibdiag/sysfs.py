@@ -6,19 +6,115 @@ Broken values never raise: a missing attribute, an empty file, a read that fails
 (``/sys/class/net/lo/speed`` does that on every Linux box) or text a parser rejects all come back as
 ``None``, and all but the plainly missing ones are recorded in :attr:`SysfsRoot.problems` so the
 caller can turn the ones that matter into findings.
+
+A tree under ``--root`` is untrusted. Every file and directory is opened non-blocking and checked
+*after* opening — by the path the kernel actually resolved (``/proc/self/fd``), so a link swapped in
+between cannot fool the check — before a byte is read: it must lie inside ``ROOT/sys`` (the kernel's
+own relative links such as ``../../devices/...`` do) and be a regular file or a directory. Anything
+else (``fw_ver -> /etc/shadow``, a FIFO, a socket, a device node) is recorded as ``refused`` and never
+read. A value with control characters, or more than :data:`MAX_VALUE_BYTES`, is ``malformed``.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 from ibdiag.errors import InputError
+from ibdiag.text import safe_excerpt, safe_value
 
 T = TypeVar("T")
+
+#: Bytes of one attribute: sysfs values fit one page (4 KiB, 64 KiB on some arm64/ppc64 kernels).
+MAX_VALUE_BYTES = 65536
+
+_OPEN_FILE = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+_OPEN_DIR = _OPEN_FILE | os.O_DIRECTORY
+_KIND_NAMES = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
+
+
+class Refused(Exception):
+    """A path that is not a regular file or directory inside the allowed directory; never read."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+def _kind_name(mode: int) -> str:
+    return _KIND_NAMES.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def _inside(real: str, base: str) -> bool:
+    return real == base or real.startswith(base + os.sep) or base == os.sep
+
+
+def _opened_path(fd: int, path: str) -> str:
+    """Where the kernel resolved ``fd`` to; without /proc, where ``path`` resolves now."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+
+
+def open_inside(path: str | os.PathLike[str], base: str, *, directory: bool = False) -> int:
+    """Open ``path`` read-only and non-blocking, and return the descriptor if it is a regular file
+    (``directory``: a directory) that resolves inside the real directory ``base``.
+
+    Raises :class:`Refused` (never opened, or closed unread) or ``OSError`` (``FileNotFoundError`` when
+    it does not exist). A FIFO, socket or device is refused from ``stat`` before it is opened.
+    """
+    path = os.fspath(path)
+    st = os.stat(path)
+    want_dir = stat.S_ISDIR(st.st_mode)
+    if not want_dir and not stat.S_ISREG(st.st_mode):
+        raise Refused(f"{_kind_name(st.st_mode)}, not a regular file")
+    if directory and not want_dir:
+        raise NotADirectoryError(20, os.strerror(20))
+    if not directory and want_dir:
+        raise IsADirectoryError(21, os.strerror(21))
+    fd = os.open(path, _OPEN_DIR if directory else _OPEN_FILE)
+    try:
+        st = os.fstat(fd)
+        if not (stat.S_ISDIR(st.st_mode) if directory else stat.S_ISREG(st.st_mode)):
+            raise Refused(f"{_kind_name(st.st_mode)}, not a regular file")
+        real = _opened_path(fd, path)
+        if not _inside(real, base):
+            target = os.readlink(path) if os.path.islink(path) else real
+            raise Refused(f"resolves outside {base} (-> {safe_value(target)})")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_capped(fd: int, limit: int) -> bytes:
+    """Read until end of file or until more than ``limit`` bytes came (then ``limit + 1`` of them)."""
+    data = b""
+    while len(data) <= limit:
+        # sysfs hands over a whole value in one read; a regular file may need more.
+        chunk = os.read(fd, limit + 1 - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def read_inside(path: str | os.PathLike[str], base: str, *, limit: int) -> bytes:
+    """The bytes of the regular file ``path`` inside ``base`` (see :func:`open_inside`); more than
+    ``limit`` bytes is :class:`Refused`."""
+    fd = open_inside(path, base)
+    try:
+        data = _read_capped(fd, limit)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise Refused(f"more than {limit} bytes")
+    return data
 
 
 @dataclass(frozen=True)
@@ -26,7 +122,8 @@ class ReadProblem:
     path: str
     """Path under the sysfs root, e.g. ``class/infiniband/mlx5_0/ports/1/rate``."""
     kind: str
-    """``unreadable`` (the read failed), ``empty`` or ``malformed`` (a parser rejected the text)."""
+    """``unreadable`` (the read failed), ``empty``, ``malformed`` (not text the kernel prints, or a
+    parser rejected it) or ``refused`` (outside the root, or not a regular file: never read)."""
     detail: str
 
 
@@ -36,43 +133,86 @@ class SysfsRoot:
     def __init__(self, root: str | os.PathLike[str] = "/") -> None:
         self.root = Path(root)
         self.sys = self.root / "sys"
+        self._sys_str = str(self.sys)
         self.problems: list[ReadProblem] = []
+        self._real_sys: str | None = None
 
     def check(self) -> SysfsRoot:
-        """Raise :class:`InputError` unless ``<root>/sys`` is a directory."""
+        """Raise :class:`InputError` unless ``<root>/sys`` is a directory inside ``<root>``."""
         if not self.sys.is_dir():
             raise InputError(
                 f"{self.root}: no sys/ directory to read",
                 hint="--root takes the directory that contains sys/ (an extracted snapshot), or a snapshot .tar.gz",
+            )
+        real_root = os.path.realpath(self.root)
+        if not _inside(self.base, real_root) or self.base == real_root:
+            raise InputError(
+                f"{self.sys} is a link to {safe_value(self.base)}, outside {self.root}",
+                hint="--root reads only what is inside the tree: give the directory that really contains sys/",
             )
         return self
 
     def __repr__(self) -> str:
         return f"SysfsRoot({str(self.root)!r})"
 
+    @property
+    def base(self) -> str:
+        """The real path of ``<root>/sys``: every read must resolve inside it."""
+        if self._real_sys is None:
+            self._real_sys = os.path.realpath(self.sys)
+        return self._real_sys
+
     # --- paths -----------------------------------------------------------------------------------
 
     def path(self, rel: str) -> Path:
+        return Path(self._p(rel))
+
+    def _p(self, rel: str) -> str:
         rel = rel.lstrip("/")
         if rel.startswith("sys/"):
             rel = rel[4:]
-        return self.sys / rel
+        return f"{self._sys_str}/{rel}" if rel else self._sys_str
 
     def exists(self, rel: str) -> bool:
-        return os.path.lexists(self.path(rel))
+        return os.path.lexists(self._p(rel))
 
     def is_dir(self, rel: str) -> bool:
-        return self.path(rel).is_dir()
+        """A directory inside the root (one reached through a link out of the root is ``refused``)."""
+        fd = self._open(rel, directory=True, quiet_kinds=(NotADirectoryError,))
+        if fd is None:
+            return False
+        os.close(fd)
+        return True
 
     def listdir(self, rel: str) -> list[str]:
-        """Sorted entries of a directory; ``[]`` when it is missing or unreadable."""
-        try:
-            return sorted(os.listdir(self.path(rel)))
-        except FileNotFoundError:
+        """Sorted entries of a directory; ``[]`` when it is missing, unreadable or refused."""
+        fd = self._open(rel, directory=True)
+        if fd is None:
             return []
+        try:
+            names = os.listdir(fd)
         except OSError as e:
             self._problem(rel, "unreadable", e)
             return []
+        finally:
+            os.close(fd)
+        # The kernel names its entries in printable ASCII-compatible text; a name with control
+        # characters (or not UTF-8) would carry them into subjects and tables.
+        bad = [n for n in names if not n.isprintable()]
+        for name in bad:
+            self._problem(rel, "malformed", f"entry {safe_value(name)} has control or non-UTF-8 characters; skipped")
+        return sorted(n for n in names if n.isprintable())
+
+    def leads_outside(self, rel: str) -> bool:
+        """True (and a ``refused`` problem recorded) when ``rel`` resolves outside ``<root>/sys``."""
+        return self._outside(rel, os.path.realpath(self._p(rel)))
+
+    def _outside(self, rel: str, real: str) -> bool:
+        if _inside(real, self.base):
+            return False
+        p = self._p(rel)
+        self._problem(rel, "refused", f"link points outside {self.sys}: {safe_value(os.readlink(p) if os.path.islink(p) else real)}")
+        return True
 
     def resolve(self, rel: str) -> str | None:
         """Follow symlinks and return the target relative to ``sys/`` (``devices/pci0000:15/...``).
@@ -80,39 +220,63 @@ class SysfsRoot:
         ``None`` when the link is dangling or points outside the root (an absolute link copied from
         another machine): never silently read the host's ``/sys`` through a snapshot.
         """
-        p = self.path(rel)
+        p = self._p(rel)
         if not os.path.lexists(p):
             return None
         real = os.path.realpath(p)
-        base = os.path.realpath(self.sys)
-        if real != base and not real.startswith(base + os.sep):
-            self._problem(rel, "unreadable", f"link points outside {self.sys}: {os.readlink(p) if os.path.islink(p) else real}")
+        if self._outside(rel, real) or not os.path.exists(real):
             return None
-        if not os.path.exists(real):
-            return None
-        return os.path.relpath(real, base)
+        return os.path.relpath(real, self.base)
 
     # --- values ----------------------------------------------------------------------------------
 
-    def read(self, rel: str) -> str | None:
-        """The attribute's text without the trailing newline; ``None`` if missing, empty or unreadable."""
-        p = self.path(rel)
+    def _open(self, rel: str, *, directory: bool, quiet_kinds: tuple[type[OSError], ...] = ()) -> int | None:
         try:
-            with open(p, "rb") as fh:
-                raw = fh.read(65536)
+            return open_inside(self._p(rel), self.base, directory=directory)
         except FileNotFoundError:
             return None
-        except IsADirectoryError as e:
-            self._problem(rel, "unreadable", e)
-            return None
+        except Refused as e:
+            self._problem(rel, "refused", f"{e.why}; not read")
+        except quiet_kinds:
+            pass
         except OSError as e:
-            # EINVAL: attribute exists but has no value now (lo/speed, gid_attrs/ndevs of an IB GID).
-            # EIO/EOPNOTSUPP: the driver refused (PMA counters on some firmware).
+            self._problem(rel, "unreadable", e)
+        return None
+
+    def read(self, rel: str) -> str | None:
+        """The attribute's text without the trailing newline; ``None`` if missing, empty, unreadable,
+        refused, or not text the kernel prints (control characters, not UTF-8, over 64 KiB)."""
+        fd = self._open(rel, directory=False)
+        if fd is None:
+            return None
+        try:
+            raw = _read_capped(fd, MAX_VALUE_BYTES)
+        except OSError as e:
+            # Reads the kernel fails on purpose (sources: the kernel's show functions):
+            # EINVAL  no value now: net/core/net-sysfs.c speed_show (lo/speed on every box);
+            #         drivers/infiniband/core/sysfs.c print_ndev (gid_attrs/ndevs of an IB GID), and its
+            #         show_pma_counter when the PMA MAD fails (newer kernels return get_perf_mad()'s
+            #         error where older ones printed "N/A (no PMA)"; ENOSYS without process_mad).
+            # EIO     core/sysfs.c port_attr_show for an attribute without a show method, and hw_counters
+            #         when the driver's get_hw_stats fails (mlx5: a failed firmware command,
+            #         drivers/infiniband/hw/mlx5/counters.c).
             self._problem(rel, "unreadable", e)
             return None
-        text = raw.decode("utf-8", errors="replace").strip("\n").strip()
+        finally:
+            os.close(fd)
+        if len(raw) > MAX_VALUE_BYTES:
+            self._problem(rel, "malformed", f"more than {MAX_VALUE_BYTES} bytes, not a sysfs value")
+            return None
+        try:
+            text = raw.decode("utf-8").strip("\n").strip()
+        except UnicodeDecodeError:
+            self._problem(rel, "malformed", f"not UTF-8 text: '{safe_excerpt(raw)}'")
+            return None
         if not text:
             self._problem(rel, "empty", "empty file")
+            return None
+        if not text.replace("\n", "").replace("\t", "").isprintable():
+            self._problem(rel, "malformed", f"control characters in {safe_value(text)}")
             return None
         return text
 
@@ -126,6 +290,10 @@ class SysfsRoot:
         except ValueError as e:
             self._problem(rel, "malformed", str(e))
             return None
+
+    def record(self, rel: str, kind: str, detail: str) -> None:
+        """Record a problem a reader found in a value it read (``malformed``: not what the kernel prints)."""
+        self._problem(rel, kind, detail)
 
     def _problem(self, rel: str, kind: str, detail: object) -> None:
         if isinstance(detail, OSError):
@@ -149,8 +317,11 @@ class SysfsRoot:
         return os.path.islink(self.path(rel))
 
     def walk_files(self, rel: str, *, max_depth: int = 6) -> list[str]:
-        """Regular files below ``rel`` (not following symlinks), as paths relative to sys/."""
+        """Regular files below ``rel`` (not following symlinks), as paths relative to sys/; nothing when
+        ``rel`` itself leads outside the root."""
         out: list[str] = []
+        if not self.is_dir(rel):
+            return out
         base = self.path(rel)
         base_depth = len(base.parts)
         for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
@@ -159,6 +330,7 @@ class SysfsRoot:
                 dirnames[:] = []
             for name in filenames:
                 full = Path(dirpath) / name
+                # os.walk lists FIFOs and sockets as files too: read() refuses them and records why.
                 if not full.is_symlink():
                     out.append(os.path.relpath(full, self.sys))
         return sorted(out)

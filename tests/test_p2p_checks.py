@@ -133,6 +133,9 @@ def test_the_old_bench_table_is_read_as_p2p_with_a_note(tmp_path):
     assert loaded.section("p2p", P2PConfig).min_bw_share == 0.9
     (note,) = loaded.notes
     assert "[bench] is deprecated: it is read as [p2p]" in note and str(p) in note
+    p.write_text('[bench]\nmin_bw_share = "high"\n')
+    with pytest.raises(InputError, match=r"\[bench\] min_bw_share must be a number"):  # named as written
+        load_config(p).section("p2p", P2PConfig)
     p.write_text('[bench]\nmin_bw_share = 0.9\n[p2p]\nmin_bw_share = 0.7\n')
     with pytest.raises(InputError, match=r"\[bench\] and \[p2p\] are both set"):
         load_config(p)

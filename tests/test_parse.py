@@ -73,7 +73,7 @@ def test_pci_width():
     ],
 )
 def test_cpulist(text, expected):
-    assert parse.parse_cpulist(text) == expected
+    assert tuple(parse.parse_cpulist(text)) == expected
 
 
 def test_cpulist_roundtrip_and_errors():

@@ -110,10 +110,10 @@ def test_old_keys_of_both_tables_merge_and_conflicts_are_refused(tmp_path):
 @pytest.mark.parametrize(
     "toml, words",
     [
-        ("[ports]\nexpected_rate_gbps = 0\n", "must be positive"),
+        ("[ports]\nexpected_rate_gbps = 0\n", "expected_rate_gbps = 0 must be above 0"),
         ("[ports]\nignore = ['mlx5_1 x']\n", "not DEV or DEV:PORT"),
         ("[ports]\nignore = ['mlx5_1:one']\n", "not DEV or DEV:PORT"),
-        ('[ports.rates_gbps]\n"mlx5_4*" = -100\n', "must be positive"),
+        ('[ports.rates_gbps]\n"mlx5_4*" = -100\n', "must be above 0"),
         ("[ports]\nexpected_rate = 400\n", "unknown key expected_rate"),
     ],
 )

@@ -12,7 +12,7 @@ from typer.core import TyperGroup
 
 from ibdiag import __version__
 from ibdiag.errors import EXIT_STATUS_TABLE, ExitStatus
-from ibdiag.cli.common import STATE, print_error
+from ibdiag.cli.common import STATE, print_error, print_interrupted, silence_stdout, write_stdout
 
 # "\b" keeps click from re-wrapping the table (click's no-rewrap paragraph marker).
 EXIT_STATUS_HELP = "Exit status:\n\n\b\n" + "\n".join(f"  {code:>3}  {text}" for code, text in EXIT_STATUS_TABLE)
@@ -29,7 +29,7 @@ class IbdiagGroup(TyperGroup):
         try:
             rv = super().main(args=args, prog_name=prog_name or "ibdiag", complete_var=complete_var, standalone_mode=False, **extra)
         except click.exceptions.NoArgsIsHelpError as e:  # `ibdiag` / `ibdiag bench` alone: show help, exit 2
-            sys.stdout.write(e.ctx.get_help() + "\n")
+            write_stdout(e.ctx.get_help() + "\n")
             rv = int(ExitStatus.USAGE)
         except click.exceptions.UsageError as e:
             cmd = e.ctx.command_path if e.ctx is not None else "ibdiag"
@@ -39,8 +39,15 @@ class IbdiagGroup(TyperGroup):
             print_error(e.format_message(), "see 'ibdiag --help'")
             rv = int(ExitStatus.USAGE)
         except typer.Abort:
-            sys.stderr.write("\nibdiag: interrupted\n")
+            print_interrupted()
             rv = int(ExitStatus.INTERRUPTED)
+        except SystemExit as e:
+            # Non-standalone typer exits only when printing --help hit a closed pipe (EPIPE -> exit 1):
+            # the reader went away, nothing more to say to it (as for a command's output, common.py).
+            if e.code != 1:
+                raise
+            silence_stdout()
+            rv = int(ExitStatus.OK)
         if not isinstance(rv, int):
             rv = 0
         if standalone_mode:
@@ -67,7 +74,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        sys.stdout.write(f"ibdiag {__version__}\n")
+        write_stdout(f"ibdiag {__version__}\n")
         raise typer.Exit(0)
 
 

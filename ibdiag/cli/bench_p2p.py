@@ -17,6 +17,7 @@ import typer
 
 from ibdiag.cli.app import bench_app
 from ibdiag.cli.common import (
+    atomic_output,
     check_output_path,
     ConfigOption,
     DebugOption,
@@ -296,9 +297,8 @@ def p2p_command(
 
         write_atomically(save, render_json(report, meta))
     if png is not None:
-        tmp = png.with_name(f".{png.name}.{os.getpid()}.tmp")
-        render.write_png(bench, tmp)
-        os.replace(tmp, png)
+        with atomic_output(png, "--png") as fh:
+            render.write_png(bench, fh)
     view = view_for(bench)
 
     def table() -> list[Any]:

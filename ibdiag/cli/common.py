@@ -21,6 +21,7 @@ import typer
 
 from ibdiag import __version__
 from ibdiag.errors import ExitStatus, IbdiagError, UsageError
+from ibdiag.outfile import atomic_output, check_output_path, write_atomically  # noqa: F401 - the commands' one output writer
 from ibdiag.report.model import Report, RunMeta
 
 
@@ -63,18 +64,46 @@ def debug_enabled(flag: bool = False) -> bool:
     return flag or STATE.debug or os.environ.get("IBDIAG_DEBUG", "") not in ("", "0")
 
 
+def _to_stderr(text: str) -> None:
+    """Write ``text`` to stderr. A reader that went away (stderr a closed pipe) must not change the exit
+    status: the write error is dropped and stderr pointed at /dev/null, so the flush at exit is quiet."""
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        _silence("stderr")
+
+
+def write_stdout(text: str) -> None:
+    """Write ``text`` to stdout; a reader that went away (``| head``) changes nothing (see silence_stdout)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        _silence("stdout")
+
+
 def print_error(message: str, hint: str | None = None) -> None:
     """``ibdiag: error: <message>`` and ``hint: <hint>`` on stderr."""
-    err = sys.stderr
-    err.write(f"ibdiag: error: {message}\n")
-    if hint:
-        err.write(f"hint: {hint}\n")
-    err.flush()
+    _to_stderr(f"ibdiag: error: {message}\n" + (f"hint: {hint}\n" if hint else ""))
 
 
 def print_warning(message: str) -> None:
-    sys.stderr.write(f"ibdiag: warning: {message}\n")
-    sys.stderr.flush()
+    _to_stderr(f"ibdiag: warning: {message}\n")
+
+
+def print_interrupted() -> None:
+    _to_stderr("\nibdiag: interrupted\n")
+
+
+def warn_refused(sysfs: Any) -> None:
+    """One warning per path under ``--root`` that was refused (outside the root, not a regular file),
+    for commands whose findings have no place for it (``counters`` lists ports, not trees)."""
+    seen: set[str] = set()
+    for p in sysfs.problems:
+        if p.kind == "refused" and p.path not in seen:
+            seen.add(p.path)
+            print_warning(f"/sys/{p.path}: {p.detail}")
 
 
 def read_config(path: Path | None) -> Any:
@@ -107,7 +136,7 @@ def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
             print_error(e.message, e.hint)
             raise typer.Exit(int(e.exit_status)) from None
         except KeyboardInterrupt:
-            sys.stderr.write("\nibdiag: interrupted\n")
+            print_interrupted()
             raise typer.Exit(int(ExitStatus.INTERRUPTED)) from None
         except BrokenPipeError:
             # `ibdiag ... | head`: the reader went away; nothing more to say to it.
@@ -126,11 +155,17 @@ def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
 def silence_stdout() -> None:
     """Point stdout at /dev/null after the reader closed the pipe, so the flush at exit cannot fail
     (Python docs, "Note on SIGPIPE")."""
+    _silence("stdout")
+
+
+def _silence(name: str) -> None:
+    stream = getattr(sys, name)
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
     except (OSError, ValueError, AttributeError):
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - a test runner's stdout has no file descriptor
+        setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115 - a test runner's stream has no file descriptor
 
 
 def run_meta(root: Path | None = None) -> RunMeta:
@@ -172,39 +207,6 @@ def console(file: Any = None) -> Any:
     tty = hasattr(out, "isatty") and out.isatty()
     width = None if tty else int(os.environ.get("COLUMNS") or 200)
     return _Console(file=out, width=width, highlight=False, soft_wrap=False, force_terminal=None if tty else False)
-
-
-def check_output_path(path: Path | None, option: str) -> None:
-    """Refuse an output file that cannot be written (``--save``, ``--png``) before a long run, not after."""
-    if path is None:
-        return
-    parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise UsageError(f"{option} {path}: is a directory", hint="give a file name, e.g. run.json")
-    if not parent.is_dir():
-        raise UsageError(f"{option} {path}: directory {parent} does not exist", hint="create it first or give another path")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"{option} {path}: directory {parent} is not writable", hint="give a path you can write")
-
-
-def write_atomically(path: Path, data: str | bytes, option: str = "--save") -> None:
-    """Write to a temporary file beside ``path``, fsync, and rename over it: a reader never sees half a file."""
-    from ibdiag.errors import CannotRunError
-
-    raw = data.encode() if isinstance(data, str) else data
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(raw)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise CannotRunError(f"{option} {path}: cannot write: {e.strerror or e}", hint="check the path and free space") from None
 
 
 def table_width() -> int:

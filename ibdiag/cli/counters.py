@@ -24,6 +24,7 @@ from ibdiag.cli.common import (
     run_meta,
     StrictOption,
     table_width,
+    warn_refused,
 )
 
 #: Shortest --interval: mlx5 caches hw_counters for ``lifespan`` ms (10-12 ms by default), and
@@ -108,6 +109,7 @@ def counters_command(
         sysfs = SysfsRoot(directory).check()
         meta = run_meta(directory)
         layout = discover_layout(sysfs, patterns)
+        warn_refused(sysfs)
         if not any(item.port is not None for item in layout):
             raise CannotRunError(
                 "no RDMA port to read counters from (/sys/class/infiniband is empty or absent)",
@@ -193,7 +195,7 @@ def _span_output(span: Any, judge: Any, meta: Any, fmt: OutputFormat, strict: bo
 def _since(sysfs: Any, layout: Any, judge: Any, meta: Any, since: Path, patterns: list[str], fmt: OutputFormat, strict: bool) -> int:
     import dataclasses
 
-    from ibdiag.counters.baseline import load_baseline
+    from ibdiag.counters.baseline import check_comparable, load_baseline
     from ibdiag.counters.delta import build_span
     from ibdiag.counters.read import read_sample, selected
     from ibdiag.counters.text import duration_text
@@ -203,6 +205,7 @@ def _since(sysfs: Any, layout: Any, judge: Any, meta: Any, since: Path, patterns
     if patterns:
         # --device narrows both sides: baseline ports outside it are not "gone".
         before = dataclasses.replace(before, ports=tuple(p for p in before.ports if selected(p.adapter, p.port, patterns)))
+    check_comparable(since, before, now)
     span = build_span([before, now], mode="since")
     title = f"since {info.get('sampled_at') or info.get('generated_at')} ({duration_text(span.interval_s)}; baseline {since})"
     return _span_output(span, judge, meta, fmt, strict, title=title, baseline=info)

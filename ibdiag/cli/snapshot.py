@@ -23,13 +23,13 @@ def snapshot_command(
 ) -> int:
     """Capture the sysfs subset ibdiag reads into a .tar.gz, for `--root` on another machine."""
     from ibdiag.errors import UsageError
+    from ibdiag.outfile import check_output_path
     from ibdiag.snapshot import read_manifest, write_snapshot
     from ibdiag.sysfs import SysfsRoot
 
+    check_output_path(output, "snapshot")  # a directory, device, FIFO or socket: refused even with --force
     if output.exists() and not force:
         raise UsageError(f"{output} exists", hint="pass --force to overwrite it, or choose another name")
-    if not output.parent.exists():
-        raise UsageError(f"{output.parent}: no such directory", hint="create the directory first")
     sysfs = SysfsRoot(root).check()
     manifest = read_manifest(root) if str(root) != "/" else None
     host = str(manifest["host"]) if manifest and manifest.get("host") else socket.gethostname()

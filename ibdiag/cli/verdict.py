@@ -9,6 +9,8 @@ import typer
 
 from ibdiag.cli.app import app
 from ibdiag.cli.common import (
+    atomic_output,
+    check_output_path,
     ConfigOption,
     DebugOption,
     emit,
@@ -74,6 +76,7 @@ def verdict_command(
         from ibdiag.verdict.render import need_matplotlib
 
         need_matplotlib()
+        check_output_path(chart, "--chart")
     cfg_file = read_config(config)
     cfg = cfg_file.section("verdict", VerdictConfig)
     source = inputs.choose_source(busbw, bench, nccl_tests)
@@ -125,7 +128,8 @@ def verdict_command(
     v = judge(work, measured, ceil, health=node.health if node else None, config=cfg, latency_us=latency_us)
     report = Report("verdict", v.to_json(), tuple(findings(v)))
     if chart is not None:
-        write_png(v, chart)
+        with atomic_output(chart, "--chart") as fh:
+            write_png(v, fh)
 
     def table() -> list[Any]:
         from rich.text import Text

@@ -25,21 +25,26 @@ from ibdiag.counters.spec import (
 from ibdiag.counters.model import PortCounters, Sample
 from ibdiag.errors import UsageError
 from ibdiag.sysfs import SysfsRoot
+from ibdiag.text import safe_value
 from ibdiag.topo.discover import list_adapters, list_ports, read_port
 
-_INT_RE = re.compile(r"\d+")
+_COUNTER_RE = re.compile(r"[0-9]{1,20}")
 _DEVICE_RE = re.compile(r"[^:\s,]+(?::[0-9*?\[\]]+)?")
 
 
-def parse_counter(text: str) -> int:
+def parse_counter(text: str, bits: int = 64) -> int:
     """``"1234"`` -> 1234 (what sysfs prints for a counter: ``%u``/``%llu``).
 
-    Raises ``ValueError`` for anything else, including ``N/A (no PMA)`` and negative numbers.
-    """
+    Raises ``ValueError`` for anything else: ``N/A (no PMA)``, negative numbers, non-ASCII digits, and
+    a value the counter's width cannot hold (a 16-bit symbol_error at 70000: the kernel masks every
+    value to its width, drivers/infiniband/core/sysfs.c show_pma_counter)."""
     t = text.strip()
-    if not _INT_RE.fullmatch(t):
-        raise ValueError(f"not a counter value: {text!r}")
-    return int(t)
+    if not _COUNTER_RE.fullmatch(t):
+        raise ValueError(f"not a counter value: {safe_value(text)}")
+    value = int(t)
+    if value > max_value(bits):
+        raise ValueError(f"{value} does not fit a {bits}-bit counter")
+    return value
 
 
 @dataclass(frozen=True)
@@ -120,7 +125,9 @@ def _files(sysfs: SysfsRoot, rel: str) -> tuple[str, ...] | None:
     return tuple(sysfs.listdir(rel))
 
 
-def _read_values(sysfs: SysfsRoot, rel: str, names: Sequence[str], unavailable: dict[str, str]) -> dict[str, int | None]:
+def _read_values(sysfs: SysfsRoot, rel: str, names: Sequence[str], unavailable: dict[str, str], *, known_widths: bool) -> dict[str, int | None]:
+    """Values of ``rel/<name>``; ``known_widths``: IB counters, each checked against its width (the
+    variable-width data counters and every hw_counter, a u64 in the kernel, against 64 bits)."""
     values: dict[str, int | None] = {}
     for name in names:
         before = len(sysfs.problems)
@@ -140,10 +147,10 @@ def _read_values(sysfs: SysfsRoot, rel: str, names: Sequence[str], unavailable: 
             unavailable[name] = NO_PMA
             continue
         try:
-            values[name] = parse_counter(text)
-        except ValueError:
+            values[name] = parse_counter(text, (width_bits(name, data_bits=64) or 64) if known_widths else 64)
+        except ValueError as e:
             values[name] = None
-            unavailable[name] = f"malformed: {text[:40]!r}"
+            unavailable[name] = f"malformed: {e}"
     return values
 
 
@@ -169,12 +176,12 @@ def read_port_counters(sysfs: SysfsRoot, layout: PortLayout, *, data_bits: int |
     unavailable: dict[str, str] = {}
     counters = None
     if layout.counters is not None:
-        counters = _read_values(sysfs, f"{layout.base}/counters", layout.counters, unavailable)
+        counters = _read_values(sysfs, f"{layout.base}/counters", layout.counters, unavailable, known_widths=True)
     hw = None
     lifespan = None
     if layout.hw_counters is not None:
         names = [n for n in layout.hw_counters if n != HW_LIFESPAN]
-        hw = _read_values(sysfs, f"{layout.base}/hw_counters", names, unavailable)
+        hw = _read_values(sysfs, f"{layout.base}/hw_counters", names, unavailable, known_widths=False)
         if HW_LIFESPAN in layout.hw_counters:
             text = sysfs.read(f"{layout.base}/hw_counters/{HW_LIFESPAN}")
             try:

@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass, field
 
 from ibdiag.errors import InputError
+from ibdiag.config import bounded
+from ibdiag.parse import MAX_IB_RATE_GBPS
 
 #: ``mlx5_1``, ``mlx5_*``, ``mlx5_3:1``, ``mlx5_3:*``: an adapter pattern, optionally ``:`` a port pattern.
 _PATTERN_RE = re.compile(r"[^:\s]+(?::[0-9*?\[\]]+)?")
@@ -41,10 +43,10 @@ def matches(pattern: str, adapter: str, port: int | None) -> bool:
 class PortsConfig:
     """``[ports]`` (``load_config(path).section("ports", PortsConfig)``)."""
 
-    expected_rate_gbps: float | None = None
+    expected_rate_gbps: float | None = bounded(None, low=0, low_open=True, high=MAX_IB_RATE_GBPS)
     """Rate every judged port must reach. Default: the highest rate among this node's active ports of
     the same link layer (a node is normally cabled uniformly, so a slower port is the odd one out)."""
-    rates_gbps: dict[str, float] = field(default_factory=dict)
+    rates_gbps: dict[str, float] = bounded(default_factory=dict, low=0, low_open=True, high=MAX_IB_RATE_GBPS)
     """``DEV`` or ``DEV:PORT`` pattern -> the rate those ports must reach; the first matching pattern wins
     over ``expected_rate_gbps``. Ports named here are not peers of the others for the default."""
     ignore: tuple[str, ...] = ()

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ibdiag.errors import InputError
+from ibdiag.text import safe_value
 from ibdiag.report.model import Report, RunMeta
 
 ENVELOPE_KEYS = ("schema", "version", "host", "generated_at", "status", "findings")
@@ -63,11 +64,13 @@ def load_envelope(path: Path | str, *, schema: str | tuple[str, ...]) -> dict[st
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(f"{p}: not JSON ({e.msg} at line {e.lineno})", hint="give a file written by ibdiag ... -o json or --save") from None
+    except RecursionError:
+        raise InputError(f"{p}: JSON nested too deeply", hint="give a file written by ibdiag ... -o json or --save") from None
     if not isinstance(doc, dict) or "schema" not in doc:
         raise InputError(f"{p}: not an ibdiag JSON document (no schema)", hint="give a file written by ibdiag ... -o json or --save")
     if doc["schema"] not in schemas:
         raise InputError(
-            f"{p}: schema is {doc['schema']!r}, expected {' or '.join(schemas)}",
+            f"{p}: schema is {safe_value(doc['schema'])}, expected {' or '.join(schemas)}",
             hint="give the file the matching ibdiag command wrote",
         )
     return doc

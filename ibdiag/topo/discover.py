@@ -9,16 +9,20 @@ from __future__ import annotations
 import re
 
 from ibdiag.parse import (
+    MAX_NUMA_NODES,
+    CpuList,
     is_pci_address,
     parse_cpulist,
     parse_enum_state,
-    parse_hex,
     parse_ib_rate,
-    parse_int,
     parse_lid,
     parse_numa_node,
+    parse_pci_class,
+    parse_pci_id,
     parse_pci_speed,
     parse_pci_width,
+    parse_entry_number,
+    parse_uint,
     pci_sort_key,
 )
 from ibdiag.sysfs import SysfsRoot
@@ -49,8 +53,8 @@ MAX_GIDS = 256
 
 
 def natural_key(name: str) -> tuple:
-    """``mlx5_2`` before ``mlx5_10``."""
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
+    """``mlx5_2`` before ``mlx5_10`` (ASCII digit runs compare as numbers; re.split puts them at odd places)."""
+    return tuple(int(t) if i % 2 else t for i, t in enumerate(re.split(r"([0-9]{1,64})", name)))
 
 
 # --- PCI -----------------------------------------------------------------------------------------
@@ -73,8 +77,22 @@ def _split_pci_path(real: str) -> tuple[str | None, tuple[str, ...], str | None]
     return host, tuple(chain[:-1]), chain[-1]
 
 
-def read_pci_device(sysfs: SysfsRoot, real: str) -> PciDevice:
-    """Read one PCI function at ``real`` (a resolved path under sys/) and its upstream port's caps."""
+def _numa_node(sysfs: SysfsRoot, real: str, nodes: frozenset[int] | None) -> int | None:
+    """``numa_node``, checked against the node's NUMA nodes when they are known: a device cannot sit
+    on node 99 of a 2-node machine."""
+    rel = f"{real}/numa_node"
+    node = sysfs.read_as(rel, parse_numa_node)
+    if node is not None and nodes and node not in nodes:
+        known = ", ".join(str(n) for n in sorted(nodes))
+        sysfs.record(rel, "malformed", f"NUMA node {node}, but this node has NUMA nodes {known}")
+        return None
+    return node
+
+
+def read_pci_device(sysfs: SysfsRoot, real: str, *, numa_nodes: frozenset[int] | None = None) -> PciDevice:
+    """Read one PCI function at ``real`` (a resolved path under sys/) and its upstream port's caps.
+
+    ``numa_nodes``: the ids of ``devices/system/node/node*``, when known, to check ``numa_node`` against."""
     host, bridges, address = _split_pci_path(real)
     parent = real.rsplit("/", 1)[0]
     parent_is_bridge = bool(bridges) and parent.endswith(bridges[-1])
@@ -91,11 +109,11 @@ def read_pci_device(sysfs: SysfsRoot, real: str) -> PciDevice:
         sysfs_path=real,
         host_bridge=host,
         bridges=bridges,
-        vendor_id=sysfs.read_as(f"{real}/vendor", parse_hex),
-        device_id=sysfs.read_as(f"{real}/device", parse_hex),
-        class_code=sysfs.read_as(f"{real}/class", parse_hex),
-        numa_node=sysfs.read_as(f"{real}/numa_node", parse_numa_node),
-        local_cpus=sysfs.read_as(f"{real}/local_cpulist", parse_cpulist) or (),
+        vendor_id=sysfs.read_as(f"{real}/vendor", parse_pci_id),
+        device_id=sysfs.read_as(f"{real}/device", parse_pci_id),
+        class_code=sysfs.read_as(f"{real}/class", parse_pci_class),
+        numa_node=_numa_node(sysfs, real, numa_nodes),
+        local_cpus=sysfs.read_as(f"{real}/local_cpulist", parse_cpulist) or CpuList(),
         link=link,
     )
 
@@ -119,7 +137,7 @@ def list_pci_devices(sysfs: SysfsRoot) -> list[tuple[str, str]]:
 
 def _read_gids(sysfs: SysfsRoot, base: str) -> tuple[Gid, ...]:
     gids: list[Gid] = []
-    indices = sorted((int(n) for n in sysfs.listdir(f"{base}/gids") if n.isdigit()))[:MAX_GIDS]
+    indices = sorted(_numbered(sysfs, f"{base}/gids"))[:MAX_GIDS]
     for i in indices:
         # Unused entries read as all zeros; their gid_attrs fail with EINVAL (kernel sysfs.c) — not a problem.
         gid = sysfs.read(f"{base}/gids/{i}")
@@ -129,6 +147,22 @@ def _read_gids(sysfs: SysfsRoot, base: str) -> tuple[Gid, ...]:
         ndev = _read_quiet(sysfs, f"{base}/gid_attrs/ndevs/{i}")
         gids.append(Gid(index=i, gid=gid, type=gtype, netdev=ndev))
     return tuple(gids)
+
+
+def _parse_dev_port(text: str) -> int:
+    return parse_uint(text, 0xFFFF, "dev_port")  # u16 (struct net_device.dev_port)
+
+
+def _numbered(sysfs: SysfsRoot, rel: str) -> list[int]:
+    """Entries of ``rel`` named by a number as the kernel prints it (``ports/1``, ``gids/0``); other
+    names (``01``, ``²``) are recorded as malformed and skipped."""
+    out = []
+    for name in sysfs.listdir(rel):
+        try:
+            out.append(parse_entry_number(name))
+        except ValueError as e:
+            sysfs.record(f"{rel}/{name}", "malformed", str(e))
+    return out
 
 
 def _read_quiet(sysfs: SysfsRoot, rel: str) -> str | None:
@@ -148,7 +182,7 @@ def _port_netdev(sysfs: SysfsRoot, adapter: str, port: int, gids: tuple[Gid, ...
         return nets[0]
     for net in nets:
         # dev_port is 0-based (Documentation/ABI/testing/sysfs-class-net); IPoIB sets it per port.
-        dev_port = sysfs.read_as(f"class/infiniband/{adapter}/device/net/{net}/dev_port", parse_int)
+        dev_port = sysfs.read_as(f"class/infiniband/{adapter}/device/net/{net}/dev_port", _parse_dev_port)
         if dev_port is not None and dev_port == port - 1:
             return net
     return None
@@ -162,6 +196,8 @@ def read_port(sysfs: SysfsRoot, adapter: str, port: int, *, with_gids: bool = Tr
     rate = sysfs.read_as(f"{base}/rate", parse_ib_rate)
     link_layer = sysfs.read(f"{base}/link_layer")
     gids = _read_gids(sysfs, base) if with_gids else ()
+    # A LID means nothing on an Ethernet link layer (RoCE prints 0x0), and the read can fail there:
+    # drivers/infiniband/core/device.c iw_query_port returns -ENODEV for an iWARP port without a netdev.
     lid = _read_quiet(sysfs, f"{base}/lid") if link_layer == "Ethernet" else sysfs.read(f"{base}/lid")
     sm_lid = _read_quiet(sysfs, f"{base}/sm_lid") if link_layer == "Ethernet" else sysfs.read(f"{base}/sm_lid")
     return Port(
@@ -192,20 +228,24 @@ def _safe(parser, text):  # type: ignore[no-untyped-def]
 
 
 def list_adapters(sysfs: SysfsRoot) -> list[str]:
-    """Names under ``/sys/class/infiniband`` in natural order (``mlx5_2`` before ``mlx5_10``)."""
-    return sorted(sysfs.listdir("class/infiniband"), key=natural_key)
+    """Names under ``/sys/class/infiniband`` in natural order (``mlx5_2`` before ``mlx5_10``).
+
+    An entry that leads outside the root (``mlx5_0 -> /another/tree``) is left out, recorded as refused:
+    topo and counters must not read another tree's adapter as this node's."""
+    names = [n for n in sysfs.listdir("class/infiniband") if not sysfs.leads_outside(f"class/infiniband/{n}")]
+    return sorted(names, key=natural_key)
 
 
 def list_ports(sysfs: SysfsRoot, adapter: str) -> list[int]:
-    return sorted(int(p) for p in sysfs.listdir(f"class/infiniband/{adapter}/ports") if p.isdigit())
+    return sorted(_numbered(sysfs, f"class/infiniband/{adapter}/ports"))
 
 
-def read_adapter(sysfs: SysfsRoot, name: str, *, with_gids: bool = True) -> Adapter:
+def read_adapter(sysfs: SysfsRoot, name: str, *, with_gids: bool = True, numa_nodes: frozenset[int] | None = None) -> Adapter:
     base = f"class/infiniband/{name}"
     real = sysfs.resolve(f"{base}/device")
     pci = None
     if real is not None and is_pci_address(real.rsplit("/", 1)[-1]):
-        pci = read_pci_device(sysfs, real)
+        pci = read_pci_device(sysfs, real, numa_nodes=numa_nodes)
     return Adapter(
         name=name,
         pci=pci,
@@ -221,15 +261,23 @@ def read_adapter(sysfs: SysfsRoot, name: str, *, with_gids: bool = True) -> Adap
 # --- node-level ------------------------------------------------------------------------------------
 
 
-def read_numa_nodes(sysfs: SysfsRoot) -> tuple[NumaNode, ...]:
-    nodes = []
+_NODE_DIR_RE = re.compile(r"node(0|[1-9][0-9]{0,3})")
+
+
+def numa_node_ids(sysfs: SysfsRoot) -> list[int]:
+    """Ids of ``devices/system/node/node<N>`` (has_cpu, online, possible ... live beside them)."""
+    ids = []
     for name in sysfs.listdir("devices/system/node"):
-        m = re.fullmatch(r"node(\d+)", name)
-        if not m:
-            continue
-        cpus = sysfs.read_as(f"devices/system/node/{name}/cpulist", parse_cpulist) or ()
-        nodes.append(NumaNode(int(m.group(1)), cpus))
-    return tuple(sorted(nodes, key=lambda n: n.node))
+        m = _NODE_DIR_RE.fullmatch(name)
+        if m and int(m.group(1)) < MAX_NUMA_NODES:
+            ids.append(int(m.group(1)))
+    return sorted(ids)
+
+
+def read_numa_nodes(sysfs: SysfsRoot) -> tuple[NumaNode, ...]:
+    return tuple(
+        NumaNode(n, sysfs.read_as(f"devices/system/node/node{n}/cpulist", parse_cpulist) or CpuList()) for n in numa_node_ids(sysfs)
+    )
 
 
 def read_gdr(sysfs: SysfsRoot) -> GdrState:
@@ -271,19 +319,20 @@ def pairings(gpus: tuple[Gpu, ...], adapters: tuple[Adapter, ...], paths: tuple[
 
 def discover(sysfs: SysfsRoot, *, gdr_level: PathClass = PathClass.PXB) -> Topology:
     """Read the whole topology under ``sysfs``; broken values become None plus ``problems``."""
+    node_ids = frozenset(numa_node_ids(sysfs))
     gpus_pci: list[PciDevice] = []
     nvswitches: list[str] = []
     for address, real in list_pci_devices(sysfs):
-        vendor = sysfs.read_as(f"{real}/vendor", parse_hex)
+        vendor = sysfs.read_as(f"{real}/vendor", parse_pci_id)
         if vendor != VENDOR_NVIDIA:
             continue  # only NVIDIA functions need the full read; adapters are found through class/infiniband
-        dev = read_pci_device(sysfs, real)
+        dev = read_pci_device(sysfs, real, numa_nodes=node_ids)
         if _is_gpu(dev):
             gpus_pci.append(dev)
         elif _is_nvswitch(dev):
             nvswitches.append(address)
     gpus = tuple(Gpu(i, dev) for i, dev in enumerate(sorted(gpus_pci, key=lambda d: pci_sort_key(d.address))))
-    adapters = [read_adapter(sysfs, name) for name in list_adapters(sysfs)]
+    adapters = [read_adapter(sysfs, name, numa_nodes=node_ids) for name in list_adapters(sysfs)]
     adapters.sort(key=lambda a: (a.pci is None, pci_sort_key(a.pci.address) if a.pci else (0, 0, 0, 0), natural_key(a.name)))
     adapters_t = tuple(adapters)
     paths = tuple(

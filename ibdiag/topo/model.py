@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from ibdiag.parse import pcie_gen
+from ibdiag.parse import CpuList, pcie_gen
 from ibdiag.sysfs import ReadProblem
 
 
@@ -88,7 +88,8 @@ class PciDevice:
     class_code: int | None
     numa_node: int | None
     """None when sysfs says -1 (unknown, typical in VMs)."""
-    local_cpus: tuple[int, ...]
+    local_cpus: CpuList
+    """``local_cpulist``, as ranges."""
     link: PcieLink
 
     def to_json(self) -> dict[str, Any]:
@@ -233,7 +234,7 @@ class Adapter:
 @dataclass(frozen=True)
 class NumaNode:
     node: int
-    cpus: tuple[int, ...]
+    cpus: CpuList
 
     def to_json(self) -> dict[str, Any]:
         from ibdiag.parse import format_cpulist

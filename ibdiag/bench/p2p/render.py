@@ -8,8 +8,7 @@ percentiles, the mean latency when it is all there is (duration mode), CPU per G
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ibdiag.bench.p2p.meta import P2PMeta, P2PSetup
 from ibdiag.bench.p2p.params import describe_request
@@ -247,8 +246,9 @@ def png_available() -> bool:
     return True
 
 
-def write_png(run: BenchRun, path: Path) -> None:
-    """Bandwidth (Gb/s) by message size on a log2 axis, line rate dashed; needs matplotlib."""
+def write_png(run: BenchRun, out: BinaryIO | Any) -> None:
+    """Bandwidth (Gb/s) by message size on a log2 axis, line rate dashed, to ``out`` (a path or a binary
+    file); needs matplotlib."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -272,6 +272,6 @@ def write_png(run: BenchRun, path: Path) -> None:
         ax.grid(True, alpha=0.3)
         ax.legend(loc="lower right")
         fig.tight_layout()
-        fig.savefig(path, format="png")
+        fig.savefig(out, format="png")
     finally:
         plt.close(fig)
