@@ -45,6 +45,7 @@ completions: $(STAMP)
 ## system-deps: Debian packages the tests use (run as root; .ci/run does this)
 system-deps:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pyverbs rdma-core iperf3 qperf sockperf hwloc pciutils iproute2 tmux >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null  # headless browser test of ibdiag report -o html
 
 ## bench: the benchmark scripts behind the README's numbers (needs the test extras and system-deps)
 bench: $(TSTAMP)
@@ -53,6 +54,7 @@ bench: $(TSTAMP)
 	$(BIN)/python benchmarks/p2p_vs_iperf3.py
 	$(BIN)/python benchmarks/collective_vs_torch.py
 	$(BIN)/python benchmarks/verdict_overlap.py
+	$(BIN)/python benchmarks/sweep_scale.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

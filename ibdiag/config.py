@@ -14,8 +14,9 @@ The file has one table per command::
 Each command package declares its own frozen dataclass of settings with built-in defaults (every
 default names its source in a comment) and reads its table with :meth:`Config.section`. Unknown
 tables and keys are refused, so a typo never silently leaves a default in force. A key that moved
-to another table (:data:`MOVED_KEYS`) is still read, as its new name, with a note in
-:attr:`Config.notes` that the command prints as a deprecation warning.
+to another table (:data:`MOVED_KEYS`), or a table that was renamed (:data:`MOVED_TABLES`), is still
+read under its new name, with a note in :attr:`Config.notes` that the command prints as a
+deprecation warning.
 
 Values are checked generically at load, before any command sees them: numbers must be finite
 (``nan`` would switch a check off, ``inf`` fail every port), 64-bit integers (as TOML demands), and
@@ -39,7 +40,11 @@ from ibdiag.errors import InputError, UsageError
 from ibdiag.text import safe_excerpt, safe_value
 
 #: The tables a config file may have, one per command.
-SECTIONS = ("ports", "topo", "counters", "bench", "collective", "verdict")
+SECTIONS = ("ports", "topo", "counters", "p2p", "collective", "verdict")
+
+#: Renamed tables, old -> new. ``[bench]`` configured ``bench p2p`` only (``bench collective`` and
+#: ``bench import`` read ``[collective]``), so it is called ``[p2p]`` (issue 13).
+MOVED_TABLES: dict[str, str] = {"bench": "p2p"}
 
 #: (old table, old key) -> (new table, new key). The port-health settings of topo and counters became
 #: one ``[ports]`` table (issue 13): two tables judged the same ports two ways.
@@ -136,7 +141,7 @@ class Config:
     source: Path | None
     raw: Mapping[str, Any]
     notes: tuple[str, ...] = ()
-    """Deprecation notes (old key names read as their new ones), for the command to print as warnings."""
+    """Deprecation notes (old table and key names read as their new ones), for the command to print as warnings."""
     origins: Mapping[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     """(table, key) read from an old name -> that old name (``[topo] expected_rate_gbps``), so an error
     names the key as the user wrote it."""
@@ -181,26 +186,35 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
     except RecursionError:
         raise InputError(f"config file {p}: nested too deeply", hint=f"ibdiag's tables nest at most 3 levels ([counters.thresholds]); this file nests more than {MAX_NESTING}") from None
     _check_nesting(p, raw)
-    unknown = sorted(set(raw) - set(SECTIONS))
+    unknown = sorted(set(raw) - set(SECTIONS) - set(MOVED_TABLES))
     if unknown:
         raise InputError(
             f"config file {p}: unknown table {', '.join('[' + safe_excerpt(u) + ']' for u in unknown[:8])}",
             hint=f"the tables are {', '.join('[' + s + ']' for s in SECTIONS)}",
         )
-    for name in SECTIONS:
+    for name in (*SECTIONS, *MOVED_TABLES):
         if name in raw and not isinstance(raw[name], dict):
             raise InputError(f"config file {p}: {name} must be a table ([{name}])", hint=f"write [{name}] on its own line, then key = value lines")
     return move_keys(raw, p)
 
 
 def move_keys(raw: Mapping[str, Any], source: Path | None) -> Config:
-    """Read the :data:`MOVED_KEYS` under their new names. Two old places of one key merge when they
-    agree (lists are joined); a key given under its old and its new name, or two different values, is
-    an InputError: which one would win is exactly the ambiguity the move removes."""
+    """Read the :data:`MOVED_TABLES` and :data:`MOVED_KEYS` under their new names, with a note each. Two
+    old places of one key merge when they agree (lists are joined); a table or key given under its old
+    and its new name, or two different values, is an InputError: which one would win is exactly the
+    ambiguity the move removes."""
     tables = {name: dict(table) for name, table in raw.items()}
     given: dict[tuple[str, str], str] = {}
     notes: list[str] = []
     src = f"config file {source}: " if source else "config: "
+    for old, new in MOVED_TABLES.items():
+        if old not in tables:
+            continue
+        if new in tables:
+            raise InputError(f"{src}[{old}] and [{new}] are both set", hint=f"[{old}] is the old name of [{new}]: keep [{new}] only")
+        tables[new] = tables.pop(old)
+        given.update({(new, key): f"[{old}] {key}" for key in tables[new]})  # errors name the key as written
+        notes.append(f"{src}[{old}] is deprecated: it is read as [{new}]; rename the table")
     for (old_table, old_key), (new_table, new_key) in MOVED_KEYS.items():
         if old_key not in tables.get(old_table, {}):
             continue

@@ -3,7 +3,8 @@
 Message sizes follow nccl-tests and perftest: a bare suffix is binary (``64K`` = 65536 B,
 ``8G`` = 2**33 B), so is an IEC suffix (``25MiB``); an SI suffix with ``B`` is decimal
 (``16GB`` = 16e9 B), because gradient sizes are quoted that way ("8e9 bf16 parameters = 16 GB").
-Plain numbers are bytes. Bandwidth is always decimal (GB/s = 1e9 B/s, as nccl-tests prints).
+Plain numbers are bytes. A lower-case ``b`` (``8Gb``, ``64Kib``) means bits, as in link rates
+(``400 Gb/s``), and is refused. Bandwidth is always decimal (GB/s = 1e9 B/s, as nccl-tests prints).
 """
 
 from __future__ import annotations
@@ -39,7 +40,14 @@ def parse_size(text: str, *, what: str = "size") -> int:
     num = float(m.group("num"))
     unit = m.group("unit").upper()
     suffix = m.group("suffix")
-    if suffix in ("B", "b") and unit:
+    if suffix.endswith("b"):
+        # Gb/s, Mb/s are bits everywhere else in ibdiag (link rates): a size in bits is surely a slip
+        n = m.group("num")
+        raise UsageError(
+            f"{what} {text!r}: a lower-case b means bits, and sizes are bytes",
+            hint=f"write {n}{unit}B (decimal bytes) or {n}{unit}iB / {n}{unit} (binary bytes)" if unit else f"write {n} (bytes)",
+        )
+    if suffix == "B" and unit:
         scale = _DECIMAL[unit]
     else:
         scale = _BINARY[unit]
@@ -116,13 +124,3 @@ def format_seconds(s: float | None) -> str:
     if a >= 1e-6:
         return f"{s * 1e6:.3g} µs"
     return f"{s * 1e9:.3g} ns"
-
-
-def gbs_to_gbps(gb_per_s: float) -> float:
-    """GB/s (1e9 bytes/s) to Gb/s (1e9 bits/s)."""
-    return gb_per_s * 8.0
-
-
-def gbps_to_gbs(gbit_per_s: float) -> float:
-    """Gb/s (1e9 bits/s) to GB/s (1e9 bytes/s)."""
-    return gbit_per_s / 8.0

@@ -87,3 +87,6 @@ def fixture_root():
         return p
 
     return get
+
+
+from tests.fleet_fixtures import fleet_dir  # noqa: E402,F401  (the fixture fleet of the ibdiag report tests)

@@ -12,7 +12,7 @@ from ibdiag.report.checks import CheckRegistry, all_checks, all_registries
 from ibdiag.report.model import Finding, Severity
 from tests.conftest import REPO, SYSFS_FIXTURES
 
-ID_RE = re.compile(r"(topo|port|counters|verdict|bench|collective|import)\.[a-z][a-z0-9_]*")
+ID_RE = re.compile(r"(topo|port|counters|verdict|bench|collective|import|sweep|report)\.[a-z][a-z0-9_]*")
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 

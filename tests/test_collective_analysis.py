@@ -9,7 +9,8 @@ import pytest
 from ibdiag.bench.collective.analysis import find_stragglers, late_shares, row_spread, to_bench_run
 from ibdiag.bench.collective.config import CollectiveConfig
 from ibdiag.bench.collective.model import MeasuredRow, Measurement, RankInfo
-from ibdiag.bench.collective.ops import DTYPES, OPS, plan_size
+from ibdiag.bench.collective.plan import plan_size
+from ibdiag.collectives import DTYPES, OPS
 from ibdiag.errors import InputError
 from ibdiag.report.model import Severity
 
@@ -119,9 +120,9 @@ def test_bench_run_rows_are_nccl_tests_arithmetic():
     assert big.algbw_gbs == pytest.approx((1 << 30) / 10200e-6 / 1e9)
     assert big.busbw_gbs == pytest.approx(big.algbw_gbs * 1.875)
     assert (big.dtype, big.redop, big.root, big.count) == ("float", "sum", None, 1 << 28)
-    assert run.meta["avg_busbw_gbs"] == pytest.approx((run.results[0].busbw_gbs + run.results[1].busbw_gbs) / 2)
-    assert (run.meta["world_size"], run.meta["ranks_per_node"], run.meta["nodes"], run.meta["hosts"]) == (16, 8, 2, ["a", "b"])
-    assert len(run.meta["per_rank"]) == 16 and len(run.meta["per_rank"][3]["time_us"]) == 2
+    assert run.meta.avg_busbw_gbs == pytest.approx((run.results[0].busbw_gbs + run.results[1].busbw_gbs) / 2)
+    assert (run.meta.world_size, run.meta.ranks_per_node, run.meta.nodes, run.meta.hosts) == (16, 8, 2, ("a", "b"))
+    assert len(run.meta.measured.per_rank) == 16 and len(run.meta.measured.per_rank[3].time_us) == 2
     assert [f.severity for f in findings if f.check == "collective.wrong"] == [Severity.OK]
 
 
@@ -148,7 +149,7 @@ def test_busbw_expectation_and_setup_limit():
     largest_busbw = run.results[1].busbw_gbs  # 64 MiB in 20 ms over 4 ranks: 5.03 GB/s
     assert by["collective.busbw"].severity is Severity.FAIL and by["collective.busbw"].value == pytest.approx(largest_busbw, abs=1e-3)
     assert by["collective.setup"].severity is Severity.WARN and "rank 2" in by["collective.setup"].message
-    assert (run.meta["setup_s"], run.meta["setup_s_min"], run.meta["setup_slowest_rank"]) == (9.5, 1.0, 2)
+    assert (run.meta.measured.setup_s, run.meta.measured.setup_s_min, run.meta.measured.setup_slowest_rank) == (9.5, 1.0, 2)
     _, findings = to_bench_run(m, CollectiveConfig(min_busbw_gbs=1.0, max_setup_s=10.0))
     assert {f.check: f.severity for f in findings}["collective.busbw"] is Severity.OK
 
@@ -156,9 +157,9 @@ def test_busbw_expectation_and_setup_limit():
 def test_spread_names_the_latest_rank():
     row = _row(1 << 20, 4, 1000.0, [900.0, 880.0, 500.0, 910.0])
     s = row_spread(row, ["a", "a", "b", "b"])
-    assert s["latest_rank"] == 2
-    assert s["coll_us"] == {"min": 500.0, "median": 890.0, "max": 910.0}
-    assert s["host_coll_us"]["min"] == pytest.approx(705.0)
+    assert s.latest_rank == 2
+    assert s.coll_us.to_json() == {"min": 500.0, "median": 890.0, "max": 910.0}
+    assert s.host_coll_us.min == pytest.approx(705.0)
 
 
 def test_straggler_finding_names_rank_and_host():

@@ -83,3 +83,34 @@ def test_help_imports_no_heavy_module():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_the_rank_job_travels_as_json_not_as_a_rebuilt_command_line():
+    from ibdiag.bench.collective.config import CollectiveConfig
+    from ibdiag.bench.collective.spec import JOB_ENV, RankJob, RunSpec
+
+    job = RankJob(RunSpec("all_gather", "gloo", "bfloat16", (1024, 1 << 20), iters=3, warmup=0, blocking=True, check=False, timeout_s=7.5), CollectiveConfig(straggler_share=0.3, min_busbw_gbs=12.0))
+    assert RankJob.from_env({JOB_ENV: job.to_env()}) == job
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [(None, "is not set"), ("{", "not a valid job"), ('{"spec": {"op": "all_reduce"}, "config": {}}', "not a valid job"), ('{"spec": {"op": "all_reduce", "backend": "gloo", "dtype": "float32", "sizes": [8], "iters": 0}, "config": {}}', "--iters 0")],
+)
+def test_a_bad_rank_job_is_an_input_error(value, needle):
+    from ibdiag.bench.collective.spec import JOB_ENV, RankJob
+    from ibdiag.errors import InputError
+
+    with pytest.raises(InputError) as e:
+        RankJob.from_env({} if value is None else {JOB_ENV: value})
+    assert needle in e.value.message and JOB_ENV in e.value.message
+
+
+def test_a_supervised_rank_with_a_bad_job_reports_it_to_the_supervisor(cli, tmp_path):
+    import json
+
+    env = {**NO_LAUNCHER, "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29996", "IBDIAG_COLLECTIVE_REPORT_DIR": str(tmp_path), "IBDIAG_COLLECTIVE_JOB": "[]"}
+    res = cli("bench", "collective", env=env)
+    assert res.exit_code == 2 and "IBDIAG_COLLECTIVE_JOB: not a valid job" in res.stderr
+    doc = json.loads((tmp_path / "error.rank0.json").read_text())
+    assert doc["status"] == 2 and "not a valid job" in doc["message"]

@@ -4,18 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ibdiag.bench.collective.ops import (
-    DTYPES,
-    OPS,
-    algbw_gbs,
-    avg_busbw,
-    buffer_bytes,
-    busbw_gbs,
-    get_dtype,
-    get_op,
-    plan_size,
-    plan_sizes,
-)
+from ibdiag.bench.collective.plan import buffer_bytes, plan_size, plan_sizes
+from ibdiag.collectives import DTYPES, OPS, algbw_gbs, avg_busbw, get_op
+from ibdiag.collectives import collective_dtype
 from ibdiag.errors import UsageError
 
 F32 = DTYPES["float32"]
@@ -84,7 +75,7 @@ def test_sizes_that_round_to_the_same_plan_are_measured_once():
 def test_bandwidth_arithmetic():
     # 1 GiB in 10 ms = 107.37 GB/s (1e9 B/s, as nccl-tests prints)
     assert algbw_gbs(1 << 30, 0.01) == pytest.approx(107.374, rel=1e-4)
-    assert busbw_gbs(OPS["all_reduce"], 1 << 30, 0.01, 16) == pytest.approx(107.374 * 1.875, rel=1e-4)
+    assert algbw_gbs(1 << 30, 0.01) * OPS["all_reduce"].busbw_factor(16) == pytest.approx(107.374 * 1.875, rel=1e-4)
     assert algbw_gbs(100, 0) == 0.0
 
 
@@ -110,10 +101,10 @@ def test_unknown_op_and_dtype_are_usage_errors_with_the_choices():
         get_op("allscatter")
     assert "all_reduce" in e.value.hint
     with pytest.raises(UsageError):
-        get_dtype("int7")
+        collective_dtype("int7")
 
 
 @pytest.mark.parametrize(("name", "torch_name", "nccl"), [("half", "float16", "half"), ("bf16", "bfloat16", "bfloat16"), ("float", "float32", "float")])
 def test_dtype_aliases_use_nccl_tests_names(name, torch_name, nccl):
-    d = get_dtype(name)
+    d = collective_dtype(name)
     assert (d.name, d.nccl_name) == (torch_name, nccl)

@@ -13,7 +13,8 @@ from ibdiag.bench.collective import render
 from ibdiag.bench.collective.analysis import to_bench_run
 from ibdiag.bench.collective.config import CollectiveConfig
 from ibdiag.bench.collective.model import MeasuredRow, Measurement, RankInfo
-from ibdiag.bench.collective.ops import DTYPES, OPS, plan_size
+from ibdiag.bench.collective.plan import plan_size
+from ibdiag.collectives import DTYPES, OPS
 from ibdiag.report.prom import render_prom
 
 
@@ -56,7 +57,7 @@ def test_table_reads_back_through_the_nccl_tests_importer(op):
     for a, b in zip(back.results, run.results):
         assert a.busbw_gbs == pytest.approx(b.busbw_gbs, abs=0.006)
         assert a.time_us == pytest.approx(b.time_us, rel=1e-3)
-    assert back.meta["avg_busbw_gbs_reported"] == pytest.approx(run.meta["avg_busbw_gbs"], rel=1e-5)
+    assert back.meta.nccl_tests.avg_busbw_gbs_reported == pytest.approx(run.meta.avg_busbw_gbs, rel=1e-5)
 
 
 def test_table_layout():

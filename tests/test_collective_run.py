@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from ibdiag.bench.collective.ops import OPS  # noqa: E402
+from ibdiag.collectives import OPS  # noqa: E402
 from ibdiag.bench.results import load_bench_file  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -181,7 +181,7 @@ def test_save_and_table_through_the_console_script(ibdiag_exe, tmp_path):
     assert "#       size         count      type   redop    root" in proc.stdout and "# Avg bus bandwidth" in proc.stdout
     assert "setup (rendezvous + first collective)" in proc.stdout
     run = load_bench_file(saved)
-    assert run.kind == "collective" and run.meta["world_size"] == 2 and run.meta["launcher"] == "ibdiag"
+    assert run.kind == "collective" and run.meta.world_size == 2 and run.meta.measured.launcher == "ibdiag"
     assert [r.bytes for r in run.results] == [1048576]
 
 

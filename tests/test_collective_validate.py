@@ -12,7 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from ibdiag.bench.collective import validate  # noqa: E402
-from ibdiag.bench.collective.ops import DTYPES, OPS, plan_size  # noqa: E402
+from ibdiag.bench.collective.plan import plan_size
+from ibdiag.collectives import DTYPES, OPS  # noqa: E402
 
 
 def _emulate(op: str, n: int, dtype: str, size: int, in_place: bool):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import subprocess
 from pathlib import Path
 
 from ibdiag import importers
+from ibdiag.bench.p2p.render import CSV_HEADER as P2P_CSV_HEADER
 from ibdiag.bench.results import load_bench_file
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
@@ -50,8 +53,9 @@ def test_perftest_table_and_csv(cli):
     res = cli("bench", "import", LOGS / "perftest-ib_write_lat.log", "-o", "csv")
     assert res.exit_code == 0
     lines = res.stdout.splitlines()
-    assert lines[0].startswith("test,bytes,iters,bw_gbs") and len(lines) == 14
-    assert lines[1].startswith("ib_write_lat,2,1000,,,,,0.96,")
+    assert lines[0] == ",".join(P2P_CSV_HEADER) and len(lines) == 14  # the same columns as bench p2p -o csv
+    first = next(csv.DictReader(io.StringIO(res.stdout)))
+    assert (first["test"], first["bytes"], first["iters"], first["bw_gbs"], first["lat_min_us"]) == ("ib_write_lat", "2", "1000", "", "0.96")
     res = cli("bench", "import", LOGS / "perftest-ib_write_lat.log", "-o", "prom")
     assert res.exit_code == 2 and "cannot write prom" in res.stderr
 
@@ -126,7 +130,7 @@ def test_save_is_a_bench_file_verdict_can_read(cli, tmp_path):
     assert res.exit_code == 0 and out.exists()
     assert not [p for p in tmp_path.iterdir() if p.name != "imported.json"]  # no temporary file left
     run = load_bench_file(out)
-    assert run.kind == "collective" and run.meta["op"] == "all_reduce" and run.meta["world_size"] == 16
+    assert run.kind == "collective" and run.meta.op == "all_reduce" and run.meta.world_size == 16
     assert run.results[0].max_error == 2e-07  # the old era's error column survives the round trip
     again = importers.load(out)  # the importer reads ibdiag's own files too
     assert again.results == run.results
@@ -142,3 +146,22 @@ def test_console_script(ibdiag_exe):
     assert "import.nccl_warnings" in {f["check"] for f in doc["findings"]}
     proc = subprocess.run([ibdiag_exe, "bench", "import", "/dev/null"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.startswith("ibdiag: error:") and "Traceback" not in proc.stderr
+
+
+def test_a_saved_p2p_run_prints_like_bench_p2p(cli, tmp_path):
+    """One p2p view: a measured run read back is shown with its server and line rate, not as a perftest log."""
+    from ibdiag.bench.p2p.meta import LineRate, P2PMeta, P2PSetup
+    from ibdiag.bench.results import BenchRun, P2PResult
+    from ibdiag.report.jsonout import render_json
+    from ibdiag.report.model import Report, RunMeta
+
+    setup = P2PSetup(peer="node-a:18516", server_host="node-a", server_version="0.1.0", duration_s=1.0, line_rate=LineRate(100.0, "--line-rate-gbps"))
+    run = BenchRun(P2PMeta(transport="tcp", mode="bw", measured=setup), (P2PResult(bytes=1 << 20, iters=900, bw_gbs=10.0, cpu_s_per_gb={"client": 0.2, "server": 0.1}),))
+    saved = tmp_path / "ab.json"
+    saved.write_text(render_json(Report("bench", run.to_data(), ()), RunMeta(host="b", version="0.1.0", generated_at="2026-01-01T00:00:00Z")))
+    res = cli("bench", "import", saved)
+    assert res.exit_code == 0, res.stderr
+    assert "server node-a (ibdiag 0.1.0) at node-a:18516" in res.stdout and "line rate 100 Gb/s" in res.stdout
+    assert "ibdiag bench p2p: tcp bw, 1 MiB, 1 s per size to node-a:18516" in res.stdout and "perftest" not in res.stdout
+    rows = list(csv.DictReader(io.StringIO(cli("bench", "import", saved, "-o", "csv").stdout)))
+    assert list(rows[0]) == list(P2P_CSV_HEADER) and (rows[0]["peer"], rows[0]["line_rate_share"]) == ("node-a:18516", "0.8")

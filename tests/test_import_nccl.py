@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ibdiag import importers
-from ibdiag.importers import nccl_tests
+from ibdiag.collectives import OPS, op_in_text
 from ibdiag.errors import InputError
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
@@ -44,13 +44,13 @@ def test_modern_rows_and_header():
     ]
     r0 = run.results[0]
     assert (r0.count, r0.dtype, r0.redop, r0.root) == (262144, "float", "sum", None)
-    m = run.meta
-    assert (m["op"], m["op_source"]) == ("all_reduce", "inferred from the table")  # redop sum, count x 4 B == size
-    assert (m["world_size"], m["ranks_per_node"], m["nodes"], m["hosts"]) == (2, 1, 2, ["node01", "node02"])
-    assert m["ranks"][1] == {"rank": 1, "group": 0, "pid": 1002, "host": "node02", "device": 0, "bus_id": "0x18", "gpu": "NVIDIA H100 80GB HBM3"}
-    assert m["avg_busbw_gbs"] == pytest.approx(22.25) and m["avg_busbw_gbs_reported"] == 22.25
-    assert (m["format"], m["complete"], m["out_of_bounds"]) == ("2022-2025", True, 0)
-    assert m["params"]["iters"] == 20 and m["params"]["warmup_iters"] == 5 and m["params"]["agg_iters"] == 1
+    m, log = run.meta, run.meta.nccl_tests
+    assert (m.op, log.op_source) == ("all_reduce", "inferred from the table")  # redop sum, count x 4 B == size
+    assert (m.world_size, m.ranks_per_node, m.nodes, m.hosts) == (2, 1, 2, ("node01", "node02"))
+    assert log.ranks[1].to_json() == {"rank": 1, "group": 0, "pid": 1002, "host": "node02", "device": 0, "bus_id": "0x18", "gpu": "NVIDIA H100 80GB HBM3"}
+    assert m.avg_busbw_gbs == pytest.approx(22.25) and log.avg_busbw_gbs_reported == 22.25
+    assert (run.provenance.imported.format, log.complete, log.out_of_bounds) == ("2022-2025", True, 0)
+    assert log.params["iters"] == 20 and log.params["warmup_iters"] == 5 and log.params["agg_iters"] == 1
 
 
 OLD = """\
@@ -73,12 +73,12 @@ OLD = """\
 
 def test_before_2022_float_error_column_and_no_root():
     run = importers.parse_text(OLD, "old.log")
-    assert run.meta["format"] == "before 2022"
+    assert run.provenance.imported.format == "before 2022"
     assert [r.wrong for r in run.results] == [None] * 4
     assert [r.max_error for r in run.results] == [2e-07, 0.0, 0.0, 0.0]
     assert {r.root for r in run.results} == {None}
     # -g 8 in one process: two rank lines with the same pid are two ranks
-    assert run.meta["world_size"] == 2 and run.meta["ranks_per_node"] == 2
+    assert run.meta.world_size == 2 and run.meta.ranks_per_node == 2
 
 
 NEW_2025 = """\
@@ -103,10 +103,10 @@ NEW_2025 = """\
 
 def test_2025_version_starting_line_and_pci_ids():
     run = importers.parse_text(NEW_2025, "x.log")
-    m = run.meta
-    assert (m["format"], m["op"], m["op_source"], m["nccl_tests_version"]) == ("2025", "all_gather", "header", "2.17.1")
-    assert m["ranks"][1]["bus_id"] == "000f:02:00"
-    assert m["params"]["unalign"] == 0
+    m, log = run.meta, run.meta.nccl_tests
+    assert (run.provenance.imported.format, m.op, log.op_source, run.provenance.nccl_tests_version) == ("2025", "all_gather", "header", "2.17.1")
+    assert log.ranks[1].bus_id == "000f:02:00"
+    assert log.params["unalign"] == 0
     assert run.results[0].redop is None
 
 
@@ -145,7 +145,7 @@ def test_exponent_and_large_wrong_counts():
 def test_launcher_prefixes(prefix, tag):
     text = "".join(prefix + ln + "\n" for ln in MODERN.splitlines())
     run = importers.parse_text(text, "p.log")
-    assert len(run.results) == 4 and run.meta["tag"] == tag
+    assert len(run.results) == 4 and run.provenance.imported.tag == tag
 
 
 def test_nccl_debug_lines_are_skipped_and_warnings_kept():
@@ -154,8 +154,8 @@ def test_nccl_debug_lines_are_skipped_and_warnings_kept():
     lines.insert(4, "node02:1002:1044 [0] NCCL WARN NET/IB : Got completion with error 12, opcode 0, len 0, vendor err 129")
     lines.insert(5, "NCCL version 2.18.5+cuda12.2")
     run = importers.parse_text("\n".join(lines) + "\n", "d.log")
-    assert run.meta["nccl_warning_count"] == 1 and "line 5" in run.meta["nccl_warnings"][0]
-    assert run.meta["nccl_version"] == "2.18.5+cuda12.2"
+    assert run.provenance.nccl_warning_count == 1 and "line 5" in run.provenance.nccl_warnings[0]
+    assert run.provenance.nccl_version == "2.18.5+cuda12.2"
 
 
 def test_unrecognised_line_names_its_number():
@@ -194,9 +194,9 @@ def test_row_before_header():
 
 def test_two_runs_one_after_the_other_are_separate():
     runs = importers.parse_runs(MODERN + NEW_2025, "two.log")
-    assert [r.meta["op"] for r in runs] == ["all_reduce", "all_gather"]
-    assert [r.meta["separation"] for r in runs] == ["one after the other"] * 2
-    assert [(r.meta["run_index"], r.meta["run_count"]) for r in runs] == [(1, 2), (2, 2)]
+    assert [r.meta.op for r in runs] == ["all_reduce", "all_gather"]
+    assert [r.provenance.imported.position.separation for r in runs] == ["one after the other"] * 2
+    assert [(r.provenance.imported.position.index, r.provenance.imported.position.count) for r in runs] == [(1, 2), (2, 2)]
     with pytest.raises(InputError) as e:
         importers.parse_text(MODERN + NEW_2025, "two.log")
     assert "2 runs" in e.value.message and "not averaged" in e.value.message and "--run" in e.value.hint
@@ -206,11 +206,11 @@ def test_interleaved_untagged_runs_are_separated_by_order():
     runs = importers.parse_runs((LOGS / "nccl-tests-nompi-interleaved_all_reduce_perf.log").read_text(), "i.log")
     assert len(runs) == 2
     for r, pid in zip(runs, (7301, 7302)):
-        assert "interleaved" in r.meta["separation"]
-        assert r.meta["world_size"] == 1 and r.meta["ranks"][0]["pid"] == pid
+        assert "interleaved" in r.provenance.imported.position.separation
+        assert r.meta.world_size == 1 and r.meta.nccl_tests.ranks[0].pid == pid
         sizes = [x.bytes for x in r.results if not x.in_place]
         assert sizes == sorted(sizes) and len(sizes) == 6  # every size once, in order
-        assert r.meta["avg_busbw_gbs"] == pytest.approx(r.meta["avg_busbw_gbs_reported"], abs=0.01)
+        assert r.meta.avg_busbw_gbs == pytest.approx(r.meta.nccl_tests.avg_busbw_gbs_reported, abs=0.01)
     with pytest.raises(InputError) as e:
         importers.load(LOGS / "nccl-tests-nompi-interleaved_all_reduce_perf.log")
     assert "2 runs" in e.value.message and "MPI=1" in e.value.hint
@@ -218,8 +218,8 @@ def test_interleaved_untagged_runs_are_separated_by_order():
 
 def test_interleaved_tagged_runs_are_separated_by_tag():
     runs = importers.parse_runs((LOGS / "nccl-tests-nompi-tagged_all_reduce_perf.log").read_text(), "t.log")
-    assert [(r.meta["tag"], r.meta["ranks"][0]["pid"]) for r in runs] == [("1,1", 7402), ("1,0", 7401)]
-    assert {r.meta["separation"] for r in runs} == {"one run per output tag"}
+    assert [(r.provenance.imported.tag, r.meta.nccl_tests.ranks[0].pid) for r in runs] == [("1,1", 7402), ("1,0", 7401)]
+    assert {r.provenance.imported.position.separation for r in runs} == {"one run per output tag"}
     assert all(len(r.results) == 12 for r in runs)
 
 
@@ -237,26 +237,26 @@ def test_interleaved_tagged_runs_are_separated_by_tag():
 def test_op_inferred_from_the_table(body, op, cands):
     text = MODERN.split("     1048576")[0] + body + "    52.43   20.00   20.00       0    52.43   20.00   20.00       0\n"
     run = importers.parse_text(text, "x.log")
-    assert run.meta["op"] == op
-    assert run.meta.get("op_candidates", []) == cands
+    assert run.meta.op == op
+    assert list(run.meta.nccl_tests.op_candidates) == cands
 
 
 def test_op_from_option_and_file_name():
     amb = (LOGS / "nccl-tests-rank-prefix.log").read_text()
-    assert importers.parse_text(amb, "x.log").meta["op"] is None
-    assert importers.parse_text(amb, "x.log", op="alltoall").meta["op"] == "all_to_all"
+    assert importers.parse_text(amb, "x.log").meta.op is None
+    assert importers.parse_text(amb, "x.log", op="alltoall").meta.op == "all_to_all"
     run = importers.parse_text(amb, "x.log", file_name="alltoall_perf-8n.log")
-    assert (run.meta["op"], run.meta["op_source"]) == ("all_to_all", "file name")
-    assert nccl_tests.op_from_name("reduce_scatter_perf") == "reduce_scatter"
-    assert nccl_tests.op_from_name("logs/allreduce.txt") == "all_reduce"
+    assert (run.meta.op, run.meta.nccl_tests.op_source) == ("all_to_all", "file name")
+    assert op_in_text("reduce_scatter_perf") == "reduce_scatter"
+    assert op_in_text("logs/allreduce.txt") == "all_reduce"
 
 
 def test_json_output():
     run = importers.load(LOGS / "nccl-tests-json_reduce_scatter.json")
     m = run.meta
-    assert (m["op"], m["op_source"], m["world_size"], m["format"]) == ("reduce_scatter", "header", 8, "json v2")
+    assert (m.op, m.nccl_tests.op_source, m.world_size, run.provenance.imported.format) == ("reduce_scatter", "header", 8, "json v2")
     assert len(run.results) == 10 and run.results[0].root is None and run.results[1].in_place
-    assert m["avg_busbw_gbs"] == pytest.approx(m["avg_busbw_gbs_reported"], rel=1e-6)
+    assert m.avg_busbw_gbs == pytest.approx(m.nccl_tests.avg_busbw_gbs_reported, rel=1e-6)
 
 
 def test_gzip_and_errors_reading_files(tmp_path):
@@ -287,7 +287,7 @@ def test_ibdiag_json_is_read_back():
     run = importers.parse_text(MODERN, "m.log")
     doc = {"schema": "ibdiag.bench/1", "version": "0", "host": "h", "generated_at": "t", "status": "ok", "findings": [], **run.to_data()}
     back = importers.parse_text(json.dumps(doc), "saved.json")
-    assert back.results == run.results and back.meta["op"] == "all_reduce"
+    assert back.results == run.results and back.meta.op == "all_reduce"
 
 
 # --- the fixtures: each era parses, and the arithmetic in them holds -----------------------------------
@@ -306,13 +306,13 @@ ERAS = [
 def test_fixture_eras(name, op, n, era, sizes):
     run = importers.load(LOGS / name)
     m = run.meta
-    assert (m["op"], m["world_size"], m["format"], m["complete"]) == (op, n, era, True)
+    assert (m.op, m.world_size, run.provenance.imported.format, m.nccl_tests.complete) == (op, n, era, True)
     assert len(run.results) == 2 * sizes
-    f = nccl_tests.busbw_factor(op, n)
+    f = OPS[op].busbw_factor(n)
     for r in run.results:
         assert r.busbw_gbs == pytest.approx(r.algbw_gbs * f, abs=0.011 * max(1.0, f))
         assert r.algbw_gbs == pytest.approx(r.bytes / r.time_us / 1e3, rel=0.01, abs=0.011)
-    assert m["avg_busbw_gbs"] == pytest.approx(m["avg_busbw_gbs_reported"], abs=0.006)
+    assert m.avg_busbw_gbs == pytest.approx(m.nccl_tests.avg_busbw_gbs_reported, abs=0.006)
 
 
 def test_fixtures_are_what_the_generator_writes(tmp_path):

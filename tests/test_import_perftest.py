@@ -51,15 +51,15 @@ def test_bandwidth_units(unit, gbs):
     assert (r.bytes, r.iters, r.msg_rate_mpps) == (65536, 5000, 0.1)
     assert r.bw_gbs == pytest.approx(gbs)
     assert r.bw_peak_gbs == pytest.approx(gbs * 1.001)
-    m = run.meta
-    assert (m["test"], m["verb"], m["mode"], m["device"], m["link_layer"], m["bw_unit"]) == ("ib_write_bw", "write", "bw", "mlx5_2", "IB", unit)
-    assert m["local_address"].startswith("LID 0x0b")
+    m = run.meta.perftest
+    assert (m.test, m.verb, run.meta.mode, m.device, m.link_layer, m.bw_unit) == ("ib_write_bw", "write", "bw", "mlx5_2", "IB", unit)
+    assert m.local_address.startswith("LID 0x0b")
 
 
 def test_duration_mode_peak_is_not_measured():
     run = importers.parse_text(_bw("MiB/sec", "0.00", "11000.00"), "d.log")
     assert run.results[0].bw_peak_gbs is None
-    assert run.meta["peak_measured"] is False
+    assert run.meta.perftest.peak_measured is False
 
 
 def test_six_decimals_and_tabs():
@@ -89,7 +89,7 @@ def test_latency_percentiles():
     run = importers.parse_text(LAT, "lat.log")
     lat = run.results[0].lat_us
     assert (lat.min_us, lat.p50_us, lat.avg_us, lat.p99_us, lat.p999_us, lat.max_us) == (1.71, 1.77, 1.79, 2.01, 8.92, 8.92)
-    assert (run.meta["test"], run.meta["latency"], run.meta["gid_index"]) == ("ib_send_lat", "one way (round trip / 2)", "3")
+    assert (run.meta.perftest.test, run.meta.perftest.latency, run.meta.perftest.gid_index) == ("ib_send_lat", "one way (round trip / 2)", "3")
 
 
 def test_latency_duration_mode():
@@ -100,12 +100,12 @@ def test_latency_duration_mode():
     run = importers.parse_text(text, "latd.log")
     r = run.results[0]
     assert r.lat_us is None and r.lat_avg_us == 1.79 and r.msg_rate_mpps == pytest.approx(0.55865922)
-    assert run.meta["duration_mode"] is True
+    assert run.meta.perftest.duration_mode is True
 
 
 def test_read_latency_is_a_round_trip():
     run = importers.load(LOGS / "perftest-ib_read_lat-duration.log")
-    assert (run.meta["verb"], run.meta["latency"]) == ("read", "round trip")
+    assert (run.meta.perftest.verb, run.meta.perftest.latency) == ("read", "round trip")
 
 
 def test_noise_lines_are_accepted_unknown_text_is_not():
@@ -135,16 +135,16 @@ def test_bad_rows_and_headers():
 
 def test_json_unit_is_told_by_the_message_rate():
     gbits = importers.load(LOGS / "perftest-ib_write_bw-gbits.json")
-    assert (gbits.meta["bw_unit"], gbits.meta["bw_unit_assumed"]) == ("Gb/sec", False)
+    assert (gbits.meta.perftest.bw_unit, gbits.meta.perftest.bw_unit_assumed) == ("Gb/sec", False)
     assert gbits.results[0].bw_gbs == pytest.approx(186.42 / 8)
     loose = importers.load(LOGS / "perftest-ib_write_bw-loose.json")  # bare words, trailing commas
-    assert (loose.meta["bw_unit"], loose.meta["device"], loose.meta["test"]) == ("MiB/sec", "mlx5_0", "ib_write_bw")
+    assert (loose.meta.perftest.bw_unit, loose.meta.perftest.device, loose.meta.perftest.test) == ("MiB/sec", "mlx5_0", "ib_write_bw")
     assert loose.results[0].bw_gbs == pytest.approx(23430.17 * 2**20 / 1e9)
 
 
 def test_json_without_rate_assumes_mib_and_says_so():
     run = importers.parse_text('{"results": [{"MsgSize": 65536, "n_iterations": 10, "BW_peak": 0, "BW_average": 100.0}]}', "j.json")
-    assert run.meta["bw_unit_assumed"] is True and run.results[0].bw_peak_gbs is None
+    assert run.meta.perftest.bw_unit_assumed is True and run.results[0].bw_peak_gbs is None
     with pytest.raises(InputError, match="not JSON"):
         importers.parse_text('{"results": {"MsgSize": 65536, "BW_average": }', "broken.json")
 
@@ -160,7 +160,7 @@ FIXTURES = [
 @pytest.mark.parametrize(("name", "test", "rows", "unit"), FIXTURES)
 def test_bandwidth_fixtures_are_consistent(name, test, rows, unit):
     run = importers.load(LOGS / name)
-    assert (run.meta["test"], len(run.results), run.meta["bw_unit"]) == (test, rows, unit)
+    assert (run.meta.perftest.test, len(run.results), run.meta.perftest.bw_unit) == (test, rows, unit)
     for r in run.results:
         # MsgRate x size is the bandwidth: the unit was read right
         assert r.msg_rate_mpps * 1e6 * r.bytes / 1e9 == pytest.approx(r.bw_gbs, rel=0.01)
@@ -174,7 +174,7 @@ def test_latency_fixture():
 
 def test_two_perftest_runs_are_separate():
     text = _bw("MiB/sec", "1.00", "1.00") + LAT
-    runs = perftest.parse_runs(text, "two.log")
-    assert [r.meta["mode"] for r in runs] == ["bw", "lat"]
+    runs = perftest.parse_log(text, "two.log")
+    assert [r.meta.mode for r in runs] == ["bw", "lat"]
     with pytest.raises(InputError, match="2 runs"):
         importers.parse_text(text, "two.log")

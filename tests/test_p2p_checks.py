@@ -1,4 +1,4 @@
-"""Line rate (sysfs fixtures), the bandwidth finding, the [bench] config table, and the views."""
+"""Line rate (sysfs fixtures), the bandwidth finding, the [p2p] config table, and the views."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from ibdiag.bench.p2p.checks import CHECK_BANDWIDTH, BenchConfig, bandwidth_findings
-from ibdiag.bench.p2p.linerate import LineRate, combine, netdev_line_rate, rdma_line_rate, tcp_line_rate
+from ibdiag.bench.p2p.checks import CHECK_BANDWIDTH, P2PConfig, bandwidth_findings
+from ibdiag.bench.p2p.linerate import LineRate, judged_line_rate, netdev_line_rate, rdma_line_rate, tcp_line_rate
 from ibdiag.bench.p2p.render import CSV_HEADER, bandwidth_chart, csv_rows, results_table
+from ibdiag.bench.p2p.meta import P2PMeta, P2PSetup
 from ibdiag.bench.results import BenchRun, LatencyStats, P2PResult, bench_run_from_json
 from ibdiag.config import load_config
 from ibdiag.errors import InputError
@@ -48,14 +49,17 @@ def test_loopback_has_no_line_rate_on_the_real_machine():
     assert netdev_line_rate(SysfsRoot("/"), "lo").gbps is None
 
 
-def test_combine_line_rates():
+def test_judged_line_rate_precedence():
     a = LineRate(100.0, "eth0 speed 100000 Mb/s")
     b = LineRate(25.0, "eth1 speed 25000 Mb/s")
     none = LineRate(None, "loopback: no line rate")
-    assert combine(a, b, None) == LineRate(25.0, "server eth1 speed 25000 Mb/s")
-    assert combine(a, none, None).gbps == 100.0
-    assert combine(none, none, None).gbps is None
-    assert combine(none, none, 400.0) == LineRate(400.0, "--line-rate-gbps")
+    assert judged_line_rate(a, b) == LineRate(25.0, "server eth1 speed 25000 Mb/s")
+    assert judged_line_rate(a, none).gbps == 100.0
+    assert judged_line_rate(none, none).gbps is None
+    assert judged_line_rate(none, none, flag_gbps=400.0) == LineRate(400.0, "--line-rate-gbps")
+    # the flag wins over the config, the config over both ends' facts
+    assert judged_line_rate(a, b, flag_gbps=400.0, config_gbps=200.0) == LineRate(400.0, "--line-rate-gbps")
+    assert judged_line_rate(a, b, config_gbps=200.0) == LineRate(200.0, "config [p2p] line_rate_gbps")
     assert LineRate.from_json({"gbps": True, "source": "x"}).gbps is None
     assert LineRate.from_json("junk").gbps is None
     assert LineRate.from_json(a.to_json()) == a
@@ -72,7 +76,7 @@ ROWS = [_row(4096, 1.0), _row(2**20, 9.0), _row(2**24, 11.0)]
 
 
 def _find(rows=ROWS, **kw):
-    args = dict(transport="rdma", subject="rdma node-a:18516", line_rate_gbps=100.0, line_rate_source="mlx5_0 port 1", bidir=False, cfg=BenchConfig())
+    args = dict(transport="rdma", subject="rdma node-a:18516", line_rate_gbps=100.0, line_rate_source="mlx5_0 port 1", bidir=False, cfg=P2PConfig())
     args.update(kw)
     return bandwidth_findings(rows, **args)
 
@@ -94,7 +98,7 @@ def test_low_rdma_bandwidth_fails_with_hint():
 def test_low_tcp_bandwidth_warns_unless_configured_to_fail():
     (f,) = _find(transport="tcp", line_rate_gbps=200.0)
     assert f.severity is Severity.WARN and "--streams" in f.hint
-    (g,) = _find(transport="tcp", line_rate_gbps=200.0, cfg=BenchConfig(tcp_severity="fail"))
+    (g,) = _find(transport="tcp", line_rate_gbps=200.0, cfg=P2PConfig(tcp_severity="fail"))
     assert g.severity is Severity.FAIL
 
 
@@ -110,15 +114,31 @@ def test_bidirectional_is_judged_against_both_directions():
     assert f.severity is Severity.OK and f.limit == 80.0 and "both directions" in f.message
 
 
-def test_bench_config_table(tmp_path):
+def test_p2p_config_table(tmp_path):
     p = tmp_path / "c.toml"
-    p.write_text('[bench]\nmin_bw_share = 0.9\njudge_min_bytes = 65536\ntcp_severity = "fail"\nline_rate_gbps = 25\n')
-    cfg = load_config(p).section("bench", BenchConfig)
-    assert cfg == BenchConfig(min_bw_share=0.9, judge_min_bytes=65536, tcp_severity="fail", line_rate_gbps=25.0)
+    p.write_text('[p2p]\nmin_bw_share = 0.9\njudge_min_bytes = 65536\ntcp_severity = "fail"\nline_rate_gbps = 25\n')
+    loaded = load_config(p)
+    assert loaded.section("p2p", P2PConfig) == P2PConfig(min_bw_share=0.9, judge_min_bytes=65536, tcp_severity="fail", line_rate_gbps=25.0)
+    assert loaded.notes == ()
     for bad in ("min_bw_share = 1.5", 'tcp_severity = "error"', "judge_min_bytes = 0", "line_rate_gbps = -1", "speed = 1"):
-        p.write_text(f"[bench]\n{bad}\n")
+        p.write_text(f"[p2p]\n{bad}\n")
         with pytest.raises(InputError):
-            load_config(p).section("bench", BenchConfig)
+            load_config(p).section("p2p", P2PConfig)
+
+
+def test_the_old_bench_table_is_read_as_p2p_with_a_note(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text('[bench]\nmin_bw_share = 0.9\n')
+    loaded = load_config(p)
+    assert loaded.section("p2p", P2PConfig).min_bw_share == 0.9
+    (note,) = loaded.notes
+    assert "[bench] is deprecated: it is read as [p2p]" in note and str(p) in note
+    p.write_text('[bench]\nmin_bw_share = "high"\n')
+    with pytest.raises(InputError, match=r"\[bench\] min_bw_share must be a number"):  # named as written
+        load_config(p).section("p2p", P2PConfig)
+    p.write_text('[bench]\nmin_bw_share = 0.9\n[p2p]\nmin_bw_share = 0.7\n')
+    with pytest.raises(InputError, match=r"\[bench\] and \[p2p\] are both set"):
+        load_config(p)
 
 
 # --- views ------------------------------------------------------------------------------------------------
@@ -130,8 +150,13 @@ FULL = [
 ]
 
 
+def _run(results, *, line_rate_gbps=100.0):
+    setup = P2PSetup(peer="h:1", line_rate=LineRate(line_rate_gbps, "--line-rate-gbps"))
+    return BenchRun(P2PMeta(transport="tcp", mode="both", measured=setup), tuple(results))
+
+
 def test_csv_rows_long_form():
-    rows = csv_rows(FULL, transport="tcp", mode="both", peer="h:1", ceiling_gbps=100.0)
+    rows = csv_rows(_run(FULL))
     assert list(rows[0]) == list(CSV_HEADER)
     assert rows[0]["bw_gbps"] == 10.0 and rows[0]["line_rate_share"] == 0.1
     assert rows[0]["lat_p50_us"] == 5.0 and rows[0]["lat_iters"] == 5000
@@ -139,19 +164,19 @@ def test_csv_rows_long_form():
 
 
 def test_chart_marks_the_line_rate():
-    chart = bandwidth_chart(FULL, ceiling_gbps=100.0)
+    chart = bandwidth_chart(_run(FULL))
     lines = chart.splitlines()
     assert lines[0].startswith("4 KiB") and "10 Gb/s" in lines[0]
     assert lines[1].startswith("1 MiB") and "80 Gb/s" in lines[1]
     assert "100 Gb/s line rate" in lines[-1]
-    assert bandwidth_chart([P2PResult(bytes=8, iters=1, lat_us=LAT)], ceiling_gbps=None) is None
+    assert bandwidth_chart(_run([P2PResult(bytes=8, iters=1, lat_us=LAT)], line_rate_gbps=None)) is None
 
 
 def test_table_has_perftest_columns():
     from rich.console import Console
 
     buf = io.StringIO()
-    Console(file=buf, width=250).print(results_table(FULL, ceiling_gbps=100.0, title="t"))
+    Console(file=buf, width=250).print(results_table(_run(FULL)))
     text = buf.getvalue()
     for col in ("size", "BW GB/s", "BW Gb/s", "of line", "Mmsg/s", "lat iters", "p99.9 µs", "CPU s/GB client"):
         assert col in text
@@ -159,11 +184,11 @@ def test_table_has_perftest_columns():
 
 
 def test_bench_json_round_trip_keeps_lat_iters():
-    run = BenchRun(kind="p2p", results=tuple(FULL), meta={"transport": "tcp", "mode": "both", "peer": "h:1"})
+    run = BenchRun(P2PMeta(transport="tcp", mode="both", measured=P2PSetup(peer="h:1")), tuple(FULL))
     doc = json.loads(json.dumps(run.to_data()))
     back = bench_run_from_json(doc)
     assert back.results == run.results
-    assert back.meta["peer"] == "h:1"
+    assert back.meta.measured.peer == "h:1"
 
 
 def test_png_chart_when_matplotlib_is_installed(tmp_path):
@@ -171,5 +196,5 @@ def test_png_chart_when_matplotlib_is_installed(tmp_path):
     from ibdiag.bench.p2p.render import write_png
 
     target = tmp_path / "bw.png"
-    write_png(FULL, target, ceiling_gbps=100.0, title="t")
+    write_png(_run(FULL), target)
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -132,10 +132,15 @@ def test_line_rate_findings_and_exit_codes(cli, server, tmp_path):
     assert "bench.p2p_bandwidth" in strict.stdout and "<failure" in strict.stdout
 
     cfg = tmp_path / "c.toml"
-    cfg.write_text('[bench]\ntcp_severity = "fail"\nline_rate_gbps = 100000\n')
+    cfg.write_text('[p2p]\ntcp_severity = "fail"\nline_rate_gbps = 100000\n')
     failing = cli("bench", "p2p", "127.0.0.1", "--port", port, *QUICK, "--config", cfg)
     assert failing.exit_code == 1
-    assert "FAIL" in failing.stdout and "config [bench] line_rate_gbps" in failing.stdout
+    assert "FAIL" in failing.stdout and "config [p2p] line_rate_gbps" in failing.stdout
+    assert "deprecated" not in failing.stderr
+    cfg.write_text('[bench]\ntcp_severity = "fail"\nline_rate_gbps = 100000\n')  # the old name: same result, and a note
+    old = cli("bench", "p2p", "127.0.0.1", "--port", port, *QUICK, "--config", cfg)
+    assert old.exit_code == 1 and "config [p2p] line_rate_gbps" in old.stdout
+    assert "ibdiag: warning: config file" in old.stderr and "[bench] is deprecated: it is read as [p2p]" in old.stderr
 
 
 def test_tokens_from_file_and_environment(cli, tmp_path):

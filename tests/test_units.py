@@ -18,7 +18,6 @@ from ibdiag.units import format_bytes, format_seconds, parse_size, parse_size_sp
         ("8GiB", 2**33),
         ("16GB", 16 * 10**9),
         ("1.5K", 1536),
-        ("2kb", 2000),
     ],
 )
 def test_parse_size(text, expected):
@@ -30,6 +29,15 @@ def test_parse_size_rejects(text):
     with pytest.raises(UsageError) as e:
         parse_size(text)
     assert e.value.hint
+
+
+@pytest.mark.parametrize(("text", "suggest"), [("8Gb", "8GB"), ("2kb", "2KB"), ("64Kib", "64KiB"), ("512b", "512")])
+def test_a_size_in_bits_is_refused(text, suggest):
+    """Gb is bits everywhere else in ibdiag (400 Gb/s links): 8Gb is not silently 8e9 bytes."""
+    with pytest.raises(UsageError) as e:
+        parse_size(text, what="--grad-bytes")
+    assert "bits" in e.value.message and "--grad-bytes" in e.value.message
+    assert suggest in e.value.hint
 
 
 def test_size_spec_list_and_range():

@@ -10,6 +10,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from ibdiag.bench.collective.meta import CollectiveMeta
+from ibdiag.bench.p2p.meta import P2PMeta
 from ibdiag.bench.results import BenchRun, CollectiveResult, LatencyStats, P2PResult
 from ibdiag.report.jsonout import render_json
 from ibdiag.report.model import Report, RunMeta
@@ -136,8 +138,8 @@ def _coll(size, busbw, time_us, in_place):
 def test_bench_collective_json(cli, tmp_path):
     rows = []
     for size, busbw, t in ((8, 0.0, 42.0), (MIB, 40.0, 70.0), (16 * MIB, 300.0, 120.0), (32 * MIB, 330.0, 200.0), (64 * MIB, 340.0, 380.0)):
-        rows += [_coll(size, busbw, t, False), _coll(size, busbw - 2, t + 1, True)]
-    path = _save_bench(tmp_path / "run.json", BenchRun("collective", tuple(rows), {"op": "all_reduce", "backend": "nccl", "world_size": 16, "ranks_per_node": 8}))
+        rows += [_coll(size, busbw, t, False), _coll(size, max(busbw - 2, 0.0), t + 1, True)]  # a saved bandwidth is never negative
+    path = _save_bench(tmp_path / "run.json", BenchRun(CollectiveMeta(op="all_reduce", backend="nccl", world_size=16, ranks_per_node=8), tuple(rows)))
     code, doc = run_json(cli, "verdict", "--params", "8e9", "--dtype", "bf16", "--ranks", "512", "--ranks-per-node", "8", "--compute-s", "0.5", "--bench", path, "--root", DGX)
     src = doc["busbw_source"]
     assert src["source"] == "bench" and src["size_bytes"] == 32 * MIB and src["path"] == str(path)
@@ -151,7 +153,7 @@ def test_bench_collective_json(cli, tmp_path):
 
 def test_bench_p2p_json_serves_as_busbw(cli, tmp_path):
     lat = LatencyStats(min_us=1.9, p50_us=2.1, p99_us=2.6, p999_us=3.5, max_us=11.0)
-    run = BenchRun("p2p", (P2PResult(bytes=2, iters=10000, lat_us=lat), P2PResult(bytes=32 * MIB, iters=200, bw_gbs=46.0)), {"transport": "rdma", "mode": "bw"})
+    run = BenchRun(P2PMeta(transport="rdma", mode="bw"), (P2PResult(bytes=2, iters=10000, lat_us=lat), P2PResult(bytes=32 * MIB, iters=200, bw_gbs=46.0)))
     path = _save_bench(tmp_path / "p2p.json", run)
     res = cli("verdict", "--params", "8e9", "--dtype", "bf16", "--ranks", "512", "--ranks-per-node", "1", "--link-gbps", "400", "--compute-s", "2", "--bench", path, "-o", "json")
     assert res.exit_code == 0, res.stderr
@@ -162,7 +164,7 @@ def test_bench_p2p_json_serves_as_busbw(cli, tmp_path):
 
 
 def test_busbw_and_bench_together_is_a_usage_error(cli, tmp_path):
-    run = BenchRun("p2p", (P2PResult(bytes=32 * MIB, iters=200, bw_gbs=46.0),), {})
+    run = BenchRun(P2PMeta(transport=None, mode=None), (P2PResult(bytes=32 * MIB, iters=200, bw_gbs=46.0),))
     path = _save_bench(tmp_path / "p2p.json", run)
     res = cli(*SEED, "--compute-s", "2", "--bench", path)
     assert res.exit_code == 2 and "not --busbw and --bench" in res.stderr

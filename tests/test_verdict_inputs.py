@@ -3,6 +3,8 @@ fabric health sorting, and the busbw taken from bench runs (literal BenchRun mod
 
 import pytest
 
+from ibdiag.bench.collective.meta import CollectiveMeta
+from ibdiag.bench.p2p.meta import P2PMeta
 from ibdiag.bench.results import BenchRun, CollectiveResult, LatencyStats, P2PResult
 from ibdiag.errors import InputError, UsageError
 from ibdiag.report.model import Finding, Severity
@@ -119,13 +121,12 @@ def _coll(size, busbw, time_us, in_place=False):
 
 def test_collective_run_takes_busbw_nearest_the_bucket_and_latency_from_the_smallest_size():
     run = BenchRun(
-        "collective",
+        CollectiveMeta(op="all_reduce", world_size=16, ranks_per_node=8),
         (
             _coll(8, 0.0, 30.0), _coll(8, 0.0, 32.0, True),
             _coll(16 * MIB, 200.0, 160.0), _coll(16 * MIB, 198.0, 161.0, True),
             _coll(32 * MIB, 264.0, 240.0), _coll(32 * MIB, 262.0, 241.0, True),
         ),
-        {"op": "all_reduce", "world_size": 16, "ranks_per_node": 8},
     )
     m = inputs.from_bench_run(run, bucket_bytes=25 * MIB, ranks=512, rails_used=8, source="bench", path="run.json")
     # 25 MiB is closer to 32 MiB than to 16 MiB on a log scale (ratio 1.28 vs 1.56).
@@ -135,7 +136,7 @@ def test_collective_run_takes_busbw_nearest_the_bucket_and_latency_from_the_smal
 
 
 def test_collective_run_notes_single_node_and_other_ops_and_large_smallest_size():
-    run = BenchRun("collective", (_coll(MIB, 20.0, 100.0), _coll(64 * MIB, 90.0, 1400.0)), {"op": "all_gather", "world_size": 2, "ranks_per_node": 2})
+    run = BenchRun(CollectiveMeta(op="all_gather", world_size=2, ranks_per_node=2), (_coll(MIB, 20.0, 100.0), _coll(64 * MIB, 90.0, 1400.0)))
     m = inputs.from_bench_run(run, bucket_bytes=25 * MIB, ranks=512, rails_used=1, source="bench", path="run.json")
     assert m.size_bytes == 64 * MIB
     text = " ".join(m.notes)
@@ -144,7 +145,7 @@ def test_collective_run_notes_single_node_and_other_ops_and_large_smallest_size(
 
 def test_p2p_run_scales_by_rails_and_derives_a_tree_latency():
     lat = LatencyStats(min_us=1.8, p50_us=2.0, p99_us=2.5, p999_us=3.0, max_us=9.0)
-    run = BenchRun("p2p", (P2PResult(bytes=8, iters=1000, lat_us=lat), P2PResult(bytes=16 * MIB, iters=100, bw_gbs=45.0), P2PResult(bytes=32 * MIB, iters=100, bw_gbs=48.0)), {"transport": "rdma"})
+    run = BenchRun(P2PMeta(transport="rdma", mode=None), (P2PResult(bytes=8, iters=1000, lat_us=lat), P2PResult(bytes=16 * MIB, iters=100, bw_gbs=45.0), P2PResult(bytes=32 * MIB, iters=100, bw_gbs=48.0)))
     m = inputs.from_bench_run(run, bucket_bytes=25 * MIB, ranks=512, rails_used=8, source="bench", path="p2p.json")
     assert m.busbw_gbs == pytest.approx(8 * 48.0)
     assert m.latency_s == pytest.approx(2 * 9 * 2.0e-6)  # 2 x log2(512) hops
@@ -154,10 +155,10 @@ def test_p2p_run_scales_by_rails_and_derives_a_tree_latency():
 @pytest.mark.parametrize(
     "run,needle",
     [
-        (BenchRun("collective", ()), "no results"),
-        (BenchRun("collective", (_coll(0, 0.0, 5.0),)), "no collective rows"),
-        (BenchRun("collective", (_coll(MIB, 0.0, 5.0),)), "busbw at 1 MiB is 0"),
-        (BenchRun("p2p", (P2PResult(bytes=8, iters=10),)), "no bandwidth results"),
+        (BenchRun(CollectiveMeta(op=None), ()), "no results"),
+        (BenchRun(CollectiveMeta(op=None), (_coll(0, 0.0, 5.0),)), "no collective rows"),
+        (BenchRun(CollectiveMeta(op=None), (_coll(MIB, 0.0, 5.0),)), "busbw at 1 MiB is 0"),
+        (BenchRun(P2PMeta(transport=None, mode=None), (P2PResult(bytes=8, iters=10),)), "no bandwidth results"),
     ],
 )
 def test_useless_runs_are_input_errors(run, needle):

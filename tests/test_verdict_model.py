@@ -7,6 +7,7 @@ import random
 import pytest
 
 from ibdiag.verdict import model
+from tests.verdict_oracle import simulate_overlap_stepwise
 from ibdiag.verdict.model import (
     COMPUTE_BOUND,
     NETWORK_BOUND,
@@ -19,7 +20,6 @@ from ibdiag.verdict.model import (
     scaling_table,
     scaling_wall,
     simulate_overlap,
-    simulate_overlap_stepwise,
     traffic_factor,
     transfer_s,
 )

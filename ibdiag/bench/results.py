@@ -1,26 +1,35 @@
 """The results model shared by ``bench p2p``, ``bench collective`` and ``bench import`` (schema ``ibdiag.bench/1``).
 
-A :class:`BenchRun` is what ``--save`` writes and what ``ibdiag verdict --bench`` reads back. Its
-JSON is the envelope plus::
+A :class:`BenchRun` is what ``--save`` writes and what ``ibdiag verdict --bench`` reads back: its rows,
+what was run (:class:`~ibdiag.bench.p2p.meta.P2PMeta` or
+:class:`~ibdiag.bench.collective.meta.CollectiveMeta`) and where the numbers come from
+(:class:`~ibdiag.bench.provenance.Provenance`). Its JSON is the envelope plus, flat::
 
     {"kind": "p2p" | "collective", ...meta (transport, mode, peer | op, backend, world_size ...),
-     "results": [ one object per P2PResult / CollectiveResult ]}
+     ...provenance (tool, source, nccl_version ...), "results": [ one object per P2PResult / CollectiveResult ]}
 
-Units are in the field names: ``bytes``, ``bw_gbs`` (GB/s = 1e9 B/s), ``time_us``, ``lat_us``.
+Units are in the field names: ``bytes``, ``bw_gbs`` (GB/s = 1e9 B/s), ``time_us``, ``lat_us``. A
+result kind is one entry of :data:`KINDS` (its metadata class and its row class).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ibdiag.bench.collective.meta import CollectiveMeta
+from ibdiag.bench.jsonfields import Fields
+from ibdiag.bench.p2p.meta import P2PMeta
+from ibdiag.bench.provenance import Provenance
 from ibdiag.errors import InputError
 from ibdiag.report.jsonout import load_envelope
 
 SCHEMA = "ibdiag.bench/1"
+
+#: Largest message size a saved row may claim (bytes).
+MAX_BYTES = 1 << 60
 
 
 @dataclass(frozen=True)
@@ -48,14 +57,12 @@ class LatencyStats:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> LatencyStats:
-        return cls(
-            min_us=_num(doc, "min"),
-            p50_us=_num(doc, "p50"),
-            p99_us=_num(doc, "p99"),
-            p999_us=_num(doc, "p999"),
-            max_us=_num(doc, "max"),
-            avg_us=_num(doc, "avg", required=False),
-        )
+        return cls.read(Fields(doc, "lat_us"))
+
+    @classmethod
+    def read(cls, f: Fields) -> LatencyStats:
+        need = {k: f.number(k, 0.0, required=True) for k in ("min", "p50", "p99", "p999", "max")}
+        return cls(need["min"], need["p50"], need["p99"], need["p999"], need["max"], f.number("avg", 0.0))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -99,21 +106,20 @@ class P2PResult:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> P2PResult:
-        lat = doc.get("lat_us")
-        cpu = doc.get("cpu_s_per_gb") or {}
-        if not isinstance(cpu, Mapping):
-            raise ValueError("cpu_s_per_gb is not an object")
+        f = Fields(doc, "")
+        lat = f.object("lat_us")
+        cpu = f.object("cpu_s_per_gb")
         return cls(
-            bytes=_int(doc, "bytes"),
-            iters=_int(doc, "iters"),
-            bw_gbs=_num(doc, "bw_gbs", required=False),
-            bw_peak_gbs=_num(doc, "bw_peak_gbs", required=False),
-            msg_rate_mpps=_num(doc, "msg_rate_mpps", required=False),
-            lat_us=None if lat is None else LatencyStats.from_json(_mapping(lat, "lat_us")),
-            cpu_s_per_gb={str(k): (None if v is None else float(v)) for k, v in cpu.items()},
-            elapsed_s=_num(doc, "elapsed_s", required=False),
-            lat_iters=None if doc.get("lat_iters") is None else _int(doc, "lat_iters"),
-            lat_avg_us=_num(doc, "lat_avg_us", required=False),
+            bytes=f.integer("bytes", 0, MAX_BYTES, required=True),  # type: ignore[arg-type]
+            iters=f.integer("iters", required=True),  # type: ignore[arg-type]
+            bw_gbs=f.number("bw_gbs", 0.0),
+            bw_peak_gbs=f.number("bw_peak_gbs", 0.0),
+            msg_rate_mpps=f.number("msg_rate_mpps", 0.0),
+            lat_us=None if lat is None else LatencyStats.read(lat),
+            cpu_s_per_gb={} if cpu is None else {side: cpu.number(side, 0.0) for side in cpu.doc if side in ("client", "server")},
+            elapsed_s=f.number("elapsed_s", 0.0),
+            lat_iters=f.integer("lat_iters"),
+            lat_avg_us=f.number("lat_avg_us", 0.0),
         )
 
 
@@ -163,42 +169,43 @@ class CollectiveResult:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> CollectiveResult:
-        root = doc.get("root")
-        wrong = doc.get("wrong")
+        f = Fields(doc, "")
         return cls(
-            bytes=_int(doc, "bytes"),
-            count=_int(doc, "count"),
-            dtype=str(doc.get("type", "")),
-            redop=None if doc.get("redop") is None else str(doc["redop"]),
-            root=None if root is None else int(root),
-            in_place=bool(doc.get("in_place", False)),
-            time_us=_num(doc, "time_us"),
-            algbw_gbs=_num(doc, "algbw_gbs"),
-            busbw_gbs=_num(doc, "busbw_gbs"),
-            wrong=None if wrong is None else int(wrong),
-            time_us_min=_num(doc, "time_us_min", required=False),
-            time_us_max=_num(doc, "time_us_max", required=False),
-            max_error=_num(doc, "max_error", required=False),
+            bytes=f.integer("bytes", 0, MAX_BYTES, required=True),  # type: ignore[arg-type]
+            count=f.integer("count", required=True),  # type: ignore[arg-type]
+            dtype=f.text("type") or "",
+            redop=f.text("redop"),
+            root=f.integer("root", 0, 1 << 24),
+            in_place=bool(f.flag("in_place")),
+            time_us=f.number("time_us", 0.0, required=True),  # type: ignore[arg-type]
+            algbw_gbs=f.number("algbw_gbs", 0.0, required=True),  # type: ignore[arg-type]
+            busbw_gbs=f.number("busbw_gbs", 0.0, required=True),  # type: ignore[arg-type]
+            wrong=f.integer("wrong"),
+            time_us_min=f.number("time_us_min", 0.0),
+            time_us_max=f.number("time_us_max", 0.0),
+            max_error=f.number("max_error", 0.0),
         )
 
 
 @dataclass(frozen=True)
 class BenchRun:
-    """A whole benchmark run: its kind, metadata (JSON-ready) and rows."""
+    """A whole benchmark run: what was run, its rows, and where the numbers come from."""
 
-    kind: str
-    """``p2p`` or ``collective``."""
+    meta: P2PMeta | CollectiveMeta
     results: tuple[P2PResult, ...] | tuple[CollectiveResult, ...]
-    meta: Mapping[str, Any] = field(default_factory=dict)
-    """Top-level JSON keys beside kind/results: p2p ``transport``, ``mode``, ``peer``; collective ``op``,
-    ``backend``, ``world_size``, ``ranks_per_node``, ``avg_busbw_gbs``, ``per_rank``; import ``source``."""
+    provenance: Provenance = field(default_factory=Provenance)
+
+    @property
+    def kind(self) -> str:
+        """``p2p`` or ``collective`` (the JSON's ``kind``)."""
+        return next(k for k, (meta_cls, _) in KINDS.items() if isinstance(self.meta, meta_cls))
+
+    @property
+    def imported(self) -> bool:
+        return self.provenance.imported is not None
 
     def to_data(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"kind": self.kind}
-        for k, v in self.meta.items():
-            if k in ("kind", "results"):
-                raise ValueError(f"meta key {k!r} is reserved")
-            data[k] = v
+        data: dict[str, Any] = {"kind": self.kind, **self.provenance.to_json(), **self.meta.to_json()}
         data["results"] = [r.to_json() for r in self.results]
         return data
 
@@ -208,55 +215,43 @@ class BenchRun:
             return rows
         return tuple(r for r in rows if r.in_place is in_place)
 
+    def p2p_rows(self) -> tuple[P2PResult, ...]:
+        return tuple(r for r in self.results if isinstance(r, P2PResult))
+
+
+#: The result kinds: ``kind`` -> (its metadata class, its row class). A new kind (issue 14's fleet
+#: results) is one entry here, one ``read`` on its metadata class, and one view in ``ibdiag.bench.views``.
+KINDS: dict[str, tuple[Any, Any]] = {"p2p": (P2PMeta, P2PResult), "collective": (CollectiveMeta, CollectiveResult)}
+
+_HINT = "give a file written by ibdiag bench ... --save"
+
 
 def bench_run_from_json(doc: Mapping[str, Any], *, source: str = "bench JSON") -> BenchRun:
-    """Rebuild a :class:`BenchRun` from its JSON document (envelope keys are ignored)."""
+    """Rebuild a :class:`BenchRun` from its JSON document (envelope keys are ignored); InputError when
+    any field has the wrong type or an impossible value (a saved file may come from another node)."""
     kind = doc.get("kind")
     rows = doc.get("results")
-    if kind not in ("p2p", "collective"):
-        raise InputError(f"{source}: kind is {kind!r}, expected 'p2p' or 'collective'", hint="give a file written by ibdiag bench ... --save")
+    if kind not in KINDS:
+        raise InputError(f"{source}: kind is {kind!r}, expected {' or '.join(repr(k) for k in KINDS)}", hint=_HINT)
     if not isinstance(rows, list):
-        raise InputError(f"{source}: no results list", hint="give a file written by ibdiag bench ... --save")
-    row_cls = P2PResult if kind == "p2p" else CollectiveResult
+        raise InputError(f"{source}: no results list", hint=_HINT)
+    meta_cls, row_cls = KINDS[kind]
     parsed = []
     for i, row in enumerate(rows):
         try:
-            parsed.append(row_cls.from_json(_mapping(row, f"results[{i}]")))
-        except (ValueError, TypeError, KeyError) as e:
-            raise InputError(f"{source}: results[{i}] is malformed: {e}", hint="give a file written by ibdiag bench ... --save") from None
-    envelope_keys = {"schema", "version", "host", "generated_at", "status", "findings", "kind", "results"}
-    meta = {k: v for k, v in doc.items() if k not in envelope_keys}
-    return BenchRun(kind=kind, results=tuple(parsed), meta=meta)  # type: ignore[arg-type]
+            parsed.append(row_cls.from_json(Fields(row, f"results[{i}]").doc))
+        except ValueError as e:
+            raise InputError(f"{source}: results[{i}] is malformed: {e}", hint=_HINT) from None
+    try:
+        f = Fields(doc, "")
+        provenance = Provenance.read(f)
+        meta = meta_cls.read(f, imported=provenance.imported is not None)
+    except ValueError as e:
+        raise InputError(f"{source}: {e}", hint=_HINT) from None
+    return BenchRun(meta=meta, results=tuple(parsed), provenance=provenance)
 
 
 def load_bench_file(path: str | Path) -> BenchRun:
     """Read a ``--save`` file (or ``bench import -o json`` output); InputError (exit 2) if it is not one."""
     doc = load_envelope(path, schema=SCHEMA)
     return bench_run_from_json(doc, source=str(path))
-
-
-# --- small validators ------------------------------------------------------------------------------
-
-
-def _mapping(value: Any, name: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ValueError(f"{name} is not an object")
-    return value
-
-
-def _num(doc: Mapping[str, Any], key: str, *, required: bool = True) -> Any:
-    v = doc.get(key)
-    if v is None:
-        if required:
-            raise ValueError(f"{key} is missing")
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise ValueError(f"{key} is not a number: {v!r}")
-    return float(v)
-
-
-def _int(doc: Mapping[str, Any], key: str) -> int:
-    v = doc.get(key)
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise ValueError(f"{key} is not a non-negative integer: {v!r}")
-    return v

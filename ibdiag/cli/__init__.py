@@ -13,5 +13,7 @@ from ibdiag.cli import bench_p2p as _bench_p2p  # noqa: E402,F401
 from ibdiag.cli import bench_collective as _bench_collective  # noqa: E402,F401
 from ibdiag.cli import verdict as _verdict  # noqa: E402,F401
 from ibdiag.cli import snapshot as _snapshot  # noqa: E402,F401
+from ibdiag.cli import sweep as _sweep  # noqa: E402,F401
+from ibdiag.cli import report as _report  # noqa: E402,F401
 
 __all__ = ["app", "bench_app"]

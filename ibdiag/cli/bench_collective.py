@@ -31,12 +31,13 @@ from ibdiag.cli.common import (
     handle_errors,
     OutputFormat,
     print_error,
+    read_config,
     run_meta,
     StrictOption,
     table_width,
     write_atomically,
 )
-from ibdiag.errors import ExitStatus, IbdiagError, InputError, PeerTimeoutError, UsageError
+from ibdiag.errors import ExitStatus, IbdiagError, PeerTimeoutError, UsageError
 
 REPORT_DIR_ENV = "IBDIAG_COLLECTIVE_REPORT_DIR"  # ibdiag.bench.collective.spawn.REPORT_DIR_ENV (literal: --help imports nothing)
 DEFAULT_SIZES = "1M:64M"
@@ -78,14 +79,9 @@ class _ProgressBar:
             self.progress.stop()
 
 
-def _text_items(lines: list[str]) -> list[Any]:
-    from rich.text import Text
-
-    return [Text(line, no_wrap=True, overflow="ignore") for line in lines]
-
-
 def _emit_run(run: Any, findings: Any, fmt: OutputFormat, save: Path | None, strict: bool) -> int:
-    """Print a BenchRun (collective or p2p) in ``fmt``; write ``--save`` first (JSON, atomically)."""
+    """Print a BenchRun in ``fmt`` through its kind's view; write ``--save`` first (JSON, atomically)."""
+    from ibdiag.bench.views import view_for
     from ibdiag.report.jsonout import render_json
     from ibdiag.report.model import Report
 
@@ -97,44 +93,15 @@ def _emit_run(run: Any, findings: Any, fmt: OutputFormat, save: Path | None, str
             write_atomically(save, render_json(report, meta))
         except IbdiagError as e:
             save_error = e
-    if run.kind == "collective":
-        from ibdiag.bench.collective import render as view
+    view = view_for(run)
 
-        def table() -> list[Any]:
-            from rich.text import Text
+    def table() -> list[Any]:
+        from ibdiag.report.table import findings_block
 
-            from ibdiag.report.table import findings_block
+        return [*view.table(run), *findings_block(report, strict=strict, width=table_width())]
 
-            items = _text_items(view.summary_lines(run) + view.table_lines(run))
-            chart = view.busbw_chart(run)
-            if chart:
-                items += [Text(""), *_text_items(chart.splitlines())]
-            for extra in (view.spread_table(run), view.per_rank_table(run)):
-                if extra is not None:
-                    items.append(extra)
-            items += findings_block(report, strict=strict, width=table_width())
-            return items
-
-        status = emit(
-            report, fmt, meta, strict=strict, table=table, csv=lambda: (view.CSV_HEADER, view.csv_rows(run)), prom=lambda: view.prom_metrics(run)
-        )
-    else:
-        from ibdiag.importers import render as pview
-
-        def p2p_table() -> list[Any]:
-            from rich.text import Text
-
-            from ibdiag.report.table import findings_block
-
-            items = _text_items(pview.summary_lines(run))
-            items.append(pview.results_table(run))
-            chart = pview.chart(run)
-            if chart:
-                items += [Text(""), *_text_items(chart.splitlines())]
-            items += findings_block(report, strict=strict, width=table_width())
-            return items
-
-        status = emit(report, fmt, meta, strict=strict, table=p2p_table, csv=lambda: (pview.CSV_HEADER, pview.csv_rows(run)))
+    prom = view.prom
+    status = emit(report, fmt, meta, strict=strict, table=table, csv=lambda: view.csv(run), prom=None if prom is None else lambda: prom(run))
     if save_error is not None:
         raise save_error
     return status
@@ -208,42 +175,31 @@ def collective_command(
     """
     from ibdiag.bench.collective.config import CollectiveConfig
     from ibdiag.bench.collective.launch import detect_launch
-    from ibdiag.bench.collective.ops import get_dtype, get_op
-    from ibdiag.config import load_config
+    from ibdiag.bench.collective.spec import JOB_ENV, RankJob, RunSpec
+    from ibdiag.collectives import collective_dtype, get_op
     from ibdiag.units import parse_size_spec
 
-    spec_op = get_op(op)
-    spec_dtype = get_dtype(dtype)
-    size_list = parse_size_spec(sizes, factor=factor)
-    if not 1 <= iters <= 1_000_000:
-        raise UsageError(f"--iters {iters} is out of range", hint="use 1 to 1000000 (nccl-tests' default is 20)")
-    if not 0 <= warmup <= 1_000_000:
-        raise UsageError(f"--warmup {warmup} is out of range", hint="use 0 or more untimed calls per size")
-    if not 0 < timeout <= 86400:
-        raise UsageError(f"--timeout {timeout:g} must be between 0 and 86400 seconds", hint="e.g. --timeout 120")
-    if nproc is not None and not 1 <= nproc <= 4096:
-        raise UsageError(f"--nproc {nproc} is out of range", hint="start 1 to 4096 local ranks (one per GPU for NCCL)")
-    cfg = load_config(config).section("collective", CollectiveConfig)
-
-    from ibdiag.bench.collective.runner import RunSpec
-
+    report_dir = os.environ.get(REPORT_DIR_ENV)
+    launch = detect_launch(os.environ)
+    if report_dir:
+        if launch is None:
+            raise UsageError(f"{REPORT_DIR_ENV} is set but no rank environment", hint=f"{REPORT_DIR_ENV} is for ranks started by --nproc; unset it")
+        return _supervised_rank(launch, report_dir)
+    # The spec checks its own fields (ibdiag/bench/collective/spec.py), naming the flag.
     spec = RunSpec(
-        op=spec_op.name,
+        op=get_op(op).name,
         backend=backend.value,
-        dtype=spec_dtype.name,
-        sizes=tuple(size_list),
+        dtype=collective_dtype(dtype).name,
+        sizes=parse_size_spec(sizes, factor=factor),
         iters=iters,
         warmup=warmup,
         blocking=blocking,
         check=not no_check,
         timeout_s=timeout,
     )
-    report_dir = os.environ.get(REPORT_DIR_ENV)
-    launch = detect_launch(os.environ)
-    if report_dir:
-        if launch is None:
-            raise UsageError(f"{REPORT_DIR_ENV} is set but no rank environment", hint=f"{REPORT_DIR_ENV} is for ranks started by --nproc; unset it")
-        return _supervised_rank(spec, launch, cfg, report_dir)
+    if nproc is not None and not 1 <= nproc <= 4096:
+        raise UsageError(f"--nproc {nproc} is out of range", hint="start 1 to 4096 local ranks (one per GPU for NCCL)")
+    cfg = read_config(config).section("collective", CollectiveConfig)
     check_output_path(save, "--save")
     if nproc is not None:
         if launch is not None:
@@ -255,16 +211,9 @@ def collective_command(
         from ibdiag.bench.results import bench_run_from_json
         from ibdiag.report.model import Finding
 
-        child = ["bench", "collective", "--op", spec.op, "--backend", spec.backend, "--dtype", spec.dtype]
-        child += ["--sizes", ",".join(str(s) for s in spec.sizes), "--iters", str(iters), "--warmup", str(warmup), "--timeout", repr(float(timeout))]
-        if blocking:
-            child.append("--blocking")
-        if no_check:
-            child.append("--no-check")
-        if config is not None:
-            child += ["--config", str(Path(config).resolve())]
+        env = {**os.environ, JOB_ENV: RankJob(spec, cfg).to_env()}
         with _ProgressBar() as bar:
-            doc = spawn.run_local(nproc, child, timeout_s=timeout, on_progress=bar)
+            doc = spawn.run_local(nproc, ["bench", "collective"], timeout_s=timeout, on_progress=bar, env=env)
         run = bench_run_from_json(doc["run"], source="rank 0's result")
         findings = [Finding.from_json(f) for f in doc.get("findings", [])]
         return _emit_run(run, findings, fmt, save, strict)
@@ -292,21 +241,24 @@ def collective_command(
     return _emit_run(run, findings, fmt, save, strict)
 
 
-def _supervised_rank(spec: Any, launch: Any, cfg: Any, report_dir: str) -> int:
-    """A rank started by --nproc: progress, result and errors go to files the supervisor reads."""
+def _supervised_rank(launch: Any, report_dir: str) -> int:
+    """A rank started by --nproc: its job comes from the supervisor (JSON in the environment);
+    progress, result and errors go to files the supervisor reads."""
     from ibdiag.bench.collective import spawn
     from ibdiag.bench.collective.analysis import to_bench_run
     from ibdiag.bench.collective.hooks import TestHooks
     from ibdiag.bench.collective.runner import run_rank
+    from ibdiag.bench.collective.spec import RankJob
 
     def progress(done: int, total: int, label: str) -> None:
         spawn.write_progress(report_dir, done, total, label)
 
     try:
+        job = RankJob.from_env(os.environ)
         with _ctrl_c_ends_the_rank():
-            measurement = run_rank(spec, launch, hooks=TestHooks.from_env(), on_progress=progress, on_watchdog=_die_from_watchdog(report_dir, launch.rank))
+            measurement = run_rank(job.spec, launch, hooks=TestHooks.from_env(), on_progress=progress, on_watchdog=_die_from_watchdog(report_dir, launch.rank))
         if measurement is not None:
-            run, findings = to_bench_run(measurement, cfg)
+            run, findings = to_bench_run(measurement, job.config)
             spawn.write_result(report_dir, {"run": run.to_data(), "findings": [f.to_json() for f in findings]})
     except BaseException as e:
         if not isinstance(e, (KeyboardInterrupt, SystemExit)):
@@ -340,42 +292,12 @@ def import_command(
       ibdiag bench import ib_write_bw.log --save link.json
     """
     from ibdiag.bench.collective.config import CollectiveConfig
-    from ibdiag.config import load_config
-    from ibdiag.importers import describe_runs, parse_runs, read_text
+    from ibdiag.importers import parse_runs, read_text, select_run
     from ibdiag.importers.checks import import_findings
-    from ibdiag.report.model import Finding, Severity
 
-    cfg = load_config(config).section("collective", CollectiveConfig)
+    cfg = read_config(config).section("collective", CollectiveConfig)
     check_output_path(save, "--save")
     text, source = read_text(file)
-    runs = parse_runs(text, source, op=op, file_name=Path(source).name)
-    extra: list[Finding] = []
-    if len(runs) > 1:
-        listing = describe_runs(runs)
-        if run_index is None:
-            collective = runs[0].kind == "collective"
-            raise InputError(
-                f"{source} holds {listing}; they are not averaged",
-                hint=("a binary built without MPI under mpirun runs independent 1-rank jobs: rebuild nccl-tests with MPI=1; " if collective else "")
-                + f"import one with --run N (1..{len(runs)})",
-            )
-        if not 1 <= run_index <= len(runs):
-            raise UsageError(f"--run {run_index}: {source} holds {len(runs)} runs", hint=f"use --run 1..{len(runs)}")
-        run = runs[run_index - 1]
-        extra.append(
-            Finding(
-                "import.multiple_runs",
-                Severity.WARN,
-                source,
-                f"run {run_index} of {len(runs)} imported ({runs[0].meta.get('separation', 'separate')}); the others are not included",
-                hint="a file with several runs usually means the benchmark was launched wrongly (e.g. nccl-tests without MPI under mpirun)",
-            )
-        )
-    else:
-        if run_index not in (None, 1):
-            raise UsageError(f"--run {run_index}: {source} holds one run", hint="drop --run")
-        run = runs[0]
-    if not run.results:
-        raise InputError(f"{source}: the run has a header but no result rows (it stopped before measuring?)", hint="rerun the benchmark to completion")
+    run, extra = select_run(parse_runs(text, source, op=op, file_name=Path(source).name), source, run_index)
     findings = extra + import_findings(run, cfg)
     return _emit_run(run, findings, fmt, save, strict)

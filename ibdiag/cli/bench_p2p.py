@@ -27,6 +27,7 @@ from ibdiag.cli.common import (
     handle_errors,
     OutputFormat,
     print_warning,
+    read_config,
     run_meta,
     StrictOption,
     table_width,
@@ -215,11 +216,11 @@ def p2p_command(
     per GB on each side, and judges the best bandwidth at sizes >= 1 MiB against the line rate.
     """
     from ibdiag.bench.p2p import render
-    from ibdiag.bench.p2p.checks import BenchConfig, bandwidth_findings
+    from ibdiag.bench.p2p.checks import P2PConfig, bandwidth_findings
     from ibdiag.bench.p2p.client import ClientOptions, run_p2p
-    from ibdiag.bench.p2p.linerate import combine
+    from ibdiag.bench.p2p.linerate import judged_line_rate
     from ibdiag.bench.p2p.params import MAX_DURATION_S, MAX_ITERS, MAX_STREAMS, MAX_TX_DEPTH, MAX_WARMUP, RunRequest
-    from ibdiag.config import load_config
+    from ibdiag.bench.views import view_for
     from ibdiag.report.model import Report
     from ibdiag.units import parse_size_spec
 
@@ -255,7 +256,7 @@ def p2p_command(
     check_output_path(png, "--png")
     if png is not None and not render.png_available():
         raise UsageError("--png needs matplotlib, which is not installed", hint="pip install 'ibdiag[chart]' (or matplotlib), or use the terminal chart of -o table")
-    cfg = load_config(config).section("bench", BenchConfig)
+    cfg = read_config(config).section("p2p", P2PConfig)
     req = RunRequest(
         transport=transport.value,
         mode=mode.value,
@@ -284,13 +285,7 @@ def p2p_command(
     else:
         run = run_p2p(req, opts)
 
-    if line_rate_gbps is not None:
-        rate = combine(run.local_rate, run.remote_rate, line_rate_gbps)
-    elif cfg.line_rate_gbps is not None:
-        rate = combine(run.local_rate, run.remote_rate, cfg.line_rate_gbps, "config [bench] line_rate_gbps")
-    else:
-        rate = combine(run.local_rate, run.remote_rate, None)
-    ceiling = None if rate.gbps is None else rate.gbps * (2.0 if bidir else 1.0)
+    rate = judged_line_rate(run.local_rate, run.remote_rate, flag_gbps=line_rate_gbps, config_gbps=cfg.line_rate_gbps)
     bench = run.to_bench_run(rate)
     subject = f"{transport.value} {run.peer}"
     findings = bandwidth_findings(
@@ -298,55 +293,21 @@ def p2p_command(
     )
     report = Report("bench", bench.to_data(), tuple(findings))
     meta = run_meta()
-    title = f"ibdiag bench p2p: {req.describe()} to {run.peer}"
     if save is not None:
         from ibdiag.report.jsonout import render_json
 
         write_atomically(save, render_json(report, meta))
     if png is not None:
         with atomic_output(png, "--png") as fh:
-            render.write_png(run.results, fh, ceiling_gbps=ceiling, title=title)
+            render.write_png(bench, fh)
+    view = view_for(bench)
 
     def table() -> list[Any]:
-        from rich.text import Text
-
         from ibdiag.report.table import findings_block
 
-        items: list[Any] = [Text(line) for line in _header_lines(run, rate, req)]
-        items.append(render.results_table(run.results, ceiling_gbps=ceiling, title=title))
-        chart = render.bandwidth_chart(run.results, ceiling_gbps=ceiling)
-        if chart:
-            items += [Text("bandwidth by message size (Gb/s)"), Text(chart)]
-        if rate.gbps is None and any(r.bw_gbs is not None for r in run.results):
-            items.append(Text(f"line rate unknown ({rate.source}): give --line-rate-gbps to judge the bandwidth", style="dim"))
-        items += findings_block(report, strict=strict, width=table_width())
-        return items
+        return [*view.table(bench), *findings_block(report, strict=strict, width=table_width())]
 
-    return emit(
-        report,
-        fmt,
-        meta,
-        strict=strict,
-        table=table,
-        csv=lambda: (render.CSV_HEADER, render.csv_rows(run.results, transport=req.transport, mode=req.mode, peer=run.peer, ceiling_gbps=ceiling)),
-    )
-
-
-def _header_lines(run: Any, rate: Any, req: Any) -> list[str]:
-    lines = [f"server {run.server.host} (ibdiag {run.server.ibdiag_version}) at {run.peer}"]
-    if req.transport == "rdma":
-        c = run.details.get("client", {})
-        s = run.details.get("server", {})
-        lines.append(
-            f"client {c.get('device')} port {c.get('ib_port')} GID index {c.get('gid_index')} ({c.get('gid_choice')}); "
-            f"server {s.get('device')} port {s.get('ib_port')} GID index {s.get('gid_index')}; "
-            f"path MTU {run.details.get('path_mtu')}; tx depth {run.details.get('tx_depth')}"
-        )
-    warm = "auto" if req.warmup is None else str(req.warmup)
-    lines.append(f"warm-up {warm} per size; latency is one-way (round trip / 2)")
-    if rate.gbps is not None:
-        lines.append(f"line rate {rate.gbps:g} Gb/s ({rate.source})")
-    return lines
+    return emit(report, fmt, meta, strict=strict, table=table, csv=lambda: view.csv(bench))
 
 
 class _progress_bar:

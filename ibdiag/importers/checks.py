@@ -18,12 +18,13 @@ Check ids:
 from __future__ import annotations
 
 import statistics
-from typing import Any
 
 from ibdiag.bench.collective.analysis import busbw_findings, wrong_findings
 from ibdiag.bench.collective.config import CollectiveConfig
+from ibdiag.bench.collective.meta import CollectiveMeta, NcclTestsLog
+from ibdiag.bench.p2p.meta import P2PMeta
 from ibdiag.bench.results import BenchRun
-from ibdiag.importers.nccl_tests import busbw_factor
+from ibdiag.collectives import find_op
 from ibdiag.report.checks import CheckRegistry
 from ibdiag.report.model import Finding, Severity
 
@@ -38,16 +39,28 @@ CHECKS.declare("import.incomplete", "no footer: the run was cut short: warn")
 CHECKS.declare("import.op_unknown", "the log does not say which collective: warn")
 CHECKS.declare("import.nccl_warnings", "NCCL WARN lines or '# error:' lines in the log: warn")
 CHECKS.declare("import.unit_assumed", "a perftest JSON whose bandwidth unit could not be told: warn")
-CHECKS.declare("import.multiple_runs", "a file holding several runs, one imported (--run): warn")
+
+
+@CHECKS.check("import.multiple_runs", "a file holding several runs, one imported (--run): warn")
+def multiple_runs(source: str, run_index: int, run_count: int, separation: str) -> Finding:
+    """One of several runs in the file was imported (``--run``)."""
+    return Finding(
+        "import.multiple_runs",
+        Severity.WARN,
+        source,
+        f"run {run_index} of {run_count} imported ({separation}); the others are not included",
+        hint="a file with several runs usually means the benchmark was launched wrongly (e.g. nccl-tests without MPI under mpirun)",
+    )
 
 
 def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[Finding]:
     cfg = cfg or CollectiveConfig()
     m = run.meta
-    src = str(m.get("source", "log"))
-    if run.kind == "p2p":
+    prov = run.provenance
+    src = prov.imported.source if prov.imported is not None else "log"
+    if isinstance(m, P2PMeta):
         out: list[Finding] = []
-        if m.get("bw_unit_assumed"):
+        if m.perftest is not None and m.perftest.bw_unit_assumed:
             out.append(
                 Finding(
                     "import.unit_assumed",
@@ -58,12 +71,14 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
                 )
             )
         return out
+    assert isinstance(m, CollectiveMeta)
+    log = m.nccl_tests or NcclTestsLog()
     rows = run.collective_rows()
-    op = m.get("op")
+    op = m.op
     subject = str(op or "collective")
     out = wrong_findings(subject, rows, checked=bool(rows) and all(r.wrong is not None for r in rows))
-    oob = m.get("out_of_bounds")
-    if isinstance(oob, int) and oob > 0:
+    oob = log.out_of_bounds
+    if oob is not None and oob > 0:
         out.append(
             Finding(
                 "import.out_of_bounds",
@@ -75,8 +90,8 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
                 hint="data corrupted in flight or by a faulty GPU/NIC: rerun, then check ibdiag counters and the GPUs",
             )
         )
-    avg, rep = m.get("avg_busbw_gbs"), m.get("avg_busbw_gbs_reported")
-    if isinstance(avg, (int, float)) and isinstance(rep, (int, float)) and abs(avg - rep) > 0.006 + 1e-3 * abs(rep):
+    avg, rep = m.avg_busbw_gbs, log.avg_busbw_gbs_reported
+    if avg is not None and rep is not None and abs(avg - rep) > 0.006 + 1e-3 * abs(rep):
         out.append(
             Finding(
                 "import.avg_mismatch",
@@ -89,11 +104,12 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
                 hint="rows are missing or belong to another run (interleaved output): check the file",
             )
         )
-    n = m.get("world_size")
-    if isinstance(op, str) and isinstance(n, int) and n >= 1:
-        f = busbw_factor(op, n)
+    n = m.world_size
+    spec = None if op is None else find_op(op)
+    if spec is not None and n is not None and n >= 1:
+        f = spec.busbw_factor(n)
         judged = [r for r in rows if r.algbw_gbs >= 0.05]
-        if f is not None and judged:
+        if judged:
             bad = [r for r in judged if abs(r.busbw_gbs - r.algbw_gbs * f) > 0.006 + 0.006 * f + 0.002 * r.busbw_gbs]
             if len(bad) * 2 > len(judged):
                 ratio = statistics.median(r.busbw_gbs / r.algbw_gbs for r in judged)
@@ -118,7 +134,7 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
                 hint="under mpirun a binary built without MPI runs 1-rank jobs: rebuild nccl-tests with MPI=1",
             )
         )
-    if m.get("complete") is False:
+    if m.nccl_tests is not None and not log.complete:
         out.append(
             Finding(
                 "import.incomplete",
@@ -129,7 +145,7 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
             )
         )
     if not op:
-        cands = m.get("op_candidates") or []
+        cands = log.op_candidates
         out.append(
             Finding(
                 "import.op_unknown",
@@ -139,10 +155,9 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
                 hint="give --op (e.g. --op all_gather), or keep the binary's name in the file name",
             )
         )
-    warns: list[Any] = list(m.get("nccl_warnings") or [])
-    errs: list[Any] = list(m.get("nccl_errors") or [])
+    warns, errs = prov.nccl_warnings, prov.nccl_errors
     if warns or errs:
-        count = int(m.get("nccl_warning_count") or len(warns)) + len(errs)
+        count = (prov.nccl_warning_count or len(warns)) + len(errs)
         first = (errs or warns)[0]
         out.append(
             Finding(

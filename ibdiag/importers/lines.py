@@ -4,13 +4,17 @@
 * ``mpiexec -prepend-rank`` (MPICH, Intel MPI) and similar: ``[0] `` -> tag ``0``
 * ``srun --label``: ``0: `` -> tag ``0``
 
-A line without a prefix has tag None. Pure functions of text.
+A line without a prefix has tag None. Also the cell readers every table importer uses (:func:`number`,
+:func:`whole`). Pure functions of text.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+
+from ibdiag.errors import InputError
 
 _OMPI = re.compile(r"^\[(\d+),(\d+)\]<(stdout|stderr|stddiag)>:\s?")
 _RANK = re.compile(r"^\[(\d+)\]\s")
@@ -50,3 +54,28 @@ def split_lines(text: str) -> list[Line]:
                     line = line[m.end() :]
         out.append(Line(i, line.rstrip(), tag, raw))
     return out
+
+
+def number(tok: object, where: str, col: str, hint: str) -> float:
+    """A table cell (a token, or a JSON value) as a finite, non-negative number.
+
+    InputError naming ``where`` (``file:line``) and the column: unreadable (``hint``), or NaN,
+    infinite or negative ("the run printed no valid value here").
+    """
+    try:
+        if isinstance(tok, bool):
+            raise ValueError
+        v = float(tok)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: cannot read {tok!r} in column {col!r} as a number", hint=hint) from None
+    if not math.isfinite(v) or v < 0:
+        raise InputError(f"{where}: column {col!r} holds {tok!r}", hint="the run printed no valid value here; rerun it")
+    return v
+
+
+def whole(tok: str, where: str, col: str, hint: str) -> int:
+    """A table cell as a whole number (negative too: nccl-tests prints root ``-1``)."""
+    try:
+        return int(tok)
+    except ValueError:
+        raise InputError(f"{where}: cannot read {tok!r} in column {col!r} as a whole number", hint=hint) from None

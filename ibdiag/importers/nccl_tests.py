@@ -16,7 +16,9 @@ Pure functions of text. What is read (see ``shared/reference/FORMATS.md``):
   built without MPI started by mpirun runs N independent 1-rank jobs). Runs are returned separately,
   never averaged; rows of untagged interleaved runs are attributed in order of appearance (the k-th
   copy of a size goes to the k-th run), which the run's ``separation`` says.
-* nccl-tests' ``-J`` JSON file (``version``, ``config``, ``results``).
+
+The ``-J`` JSON file is :mod:`~ibdiag.importers.nccl_tests_json`'s; which op a run measured and its
+metadata are decided for both in :mod:`~ibdiag.importers.nccl_tests_run`.
 
 The table's columns are read from the header line, so a column added or dropped in some version is
 found where it is. Any other line is an error naming its number.
@@ -24,25 +26,20 @@ found where it is. Any other line is an error naming its number.
 
 from __future__ import annotations
 
-import math
 import re
-import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ibdiag.bench.collective.meta import NcclRank, NcclTestsLog
+from ibdiag.bench.provenance import MAX_WARNINGS, ImportInfo, Provenance, RunPosition
 from ibdiag.bench.results import BenchRun, CollectiveResult
+from ibdiag.collectives import op_in_text
 from ibdiag.errors import InputError
-from ibdiag.importers.lines import Line, split_lines
+from ibdiag.importers.lines import Line, number, split_lines, whole
+from ibdiag.importers.nccl_tests_run import choose_op, collective_meta
 
 HINT = "ibdiag bench import reads nccl-tests *_perf output and perftest ib_* output; remove unrelated lines or give --op"
-
-#: Bytes per element of nccl-tests' type names.
-TYPE_SIZES = {
-    "int8": 1, "char": 1, "uint8": 1, "int32": 4, "int": 4, "uint32": 4, "int64": 8, "uint64": 8,
-    "half": 2, "float16": 2, "float": 4, "float32": 4, "double": 8, "float64": 8, "bfloat16": 2,
-    "f8e4m3": 1, "f8e5m2": 1, "float8e4m3": 1, "float8e5m2": 1,
-}  # fmt: skip
 
 _NCCL_DEBUG = re.compile(r"\bNCCL (INFO|WARN|TRACE|ERROR|ABORT)\b")
 _NCCL_VERSION = re.compile(r"^NCCL version (\S+)")
@@ -72,53 +69,17 @@ _PARAM_PATTERNS = (
     ("unalign", r"unalign:\s+(\d+)"),
 )
 
-_OP_NAMES = (
-    ("reduce_scatter", "reduce_scatter"),
-    ("reducescatter", "reduce_scatter"),
-    ("all_reduce", "all_reduce"),
-    ("allreduce", "all_reduce"),
-    ("all_gather", "all_gather"),
-    ("allgather", "all_gather"),
-    ("alltoall", "all_to_all"),
-    ("all_to_all", "all_to_all"),
-    ("broadcast", "broadcast"),
-    ("sendrecv", "sendrecv"),
-    ("reduce", "reduce"),
-)
-
-
-def op_from_name(text: str) -> str | None:
-    """``all_reduce_perf`` / ``logs/allreduce-64n.log`` -> ``all_reduce`` (longest name first, so
-    ``reduce_scatter`` is not read as ``reduce``); None when no op name is in it."""
-    low = text.lower()
-    for needle, op in _OP_NAMES:
-        if needle in low:
-            return op
-    return None
-
-
-def busbw_factor(op: str, n: int) -> float | None:
-    if n < 1:
-        return None
-    if op == "all_reduce":
-        return 2.0 * (n - 1) / n
-    if op in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (n - 1) / n
-    if op in ("broadcast", "reduce", "sendrecv"):
-        return 1.0
-    return None
-
-
 @dataclass
 class _Columns:
-    meta: list[str]
+    head: list[str]
+    """The columns before the first half (size, count, type, redop, root)."""
     halves: list[list[str]]
     timestamp: bool
     line: int
 
     @property
     def width(self) -> int:
-        return len(self.meta) + sum(len(h) for h in self.halves)
+        return len(self.head) + sum(len(h) for h in self.halves)
 
 
 @dataclass
@@ -129,7 +90,7 @@ class _Run:
     version_rest: str | None = None
     binary: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
-    ranks: list[dict[str, Any]] = field(default_factory=list)
+    ranks: list[NcclRank] = field(default_factory=list)
     columns: _Columns | None = None
     rows: list[CollectiveResult] = field(default_factory=list)
     oob: int | None = None
@@ -157,42 +118,23 @@ def _parse_params(body: str) -> dict[str, Any]:
     return out
 
 
-def _parse_columns(body: str, number: int, source: str) -> _Columns:
+def _parse_columns(body: str, line_no: int, source: str) -> _Columns:
     tokens = body.split()
     times = [i for i, t in enumerate(tokens) if t in ("time", "cputime")]
     if not times:
-        raise InputError(f"{source}:{number}: a table header without a time column", hint=HINT)
+        raise InputError(f"{source}:{line_no}: a table header without a time column", hint=HINT)
     timestamp = tokens[-1] == "timestamp"
     if timestamp:
         tokens = tokens[:-1]
-    meta = tokens[: times[0]]
+    head = tokens[: times[0]]
     halves = [tokens[a:b] for a, b in zip(times, [*times[1:], len(tokens)])]
     for need in ("size", "count", "type"):
-        if need not in meta:
-            raise InputError(f"{source}:{number}: table header without a {need!r} column", hint=HINT)
+        if need not in head:
+            raise InputError(f"{source}:{line_no}: table header without a {need!r} column", hint=HINT)
     for h in halves:
         if "algbw" not in h or "busbw" not in h:
-            raise InputError(f"{source}:{number}: table header without algbw/busbw", hint=HINT)
-    return _Columns(meta, halves, timestamp, number)
-
-
-def _num(tok: str, number: int, col: str, source: str) -> float:
-    try:
-        v = float(tok)
-    except ValueError:
-        raise InputError(f"{source}:{number}: cannot read {tok!r} in column {col!r} as a number", hint=HINT) from None
-    if math.isnan(v) or v < 0:
-        raise InputError(f"{source}:{number}: column {col!r} holds {tok!r}", hint="the run printed no valid value here; rerun it")
-    if math.isinf(v):
-        raise InputError(f"{source}:{number}: column {col!r} holds {tok!r}", hint="the run printed no valid value here; rerun it")
-    return v
-
-
-def _int(tok: str, number: int, col: str, source: str) -> int:
-    try:
-        return int(tok)
-    except ValueError:
-        raise InputError(f"{source}:{number}: cannot read {tok!r} in column {col!r} as a whole number", hint=HINT) from None
+            raise InputError(f"{source}:{line_no}: table header without algbw/busbw", hint=HINT)
+    return _Columns(head, halves, timestamp, line_no)
 
 
 def _parse_row(line: Line, cols: _Columns, source: str) -> list[CollectiveResult]:
@@ -203,42 +145,42 @@ def _parse_row(line: Line, cols: _Columns, source: str) -> list[CollectiveResult
     halves = list(cols.halves)
     in_place_flags = [False, True][: len(halves)] if len(halves) > 1 else [False]
     if len(tokens) != cols.width:
-        if len(halves) == 2 and len(tokens) == len(cols.meta) + len(halves[1]):
+        if len(halves) == 2 and len(tokens) == len(cols.head) + len(halves[1]):
             halves, in_place_flags = [halves[1]], [True]  # out-of-place left blank (nccl-tests trace replay)
         else:
             raise InputError(f"{source}:{n}: expected {cols.width} columns as in the header (line {cols.line}), found {len(tokens)}", hint=HINT)
-    meta = dict(zip(cols.meta, tokens))
-    size = _int(meta["size"], n, "size", source)
-    count = _int(meta["count"], n, "count", source)
-    dtype = meta["type"]
-    redop = meta.get("redop")
+    head = dict(zip(cols.head, tokens))
+    size = whole(head["size"], f"{source}:{n}", "size", HINT)
+    count = whole(head["count"], f"{source}:{n}", "count", HINT)
+    dtype = head["type"]
+    redop = head.get("redop")
     if redop is not None and redop.lower() == "none":
         redop = None
-    root_tok = meta.get("root")
+    root_tok = head.get("root")
     root = None
     if root_tok is not None:
-        r = _int(root_tok, n, "root", source)
+        r = whole(root_tok, f"{source}:{n}", "root", HINT)
         root = r if r >= 0 else None
     out: list[CollectiveResult] = []
-    pos = len(cols.meta)
+    pos = len(cols.head)
     for names, in_place in zip(halves, in_place_flags):
         vals = dict(zip(names, tokens[pos : pos + len(names)]))
         pos += len(names)
         if all(v == "-" for v in vals.values()):
             continue  # a half that was not measured (ibdiag prints '-', e.g. all_reduce out of place)
-        time_us = _num(vals[names[0]], n, names[0], source)
-        algbw = _num(vals["algbw"], n, "algbw", source)
-        busbw = _num(vals["busbw"], n, "busbw", source)
+        time_us = number(vals[names[0]], f"{source}:{n}", names[0], HINT)
+        algbw = number(vals["algbw"], f"{source}:{n}", "algbw", HINT)
+        busbw = number(vals["busbw"], f"{source}:{n}", "busbw", HINT)
         wrong: int | None = None
         error: float | None = None
         if "#wrong" in vals:
             w = vals["#wrong"]
             if w.upper() != "N/A":
-                wrong = int(round(_num(w, n, "#wrong", source)))
+                wrong = int(round(number(w, f"{source}:{n}", "#wrong", HINT)))
         elif "error" in vals:
             e = vals["error"]
             if e.upper() != "N/A":
-                error = _num(e, n, "error", source)
+                error = number(e, f"{source}:{n}", "error", HINT)
         out.append(
             CollectiveResult(
                 bytes=size,
@@ -270,7 +212,7 @@ class _Parser:
     def _open(self, tag: str | None) -> list[_Run]:
         return [r for r in self.runs if r.tag == tag and not r.finished]
 
-    def _start(self, tag: str | None, number: int) -> _Run:
+    def _start(self, tag: str | None, line_no: int) -> _Run:
         open_runs = self._open(tag)
         if tag is not None:
             for r in open_runs:  # a tagged run restarted without its footer: it ended there
@@ -280,28 +222,28 @@ class _Parser:
             if started:
                 for r in open_runs:
                     r.interleaved = True
-        run = _Run(tag, number)
+        run = _Run(tag, line_no)
         run.interleaved = tag is None and any(not r.fresh for r in open_runs)
         self.runs.append(run)
         return run
 
-    def _fresh_or_new(self, tag: str | None, number: int, want: str) -> _Run:
+    def _fresh_or_new(self, tag: str | None, line_no: int, want: str) -> _Run:
         """The open run still waiting for this header part, or a new run."""
         for r in self._open(tag):
             if want == "binary" and r.binary is None and not r.params and r.columns is None:
                 return r
             if want == "params" and not r.params and r.columns is None and not r.rows:
                 return r
-        return self._start(tag, number)
+        return self._start(tag, line_no)
 
-    def _for_header(self, tag: str | None, number: int, pred: Any) -> _Run:
+    def _for_header(self, tag: str | None, line_no: int, pred: Any) -> _Run:
         for r in self._open(tag):
             if pred(r):
                 return r
         cands = self._open(tag)
         if cands:
             return cands[-1]
-        return self._start(tag, number)
+        return self._start(tag, line_no)
 
     # line handling -------------------------------------------------------------------------------
 
@@ -361,17 +303,17 @@ class _Parser:
         m = _RANK_LINE.match(body)
         if m:
             rank = int(m.group("rank"))
-            run = self._for_header(tag, n, lambda r: r.columns is None and all(x["rank"] != rank for x in r.ranks))
+            run = self._for_header(tag, n, lambda r: r.columns is None and all(x.rank != rank for x in r.ranks))
             run.ranks.append(
-                {
-                    "rank": rank,
-                    "group": None if m.group("group") is None else int(m.group("group")),
-                    "pid": int(m.group("pid")),
-                    "host": m.group("host"),
-                    "device": int(m.group("device")),
-                    "bus_id": m.group("bus"),
-                    "gpu": m.group("gpu").strip(),
-                }
+                NcclRank(
+                    rank=rank,
+                    group=None if m.group("group") is None else int(m.group("group")),
+                    pid=int(m.group("pid")),
+                    host=m.group("host"),
+                    device=int(m.group("device")),
+                    bus_id=m.group("bus"),
+                    gpu=m.group("gpu").strip(),
+                )
             )
             run.eras.add("2022" if m.group("group") is not None else "old")
             return
@@ -442,108 +384,29 @@ def _era(eras: set[str]) -> str | None:
     return None
 
 
-def infer_op(rows: Sequence[CollectiveResult], nranks: int | None) -> tuple[str | None, list[str]]:
-    """The op from the table itself: redop, root, how count relates to size, busbw/algbw.
-
-    Returns (op, candidates); op is None when the table fits several ops (all_gather and alltoall
-    print the same columns and the same arithmetic).
-    """
-    if not rows:
-        return None, []
-    first = rows[0]
-    rooted = any(r.root is not None for r in rows)
-    has_redop = first.redop is not None
-    ws = TYPE_SIZES.get(first.dtype.lower())
-    per_rank_count: bool | None = None
-    if ws and nranks and nranks > 1:
-        sized = [r for r in rows if r.count > 0]
-        if sized:
-            r = sized[-1]
-            if r.count * ws * nranks == r.bytes:
-                per_rank_count = True
-            elif r.count * ws == r.bytes:
-                per_rank_count = False
-    if rooted:
-        return ("reduce", []) if has_redop else ("broadcast", [])
-    ratios = [r.busbw_gbs / r.algbw_gbs for r in rows if r.algbw_gbs >= 0.05]
-    ratio = statistics.median(ratios) if ratios else None
-    if has_redop:
-        cands = ["all_reduce", "reduce_scatter"]
-        if per_rank_count is True:
-            return "reduce_scatter", []
-        if per_rank_count is False:
-            return "all_reduce", []
-    else:
-        cands = ["all_gather", "all_to_all", "sendrecv"]
-        if per_rank_count is False:
-            return "sendrecv", []
-        if per_rank_count is True:
-            return None, ["all_gather", "all_to_all"]
-    if ratio is not None and nranks:
-        fits = [op for op in cands if abs((busbw_factor(op, nranks) or 0) - ratio) <= 0.02 + 0.01 * ratio]
-        if len(fits) == 1:
-            return fits[0], []
-        cands = fits or cands
-    return None, cands
-
-
-def _to_bench_run(run: _Run, parser: _Parser, source: str, op_hint: str | None, file_hint: str | None) -> BenchRun:
-    nranks = len({(r["rank"]) for r in run.ranks}) or None
-    hosts: dict[str, int] = {}
-    for r in run.ranks:
-        hosts[r["host"]] = hosts.get(r["host"], 0) + 1
-    op: str | None = None
-    op_source = None
-    cands: list[str] = []
-    if run.binary:
-        op, op_source = (op_from_name(run.binary) or run.binary.removesuffix("_perf")), "header"
-    elif op_hint:
-        op, op_source = op_hint, "option"
-    elif file_hint:
-        op, op_source = file_hint, "file name"
-    else:
-        op, cands = infer_op(run.rows, nranks)
-        op_source = "inferred from the table" if op else None
+def _to_bench_run(run: _Run, parser: _Parser, source: str, option: str | None, file_name: str | None, position: RunPosition | None) -> BenchRun:
+    header = (op_in_text(run.binary) or run.binary.removesuffix("_perf")) if run.binary else None
+    choice = choose_op(header, option, file_name, run.rows, len({r.rank for r in run.ranks}) or None)
     rows = tuple(run.rows)
-    avg = statistics.fmean(r.busbw_gbs for r in rows) if rows else None
-    gpus = sorted({r["gpu"] for r in run.ranks if r["gpu"]})
-    meta: dict[str, Any] = {
-        "tool": "nccl-tests",
-        "source": source,
-        "format": _era(run.eras),
-        "op": op,
-        "op_source": op_source,
-        "backend": "nccl",
-        "world_size": nranks,
-        "ranks_per_node": max(hosts.values()) if hosts else None,
-        "nodes": len(hosts) or None,
-        "hosts": list(hosts),
-        "gpus": gpus,
-        "ranks": run.ranks,
-        "dtype": rows[0].dtype if rows else None,
-        "redop": rows[0].redop if rows else None,
-        "params": run.params,
-        "blocking": run.blocking,
-        "avg_busbw_gbs": avg,
-        "avg_busbw_gbs_reported": run.avg_reported,
-        "out_of_bounds": run.oob,
-        "first_line": run.start_line,
-        "complete": run.finished,
-    }
-    if cands:
-        meta["op_candidates"] = cands
-    if run.nccl_tests_version:
-        meta["nccl_tests_version"] = run.nccl_tests_version
-    if parser.nccl_version:
-        meta["nccl_version"] = parser.nccl_version
-    if run.tag is not None:
-        meta["tag"] = run.tag
-    if run.errors:
-        meta["nccl_errors"] = run.errors
-    if parser.nccl_warnings:
-        meta["nccl_warning_count"] = len(parser.nccl_warnings)
-        meta["nccl_warnings"] = [f"line {n}: {t}" for n, t in parser.nccl_warnings[:5]]
-    return BenchRun(kind="collective", results=rows, meta=meta)
+    log = NcclTestsLog(
+        op_source=choice.source,
+        op_candidates=choice.candidates,
+        gpus=tuple(sorted({r.gpu for r in run.ranks if r.gpu})),
+        ranks=tuple(run.ranks),
+        params=run.params,
+        avg_busbw_gbs_reported=run.avg_reported,
+        out_of_bounds=run.oob,
+        complete=run.finished,
+    )
+    provenance = Provenance(
+        imported=ImportInfo(tool="nccl-tests", source=source, format=_era(run.eras), first_line=run.start_line, tag=run.tag, position=position),
+        nccl_version=parser.nccl_version,
+        nccl_tests_version=run.nccl_tests_version,
+        nccl_errors=tuple(run.errors),
+        nccl_warnings=tuple(f"line {n}: {t}" for n, t in parser.nccl_warnings[:MAX_WARNINGS]),
+        nccl_warning_count=len(parser.nccl_warnings) or None,
+    )
+    return BenchRun(collective_meta(rows, run.ranks, choice, log, run.blocking), rows, provenance)
 
 
 def looks_like(lines: Sequence[Line]) -> bool:
@@ -560,7 +423,7 @@ def looks_like(lines: Sequence[Line]) -> bool:
     return False
 
 
-def parse_runs(text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
+def parse_log(text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
     """Every run in an nccl-tests log, in the order they started (see the module docstring)."""
     lines = split_lines(text)
     parser = _Parser(source)
@@ -569,12 +432,11 @@ def parse_runs(text: str, source: str = "<text>", *, op: str | None = None, file
     runs = [r for r in parser.runs if r.rows or r.columns is not None or r.params]
     if not runs:
         raise InputError(f"{source}: no nccl-tests result table found", hint=HINT)
-    file_hint = op_from_name(file_name) if file_name else None
     out = []
     tags = {r.tag for r in runs}
     interleaved = any(r.interleaved for r in runs)
     for i, r in enumerate(runs, start=1):
-        br = _to_bench_run(r, parser, source, op, file_hint)
+        position = None
         if len(runs) > 1:
             if interleaved and r.tag is None:
                 sep = "interleaved (untagged lines; rows attributed in order of appearance)"
@@ -582,107 +444,6 @@ def parse_runs(text: str, source: str = "<text>", *, op: str | None = None, file
                 sep = "one run per output tag"
             else:
                 sep = "one after the other"
-            br = BenchRun(br.kind, br.results, {**br.meta, "run_index": i, "run_count": len(runs), "separation": sep})
-        out.append(br)
+            position = RunPosition(i, len(runs), sep)
+        out.append(_to_bench_run(r, parser, source, op, file_name, position))
     return out
-
-
-# --- nccl-tests -J JSON --------------------------------------------------------------------------------
-
-
-def is_json_doc(doc: Any) -> bool:
-    return isinstance(doc, Mapping) and isinstance(doc.get("results"), list) and ("config" in doc or "nccl_version" in doc)
-
-
-def parse_json_doc(doc: Mapping[str, Any], source: str, *, op: str | None = None, file_name: str | None = None) -> BenchRun:
-    """nccl-tests' ``-J FILE`` output: ``{"version", "args", "config": {..., "devices": [...]}, "results": [...]}``."""
-    results: list[CollectiveResult] = []
-    for i, row in enumerate(doc.get("results") or []):
-        if not isinstance(row, Mapping):
-            raise InputError(f"{source}: results[{i}] is not an object", hint=HINT)
-        try:
-            size, count = int(row["size"]), int(row["count"])
-            root_raw = row.get("root")
-            root = int(str(root_raw).strip()) if root_raw is not None and str(root_raw).strip() else -1
-            redop = row.get("redop")
-            redop = None if redop in (None, "none") else str(redop)
-            for key, in_place in (("out_of_place", False), ("in_place", True)):
-                half = row.get(key)
-                if not isinstance(half, Mapping):
-                    continue
-                t = half.get("time", half.get("cpu_time"))
-                nw = half.get("nwrong")
-                results.append(
-                    CollectiveResult(
-                        bytes=size,
-                        count=count,
-                        dtype=str(row.get("type", "")),
-                        redop=redop,
-                        root=root if root >= 0 else None,
-                        in_place=in_place,
-                        time_us=float(t),
-                        algbw_gbs=float(half["alg_bw"]),
-                        busbw_gbs=float(half["bus_bw"]),
-                        wrong=None if nw in (None, "nan") else int(float(nw)),
-                    )
-                )
-        except (KeyError, TypeError, ValueError) as e:
-            raise InputError(f"{source}: results[{i}] is malformed ({e})", hint=HINT) from None
-    cfg = doc.get("config") if isinstance(doc.get("config"), Mapping) else {}
-    devices = cfg.get("devices") if isinstance(cfg.get("devices"), list) else []
-    ranks = [
-        {
-            "rank": d.get("rank"),
-            "group": d.get("group"),
-            "pid": d.get("pid"),
-            "host": d.get("hostname"),
-            "device": d.get("device"),
-            "bus_id": d.get("device_hex"),
-            "gpu": d.get("device_info"),
-        }
-        for d in devices
-        if isinstance(d, Mapping)
-    ]
-    hosts: dict[str, int] = {}
-    for r in ranks:
-        hosts[str(r["host"])] = hosts.get(str(r["host"]), 0) + 1
-    nranks = len(ranks) or None
-    args = doc.get("args") if isinstance(doc.get("args"), list) else []
-    binary = str(args[0]).rsplit("/", 1)[-1] if args else None
-    if binary and op_from_name(binary):
-        opname, src = op_from_name(binary), "header"
-    elif op:
-        opname, src = op, "option"
-    elif file_name and op_from_name(file_name):
-        opname, src = op_from_name(file_name), "file name"
-    else:
-        opname, _ = infer_op(results, nranks)
-        src = "inferred from the table" if opname else None
-    avg_doc = doc.get("average_bus_bandwidth") if isinstance(doc.get("average_bus_bandwidth"), Mapping) else {}
-    oob_doc = doc.get("out_of_bounds") if isinstance(doc.get("out_of_bounds"), Mapping) else {}
-    meta: dict[str, Any] = {
-        "tool": "nccl-tests",
-        "source": source,
-        "format": f"json v{doc.get('version')}",
-        "op": opname,
-        "op_source": src,
-        "backend": "nccl",
-        "world_size": nranks,
-        "ranks_per_node": max(hosts.values()) if hosts else None,
-        "nodes": len(hosts) or None,
-        "hosts": list(hosts),
-        "gpus": sorted({str(r["gpu"]) for r in ranks if r.get("gpu")}),
-        "ranks": ranks,
-        "dtype": results[0].dtype if results else None,
-        "redop": results[0].redop if results else None,
-        "params": {k: v for k, v in cfg.items() if k != "devices"},
-        "avg_busbw_gbs": statistics.fmean(r.busbw_gbs for r in results) if results else None,
-        "avg_busbw_gbs_reported": avg_doc.get("bandwidth") if isinstance(avg_doc.get("bandwidth"), (int, float)) else None,
-        "out_of_bounds": oob_doc.get("count") if isinstance(oob_doc.get("count"), int) else None,
-        "complete": "end_time" in doc,
-    }
-    if doc.get("nccl_version") is not None:
-        meta["nccl_version"] = str(doc.get("nccl_version"))
-    if doc.get("errors"):
-        meta["nccl_errors"] = [str(e) for e in doc["errors"]]
-    return BenchRun(kind="collective", results=tuple(results), meta=meta)

@@ -12,23 +12,21 @@ Pure functions of text. Facts (``shared/reference/FORMATS.md``, perftest ``perft
   t_avg[usec] tps average``. perftest reports write and send latency one way (round trip / 2) and
   read and atomic latency as the full round trip (its ``rtt_factor``); values are kept as printed and
   the run's ``latency`` says which;
-* ``--out_json`` files with ``MsgSize``, ``n_iterations``, ``BW_peak``, ``BW_average``, ``MsgRate``
-  (some perftest versions write bare words unquoted; those are repaired before reading). The file
-  does not say the unit; it is told from the numbers: MsgRate x 1e6 x MsgSize is the rate in B/s, so
-  BW_average matches it either as MiB/s or as Gb/s.
+
+``--out_json`` files are :mod:`~ibdiag.importers.perftest_json`'s.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from ibdiag.bench.p2p.meta import P2PMeta, PerftestLog
+from ibdiag.bench.provenance import ImportInfo, Provenance, RunPosition
 from ibdiag.bench.results import BenchRun, LatencyStats, P2PResult
 from ibdiag.errors import InputError
-from ibdiag.importers.lines import split_lines
+from ibdiag.importers.lines import Line, number, split_lines
 
 HINT = "ibdiag bench import reads perftest ib_*_bw / ib_*_lat output and --out_json files; remove unrelated lines"
 
@@ -83,7 +81,8 @@ class _Run:
     rows: list[tuple[int, list[str]]] = field(default_factory=list)
 
 
-def _verb(title: str) -> str | None:
+def verb_of(title: str) -> str | None:
+    """``RDMA_Write BW Test`` -> ``write`` (read, send, atomic), as the title names the verb."""
     low = title.lower()
     for key, verb in (("rdma_write", "write"), ("rdma_read", "read"), ("send", "send"), ("atomic", "atomic"), ("write", "write"), ("read", "read")):
         if key in low:
@@ -91,8 +90,9 @@ def _verb(title: str) -> str | None:
     return None
 
 
-def looks_like(text: str) -> bool:
-    for ln in split_lines(text)[:4000]:
+def looks_like(lines: Sequence[Line]) -> bool:
+    """True when the text carries a perftest marker line (a ``#bytes`` header, a title, an address line)."""
+    for ln in lines[:4000]:
         s = ln.text.strip()
         if s.startswith("#bytes") or _TITLE.match(s) or s.startswith(("local address:", "remote address:")):
             return True
@@ -111,35 +111,26 @@ def _unit_of(columns: list[str]) -> tuple[str | None, float | None]:
     return None, None
 
 
-def _float(tok: str, number: int, col: str, source: str) -> float:
-    try:
-        v = float(tok)
-    except ValueError:
-        raise InputError(f"{source}:{number}: cannot read {tok!r} in column {col!r} as a number", hint=HINT) from None
-    if not v == v or v < 0 or v in (float("inf"),):
-        raise InputError(f"{source}:{number}: column {col!r} holds {tok!r}", hint="the run printed no valid value here; rerun it")
-    return v
-
-
 def _results(run: _Run, source: str) -> list[P2PResult]:
     cols = run.columns or []
     unit, scale = _unit_of(cols)
     out: list[P2PResult] = []
-    for number, tokens in run.rows:
+    for line_no, tokens in run.rows:
         vals = dict(zip(cols, tokens))
-        nbytes = int(_float(vals["#bytes"], number, "#bytes", source))
-        iters = int(_float(vals.get("#iterations", "0"), number, "#iterations", source))
+        nbytes = int(number(vals["#bytes"], f"{source}:{line_no}", "#bytes", HINT))
+        iters = int(number(vals.get("#iterations", "0"), f"{source}:{line_no}", "#iterations", HINT))
         if run.mode == "bw":
             if scale is None:
                 raise InputError(f"{source}:{run.header_line}: unknown bandwidth unit {unit!r}", hint="perftest prints MiB/sec, MB/sec or Gb/sec")
-            avg = _float(vals[f"BW average[{unit}]"], number, "BW average", source) * scale / 1e9
+            avg = number(vals[f"BW average[{unit}]"], f"{source}:{line_no}", "BW average", HINT) * scale / 1e9
             peak_raw = vals.get(f"BW peak[{unit}]")
             peak = None
             if peak_raw is not None:
-                p = _float(peak_raw, number, "BW peak", source)
-                peak = None if p == 0 else p * scale / 1e9  # 0.00: peak not measured (duration mode)
+                p = number(peak_raw, f"{source}:{line_no}", "BW peak", HINT)
+                # 0.00: not measured (perftest says "BW peak won't be measured in this run"; FORMATS.md)
+                peak = None if p == 0 else p * scale / 1e9
             rate = vals.get("MsgRate[Mpps]")
-            out.append(P2PResult(bytes=nbytes, iters=iters, bw_gbs=avg, bw_peak_gbs=peak, msg_rate_mpps=None if rate is None else _float(rate, number, "MsgRate", source)))
+            out.append(P2PResult(bytes=nbytes, iters=iters, bw_gbs=avg, bw_peak_gbs=peak, msg_rate_mpps=None if rate is None else number(rate, f"{source}:{line_no}", "MsgRate", HINT)))
             continue
         if "t_typical[usec]" in vals:
             need = ("t_min[usec]", "t_max[usec]", "t_typical[usec]", "99% percentile[usec]", "99.9% percentile[usec]")
@@ -147,12 +138,12 @@ def _results(run: _Run, source: str) -> list[P2PResult]:
             if missing:
                 raise InputError(f"{source}:{run.header_line}: latency header without {', '.join(missing)}", hint="perftest 4.x and later print all percentiles; older output is not supported")
             lat = LatencyStats(
-                min_us=_float(vals["t_min[usec]"], number, "t_min", source),
-                p50_us=_float(vals["t_typical[usec]"], number, "t_typical", source),
-                p99_us=_float(vals["99% percentile[usec]"], number, "99%", source),
-                p999_us=_float(vals["99.9% percentile[usec]"], number, "99.9%", source),
-                max_us=_float(vals["t_max[usec]"], number, "t_max", source),
-                avg_us=_float(vals["t_avg[usec]"], number, "t_avg", source) if "t_avg[usec]" in vals else None,
+                min_us=number(vals["t_min[usec]"], f"{source}:{line_no}", "t_min", HINT),
+                p50_us=number(vals["t_typical[usec]"], f"{source}:{line_no}", "t_typical", HINT),
+                p99_us=number(vals["99% percentile[usec]"], f"{source}:{line_no}", "99%", HINT),
+                p999_us=number(vals["99.9% percentile[usec]"], f"{source}:{line_no}", "99.9%", HINT),
+                max_us=number(vals["t_max[usec]"], f"{source}:{line_no}", "t_max", HINT),
+                avg_us=number(vals["t_avg[usec]"], f"{source}:{line_no}", "t_avg", HINT) if "t_avg[usec]" in vals else None,
             )
             out.append(P2PResult(bytes=nbytes, iters=iters, lat_us=lat))
         elif "t_avg[usec]" in vals:  # duration mode: the average and transactions per second only
@@ -161,8 +152,8 @@ def _results(run: _Run, source: str) -> list[P2PResult]:
                 P2PResult(
                     bytes=nbytes,
                     iters=iters,
-                    msg_rate_mpps=None if tps is None else _float(tps, number, "tps average", source) / 1e6,
-                    lat_avg_us=_float(vals["t_avg[usec]"], number, "t_avg", source),
+                    msg_rate_mpps=None if tps is None else number(tps, f"{source}:{line_no}", "tps average", HINT) / 1e6,
+                    lat_avg_us=number(vals["t_avg[usec]"], f"{source}:{line_no}", "t_avg", HINT),
                 )
             )
         else:
@@ -176,39 +167,32 @@ def _bench_run(run: _Run, source: str, index: int, count: int) -> BenchRun:
     b = {k.lower(): v for k, v in run.banner.items()}
     duration = run.mode == "bw" and any(r.bw_peak_gbs is None for r in results) and bool(results)
     verb = run.verb
-    meta: dict[str, Any] = {
-        "tool": "perftest",
-        "source": source,
-        "transport": "rdma",
-        "test": f"ib_{verb or 'unknown'}_{'bw' if run.mode == 'bw' else 'lat'}",
-        "title": run.title,
-        "verb": verb,
-        "mode": run.mode,
-        "bidirectional": run.bidirectional,
-        "device": b.get("device"),
-        "link_layer": b.get("link type"),
-        "mtu": b.get("mtu"),
-        "connection": b.get("connection type"),
-        "qps": b.get("number of qps"),
-        "gid_index": b.get("gid index"),
-        "local_address": run.addresses.get("local"),
-        "remote_address": run.addresses.get("remote"),
-        "first_line": run.start_line,
-    }
-    if run.mode == "bw":
-        meta["bw_unit"] = unit
-        meta["peak_measured"] = not duration
-    else:
-        meta["latency"] = "round trip" if verb in ("read", "atomic") else "one way (round trip / 2)"
-        if results and all(r.lat_us is None for r in results):
-            meta["duration_mode"] = True
-    if count > 1:
-        meta["run_index"], meta["run_count"], meta["separation"] = index, count, "one after the other"
-    return BenchRun(kind="p2p", results=tuple(results), meta=meta)
+    bw = run.mode == "bw"
+    log = PerftestLog(
+        test=f"ib_{verb or 'unknown'}_{'bw' if bw else 'lat'}",
+        title=run.title,
+        verb=verb,
+        device=b.get("device"),
+        link_layer=b.get("link type"),
+        mtu=b.get("mtu"),
+        connection=b.get("connection type"),
+        qps=b.get("number of qps"),
+        gid_index=b.get("gid index"),
+        local_address=run.addresses.get("local"),
+        remote_address=run.addresses.get("remote"),
+        bw_unit=unit if bw else None,
+        peak_measured=(not duration) if bw else None,
+        latency=None if bw else ("round trip" if verb in ("read", "atomic") else "one way (round trip / 2)"),
+        duration_mode=True if not bw and results and all(r.lat_us is None for r in results) else None,
+    )
+    position = RunPosition(index, count, "one after the other") if count > 1 else None
+    imported = ImportInfo(tool="perftest", source=source, first_line=run.start_line, position=position)
+    return BenchRun(P2PMeta(transport="rdma", mode=run.mode, bidir=run.bidirectional, perftest=log), tuple(results), Provenance(imported=imported))
 
 
-def parse_runs(text: str, source: str = "<text>") -> list[BenchRun]:
-    """Every perftest run in the text (a new title or table header starts one)."""
+def parse_log(text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
+    """Every perftest run in the text (a new title or table header starts one); ``op`` and
+    ``file_name`` are the importers' common arguments, which a perftest log does not need."""
     runs: list[_Run] = []
     cur: _Run | None = None
 
@@ -227,7 +211,7 @@ def parse_runs(text: str, source: str = "<text>") -> list[BenchRun]:
             if cur is None or cur.title is not None or cur.columns is not None:
                 cur = new(n)
             cur.title = s
-            cur.verb = _verb(m.group("title"))
+            cur.verb = verb_of(m.group("title"))
             cur.mode = "bw" if m.group("kind") == "BW" else "lat"
             cur.bidirectional = "Bidirectional" in m.group("title")
             continue
@@ -274,107 +258,3 @@ def parse_runs(text: str, source: str = "<text>") -> list[BenchRun]:
     if not runs:
         raise InputError(f"{source}: no perftest result table (#bytes header) found", hint=HINT)
     return [_bench_run(r, source, i, len(runs)) for i, r in enumerate(runs, start=1)]
-
-
-# --- --out_json ------------------------------------------------------------------------------------
-
-
-def load_json_text(text: str, source: str) -> Any:
-    """JSON, or perftest's not-quite-JSON (bare words, trailing commas) repaired first."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as first:
-        repaired = re.sub(r"([{,]\s*)([A-Za-z_][\w .\-]*?)\s*:", r'\1"\2":', text)  # bare keys
-
-        def quote(m: re.Match[str]) -> str:
-            word = m.group(1).strip()
-            return m.group(0) if word in ("true", "false", "null") else f': "{word}"'
-
-        repaired = re.sub(r':[ \t]*([A-Za-z_][^,}\]\n"]*?)[ \t]*(?=[,}\]\n])', quote, repaired)  # bare values
-        repaired = re.sub(r",\s*([}\]])", r"\1", repaired)  # trailing commas
-        try:
-            return json.loads(repaired)
-        except json.JSONDecodeError:
-            raise InputError(f"{source}:{first.lineno}: not JSON ({first.msg})", hint=HINT) from None
-
-
-def _result_objects(doc: Any) -> list[Mapping[str, Any]]:
-    found: list[Mapping[str, Any]] = []
-    if isinstance(doc, Mapping):
-        if "MsgSize" in doc:
-            return [doc]
-        for v in doc.values():
-            found += _result_objects(v)
-    elif isinstance(doc, list):
-        for v in doc:
-            found += _result_objects(v)
-    return found
-
-
-def is_json_doc(doc: Any) -> bool:
-    return bool(_result_objects(doc))
-
-
-def _infer_scale(objs: list[Mapping[str, Any]], info: Mapping[str, Any]) -> tuple[float, str, bool]:
-    """(B/s per unit, unit, assumed?) from MsgRate x MsgSize, else from a unit named in the file."""
-    votes: list[str] = []
-    for o in objs:
-        try:
-            rate, size, avg = float(o.get("MsgRate") or 0), float(o["MsgSize"]), float(o.get("BW_average") or 0)
-        except (TypeError, ValueError):
-            continue
-        if rate <= 0 or avg <= 0 or size <= 0:
-            continue
-        bps = rate * 1e6 * size
-        for unit, scale in (("MiB/sec", MIB), ("Gb/sec", GBIT)):
-            if abs(avg * scale / bps - 1) < 0.1:
-                votes.append(unit)
-    if votes:
-        unit = max(set(votes), key=votes.count)
-        return (MIB if unit == "MiB/sec" else GBIT), unit, False
-    text = json.dumps(info).lower()
-    if "gb/sec" in text or "gbit" in text:
-        return GBIT, "Gb/sec", False
-    return MIB, "MiB/sec", True
-
-
-def parse_json_doc(doc: Any, source: str) -> BenchRun:
-    objs = _result_objects(doc)
-    if not objs:
-        raise InputError(f"{source}: a JSON file without perftest results (MsgSize)", hint=HINT)
-    info = doc.get("test_info") if isinstance(doc, Mapping) and isinstance(doc.get("test_info"), Mapping) else {}
-    scale, unit, assumed = _infer_scale(objs, info)
-    results = []
-    for i, o in enumerate(objs):
-        try:
-            peak = float(o.get("BW_peak") or 0)
-            results.append(
-                P2PResult(
-                    bytes=int(o["MsgSize"]),
-                    iters=int(o.get("n_iterations") or 0),
-                    bw_gbs=float(o["BW_average"]) * scale / 1e9,
-                    bw_peak_gbs=None if peak == 0 else peak * scale / 1e9,
-                    msg_rate_mpps=None if o.get("MsgRate") is None else float(o["MsgRate"]),
-                )
-            )
-        except (KeyError, TypeError, ValueError) as e:
-            raise InputError(f"{source}: result {i + 1} is malformed ({e})", hint=HINT) from None
-    title = str(info.get("test") or "")
-    low = {str(k).lower(): v for k, v in info.items()}
-    meta: dict[str, Any] = {
-        "tool": "perftest",
-        "source": source,
-        "format": "out_json",
-        "transport": "rdma",
-        "test": f"ib_{_verb(title) or 'unknown'}_bw",
-        "title": title or None,
-        "verb": _verb(title),
-        "mode": "bw",
-        "bidirectional": "bidirectional" in title.lower(),
-        "device": low.get("device"),
-        "link_layer": low.get("link_type"),
-        "bw_unit": unit,
-        "bw_unit_assumed": assumed,
-        "peak_measured": all(r.bw_peak_gbs is not None for r in results),
-    }
-    return BenchRun(kind="p2p", results=tuple(results), meta=meta)

@@ -108,8 +108,10 @@ def all_registries() -> tuple[CheckRegistry, ...]:
     from ibdiag.ports.checks import CHECKS as ports
     from ibdiag.topo.checks import CHECKS as topo
     from ibdiag.verdict.checks import CHECKS as verdict
+    from ibdiag.fleet.checks import CHECKS as sweep
+    from ibdiag.fleetreport.checks import CHECKS as report
 
-    return (topo, ports, counters, p2p, collective, importers, verdict)
+    return (topo, ports, counters, p2p, collective, importers, verdict, sweep, report)
 
 
 def all_checks() -> dict[str, Check]:

@@ -15,28 +15,7 @@ from typing import Any
 
 from ibdiag.errors import InputError, UsageError
 from ibdiag.units import format_bytes, parse_size
-from ibdiag.verdict.model import STRATEGY_MULTIPLIER
-
-#: Gradient bytes per element. fp32 (and tf32, which is stored as fp32) 4; bf16/fp16 2; fp8 (e4m3/e5m2) 1.
-DTYPE_BYTES: dict[str, int] = {
-    "fp32": 4,
-    "float32": 4,
-    "tf32": 4,
-    "bf16": 2,
-    "bfloat16": 2,
-    "fp16": 2,
-    "float16": 2,
-    "half": 2,
-    "fp8": 1,
-    "float8": 1,
-    "e4m3": 1,
-    "e5m2": 1,
-}
-
-#: Canonical dtype names for output.
-_DTYPE_CANON = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float8": "fp8", "e4m3": "fp8", "e5m2": "fp8"}
-
-STRATEGY_ALIASES = {"fsdp": "fsdp", "zero3": "zero3", "ddp": "ddp", "zero1": "zero1", "zero2": "zero2", "zero-1": "zero1", "zero-2": "zero2", "zero-3": "zero3"}
+from ibdiag.collectives import OPS, find_dtype, find_op, find_strategy, placement
 
 # Bounds beyond which a value is surely a typo (exit 2 rather than a silent nonsense answer).
 MAX_PARAMS = 1e15
@@ -69,26 +48,24 @@ def parse_params(text: str) -> float:
 
 
 def parse_dtype(text: str) -> tuple[str, int]:
-    """``bf16`` -> (``bf16``, 2). Raises UsageError naming the known types."""
-    key = str(text).strip().lower()
-    if key not in DTYPE_BYTES:
+    """``bf16`` -> (``bf16``, 2): a gradient type of :data:`ibdiag.collectives.DTYPES`. UsageError naming them."""
+    d = find_dtype(text)
+    if d is None or not d.gradient:
         raise UsageError(
             f"unknown --dtype {text!r}",
             hint="the gradient's element type: fp32, bf16, fp16 or fp8 (aliases float32, tf32, bfloat16, float16, half, e4m3, e5m2)",
         )
-    return _DTYPE_CANON.get(key, key), DTYPE_BYTES[key]
+    return d.short, d.size
 
 
 def parse_strategy(text: str) -> str:
-    key = str(text).strip().lower()
-    if key not in STRATEGY_ALIASES:
+    strategy = find_strategy(text)
+    if strategy is None:
         raise UsageError(
             f"unknown --strategy {text!r}",
             hint="ddp, zero1 or zero2 (traffic 2(n-1)/n x S per rank) or fsdp/zero3 (3(n-1)/n x S)",
         )
-    strategy = STRATEGY_ALIASES[key]
-    assert strategy in STRATEGY_MULTIPLIER
-    return strategy
+    return strategy.name
 
 
 def check_positive(name: str, value: float | None, *, maximum: float, unit: str, allow_zero: bool = False, example: str = "") -> None:
@@ -302,19 +279,19 @@ def from_bench_run(run: Any, *, bucket_bytes: int, ranks: int, rails_used: int, 
         smallest = min(r.bytes for r in coll)
         small = [r for r in coll if r.bytes == smallest]
         lat_s = sum(r.time_us for r in small) / len(small) * 1e-6
-        halves = " and ".join(sorted({"in-place" if r.in_place else "out-of-place" for r in at}))
-        op = run.meta.get("op")
+        halves = " and ".join(sorted({placement(r.in_place) for r in at}))
+        op = run.meta.op
         how = f"busbw {busbw:.4g} GB/s at {format_bytes(size)} (the size closest to the bucket, mean of {halves})"
         latency_how = f"the smallest size's time ({format_bytes(smallest)}: {lat_s * 1e6:.3g} µs)"
         if smallest > 64 * 1024:
             notes.append(f"the smallest size measured is {format_bytes(smallest)}: its time includes transfer, so the per-collective latency is overestimated")
-        if op and str(op) not in ("all_reduce", "allreduce", "all_reduce_perf"):
+        if op and find_op(op) is not OPS["all_reduce"]:
             notes.append(f"the run measured {op}, not all_reduce; busbw is normalised per collective, so it is used as is")
-        world = run.meta.get("world_size") or run.meta.get("nranks")
-        per_node = run.meta.get("ranks_per_node")
-        if isinstance(world, int) and isinstance(per_node, int) and per_node >= world:
+        world = run.meta.world_size
+        per_node = run.meta.ranks_per_node
+        if world is not None and per_node is not None and per_node >= world:
             notes.append(f"the run had {world} rank(s) on one node: its busbw did not cross the fabric")
-        elif isinstance(world, int) and world < ranks:
+        elif world is not None and world < ranks:
             notes.append(f"the run had {world} ranks, the job {ranks}: busbw at the job's scale may be lower (more hops, congestion)")
         return Measured(busbw, lat_s, source, path, size, how, latency_how, tuple(notes))
     if run.kind == "p2p":

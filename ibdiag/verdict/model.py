@@ -19,11 +19,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-#: Bytes on each rank's wire per byte of gradient, as k x (n-1)/n: the k per sharding strategy.
-#: ddp: ring all-reduce 2(n-1)/n (nccl-tests' all_reduce busbw factor); zero1/zero2: reduce-scatter
-#: + all-gather = 2(n-1)/n; fsdp/zero3: all-gather (forward) + all-gather (backward) + reduce-scatter
-#: = 3(n-1)/n (ZeRO paper, "1.5x the communication volume of data parallelism").
-STRATEGY_MULTIPLIER: dict[str, int] = {"ddp": 2, "zero1": 2, "zero2": 2, "fsdp": 3, "zero3": 3}
+from ibdiag.collectives import STRATEGIES
+
+#: Bytes on each rank's wire per byte of gradient, as k x (n-1)/n: the k per sharding strategy, from
+#: its collectives in :data:`ibdiag.collectives.STRATEGIES` (ddp: one all_reduce, 2; zero1/zero2:
+#: reduce-scatter + all-gather, 2; fsdp/zero3: two all-gathers + a reduce-scatter, 3: the ZeRO paper's
+#: "1.5x the communication volume of data parallelism").
+STRATEGY_MULTIPLIER: dict[str, int] = {s.name: s.multiplier for s in STRATEGIES.values()}
 
 NETWORK_BOUND = "network-bound"
 COMPUTE_BOUND = "compute-bound"
@@ -37,9 +39,7 @@ _REL_TOL = 1e-9
 
 def traffic_factor(strategy: str, ranks: int) -> float:
     """Bytes each rank puts on its wire per gradient byte: ``k x (n-1)/n`` (2 for ddp/zero1/zero2, 3 for fsdp/zero3)."""
-    if ranks < 1:
-        raise ValueError("ranks must be at least 1")
-    return STRATEGY_MULTIPLIER[strategy] * (ranks - 1) / ranks
+    return STRATEGIES[strategy].traffic_factor(ranks)
 
 
 def transfer_s(nbytes: float, busbw_gbs: float) -> float:
@@ -127,7 +127,8 @@ def simulate_overlap(
     busbw_gbs: float,
     latency_s: float,
 ) -> Overlap:
-    """The overlap model in closed form (exact for the model; a step-by-step version is in the tests)."""
+    """The overlap model in closed form (exact for the model; the bucket-by-bucket oracle it must agree
+    with is ``tests/verdict_oracle.py``)."""
     if backward_s <= 0:
         raise ValueError("backward time must be positive")
     if latency_s < 0:
@@ -162,53 +163,6 @@ def simulate_overlap(
         bucket_compute_s=every,
         comm_s=full * comm_full + comm_rest,
         comm_end_s=comm_end,
-        backward_s=backward_s,
-        hidden_buckets=hidden,
-    )
-
-
-def simulate_overlap_stepwise(
-    grad_bytes: int,
-    bucket_bytes: int,
-    backward_s: float,
-    factor: float,
-    busbw_gbs: float,
-    latency_s: float,
-) -> Overlap:
-    """The overlap model bucket by bucket, exactly as the issue states it: the reference that
-    :func:`simulate_overlap` must agree with (tests), O(buckets) instead of O(1) (benchmarks/verdict_overlap.py)."""
-    if backward_s <= 0:
-        raise ValueError("backward time must be positive")
-    if latency_s < 0:
-        raise ValueError("latency cannot be negative")
-    b, full, rest = _split(grad_bytes, bucket_bytes)
-    sizes = [b] * full + ([rest] if rest else [])
-    limit = backward_s * (1 + _REL_TOL)
-    done = 0
-    end = 0.0
-    comm = 0.0
-    hidden = 0
-    prefix = True
-    for size in sizes:
-        done += size
-        ready = backward_s * done / grad_bytes
-        took = latency_s + transfer_s(factor * size, busbw_gbs)
-        end = max(ready, end) + took
-        comm += took
-        if prefix and end <= limit:
-            hidden += 1
-        else:
-            prefix = False
-    return Overlap(
-        buckets=len(sizes),
-        full_buckets=full,
-        bucket_bytes=b,
-        last_bucket_bytes=sizes[-1],
-        bucket_comm_s=latency_s + transfer_s(factor * b, busbw_gbs),
-        last_bucket_comm_s=latency_s + transfer_s(factor * sizes[-1], busbw_gbs),
-        bucket_compute_s=backward_s * b / grad_bytes,
-        comm_s=comm,
-        comm_end_s=end,
         backward_s=backward_s,
         hidden_buckets=hidden,
     )

@@ -28,10 +28,15 @@ def profiles() -> dict[str, object]:
     return dict(sorted(found.items()))
 
 
+# Importing any module of the subpackage (``tests.sysfsgen.profiles.dgx_h100``) rebinds this module's
+# name ``profiles`` to that subpackage (Python sets a submodule as an attribute of its parent): keep the function.
+_profiles = profiles
+
+
 def generate(out: Path, names: list[str] | None = None) -> list[str]:
     """Write the named profiles (all when None) under ``out``; returns the names written."""
     written = []
-    for name, mod in profiles().items():
+    for name, mod in _profiles().items():
         if names and name not in names:
             continue
         target = Path(out) / name

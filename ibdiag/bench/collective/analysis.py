@@ -29,12 +29,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ibdiag.bench.collective.config import CollectiveConfig
+from ibdiag.bench.collective.meta import CollectiveMeta, CollectiveSetup, MinMedMax, RankTiming, Spread, Straggler
 from ibdiag.bench.collective.model import Measurement, MeasuredRow
-from ibdiag.bench.collective.ops import DTYPES, get_op
 from ibdiag.bench.results import BenchRun, CollectiveResult
+from ibdiag.collectives import DTYPES, algbw_gbs, avg_busbw, get_op, placement
 from ibdiag.report.checks import CheckRegistry
 from ibdiag.report.model import Finding, Severity
 from ibdiag.units import format_bytes
@@ -47,16 +47,12 @@ CHECKS.declare("collective.busbw", "busbw of the largest size below [collective]
 CHECKS.declare("collective.setup", "rendezvous slower than [collective] max_setup_s: warn")
 
 
-def placement(in_place: bool) -> str:
-    return "in-place" if in_place else "out-of-place"
-
-
 def row_label(nbytes: int, in_place: bool) -> str:
     return f"{format_bytes(nbytes)} {placement(in_place)}"
 
 
-def _stats(values: Sequence[float]) -> dict[str, float]:
-    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
+def _stats(values: Sequence[float]) -> MinMedMax:
+    return MinMedMax(min(values), statistics.median(values), max(values))
 
 
 def late_shares(row: MeasuredRow) -> list[float]:
@@ -81,38 +77,6 @@ def late_shares(row: MeasuredRow) -> list[float]:
         return [statistics.median(v) / t for v in late]
     med = statistics.median(row.coll_us)
     return [(med - c) / t for c in row.coll_us]
-
-
-@dataclass(frozen=True)
-class Straggler:
-    kind: str
-    """``rank`` or ``host``."""
-    host: str
-    ranks: tuple[int, ...]
-    """The rank (kind rank) or the host's ranks (kind host)."""
-    share: float
-    """The late share it reached in the required fraction of rows (the k-th largest, k = rows needed):
-    the others waited at least this share of a collective in that many rows."""
-    worst_share: float
-    rows_late: int
-    rows_judged: int
-
-    @property
-    def subject(self) -> str:
-        if self.kind == "rank":
-            return f"rank {self.ranks[0]} ({self.host})"
-        return f"host {self.host}"
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "kind": self.kind,
-            "host": self.host,
-            "ranks": list(self.ranks),
-            "share": self.share,
-            "worst_share": self.worst_share,
-            "rows_late": self.rows_late,
-            "rows_judged": self.rows_judged,
-        }
 
 
 def judged_rows(rows: Sequence[MeasuredRow], cfg: CollectiveConfig) -> list[MeasuredRow]:
@@ -150,7 +114,7 @@ def find_stragglers(rows: Sequence[MeasuredRow], hosts: Sequence[str], cfg: Coll
     return out
 
 
-def row_spread(row: MeasuredRow, hosts: Sequence[str]) -> dict[str, object]:
+def row_spread(row: MeasuredRow, hosts: Sequence[str]) -> Spread:
     """min/median/max over ranks (and over hosts' medians) of the loop time and the in-collective time."""
     shares = late_shares(row)
     latest = max(range(len(shares)), key=lambda r: shares[r]) if shares else None
@@ -158,15 +122,15 @@ def row_spread(row: MeasuredRow, hosts: Sequence[str]) -> dict[str, object]:
     for r, c in enumerate(row.coll_us):
         by_host.setdefault(hosts[r], []).append(c)
     host_medians = [statistics.median(v) for v in by_host.values()]
-    return {
-        "bytes": row.plan.bytes,
-        "in_place": row.in_place,
-        "time_us": _stats(row.time_us),
-        "coll_us": _stats(row.coll_us),
-        "host_coll_us": _stats(host_medians),
-        "latest_rank": latest,
-        "latest_share": None if latest is None else shares[latest],
-    }
+    return Spread(
+        bytes=row.plan.bytes,
+        in_place=row.in_place,
+        time_us=_stats(row.time_us),
+        coll_us=_stats(row.coll_us),
+        host_coll_us=_stats(host_medians),
+        latest_rank=latest,
+        latest_share=None if latest is None else shares[latest],
+    )
 
 
 def to_bench_run(m: Measurement, cfg: CollectiveConfig) -> tuple[BenchRun, tuple[Finding, ...]]:
@@ -178,8 +142,7 @@ def to_bench_run(m: Measurement, cfg: CollectiveConfig) -> tuple[BenchRun, tuple
     results: list[CollectiveResult] = []
     for row in m.rows:
         t_us = statistics.fmean(row.time_us)
-        t_s = t_us * 1e-6
-        algbw = row.plan.bytes / t_s / 1e9 if t_s > 0 else 0.0
+        algbw = algbw_gbs(row.plan.bytes, t_us * 1e-6)
         results.append(
             CollectiveResult(
                 bytes=row.plan.bytes,
@@ -196,50 +159,56 @@ def to_bench_run(m: Measurement, cfg: CollectiveConfig) -> tuple[BenchRun, tuple
                 time_us_max=max(row.time_us),
             )
         )
-    avg = statistics.fmean(r.busbw_gbs for r in results) if results else None
+    avg = avg_busbw(r.busbw_gbs for r in results)
     stragglers = find_stragglers(m.rows, hosts, cfg)
     setups = [r.setup_s for r in m.ranks]
     slowest_setup = max(m.ranks, key=lambda r: r.setup_s) if m.ranks else None
-    per_rank = []
     shares_by_row = [late_shares(row) for row in m.rows]
-    for info in sorted(m.ranks, key=lambda x: x.rank):
-        r = info.rank
-        per_rank.append(
-            {
-                **info.to_json(),
-                "time_us": [row.time_us[r] for row in m.rows],
-                "coll_us": [row.coll_us[r] for row in m.rows],
-                "late_share": [s[r] for s in shares_by_row],
-            }
+    per_rank = tuple(
+        RankTiming(
+            rank=info.rank,
+            host=info.host,
+            local_rank=info.local_rank,
+            pid=info.pid,
+            device=info.device,
+            setup_s=info.setup_s,
+            time_us=tuple(row.time_us[info.rank] for row in m.rows),
+            coll_us=tuple(row.coll_us[info.rank] for row in m.rows),
+            late_share=tuple(s[info.rank] for s in shares_by_row),
         )
-    meta: dict[str, object] = {
-        "op": op.name,
-        "backend": m.backend,
-        "dtype": m.dtype,
-        "redop": "sum" if op.redop else None,
-        "world_size": n,
-        "ranks_per_node": m.ranks_per_node,
-        "nodes": len(m.hosts),
-        "hosts": list(m.hosts),
-        "launcher": m.launcher,
-        "iters": m.iters,
-        "warmup": m.warmup,
-        "blocking": m.blocking,
-        "validation": m.check,
-        "timing": m.timing,
-        "timeout_s": m.timeout_s,
-        "torch_version": m.torch_version,
-        "settings": dict(m.settings),
-        "avg_busbw_gbs": avg,
-        "setup_s": max(setups) if setups else None,
-        "setup_s_min": min(setups) if setups else None,
-        "setup_slowest_rank": None if slowest_setup is None else slowest_setup.rank,
-        "skipped_sizes": list(m.skipped_sizes),
-        "spread": [row_spread(row, hosts) for row in m.rows],
-        "stragglers": [s.to_json() for s in stragglers],
-        "per_rank": per_rank,
-    }
-    run = BenchRun(kind="collective", results=tuple(results), meta=meta)
+        for info in sorted(m.ranks, key=lambda x: x.rank)
+    )
+    setup = CollectiveSetup(
+        launcher=m.launcher,
+        iters=m.iters,
+        warmup=m.warmup,
+        validation=m.check,
+        timing=m.timing,
+        timeout_s=m.timeout_s,
+        torch_version=m.torch_version,
+        settings=dict(m.settings),
+        setup_s=max(setups) if setups else None,
+        setup_s_min=min(setups) if setups else None,
+        setup_slowest_rank=None if slowest_setup is None else slowest_setup.rank,
+        skipped_sizes=tuple(m.skipped_sizes),
+        spread=tuple(row_spread(row, hosts) for row in m.rows),
+        stragglers=tuple(stragglers),
+        per_rank=per_rank,
+    )
+    meta = CollectiveMeta(
+        op=op.name,
+        backend=m.backend,
+        dtype=m.dtype,
+        redop="sum" if op.redop else None,
+        world_size=n,
+        ranks_per_node=m.ranks_per_node,
+        nodes=len(m.hosts),
+        hosts=tuple(m.hosts),
+        blocking=m.blocking,
+        avg_busbw_gbs=avg,
+        measured=setup,
+    )
+    run = BenchRun(meta, tuple(results))
     findings = list(wrong_findings(op.name, results, checked=m.check))
     findings += straggler_findings(stragglers, m, cfg)
     findings += busbw_findings(op.name, results, cfg)

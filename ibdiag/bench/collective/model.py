@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ibdiag.bench.collective.ops import SizePlan
+from ibdiag.bench.collective.plan import SizePlan
 
 
 @dataclass(frozen=True)
@@ -24,9 +24,6 @@ class RankInfo:
     """``cpu`` or ``cuda:3 NVIDIA H100 80GB HBM3``."""
     setup_s: float
     """This rank's process-group setup: store connection, ``init_process_group`` and the first collective."""
-
-    def to_json(self) -> dict[str, object]:
-        return {"rank": self.rank, "host": self.host, "local_rank": self.local_rank, "pid": self.pid, "device": self.device, "setup_s": self.setup_s}
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,11 @@ natively (all_reduce out of place) shows ``-``.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
 from typing import Any
 
+from ibdiag.bench.collective.meta import CollectiveMeta, CollectiveSetup
 from ibdiag.bench.results import BenchRun, CollectiveResult
+from ibdiag.collectives import find_op, placement
 from ibdiag.report.chart import hbar_chart
 from ibdiag.report.prom import Metric, PromSample
 from ibdiag.units import format_bytes, format_seconds
@@ -77,16 +78,21 @@ def table_lines(run: BenchRun) -> list[str]:
     rows = run.collective_rows()
     bad_checks = sum(1 for r in rows if r.wrong)
     lines.append(f"# {'Out of bounds values':<20} : {bad_checks} {'FAILED' if bad_checks else 'OK'}")
-    avg = run.meta.get("avg_busbw_gbs")
-    lines.append(f"# {'Avg bus bandwidth':<20} : {avg:.6g}" if isinstance(avg, (int, float)) else f"# {'Avg bus bandwidth':<20} : n/a")
+    avg = _meta(run).avg_busbw_gbs
+    lines.append(f"# {'Avg bus bandwidth':<20} : {avg:.6g}" if avg is not None else f"# {'Avg bus bandwidth':<20} : n/a")
     lines.append("#")
     return lines
 
 
-def _ranks_phrase(meta: Mapping[str, Any]) -> str:
-    n = meta.get("world_size")
-    nodes = meta.get("nodes") or (len(meta["hosts"]) if meta.get("hosts") else None)
-    per = meta.get("ranks_per_node")
+def _meta(run: BenchRun) -> CollectiveMeta:
+    assert isinstance(run.meta, CollectiveMeta)
+    return run.meta
+
+
+def _ranks_phrase(m: CollectiveMeta) -> str:
+    n = m.world_size
+    nodes = m.nodes or (len(m.hosts) if m.hosts else None)
+    per = m.ranks_per_node
     if n is None:
         return "ranks unknown"
     s = f"{n} rank{'s' if n != 1 else ''}"
@@ -99,43 +105,48 @@ def _ranks_phrase(meta: Mapping[str, Any]) -> str:
 
 def summary_lines(run: BenchRun) -> list[str]:
     """What was run and how, in nccl-tests' comment style."""
-    m = run.meta
+    m = _meta(run)
+    imported = run.provenance.imported
     out = []
-    if m.get("tool") == "nccl-tests":
-        what = f"# imported from {m.get('source', '?')}: nccl-tests {m.get('op') or 'collective (op unknown)'}"
-        if m.get("format"):
-            what += f" ({m['format']} format)"
+    if imported is not None:
+        what = f"# imported from {imported.source}: {imported.tool} {m.op or 'collective (op unknown)'}"
+        if imported.format:
+            what += f" ({imported.format} format)"
         out.append(what)
-        out.append(f"# {_ranks_phrase(m)}" + (f" · GPUs: {', '.join(m['gpus'])}" if m.get("gpus") else ""))
-        if m.get("run_count", 1) and m.get("run_count", 1) > 1:
-            out.append(f"# run {m.get('run_index')} of {m.get('run_count')} found in the file (not averaged)")
-        params = m.get("params") or {}
+        gpus = m.nccl_tests.gpus if m.nccl_tests is not None else ()
+        out.append(f"# {_ranks_phrase(m)}" + (f" · GPUs: {', '.join(gpus)}" if gpus else ""))
+        if imported.position is not None and imported.position.count > 1:
+            out.append(f"# run {imported.position.index} of {imported.position.count} found in the file (not averaged)")
+        params = m.nccl_tests.params if m.nccl_tests is not None else {}
         if params:
             out.append("# " + " ".join(f"{k} {v}" for k, v in params.items()))
         if any(r.max_error is not None for r in run.collective_rows()):
             out.append("# #wrong shows the log's error column (largest absolute error, nccl-tests before 2022), not a count")
         return out
-    op = m.get("op", "?")
-    out.append(f"# ibdiag bench collective: {op} · backend {m.get('backend', '?')} · {m.get('dtype', '?')} · {_ranks_phrase(m)} · launcher {m.get('launcher', '?')}")
-    mode = "blocking (wait and barrier after each call)" if m.get("blocking") else "non-blocking (calls back to back, then wait)"
-    out.append(f"# iters {m.get('iters')}, warm-up {m.get('warmup')}, {mode}, validation {'on' if m.get('validation') else 'off'}")
-    setup = m.get("setup_s")
-    if isinstance(setup, (int, float)):
-        slow = m.get("setup_slowest_rank")
-        out.append(f"# setup (rendezvous + first collective): {format_seconds(setup)} on the slowest rank" + (f" ({slow})" if slow is not None else "") + f", {format_seconds(m.get('setup_s_min'))} on the fastest")
-    if op in ("all_reduce", "broadcast", "reduce"):
+    op = m.op or "?"
+    setup = m.measured or CollectiveSetup()
+    out.append(f"# ibdiag bench collective: {op} · backend {m.backend or '?'} · {m.dtype or '?'} · {_ranks_phrase(m)} · launcher {setup.launcher or '?'}")
+    mode = "blocking (wait and barrier after each call)" if m.blocking else "non-blocking (calls back to back, then wait)"
+    out.append(f"# iters {setup.iters}, warm-up {setup.warmup}, {mode}, validation {'on' if setup.validation else 'off'}")
+    if setup.setup_s is not None:
+        slow = setup.setup_slowest_rank
+        out.append(
+            f"# setup (rendezvous + first collective): {format_seconds(setup.setup_s)} on the slowest rank"
+            + (f" ({slow})" if slow is not None else "")
+            + f", {format_seconds(setup.setup_s_min)} on the fastest"
+        )
+    spec = find_op(op)
+    if spec is not None and spec.placements == (True,):
         out.append(f"# out-of-place: not measured, torch.distributed's {op} works in place (nccl-tests' in-place columns)")
-    elif op in ("all_to_all", "sendrecv"):
+    elif spec is not None and spec.placements == (False,):
         out.append(f"# in-place: not measured, torch.distributed's {op} needs separate buffers")
-    settings = m.get("settings") or {}
-    if settings:
-        out.append("# settings: " + " ".join(f"{k}={v}" for k, v in settings.items()))
-    if m.get("skipped_sizes"):
-        out.append("# skipped (no element per rank): " + ", ".join(format_bytes(s) for s in m["skipped_sizes"]))
-    hosts = m.get("hosts") or []
-    if len(hosts) == 1 and (m.get("world_size") or 0) > 1:
-        out.append(f"# note: every rank on {hosts[0]}: the traffic did not cross the fabric")
-    if m.get("world_size") == 1:
+    if setup.settings:
+        out.append("# settings: " + " ".join(f"{k}={v}" for k, v in setup.settings.items()))
+    if setup.skipped_sizes:
+        out.append("# skipped (no element per rank): " + ", ".join(format_bytes(s) for s in setup.skipped_sizes))
+    if len(m.hosts) == 1 and (m.world_size or 0) > 1:
+        out.append(f"# note: every rank on {m.hosts[0]}: the traffic did not cross the fabric")
+    if m.world_size == 1:
         out.append("# note: 1 rank: nothing crosses a link (all_reduce's busbw factor 2(n-1)/n is 0)")
     return out
 
@@ -156,26 +167,26 @@ def spread_table(run: BenchRun) -> Any:
     """Per size: loop time and in-collective time over ranks (min/median/max) and the latest rank."""
     from rich.table import Table
 
-    spread = run.meta.get("spread") or []
+    spread = _meta(run).measured.spread if _meta(run).measured is not None else ()
     if not spread:
         return None
     t = Table(title="Per-rank spread (µs): loop time is equal in a collective; in-collective time is shorter on a rank the others wait for", title_justify="left")
     for col in ("size", "placement", "time min", "median", "max", "in-coll min", "median", "max", "hosts' medians min..max", "latest rank", "others waited"):
         t.add_column(col, justify="right" if col not in ("placement",) else "left", no_wrap=True)
     for s in spread:
-        tm, cm, hm = s["time_us"], s["coll_us"], s["host_coll_us"]
-        share = s.get("latest_share")
+        tm, cm, hm = s.time_us, s.coll_us, s.host_coll_us
+        share = s.latest_share
         t.add_row(
-            format_bytes(s["bytes"]),
-            "in-place" if s["in_place"] else "out-of-place",
-            f"{tm['min']:.1f}",
-            f"{tm['median']:.1f}",
-            f"{tm['max']:.1f}",
-            f"{cm['min']:.1f}",
-            f"{cm['median']:.1f}",
-            f"{cm['max']:.1f}",
-            f"{hm['min']:.1f}..{hm['max']:.1f}",
-            "-" if s.get("latest_rank") is None else str(s["latest_rank"]),
+            format_bytes(s.bytes),
+            placement(s.in_place),
+            f"{tm.min:.1f}",
+            f"{tm.median:.1f}",
+            f"{tm.max:.1f}",
+            f"{cm.min:.1f}",
+            f"{cm.median:.1f}",
+            f"{cm.max:.1f}",
+            f"{hm.min:.1f}..{hm.max:.1f}",
+            "-" if s.latest_rank is None else str(s.latest_rank),
             "-" if share is None else f"{(share if abs(share) >= 0.005 else 0.0):.0%}",
         )
     return t
@@ -185,22 +196,21 @@ def per_rank_table(run: BenchRun, *, limit: int = 64) -> Any:
     """Ranks (up to ``limit``): host, device, setup, median share of a collective the others waited for it."""
     from rich.table import Table
 
-    per_rank = run.meta.get("per_rank") or []
+    per_rank = _meta(run).measured.per_rank if _meta(run).measured is not None else ()
     if not per_rank or len(per_rank) > limit:
         return None
     t = Table(title="Ranks", title_justify="left")
     for col in ("rank", "host", "local", "pid", "device", "setup", "others waited (median)"):
         t.add_column(col, justify="right" if col in ("rank", "local", "pid", "setup", "others waited (median)") else "left", no_wrap=True)
     for pr in per_rank:
-        shares = pr.get("late_share") or []
-        med = statistics.median(shares) if shares else None
+        med = statistics.median(pr.late_share) if pr.late_share else None
         t.add_row(
-            str(pr["rank"]),
-            str(pr.get("host", "?")),
-            str(pr.get("local_rank", "")),
-            str(pr.get("pid", "")),
-            str(pr.get("device", "")),
-            format_seconds(pr.get("setup_s")),
+            str(pr.rank),
+            pr.host,
+            "" if pr.local_rank is None else str(pr.local_rank),
+            "" if pr.pid is None else str(pr.pid),
+            pr.device or "",
+            format_seconds(pr.setup_s),
             "-" if med is None else f"{(med if abs(med) >= 0.005 else 0.0):.0%}",
         )
     return t
@@ -226,12 +236,12 @@ CSV_HEADER = (
 
 
 def csv_rows(run: BenchRun) -> list[dict[str, Any]]:
-    m = run.meta
+    m = _meta(run)
     return [
         {
-            "op": m.get("op"),
-            "backend": m.get("backend"),
-            "world_size": m.get("world_size"),
+            "op": m.op,
+            "backend": m.backend,
+            "world_size": m.world_size,
             "bytes": r.bytes,
             "count": r.count,
             "type": r.dtype,
@@ -250,8 +260,8 @@ def csv_rows(run: BenchRun) -> list[dict[str, Any]]:
 
 
 def prom_metrics(run: BenchRun) -> list[Metric]:
-    m = run.meta
-    base = {"op": str(m.get("op") or "unknown"), "backend": str(m.get("backend") or "unknown")}
+    m = _meta(run)
+    base = {"op": m.op or "unknown", "backend": m.backend or "unknown"}
     rows = run.collective_rows()
     out = [
         Metric(
@@ -267,11 +277,28 @@ def prom_metrics(run: BenchRun) -> list[Metric]:
             tuple(PromSample({**base, "bytes": str(r.bytes), "placement": "in_place" if r.in_place else "out_of_place"}, r.time_us * 1e-6) for r in rows),
         ),
     ]
-    if isinstance(m.get("avg_busbw_gbs"), (int, float)):
-        out.append(Metric("ibdiag_collective_avg_busbw_gbs", "nccl-tests' Avg bus bandwidth: mean busbw over all rows (GB/s).", "gauge", (PromSample(base, float(m["avg_busbw_gbs"])),)))
-    if isinstance(m.get("world_size"), int):
-        out.append(Metric("ibdiag_collective_world_size", "Ranks in the measured collective.", "gauge", (PromSample(base, m["world_size"]),)))
-    if isinstance(m.get("setup_s"), (int, float)):
-        out.append(Metric("ibdiag_collective_setup_seconds", "Process-group setup (rendezvous and first collective) on the slowest rank.", "gauge", (PromSample(base, float(m["setup_s"])),)))
+    if m.avg_busbw_gbs is not None:
+        out.append(Metric("ibdiag_collective_avg_busbw_gbs", "nccl-tests' Avg bus bandwidth: mean busbw over all rows (GB/s).", "gauge", (PromSample(base, m.avg_busbw_gbs),)))
+    if m.world_size is not None:
+        out.append(Metric("ibdiag_collective_world_size", "Ranks in the measured collective.", "gauge", (PromSample(base, m.world_size),)))
+    if m.measured is not None and m.measured.setup_s is not None:
+        out.append(Metric("ibdiag_collective_setup_seconds", "Process-group setup (rendezvous and first collective) on the slowest rank.", "gauge", (PromSample(base, m.measured.setup_s),)))
     return out
 
+
+
+def table_items(run: BenchRun) -> list[Any]:
+    """Everything the table format prints before the findings: what ran, nccl-tests' block, chart, spread, ranks."""
+    from rich.text import Text
+
+    def text(lines: list[str]) -> list[Any]:
+        return [Text(line, no_wrap=True, overflow="ignore") for line in lines]
+
+    items = text(summary_lines(run) + table_lines(run))
+    chart = busbw_chart(run)
+    if chart:
+        items += [Text(""), *text(chart.splitlines())]
+    for extra in (spread_table(run), per_rank_table(run)):
+        if extra is not None:
+            items.append(extra)
+    return items

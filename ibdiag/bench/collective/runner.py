@@ -1,6 +1,8 @@
-"""The one module that talks to torch.distributed: set up the process group, time collectives, gather.
+"""The rank loop: set up the process group, time every size and placement, validate, gather on rank 0.
 
-Every rank calls :func:`run_rank`; rank 0 gets the :class:`Measurement` back, the others None.
+Every rank calls :func:`run_rank`; rank 0 gets the :class:`Measurement` back, the others None. The
+torch.distributed calls themselves are :mod:`~ibdiag.bench.collective.torchdist`'s, the heartbeats and
+the watchdog :mod:`~ibdiag.bench.collective.liveness`'s.
 
 How it measures (nccl-tests' method, ``src/common.cu``):
 
@@ -34,7 +36,6 @@ import os
 import socket
 import threading
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,17 +43,15 @@ from typing import Any
 from ibdiag.bench.collective import validate
 from ibdiag.bench.collective.hooks import TestHooks
 from ibdiag.bench.collective.launch import LaunchEnv
+from ibdiag.bench.collective.liveness import DIAGNOSE_WAIT_S, HEARTBEAT_S, WATCHDOG_GRACE_S, HeartbeatThread, Watchdog, read_heartbeats, who_did_not_answer
 from ibdiag.bench.collective.model import Measurement, MeasuredRow, RankInfo
-from ibdiag.bench.collective.ops import DTYPES, OPS, SizePlan, buffer_bytes, plan_sizes
-from ibdiag.errors import CannotRunError, IbdiagError, NotSupportedError, PeerTimeoutError, UsageError
+from ibdiag.bench.collective.plan import SizePlan, buffer_bytes, plan_sizes
+from ibdiag.bench.collective.spec import RunSpec
+from ibdiag.bench.collective.torchdist import COMM_ERRORS, client_store, collective_call, first_line, import_dist, resolve_backend
+from ibdiag.collectives import DTYPES, OPS, placement
+from ibdiag.errors import CannotRunError, IbdiagError, PeerTimeoutError, UsageError
 from ibdiag.units import format_bytes
 
-HEARTBEAT_S = 1.0
-"""How often a rank's heartbeat thread writes its counter and step."""
-DIAGNOSE_WAIT_S = 2.5
-"""How long a failing rank watches the heartbeats before naming the ranks that stopped."""
-WATCHDOG_GRACE_S = 5.0
-"""The watchdog fires this long after ``timeout`` so the backend's own timeout reports first."""
 SETTING_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_")
 """Environment variables recorded with a result: they change algorithms, transports and interfaces."""
 NCCL_EXTRA_S = 30.0
@@ -60,21 +59,9 @@ NCCL_EXTRA_S = 30.0
 
 
 @dataclass(frozen=True)
-class RunSpec:
-    op: str
-    backend: str
-    """``auto``, ``nccl`` or ``gloo``."""
-    dtype: str
-    sizes: tuple[int, ...]
-    iters: int = 20
-    warmup: int = 5
-    blocking: bool = False
-    check: bool = True
-    timeout_s: float = 120.0
+class SizeStep:
+    """One size and placement of the run, as the ranks step through it."""
 
-
-@dataclass(frozen=True)
-class Step:
     index: int
     """1-based; 0 is the setup."""
     plan: SizePlan
@@ -82,208 +69,21 @@ class Step:
     label: str
 
 
-def torch_available() -> bool:
-    try:
-        import torch.distributed as dist  # noqa: F401
-    except ImportError:
-        return False
-    return dist.is_available()
-
-
-def _import_dist() -> Any:
-    try:
-        import torch
-        import torch.distributed as dist
-    except ImportError:
-        raise NotSupportedError(
-            "ibdiag bench collective needs PyTorch (torch.distributed), which is not installed",
-            hint="pip install 'ibdiag[collective]' (CPU build), or install the CUDA build of torch your jobs use",
-        ) from None
-    if not dist.is_available():
-        raise NotSupportedError("this PyTorch build has no torch.distributed", hint="install a PyTorch build with distributed support")
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.distributed.*")
-    return torch, dist
-
-
-def resolve_backend(requested: str) -> str:
-    """``auto`` -> ``nccl`` when CUDA GPUs and NCCL are present, else ``gloo``; checks an explicit choice."""
-    torch, dist = _import_dist()
-    req = requested.lower()
-    cuda = torch.cuda.is_available()
-    nccl = dist.is_nccl_available()
-    if req == "auto":
-        return "nccl" if cuda and nccl else "gloo"
-    if req == "nccl":
-        if not cuda:
-            raise CannotRunError("--backend nccl: no CUDA GPU is visible to this process", hint="check nvidia-smi and CUDA_VISIBLE_DEVICES, or use --backend gloo")
-        if not nccl:
-            raise NotSupportedError("--backend nccl: this PyTorch build has no NCCL", hint="use --backend gloo, or a CUDA build of PyTorch")
-        return "nccl"
-    if req == "gloo":
-        if not dist.is_gloo_available():
-            raise NotSupportedError("--backend gloo: this PyTorch build has no gloo", hint="use --backend nccl")
-        return "gloo"
-    raise UsageError(f"unknown backend {requested!r}", hint="use auto, nccl or gloo")
-
-
-def plan_steps(op: str, sizes: Sequence[int], world: int, dtype: str) -> tuple[tuple[Step, ...], tuple[int, ...]]:
+def plan_steps(op: str, sizes: Sequence[int], world: int, dtype: str) -> tuple[tuple[SizeStep, ...], tuple[int, ...]]:
     spec = OPS[op]
     plans, skipped = plan_sizes(spec, sizes, world, DTYPES[dtype])
-    steps: list[Step] = []
+    steps: list[SizeStep] = []
     for p in plans:
         for in_place in spec.placements:
-            steps.append(Step(len(steps) + 1, p, in_place, f"{op} {format_bytes(p.bytes)} {'in-place' if in_place else 'out-of-place'}"))
+            steps.append(SizeStep(len(steps) + 1, p, in_place, f"{op} {format_bytes(p.bytes)} {placement(in_place)}"))
     return tuple(steps), skipped
-
-
-# --- the rendezvous store ---------------------------------------------------------------------------
-
-
-def serve_store(host: str, port: int = 0, *, timeout_s: float = 120.0) -> tuple[Any, int]:
-    """A TCPStore server for ranks this process launches (``--nproc``); port 0 picks a free one."""
-    _, dist = _import_dist()
-    try:
-        store = dist.TCPStore(host, port, None, True, timeout=datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
-    except Exception as e:  # noqa: BLE001 - a bind failure has several exception types across versions
-        raise CannotRunError(f"cannot serve the rendezvous store on {host}:{port}: {_first_line(e)}", hint="choose another port or host") from None
-    return store, int(store.port)
-
-
-def _client_store(addr: str, port: int, timeout_s: float) -> Any:
-    _, dist = _import_dist()
-    return dist.TCPStore(addr, port, None, False, timeout=datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
-
-
-def _hb_key(prefix: str, rank: int) -> str:
-    return f"{prefix}hb/{rank}"
-
-
-@dataclass(frozen=True)
-class Heartbeat:
-    counter: int
-    step: int
-    pid: int
-    host: str
-    label: str = ""
-
-    @property
-    def where(self) -> str:
-        return f"step {self.step} ({self.label})" if self.label and self.step else ("setup" if not self.step else f"step {self.step}")
-
-
-def read_heartbeats(store: Any, world: int, prefix: str = "ibdiag/0/") -> dict[int, Heartbeat]:
-    """Every rank's last heartbeat in ``store`` (ranks that never wrote one are absent)."""
-    out: dict[int, Heartbeat] = {}
-    for r in range(world):
-        key = _hb_key(prefix, r)
-        if not store.check([key]):
-            continue
-        parts = store.get(key).decode("utf-8", "replace").split(" ", 4)
-        try:
-            out[r] = Heartbeat(int(parts[0]), int(parts[1]), int(parts[2]), parts[3] if len(parts) > 3 else "?", parts[4] if len(parts) > 4 else "")
-        except (ValueError, IndexError):
-            continue
-    return out
-
-
-def who_did_not_answer(first: dict[int, Heartbeat], second: dict[int, Heartbeat], world: int, step: int, *, me: int | None = None) -> list[str]:
-    """Ranks that did not answer, in words, from two heartbeat readings taken a few seconds apart."""
-    out: list[str] = []
-    for r in range(world):
-        if r == me:
-            continue
-        hb = second.get(r)
-        if hb is None:
-            out.append(f"rank {r}: never joined (no heartbeat)")
-            continue
-        old = first.get(r)
-        where = f"rank {r} on {hb.host} (pid {hb.pid})"
-        if old is not None and old.counter == hb.counter:
-            out.append(f"{where}: stopped responding at {hb.where} (process dead or frozen)")
-        elif hb.step < step:
-            out.append(f"{where}: alive but did not reach step {step} (still at {hb.where})")
-    return out
-
-
-class _Heartbeat(threading.Thread):
-    """Writes ``counter step pid host`` under ``hb/<rank>`` every second through its own store client."""
-
-    def __init__(self, addr: str, port: int, rank: int, prefix: str, timeout_s: float) -> None:
-        super().__init__(name="ibdiag-heartbeat", daemon=True)
-        self.addr, self.port, self.rank, self.prefix, self.timeout_s = addr, port, rank, prefix, timeout_s
-        self.step = 0
-        self.label = "setup"
-        self._halt = threading.Event()
-        self._wake = threading.Event()
-        self.host = socket.gethostname().split(".")[0]
-
-    def moved(self, step: int, label: str) -> None:
-        """A new step: publish it now rather than at the next tick."""
-        self.step, self.label = step, label
-        self._wake.set()
-
-    def run(self) -> None:
-        try:
-            store = _client_store(self.addr, self.port, min(self.timeout_s, 30.0))
-        except Exception:  # noqa: BLE001 - without a store there is no heartbeat; the run reports its own errors
-            return
-        counter = 0
-        try:
-            while not self._halt.is_set():
-                counter += 1
-                try:
-                    store.set(_hb_key(self.prefix, self.rank), f"{counter} {self.step} {os.getpid()} {self.host} {self.label}")
-                except Exception:  # noqa: BLE001 - the store host may be gone at the end of the run
-                    return
-                self._wake.wait(HEARTBEAT_S)
-                self._wake.clear()
-        finally:
-            del store  # closed in this thread: a store torn down at interpreter exit aborts the process
-
-    def stop(self) -> None:
-        self._halt.set()
-        self._wake.set()
-
-
-class _Watchdog(threading.Thread):
-    def __init__(self, limit_s: float, on_expire: Callable[[], None]) -> None:
-        super().__init__(name="ibdiag-watchdog", daemon=True)
-        self.limit_s = limit_s
-        self.on_expire = on_expire
-        self.last = time.monotonic()
-        self._halt = threading.Event()
-
-    def beat(self) -> None:
-        self.last = time.monotonic()
-
-    def run(self) -> None:
-        while not self._halt.wait(0.5):
-            if time.monotonic() - self.last > self.limit_s:
-                self.on_expire()
-                return
-
-    def stop(self) -> None:
-        self._halt.set()
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip() or type(e).__name__
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    # gloo/c10d messages often start with a source location; keep what follows it
-    line = lines[0] if lines else text
-    if line.startswith("[") and "] " in line:
-        line = line.split("] ", 1)[1]
-    return line[:300]
-
-
-_COMM_ERRORS: tuple[type[BaseException], ...] = (RuntimeError, TimeoutError, ConnectionError, OSError)
 
 
 class _Rank:
     """One rank's run. Not thread-safe; the watchdog and heartbeat threads only read ``step``."""
 
     def __init__(self, spec: RunSpec, launch: LaunchEnv, hooks: TestHooks, on_progress: Callable[[int, int, str], None] | None, on_watchdog: Callable[[str], None] | None) -> None:
-        self.torch, self.dist = _import_dist()
+        self.torch, self.dist = import_dist()
         self.spec, self.launch, self.hooks = spec, launch, hooks
         self.on_progress, self.on_watchdog = on_progress, on_watchdog
         self.rank, self.world = launch.rank, launch.world_size
@@ -292,8 +92,8 @@ class _Rank:
         self.step_label = "setup (rendezvous)"
         self.total_steps = 0
         self.store: Any = None
-        self.hb: _Heartbeat | None = None
-        self.watchdog: _Watchdog | None = None
+        self.hb: HeartbeatThread | None = None
+        self.watchdog: Watchdog | None = None
         self.cuda = False
         self.device: Any = None
         self.ctrl: Any = None
@@ -318,12 +118,12 @@ class _Rank:
     def diagnose(self, *, timed_out: bool = True) -> str:
         """Who did not answer: two heartbeat readings DIAGNOSE_WAIT_S apart."""
         try:
-            store = _client_store(self.launch.master_addr, self.launch.master_port, 10.0)
+            store = client_store(self.launch.master_addr, self.launch.master_port, 10.0)
             first = read_heartbeats(store, self.world, self.prefix)
             time.sleep(DIAGNOSE_WAIT_S)
             second = read_heartbeats(store, self.world, self.prefix)
         except Exception as e:  # noqa: BLE001
-            return f"the rendezvous store at {self.launch.master_addr}:{self.launch.master_port} is unreachable too ({_first_line(e)}): rank 0 or the launcher is gone"
+            return f"the rendezvous store at {self.launch.master_addr}:{self.launch.master_port} is unreachable too ({first_line(e)}): rank 0 or the launcher is gone"
         missing = who_did_not_answer(first, second, self.world, self.step, me=self.rank)
         if missing:
             return "ranks that did not answer: " + "; ".join(missing)
@@ -334,7 +134,7 @@ class _Rank:
     def _fail(self, e: BaseException) -> IbdiagError:
         if isinstance(e, IbdiagError):
             return e
-        text = _first_line(e)
+        text = first_line(e)
         if "out of memory" in text.lower() or isinstance(e, MemoryError):
             return CannotRunError(f"rank {self.rank}: out of memory at {self._where()}: {text}", hint="measure smaller sizes (--sizes) or fewer ranks per node")
         timed_out = "timeout" in text.lower() or "timed out" in text.lower() or isinstance(e, TimeoutError)
@@ -375,13 +175,13 @@ class _Rank:
         except Exception as e:  # noqa: BLE001
             verb = "serve" if is_master else "reach"
             raise CannotRunError(
-                f"rank {self.rank}: cannot {verb} the rendezvous store at {self.launch.master_addr}:{self.launch.master_port}: {_first_line(e)}",
+                f"rank {self.rank}: cannot {verb} the rendezvous store at {self.launch.master_addr}:{self.launch.master_port}: {first_line(e)}",
                 hint="check MASTER_ADDR/MASTER_PORT (a free port on rank 0's host), that rank 0 started, and firewalls",
             ) from None
-        self.hb = _Heartbeat(self.launch.master_addr, self.launch.master_port, self.rank, self.prefix, self.spec.timeout_s)
+        self.hb = HeartbeatThread(self.launch.master_addr, self.launch.master_port, self.rank, self.prefix, self.spec.timeout_s)
         self.hb.start()
         if self.on_watchdog is not None:
-            self.watchdog = _Watchdog(self.spec.timeout_s + WATCHDOG_GRACE_S, self._watchdog_expired)
+            self.watchdog = Watchdog(self.spec.timeout_s + WATCHDOG_GRACE_S, self._watchdog_expired)
             self.watchdog.start()
         try:
             kwargs: dict[str, Any] = {}
@@ -398,7 +198,7 @@ class _Rank:
             self._sync()
             if int(one.item()) != self.world:
                 raise CannotRunError(f"rank {self.rank}: the first all_reduce summed to {one.item()} instead of {self.world}", hint="the process group is broken; check the launcher's world size")
-        except _COMM_ERRORS as e:
+        except COMM_ERRORS as e:
             raise self._fail(e) from None
         return time.perf_counter() - t0
 
@@ -421,7 +221,7 @@ class _Rank:
             deadline = time.monotonic() + self.spec.timeout_s
             self._beat()
 
-    def check_memory(self, steps: Sequence[Step], dtype: Any) -> None:
+    def check_memory(self, steps: Sequence[SizeStep], dtype: Any) -> None:
         """Refuse sizes that do not fit, on every rank together (so no rank waits for one that gave up)."""
         spec = OPS[self.spec.op]
         need = max((buffer_bytes(spec, s.plan, dtype, check=False) for s in steps), default=0)
@@ -439,13 +239,13 @@ class _Rank:
         gathered: list[Any] = [None] * self.world
         try:
             self.dist.all_gather_object(gathered, problem, group=self.ctrl)
-        except _COMM_ERRORS as e:
+        except COMM_ERRORS as e:
             raise self._fail(e) from None
         problems = [p for p in gathered if p]
         if problems:
             raise UsageError(problems[0], hint="lower the largest size (--sizes) or run fewer ranks per node")
 
-    def measure(self, steps: Sequence[Step], dtype_name: str) -> list[tuple[float, list[float], int | None]]:
+    def measure(self, steps: Sequence[SizeStep], dtype_name: str) -> list[tuple[float, list[float], int | None]]:
         torch, dist = self.torch, self.dist
         op = self.spec.op
         tdtype = getattr(torch, dtype_name)
@@ -477,45 +277,18 @@ class _Rank:
                     call()
                     self._sync()
                     wrong = validate.check(op, self.rank, self.world, recv, per)
-            except _COMM_ERRORS as e:
+            except COMM_ERRORS as e:
                 raise self._fail(e) from None
             out.append((t_us, c_us, wrong))
             if self.on_progress is not None:
                 self.on_progress(st.index, len(steps), st.label)
         return out
 
-    def _bind(self, st: Step, send_buf: Any, recv_buf: Any) -> tuple[Any, Any, Callable[[], Any]]:
+    def _bind(self, st: SizeStep, send_buf: Any, recv_buf: Any) -> tuple[Any, Any, Callable[[], Any]]:
         """The views and the call for one step (nccl-tests' in-place offsets, see ``validate.views``)."""
-        dist = self.dist
-        op, p, r, n = self.spec.op, st.plan, self.rank, self.world
-        inp, out = validate.views(op, r, p.send_elems, p.recv_elems, p.count, st.in_place, send_buf, recv_buf)
-        ag = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-        rs = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-        if op == "all_reduce":
-            return inp, out, lambda: dist.all_reduce(inp)
-        if op == "reduce":
-            return inp, out, lambda: dist.reduce(inp, 0)
-        if op == "broadcast":
-            return inp, out, lambda: dist.broadcast(inp, 0)
-        if op == "all_gather":
-            return inp, out, lambda: ag(out, inp)
-        if op == "reduce_scatter":
-            return inp, out, lambda: rs(out, inp)
-        if op == "all_to_all":
-            return inp, out, lambda: dist.all_to_all_single(out, inp)
-        if op == "sendrecv":
-            nxt, prv = (r + 1) % n, (r - 1) % n
-
-            def ring() -> None:
-                if n == 1:
-                    out.copy_(inp)
-                    return
-                works = dist.batch_isend_irecv([dist.P2POp(dist.isend, inp, nxt), dist.P2POp(dist.irecv, out, prv)])
-                for w in works:
-                    w.wait()
-
-            return inp, out, ring
-        raise NotSupportedError(f"collective {op} is not implemented", hint=f"use one of: {', '.join(OPS)}")
+        p = st.plan
+        inp, out = validate.views(self.spec.op, self.rank, p.send_elems, p.recv_elems, p.count, st.in_place, send_buf, recv_buf)
+        return inp, out, collective_call(self.dist, self.spec.op, self.rank, self.world, inp, out)
 
     def _timed(self, call: Callable[[], Any]) -> tuple[float, list[float]]:
         """(time per call, in-collective time of each call), µs, on this rank."""
@@ -559,7 +332,7 @@ class _Rank:
         try:
             self.dist.gather_object(payload, gathered, dst=0, group=self.ctrl)
             self.dist.barrier(group=self.ctrl)
-        except _COMM_ERRORS as e:
+        except COMM_ERRORS as e:
             raise self._fail(e) from None
         return gathered
 
@@ -599,9 +372,7 @@ def run_rank(
     (the stuck call cannot be interrupted). Errors are ibdiag errors: PeerTimeoutError (exit 3) names the
     ranks that did not answer.
     """
-    torch, _ = _import_dist()
-    if spec.op not in OPS:
-        raise UsageError(f"unknown collective {spec.op!r}", hint=f"use one of: {', '.join(OPS)}")
+    torch, _ = import_dist()
     backend = resolve_backend(spec.backend)
     steps, skipped = plan_steps(spec.op, spec.sizes, launch.world_size, spec.dtype)
     if not steps:

@@ -3,7 +3,8 @@
 The supervisor serves the rendezvous store itself (a TCPStore on 127.0.0.1, port chosen by the kernel,
 so there is no free-port race), starts ``python -m ibdiag bench collective ...`` N times with torchrun's
 variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``,
-``MASTER_PORT``) plus ``IBDIAG_COLLECTIVE_REPORT_DIR``, and watches:
+``MASTER_PORT``) plus ``IBDIAG_COLLECTIVE_REPORT_DIR`` (the caller's environment carries the job itself,
+``IBDIAG_COLLECTIVE_JOB``: see ``ibdiag.bench.collective.spec``), and watches:
 
 * rank 0 appends progress lines and finally writes ``result.json`` (run and findings) there;
 * a rank that fails writes ``error.rank<R>.json`` (its message names who did not answer);
@@ -137,12 +138,12 @@ def run_local(
 
     Raises the rank's own error (UsageError exit 2, PeerTimeoutError exit 3 ...) when the run fails.
     """
-    from ibdiag.bench.collective import runner
+    from ibdiag.bench.collective.torchdist import serve_store
 
     base = dict(os.environ if env is None else env)
     report_dir = tempfile.mkdtemp(prefix="ibdiag-collective-")
     rdir = Path(report_dir)
-    store, port = runner.serve_store("127.0.0.1", 0, timeout_s=timeout_s)
+    store, port = serve_store("127.0.0.1", 0, timeout_s=timeout_s)
     prefix = "ibdiag/0/"
     procs: list[subprocess.Popen[bytes]] = []
     files: list[Any] = []
@@ -223,7 +224,7 @@ def _watch(
     timeout_s: float,
     on_progress: Callable[[int, int, str], None] | None,
 ) -> dict[str, Any] | None:
-    from ibdiag.bench.collective.runner import DIAGNOSE_WAIT_S, read_heartbeats
+    from ibdiag.bench.collective.liveness import DIAGNOSE_WAIT_S, read_heartbeats
 
     n = len(procs)
     pos = 0
@@ -280,7 +281,7 @@ def _compose_error(
     stalled: bool,
     last_hb: Mapping[int, Any],
 ) -> IbdiagError:
-    from ibdiag.bench.collective.runner import read_heartbeats, who_did_not_answer
+    from ibdiag.bench.collective.liveness import read_heartbeats, who_did_not_answer
 
     errors: dict[int, dict[str, Any]] = {}
     for r in range(len(procs)):

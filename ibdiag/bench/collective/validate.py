@@ -8,7 +8,7 @@ exchanged data carries its source rank (``(rank mod 31) x 8 + (i mod 8)``), so a
 wrong place is wrong too.
 
 Buffers are filled and compared in chunks, so validating an 8 GiB buffer needs no 8 GiB reference.
-torch is imported inside the functions (plain tensors only; torch.distributed stays in ``runner``).
+torch is imported inside the functions (plain tensors only; torch.distributed stays in ``torchdist``).
 """
 
 from __future__ import annotations

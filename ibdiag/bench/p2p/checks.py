@@ -1,8 +1,9 @@
 """Findings of a point-to-point run: is the bandwidth near the line rate?
 
-Settings come from the ``[bench]`` table of the config file::
+Settings come from the ``[p2p]`` table of the config file (``[bench]`` before; still read, with a
+deprecation warning)::
 
-    [bench]
+    [p2p]
     min_bw_share = 0.8        # fail below 80% of line rate
     judge_min_bytes = 1048576 # judge sizes of 1 MiB and up
     tcp_severity = "warn"     # what a slow TCP result is
@@ -28,7 +29,7 @@ CHECKS.declare(CHECK_BANDWIDTH, "best bandwidth of the judged sizes below min_bw
 
 
 @dataclass(frozen=True)
-class BenchConfig:
+class P2PConfig:
     min_bw_share: float = 0.8
     """Share of the line rate below which the best bandwidth fails. A healthy link typically gives a
     point-to-point benchmark about 80-90% of its line rate or more at large messages (perftest
@@ -46,13 +47,13 @@ class BenchConfig:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.min_bw_share <= 1.0:
-            raise InputError(f"config: [bench] min_bw_share {self.min_bw_share} must be in (0, 1]", hint="e.g. 0.8 for 80% of line rate")
+            raise InputError(f"config: [p2p] min_bw_share {self.min_bw_share} must be in (0, 1]", hint="e.g. 0.8 for 80% of line rate")
         if self.judge_min_bytes < 1:
-            raise InputError(f"config: [bench] judge_min_bytes {self.judge_min_bytes} must be at least 1", hint="e.g. 1048576 (1 MiB)")
+            raise InputError(f"config: [p2p] judge_min_bytes {self.judge_min_bytes} must be at least 1", hint="e.g. 1048576 (1 MiB)")
         if self.tcp_severity not in ("warn", "fail"):
-            raise InputError(f'config: [bench] tcp_severity "{self.tcp_severity}" must be "warn" or "fail"', hint='write tcp_severity = "warn"')
+            raise InputError(f'config: [p2p] tcp_severity "{self.tcp_severity}" must be "warn" or "fail"', hint='write tcp_severity = "warn"')
         if self.line_rate_gbps is not None and not self.line_rate_gbps > 0:
-            raise InputError(f"config: [bench] line_rate_gbps {self.line_rate_gbps} must be positive", hint="e.g. 400 for NDR")
+            raise InputError(f"config: [p2p] line_rate_gbps {self.line_rate_gbps} must be positive", hint="e.g. 400 for NDR")
 
 
 def bandwidth_findings(
@@ -63,7 +64,7 @@ def bandwidth_findings(
     line_rate_gbps: float | None,
     line_rate_source: str,
     bidir: bool,
-    cfg: BenchConfig,
+    cfg: P2PConfig,
 ) -> list[Finding]:
     """One ``bench.p2p_bandwidth`` finding for the best bandwidth at judged sizes, or none.
 

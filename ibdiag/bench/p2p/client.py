@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ibdiag import __version__
-from ibdiag.bench.p2p.linerate import LineRate, rdma_line_rate, tcp_line_rate
+from ibdiag.bench.jsonfields import Fields
+from ibdiag.bench.p2p.linerate import rdma_line_rate, tcp_line_rate
+from ibdiag.bench.p2p.meta import LineRate, P2PMeta, P2PSetup, RdmaEnd, RdmaPath
 from ibdiag.bench.p2p.params import RunRequest
-from ibdiag.bench.p2p.protocol import DEFAULT_PORT, DEFAULT_TIMEOUT_S, Channel, Hello, client_handshake, connect
+from ibdiag.bench.p2p.protocol import DEFAULT_PORT, DEFAULT_TIMEOUT_S, Channel, Hello, ProtocolError, client_handshake, connect
 from ibdiag.bench.results import BenchRun, P2PResult
 from ibdiag.bench.stats import cpu_s_per_gb
 from ibdiag.errors import IbdiagError
@@ -49,30 +51,29 @@ class P2PRun:
     results: tuple[P2PResult, ...]
     local_rate: LineRate
     remote_rate: LineRate
-    details: dict[str, Any] = field(default_factory=dict)
-    """Transport details: client/server device, GID, path MTU (RDMA); socket buffer (TCP)."""
+    socket_buffer: int | None = None
+    """TCP: the fixed socket buffer asked for (bytes), None for autotuning."""
+    rdma: RdmaPath | None = None
+    """RDMA: both ends' device, port and GID, the path MTU and the queue depth."""
 
     def to_bench_run(self, line_rate: LineRate) -> BenchRun:
         """The ``ibdiag.bench/1`` model (what ``--save`` writes), judged against ``line_rate``."""
         req = self.request
-        meta: dict[str, Any] = {
-            "transport": req.transport,
-            "mode": req.mode,
-            "peer": self.peer,
-            "server_host": self.server.host,
-            "server_version": self.server.ibdiag_version,
-            "streams": req.streams,
-            "bidir": req.bidir,
-            "iters": req.iters,
-            "duration_s": req.measure_duration_s,
-            "warmup": "auto" if req.warmup is None else req.warmup,
-            "line_rate_gbps": line_rate.gbps,
-            "line_rate_source": line_rate.source,
-            "client_line_rate": self.local_rate.to_json(),
-            "server_line_rate": self.remote_rate.to_json(),
-            **self.details,
-        }
-        return BenchRun(kind="p2p", results=self.results, meta=meta)
+        setup = P2PSetup(
+            peer=self.peer,
+            server_host=self.server.host,
+            server_version=self.server.ibdiag_version,
+            streams=req.streams,
+            iters=req.iters,
+            duration_s=req.measure_duration_s,
+            warmup=req.warmup,
+            line_rate=line_rate,
+            client_line_rate=self.local_rate,
+            server_line_rate=self.remote_rate,
+            socket_buffer=self.socket_buffer,
+            rdma=self.rdma,
+        )
+        return BenchRun(P2PMeta(transport=req.transport, mode=req.mode, bidir=req.bidir, measured=setup), self.results)
 
 
 def _merge(size: int, bw: Any, lat: Any) -> P2PResult:
@@ -109,19 +110,20 @@ def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = No
         ch.send({"type": "run", "request": req.to_json()})
         ready = ch.expect("ready", "the server to accept the request")
         remote_rate = LineRate.from_json(ready.get("line_rate"))
-        details: dict[str, Any] = {}
+        rdma: RdmaPath | None = None
         if req.transport == "tcp":
             side = session.TcpClientSide(ch, req, timeout_s=opts.timeout_s, socket_buffer=opts.socket_buffer)
             side.connect(ready)
             local_rate = tcp_line_rate(SysfsRoot(opts.sysfs_root), sock.getsockname()[0])
-            details["socket_buffer"] = opts.socket_buffer
         else:
             assert sel is not None
             side = session.RdmaClientSide(ch, req, sel, timeout_s=opts.timeout_s)
-            details["client"] = side.details()
-            details["server"] = {k: ready.get(k) for k in ("device", "ib_port", "gid_index", "gid", "gid_choice", "link_layer", "mtu")}
-            details["path_mtu"] = side.connect(ready)
-            details["tx_depth"] = req.tx_depth
+            try:
+                server_end = RdmaEnd.read(Fields(ready, "ready"))
+            except ValueError as e:
+                raise ProtocolError(f"{peer} sent invalid device details: {e}") from None
+            client_end = RdmaEnd.read(Fields(side.details(), "client"))
+            rdma = RdmaPath(client_end, server_end, side.connect(ready), req.tx_depth)
             local_rate = rdma_line_rate(SysfsRoot(opts.sysfs_root), sel.device, sel.port)
         ch.expect("connected", "the server to set up the data path")
         steps = [(size, kind) for size in req.sizes for kind in req.kinds]
@@ -142,7 +144,7 @@ def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = No
         if progress is not None:
             progress(done, len(steps), "done")
         ch.send({"type": "bye"})
-        return P2PRun(req, peer, server, tuple(results), local_rate, remote_rate, details)
+        return P2PRun(req, peer, server, tuple(results), local_rate, remote_rate, opts.socket_buffer if req.transport == "tcp" else None, rdma)
     except IbdiagError as e:
         ch.send_error("failed", e.message)
         raise

@@ -8,30 +8,10 @@ read fails with EINVAL, or says -1): the rate is then unknown and no bandwidth f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ibdiag.bench.p2p.meta import LineRate
 from ibdiag.bench.p2p.protocol import is_loopback
 from ibdiag.parse import parse_int
 from ibdiag.sysfs import SysfsRoot
-
-
-@dataclass(frozen=True)
-class LineRate:
-    gbps: float | None
-    """Gb/s (1e9 bit/s), None when unknown."""
-    source: str
-    """Where it came from, e.g. ``enp1s0 speed 100000 Mb/s`` or ``loopback: no line rate``."""
-
-    def to_json(self) -> dict[str, object]:
-        return {"gbps": self.gbps, "source": self.source}
-
-    @classmethod
-    def from_json(cls, doc: object) -> LineRate:
-        if not isinstance(doc, dict):
-            return cls(None, "peer sent no line rate")
-        g = doc.get("gbps")
-        ok = isinstance(g, (int, float)) and not isinstance(g, bool) and 0 < g < 1e6
-        return cls(float(g) if ok else None, str(doc.get("source", "?"))[:200])
 
 
 def netdev_for_address(ip: str) -> str | None:
@@ -79,10 +59,14 @@ def rdma_line_rate(sysfs: SysfsRoot, device: str, port: int) -> LineRate:
     return LineRate(p.rate_gbps, f"{device} port {port} rate {p.rate_gbps:g} Gb/s{lanes}")
 
 
-def combine(local: LineRate, remote: LineRate | None, override_gbps: float | None, override_source: str = "--line-rate-gbps") -> LineRate:
-    """The rate to judge by: an override, else the slower of the two known ends."""
-    if override_gbps is not None:
-        return LineRate(float(override_gbps), override_source)
+def judged_line_rate(local: LineRate, remote: LineRate | None, *, flag_gbps: float | None = None, config_gbps: float | None = None, config_source: str = "config [p2p] line_rate_gbps") -> LineRate:
+    """The rate a run is judged against, in order of precedence: ``--line-rate-gbps``, the config's
+    ``line_rate_gbps``, else the slower of the two ends' known rates (each end's rate is the fact its
+    own port or interface gives: :func:`rdma_line_rate`, :func:`tcp_line_rate`)."""
+    if flag_gbps is not None:
+        return LineRate(float(flag_gbps), "--line-rate-gbps")
+    if config_gbps is not None:
+        return LineRate(float(config_gbps), config_source)
     known = [r for r in (local, remote) if r is not None and r.gbps is not None]
     if not known:
         parts = [local.source] + ([remote.source] if remote is not None else [])

@@ -7,6 +7,7 @@ untrusted input (:meth:`RunRequest.from_json` and :meth:`RunRequest.check_limits
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,13 +75,8 @@ class RunRequest:
         return self.warmup if self.warmup is not None else auto_warmup(size, kind)
 
     def describe(self) -> str:
-        """``tcp bw+lat, 4 sizes 4 KiB..64 MiB, 1 stream, 1 s per size``."""
-        sizes = format_bytes(self.sizes[0]) if len(self.sizes) == 1 else f"{len(self.sizes)} sizes {format_bytes(min(self.sizes))}..{format_bytes(max(self.sizes))}"
-        kinds = "+".join(self.kinds)
-        how = f"{self.iters} iterations" if self.iters is not None else f"{self.measure_duration_s:g} s"
-        extra = f", {self.streams} streams" if self.streams > 1 else ""
-        extra += ", bidirectional" if self.bidir else ""
-        return f"{self.transport} {kinds}, {sizes}{extra}, {how} per size"
+        """``tcp bw+lat, 4 sizes 4 KiB..64 MiB, 1 s per size``."""
+        return describe_request(self.transport, self.mode, self.sizes, streams=self.streams, bidir=self.bidir, iters=self.iters, duration_s=self.measure_duration_s)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -133,6 +129,16 @@ class RunRequest:
                 f"more than this server's --max-size of {format_bytes(max_buffer_bytes)} per buffer"
             )
         return None
+
+
+def describe_request(transport: str, mode: str, sizes: Sequence[int], *, streams: int, bidir: bool, iters: int | None, duration_s: float | None) -> str:
+    """A run in words, for the server's log and the client's table title: ``tcp bw+lat, 4 sizes 4 KiB..64 MiB, 1 s per size``."""
+    what = format_bytes(sizes[0]) if len(sizes) == 1 else f"{len(sizes)} sizes {format_bytes(min(sizes))}..{format_bytes(max(sizes))}"
+    kinds = "bw+lat" if mode == "both" else mode
+    how = f"{iters} iterations" if iters is not None else f"{duration_s if duration_s is not None else DEFAULT_DURATION_S:g} s"
+    extra = f", {streams} streams" if streams > 1 else ""
+    extra += ", bidirectional" if bidir else ""
+    return f"{transport} {kinds}, {what}{extra}, {how} per size"
 
 
 def auto_warmup(size: int, kind: str) -> int:

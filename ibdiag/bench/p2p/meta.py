@@ -1,0 +1,255 @@
+"""What a point-to-point run was, beside its rows: the ``kind: p2p`` fields of ``ibdiag.bench/1``.
+
+:class:`P2PMeta` holds what every p2p run has (transport, mode, direction) and, depending on where the
+numbers come from, either :class:`P2PSetup` (measured by ``ibdiag bench p2p``: peer, line rates,
+devices) or :class:`PerftestLog` (read from a perftest log by ``ibdiag bench import``: its banner).
+The JSON is flat (every field at the top level of the document); ``from_json`` checks every field,
+because a saved file may come from another node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ibdiag.bench.jsonfields import Fields, put
+
+TRANSPORTS = ("tcp", "rdma")
+MODES = ("bw", "lat", "both")
+#: Largest line rate accepted from a file or a peer (Gb/s): far above any link.
+MAX_LINE_RATE_GBPS = 1e6
+
+
+@dataclass(frozen=True)
+class LineRate:
+    gbps: float | None
+    """Gb/s (1e9 bit/s), None when unknown."""
+    source: str
+    """Where it came from, e.g. ``enp1s0 speed 100000 Mb/s`` or ``loopback: no line rate``."""
+
+    def to_json(self) -> dict[str, object]:
+        return {"gbps": self.gbps, "source": self.source}
+
+    @classmethod
+    def from_json(cls, doc: object) -> LineRate:
+        """A peer's line rate, leniently: an absent or absurd rate is unknown (the run goes on without it)."""
+        if not isinstance(doc, dict):
+            return cls(None, "peer sent no line rate")
+        g = doc.get("gbps")
+        ok = isinstance(g, (int, float)) and not isinstance(g, bool) and 0 < g < MAX_LINE_RATE_GBPS
+        return cls(float(g) if ok else None, str(doc.get("source", "?"))[:200])
+
+    @classmethod
+    def read(cls, f: Fields | None) -> LineRate:
+        """A line rate from a saved file, strictly."""
+        if f is None:
+            return cls(None, "unknown")
+        return cls(f.number("gbps", 0.0, MAX_LINE_RATE_GBPS), f.text("source") or "unknown")
+
+
+@dataclass(frozen=True)
+class RdmaEnd:
+    """One end of an RDMA run: the device and port it used and how its GID was chosen."""
+
+    device: str | None
+    ib_port: int | None
+    gid_index: int | None
+    gid: str | None
+    gid_choice: str | None
+    link_layer: str | None
+    mtu: int | None
+    """Active MTU of the port (bytes)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "ib_port": self.ib_port,
+            "gid_index": self.gid_index,
+            "gid": self.gid,
+            "gid_choice": self.gid_choice,
+            "link_layer": self.link_layer,
+            "mtu": self.mtu,
+        }
+
+    @classmethod
+    def read(cls, f: Fields | None) -> RdmaEnd:
+        if f is None:
+            f = Fields({}, "")
+        return cls(
+            device=f.text("device"),
+            ib_port=f.integer("ib_port", 1, 255),
+            gid_index=f.integer("gid_index", 0, 65535),
+            gid=f.text("gid"),
+            gid_choice=f.text("gid_choice"),
+            link_layer=f.text("link_layer"),
+            mtu=f.integer("mtu", 0, 1 << 20),
+        )
+
+
+@dataclass(frozen=True)
+class RdmaPath:
+    """Both ends of an RDMA run and what they agreed on."""
+
+    client: RdmaEnd
+    server: RdmaEnd
+    path_mtu: int | None
+    """The smaller active MTU of the two ports (bytes)."""
+    tx_depth: int | None
+
+
+@dataclass(frozen=True)
+class P2PSetup:
+    """How ``ibdiag bench p2p`` ran: the peer, how long, and the line rate it was judged against."""
+
+    peer: str
+    """``host:port`` as given."""
+    server_host: str | None = None
+    server_version: str | None = None
+    streams: int | None = None
+    iters: int | None = None
+    duration_s: float | None = None
+    warmup: int | None = None
+    """Warm-up iterations per size; None = automatic (``"auto"`` in the JSON)."""
+    line_rate: LineRate = LineRate(None, "unknown")
+    """What the bandwidth was judged against (:func:`ibdiag.bench.p2p.linerate.judged_line_rate`)."""
+    client_line_rate: LineRate = LineRate(None, "unknown")
+    server_line_rate: LineRate = LineRate(None, "unknown")
+    socket_buffer: int | None = None
+    """TCP: the fixed SO_SNDBUF/SO_RCVBUF (bytes); None = kernel autotuning."""
+    rdma: RdmaPath | None = None
+
+    def to_json(self, transport: str | None) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "peer": self.peer,
+            "server_host": self.server_host,
+            "server_version": self.server_version,
+            "streams": self.streams,
+            "iters": self.iters,
+            "duration_s": self.duration_s,
+            "warmup": "auto" if self.warmup is None else self.warmup,
+            "line_rate_gbps": self.line_rate.gbps,
+            "line_rate_source": self.line_rate.source,
+            "client_line_rate": self.client_line_rate.to_json(),
+            "server_line_rate": self.server_line_rate.to_json(),
+        }
+        if transport == "tcp":
+            doc["socket_buffer"] = self.socket_buffer
+        if self.rdma is not None:
+            doc.update(client=self.rdma.client.to_json(), server=self.rdma.server.to_json(), path_mtu=self.rdma.path_mtu, tx_depth=self.rdma.tx_depth)
+        return doc
+
+    @classmethod
+    def read(cls, f: Fields) -> P2PSetup:
+        warmup = None if f.doc.get("warmup") == "auto" else f.integer("warmup", 0, 10**9)
+        rdma = None
+        if f.has("client") or f.has("server"):
+            rdma = RdmaPath(RdmaEnd.read(f.object("client")), RdmaEnd.read(f.object("server")), f.integer("path_mtu", 0, 1 << 20), f.integer("tx_depth", 1, 1 << 20))
+        return cls(
+            peer=f.text("peer") or "?",
+            server_host=f.text("server_host"),
+            server_version=f.text("server_version"),
+            streams=f.integer("streams", 1, 1 << 16),
+            iters=f.integer("iters", 1),
+            duration_s=f.number("duration_s", 0.0, 1e7),
+            warmup=warmup,
+            line_rate=LineRate(f.number("line_rate_gbps", 0.0, MAX_LINE_RATE_GBPS), f.text("line_rate_source") or "unknown"),
+            client_line_rate=LineRate.read(f.object("client_line_rate")),
+            server_line_rate=LineRate.read(f.object("server_line_rate")),
+            socket_buffer=f.integer("socket_buffer", 1),
+            rdma=rdma,
+        )
+
+
+@dataclass(frozen=True)
+class PerftestLog:
+    """What a perftest log says about its run (the banner, the title, the table's units).
+
+    Issue 10 extends this with the rest of the banner; fields a log does not print are None.
+    """
+
+    test: str
+    """``ib_write_bw``, ``ib_read_lat`` ...: the binary as far as the title tells."""
+    title: str | None = None
+    """``RDMA_Write BW Test``."""
+    verb: str | None = None
+    """``write``, ``read``, ``send``, ``atomic``."""
+    device: str | None = None
+    link_layer: str | None = None
+    mtu: str | None = None
+    connection: str | None = None
+    qps: str | None = None
+    gid_index: str | None = None
+    local_address: str | None = None
+    remote_address: str | None = None
+    bw_unit: str | None = None
+    """The bandwidth columns' unit as printed (``MiB/sec``, ``MB/sec``, ``Gb/sec``)."""
+    bw_unit_assumed: bool | None = None
+    """An ``--out_json`` file whose unit could not be told: MiB/s assumed."""
+    peak_measured: bool | None = None
+    """False when perftest printed a peak of 0.00 (duration mode): ``bw_peak_gbs`` is None then."""
+    latency: str | None = None
+    """``one way (round trip / 2)`` (write, send) or ``round trip`` (read, atomic), as perftest prints it."""
+    duration_mode: bool | None = None
+    """Latency in duration mode (``-D``): only the average is known."""
+
+    _TEXT = ("test", "title", "verb", "device", "link_layer", "mtu", "connection", "qps", "gid_index", "local_address", "remote_address", "bw_unit", "latency")
+    _FLAGS = ("bw_unit_assumed", "peak_measured", "duration_mode")
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {name: getattr(self, name) for name in self._TEXT}
+        for name in self._FLAGS:
+            put(doc, name, getattr(self, name))
+        return doc
+
+    @classmethod
+    def read(cls, f: Fields) -> PerftestLog:
+        kw: dict[str, Any] = {name: f.text(name) for name in cls._TEXT}
+        kw.update({name: f.flag(name) for name in cls._FLAGS})
+        kw["test"] = kw["test"] or "?"
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class P2PMeta:
+    """The ``kind: p2p`` fields: transport, mode, direction, and how the run was measured or where it was read."""
+
+    transport: str | None
+    """``tcp`` or ``rdma``."""
+    mode: str | None
+    """``bw``, ``lat`` or ``both``."""
+    bidir: bool = False
+    """Both directions at once; bandwidth is the sum (``--bidir``, perftest ``-b``)."""
+    measured: P2PSetup | None = None
+    """How ``ibdiag bench p2p`` ran it (None for an imported log)."""
+    perftest: PerftestLog | None = None
+    """What the perftest log said (None for a measured run)."""
+
+    @property
+    def ceiling_gbps(self) -> float | None:
+        """What the best bandwidth can reach: the judged line rate, twice it both ways (full duplex)."""
+        rate = self.measured.line_rate.gbps if self.measured is not None else None
+        return None if rate is None else rate * (2.0 if self.bidir else 1.0)
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"transport": self.transport, "mode": self.mode}
+        if self.perftest is not None:
+            doc["bidirectional"] = self.bidir  # perftest's word, kept for files written before
+            doc.update(self.perftest.to_json())
+        else:
+            doc["bidir"] = self.bidir
+        if self.measured is not None:
+            doc.update(self.measured.to_json(self.transport))
+        return doc
+
+    @classmethod
+    def read(cls, f: Fields, *, imported: bool) -> P2PMeta:
+        bidir = f.flag("bidir")
+        if bidir is None:
+            bidir = f.flag("bidirectional")
+        return cls(
+            transport=f.text("transport", choices=TRANSPORTS),
+            mode=f.text("mode", choices=MODES),
+            bidir=bool(bidir),
+            measured=P2PSetup.read(f) if f.has("peer") and not imported else None,
+            perftest=PerftestLog.read(f) if imported else None,
+        )

@@ -1,0 +1,104 @@
+"""``ibdiag report``: many nodes' JSON (topo, counters, bench, sweep) in one fleet view."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ibdiag.cli.app import app
+from ibdiag.cli.common import DebugOption, OutputFormat, StrictOption, check_output_path, emit, exit_status, handle_errors, run_meta, table_width, write_atomically
+
+
+class ReportFormat(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+    prom = "prom"
+    junit = "junit"
+    html = "html"
+    line = "line"
+
+
+@app.command("report")
+@handle_errors
+def report_command(
+    inputs: Annotated[list[str], typer.Argument(metavar="PATH", help="Directories (their *.json, recursively), files, or quoted patterns like 'nodes/*.json'.", show_default=False)],
+    fmt: Annotated[ReportFormat, typer.Option("--format", "-o", case_sensitive=False, help="table for people; html (one self-contained page), json, csv, prom, junit, line (one-line drain list).")] = ReportFormat.table,
+    png: Annotated[Optional[Path], typer.Option("--png", metavar="FILE", help="Write the sweep's node x node matrix per rail as a PNG (needs matplotlib).")] = None,
+    max_file_size: Annotated[str, typer.Option("--max-file-size", metavar="SIZE", help="Largest input file read; a larger one is skipped.")] = "256M",
+    strict: StrictOption = False,
+    debug: DebugOption = False,
+) -> int:
+    """One fleet view from many nodes' ibdiag JSON: node status, configuration outliers, counter errors, sweeps, drain list.
+
+    Every file is checked; one that cannot be used is named and skipped (a report.input warning). No
+    readable file at all is exit 2.
+
+    \b
+    Examples:
+      ibdiag report /shared/ibdiag/                # every *.json below it
+      ibdiag report 'nodes/*.json' sweep.json -o html > fleet.html
+      ibdiag report /shared/ibdiag/ -o line        # drain list in one line
+    """
+    from ibdiag.errors import UsageError
+    from ibdiag.fleetreport.checks import report_findings
+    from ibdiag.fleetreport.inputs import read_all
+    from ibdiag.fleetreport.view import build_view, view_json
+    from ibdiag.report.model import Report
+    from ibdiag.units import parse_size
+
+    max_bytes = parse_size(max_file_size, what="--max-file-size")
+    if max_bytes < 1024:
+        raise UsageError(f"--max-file-size {max_file_size} is below 1 KiB", hint="the default is 256M")
+    check_output_path(png, "--png")
+    docs, skipped = read_all(inputs, max_bytes=max_bytes)
+    view = build_view(docs, skipped)
+    report = Report("report", view_json(view), tuple(report_findings(view)))
+    meta = run_meta()
+    if png is not None:
+        _write_png(view, png)
+    if fmt is ReportFormat.html:
+        from ibdiag.fleetreport.html import render_html
+
+        sys.stdout.write(render_html(view, report.findings, meta))
+        return exit_status(report, strict)
+    if fmt is ReportFormat.line:
+        from ibdiag.fleetreport.render import line_view
+
+        sys.stdout.write(line_view(view) + "\n")
+        return exit_status(report, strict)
+
+    def table() -> list[Any]:
+        from ibdiag.fleetreport.render import tables
+        from ibdiag.report.table import findings_block, summary_line
+
+        # The nodes table already shows every node's status: the findings block lists the rest.
+        rest = Report("report", {}, tuple(f for f in report.findings if f.check != "report.node"))
+        return [*tables(view), *findings_block(rest, strict=strict, width=table_width())[:-1], summary_line(report, strict=strict)]
+
+    def csv() -> tuple[Any, Any]:
+        from ibdiag.fleetreport.render import CSV_HEADER, csv_rows
+
+        return CSV_HEADER, csv_rows(view)
+
+    def prom() -> list[Any]:
+        from ibdiag.fleetreport.render import prom_metrics
+
+        return prom_metrics(view)
+
+    return emit(report, OutputFormat(fmt.value), meta, strict=strict, table=table, csv=csv, prom=prom)
+
+
+def _write_png(view: Any, path: Path) -> None:
+    from ibdiag.errors import UsageError
+    from ibdiag.fleet.chart import matrix_png
+    from ibdiag.fleet.render import matrix_grid
+
+    if not view.sweeps:
+        raise UsageError("--png draws a sweep's matrix, and no sweep file was given", hint="add the sweep's JSON (ibdiag sweep --save FILE) to the inputs")
+    result = view.sweeps[-1].result
+    write_atomically(path, matrix_png([matrix_grid(result, k) for k in range(result.rails)]), "--png")

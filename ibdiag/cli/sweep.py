@@ -1,0 +1,136 @@
+"""``ibdiag sweep``: which node, rail or link of the cluster is bad — the plan now, the runtime in part 2.
+
+``--plan`` prints the schedule and what it costs. Running the sweep needs the multi-node runtime
+(ranks coordinated through torch.distributed, ibdiag's p2p per pair), which this build does not have:
+without ``--plan`` the options are checked and the command exits 3 saying so.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ibdiag.cli.app import app
+from ibdiag.cli.common import ConfigOption, DebugOption, StrictOption, check_output_path, console, handle_errors, run_meta
+
+
+class SweepFormat(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+    prom = "prom"
+    junit = "junit"
+    line = "line"
+
+
+class PatternChoice(str, Enum):
+    ring = "ring"
+    pairwise = "pairwise"
+    random = "random"
+
+
+@app.command("sweep")
+@handle_errors
+def sweep_command(
+    pattern: Annotated[PatternChoice, typer.Option("--pattern", case_sensitive=False, help="ring: each node with its neighbours (2 rounds); pairwise: all pairs (N-1 rounds); random: --rounds random pairings.")] = PatternChoice.ring,
+    rounds: Annotated[Optional[int], typer.Option("--rounds", metavar="K", help="Rounds of --pattern random (default 8).")] = None,
+    seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of --pattern random (every rank plans the same pairs).")] = 0,
+    second_pass: Annotated[bool, typer.Option("--second-pass/--no-second-pass", help="Re-test each suspect against >= 2 nodes known good (tells a bad node from a bad link).")] = True,
+    test: Annotated[str, typer.Option("--test", metavar="p2p|collective", help="p2p: ibdiag's bench p2p per pair; collective: a 2-rank all_reduce per pair.")] = "p2p",
+    transport: Annotated[str, typer.Option("--transport", metavar="rdma|tcp", help="rdma: rail k against rail k; tcp: the nodes' addresses.")] = "rdma",
+    sizes: Annotated[str, typer.Option("--sizes", metavar="SIZE", help="Message size of each bandwidth test (binary units).")] = "64M",
+    mode: Annotated[str, typer.Option("--mode", metavar="bw|lat|both", help="Measure bandwidth, latency or both per pair.")] = "bw",
+    rails: Annotated[Optional[str], typer.Option("--rails", metavar="LIST", help="Adapters to test, in rail order (mlx5_0,mlx5_1,...); default: the GPUs' adapters from topo.")] = None,
+    duration: Annotated[float, typer.Option("--duration", metavar="S", help="Measured seconds per pair test.")] = 1.0,
+    timeout: Annotated[float, typer.Option("--timeout", metavar="S", help="Longest wait on a peer: a node silent that long is named unreachable and the sweep goes on.")] = 10.0,
+    plan: Annotated[bool, typer.Option("--plan", help="Print the schedule and its cost; run nothing.")] = False,
+    nodes: Annotated[Optional[int], typer.Option("--nodes", metavar="N", help="With --plan: plan for N nodes (default: the job's world size).")] = None,
+    pair_seconds: Annotated[Optional[float], typer.Option("--pair-seconds", metavar="S", help="With --plan: seconds one pair test takes (default: --duration + 1 s of set-up).")] = None,
+    fmt: Annotated[SweepFormat, typer.Option("--format", "-o", case_sensitive=False, help="table for people; json, csv, prom, junit, line (one-line drain list) for machines.")] = SweepFormat.table,
+    save: Annotated[Optional[Path], typer.Option("--save", metavar="FILE", help="Also write the JSON result (ibdiag.sweep/1) to FILE, atomically.")] = None,
+    png: Annotated[Optional[Path], typer.Option("--png", metavar="FILE", help="Write the node x node matrix per rail as a PNG (needs matplotlib).")] = None,
+    config: ConfigOption = None,
+    strict: StrictOption = False,
+    debug: DebugOption = False,
+) -> int:
+    """Find the bad node, rail or link of a cluster: pair tests across nodes, then node-vs-link attribution.
+
+    One process per node, placed by the cluster's launcher. This build plans sweeps (--plan); running
+    them needs the multi-node runtime, which is not in it yet (exit 3).
+
+    \b
+    Examples:
+      ibdiag sweep --plan --nodes 1024 --pattern pairwise
+      srun -N 64 --ntasks-per-node 1 ibdiag sweep --pattern ring --save sweep.json
+      torchrun --nnodes 64 --nproc-per-node 1 --rdzv-endpoint head:29500 -m ibdiag sweep -o line
+    """
+    from ibdiag.errors import NotSupportedError, UsageError
+    from ibdiag.fleet.runner import PairSpec
+    from ibdiag.units import parse_size
+
+    if rounds is not None and pattern is not PatternChoice.random:
+        raise UsageError(f"--rounds is for --pattern random, not {pattern.value}", hint=f"{pattern.value} has a fixed number of rounds")
+    size = parse_size(sizes, what="--sizes")
+    spec = PairSpec(test=test, transport=transport, bytes=size, mode=mode, duration_s=duration, timeout_s=timeout)
+    rail_names = _rail_list(rails)
+    if plan:
+        if fmt not in (SweepFormat.table, SweepFormat.json):
+            raise UsageError(f"--plan prints a table or JSON, not {fmt.value}", hint="use -o table or -o json with --plan")
+        if save is not None or png is not None:
+            raise UsageError("--plan runs nothing: there is nothing to --save or --png", hint="drop --save/--png, or drop --plan")
+        return _print_plan(pattern.value, rounds, seed, spec, rail_names, nodes, pair_seconds, as_json=fmt is SweepFormat.json)
+    if nodes is not None or pair_seconds is not None:
+        raise UsageError("--nodes and --pair-seconds are for --plan", hint="a running sweep takes its nodes from the launcher")
+    check_output_path(save, "--save")
+    check_output_path(png, "--png")
+    raise NotSupportedError(
+        "ibdiag sweep cannot run sweeps yet: the multi-node runtime (pairs over ibdiag's p2p, ranks coordinated through torch.distributed) is not in this build",
+        hint="plan one with `ibdiag sweep --plan --nodes N`; meanwhile test pairs with `ibdiag bench p2p`, and `ibdiag report` reads sweep results",
+    )
+
+
+def _rail_list(text: str | None) -> tuple[str, ...] | None:
+    from ibdiag.errors import UsageError
+    from ibdiag.fleet.nodes import valid_adapter
+
+    if text is None:
+        return None
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    bad = [n for n in names if not valid_adapter(n)]
+    if not names or bad:
+        raise UsageError(f"--rails {text!r}: give adapter names separated by commas", hint="e.g. --rails mlx5_0,mlx5_1,mlx5_2,mlx5_3")
+    if len(set(names)) != len(names):
+        raise UsageError(f"--rails {text!r} names an adapter twice", hint="each adapter is one rail")
+    return names
+
+
+def _print_plan(pattern: str, rounds: int | None, seed: int, spec: Any, rails: tuple[str, ...] | None, nodes: int | None, pair_seconds: float | None, *, as_json: bool) -> int:
+    from ibdiag.bench.collective.launch import detect_launch
+    from ibdiag.errors import UsageError
+    from ibdiag.fleet.plan import plan_data, plan_lines
+    from ibdiag.report.jsonout import render_json
+    from ibdiag.report.model import Report
+
+    n = nodes
+    if n is None:
+        launch = detect_launch(os.environ)
+        if launch is None:
+            raise UsageError("--plan needs a node count: give --nodes N, or run it under the job's launcher", hint="e.g. ibdiag sweep --plan --nodes 64")
+        n = launch.world_size
+    pair_s = pair_seconds if pair_seconds is not None else spec.duration_s + 1.0
+    data = plan_data(pattern, n, rounds=rounds, seed=seed, rails=len(rails) if rails else 1, pair_s=pair_s)
+    report = Report("sweep-plan", data, ())
+    meta = run_meta()
+    if as_json:
+        sys.stdout.write(render_json(report, meta))
+    else:
+        con = console(sys.stdout)
+        for line in plan_lines(data, rails_given=rails is not None):
+            con.print(line, highlight=False, markup=False)
+    return 0
+

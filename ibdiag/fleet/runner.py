@@ -1,0 +1,98 @@
+"""The seam between the sweep's logic and its data path: :class:`PairRunner`, and a one-process driver.
+
+A runner runs one pair test — rail k of node ``a`` against rail k of node ``b`` — and returns a
+:class:`PairResult`: the bandwidth (and latency) measured, or the error and which rank did not answer.
+The schedule (:mod:`ibdiag.fleet.schedule`) decides who meets whom; the analysis
+(:mod:`ibdiag.fleet.analysis`) decides what the results mean; neither knows how a test runs;
+:mod:`ibdiag.fleet.sweep` drives a whole sweep through a runner in one process.
+
+Runners:
+
+* the multi-node runtime (ibdiag's p2p per pair over RDMA or TCP, ranks coordinated through
+  torch.distributed's store) — not in this build: ``ibdiag sweep`` exits 3 saying so;
+* :class:`ibdiag.fleet.synthetic.SyntheticFabric` — a named in-process fake with planted faults, for
+  the scale tests and the benchmark only; it never stands in for a claim that a real fabric was measured.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+from ibdiag.errors import UsageError
+from ibdiag.fleet.nodes import FleetNode
+from ibdiag.fleet.schedule import Phase, PairTest
+
+#: Message size of the bandwidth test: a job-sized bucket (DDP's default bucket is 25 MiB; 64 MiB
+#: is where p2p bandwidth has long reached its plateau on 400G links, perftest/nccl-tests curves).
+DEFAULT_BYTES = 64 * 2**20
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    """What each pair test measures (the same for every pair of a sweep)."""
+
+    test: str = "p2p"
+    """``p2p`` (ibdiag's bench p2p per pair) or ``collective`` (a 2-rank all_reduce per pair)."""
+    transport: str = "rdma"
+    """``rdma`` (per rail) or ``tcp`` (the node's address)."""
+    bytes: int = DEFAULT_BYTES
+    mode: str = "bw"
+    """``bw``, ``lat`` or ``both``."""
+    duration_s: float = 1.0
+    """Measured seconds per test (after the warm-up)."""
+    timeout_s: float = 10.0
+    """Longest wait on a peer: a node that does not answer within it is unreachable."""
+
+    def __post_init__(self) -> None:
+        if self.test not in ("p2p", "collective"):
+            raise UsageError(f"--test {self.test!r}: give p2p or collective", hint="p2p measures each link; collective runs a 2-rank all_reduce per pair")
+        if self.transport not in ("rdma", "tcp"):
+            raise UsageError(f"--transport {self.transport!r}: give rdma or tcp", hint="rdma tests each rail; tcp the nodes' addresses")
+        if self.mode not in ("bw", "lat", "both"):
+            raise UsageError(f"--mode {self.mode!r}: give bw, lat or both", hint="bw is what finds a slow link")
+        if not (isinstance(self.bytes, int) and 0 < self.bytes <= 2**34):
+            raise UsageError(f"message size {self.bytes!r} B: give 1 B to 16 GiB", hint="the default is 64M")
+        for name, value in (("--duration", self.duration_s), ("--timeout", self.timeout_s)):
+            if not (math.isfinite(value) and 0 < value <= 3600):
+                raise UsageError(f"{name} {value!r}: give seconds between 0 and 3600", hint="e.g. --duration 1 --timeout 10")
+
+    def to_json(self) -> dict[str, object]:
+        return {"test": self.test, "transport": self.transport, "bytes": self.bytes, "mode": self.mode, "duration_s": self.duration_s, "timeout_s": self.timeout_s}
+
+
+@dataclass(frozen=True, slots=True)
+class PairResult:
+    """What one pair test gave. Ranks, not objects: a 16384-node sweep holds hundreds of thousands."""
+
+    round: int
+    phase: Phase
+    rail: int
+    a: int
+    """Rank that served."""
+    b: int
+    """Rank that connected and measured."""
+    bw_gbs: float | None
+    """Bandwidth in GB/s (1e9 B/s) at the sweep's message size; None when not measured or failed."""
+    lat_us: float | None = None
+    """One-way latency p50 in microseconds; None when not measured."""
+    error: str | None = None
+    """Why the test failed, when it did (both ends answered but the test did not work)."""
+    unreachable: tuple[int, ...] = ()
+    """Ranks that did not answer within the timeout (the test then says nothing about the link)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.unreachable
+
+
+class PairRunner(Protocol):
+    """Runs one pair test between two nodes' rail ``test.rail`` and reports what happened.
+
+    Implementations never raise for a failed or unanswered test: they return a :class:`PairResult`
+    with ``error`` set, and ``unreachable`` naming the rank(s) that did not answer within
+    ``spec.timeout_s``. An exception means the sweep itself cannot go on (exit 3).
+    """
+
+    def run_pair(self, test: PairTest, a: FleetNode, b: FleetNode, spec: PairSpec) -> PairResult: ...

@@ -1,0 +1,47 @@
+"""Robust statistics: the fleet median and the median absolute deviation (MAD) with a floor.
+
+A bad node or link is an outlier against the rest of the fleet, so its distance is measured in robust
+units that the outliers themselves barely move: ``z = (value - median) / scale`` with
+``scale = max(1.4826 x MAD, floor_share x |median|)``. 1.4826 makes the MAD estimate the standard
+deviation of normally distributed noise (Rousseeuw & Croux 1993); the floor keeps a perfectly uniform
+fleet (MAD 0) from calling a 0.1 % wobble an outlier.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: Consistency constant: 1.4826 x MAD estimates sigma for normal data (1 / Phi^-1(3/4)).
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass(frozen=True)
+class RobustScale:
+    """Median, MAD and the scale (MAD as sigma, floored) of one set of values."""
+
+    count: int
+    median: float | None
+    mad: float | None
+    scale: float | None
+    """``max(1.4826 x mad, floor_share x |median|)``; None without values, or when both are 0."""
+
+    def z(self, value: float | None) -> float | None:
+        """Robust distance of ``value`` from the median (negative below it); None when unknown."""
+        if value is None or self.median is None or not self.scale:
+            return None
+        return (value - self.median) / self.scale
+
+    def to_json(self) -> dict[str, float | int | None]:
+        return {"count": self.count, "median": self.median, "mad": self.mad, "scale": self.scale}
+
+
+def robust_scale(values: Sequence[float], *, floor_share: float) -> RobustScale:
+    """The :class:`RobustScale` of ``values`` (an empty sequence gives unknowns)."""
+    if not values:
+        return RobustScale(0, None, None, None)
+    med = statistics.median(values)
+    mad = statistics.median([abs(v - med) for v in values])
+    scale = max(MAD_TO_SIGMA * mad, floor_share * abs(med))
+    return RobustScale(len(values), med, mad, scale if scale > 0 else None)

@@ -1,0 +1,84 @@
+"""Findings of ``ibdiag report`` (``report.*``), one function per id (:mod:`ibdiag.report.checks`).
+
+One ``report.node`` per node (its worst status over everything read for it), so JUnit has a case and
+Prometheus a gauge per node; ``report.config`` per node that differs from the majority (and one for
+settings without a majority); ``report.input`` per file
+skipped. A sweep's bad links are carried over as its own ``sweep.link`` findings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ibdiag.fleetreport.inputs import Skipped
+from ibdiag.fleetreport.view import FleetView, NodeRow, Outlier, Split
+from ibdiag.report.checks import CheckRegistry
+from ibdiag.report.model import Finding, Severity
+
+CHECKS = CheckRegistry("report")
+#: Subject of findings about the whole fleet rather than one node.
+FLEET = "fleet"
+
+
+def _listed(items: tuple[str, ...], limit: int = 6) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+@CHECKS.check("report.node", "a node's worst finding over its topo, counters, bench and sweep files, and configuration outliers")
+def node_status(row: NodeRow) -> Finding:
+    parts = []
+    if row.failing:
+        parts.append(f"failing: {_listed(row.failing)}")
+    if row.warnings:
+        parts.append(f"warnings: {_listed(row.warnings)}")
+    if row.outliers:
+        parts.append(f"differs from the fleet: {_listed(row.outliers)}")
+    msg = "; ".join(parts) if parts else f"all checks passed ({', '.join(row.sources)})"
+    hint = None
+    if row.status is Severity.FAIL:
+        hint = "drain it, then run the command each failing check names (ibdiag topo, counters ...) on the node for the details"
+    elif row.outliers:
+        hint = "bring it in line with the rest of the fleet (firmware, driver, cabling, PCIe slot) or explain why it differs"
+    return Finding("report.node", row.status, row.host, msg, value=len(row.failing), unit="failing checks", hint=hint)
+
+
+@CHECKS.check("report.config", "a node's configuration differs from the fleet's majority (firmware, rates, PCIe, GPUDirect module, NCCL_IB_HCA, driver), or a setting has no majority: warn")
+def config_outlier(host: str, items: Sequence[Outlier | Split]) -> Finding:
+    """One finding per node (all its outliers), or for the fleet (``host`` "fleet": the splits)."""
+    if host == FLEET:
+        texts = [f"{s.key}: " + ", ".join(f"{v} on {n} node{'s' if n != 1 else ''}" for v, n in s.values) for s in items if isinstance(s, Split)]
+        return Finding(
+            "report.config", Severity.WARN, FLEET, f"{len(texts)} setting{'s' if len(texts) != 1 else ''} without a majority value: " + "; ".join(texts[:4]) + (f"; and {len(texts) - 4} more" if len(texts) > 4 else ""),
+            hint="decide which value is right and converge the fleet",
+        )
+    texts = [f"{o.key} is {o.value} ({o.majority_hosts} of {o.hosts} nodes: {o.majority})" for o in items if isinstance(o, Outlier)]
+    return Finding(
+        "report.config", Severity.WARN, host,
+        f"differs from the fleet's majority in {len(texts)} setting{'s' if len(texts) != 1 else ''}: " + "; ".join(texts[:4]) + (f"; and {len(texts) - 4} more" if len(texts) > 4 else ""),
+        hint="an outlier node behaves differently under the same job: align it with the majority (firmware, driver, cabling, PCIe slot), or find out why it differs",
+    )
+
+
+@CHECKS.check("report.input", "a file that could not be used (unreadable, too large, not JSON, unknown schema, malformed value): warn, skipped")
+def input_skipped(item: Skipped) -> Finding:
+    return Finding("report.input", Severity.WARN, item.path, f"skipped: {item.reason}", hint="give the JSON files ibdiag wrote (topo, counters, bench, sweep -o json or --save)")
+
+
+def report_findings(view: FleetView) -> list[Finding]:
+    """Skipped files, outliers and splits, nodes, then the sweeps' bad and unresolved links."""
+    out: list[Finding] = []
+    for s in view.skipped:
+        out += input_skipped(s)
+    by_host: dict[str, list[Outlier]] = {}
+    for o in view.outliers:
+        by_host.setdefault(o.host, []).append(o)
+    for host, items in by_host.items():
+        out += config_outlier(host, items)
+    if view.splits:
+        out += config_outlier(FLEET, view.splits)
+    for row in view.rows:
+        out += node_status(row)
+    for part in view.sweeps:
+        out += [f for f in part.findings if f.check == "sweep.link"]
+    return out

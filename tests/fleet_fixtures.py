@@ -1,0 +1,78 @@
+"""The fixture fleet for the ``ibdiag report`` tests: per-node JSON written by ibdiag itself.
+
+Each node of :data:`tests.sysfsgen.profiles.fleet_variants.VARIANTS` gets a sysfs tree, then
+``ibdiag topo -o json`` and ``ibdiag counters -o json`` on it (in-process, the real commands). The
+sweep file comes from :class:`ibdiag.fleet.synthetic.SyntheticFabric` — a named in-process FAKE, since
+the sweep's runtime is not built yet — over the same hosts with their topo's rails, and one planted
+fault that matches the fleet: the narrow node's x8 adapter (mlx5_7) slow on its rail.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ibdiag.fleet.checks import sweep_findings
+from ibdiag.fleet.nodes import FleetNode, Rail, check_fleet
+from ibdiag.fleet.sweep import run_sweep
+from ibdiag.fleet.synthetic import PlantedFaults, SyntheticFabric
+from ibdiag.report.jsonout import render_json
+from ibdiag.report.model import Report, RunMeta
+
+
+def variants() -> dict:
+    """The variants (imported late: importing ``tests.sysfsgen.profiles`` at collection time would make
+    ``tests.sysfsgen.profiles`` the subpackage instead of the function of that name for later importers)."""
+    from tests.sysfsgen.profiles.fleet_variants import VARIANTS
+
+    return VARIANTS
+
+
+def host_of(variant: str) -> str:
+    return f"dgx-{variant}"
+
+
+def write_fleet(out: Path, cli: Callable, *, with_sweep: bool = True) -> Path:
+    """Trees under ``out/trees``, JSON under ``out/json``; returns the JSON directory."""
+    json_dir = out / "json"
+    json_dir.mkdir(parents=True)
+    rails: dict[str, list[str]] = {}
+    from tests.sysfsgen.profiles.fleet_variants import build_variant
+
+    for variant in variants():
+        root = build_variant(out / "trees" / variant, variant, host_of(variant))
+        for command in ("topo", "counters"):
+            res = cli(command, "--root", root, "-o", "json")
+            assert res.exit_code in (0, 1), (variant, command, res.stderr)
+            (json_dir / f"{host_of(variant)}.{command}.json").write_text(res.stdout)
+            if command == "topo":
+                hca = json.loads(res.stdout)["nccl_ib_hca"]
+                rails[host_of(variant)] = [entry.split(":")[0] for entry in hca.lstrip("=").split(",")]
+    if with_sweep:
+        hosts = sorted(rails)
+        nodes = check_fleet([FleetNode(i, h, f"10.0.0.{i + 1}", tuple(Rail(k, a, 1, 400.0) for k, a in enumerate(rails[h]))) for i, h in enumerate(hosts)])
+        narrow = hosts.index(host_of("narrow"))
+        faults = PlantedFaults(slow_ends={(narrow, rails[host_of("narrow")].index("mlx5_7")): 0.5})
+        result = run_sweep(nodes, SyntheticFabric(faults, noise=0.01, seed=4))
+        meta = RunMeta(host=hosts[0], version="0.1.0", generated_at="2026-12-01T12:00:00Z")
+        (json_dir / "sweep.json").write_text(render_json(Report("sweep", result.to_json(), tuple(sweep_findings(result))), meta))
+    return json_dir
+
+
+@pytest.fixture(scope="session")
+def fleet_dir(tmp_path_factory):
+    """The fixture fleet's JSON directory, written once per test session (registered in conftest.py)."""
+    from typer.testing import CliRunner
+
+    from ibdiag.cli import app
+
+    runner = CliRunner()
+
+    def cli(*args):
+        res = runner.invoke(app, [str(a) for a in args])
+        return type("Result", (), {"exit_code": res.exit_code, "stdout": res.stdout, "stderr": res.stderr})
+
+    return write_fleet(tmp_path_factory.mktemp("fleet"), cli)

@@ -1,0 +1,165 @@
+"""Attribution: bad node vs bad link vs unreachable node, on small fleets through the synthetic fabric.
+
+The fabric is ibdiag.fleet.synthetic.SyntheticFabric — a named in-process fake (no RDMA adapters or
+cluster here); what is under test is the planning and the analysis, which never see the difference.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ibdiag.fleet.analysis import EndVerdict, LinkVerdict, NodeStatus, SweepConfig, analyse
+from ibdiag.fleet.checks import sweep_findings
+from ibdiag.fleet.nodes import make_fleet
+from ibdiag.fleet.runner import PairResult
+from ibdiag.fleet.schedule import Pattern, Phase, first_pass
+from ibdiag.fleet.stats import robust_scale
+from ibdiag.fleet.sweep import run_sweep
+from ibdiag.fleet.synthetic import PlantedFaults, SyntheticFabric, score
+from ibdiag.report.model import Severity
+
+RAILS = ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+
+
+def fleet(n, rails=RAILS, host="gpu"):
+    return make_fleet([f"{host}-{i:02d}" for i in range(n)], rails, rate_gbps=400)
+
+
+def problems(result):
+    return sorted((f.check, f.severity.value, f.subject) for f in sweep_findings(result) if f.severity is not Severity.OK)
+
+
+def test_robust_scale_has_a_floor_so_a_uniform_fleet_flags_nothing():
+    s = robust_scale([48.0] * 20, floor_share=0.02)
+    assert s.mad == 0 and s.scale == pytest.approx(0.96)
+    assert s.z(47.9) == pytest.approx(-0.104, abs=1e-3)
+    noisy = robust_scale([10.0, 10.2, 9.8, 10.1, 9.9, 3.0], floor_share=0.0)
+    assert noisy.median == pytest.approx(9.95)
+    assert noisy.z(3.0) < -20  # the outlier barely moves the median and MAD
+    nodes = fleet(16)
+    result = run_sweep(nodes, SyntheticFabric(noise=0.0))
+    assert problems(result) == []
+    assert all(v.status is NodeStatus.OK for v in result.analysis.nodes)
+
+
+@pytest.mark.parametrize("pattern", [Pattern.RING, Pattern.PAIRWISE, Pattern.RANDOM])
+def test_names_the_slow_node_the_slow_link_and_the_dead_node_and_nothing_else(pattern):
+    nodes = fleet(20)
+    tested = [p for r in first_pass(pattern, 20, seed=3) for p in r]
+    link = next(p for p in tested if not {5, 11} & set(p) and not {p[0] - 1, p[0] + 1, p[1] - 1, p[1] + 1} & {5, 11})
+    faults = PlantedFaults(slow_nodes={5: 0.5}, slow_links={(2, *link): 0.45}, dead={11: 1})
+    result = run_sweep(nodes, SyntheticFabric(faults, noise=0.01, seed=1), pattern=pattern, seed=3)
+    a, b = link
+    assert problems(result) == sorted(
+        [
+            ("sweep.node", "fail", "gpu-05 (rank 5)"),
+            ("sweep.link", "fail", f"gpu-{a:02d} (rank {a}) mlx5_2 <-> gpu-{b:02d} (rank {b}) mlx5_2"),
+            ("sweep.unreachable", "fail", "gpu-11 (rank 11)"),
+        ]
+    )
+    s = score(faults, nodes, result.analysis)
+    assert (s.precision, s.recall) == (1.0, 1.0), (s.missed, s.spurious)
+    node5 = result.analysis.nodes[5]
+    assert node5.whole_node and node5.bad_rails == (0, 1, 2, 3)
+    assert all(link.verdict is LinkVerdict.NODE for link in result.analysis.links if 5 in (link.a, link.b))
+
+
+def test_two_adjacent_bad_nodes_need_the_second_pass_to_be_confirmed():
+    nodes = fleet(16)
+    faults = PlantedFaults(slow_nodes={6: 0.5, 7: 0.5})
+    without = run_sweep(nodes, SyntheticFabric(faults, noise=0.01), second_pass=False)
+    # Ring alone: 6 and 7 are slow with each other and one fine-elsewhere neighbour each: one confirmation, not two.
+    assert [without.analysis.nodes[r].status for r in (6, 7)] == [NodeStatus.SUSPECT, NodeStatus.SUSPECT]
+    assert ("sweep.node", "warn", "gpu-06 (rank 6)") in problems(without)
+    with_second = run_sweep(nodes, SyntheticFabric(faults, noise=0.01))
+    assert with_second.settings.second_pass_rounds == 2
+    assert problems(with_second) == [("sweep.node", "fail", "gpu-06 (rank 6)"), ("sweep.node", "fail", "gpu-07 (rank 7)")]
+    for r in (6, 7):  # each met two known-good nodes in the second pass, and was slow with both
+        ends = with_second.analysis.nodes[r].ends
+        assert all(e.verdict is EndVerdict.BAD and e.partners == 4 and e.confirming >= 3 for e in ends)
+
+
+def test_one_slow_rail_is_named_by_rail_and_adapter_not_as_the_whole_node():
+    nodes = fleet(12)
+    result = run_sweep(nodes, SyntheticFabric(PlantedFaults(slow_ends={(4, 3): 0.4}), noise=0.01))
+    (finding,) = [f for f in sweep_findings(result) if f.severity is Severity.FAIL]
+    assert finding.check == "sweep.node" and finding.subject == "gpu-04 (rank 4)"
+    assert finding.message.startswith("rail 3 (mlx5_3): median ") and "mlx5_3" in finding.hint
+    assert finding.value == pytest.approx(48 * 0.4, rel=0.05) and finding.unit == "GB/s"
+    assert result.analysis.nodes[4].bad_rails == (3,) and not result.analysis.nodes[4].whole_node
+
+
+def test_a_failing_pair_with_both_ends_answering_is_a_bad_link():
+    nodes = fleet(10, rails=["mlx5_0"])
+    result = run_sweep(nodes, SyntheticFabric(PlantedFaults(broken_links=frozenset({(0, 2, 3)})), noise=0.01))
+    assert problems(result) == [("sweep.link", "fail", "gpu-02 (rank 2) mlx5_0 <-> gpu-03 (rank 3) mlx5_0")]
+    (link,) = result.analysis.links_with(LinkVerdict.BAD)
+    assert link.failed == 1 and link.bw_gbs is None
+
+
+def test_the_dead_node_is_left_out_and_its_partners_are_not_blamed():
+    nodes = fleet(8, rails=["mlx5_0"])
+    result = run_sweep(nodes, SyntheticFabric(PlantedFaults(dead={3: 0}), noise=0.01))
+    assert problems(result) == [("sweep.unreachable", "fail", "gpu-03 (rank 3)")]
+    f = next(f for f in sweep_findings(result) if f.check == "sweep.unreachable")
+    assert "did not answer within 10 s from round 1" in f.message and "gpu-03" in f.message
+    assert all(3 not in (p.a, p.b) for p in result.pairs if p.round > 0)  # not asked again once silent
+
+
+def test_latency_outlier_makes_a_link_slow():
+    nodes = fleet(10, rails=["mlx5_0"])
+    results = [PairResult(0, Phase.FIRST, 0, i, i + 1, 48.0, lat_us=2.0) for i in range(0, 9)]
+    results.append(PairResult(0, Phase.FIRST, 0, 0, 9, 48.0, lat_us=2.0))
+    results[4] = PairResult(0, Phase.FIRST, 0, 4, 5, 48.0, lat_us=9.0)
+    analysis = analyse(nodes, results)
+    (slow,) = [link for link in analysis.links if link.slow]
+    assert (slow.a, slow.b, slow.verdict) == (4, 5, LinkVerdict.BAD) and slow.lat_z > 5
+
+
+def test_two_nodes_cannot_tell_a_slow_link_from_a_slow_node():
+    nodes = fleet(2, rails=["mlx5_0"])
+    result = run_sweep(nodes, SyntheticFabric(PlantedFaults(slow_nodes={1: 0.5}), noise=0.0))
+    # One link is its own median: nothing to compare it with, so no node or link is called bad; only
+    # the line rate says something is off.
+    assert result.analysis.links[0].slow is False
+    assert problems(result) == [("sweep.fleet", "warn", "rail 0")]
+
+
+def test_a_slow_fleet_is_a_fleet_warning_not_a_bad_node():
+    nodes = fleet(12, rails=["mlx5_0"])
+    result = run_sweep(nodes, SyntheticFabric(bw_gbs=30.0, noise=0.01))
+    assert problems(result) == [("sweep.fleet", "warn", "rail 0")]
+    f = next(f for f in sweep_findings(result) if f.check == "sweep.fleet")
+    assert "of the 400 Gb/s line rate" in f.message and f.value == pytest.approx(0.6, abs=0.02) and f.limit == 0.8
+
+
+def test_a_node_with_fewer_rails_is_warned_and_tested_on_the_rails_it_has():
+    nodes = make_fleet([f"n{i}" for i in range(6)], [RAILS] * 5 + [RAILS[:3]], rate_gbps=400)
+    result = run_sweep(nodes, SyntheticFabric(noise=0.0))
+    assert problems(result) == [("sweep.rails", "warn", "n5 (rank 5)")]
+    assert {p.rail for p in result.pairs if 5 in (p.a, p.b)} == {0, 1, 2}
+
+
+def test_unconfirmed_majority_is_a_suspect_and_its_links_unresolved():
+    nodes = fleet(6, rails=["mlx5_0"])
+    results = [
+        PairResult(0, Phase.FIRST, 0, 0, 1, 20.0),
+        PairResult(0, Phase.FIRST, 0, 2, 3, 48.0),
+        PairResult(0, Phase.FIRST, 0, 4, 5, 48.0),
+        PairResult(1, Phase.FIRST, 0, 1, 2, 48.0),
+        PairResult(1, Phase.FIRST, 0, 3, 4, 48.0),
+    ]
+    analysis = analyse(nodes, results)
+    # rank 0 met only rank 1 and was slow: one confirming partner, not two
+    assert analysis.nodes[0].status is NodeStatus.SUSPECT
+    assert [link.verdict for link in analysis.links if link.slow] == [LinkVerdict.UNRESOLVED]
+    assert analysis.nodes[1].status is NodeStatus.OK
+
+
+def test_config_thresholds_change_the_verdicts():
+    nodes = fleet(10, rails=["mlx5_0"])
+    faults = PlantedFaults(slow_links={(0, 2, 3): 0.85})  # 15 % slower: beyond 5 x 2 % of the median
+    strict = run_sweep(nodes, SyntheticFabric(faults, noise=0.0))
+    lenient = run_sweep(nodes, SyntheticFabric(faults, noise=0.0), config=SweepConfig(z_limit=10))
+    assert [f[0] for f in problems(strict)] == ["sweep.link"]
+    assert problems(lenient) == []
