@@ -124,3 +124,8 @@ def format_seconds(s: float | None) -> str:
     if a >= 1e-6:
         return f"{s * 1e6:.3g} µs"
     return f"{s * 1e9:.3g} ns"
+
+
+def gbs_to_gbps(gb_per_s: float) -> float:
+    """GB/s (1e9 bytes/s) to Gb/s (1e9 bits/s): a measured bandwidth against a link rate."""
+    return gb_per_s * 8.0
