@@ -2,9 +2,11 @@
 
 rich turns ``:ab:`` into 🆎 (a PCI address on bus 0xab printed as ``0000🆎00.0``) and ``[bold]`` into a
 style. The tree is the hgx-4switch machine (GPU4 on bus 0xab) with markup-looking data: a firmware
-version ``[/bold]28.39.1002 [bold]:ab:`` (a closing tag alone makes rich raise), IPoIB netdevs ``ib[bold]N``, adapters renamed ``[bold]mlx5_4``,
-``mlx5_5[i]:ab:`` and ``mlx5_9[red]``; the log file for ``bench import``
-is named ``[bold]ar:ab:.log``. Every command that reads them is run and its table output scanned.
+version ``[/bold]28.39.1002 [bold]:ab:`` (a closing tag alone makes rich raise), IPoIB netdevs
+``ib[bold]N``, adapters renamed ``[bold]mlx5_4``, ``mlx5_5[i]:ab:`` and ``mlx5_9[red]``; the log file
+for ``bench import`` is named ``[bold]ar:ab:.log``; ``report`` reads a node named ``[bold]gpu:ab:01``.
+Every command that reads such data is run and its table output scanned (``bench p2p``/``collective``
+print through the same console, tested directly below).
 """
 
 import shutil
@@ -91,3 +93,18 @@ def test_console_itself_prints_data_verbatim():
     con.print(table)
     out = buf.getvalue()
     assert "[bold]x:ab:" in out and "[bold]t:ab:" in out and "[red]c" in out and "0000:ab:00.0 [/] :smile:" in out
+
+
+def test_report_table(cli, tmp_path):
+    # three nodes' topo JSON; one has a markup-looking host name and firmware string, the fleet's outlier
+    import json
+
+    from tests.conftest import SYSFS_FIXTURES
+
+    doc = json.loads(cli("topo", "--root", SYSFS_FIXTURES / "hgx-4switch", "-o", "json").stdout)
+    for host in ("gpu02", "gpu03", "[bold]gpu:ab:01"):
+        doc["host"] = host
+        if host.startswith("["):
+            doc["adapters"][0]["fw_ver"] = "[/bold]28.39:ab:"
+        (tmp_path / f"{len(host)}.json").write_text(json.dumps(doc))
+    scanned(cli("report", tmp_path, env=WIDE), "[bold]gpu:ab:01", "[/bold]28.39:ab:")
