@@ -34,6 +34,13 @@ test: $(TSTAMP)
 test-fast: $(TSTAMP)
 	$(BIN)/python -m pytest -q -m 'not slow'
 
+## fuzz: the control-protocol fuzz at length (FUZZ_CASES connections, seeded by FUZZ_SEED) against a real server
+FUZZ_CASES ?= 30000
+FUZZ_SEED  ?= 16
+.PHONY: fuzz
+fuzz: $(TSTAMP)
+	IBDIAG_FUZZ_CASES=$(FUZZ_CASES) IBDIAG_FUZZ_SEED=$(FUZZ_SEED) $(BIN)/python -m pytest -q -s -o timeout=3600 tests/adversarial/test_net_fuzz.py
+
 ## fixtures: rewrite fixtures/sysfs/*/sys from tests/sysfsgen/profiles
 fixtures:
 	$(PYTHON) -m tests.sysfsgen fixtures/sysfs

@@ -166,7 +166,7 @@ def test_wrong_protocol_version_is_refused(serve, ibdiag_exe):
         while chunk := raw.recv(4096):
             data += chunk
     assert b'"code":"version"' in data
-    s.log.wait_for(r"refused: protocol version 99 \(this server speaks 1\)")
+    s.log.wait_for(r"refused: protocol version mismatch: the client speaks 99, this server speaks 2")
     _good_run(ibdiag_exe, s.port)
 
 

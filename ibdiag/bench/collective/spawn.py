@@ -10,10 +10,17 @@ variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MAS
 * a rank that fails writes ``error.rank<R>.json`` (its message names who did not answer);
 * a rank that dies without a word (killed, crashed) is named with its signal or exit code and the step
   its last heartbeat was at; the others are then stopped at once instead of waiting for their timeouts;
-* if no heartbeat moves for ``timeout`` + 15 s, everything is stopped (the backstop for a frozen job).
+* a rank whose process is stopped (SIGSTOP, a debugger) or stuck in the kernel, and whose heartbeat
+  has not moved for ``timeout`` seconds, is named at once (within ``timeout`` + 1 s of the stop);
+* if no heartbeat moves for ``timeout`` + 15 s (and no rank still starting uses CPU), everything is
+  stopped (the backstop for a frozen job).
 
-Each rank's stdout and stderr go to files in the report directory; they are kept when the run fails
-(the error says where) and removed when it succeeds.
+Before anything is spawned, :func:`check_capacity` refuses a rank count this node cannot hold (memory
+and CPUs, exit 2). Each rank's stdout and stderr go to files in the report directory; they are kept
+when the run fails (the error says where) and removed when it succeeds or is interrupted (Ctrl-C,
+SIGTERM: exit 130). A supervisor killed outright (SIGKILL) takes its ranks with it (the kernel's
+parent-death signal) and leaves its directory, marked with its pid: the next ``--nproc`` run removes
+the directories of supervisors that are gone.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -42,6 +50,20 @@ from ibdiag.errors import (
 REPORT_DIR_ENV = "IBDIAG_COLLECTIVE_REPORT_DIR"
 PROGRESS = "progress.jsonl"
 RESULT = "result.json"
+#: The report directories' name prefix (in the temporary directory, $TMPDIR).
+DIR_PREFIX = "ibdiag-collective-"
+#: In a report directory of a running supervisor: ``<pid> <start time>``; removed when the logs are kept on purpose.
+OWNER = "owner"
+#: Memory one rank needs before its buffers: the Python interpreter with torch and gloo. A 2-rank gloo
+#: run at 4 KiB peaked at 240 MiB resident per rank on the development VM (torch 2.13, CPU build);
+#: the estimate leaves room for gloo's per-peer buffers.
+RANK_MEMORY_BYTES = 300 * 2**20
+#: Ranks per CPU beyond which a node is refused: each rank spends ~4 s of CPU importing torch before
+#: the rendezvous, so past 8 per CPU the start-up alone outlasts a short --timeout and the run
+#: measures the scheduler, not the fabric.
+MAX_RANKS_PER_CPU = 8
+#: How often the supervisor reads the heartbeats (seconds; 2 s above 64 ranks).
+HEARTBEAT_POLL_S = 0.5
 
 _ERRORS: dict[str, type[IbdiagError]] = {
     c.__name__: c for c in (UsageError, InputError, CannotRunError, PeerTimeoutError, NotSupportedError)
@@ -79,6 +101,83 @@ def write_error(directory: str | Path, rank: int, err: BaseException) -> None:
 
 
 # --- the supervisor side ----------------------------------------------------------------------------
+
+
+def check_capacity(nproc: int, *, cpus: int | None = None, available_bytes: int | None = None) -> None:
+    """Refuse (UsageError, exit 2) ``nproc`` local ranks when this node cannot hold them: more than
+    :data:`MAX_RANKS_PER_CPU` per CPU this process may run on, or more than the available memory
+    divided by :data:`RANK_MEMORY_BYTES`. The message names the numbers."""
+    from ibdiag.units import format_bytes
+
+    if cpus is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if available_bytes is None:
+        import psutil
+
+        available_bytes = int(psutil.virtual_memory().available)
+    by_cpu = cpus * MAX_RANKS_PER_CPU
+    by_memory = available_bytes // RANK_MEMORY_BYTES
+    if nproc <= min(by_cpu, by_memory):
+        return
+    raise UsageError(
+        f"--nproc {nproc}: this node cannot hold {nproc} ranks: it has {cpus} CPU{'s' if cpus != 1 else ''} "
+        f"(at most {MAX_RANKS_PER_CPU} ranks each: {by_cpu}) and {format_bytes(available_bytes)} of memory available "
+        f"(about {RANK_MEMORY_BYTES // 2**20} MiB per rank before its buffers: {by_memory})",
+        hint=f"use --nproc {max(1, min(by_cpu, by_memory))} or fewer here, or spread the ranks over nodes with torchrun/srun/mpirun",
+    )
+
+
+def _start_time(pid: int) -> str | None:
+    """The kernel's start time of process ``pid`` (``/proc/PID/stat`` field 22), None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _owner_alive(marker: Path) -> bool:
+    try:
+        pid_text, started = marker.read_text(encoding="ascii").split()
+        return _start_time(int(pid_text)) == started
+    except (OSError, ValueError):
+        return False
+
+
+def sweep_orphans(tmpdir: str | None = None) -> list[Path]:
+    """Remove the report directories of supervisors that are gone (killed before they could clean up).
+
+    Only directories of this user, named :data:`DIR_PREFIX`..., holding an :data:`OWNER` marker whose
+    process no longer exists; links are never followed. Returns what was removed.
+    """
+    removed: list[Path] = []
+    base = Path(tmpdir or tempfile.gettempdir())
+    try:
+        entries = list(base.glob(DIR_PREFIX + "*"))
+    except OSError:
+        return removed
+    for d in entries:
+        try:
+            st = d.lstat()
+        except OSError:
+            continue
+        import stat
+
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            continue
+        marker = d / OWNER
+        if marker.is_file() and not marker.is_symlink() and not _owner_alive(marker):
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM in the supervisor: unwind like Ctrl-C (stop the ranks, remove their logs, exit 130)."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handler signature
+    raise _Terminated()
 
 
 def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -138,17 +237,22 @@ def run_local(
 
     Raises the rank's own error (UsageError exit 2, PeerTimeoutError exit 3 ...) when the run fails.
     """
+    check_capacity(nproc)
+    sweep_orphans()
     from ibdiag.bench.collective.torchdist import serve_store
 
     base = dict(os.environ if env is None else env)
-    report_dir = tempfile.mkdtemp(prefix="ibdiag-collective-")
+    report_dir = tempfile.mkdtemp(prefix=DIR_PREFIX)
     rdir = Path(report_dir)
-    store, port = serve_store("127.0.0.1", 0, timeout_s=timeout_s)
+    (rdir / OWNER).write_text(f"{os.getpid()} {_start_time(os.getpid())}\n", encoding="ascii")
+    in_main = threading.current_thread() is threading.main_thread()
+    previous_term = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
     prefix = "ibdiag/0/"
     procs: list[subprocess.Popen[bytes]] = []
     files: list[Any] = []
-    ok = False
+    keep = False
     try:
+        store, port = serve_store("127.0.0.1", 0, timeout_s=timeout_s)
         for r in range(nproc):
             out = open(rdir / f"rank{r}.out", "wb")  # noqa: SIM115 - closed in finally
             err = open(rdir / f"rank{r}.err", "wb")  # noqa: SIM115
@@ -164,26 +268,35 @@ def run_local(
                 )
             )
         outcome = _watch(procs, rdir, store, prefix, timeout_s, on_progress)
-        ok = outcome is not None
         if outcome is not None:
             return outcome
+        keep = True
         raise CannotRunError("the ranks ended without a result", hint=f"see the rank logs in {report_dir}")
     except IbdiagError as e:
-        if e.hint is None or report_dir not in (e.hint or ""):
+        keep = bool(procs)  # the ranks' logs explain a failed run; nothing ran when the set-up failed
+        if keep and (e.hint is None or report_dir not in (e.hint or "")):
             e.hint = ((e.hint + "; ") if e.hint else "") + f"rank logs: {report_dir}"
         raise
     finally:
         _stop_all(procs)
         for fh in files:
             fh.close()
-        if ok:
+        if keep:
+            (rdir / OWNER).unlink(missing_ok=True)  # kept on purpose: named in the error, never swept
+        else:
             shutil.rmtree(report_dir, ignore_errors=True)
+        if in_main:
+            signal.signal(signal.SIGTERM, previous_term)
 
 
 def _stop_all(procs: Sequence[subprocess.Popen[bytes]]) -> None:
     alive = [p for p in procs if p.poll() is None]
     for p in alive:
         p.terminate()
+        try:
+            os.kill(p.pid, signal.SIGCONT)  # a stopped rank gets its SIGTERM now, not after the wait below
+        except OSError:
+            pass
     deadline = time.monotonic() + 3.0
     for p in alive:
         try:
@@ -230,9 +343,13 @@ def _watch(
     pos = 0
     last_activity = time.monotonic()
     last_hb: dict[int, Any] = {}
+    beat_seen: dict[int, float] = {}  # when each rank's heartbeat was last seen to move
+    starting_cpu: dict[int, float] = {}  # CPU seconds of ranks that have not written a heartbeat yet
+    hb_every = HEARTBEAT_POLL_S if n <= 64 else 2.0
     next_hb = 0.0
     grace_until: float | None = None
     stalled = False
+    frozen: list[str] = []
     while True:
         pos, moved = _read_progress(rdir / PROGRESS, pos, on_progress)
         now = time.monotonic()
@@ -251,24 +368,93 @@ def _watch(
         if grace_until is not None and now > grace_until:
             break
         if now >= next_hb:
-            next_hb = now + 2.0
+            next_hb = now + hb_every
             try:
                 hb = read_heartbeats(store, n, prefix)
             except Exception:  # noqa: BLE001
                 hb = {}
-            if any(last_hb.get(r) is None or (h.counter, h.step) != (last_hb[r].counter, last_hb[r].step) for r, h in hb.items()):
-                last_activity = now
-            last_hb = hb
+            for r, h in hb.items():
+                if last_hb.get(r) is None or (h.counter, h.step) != (last_hb[r].counter, last_hb[r].step):
+                    last_activity = now
+                    beat_seen[r] = now
+            last_hb = {**last_hb, **hb}
+            if _starting_ranks_busy(procs, codes, last_hb, starting_cpu):
+                last_activity = now  # still importing torch on a loaded node: alive, not stalled
+            frozen = _frozen_ranks(procs, codes, last_hb, beat_seen, now, timeout_s)
+            if frozen:
+                break
         if now - last_activity > timeout_s + 15.0:
             stalled = True
             break
         time.sleep(0.1)
     _read_progress(rdir / PROGRESS, pos, on_progress)
+    if frozen:
+        raise PeerTimeoutError(
+            "ranks that stopped answering: " + "; ".join(frozen),
+            hint="something stopped the process (SIGSTOP, a debugger, a frozen cgroup) or it hangs in the kernel: check that host; the other ranks were stopped",
+        )
     codes = [p.poll() for p in procs]
     result = rdir / RESULT
     if all(c == 0 for c in codes) and result.exists():
         return json.loads(result.read_text(encoding="utf-8"))
     raise _compose_error(procs, codes, rdir, store, prefix, timeout_s, stalled, last_hb)
+
+
+#: Process states (psutil) of a rank that cannot be making progress, whatever its threads would do.
+_NOT_RUNNING = ("stopped", "tracing-stop", "disk-sleep")
+
+
+def _starting_ranks_busy(
+    procs: Sequence[subprocess.Popen[bytes]], codes: Sequence[int | None], heartbeats: Mapping[int, Any], cpu: dict[int, float]
+) -> bool:
+    """Whether a rank that has not written its first heartbeat used CPU since the last look (``cpu``
+    keeps each one's CPU seconds): start-up (importing torch, ~4 s of CPU) is progress too."""
+    import psutil
+
+    moved = False
+    for r, p in enumerate(procs):
+        if r in heartbeats or codes[r] is not None:
+            cpu.pop(r, None)
+            continue
+        try:
+            t = psutil.Process(p.pid).cpu_times()
+        except psutil.Error:
+            continue
+        used = t.user + t.system
+        if used > cpu.get(r, -1.0):
+            moved = True
+        cpu[r] = used
+    return moved
+
+
+def _frozen_ranks(
+    procs: Sequence[subprocess.Popen[bytes]],
+    codes: Sequence[int | None],
+    heartbeats: Mapping[int, Any],
+    beat_seen: Mapping[int, float],
+    now: float,
+    timeout_s: float,
+) -> list[str]:
+    """Ranks alive but stopped or stuck in the kernel whose heartbeat has not moved for ``timeout_s``.
+
+    A heartbeat is written every second from its own thread, so a rank that is merely busy or
+    waiting keeps beating; one that does not, and whose process is not running, is stopped.
+    """
+    import psutil
+
+    out: list[str] = []
+    for r, seen in beat_seen.items():
+        if codes[r] is not None or now - seen < timeout_s:
+            continue
+        try:
+            state = psutil.Process(procs[r].pid).status()
+        except psutil.Error:
+            continue
+        if state in _NOT_RUNNING:
+            h = heartbeats.get(r)
+            where = f" at {h.where}" if h is not None and h.step else " during setup"
+            out.append(f"rank {r} (pid {procs[r].pid}) is {state}{where}: no heartbeat for {now - seen:.1f} s (--timeout {timeout_s:g})")
+    return out
 
 
 def _compose_error(

@@ -16,7 +16,7 @@ from ibdiag import __version__
 from ibdiag.bench.jsonfields import Fields
 from ibdiag.bench.p2p.linerate import rdma_line_rate, tcp_line_rate
 from ibdiag.bench.p2p.meta import LineRate, P2PMeta, P2PSetup, RdmaEnd, RdmaPath
-from ibdiag.bench.p2p.params import RunRequest
+from ibdiag.bench.p2p.params import RunRequest, check_host, check_port, check_rdma_port, check_socket_buffer, check_timeout
 from ibdiag.bench.p2p.protocol import DEFAULT_PORT, DEFAULT_TIMEOUT_S, Channel, Hello, ProtocolError, client_handshake, connect
 from ibdiag.bench.results import BenchRun, P2PResult
 from ibdiag.bench.stats import cpu_s_per_gb
@@ -38,6 +38,14 @@ class ClientOptions:
     ib_port: int = 1
     gid_index: int | None = None
     sysfs_root: str = "/"
+
+    def __post_init__(self) -> None:
+        """Where the run goes, checked before any connection (:class:`~.params.RequestError`, exit 2)."""
+        check_host(self.host)
+        check_port(self.port)
+        check_timeout(self.timeout_s)
+        check_socket_buffer(self.socket_buffer)
+        check_rdma_port(self.ib_port, self.gid_index)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from ibdiag.bench.p2p.meta import LineRate
 from ibdiag.bench.p2p.protocol import is_loopback
 from ibdiag.parse import parse_int
 from ibdiag.sysfs import SysfsRoot
+from ibdiag.text import safe_excerpt
 
 
 def netdev_for_address(ip: str) -> str | None:

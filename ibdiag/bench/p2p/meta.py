@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ibdiag.bench.jsonfields import Fields, put
+from ibdiag.text import safe_excerpt
 
 TRANSPORTS = ("tcp", "rdma")
 MODES = ("bw", "lat", "both")
@@ -37,7 +38,7 @@ class LineRate:
             return cls(None, "peer sent no line rate")
         g = doc.get("gbps")
         ok = isinstance(g, (int, float)) and not isinstance(g, bool) and 0 < g < MAX_LINE_RATE_GBPS
-        return cls(float(g) if ok else None, str(doc.get("source", "?"))[:200])
+        return cls(float(g) if ok else None, safe_excerpt(doc.get("source", "?"), 200))
 
     @classmethod
     def read(cls, f: Fields | None) -> LineRate:

@@ -1,21 +1,32 @@
-"""What a client asks a server to run, and the limits both sides check.
+"""What a client asks a server to run, where it runs, and the limits both sides check — in one place.
 
 The request travels as the ``run`` message of the control channel; the server validates it as
-untrusted input (:meth:`RunRequest.from_json` and :meth:`RunRequest.check_limits`).
+untrusted input (:meth:`RunRequest.from_json`, :meth:`RunRequest.buffer_problem`). Building a
+:class:`RunRequest` checks every field's type and range, so the command line (exit 2, naming the
+flag and the bad value) and the wire (a ``protocol`` refusal) share the same bounds; the connection
+parameters (port, host, socket buffer, timeout, RDMA port and GID index) have their checks here too.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ibdiag.errors import UsageError
+from ibdiag.text import safe_value
 from ibdiag.units import format_bytes
 
 TRANSPORTS = ("tcp", "rdma")
 MODES = ("bw", "lat", "both")
 
+#: Most sizes per run (``--sizes``).
+MAX_SIZE_COUNT = 64
+#: Largest message size (bytes): 1 TiB, far beyond any buffer a host can pin.
+MAX_MESSAGE_SIZE = 2**40
 #: Most parallel TCP connections per run (``--streams``).
 MAX_STREAMS = 32
 #: Most iterations per size (``--iters``).
@@ -40,6 +51,23 @@ WARMUP_MIN = 2
 WARMUP_BW_MAX = 1000
 WARMUP_LAT_MAX = 200
 
+#: Longest wait on a peer (``--timeout``), seconds.
+MAX_TIMEOUT_S = 86400.0
+#: ``--socket-buffer`` bounds: the kernel's SOCK_MIN_SNDBUF is about 4.6 KiB and setsockopt takes a C
+#: int, which the kernel doubles (socket(7)); past net.core.[rw]mem_max it is capped anyway.
+MIN_SOCKET_BUFFER = 4096
+MAX_SOCKET_BUFFER = 2**30
+#: RDMA port numbers are 8-bit (``ibv_port_attr``); GID tables have at most 256 entries on every adapter we know.
+MAX_IB_PORT = 255
+MAX_GID_INDEX = 255
+#: DNS limits (RFC 1035 2.3.4): 253 characters in a name, 63 in a label.
+MAX_HOST_CHARS = 253
+_HOST_CHARS = re.compile(rb"[A-Za-z0-9_.-]+")
+
+
+class RequestError(UsageError):
+    """A request field outside its bounds; the message names the flag (``--iters``) and the value."""
+
 
 @dataclass(frozen=True)
 class RunRequest:
@@ -55,6 +83,29 @@ class RunRequest:
     streams: int = 1
     bidir: bool = False
     tx_depth: int = DEFAULT_TX_DEPTH
+
+    def __post_init__(self) -> None:
+        """Every field's type and range (:class:`RequestError`, exit 2, naming the flag)."""
+        if self.transport not in TRANSPORTS:
+            raise RequestError(f"--transport {_shown(self.transport)} is not one of {', '.join(TRANSPORTS)}")
+        if self.mode not in MODES:
+            raise RequestError(f"--mode {_shown(self.mode)} is not one of {', '.join(MODES)}")
+        if not isinstance(self.sizes, tuple) or not 1 <= len(self.sizes) <= MAX_SIZE_COUNT:
+            raise RequestError(f"--sizes must list 1 to {MAX_SIZE_COUNT} sizes", hint="e.g. --sizes 4K:64M")
+        for size in self.sizes:
+            check_int(size, "--sizes item", 1, MAX_MESSAGE_SIZE, hint="message sizes go from 1 byte to 1 TiB")
+        if self.iters is not None and self.duration_s is not None:
+            raise RequestError("give --iters or --duration, not both", hint="--iters N counts messages per size; --duration S measures for S seconds per size")
+        if self.iters is not None:
+            check_int(self.iters, "--iters", 1, MAX_ITERS, hint="e.g. --iters 5000 (perftest's default)")
+        if self.duration_s is not None:
+            check_float(self.duration_s, "--duration", 1e-3, MAX_DURATION_S, hint="e.g. --duration 5")
+        if self.warmup is not None:
+            check_int(self.warmup, "--warmup", 0, MAX_WARMUP, hint="leave it out for an automatic warm-up")
+        check_int(self.streams, "--streams", 1, MAX_STREAMS, hint="e.g. --streams 4")
+        if not isinstance(self.bidir, bool):
+            raise RequestError(f"bidir must be true or false, not {_shown(self.bidir)}")
+        check_int(self.tx_depth, "--tx-depth", 1, MAX_TX_DEPTH, hint="perftest's default is 128")
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -94,32 +145,23 @@ class RunRequest:
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> RunRequest:
         """Parse and sanity-check a request from the wire; ValueError names the bad field."""
-        transport = doc.get("transport")
-        if transport not in TRANSPORTS:
-            raise ValueError(f"transport {transport!r} is not one of {', '.join(TRANSPORTS)}")
-        mode = doc.get("mode")
-        if mode not in MODES:
-            raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
         sizes = doc.get("sizes")
-        if not isinstance(sizes, list) or not sizes or len(sizes) > 64:
-            raise ValueError("sizes must be a list of 1 to 64 byte counts")
-        checked = tuple(_int(s, "size", 1, 2**50) for s in sizes)
-        iters = doc.get("iters")
-        duration = doc.get("duration_s")
-        if iters is not None and duration is not None:
-            raise ValueError("give iters or duration_s, not both")
-        req = cls(
-            transport=transport,
-            mode=mode,
-            sizes=checked,
-            iters=None if iters is None else _int(iters, "iters", 1, MAX_ITERS),
-            duration_s=None if duration is None else _float(duration, "duration_s", 1e-3, MAX_DURATION_S),
-            warmup=None if doc.get("warmup") is None else _int(doc.get("warmup"), "warmup", 0, MAX_WARMUP),
-            streams=_int(doc.get("streams", 1), "streams", 1, MAX_STREAMS),
-            bidir=_bool(doc.get("bidir", False), "bidir"),
-            tx_depth=_int(doc.get("tx_depth", DEFAULT_TX_DEPTH), "tx_depth", 1, MAX_TX_DEPTH),
-        )
-        return req
+        if not isinstance(sizes, list):
+            raise ValueError(f"sizes must be a list of 1 to {MAX_SIZE_COUNT} byte counts")
+        try:
+            return cls(
+                transport=doc.get("transport"),  # type: ignore[arg-type]
+                mode=doc.get("mode"),  # type: ignore[arg-type]
+                sizes=tuple(sizes),
+                iters=doc.get("iters"),
+                duration_s=doc.get("duration_s"),
+                warmup=doc.get("warmup"),
+                streams=doc.get("streams", 1),
+                bidir=doc.get("bidir", False),
+                tx_depth=doc.get("tx_depth", DEFAULT_TX_DEPTH),
+            )
+        except RequestError as e:
+            raise ValueError(e.message) from None
 
     def buffer_problem(self, max_buffer_bytes: int) -> str | None:
         """Why a server limited to ``max_buffer_bytes`` per buffer must refuse this request, or None."""
@@ -166,23 +208,80 @@ def latency_iterations(duration_s: float, warmup_rtt_ns: list[int] | tuple[int, 
     return max(10, min(MAX_LAT_SAMPLES, round(duration_s / rtt_s)))
 
 
-def _int(value: Any, name: str, lo: int, hi: int) -> int:
+def _shown(value: Any) -> str:
+    """A bad value as the message shows it: short, escaped (it may come from a peer), a string quoted."""
+    return safe_value(value, 40)
+
+
+def check_int(value: Any, name: str, lo: int, hi: int, *, hint: str | None = None) -> int:
+    """``value`` if it is an integer (not a boolean) within ``lo..hi``; :class:`RequestError` naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, not {value!r}")
+        raise RequestError(f"{name} must be a whole number, not {_shown(value)}", hint=hint)
     if not lo <= value <= hi:
-        raise ValueError(f"{name} {value} is outside {lo}..{hi}")
+        raise RequestError(f"{name} {_shown(value)} must be between {lo} and {hi}", hint=hint)
     return value
 
 
-def _float(value: Any, name: str, lo: float, hi: float) -> float:
+def check_float(value: Any, name: str, lo: float, hi: float, *, hint: str | None = None) -> float:
+    """``value`` if it is a finite number (not a boolean) within ``lo..hi``; :class:`RequestError` naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a number, not {value!r}")
+        raise RequestError(f"{name} must be a finite number, not {_shown(value)}", hint=hint)
     if not lo <= value <= hi:
-        raise ValueError(f"{name} {value} is outside {lo:g}..{hi:g}")
+        raise RequestError(f"{name} {_shown(value)} must be between {lo:g} and {hi:g}", hint=hint)
     return float(value)
 
 
-def _bool(value: Any, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, not {value!r}")
+# --- where a run goes: the connection parameters ---------------------------------------------------
+
+
+def check_port(port: Any, flag: str = "--port", *, allow_zero: bool = False) -> int:
+    """A TCP port (1..65535; 0 too where the kernel may pick one)."""
+    lo = 0 if allow_zero else 1
+    hint = "use 1..65535" + (" (0 picks a free one)" if allow_zero else "") + "; the default is 18516"
+    return check_int(port, flag, lo, 65535, hint=hint)
+
+
+def check_host(host: Any, what: str = "HOST") -> str:
+    """A host name (RFC 1035 lengths, IDNA-encodable) or an IPv4/IPv6 address, ``[::1]`` included."""
+    text = host if isinstance(host, str) else ""
+    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    try:
+        ipaddress.ip_address(bare.split("%", 1)[0])
+        return bare
+    except ValueError:
+        pass
+    hint = "give a host name or an IP address, e.g. node-a or 10.0.0.2"
+    if not bare or len(bare) > MAX_HOST_CHARS:
+        raise RequestError(f"{what} {_shown(host)} is not a host name: it has {len(bare)} characters (at most {MAX_HOST_CHARS})", hint=hint)
+    try:
+        encoded = bare.encode("idna")
+    except UnicodeError:
+        raise RequestError(f"{what} {_shown(host)} is not a host name (a label is empty, longer than 63 characters, or not encodable)", hint=hint) from None
+    if not _HOST_CHARS.fullmatch(encoded) or any(len(label) > 63 for label in encoded.split(b".")):
+        raise RequestError(f"{what} {_shown(host)} is not a host name (letters, digits, '-', '_' and '.' only)", hint=hint)
+    return bare
+
+
+def check_socket_buffer(size: int | None) -> int | None:
+    """``--socket-buffer`` in bytes (None: kernel autotuning)."""
+    if size is None:
+        return None
+    return check_int(
+        size, "--socket-buffer", MIN_SOCKET_BUFFER, MAX_SOCKET_BUFFER,
+        hint=f"use {format_bytes(MIN_SOCKET_BUFFER)} to {format_bytes(MAX_SOCKET_BUFFER)} (the kernel caps it at net.core.wmem_max/rmem_max anyway), or leave it out",
+    )
+
+
+def check_timeout(timeout_s: Any) -> float:
+    """``--timeout``: more than 0 and at most a day, in seconds."""
+    value = check_float(timeout_s, "--timeout", 0.0, MAX_TIMEOUT_S, hint="the default is 10 s")
+    if value <= 0:
+        raise RequestError(f"--timeout {value:g} must be more than 0 seconds", hint="the default is 10 s")
     return value
+
+
+def check_rdma_port(ib_port: Any, gid_index: Any) -> tuple[int, int | None]:
+    """``--ib-port`` (1..255) and ``--gid-index`` (0..255 or None)."""
+    port = check_int(ib_port, "--ib-port", 1, MAX_IB_PORT, hint="RDMA ports are numbered from 1")
+    gid = None if gid_index is None else check_int(gid_index, "--gid-index", 0, MAX_GID_INDEX, hint="see the port's gids/ in sysfs, or leave it out")
+    return port, gid

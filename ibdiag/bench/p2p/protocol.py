@@ -1,9 +1,9 @@
 """The control channel of ``ibdiag bench serve``/``p2p`` (what perftest's out-of-band TCP exchange does).
 
 Wire format: every message is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON
-(an object with a ``"type"``). Messages larger than :data:`MAX_MESSAGE_BYTES` are refused, so
-garbage such as an HTTP request (``"GET "`` reads as a 1.2 GB length) is rejected at once. Every
-receive has a deadline.
+(an object with a ``"type"``, nested at most :data:`MAX_DEPTH` deep, no NaN or infinity). Messages
+larger than :data:`MAX_MESSAGE_BYTES` are refused, so garbage such as an HTTP request (``"GET "``
+reads as a 1.2 GB length) is rejected at once. Every receive has a deadline.
 
 Handshake (protocol :data:`VERSION`)::
 
@@ -12,9 +12,18 @@ Handshake (protocol :data:`VERSION`)::
     server -> client  welcome {mac}  |  error {code, message, hint}
 
 With a shared token both sides prove they know it without sending it: the client sends
-``HMAC-SHA256(token, "ibdiag-p2p/1 client" + server_nonce + client_nonce)`` and the server answers
+``HMAC-SHA256(token, "ibdiag-p2p/2 client" + server_nonce + client_nonce)`` and the server answers
 with the same over ``"... server"``; both compare with :func:`hmac.compare_digest`. Without a token
-the server accepts loopback clients only.
+the server accepts loopback clients only. Both sides then derive the session key
+``HMAC-SHA256(token, "ibdiag-p2p/2 session" + server_nonce + client_nonce)`` (an empty token without
+one), which binds the run's data connections to this control connection (:func:`data_mac`).
+
+Version 2 (this one) added the session key and the data connections' MAC; version 1 introduced
+data connections with a bare cookie. Peers of different versions stop at the hello with a
+"version mismatch" error.
+
+Whatever text a peer sends (host names, versions, error messages) passes through
+:func:`ibdiag.text.safe_excerpt` where it enters, before it can reach a log line or a terminal.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import math
 import os
 import socket
 import struct
@@ -32,15 +42,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ibdiag.errors import CannotRunError, ExitStatus, IbdiagError, InputError, PeerTimeoutError, UsageError
+from ibdiag.errors import CannotRunError, ExitStatus, IbdiagError, InputError, PeerTimeoutError
+from ibdiag.text import safe_excerpt, safe_value
 
 PROTO = "ibdiag-p2p"
-VERSION = 1
+VERSION = 2
 #: Control port (perftest uses 18515 for its exchange; one above it so both can run side by side).
 DEFAULT_PORT = 18516
 #: Largest control message accepted (bytes); real ones are well under 4 KiB.
 MAX_MESSAGE_BYTES = 64 * 1024
 NONCE_BYTES = 32
+#: Deepest nesting of arrays and objects accepted in a message (real ones nest 3 deep).
+MAX_DEPTH = 16
+#: Longest peer text (host name, version, error message) kept, in characters of the original.
+PEER_TEXT_MAX = 300
 #: Default seconds any wait on the peer may take (``--timeout``).
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -81,6 +96,24 @@ class RemoteError(IbdiagError):
         self.code = code
         self.exit_status = ExitStatus.USAGE if code == "refused" else ExitStatus.CANNOT_RUN
 
+    @classmethod
+    def from_message(cls, msg: dict[str, Any], peer: str) -> RemoteError:
+        """The ``error`` message ``msg`` from ``peer``, its texts escaped and capped."""
+        code = msg.get("code", "failed")
+        known = code if isinstance(code, str) and code in ERROR_CODES else "failed"
+        hint = msg.get("hint")
+        return cls(known, f"{peer}: {peer_text(msg.get('message', 'no reason given'))}", peer_text(hint) if hint else None)
+
+
+def peer_text(value: Any, limit: int = PEER_TEXT_MAX) -> str:
+    """Text the peer sent, as it may appear in a log line or on a terminal (escaped, capped)."""
+    return safe_excerpt(value, limit)
+
+
+def peer_value(value: Any, limit: int = 60) -> str:
+    """A value the peer sent where a string or number was expected, shown as a short literal."""
+    return safe_value(value, limit)
+
 
 class Refused(Exception):
     """Raised on the server side after an error message went to the client; ``reason`` is logged."""
@@ -102,15 +135,50 @@ def encode(msg: dict[str, Any]) -> bytes:
     return _LEN.pack(len(payload)) + payload
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number this protocol sends")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{safe_excerpt(text, 40)} is beyond the range of a float")
+    return value
+
+
 def decode(payload: bytes) -> dict[str, Any]:
-    """The JSON object of one message; ValueError when it is not a JSON object with a string ``type``."""
+    """The JSON object of one message; ValueError when it is not a JSON object with a string ``type``,
+    nests deeper than :data:`MAX_DEPTH`, or holds NaN/Infinity or an integer beyond Python's limit."""
     try:
-        doc = json.loads(payload.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"not JSON ({e})") from None
+        doc = json.loads(payload.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8 ({e.reason} at byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not JSON ({e.msg} at character {e.pos})") from None
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as e:  # an integer of more than 4300 digits, NaN, Infinity
+        raise ValueError(safe_excerpt(str(e), 120)) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("type"), str):
         raise ValueError("not a message object with a type")
+    if _depth(doc) > MAX_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
     return doc
+
+
+def _depth(doc: Any) -> int:
+    deepest = 0
+    stack = [(doc, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        if deepest > MAX_DEPTH:
+            break
+        if isinstance(node, dict):
+            stack.extend((v, d + 1) for v in node.values() if isinstance(v, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend((v, d + 1) for v in node if isinstance(v, (dict, list)))
+    return deepest
 
 
 def describe_peer(addr: Any) -> str:
@@ -150,18 +218,24 @@ def socket_error(e: OSError, peer: str, waiting_for: str, timeout_s: float) -> I
 
 
 class Channel:
-    """A framed, deadline-bound control connection to ``peer``."""
+    """A framed, deadline-bound control connection to ``peer``.
+
+    ``session_key`` is set by the handshake (:func:`server_handshake`, :func:`client_handshake`).
+    """
 
     def __init__(self, sock: socket.socket, peer: str, timeout_s: float) -> None:
         self.sock = sock
         self.peer = peer
         self.timeout_s = timeout_s
+        self.session_key: bytes | None = None
         self._hdr = bytearray(_LEN.size)
 
-    def send(self, msg: dict[str, Any]) -> None:
+    def send(self, msg: dict[str, Any], *, deadline: float | None = None) -> None:
+        """Send ``msg`` within the channel's timeout, or by ``deadline`` (``time.monotonic()``)."""
         data = encode(msg)
+        limit = self.timeout_s if deadline is None else max(deadline - time.monotonic(), 0.001)
         try:
-            self.sock.settimeout(self.timeout_s)
+            self.sock.settimeout(limit)
             self.sock.sendall(data)
         except OSError as e:
             raise socket_error(e, self.peer, f"it to accept a {msg.get('type')!r} message", self.timeout_s) from None
@@ -177,29 +251,34 @@ class Channel:
         except (OSError, ValueError):
             pass
 
-    def _read_exact(self, view: memoryview, deadline: float, waiting_for: str, *, first: bool) -> None:
+    def _read_exact(self, view: memoryview, deadline: float, limit_s: float, waiting_for: str, *, first: bool) -> None:
         got = 0
         n = len(view)
         while got < n:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise socket_error(socket.timeout(), self.peer, waiting_for, self.timeout_s)
+                raise socket_error(socket.timeout(), self.peer, waiting_for, limit_s)
             try:
                 self.sock.settimeout(left)
                 k = self.sock.recv_into(view[got:], n - got)
             except OSError as e:
-                raise socket_error(e, self.peer, waiting_for, self.timeout_s) from None
+                raise socket_error(e, self.peer, waiting_for, limit_s) from None
             if k == 0:
                 if first and got == 0:
                     raise PeerClosedError(f"{self.peer} closed the connection while we were waiting for {waiting_for}", hint="the peer process ended or was killed, or refused us; see its log")
                 raise PeerClosedError(f"{self.peer} closed the connection in the middle of a message while we were waiting for {waiting_for}", hint="the peer process ended or was killed; see its log")
             got += k
 
-    def recv(self, waiting_for: str, *, timeout_s: float | None = None) -> dict[str, Any]:
-        """The next message; PeerTimeoutError after ``timeout_s`` (default: the channel's timeout)."""
+    def recv(self, waiting_for: str, *, timeout_s: float | None = None, deadline: float | None = None) -> dict[str, Any]:
+        """The next message; PeerTimeoutError after ``timeout_s`` (default: the channel's timeout),
+        or at ``deadline`` (``time.monotonic()``; then ``timeout_s`` is only what the error says).
+
+        The deadline covers the whole message, not each byte: a peer trickling bytes gains nothing.
+        """
         limit = self.timeout_s if timeout_s is None else timeout_s
-        deadline = time.monotonic() + limit
-        self._read_exact(memoryview(self._hdr), deadline, waiting_for, first=True)
+        if deadline is None:
+            deadline = time.monotonic() + limit
+        self._read_exact(memoryview(self._hdr), deadline, limit, waiting_for, first=True)
         (length,) = _LEN.unpack(self._hdr)
         if length > MAX_MESSAGE_BYTES:
             raise ProtocolError(
@@ -207,7 +286,7 @@ class Channel:
                 hint=_DEFAULT_HINTS["protocol"],
             )
         payload = bytearray(length)
-        self._read_exact(memoryview(payload), deadline, waiting_for, first=False)
+        self._read_exact(memoryview(payload), deadline, limit, waiting_for, first=False)
         try:
             return decode(bytes(payload))
         except ValueError as e:
@@ -217,12 +296,9 @@ class Channel:
         """The next message, which must be of type ``kind``; an ``error`` message raises :class:`RemoteError`."""
         msg = self.recv(waiting_for, timeout_s=timeout_s)
         if msg["type"] == "error":
-            code = str(msg.get("code", "failed"))
-            text = str(msg.get("message", "no reason given"))
-            hint = msg.get("hint")
-            raise RemoteError(code if code in ERROR_CODES else "failed", f"{self.peer}: {text}", str(hint) if hint else None)
+            raise RemoteError.from_message(msg, self.peer)
         if msg["type"] != kind:
-            raise ProtocolError(f"{self.peer} sent {msg['type']!r} while we waited for {waiting_for}", hint=_DEFAULT_HINTS["protocol"])
+            raise ProtocolError(f"{self.peer} sent {peer_value(msg['type'])} while we waited for {waiting_for}", hint=_DEFAULT_HINTS["protocol"])
         return msg
 
     def close(self) -> None:
@@ -290,6 +366,19 @@ def server_mac(token: bytes, server_nonce: bytes, client_nonce: bytes) -> str:
     return _mac(token, "server", server_nonce, client_nonce)
 
 
+def session_key(token: bytes | None, server_nonce: bytes, client_nonce: bytes) -> bytes:
+    """The key both ends derive after the handshake: HMAC-SHA256 over ``"ibdiag-p2p/2 session"`` and
+    both nonces. Without a token the key is keyed by nothing: it still binds the data connections
+    to this session, but anyone who saw the (loopback) handshake could compute it."""
+    return hmac.new(token or b"", f"{PROTO}/{VERSION} session".encode() + server_nonce + client_nonce, hashlib.sha256).digest()
+
+
+def data_mac(key: bytes, run_nonce: bytes, index: int) -> bytes:
+    """What data connection ``index`` of a run sends first: HMAC-SHA256(session key, ``"ibdiag-p2p/2
+    data"`` + the run's nonce from ``ready`` + the index as 4 big-endian bytes)."""
+    return hmac.new(key, f"{PROTO}/{VERSION} data".encode() + run_nonce + index.to_bytes(4, "big"), hashlib.sha256).digest()
+
+
 def _nonce(msg: dict[str, Any]) -> bytes | None:
     value = msg.get("nonce")
     if not isinstance(value, str) or len(value) != 2 * NONCE_BYTES:
@@ -317,8 +406,15 @@ def server_handshake(
     host: str,
     version: str,
     transports: tuple[str, ...],
+    deadline: float | None = None,
 ) -> Hello:
-    """Greet a new client and authenticate it; :class:`Refused` (after telling the client) otherwise."""
+    """Greet a new client and authenticate it; :class:`Refused` (after telling the client) otherwise.
+
+    ``deadline`` (``time.monotonic()``) bounds the whole handshake, however the client paces its
+    bytes; without it the channel's timeout applies to each message. On success ``ch.session_key``
+    is set.
+    """
+    limit = ch.timeout_s if deadline is None else max(0.0, deadline - time.monotonic())
     nonce = os.urandom(NONCE_BYTES)
     ch.send(
         {
@@ -330,18 +426,20 @@ def server_handshake(
             "host": host,
             "ibdiag": version,
             "transports": list(transports),
-        }
+        },
+        deadline=deadline,
     )
-    msg = ch.recv("the client's hello")
+    msg = ch.recv("the client's hello", timeout_s=round(limit, 1), deadline=deadline)
     if msg.get("type") == "error":
-        raise Refused("client", f"the client gave up: {str(msg.get('message', 'no reason given'))[:300]}")
+        raise Refused("client", f"the client gave up: {peer_text(msg.get('message', 'no reason given'))}")
     if msg.get("type") != "hello" or msg.get("proto") != PROTO:
         ch.send_error("protocol", "this is an ibdiag p2p server; expected a hello")
-        raise Refused("protocol", f"not an ibdiag client (first message {msg.get('type')!r})")
+        raise Refused("protocol", f"not an ibdiag client (first message {peer_value(msg.get('type'))})")
     their = msg.get("version")
-    if their != VERSION:
-        ch.send_error("version", f"protocol version {their!r} is not supported: this server (ibdiag {version}) speaks version {VERSION}")
-        raise Refused("version", f"protocol version {their!r} (this server speaks {VERSION})")
+    if type(their) is not int or their != VERSION:
+        shown = peer_value(their)
+        ch.send_error("version", f"protocol version mismatch: the client speaks {shown}, this server (ibdiag {version}) speaks {VERSION}")
+        raise Refused("version", f"protocol version mismatch: the client speaks {shown}, this server speaks {VERSION}")
     client_nonce = _nonce(msg)
     if client_nonce is None:
         ch.send_error("protocol", "the hello carries no valid nonce")
@@ -364,21 +462,22 @@ def server_handshake(
             )
             raise Refused("auth", "not a loopback client and this server has no token")
         answer = None
-    ch.send({"type": "welcome", "mac": answer})
-    return Hello(host=str(msg.get("host", "?"))[:255], ibdiag_version=str(msg.get("ibdiag", "?"))[:64])
+    ch.send({"type": "welcome", "mac": answer}, deadline=deadline)
+    ch.session_key = session_key(token, nonce, client_nonce)
+    return Hello(host=peer_text(msg.get("host", "?"), 255), ibdiag_version=peer_text(msg.get("ibdiag", "?"), 64))
 
 
 def client_handshake(ch: Channel, *, token: bytes | None, host: str, version: str) -> Hello:
-    """Answer the server's hello and check that the server knows the token too."""
+    """Answer the server's hello and check that the server knows the token too; sets ``ch.session_key``."""
     msg = ch.recv("the server's hello")
     if msg["type"] == "error":
-        code = str(msg.get("code", "failed"))
-        raise RemoteError(code if code in ERROR_CODES else "failed", f"{ch.peer}: {msg.get('message', 'refused')}", msg.get("hint"))
+        raise RemoteError.from_message(msg, ch.peer)
     if msg.get("type") != "hello" or msg.get("proto") != PROTO:
-        raise ProtocolError(f"{ch.peer} is not an ibdiag bench serve (it sent {msg.get('type')!r})", hint=_DEFAULT_HINTS["protocol"])
-    if msg.get("version") != VERSION:
+        raise ProtocolError(f"{ch.peer} is not an ibdiag bench serve (it sent {peer_value(msg.get('type'))})", hint=_DEFAULT_HINTS["protocol"])
+    their = msg.get("version")
+    if type(their) is not int or their != VERSION:
         raise CannotRunError(
-            f"{ch.peer} speaks protocol version {msg.get('version')!r} (ibdiag {msg.get('ibdiag', '?')}); this client speaks {VERSION}",
+            f"protocol version mismatch: {ch.peer} speaks version {peer_value(their)} (ibdiag {peer_text(msg.get('ibdiag', '?'), 64)}); this client speaks {VERSION}",
             hint=_DEFAULT_HINTS["version"],
         )
     server_nonce = _nonce(msg)
@@ -393,7 +492,7 @@ def client_handshake(ch: Channel, *, token: bytes | None, host: str, version: st
             hint="start the server with the same token; for a loopback test without tokens unset IBDIAG_TOKEN",
         )
     if auth not in (_AUTH_HMAC, "none"):
-        raise ProtocolError(f"{ch.peer} asks for unknown authentication {auth!r}", hint=_DEFAULT_HINTS["version"])
+        raise ProtocolError(f"{ch.peer} asks for unknown authentication {peer_value(auth)}", hint=_DEFAULT_HINTS["version"])
     client_nonce = os.urandom(NONCE_BYTES)
     ch.send(
         {
@@ -414,11 +513,12 @@ def client_handshake(ch: Channel, *, token: bytes | None, host: str, version: st
                 f"{ch.peer} did not prove that it knows the token",
                 hint="something other than your ibdiag server may be listening on that port",
             )
+    ch.session_key = session_key(token, server_nonce, client_nonce)
     transports = msg.get("transports")
     return Hello(
-        host=str(msg.get("host", "?"))[:255],
-        ibdiag_version=str(msg.get("ibdiag", "?"))[:64],
-        transports=tuple(str(t) for t in transports) if isinstance(transports, list) else (),
+        host=peer_text(msg.get("host", "?"), 255),
+        ibdiag_version=peer_text(msg.get("ibdiag", "?"), 64),
+        transports=tuple(peer_text(t, 16) for t in transports[:8]) if isinstance(transports, list) else (),
     )
 
 
@@ -444,9 +544,3 @@ def connect(host: str, port: int, timeout_s: float) -> socket.socket:
     if isinstance(last, (socket.timeout, TimeoutError)):
         raise PeerTimeoutError(f"no answer from {where} within {timeout_s:g} s while connecting", hint="check that the host is up and no firewall drops the port")
     raise CannotRunError(f"cannot connect to {where}: {getattr(last, 'strerror', None) or last}", hint="check the address and the route to the host")
-
-
-def check_usable_timeout(timeout_s: float) -> float:
-    if not timeout_s > 0 or timeout_s > 86400:
-        raise UsageError(f"--timeout {timeout_s:g} must be between 0 and 86400 seconds", hint="the default is 10 s")
-    return float(timeout_s)

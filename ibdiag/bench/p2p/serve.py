@@ -5,6 +5,11 @@ others; the benchmark runs themselves are serialised (a second client meanwhile 
 server is busy). Whatever a client does — garbage, a wrong version or token, a stall, a
 disconnect, a request beyond ``--max-size`` — ends that connection with one log line and the
 server keeps serving. The library never prints: log lines go to the ``log`` callable.
+
+Before a client has authenticated it is a stranger: its whole handshake has one deadline
+(``handshake_timeout_s``, at most ``--timeout``), and :class:`~.admission.Admission` bounds how
+many such connections one address and everyone together may hold, so strangers trickling bytes
+cannot lock a token holder out. Refusals are logged at most once a second per address.
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ibdiag import __version__
+from ibdiag.bench.p2p import admission
 from ibdiag.bench.p2p.linerate import rdma_line_rate, tcp_line_rate
-from ibdiag.bench.p2p.params import TRANSPORTS, RunRequest
+from ibdiag.bench.p2p.params import TRANSPORTS, RunRequest, check_host, check_port, check_socket_buffer, check_timeout
 from ibdiag.bench.p2p.protocol import (
     DEFAULT_PORT,
     DEFAULT_TIMEOUT_S,
@@ -27,15 +33,21 @@ from ibdiag.bench.p2p.protocol import (
     Refused,
     RemoteError,
     describe_peer,
+    peer_text,
+    peer_value,
     server_handshake,
 )
 from ibdiag.errors import CannotRunError, ExitStatus, IbdiagError, UsageError
 from ibdiag.units import format_bytes
 
-#: Connections handled at once (handshakes plus the running benchmark); more are closed at once.
-MAX_CONNECTIONS = 16
+#: Authenticated connections at once (the running benchmark plus clients being told "busy").
+MAX_SESSIONS = 16
+#: Longest a stranger's whole handshake may take (seconds; ``--timeout`` when that is shorter).
+HANDSHAKE_TIMEOUT_S = 5.0
 #: How often the accept loop looks at the stop flag (seconds).
 _ACCEPT_POLL_S = 0.5
+#: At most one "refused" log line per source address per this many seconds (the rest are counted).
+_REFUSAL_LOG_EVERY_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -54,6 +66,23 @@ class ServeOptions:
     once: bool = False
     socket_buffer: int | None = None
     sysfs_root: str = "/"
+    handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S
+    """One deadline for a stranger's whole handshake (capped at ``timeout_s``)."""
+    max_unauthenticated_per_address: int = admission.PER_SOURCE
+    max_unauthenticated: int = admission.TOTAL
+
+    def __post_init__(self) -> None:
+        if self.bind is not None:
+            check_host(self.bind, "--bind")
+        check_port(self.port, allow_zero=True)
+        check_timeout(self.timeout_s)
+        check_socket_buffer(self.socket_buffer)
+        if not isinstance(self.max_size, int) or self.max_size < 1:
+            raise UsageError(f"--max-size {self.max_size} must be at least 1 byte", hint="e.g. --max-size 1G")
+
+    @property
+    def handshake_limit_s(self) -> float:
+        return min(self.handshake_timeout_s, self.timeout_s)
 
 
 class Server:
@@ -69,6 +98,10 @@ class Server:
         self._state = threading.Lock()
         self._conns: set[socket.socket] = set()
         self._threads: set[threading.Thread] = set()
+        self._strangers = admission.Admission(per_source=opts.max_unauthenticated_per_address, total=opts.max_unauthenticated)
+        self._displaced: set[socket.socket] = set()
+        self._sessions = 0
+        self._refusals: dict[str, tuple[float, int]] = {}
         self._current: str | None = None
         self._once_status: int | None = None
         self.address: tuple[str, int] | None = None
@@ -115,18 +148,36 @@ class Server:
                     continue
                 raise CannotRunError(f"the listening socket failed: {e.strerror or e}") from None
             peer = describe_peer(addr)
+            source = source_address(addr)
             with self._state:
-                crowded = len(self._threads) >= MAX_CONNECTIONS
-            if crowded:
-                self.log(f"{peer}: refused: {MAX_CONNECTIONS} connections already open")
+                verdict = self._strangers.admit(conn, source)
+                if verdict.displaced is not None:
+                    self._displaced.add(verdict.displaced)  # type: ignore[arg-type]
+            if not verdict.admitted:
+                self._log_refusal(peer, source, verdict.reason)
                 conn.close()
                 continue
+            if verdict.displaced is not None:
+                _shutdown(verdict.displaced)  # type: ignore[arg-type]
             t = threading.Thread(target=self._handle, args=(conn, addr), name=f"ibdiag-serve-{peer}", daemon=True)
             with self._state:
                 self._threads.add(t)
                 self._conns.add(conn)
             t.start()
         return self._once_status if self._once_status is not None else int(ExitStatus.OK)
+
+    def _log_refusal(self, peer: str, source: str, reason: str) -> None:
+        """One log line per address and second; the refusals in between are counted in the next one."""
+        now = time.monotonic()
+        last, hidden = self._refusals.get(source, (0.0, 0))
+        if now - last < _REFUSAL_LOG_EVERY_S:
+            self._refusals[source] = (last, hidden + 1)
+            return
+        more = f" ({hidden} more from {source} refused since the last such line)" if hidden else ""
+        self.log(f"{peer}: refused: {reason}{more}")
+        self._refusals[source] = (now, 0)
+        if len(self._refusals) > 4 * self.opts.max_unauthenticated:  # forget quiet addresses
+            self._refusals = {k: v for k, v in self._refusals.items() if now - v[0] < _REFUSAL_LOG_EVERY_S}
 
     def stop(self) -> None:
         self._stop.set()
@@ -162,11 +213,21 @@ class Server:
 
     # --- one connection --------------------------------------------------------------------------
 
+    def _authenticated(self, conn: socket.socket) -> bool:
+        """Move ``conn`` from the strangers to the sessions; False when the sessions are full."""
+        with self._state:
+            self._strangers.release(conn)
+            if self._sessions >= MAX_SESSIONS:
+                return False
+            self._sessions += 1
+            return True
+
     def _handle(self, conn: socket.socket, addr: tuple) -> None:
         peer = describe_peer(addr)
         ch = Channel(conn, peer, self.opts.timeout_s)
         ran = False
         ok = False
+        session = False
         try:
             hello = server_handshake(
                 ch,
@@ -175,7 +236,12 @@ class Server:
                 host=self.host,
                 version=__version__,
                 transports=self.opts.transports,
+                deadline=time.monotonic() + self.opts.handshake_limit_s,
             )
+            session = self._authenticated(conn)
+            if not session:
+                ch.send_error("busy", f"{MAX_SESSIONS} authenticated clients are connected already")
+                raise Refused("busy", f"{MAX_SESSIONS} authenticated clients are connected already")
             msg = ch.expect("run", "the client's request")
             req = self._accept_request(ch, msg)
             if not self._busy.acquire(blocking=False):
@@ -200,7 +266,9 @@ class Server:
             ch.send_error("protocol", e.message.replace(peer, "the client"), e.hint)
             self.log(f"{peer}: refused: {_as_client(e.message, peer)}")
         except IbdiagError as e:
-            if not self._stop.is_set():
+            if conn in self._displaced:
+                self.log(f"{peer}: dropped: still unauthenticated when the server was full; a client from a less crowded address took its place")
+            elif not self._stop.is_set():
                 ch.send_error("failed", e.message, e.hint)
                 self.log(f"{peer}: dropped: {_as_client(e.message, peer)}")
         except Exception as e:  # noqa: BLE001 - a bug must not take the server down
@@ -209,6 +277,9 @@ class Server:
         finally:
             ch.close_gracefully()
             with self._state:
+                self._strangers.release(conn)
+                self._displaced.discard(conn)
+                self._sessions -= 1 if session else 0
                 self._conns.discard(conn)
                 self._threads.discard(threading.current_thread())
             if ran:
@@ -257,9 +328,23 @@ class Server:
                     side.phase(msg)
                     continue
                 if kind == "error":
-                    raise RemoteError("failed", str(msg.get("message", "no reason given")))
-                ch.send_error("protocol", f"unexpected {kind!r}")
-                raise Refused("protocol", f"unexpected {kind!r} message during a run")
+                    raise RemoteError("failed", peer_text(msg.get("message", "no reason given")))
+                ch.send_error("protocol", f"unexpected {peer_value(kind)}")
+                raise Refused("protocol", f"unexpected {peer_value(kind)} message during a run")
+
+
+def source_address(addr: object) -> str:
+    """The address part of a peer's socket address, IPv4-mapped IPv6 shown as IPv4 (``10.0.0.2``)."""
+    host = str(addr[0]) if isinstance(addr, tuple) and addr else str(addr)
+    return host[7:] if host.startswith("::ffff:") and "." in host else host
+
+
+def _shutdown(conn: socket.socket) -> None:
+    """Wake the thread blocked on ``conn`` (it then closes it)."""
+    try:
+        conn.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 def _as_client(message: str, peer: str) -> str:
@@ -282,8 +367,6 @@ class _closing:
 
 def _listen(bind: str | None, port: int) -> socket.socket:
     """A listening TCP socket: dual-stack ``[::]`` when ``bind`` is None, else ``bind``'s address."""
-    if not 0 <= port <= 65535:
-        raise UsageError(f"--port {port} is not a TCP port", hint="use 1..65535 (0 picks a free one)")
     candidates: list[tuple[int, tuple]] = []
     if bind is None:
         if socket.has_ipv6:

@@ -3,8 +3,9 @@
 After the handshake (:mod:`.protocol`) the client sends ``run`` (a :class:`~.params.RunRequest`);
 then::
 
-    server -> client  ready      {tcp: data_port, cookie | rdma: qp, device, gid_index; line_rate}
-    (tcp: the client opens --streams data connections; rdma: client -> server  qp {qp})
+    server -> client  ready      {tcp: data_port, data_nonce | rdma: qp, device, gid_index; line_rate}
+    (tcp: the client opens --streams data connections, each introduced by the session's MAC over
+     data_nonce and its index (tcp.data_hello); rdma: client -> server  qp {qp})
     server -> client  connected
     per size and kind:
       client -> server  phase    {kind: bw|lat, bytes, warmup}
@@ -16,21 +17,25 @@ then::
     client -> server  bye
 
 Every wait has the channel's deadline; the data path uses kernel socket timeouts or, for RDMA,
-completion/poll deadlines.
+completion/poll deadlines. Every figure the server reports is checked against what the client
+itself sent and timed (:func:`check_bw_result`) before it is used: a figure a server cannot have
+measured is refused (exit 3) rather than printed.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ibdiag.bench.buffers import Buffer, allocate
 from ibdiag.bench.p2p import tcp
-from ibdiag.bench.p2p.params import MAX_LAT_SAMPLES, MAX_WARMUP, RunRequest, latency_iterations
-from ibdiag.bench.p2p.protocol import Channel, ProtocolError, RemoteError
+from ibdiag.bench.p2p.params import MAX_LAT_SAMPLES, MAX_WARMUP, RequestError, RunRequest, check_int, check_port, latency_iterations
+from ibdiag.bench.p2p.protocol import Channel, ProtocolError, RemoteError, peer_text, peer_value
 from ibdiag.bench.results import LatencyStats
 from ibdiag.bench.stats import CpuMeter, bandwidth_gbs, latency_from_round_trips_ns, message_rate_mpps
 from ibdiag.units import format_bytes
@@ -84,39 +89,88 @@ def select_rdma(sysfs_root: str, device: str | None, ib_port: int, gid_index: in
     return RdmaSelection(port.adapter, port.port, gid.index, gid.gid, gid.reason, port.link_layer)
 
 
+def _field(msg: dict[str, Any], key: str, lo: int, hi: int, what: str) -> int:
+    """An integer field of a peer's message within ``lo..hi``; ProtocolError naming it otherwise."""
+    try:
+        return check_int(msg.get(key), f"{what} {key}", lo, hi)
+    except RequestError as e:
+        raise ProtocolError(e.message) from None
+
+
 def _phase_msg(msg: dict[str, Any], req: RunRequest) -> tuple[str, int, int]:
     """Validate a ``phase`` message against the negotiated request (server side)."""
     kind = msg.get("kind")
-    size = msg.get("bytes")
-    warmup = msg.get("warmup")
-    if kind not in req.kinds:
-        raise ProtocolError(f"phase kind {kind!r} was not requested")
+    if not isinstance(kind, str) or kind not in req.kinds:
+        raise ProtocolError(f"phase kind {peer_value(kind)} was not requested")
+    size = _field(msg, "bytes", 1, req.max_size, "phase")
     if size not in req.sizes:
-        raise ProtocolError(f"phase size {size!r} was not requested")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup <= MAX_WARMUP:
-        raise ProtocolError(f"phase warm-up {warmup!r} is invalid")
-    return kind, size, warmup
+        raise ProtocolError(f"phase size {size} was not requested")
+    return kind, size, _field(msg, "warmup", 0, MAX_WARMUP, "phase")
 
 
 def _iters_msg(msg: dict[str, Any]) -> int:
-    n = msg.get("n")
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_LAT_SAMPLES:
-        raise ProtocolError(f"latency iteration count {n!r} is invalid")
-    return n
+    return _field(msg, "n", 1, MAX_LAT_SAMPLES, "latency iteration count")
 
 
-def _num(msg: dict[str, Any], key: str) -> float | None:
-    v = msg.get(key)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-        return None
+#: Most CPUs a server process could keep busy: CPU seconds above span x this are not believed.
+MAX_SERVER_CPUS = 4096
+
+
+def _impossible(peer: str, what: str) -> ProtocolError:
+    return ProtocolError(
+        f"{peer} reported an impossible {what}; its figures are not used",
+        hint="the server is broken or is not an honest ibdiag bench serve; run the same ibdiag version on both hosts",
+    )
+
+
+def _count(res: dict[str, Any], key: str, peer: str, what: str) -> int:
+    v = res.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise _impossible(peer, f"{what}: {key} {peer_value(v)} is not a count")
+    return v
+
+
+def _seconds(res: dict[str, Any], key: str, peer: str, what: str, *, span_s: float, factor: float = 1.0) -> float:
+    v = res.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise _impossible(peer, f"{what}: {key} {peer_value(v)} is not a time")
+    if v > span_s * factor * 1.01 + 0.01:
+        raise _impossible(peer, f"{what}: {key} {v:g} s is longer than the {span_s:.3g} s the whole test took here")
     return float(v)
 
 
-def _int_field(msg: dict[str, Any], key: str) -> int:
-    v = msg.get(key)
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise ProtocolError(f"result field {key} is missing or invalid")
-    return v
+def check_cpu_s(res: dict[str, Any], peer: str, what: str, span_s: float) -> float | None:
+    """The server's ``cpu_s`` (None when it did not measure one), within what ``span_s`` allows."""
+    if res.get("cpu_s") is None:
+        return None
+    return _seconds(res, "cpu_s", peer, what, span_s=span_s, factor=MAX_SERVER_CPUS)
+
+
+def check_bw_result(res: dict[str, Any], *, size: int, sent_messages: int, span_s: float, peer: str) -> tuple[int, int, float, float | None]:
+    """(messages, bytes, seconds, cpu_s) the server received, checked against what this client sent.
+
+    The server must have counted exactly the ``sent_messages`` messages of ``size`` bytes of the
+    measured phase, over a positive time no longer than the ``span_s`` seconds between asking for
+    the test and its result; CPU seconds are finite and non-negative. ProtocolError (exit 3)
+    naming the server otherwise.
+    """
+    what = f"{format_bytes(size)} bandwidth result"
+    msgs = _count(res, "rx_messages", peer, what)
+    nbytes = _count(res, "rx_bytes", peer, what)
+    sent_bytes = sent_messages * size
+    if nbytes > sent_bytes:
+        raise _impossible(peer, f"{what}: rx_bytes {peer_value(nbytes)} is more than the {sent_bytes} bytes this client sent")
+    if msgs != sent_messages:
+        raise _impossible(peer, f"{what}: rx_messages {peer_value(msgs)}, but this client sent {sent_messages} messages")
+    if nbytes != msgs * size:
+        raise _impossible(peer, f"{what}: rx_bytes {nbytes} is not rx_messages {msgs} x {size} bytes")
+    seconds = _seconds(res, "rx_seconds", peer, what, span_s=span_s)
+    if msgs > 0 and seconds <= 0:
+        raise _impossible(peer, f"{what}: {msgs} messages in rx_seconds {seconds:g}")
+    for key in ("tx_messages", "tx_bytes"):
+        _count(res, key, peer, what)
+    _seconds(res, "tx_seconds", peer, what, span_s=span_s)
+    return msgs, nbytes, seconds, check_cpu_s(res, peer, what, span_s)
 
 
 # --- TCP -----------------------------------------------------------------------------------------
@@ -135,7 +189,7 @@ class TcpServerSide:
         self.socks: list[socket.socket] = []
         self.rings: list[Buffer] = []
         self.msgbuf: Buffer | None = None
-        self.cookie = tcp.new_cookie()
+        self.data_nonce = tcp.new_data_nonce()
 
     def prepare(self) -> dict[str, Any]:
         local = self.ch.sock.getsockname()
@@ -146,11 +200,13 @@ class TcpServerSide:
         self.rings = [allocate(tcp.RECV_RING_MAX) for _ in range(self.req.streams)]
         if self.req.bidir or "lat" in self.req.kinds:
             self.msgbuf = allocate(self.req.max_size)
-        return {"data_port": self.listener.getsockname()[1], "cookie": self.cookie.hex()}
+        return {"data_port": self.listener.getsockname()[1], "data_nonce": self.data_nonce.hex()}
 
     def connect(self) -> None:
-        assert self.listener is not None
-        self.socks = tcp.accept_streams(self.listener, self.req.streams, self.cookie, self.timeout_s, self.log, self.socket_buffer)
+        assert self.listener is not None and self.ch.session_key is not None
+        self.socks = tcp.accept_streams(
+            self.listener, self.req.streams, self.ch.session_key, self.data_nonce, self.timeout_s, self.log, self.socket_buffer, control=self.ch.sock
+        )
         self.listener.close()
         self.listener = None
 
@@ -232,19 +288,23 @@ class TcpClientSide:
             raise
 
     def connect(self, ready: dict[str, Any]) -> None:
-        port = ready.get("data_port")
-        cookie = ready.get("cookie")
-        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536 or not isinstance(cookie, str):
-            raise ProtocolError(f"{self.ch.peer} sent an invalid data port or cookie")
         try:
-            cookie_bytes = bytes.fromhex(cookie)
+            port = check_port(ready.get("data_port"), "data_port")
+        except RequestError as e:
+            raise ProtocolError(f"{self.ch.peer} sent an invalid data port: {e.message}") from None
+        nonce_hex = ready.get("data_nonce")
+        try:
+            nonce = bytes.fromhex(nonce_hex) if isinstance(nonce_hex, str) and len(nonce_hex) == 2 * tcp.DATA_NONCE_BYTES else b""
         except ValueError:
-            raise ProtocolError(f"{self.ch.peer} sent an invalid cookie") from None
+            nonce = b""
+        if not nonce or self.ch.session_key is None:
+            raise ProtocolError(f"{self.ch.peer} sent no valid data_nonce for the data connections")
         host = self.ch.sock.getpeername()[0]
-        self.socks = tcp.connect_streams(host, port, self.req.streams, cookie_bytes, self.timeout_s, self.socket_buffer)
+        self.socks = tcp.connect_streams(host, port, self.req.streams, self.ch.session_key, nonce, self.timeout_s, self.socket_buffer)
 
     def bw(self, size: int, warmup: int) -> BwOutcome:
         peer = self.ch.peer
+        t_asked = time.monotonic()
         self.ch.send({"type": "phase", "kind": "bw", "bytes": size, "warmup": warmup})
         self.ch.expect("go", f"the server to start the {format_bytes(size)} bandwidth test")
         meter = CpuMeter()
@@ -264,9 +324,8 @@ class TcpClientSide:
         stats = tcp.run_parallel(jobs, on_error=lambda: tcp.close_all(self.socks))
         cpu_client = meter.stop()
         res = self.ch.expect("result", f"the server's {format_bytes(size)} bandwidth result")
-        rx_msgs = _int_field(res, "rx_messages")
-        rx_bytes = _int_field(res, "rx_bytes")
-        rx_s = _num(res, "rx_seconds") or 0.0
+        sent = sum(st.messages for st in stats[:n_tx])
+        rx_msgs, rx_bytes, rx_s, cpu_server = check_bw_result(res, size=size, sent_messages=sent, span_s=time.monotonic() - t_asked, peer=peer)
         messages, nbytes, seconds = rx_msgs, rx_bytes, rx_s
         bw = bandwidth_gbs(rx_bytes, rx_s)
         rate = message_rate_mpps(rx_msgs, rx_s)
@@ -279,7 +338,7 @@ class TcpClientSide:
             messages += back_msgs
             nbytes += back_bytes
             seconds = max(seconds, back_s)
-        return BwOutcome(messages, nbytes, seconds, bw, rate, cpu_client, _num(res, "cpu_s"))
+        return BwOutcome(messages, nbytes, seconds, bw, rate, cpu_client, cpu_server)
 
     def lat(self, size: int, warmup: int) -> LatOutcome:
         assert self.latbuf is not None
@@ -378,8 +437,8 @@ class RdmaServerSide(RdmaSide):
                 if m["type"] == "sent":
                     break
                 if m["type"] == "error":
-                    raise RemoteError("failed", f"the client gave up: {m.get('message', '?')}")
-                raise ProtocolError(f"unexpected {m['type']!r} during an RDMA bandwidth test")
+                    raise RemoteError("failed", f"the client gave up: {peer_text(m.get('message', '?'))}")
+                raise ProtocolError(f"unexpected {peer_value(m['type'])} during an RDMA bandwidth test")
             self.ch.send({"type": "result", "cpu_s": meter.stop()})
             return
         reset_areas(self.ep.view, size, self.half)
@@ -399,6 +458,7 @@ class RdmaClientSide(RdmaSide):
     def bw(self, size: int, warmup: int) -> BwOutcome:
         from ibdiag.bench.p2p.rdma import write_bw
 
+        t_asked = time.monotonic()
         self.ch.send({"type": "phase", "kind": "bw", "bytes": size, "warmup": warmup})
         self.ch.expect("go", f"the server to start the {format_bytes(size)} bandwidth test")
         meter = CpuMeter()
@@ -410,9 +470,10 @@ class RdmaClientSide(RdmaSide):
         cpu_client = meter.stop()
         self.ch.send({"type": "sent", "messages": stats.messages})
         res = self.ch.expect("result", f"the server's {format_bytes(size)} bandwidth result")
+        cpu_server = check_cpu_s(res, self.ch.peer, f"{format_bytes(size)} bandwidth result", time.monotonic() - t_asked)
         return BwOutcome(
             stats.messages, stats.bytes, stats.seconds, bandwidth_gbs(stats.bytes, stats.seconds),
-            message_rate_mpps(stats.messages, stats.seconds), cpu_client, _num(res, "cpu_s"),
+            message_rate_mpps(stats.messages, stats.seconds), cpu_client, cpu_server,
         )
 
     def lat(self, size: int, warmup: int) -> LatOutcome:

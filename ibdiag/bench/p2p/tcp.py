@@ -17,9 +17,10 @@ one-way latency = round trip / 2 (``qperf tcp_lat``).
 
 Sockets stay blocking with kernel timeouts (``SO_RCVTIMEO``/``SO_SNDTIMEO``) rather than Python
 socket timeouts, which would add a ``poll`` system call to every send and receive. A receive fails
-after ``timeout`` seconds without data. A blocking send returns early with a partial count when its
-own (shorter) timeout expires, so sends are looped here and fail only after ``timeout`` seconds
-without progress: a hung peer is noticed within ``timeout`` + 1 s, never 2 x ``timeout``.
+after ``timeout`` seconds without data. A blocking send wakes up every :func:`send_slice_s` (at most
+0.1 s) when the peer takes nothing; the time a send spent blocked counts towards one deadline per
+wait — ``timeout`` seconds after the peer last took a byte, whichever message or slice it was in — so
+a hung peer is noticed within ``timeout`` + one slice of the last byte its kernel accepted.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ibdiag.bench.p2p.protocol import PeerClosedError, socket_error
+from ibdiag.bench.p2p.protocol import PeerClosedError, data_mac, describe_peer, socket_error
 from ibdiag.errors import CannotRunError, IbdiagError, PeerTimeoutError
 
 HEADER = struct.Struct("!Q")
@@ -42,8 +43,6 @@ HEADER = struct.Struct("!Q")
 BATCH_BYTES = 4 * 2**20
 #: Receive buffer per stream (NCCL_BUFFSIZE's default, 4 MiB).
 RECV_RING_MAX = 4 * 2**20
-COOKIE_BYTES = 16
-_HELLO = struct.Struct(f"!{COOKIE_BYTES}sI")
 
 T = TypeVar("T")
 
@@ -53,9 +52,13 @@ def _timeval(seconds: float) -> bytes:
     return struct.pack("ll", sec, int(round((seconds - sec) * 1e6)))
 
 
+#: Longest a blocked send sleeps in the kernel (SO_SNDTIMEO) before the deadline is looked at.
+SEND_SLICE_MAX_S = 0.1
+
+
 def send_slice_s(timeout_s: float) -> float:
     """How long one blocking send may wait (SO_SNDTIMEO) before :func:`send_rest` looks at the clock."""
-    return max(0.01, min(timeout_s / 4, 1.0))
+    return max(0.01, min(timeout_s / 10, SEND_SLICE_MAX_S))
 
 
 def set_kernel_timeouts(sock: socket.socket, timeout_s: float) -> None:
@@ -68,19 +71,35 @@ def set_kernel_timeouts(sock: socket.socket, timeout_s: float) -> None:
 
 def send_rest(sock: socket.socket, data: memoryview | bytes, sent: int, timeout_s: float) -> None:
     """Finish sending ``data`` after a first ``send`` moved ``sent`` bytes; ``socket.timeout``
-    after ``timeout_s`` seconds without progress."""
+    ``timeout_s`` seconds after the peer last took a byte.
+
+    A first ``send`` that moved nothing (``sent == 0``) was blocked for a whole slice already: that
+    slice counts towards the deadline, so the wait is one deadline, not a fresh clock per send.
+    """
     view = memoryview(data)
     n = len(view)
-    last = time.monotonic()
-    while sent < n:
-        try:
-            k = sock.send(view[sent:])
-        except BlockingIOError:
-            if time.monotonic() - last >= timeout_s:
-                raise socket.timeout("send timed out") from None
-            continue
-        sent += k
-        last = time.monotonic()
+    slice_s = send_slice_s(timeout_s)
+    now = time.monotonic()
+    last = now - slice_s if sent == 0 else now
+    shortened = False
+    try:
+        while sent < n:
+            try:
+                k = sock.send(view[sent:])
+            except BlockingIOError:
+                left = timeout_s - (time.monotonic() - last)
+                if left <= 0:
+                    raise socket.timeout("send timed out") from None
+                if left < slice_s:
+                    # the last sleep ends at the deadline, not up to a slice after it
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(max(left, 0.001)))
+                    shortened = True
+                continue
+            sent += k
+            last = time.monotonic()
+    finally:
+        if shortened:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(slice_s))
 
 
 def make_send_all(sock: socket.socket, timeout_s: float) -> Callable[[memoryview | bytes], None]:
@@ -115,14 +134,32 @@ def set_nodelay(sock: socket.socket, on: bool) -> None:
 
 
 # --- data connections ----------------------------------------------------------------------------
+#
+# Each data connection proves first that it belongs to the authenticated session: magic, its stream
+# index and data_mac(session key, the run's nonce, index) (protocol.data_mac). The server reads these
+# introductions from all pending connections at once, each within its own short deadline, so a
+# stranger that connects and stays silent delays nobody; strangers are dropped and logged.
+
+DATA_MAGIC = b"IBD2"
+DATA_NONCE_BYTES = 16
+_DATA_HELLO = struct.Struct("!4sI32s")
+#: Connections waiting to introduce themselves at once; beyond, the oldest is dropped.
+MAX_PENDING_DATA = 64
+#: Strangers logged one by one per run; the rest are counted in one line.
+MAX_LOGGED_STRANGERS = 8
 
 
-def new_cookie() -> bytes:
-    return os.urandom(COOKIE_BYTES)
+def new_data_nonce() -> bytes:
+    return os.urandom(DATA_NONCE_BYTES)
 
 
-def connect_streams(host: str, port: int, n: int, cookie: bytes, timeout_s: float, socket_buffer: int | None = None) -> list[socket.socket]:
-    """Open ``n`` data connections to the server and introduce each with the run's cookie and its index."""
+def data_hello(key: bytes, nonce: bytes, index: int) -> bytes:
+    """The introduction data connection ``index`` sends first."""
+    return _DATA_HELLO.pack(DATA_MAGIC, index, data_mac(key, nonce, index))
+
+
+def connect_streams(host: str, port: int, n: int, key: bytes, nonce: bytes, timeout_s: float, socket_buffer: int | None = None) -> list[socket.socket]:
+    """Open ``n`` data connections to the server and introduce each as stream ``i`` of this session."""
     socks: list[socket.socket] = []
     try:
         for i in range(n):
@@ -133,7 +170,7 @@ def connect_streams(host: str, port: int, n: int, cookie: bytes, timeout_s: floa
             socks.append(s)
             tune_data_socket(s, timeout_s, socket_buffer)
             try:
-                s.sendall(_HELLO.pack(cookie, i))
+                s.sendall(data_hello(key, nonce, i))
             except OSError as e:
                 raise socket_error(e, f"{host}:{port}", f"data connection {i + 1} to be accepted", timeout_s) from None
     except BaseException:
@@ -142,54 +179,119 @@ def connect_streams(host: str, port: int, n: int, cookie: bytes, timeout_s: floa
     return socks
 
 
+@dataclass
+class _Pending:
+    conn: socket.socket
+    peer: str
+    deadline: float
+    buf: bytearray
+
+
 def accept_streams(
     listener: socket.socket,
     n: int,
-    cookie: bytes,
+    key: bytes,
+    nonce: bytes,
     timeout_s: float,
     log: Callable[[str], None],
     socket_buffer: int | None = None,
+    *,
+    hello_timeout_s: float = 2.0,
+    control: socket.socket | None = None,
 ) -> list[socket.socket]:
-    """Accept the run's ``n`` data connections; strangers (wrong cookie) are dropped and logged."""
+    """Accept the run's ``n`` data connections within ``timeout_s``; strangers are dropped and logged.
+
+    Every pending connection must introduce itself within ``hello_timeout_s`` (capped at
+    ``timeout_s``); connections are read side by side, so a silent one delays nobody. The client
+    says nothing on the ``control`` connection meanwhile: when it does, or hangs up, it has given
+    up, and so does this wait (PeerClosedError) instead of running into the timeout.
+    """
+    import selectors
+
+    hello_s = min(hello_timeout_s, timeout_s)
     deadline = time.monotonic() + timeout_s
     got: dict[int, socket.socket] = {}
+    pending: dict[socket.socket, _Pending] = {}
+    dropped = 0
+
+    def drop(p: _Pending, why: str) -> None:
+        nonlocal dropped
+        sel.unregister(p.conn)
+        del pending[p.conn]
+        p.conn.close()
+        dropped += 1
+        if dropped <= MAX_LOGGED_STRANGERS:
+            log(f"data connection from {p.peer}: dropped: {why}")
+
+    sel = selectors.DefaultSelector()
+    listener.setblocking(False)
+    sel.register(listener, selectors.EVENT_READ)
+    if control is not None:
+        sel.register(control, selectors.EVENT_READ)
     try:
         while len(got) < n:
-            left = deadline - time.monotonic()
-            if left <= 0:
+            now = time.monotonic()
+            for p in [p for p in pending.values() if p.deadline <= now]:
+                drop(p, f"no introduction within {hello_s:g} s")
+            if now >= deadline:
                 raise PeerTimeoutError(
                     f"only {len(got)} of {n} data connections arrived within {timeout_s:g} s",
                     hint="a firewall may block the data port the server chose; see the client's error",
                 )
-            listener.settimeout(left)
-            try:
-                conn, addr = listener.accept()
-            except socket.timeout:
-                continue
-            conn.settimeout(min(left, 5.0))
-            try:
-                buf = b""
-                while len(buf) < _HELLO.size:
-                    chunk = conn.recv(_HELLO.size - len(buf))
-                    if not chunk:
-                        break
-                    buf += chunk
-            except OSError:
-                buf = b""
-            if len(buf) != _HELLO.size:
-                log(f"data connection from {addr[0]}: dropped: no introduction")
-                conn.close()
-                continue
-            their_cookie, index = _HELLO.unpack(buf)
-            if not hmac.compare_digest(their_cookie, cookie) or index >= n or index in got:
-                log(f"data connection from {addr[0]}: dropped: not part of this run")
-                conn.close()
-                continue
-            tune_data_socket(conn, timeout_s, socket_buffer)
-            got[index] = conn
+            wake = min([deadline, *(p.deadline for p in pending.values())])
+            for ready, _ in sel.select(max(0.0, wake - now)):
+                if ready.fileobj is control:
+                    raise PeerClosedError(
+                        f"the client gave up (closed or wrote to the control connection) with {len(got)} of {n} data connections set up",
+                        hint="see the client's error",
+                    )
+                if ready.fileobj is listener:
+                    try:
+                        conn, addr = listener.accept()
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    if len(pending) >= MAX_PENDING_DATA:
+                        drop(next(iter(pending.values())), f"{MAX_PENDING_DATA} connections waited to introduce themselves")
+                    conn.setblocking(False)
+                    p = _Pending(conn, describe_peer(addr), time.monotonic() + hello_s, bytearray())
+                    pending[conn] = p
+                    sel.register(conn, selectors.EVENT_READ)
+                    continue
+                p = pending[ready.fileobj]  # type: ignore[index]
+                try:
+                    chunk = p.conn.recv(_DATA_HELLO.size - len(p.buf))
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError as e:
+                    drop(p, f"connection error before its introduction: {e.strerror or e}")
+                    continue
+                if not chunk:
+                    drop(p, "closed before its introduction")
+                    continue
+                p.buf += chunk
+                if len(p.buf) < _DATA_HELLO.size:
+                    continue
+                magic, index, mac = _DATA_HELLO.unpack(bytes(p.buf))
+                if magic != DATA_MAGIC or index >= n or not hmac.compare_digest(mac, data_mac(key, nonce, index)):
+                    drop(p, "its introduction does not belong to this run's session")
+                    continue
+                if index in got:
+                    drop(p, f"a second connection for stream {index + 1}")
+                    continue
+                sel.unregister(p.conn)
+                del pending[p.conn]
+                p.conn.setblocking(True)
+                tune_data_socket(p.conn, timeout_s, socket_buffer)
+                got[index] = p.conn
     except BaseException:
         close_all(list(got.values()))
         raise
+    finally:
+        for p in list(pending.values()):
+            drop(p, "no introduction before the run's own connections were all there")
+        sel.close()
+        if dropped > MAX_LOGGED_STRANGERS:
+            log(f"data connections: {dropped - MAX_LOGGED_STRANGERS} more strangers dropped during this run's set-up")
     return [got[i] for i in range(n)]
 
 
