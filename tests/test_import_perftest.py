@@ -108,13 +108,17 @@ def test_read_latency_is_a_round_trip():
     assert (run.meta.perftest.verb, run.meta.perftest.latency) == ("read", "round trip")
 
 
-def test_noise_lines_are_accepted_unknown_text_is_not():
+def test_noise_lines_are_skipped_a_bad_row_is_not():
     text = "Conflicting CPU frequency values detected: 1500.000000 != 3400.000000. CPU Frequency is not max.\n" + _bw("MiB/sec", "1.00", "1.00")
     assert len(importers.parse_text(text, "n.log").results) == 1
-    bad = _bw("MiB/sec", "1.00", "1.00").replace(" Link type       : IB\n", " Link type       : IB\nthe cat walked over the keyboard\n")
+    noisy = _bw("MiB/sec", "1.00", "1.00").replace(" Link type       : IB\n", " Link type       : IB\nthe cat walked over the keyboard\n")
+    run = importers.parse_text(noisy, "cat.log")
+    assert run.results == importers.parse_text(_bw("MiB/sec", "1.00", "1.00"), "bare.log").results and run.provenance.skipped_lines == 1
+    assert run.meta.perftest.link_layer == "IB"
+    bad = _bw("MiB/sec", "1.00", "1.00").replace("MsgRate[Mpps]\n", "MsgRate[Mpps]\n 4 1000 1.0\n")
     with pytest.raises(InputError) as e:
-        importers.parse_text(bad, "cat.log")
-    assert "cat.log:8:" in e.value.message
+        importers.parse_text(bad, "row.log")
+    assert "row.log:" in e.value.message and "expected 5 columns" in e.value.message
 
 
 def test_perftest_error_lines_are_failures():

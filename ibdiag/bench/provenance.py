@@ -1,21 +1,45 @@
 """Where a benchmark run's numbers come from: measured by ibdiag, or read from a tool's log, and what that log says.
 
 :class:`Provenance` is the place for everything a result is only comparable with: today the file a run
-was imported from (:class:`ImportInfo`) and the NCCL versions and warnings in its log. Issue 10 adds
-here what real logs say about the path the data took (NET/IB or NET/Socket, GPUDirect RDMA, the
-command line); the tool-specific header fields stay with the run's kind (``NcclTestsLog``,
-``PerftestLog``). The JSON is flat; a field the source does not have is left out.
+was imported from (:class:`ImportInfo`), the NCCL versions and warnings in its log, the command line
+found around the table (:class:`CommandLine`) and what NCCL's ``NCCL INFO`` lines say about the path
+the data took (:class:`NcclPath`: NET/IB or NET/Socket, GPUDirect RDMA, SHARP/CollNet/NVLS). The
+tool-specific header fields stay with the run's kind (``NcclTestsLog``, ``PerftestLog``). The JSON is
+flat, with ``command`` and ``nccl_path`` objects; a field the source does not have is left out.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from ibdiag.bench.jsonfields import Fields, put
+from ibdiag.bench.jsonfields import Fields, Scalar, put
 
 #: Most warning lines kept from a log (the count says how many there were).
 MAX_WARNINGS = 5
+#: Most hosts, devices or environment variables kept from a command line or NCCL's lines.
+MAX_NAMES = 256
+
+#: The benchmark options a command line is read for, by tool: flag -> name in ``CommandLine.options``
+#: (nccl-tests ``src/common.cu`` getopt table; perftest ``perftest_parameters.c``).
+NCCL_TESTS_OPTIONS = {
+    "-b": "min_bytes", "--minbytes": "min_bytes", "-e": "max_bytes", "--maxbytes": "max_bytes",
+    "-f": "step_factor", "--stepfactor": "step_factor", "-g": "gpus_per_thread", "--ngpus": "gpus_per_thread",
+    "-t": "threads", "--nthreads": "threads", "-n": "iters", "--iters": "iters",
+    "-w": "warmup_iters", "--warmup_iters": "warmup_iters", "-c": "check", "--check": "check",
+    "-d": "dtype", "--datatype": "dtype", "-o": "redop", "--op": "redop", "-z": "blocking", "--blocking": "blocking",
+    "-G": "cuda_graph", "--cudagraph": "cuda_graph", "-N": "cycles", "--run_cycles": "cycles",
+    "-I": "per_iter_timing", "--per_iter_timing": "per_iter_timing",
+}  # fmt: skip
+PERFTEST_OPTIONS = {
+    "-d": "device", "--ib-dev": "device", "-x": "gid_index", "--gid-index": "gid_index",
+    "-q": "qps", "--qp": "qps", "-s": "size", "--size": "size", "-a": "all_sizes", "--all": "all_sizes",
+    "-D": "duration_s", "--duration": "duration_s", "--report_gbits": "report_gbits", "-n": "iters", "--iters": "iters",
+    "-l": "post_list", "--post_list": "post_list", "-b": "bidirectional", "--bidirectional": "bidirectional",
+}  # fmt: skip
+#: Options that take no value.
+FLAG_OPTIONS = frozenset({"-a", "--all", "--report_gbits", "-b", "--bidirectional"})
 
 
 @dataclass(frozen=True)
@@ -76,6 +100,122 @@ class ImportInfo:
 
 
 @dataclass(frozen=True)
+class CommandLine:
+    """The command that produced the log, as found around the table (a prompt line, a script's echo).
+
+    ``options`` holds the benchmark's own flags by name (:data:`NCCL_TESTS_OPTIONS`,
+    :data:`PERFTEST_OPTIONS`): sizes in bytes, counts as integers, flags as True, the rest as given.
+    """
+
+    text: str
+    """The command as read (cut at 500 characters)."""
+    binary: str | None = None
+    """``all_reduce_perf``, ``ib_write_bw``."""
+    launcher: str | None = None
+    """``mpirun`` (``mpiexec``), ``srun``, or None when the binary was run directly."""
+    ranks: int | None = None
+    """``mpirun -np N`` / ``srun -n N``."""
+    nodes: int | None = None
+    """``srun -N N``, or the hosts of ``mpirun -H``."""
+    tasks_per_node: int | None = None
+    """``srun --ntasks-per-node N``, ``mpirun -npernode N`` / ``--map-by ppr:N:node``."""
+    hosts: tuple[str, ...] = ()
+    """``mpirun -H a:8,b:8`` / ``--host``."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """``mpirun -x VAR=value`` and ``VAR=value`` before the command."""
+    options: Mapping[str, Scalar] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "binary": self.binary,
+            "launcher": self.launcher,
+            "ranks": self.ranks,
+            "nodes": self.nodes,
+            "tasks_per_node": self.tasks_per_node,
+            "hosts": list(self.hosts),
+            "env": dict(self.env),
+            "options": dict(self.options),
+        }
+
+    @classmethod
+    def read(cls, f: Fields) -> CommandLine:
+        env = f.scalars("env")
+        return cls(
+            text=f.text("text") or "",
+            binary=f.text("binary"),
+            launcher=f.text("launcher"),
+            ranks=f.integer("ranks", 1, 1 << 24),
+            nodes=f.integer("nodes", 1, 1 << 24),
+            tasks_per_node=f.integer("tasks_per_node", 1, 1 << 16),
+            hosts=f.texts("hosts", MAX_NAMES),
+            env={k: str(v) for k, v in env.items()},
+            options=f.scalars("options"),
+        )
+
+
+@dataclass(frozen=True)
+class NcclPath:
+    """What NCCL's own ``NCCL INFO`` lines (``NCCL_DEBUG=INFO``) say about the path the data took."""
+
+    transport: str | None = None
+    """The network NCCL used between nodes: ``IB`` (InfiniBand or RoCE verbs) or ``Socket`` (TCP), from
+    ``Using network X``, else ``via NET/X`` channel lines, else the last ``NET/X : Using`` line."""
+    net_plugin: str | None = None
+    """``internal`` (no plugin found) or the plugin's name (``NET/Plugin`` lines)."""
+    devices: tuple[str, ...] = ()
+    """What ``NET/IB : Using`` / ``NET/Socket : Using`` listed: ``mlx5_0:1/IB``, ``mlx5_1:1/RoCE``, ``eth0``."""
+    gdr: bool | None = None
+    """GPUDirect RDMA: True when channels went ``via NET/IB/0/GDRDMA`` (or ``GDR 1``), False when network
+    channels were listed without it (or ``GDR 0``), None when the log does not say."""
+    sharp: bool | None = None
+    """SHARP in-network reduction named (a SHARP plugin, ``CollNet`` over SHARP)."""
+    collnet: bool | None = None
+    """CollNet channels above 0."""
+    nvls: bool | None = None
+    """NVLink SHARP (NVLS) channels above 0."""
+    algorithms: tuple[str, ...] = ()
+    """``ring``, ``tree`` (``Connected all rings/trees``, ``NCCL_ALGO``)."""
+    channels: int | None = None
+    """``N coll channels``: the collective channels per communicator."""
+    nodes: int | None = None
+    """``nNodes N`` of the communicator's init line."""
+    info_lines: int = 0
+    """How many ``NCCL INFO`` lines the log had."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "transport": self.transport,
+            "net_plugin": self.net_plugin,
+            "devices": list(self.devices),
+            "gdr": self.gdr,
+            "sharp": self.sharp,
+            "collnet": self.collnet,
+            "nvls": self.nvls,
+            "algorithms": list(self.algorithms),
+            "channels": self.channels,
+            "nodes": self.nodes,
+            "info_lines": self.info_lines,
+        }
+
+    @classmethod
+    def read(cls, f: Fields) -> NcclPath:
+        return cls(
+            transport=f.text("transport"),
+            net_plugin=f.text("net_plugin"),
+            devices=f.texts("devices", MAX_NAMES),
+            gdr=f.flag("gdr"),
+            sharp=f.flag("sharp"),
+            collnet=f.flag("collnet"),
+            nvls=f.flag("nvls"),
+            algorithms=f.texts("algorithms", 8),
+            channels=f.integer("channels", 0, 1 << 16),
+            nodes=f.integer("nodes", 1, 1 << 24),
+            info_lines=f.integer("info_lines", 0) or 0,
+        )
+
+
+@dataclass(frozen=True)
 class Provenance:
     """What produced the numbers, as far as the run or its log says."""
 
@@ -90,9 +230,20 @@ class Provenance:
     """The first NCCL WARN/ERROR lines of the log (``line 5: ...``), at most MAX_WARNINGS."""
     nccl_warning_count: int | None = None
     """How many NCCL WARN/ERROR lines the log has."""
+    command: CommandLine | None = None
+    """The command line found around the table."""
+    nccl_path: NcclPath | None = None
+    """What the log's ``NCCL INFO`` lines say (None when it has none)."""
+    skipped_lines: int | None = None
+    """Lines around the table that were not part of it (prompts, launcher output, debug lines)."""
 
     def to_json(self) -> dict[str, Any]:
         doc = {} if self.imported is None else self.imported.to_json()
+        if self.command is not None:
+            doc["command"] = self.command.to_json()
+        if self.nccl_path is not None:
+            doc["nccl_path"] = self.nccl_path.to_json()
+        put(doc, "skipped_lines", self.skipped_lines)
         put(doc, "nccl_tests_version", self.nccl_tests_version)
         put(doc, "nccl_version", self.nccl_version)
         put(doc, "nccl_errors", self.nccl_errors)
@@ -110,4 +261,12 @@ class Provenance:
             nccl_errors=f.texts("nccl_errors", 1 << 16),
             nccl_warnings=f.texts("nccl_warnings", 1 << 16),
             nccl_warning_count=f.integer("nccl_warning_count", 0),
+            command=_maybe(f, "command", CommandLine.read),
+            nccl_path=_maybe(f, "nccl_path", NcclPath.read),
+            skipped_lines=f.integer("skipped_lines", 0),
         )
+
+
+def _maybe(f: Fields, key: str, read: Any) -> Any:
+    sub = f.object(key)
+    return None if sub is None else read(sub)

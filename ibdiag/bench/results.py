@@ -66,6 +66,25 @@ class LatencyStats:
 
 
 @dataclass(frozen=True)
+class IterStats:
+    """nccl-tests' per-iteration summary of one row half (``-I 1``: i_min, i_max, i_p99, i_cv%), µs and %."""
+
+    min_us: float
+    max_us: float
+    p99_us: float
+    cv_pct: float
+    """Standard deviation over the mean of the iterations' times, percent."""
+
+    def to_json(self) -> dict[str, float]:
+        return {"min": self.min_us, "max": self.max_us, "p99": self.p99_us, "cv_pct": self.cv_pct}
+
+    @classmethod
+    def read(cls, f: Fields) -> IterStats:
+        v = {k: f.number(k, 0.0, required=True) for k in ("min", "max", "p99", "cv_pct")}
+        return cls(v["min"], v["max"], v["p99"], v["cv_pct"])  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
 class P2PResult:
     """Point-to-point result for one message size."""
 
@@ -147,6 +166,8 @@ class CollectiveResult:
     """Slowest rank's time (µs)."""
     max_error: float | None = None
     """Largest absolute error, which nccl-tests printed instead of #wrong before 2022 (``error`` column)."""
+    iter_us: IterStats | None = None
+    """nccl-tests ``-I 1``: the per-iteration times' min, max, p99 and cv of this row half."""
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -165,6 +186,8 @@ class CollectiveResult:
         }
         if self.max_error is not None:
             doc["max_error"] = self.max_error
+        if self.iter_us is not None:
+            doc["iter_us"] = self.iter_us.to_json()
         return doc
 
     @classmethod
@@ -184,6 +207,7 @@ class CollectiveResult:
             time_us_min=f.number("time_us_min", 0.0),
             time_us_max=f.number("time_us_max", 0.0),
             max_error=f.number("max_error", 0.0),
+            iter_us=None if f.object("iter_us") is None else IterStats.read(f.object("iter_us")),  # type: ignore[arg-type]
         )
 
 

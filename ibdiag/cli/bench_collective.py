@@ -282,8 +282,10 @@ def import_command(
     """Read nccl-tests (*_perf) and perftest (ib_*_bw, ib_*_lat, --out_json) logs into ibdiag's results.
 
     Every nccl-tests format era, mpirun --tag-output prefixes, interleaved runs (reported, never
-    averaged); perftest MB/sec, MiB/sec and Gb/sec, duration mode. Unrecognised lines: exit 2 with the
-    line number.
+    averaged); perftest MB/sec, MiB/sec and Gb/sec, duration mode. Logs as captured are fine: prompts,
+    command lines, NCCL INFO lines, launcher output, '> ' quotes, CRLF and colours around the table
+    are read for provenance or skipped. Exit 2: no table, a row that does not fit its header (with
+    its line number), an empty or binary file.
 
     \b
     Examples:
@@ -292,12 +294,12 @@ def import_command(
       ibdiag bench import ib_write_bw.log --save link.json
     """
     from ibdiag.bench.collective.config import CollectiveConfig
-    from ibdiag.importers import parse_runs, read_text, select_run
+    from ibdiag.importers import read_runs, select_run
     from ibdiag.importers.checks import import_findings
 
     cfg = read_config(config).section("collective", CollectiveConfig)
     check_output_path(save, "--save")
-    text, source = read_text(file)
-    run, extra = select_run(parse_runs(text, source, op=op, file_name=Path(source).name), source, run_index)
+    runs, source = read_runs(file, op=op)
+    run, extra = select_run(runs, source, run_index)
     findings = extra + import_findings(run, cfg)
     return _emit_run(run, findings, fmt, save, strict)

@@ -10,10 +10,14 @@ Formats recognised by content, not by file name:
 The interface other commands use (``ibdiag verdict --nccl-tests FILE`` among them):
 
 ``load(path) -> BenchRun``
-    The one run in the file. Raises :class:`~ibdiag.errors.InputError` (exit 2) for an unreadable
-    file, an unrecognised line (the message names its number), a file without result rows, and a
-    file that holds several runs: they are never averaged, and the message says how many there are
-    and how they were told apart. Callers that can handle several runs use ``parse_runs``.
+    The one run in the file, read as a stream. Raises :class:`~ibdiag.errors.InputError` (exit 2) for
+    an unreadable, empty or binary file, a file without a result table, a row that does not fit its
+    header (the message names its line), a file without result rows, and a file that holds several
+    runs: they are never averaged, and the message says how many there are and how they were told
+    apart. Lines around the table (prompts, command lines, NCCL debug lines, launcher chatter) are
+    read for provenance or skipped. Callers that can handle several runs use ``read_runs``.
+``read_runs(path, *, op=None, file_name=None) -> (list[BenchRun], source)``
+    Every run in the file at ``path`` (``-``: stdin; ``.gz`` opened transparently).
 ``parse_text(text, source="<text>") -> BenchRun``
     The same for text already in memory.
 ``parse_runs(text, source="<text>", *, op=None, file_name=None) -> list[BenchRun]``
@@ -25,17 +29,18 @@ The interface other commands use (``ibdiag verdict --nccl-tests FILE`` among the
 
 A run is typed: nccl-tests runs have a ``CollectiveMeta`` (``op`` None when the log does not say and
 the table fits several ops) whose ``nccl_tests`` part holds the header's ranks and parameters, the
-footer's average and out-of-bounds count and ``complete``; perftest runs a ``P2PMeta`` with the
-``perftest`` banner. Every parser here is a pure function of text; a format is one module listed in
+footer's average and out-of-bounds count, ``complete``, ``header`` (cut or whole) and ``-N`` cycles;
+perftest runs a ``P2PMeta`` with the ``perftest`` banner; both carry the command line and (nccl-tests)
+the NCCL path in ``provenance``. Every parser here is a pure function of text; a format is one module listed in
 :data:`TEXT_FORMATS` or :data:`JSON_FORMATS`.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
-import re
-import sys
+from collections import deque
+from collections.abc import Iterable, Iterator
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -45,83 +50,104 @@ from ibdiag.collectives import get_op
 from ibdiag.errors import InputError, UsageError
 from ibdiag.importers import nccl_tests, nccl_tests_json, perftest, perftest_json
 from ibdiag.importers.checks import multiple_runs
+from ibdiag.importers.context import Context
+from ibdiag.importers.lines import Line, iter_lines
+from ibdiag.importers.source import MAX_BYTES, open_log
 from ibdiag.report.model import Finding
-from ibdiag.importers.lines import split_lines
 
-__all__ = ["load", "parse_text", "parse_runs", "read_text", "select_run"]
+__all__ = ["MAX_BYTES", "load", "parse_text", "parse_runs", "read_runs", "select_run"]
 
-_PREFIXED = re.compile(r"^\[\d+(?:,\d+\]<\w+>:|\]\s)")
-"""A line prefixed by mpirun --tag-output ([1,0]<stdout>:) or -prepend-rank ([0] ), not a JSON list."""
-
-#: Text formats, tried in order: each module has ``looks_like(lines)`` and
-#: ``parse_log(text, source, *, op, file_name) -> list[BenchRun]``.
+#: Text formats, tried in order: each module has ``marks(line)`` (a line only that tool prints) and
+#: ``parse_lines(lines, context, source, *, op, file_name) -> list[BenchRun]``.
 TEXT_FORMATS: tuple[Any, ...] = (nccl_tests, perftest)
 #: JSON formats: ``is_json_doc(doc)`` and ``parse_doc(doc, source, *, op, file_name) -> BenchRun``
 #: (ibdiag's own ``ibdiag.bench/1`` documents are read before these).
 JSON_FORMATS: tuple[Any, ...] = (nccl_tests_json, perftest_json)
 
-MAX_BYTES = 512 * 2**20
-"""Logs larger than this are refused (a 512 MiB benchmark log is surely something else)."""
+_LOOKAHEAD_BYTES = 8 * 2**20
+"""Lines kept while no format has shown itself yet (older ones are noise before the table and dropped)."""
+_EMPTY_HINT = "give the output of an nccl-tests *_perf or perftest ib_* run"
 
 
-def read_text(path: str | Path) -> tuple[str, str]:
-    """(text, source name) of a log file; ``-`` reads stdin; gzip files are opened transparently."""
-    if str(path) == "-":
-        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
-        source = "<stdin>"
+def parse_json(text: str, source: str, *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
+    """A JSON document: ibdiag's own, nccl-tests ``-J`` or perftest ``--out_json``."""
+    if "MsgSize" in text:
+        doc = perftest_json.load_json_text(text, source)
     else:
-        p = Path(path)
-        if p.is_dir():
-            raise InputError(f"{p}: is a directory", hint="give the log file itself")
         try:
-            if p.stat().st_size > MAX_BYTES:
-                raise InputError(f"{p}: larger than {MAX_BYTES // 2**20} MiB", hint="give the benchmark's own log, not a whole job log")
-            data = p.read_bytes()
-        except FileNotFoundError:
-            raise InputError(f"{p}: no such file", hint="check the path") from None
-        except PermissionError:
-            raise InputError(f"{p}: permission denied", hint="check the file's permissions") from None
-        except OSError as e:
-            raise InputError(f"{p}: cannot read: {e.strerror}", hint="check the file") from None
-        source = str(p)
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as e:
-            raise InputError(f"{source}: a damaged gzip file ({e})", hint="check the file") from None
-    if b"\x00" in data[:65536]:
-        raise InputError(f"{source}: a binary file, not a text log", hint="give the text output of nccl-tests or perftest")
-    return data.decode("utf-8", errors="replace"), source
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{source}:{e.lineno}: not JSON ({e.msg})", hint=nccl_tests.HINT) from None
+        except RecursionError:
+            raise InputError(f"{source}: JSON nested too deeply", hint=nccl_tests.HINT) from None
+    if isinstance(doc, dict) and "schema" in doc:
+        if doc["schema"] != SCHEMA:
+            raise InputError(f"{source}: schema is {str(doc['schema'])[:80]!r}, expected {SCHEMA}", hint="give a file written by ibdiag bench ... --save or -o json")
+        return [bench_run_from_json(doc, source=source)]
+    for fmt in JSON_FORMATS:
+        if fmt.is_json_doc(doc):
+            return [fmt.parse_doc(doc, source, op=op, file_name=file_name)]
+    raise InputError(f"{source}: JSON, but neither nccl-tests -J, perftest --out_json nor ibdiag bench output", hint=nccl_tests.HINT)
+
+
+def parse_lines(raw_lines: Iterable[str], source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
+    """Every run in a text log given line by line (read lazily: memory is bounded by the rows kept).
+
+    Every line goes to the :class:`~ibdiag.importers.context.Context` first (command lines, NCCL
+    lines); the others are held until a line only one format prints (its ``marks``) says whose table
+    this is, then that format reads them all. No marker at all: InputError (no table).
+    """
+    op = None if op is None else get_op(op).name
+    ctx = Context()
+    table_lines: Iterator[Line] = (ln for ln in iter_lines(raw_lines) if not ctx.feed(ln))
+    held: deque[Line] = deque()
+    held_bytes = 0
+    seen = 0
+    first: Line | None = None
+    for ln in table_lines:
+        if ln.text.strip():
+            seen += 1
+            first = first or ln
+        for fmt in TEXT_FORMATS:
+            if fmt.marks(ln):
+                return fmt.parse_lines(chain(held, [ln], table_lines), ctx, source, op=op, file_name=file_name)
+        held.append(ln)
+        held_bytes += len(ln.text) + 64
+        while held_bytes > _LOOKAHEAD_BYTES and held:
+            held_bytes -= len(held.popleft().text) + 64
+    if ctx.commands or ctx.facts.info_lines:
+        what = "the command line and NCCL's lines are there, but no result table"
+    elif first is None:
+        raise InputError(f"{source}: empty (no text lines)", hint=_EMPTY_HINT)
+    else:
+        what = f"neither nccl-tests nor perftest output (first line {first.number}: {first.text.strip()[:80]!r})"
+    raise InputError(f"{source}: no benchmark table found: {what}", hint=nccl_tests.HINT)
 
 
 def parse_runs(text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
-    """Every run in ``text`` (see the module docstring); InputError for anything unrecognised."""
-    op = None if op is None else get_op(op).name
+    """Every run in ``text`` (see the module docstring); InputError for a file without a table."""
     stripped = text.lstrip()
     if not stripped:
-        raise InputError(f"{source}: empty", hint="give the output of an nccl-tests *_perf or perftest ib_* run")
-    if stripped[0] == "{" or (stripped[0] == "[" and not _PREFIXED.match(stripped)):
-        if "MsgSize" in text:
-            doc = perftest_json.load_json_text(text, source)
-        else:
-            try:
-                doc = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise InputError(f"{source}:{e.lineno}: not JSON ({e.msg})", hint=nccl_tests.HINT) from None
-        if isinstance(doc, dict) and "schema" in doc:
-            if doc["schema"] != SCHEMA:
-                raise InputError(f"{source}: schema is {doc['schema']!r}, expected {SCHEMA}", hint="give a file written by ibdiag bench ... --save or -o json")
-            return [bench_run_from_json(doc, source=source)]
-        for fmt in JSON_FORMATS:
-            if fmt.is_json_doc(doc):
-                return [fmt.parse_doc(doc, source, op=op, file_name=file_name)]
-        raise InputError(f"{source}: JSON, but neither nccl-tests -J, perftest --out_json nor ibdiag bench output", hint=nccl_tests.HINT)
-    lines = split_lines(text)
-    for fmt in TEXT_FORMATS:
-        if fmt.looks_like(lines):
-            return fmt.parse_log(text, source, op=op, file_name=file_name)
-    first = next((ln for ln in lines if ln.text.strip()), lines[0])
-    raise InputError(f"{source}:{first.number}: neither nccl-tests nor perftest output: {first.text.strip()[:100]!r}", hint=nccl_tests.HINT)
+        raise InputError(f"{source}: empty", hint=_EMPTY_HINT)
+    if stripped[0] == "{" or (stripped[0] == "[" and not _prefixed(stripped)):
+        return parse_json(text, source, op=None if op is None else get_op(op).name, file_name=file_name)
+    return parse_lines(text.splitlines(), source, op=op, file_name=file_name)
+
+
+def _prefixed(text: str) -> bool:
+    from ibdiag.importers.source import _PREFIXED
+
+    return bool(_PREFIXED.match(text[:64].encode("utf-8", errors="replace")))
+
+
+def read_runs(path: str | Path, *, op: str | None = None, file_name: str | None = None) -> tuple[list[BenchRun], str]:
+    """(every run in the log at ``path``, its source name), reading a text log as a stream
+    (:mod:`~ibdiag.importers.source`: ``-`` is stdin, gzip is opened transparently, bounded size)."""
+    log = open_log(path)
+    name = file_name if file_name is not None else (Path(log.source).name if log.source != "<stdin>" else None)
+    if log.is_json:
+        return parse_json(log.json_text(), log.source, op=None if op is None else get_op(op).name, file_name=name), log.source
+    return parse_lines(log.lines(), log.source, op=op, file_name=name), log.source
 
 
 def describe_runs(runs: list[BenchRun]) -> str:
@@ -187,5 +213,5 @@ def parse_text(text: str, source: str = "<text>", *, op: str | None = None, file
 
 def load(path: str | Path) -> BenchRun:
     """The one run in the log at ``path`` (see the module docstring for what is accepted and refused)."""
-    text, source = read_text(path)
-    return parse_text(text, source, file_name=Path(source).name)
+    runs, source = read_runs(path)
+    return select_run(runs, source)[0]

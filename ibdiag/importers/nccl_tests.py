@@ -1,4 +1,4 @@
-"""nccl-tests ``*_perf`` output -> :class:`BenchRun` (``kind: collective``), every format era.
+"""nccl-tests ``*_perf`` output -> :class:`BenchRun` (``kind: collective``), every format era, as people capture it.
 
 Pure functions of text. What is read (see ``shared/reference/FORMATS.md``):
 
@@ -7,42 +7,48 @@ Pure functions of text. What is read (see ``shared/reference/FORMATS.md``):
 * Aug 2022 - 2025: ``Group`` in the rank lines, ``#wrong`` integers, ``root`` ``-1`` where it does not
   apply, ``agg iters: 1 validation: 1 graph: 0``;
 * 2025 on: ``# nccl-tests version ...``, ``# Collective test starting: all_reduce_perf``, PCI ids like
-  ``[000f:01:00]``, ``unalign: 0``, ``# Collective test concluded``; optional ``timestamp``/``cputime``
-  and per-iteration columns;
+  ``[000f:01:00]``, ``unalign: 0``, ``# Collective test concluded``; ``timestamp``/``cputime`` columns,
+  ``-I 1`` per-iteration columns (kept per row as ``iter_us``) and ``-N`` cycles (the table printed
+  again: the first cycle's rows are the run's, every cycle is summarised in ``cycle_stats``);
 * ``N/A`` in a ``#wrong`` column (sendrecv, ``-c 0``);
-* lines prefixed by ``mpirun --tag-output`` (``[1,0]<stdout>:``), ``[0] `` or ``srun --label``;
-* NCCL's own ``NCCL INFO``/``NCCL WARN`` lines (skipped, warnings kept);
+* lines prefixed by ``mpirun --tag-output`` (``[1,0]<stdout>:``), ``[0] `` or ``srun --label``, and
+  whatever surrounds the table (:mod:`~ibdiag.importers.lines` cleans CR, ANSI escapes and ``> ``
+  quotes; :mod:`~ibdiag.importers.context` reads command lines and ``NCCL INFO`` lines; prompts,
+  launcher chatter and script output are skipped and counted);
+* a paste that starts at the units line ``#  (B) (elements)`` or at the rows: the columns are told
+  from the rows' shape (:func:`~ibdiag.importers.nccl_tests_table.columns_from_row`) and the run says
+  its header was cut;
 * several runs in one file: one after the other, one per tag, or interleaved line by line (a binary
   built without MPI started by mpirun runs N independent 1-rank jobs). Runs are returned separately,
   never averaged; rows of untagged interleaved runs are attributed in order of appearance (the k-th
   copy of a size goes to the k-th run), which the run's ``separation`` says.
 
-The ``-J`` JSON file is :mod:`~ibdiag.importers.nccl_tests_json`'s; which op a run measured and its
-metadata are decided for both in :mod:`~ibdiag.importers.nccl_tests_run`.
-
-The table's columns are read from the header line, so a column added or dropped in some version is
-found where it is. Any other line is an error naming its number.
+Refused (InputError with the line number): no table, a row that does not fit its header, a run that
+reports a failure (``Test NCCL failure``), more than :data:`MAX_ROWS` rows of distinct sizes.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ibdiag.bench.collective.meta import NcclRank, NcclTestsLog
-from ibdiag.bench.provenance import MAX_WARNINGS, ImportInfo, Provenance, RunPosition
+from ibdiag.bench.collective.meta import CycleStats, NcclRank, NcclTestsLog
+from ibdiag.bench.provenance import ImportInfo, Provenance, RunPosition
 from ibdiag.bench.results import BenchRun, CollectiveResult
 from ibdiag.collectives import op_in_text
 from ibdiag.errors import InputError
-from ibdiag.importers.lines import Line, number, split_lines, whole
+from ibdiag.importers.context import Context
+from ibdiag.importers.lines import Line, iter_lines
 from ibdiag.importers.nccl_tests_run import choose_op, collective_meta
+from ibdiag.importers.nccl_tests_table import HINT, Columns, columns_from_row, parse_columns, parse_row, row_shaped
 
-HINT = "ibdiag bench import reads nccl-tests *_perf output and perftest ib_* output; remove unrelated lines or give --op"
+__all__ = ["HINT", "MAX_ROWS", "looks_like", "marks", "parse_lines", "parse_log"]
 
-_NCCL_DEBUG = re.compile(r"\bNCCL (INFO|WARN|TRACE|ERROR|ABORT)\b")
-_NCCL_VERSION = re.compile(r"^NCCL version (\S+)")
+MAX_ROWS = 1 << 17
+"""Most row halves of distinct sizes kept per run (a real table has tens; ``-i`` steps a few thousand)."""
+
 _FAILURE = re.compile(r"\bTest (?:NCCL |CUDA )?failure\b|\bTest failure\b")
 _RANK_LINE = re.compile(
     r"^Rank\s+(?P<rank>\d+)(?:\s+Group\s+(?P<group>\d+))?\s+Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<gpu>.*)$"
@@ -52,8 +58,7 @@ _STARTING = re.compile(r"^Collective test starting:\s*(?P<name>\S+)")
 _CONCLUDED = re.compile(r"^Collective test concluded:\s*(?P<name>\S+)")
 _OOB = re.compile(r"^Out of bounds values\s*:\s*(?P<n>\d+)\s*(?P<state>\w*)")
 _AVG = re.compile(r"^Avg bus bandwidth\s*:\s*(?P<v>[-+0-9.eEnaNinf]+)\s*(?P<state>\w*)")
-_TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_CLOCK = re.compile(r"^\d{2}:\d{2}:\d{2}$")
+_UNITS = re.compile(r"^\(B\)\s+\(elements\)")
 
 _PARAM_PATTERNS = (
     ("nThread", r"nThread\s+(\d+)"),
@@ -69,17 +74,35 @@ _PARAM_PATTERNS = (
     ("unalign", r"unalign:\s+(\d+)"),
 )
 
-@dataclass
-class _Columns:
-    head: list[str]
-    """The columns before the first half (size, count, type, redop, root)."""
-    halves: list[list[str]]
-    timestamp: bool
-    line: int
 
-    @property
-    def width(self) -> int:
-        return len(self.head) + sum(len(h) for h in self.halves)
+@dataclass
+class _Cycles:
+    """Running per-(size, placement) statistics over every cycle, in constant memory per size."""
+
+    count: int = 1
+    stats: dict[tuple[int, bool], list[float]] = field(default_factory=dict)
+    """(bytes, in_place) -> [n, busbw min, busbw sum, busbw max, time min, time max]."""
+    busbw_sum: float = 0.0
+    rows: int = 0
+
+    def add(self, r: CollectiveResult) -> None:
+        self.busbw_sum += r.busbw_gbs
+        self.rows += 1
+        s = self.stats.get((r.bytes, r.in_place))
+        if s is None:
+            if len(self.stats) >= MAX_ROWS:
+                return
+            self.stats[(r.bytes, r.in_place)] = [1, r.busbw_gbs, r.busbw_gbs, r.busbw_gbs, r.time_us, r.time_us]
+            return
+        s[0] += 1
+        s[1] = min(s[1], r.busbw_gbs)
+        s[2] += r.busbw_gbs
+        s[3] = max(s[3], r.busbw_gbs)
+        s[4] = min(s[4], r.time_us)
+        s[5] = max(s[5], r.time_us)
+
+    def summary(self) -> tuple[CycleStats, ...]:
+        return tuple(CycleStats(b, ip, int(s[0]), s[1], s[2] / s[0], s[3], s[4], s[5]) for (b, ip), s in self.stats.items())
 
 
 @dataclass
@@ -91,13 +114,18 @@ class _Run:
     binary: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     ranks: list[NcclRank] = field(default_factory=list)
-    columns: _Columns | None = None
+    columns: Columns | None = None
+    header: str | None = None
     rows: list[CollectiveResult] = field(default_factory=list)
+    cycles: _Cycles = field(default_factory=_Cycles)
+    last_size: int = -1
+    """The size of the last row read, in whichever cycle."""
     oob: int | None = None
     avg_reported: float | None = None
     finished: bool = False
     concluded: bool = False
     blocking: bool = False
+    units_seen: bool = False
     errors: list[str] = field(default_factory=list)
     eras: set[str] = field(default_factory=set)
     interleaved: bool = False
@@ -118,94 +146,11 @@ def _parse_params(body: str) -> dict[str, Any]:
     return out
 
 
-def _parse_columns(body: str, line_no: int, source: str) -> _Columns:
-    tokens = body.split()
-    times = [i for i, t in enumerate(tokens) if t in ("time", "cputime")]
-    if not times:
-        raise InputError(f"{source}:{line_no}: a table header without a time column", hint=HINT)
-    timestamp = tokens[-1] == "timestamp"
-    if timestamp:
-        tokens = tokens[:-1]
-    head = tokens[: times[0]]
-    halves = [tokens[a:b] for a, b in zip(times, [*times[1:], len(tokens)])]
-    for need in ("size", "count", "type"):
-        if need not in head:
-            raise InputError(f"{source}:{line_no}: table header without a {need!r} column", hint=HINT)
-    for h in halves:
-        if "algbw" not in h or "busbw" not in h:
-            raise InputError(f"{source}:{line_no}: table header without algbw/busbw", hint=HINT)
-    return _Columns(head, halves, timestamp, line_no)
-
-
-def _parse_row(line: Line, cols: _Columns, source: str) -> list[CollectiveResult]:
-    tokens = line.text.split()
-    if cols.timestamp and len(tokens) >= 2 and _TIMESTAMP.match(tokens[-2]) and _CLOCK.match(tokens[-1]):
-        tokens = tokens[:-2]
-    n = line.number
-    halves = list(cols.halves)
-    in_place_flags = [False, True][: len(halves)] if len(halves) > 1 else [False]
-    if len(tokens) != cols.width:
-        if len(halves) == 2 and len(tokens) == len(cols.head) + len(halves[1]):
-            halves, in_place_flags = [halves[1]], [True]  # out-of-place left blank (nccl-tests trace replay)
-        else:
-            raise InputError(f"{source}:{n}: expected {cols.width} columns as in the header (line {cols.line}), found {len(tokens)}", hint=HINT)
-    head = dict(zip(cols.head, tokens))
-    size = whole(head["size"], f"{source}:{n}", "size", HINT)
-    count = whole(head["count"], f"{source}:{n}", "count", HINT)
-    dtype = head["type"]
-    redop = head.get("redop")
-    if redop is not None and redop.lower() == "none":
-        redop = None
-    root_tok = head.get("root")
-    root = None
-    if root_tok is not None:
-        r = whole(root_tok, f"{source}:{n}", "root", HINT)
-        root = r if r >= 0 else None
-    out: list[CollectiveResult] = []
-    pos = len(cols.head)
-    for names, in_place in zip(halves, in_place_flags):
-        vals = dict(zip(names, tokens[pos : pos + len(names)]))
-        pos += len(names)
-        if all(v == "-" for v in vals.values()):
-            continue  # a half that was not measured (ibdiag prints '-', e.g. all_reduce out of place)
-        time_us = number(vals[names[0]], f"{source}:{n}", names[0], HINT)
-        algbw = number(vals["algbw"], f"{source}:{n}", "algbw", HINT)
-        busbw = number(vals["busbw"], f"{source}:{n}", "busbw", HINT)
-        wrong: int | None = None
-        error: float | None = None
-        if "#wrong" in vals:
-            w = vals["#wrong"]
-            if w.upper() != "N/A":
-                wrong = int(round(number(w, f"{source}:{n}", "#wrong", HINT)))
-        elif "error" in vals:
-            e = vals["error"]
-            if e.upper() != "N/A":
-                error = number(e, f"{source}:{n}", "error", HINT)
-        out.append(
-            CollectiveResult(
-                bytes=size,
-                count=count,
-                dtype=dtype,
-                redop=redop,
-                root=root,
-                in_place=in_place,
-                time_us=time_us,
-                algbw_gbs=algbw,
-                busbw_gbs=busbw,
-                wrong=wrong,
-                **({"max_error": error} if error is not None else {}),
-            )
-        )
-    return out
-
-
 class _Parser:
     def __init__(self, source: str) -> None:
         self.source = source
         self.runs: list[_Run] = []
-        self.nccl_warnings: list[tuple[int, str]] = []
-        self.nccl_version: str | None = None
-        self.debug_lines = 0
+        self.skipped = 0
 
     # which run a line belongs to ------------------------------------------------------------------
 
@@ -251,15 +196,8 @@ class _Parser:
         s = line.text.strip()
         if not s:
             return
-        if _NCCL_DEBUG.search(s):
-            self.debug_lines += 1
-            kind = _NCCL_DEBUG.search(s).group(1)  # type: ignore[union-attr]
-            if kind in ("WARN", "ERROR", "ABORT"):
-                self.nccl_warnings.append((line.number, s[:300]))
-            return
-        m = _NCCL_VERSION.match(s)
-        if m:
-            self.nccl_version = m.group(1)
+        if line.truncated:
+            self.skipped += 1
             return
         if s.startswith("#"):
             self._comment(line, s.lstrip("#").strip())
@@ -269,11 +207,10 @@ class _Parser:
                 f"{self.source}:{line.number}: the nccl-tests run reported a failure: {s[:200]}",
                 hint="the run did not finish: fix the failure (NCCL_DEBUG=WARN shows why) and rerun",
             )
-        first = s.split()[0]
-        if first.isdigit():
-            self._row(line)
+        tokens = s.split()
+        if row_shaped(tokens) and self._row(line, tokens):
             return
-        raise InputError(f"{self.source}:{line.number}: not nccl-tests output: {s[:100]!r}", hint=HINT)
+        self.skipped += 1  # a prompt, launcher chatter, a script's output: not part of the table
 
     def _comment(self, line: Line, body: str) -> None:
         tag, n = line.tag, line.number
@@ -320,11 +257,17 @@ class _Parser:
         tokens = body.split()
         if "size" in tokens and "count" in tokens:
             run = self._for_header(tag, n, lambda r: r.columns is None)
-            run.columns = _parse_columns(body, n, self.source)
+            run.columns = parse_columns(body, n, self.source)
             if any("error" in h for h in run.columns.halves):
                 run.eras.add("old")
             elif any("#wrong" in h for h in run.columns.halves):
                 run.eras.add("2022")
+            return
+        if _UNITS.match(body):
+            open_runs = [r for r in self._open(tag) if r.columns is not None]
+            if not open_runs:
+                run = self._for_header(tag, n, lambda r: r.columns is None)
+                run.units_seen = True
             return
         m = _OOB.match(body)
         if m:
@@ -353,17 +296,25 @@ class _Parser:
         if body.startswith("error:"):
             cands = [r for r in self.runs if r.tag == tag]
             if cands:
-                cands[-1].errors.append(body[len("error:") :].strip())
+                cands[-1].errors.append(body[len("error:") :].strip()[:300])
             return
         # anything else after '#' is a comment nccl-tests or the user wrote (Using devices, out-of-place,
-        # (B) units, Reducing maxBytes, GPU memory usage ...): not data
+        # Reducing maxBytes, GPU memory usage ...), or a root prompt's command (read by the context)
 
-    def _row(self, line: Line) -> None:
+    def _row(self, line: Line, tokens: list[str]) -> bool:
+        """Read a row-shaped line; False when it is not part of any table (then it is skipped)."""
         tag = line.tag
         cands = [r for r in self._open(tag) if r.columns is not None]
         if not cands:
-            raise InputError(f"{self.source}:{line.number}: a result row before any table header", hint=HINT)
-        size = int(line.text.split()[0])
+            cols = columns_from_row(tokens, line.number)
+            if cols is None:
+                return False
+            run = self._for_header(tag, line.number, lambda r: r.columns is None)
+            run.columns = cols
+            run.header = "cut: from the units line" if run.units_seen else "cut: from the rows"
+            run.eras.add("old" if "error" in cols.halves[0] else "2022")
+            cands = [run]
+        size = int(tokens[0])
         run = cands[0]
         if tag is None and len(cands) > 1:
             # untagged interleaved runs: the first run whose sizes have not reached this one yet
@@ -371,7 +322,18 @@ class _Parser:
                 if not r.rows or r.rows[-1].bytes < size:
                     run = r
                     break
-        run.rows.extend(_parse_row(line, run.columns, self.source))  # type: ignore[arg-type]
+        halves = parse_row(line, run.columns, self.source)  # type: ignore[arg-type]
+        cyc = run.cycles
+        if run.rows and size <= run.last_size and (len(cands) == 1 or tag is not None):
+            cyc.count += 1  # -N: the table starts again at the smallest size
+        run.last_size = size
+        if cyc.count == 1:
+            if len(run.rows) + len(halves) > MAX_ROWS:
+                raise InputError(f"{self.source}:{line.number}: more than {MAX_ROWS} result rows in one run", hint="a benchmark table has tens of rows; give the benchmark's own log")
+            run.rows.extend(halves)
+        for h in halves:
+            cyc.add(h)
+        return True
 
 
 def _era(eras: set[str]) -> str | None:
@@ -384,10 +346,14 @@ def _era(eras: set[str]) -> str | None:
     return None
 
 
-def _to_bench_run(run: _Run, parser: _Parser, source: str, option: str | None, file_name: str | None, position: RunPosition | None) -> BenchRun:
+def _to_bench_run(run: _Run, parser: _Parser, ctx: Context, source: str, option: str | None, file_name: str | None, position: RunPosition | None) -> BenchRun:
+    command = ctx.command_for(run.start_line)
     header = (op_in_text(run.binary) or run.binary.removesuffix("_perf")) if run.binary else None
-    choice = choose_op(header, option, file_name, run.rows, len({r.rank for r in run.ranks}) or None)
+    from_command = op_in_text(command.binary) if command is not None and command.binary else None
+    nranks = len({r.rank for r in run.ranks}) or _command_ranks(command)
+    choice = choose_op(header, option, file_name, run.rows, nranks, command=from_command)
     rows = tuple(run.rows)
+    cyc = run.cycles
     log = NcclTestsLog(
         op_source=choice.source,
         op_candidates=choice.candidates,
@@ -397,35 +363,63 @@ def _to_bench_run(run: _Run, parser: _Parser, source: str, option: str | None, f
         avg_busbw_gbs_reported=run.avg_reported,
         out_of_bounds=run.oob,
         complete=run.finished,
+        header=run.header,
+        cycles=cyc.count if cyc.count > 1 else None,
+        cycle_stats=cyc.summary() if cyc.count > 1 else (),
+        avg_busbw_gbs_all_cycles=cyc.busbw_sum / cyc.rows if cyc.count > 1 and cyc.rows else None,
+        per_iter_timing=True if run.columns is not None and run.columns.per_iter else None,
     )
     provenance = Provenance(
         imported=ImportInfo(tool="nccl-tests", source=source, format=_era(run.eras), first_line=run.start_line, tag=run.tag, position=position),
-        nccl_version=parser.nccl_version,
+        nccl_version=ctx.nccl_version,
         nccl_tests_version=run.nccl_tests_version,
         nccl_errors=tuple(run.errors),
-        nccl_warnings=tuple(f"line {n}: {t}" for n, t in parser.nccl_warnings[:MAX_WARNINGS]),
-        nccl_warning_count=len(parser.nccl_warnings) or None,
+        nccl_warnings=tuple(f"line {n}: {t}" for n, t in ctx.warnings),
+        nccl_warning_count=ctx.warning_count or None,
+        command=command,
+        nccl_path=ctx.nccl_path(),
+        skipped_lines=(parser.skipped + len(ctx.commands)) or None,
     )
-    return BenchRun(collective_meta(rows, run.ranks, choice, log, run.blocking), rows, provenance)
+    meta = collective_meta(rows, run.ranks, choice, log, run.blocking)
+    if meta.world_size is None and nranks:
+        nodes = command.nodes if command is not None else None
+        meta = replace(meta, world_size=nranks, nodes=nodes or (provenance.nccl_path.nodes if provenance.nccl_path else None))
+    return BenchRun(meta, rows, provenance)
+
+
+def _command_ranks(command: Any) -> int | None:
+    """Ranks from ``mpirun -np`` / ``srun -n`` (times nccl-tests' ``-t`` threads and ``-g`` GPUs each)."""
+    if command is None or command.ranks is None:
+        return None
+    per = 1
+    for key in ("threads", "gpus_per_thread"):
+        v = command.options.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 10:
+            per *= v
+    return command.ranks * per
+
+
+def marks(line: Line) -> bool:
+    """True when the line is an nccl-tests marker: a header, rank or footer line, or a row of a table."""
+    text = line.text.lstrip()
+    body = text.lstrip("#").strip()
+    if text.startswith("#"):
+        if body.startswith(("nThread", "nccl-tests version", "Collective test starting", "Avg bus bandwidth", "Out of bounds values")):
+            return True
+        if _RANK_LINE.match(body) or _UNITS.match(body):
+            return True
+        tokens = body.split()
+        return "algbw" in tokens and "busbw" in tokens
+    return not line.truncated and columns_from_row(body.split(), line.number) is not None
 
 
 def looks_like(lines: Sequence[Line]) -> bool:
     """True when the text carries an nccl-tests marker line."""
-    for ln in lines[:4000]:
-        body = ln.text.lstrip("#").strip()
-        if body.startswith(("nThread", "nccl-tests version", "Collective test starting", "Avg bus bandwidth", "Out of bounds values")):
-            return True
-        if _RANK_LINE.match(body) and ln.text.lstrip().startswith("#"):
-            return True
-        tokens = body.split()
-        if ln.text.lstrip().startswith("#") and "algbw" in tokens and "busbw" in tokens:
-            return True
-    return False
+    return any(marks(ln) for ln in lines[:4000])
 
 
-def parse_log(text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
-    """Every run in an nccl-tests log, in the order they started (see the module docstring)."""
-    lines = split_lines(text)
+def parse_lines(lines: Iterable[Line], ctx: Context, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
+    """Every run in an nccl-tests log, in the order they started (``lines``: those the context did not take)."""
     parser = _Parser(source)
     for ln in lines:
         parser.feed(ln)
@@ -445,5 +439,11 @@ def parse_log(text: str, source: str = "<text>", *, op: str | None = None, file_
             else:
                 sep = "one after the other"
             position = RunPosition(i, len(runs), sep)
-        out.append(_to_bench_run(r, parser, source, op, file_name, position))
+        out.append(_to_bench_run(r, parser, ctx, source, op, file_name, position))
     return out
+
+
+def parse_log(text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
+    """Every run in an nccl-tests log held in ``text`` (see the module docstring)."""
+    ctx = Context()
+    return parse_lines((ln for ln in iter_lines(text.splitlines()) if not ctx.feed(ln)), ctx, source, op=op, file_name=file_name)

@@ -2,7 +2,8 @@
 
 Shared by the text reader (:mod:`~ibdiag.importers.nccl_tests`) and the ``-J`` reader
 (:mod:`~ibdiag.importers.nccl_tests_json`), so both decide the op the same way: the log's own
-binary name, else ``--op``, else the file name, else the table (:func:`infer_op`).
+binary name, else the command line around the table, else ``--op``, else the file name, else the
+table (:func:`infer_op`).
 """
 
 from __future__ import annotations
@@ -20,16 +21,20 @@ from ibdiag.collectives import OPS, avg_busbw, find_dtype, op_in_text
 class OpChoice:
     op: str | None
     source: str | None
-    """``header``, ``option``, ``file name``, ``inferred from the table``, or None when not known."""
+    """``header``, ``command line``, ``option``, ``file name``, ``inferred from the table``, or None when not known."""
     candidates: tuple[str, ...] = ()
     """The ops the table fits when it cannot tell them apart."""
 
 
-def choose_op(header: str | None, option: str | None, file_name: str | None, rows: Sequence[CollectiveResult], nranks: int | None) -> OpChoice:
-    """The op of a run: ``header`` (the log names its binary), ``option`` (``--op``, canonical), the file
-    name, else the table."""
+def choose_op(
+    header: str | None, option: str | None, file_name: str | None, rows: Sequence[CollectiveResult], nranks: int | None, *, command: str | None = None
+) -> OpChoice:
+    """The op of a run: ``header`` (the log names its binary), the command line found around the table,
+    ``option`` (``--op``, canonical), the file name, else the table."""
     if header:
         return OpChoice(header, "header")
+    if command:
+        return OpChoice(command, "command line")
     if option:
         return OpChoice(option, "option")
     named = op_in_text(file_name) if file_name else None

@@ -19,14 +19,15 @@ Pure functions of text. Facts (``shared/reference/FORMATS.md``, perftest ``perft
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ibdiag.bench.p2p.meta import P2PMeta, PerftestLog
 from ibdiag.bench.provenance import ImportInfo, Provenance, RunPosition
 from ibdiag.bench.results import BenchRun, LatencyStats, P2PResult
 from ibdiag.errors import InputError
-from ibdiag.importers.lines import Line, number, split_lines
+from ibdiag.importers.context import Context
+from ibdiag.importers.lines import Line, iter_lines, number
 
 HINT = "ibdiag bench import reads perftest ib_*_bw / ib_*_lat output and --out_json files; remove unrelated lines"
 
@@ -41,30 +42,17 @@ _COLUMN = re.compile(
     r"#bytes|#iterations|BW (?:peak|average)\[[^\]]+\]|MsgRate\[[^\]]+\]|t_\w+\[[^\]]+\]|[\d.]+% percentile\[[^\]]+\]|tps average|CPU_Util\[[^\]]+\]|\bSL\b"
 )
 _KV = re.compile(r"(?P<key>[A-Za-z][A-Za-z0-9 ._\-/]*?)\s*:\s+(?P<value>\S+)")
-_FAIL = re.compile(r"^(Couldn't|Could not|Can't|Cannot|Unable|Failed|Error|ERROR)\b")
-_INFO = (
-    "Conflicting CPU frequency",
-    "Requested mtu",
-    "Max msg size",
-    "Test with events",
-    "MultiCast runs on UD",
-    "Using Enhanced Reorder",
-    "BW peak won",
-    "Please run the same command",
-    "Waiting for client",
-    "Perftest doesn't",
-    "Using SRQ",
-    "initializing CUDA",
-    "There is 1 device",
-    "There are ",
-    "allocated",
-    "making it the current",
-    "creating CUDA",
-    "cuMemAlloc",
-    "[pid =",
-    "Mixed",
-    "RDMA CM",
-)
+_FAIL = re.compile(r"^(?:Couldn't|Could not|Can't|Unable to|Failed to|Completion with error|Problems with)\b")
+_NUMBER = re.compile(r"^\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
+#: The banner's keys (perftest ``ctx_print_test_info``), lower case; other ``key : value`` lines are not perftest's.
+_BANNER_KEYS = frozenset(
+    {
+        "dual-port", "device", "number of qps", "transport type", "connection type", "using srq", "pcie relax order",
+        "lock-free", "ibv_wr* api", "using enhanced reorder", "tx depth", "rx depth", "post list", "recv post list",
+        "cq moderation", "cqe poll batch", "mtu", "link type", "buffer size", "gid index", "gid index2",
+        "max inline data", "outstand reads", "rdma_cm qps", "data ex. method",
+    }
+)  # fmt: skip
 
 
 @dataclass
@@ -79,6 +67,9 @@ class _Run:
     columns: list[str] | None = None
     header_line: int | None = None
     rows: list[tuple[int, list[str]]] = field(default_factory=list)
+    header_cut: bool = False
+    duration: bool = False
+    """perftest said "BW peak won't be measured in this run" (duration mode, ``-D``)."""
 
 
 def verb_of(title: str) -> str | None:
@@ -90,13 +81,15 @@ def verb_of(title: str) -> str | None:
     return None
 
 
+def marks(line: Line) -> bool:
+    """True when the line is a perftest marker (a ``#bytes`` header, a title, an address line)."""
+    s = line.text.strip()
+    return s.startswith("#bytes") or bool(_TITLE.match(s)) or s.startswith(("local address:", "remote address:"))
+
+
 def looks_like(lines: Sequence[Line]) -> bool:
-    """True when the text carries a perftest marker line (a ``#bytes`` header, a title, an address line)."""
-    for ln in lines[:4000]:
-        s = ln.text.strip()
-        if s.startswith("#bytes") or _TITLE.match(s) or s.startswith(("local address:", "remote address:")):
-            return True
-    return False
+    """True when the text carries a perftest marker line."""
+    return any(marks(ln) for ln in lines[:4000])
 
 
 def _unit_of(columns: list[str]) -> tuple[str | None, float | None]:
@@ -161,11 +154,13 @@ def _results(run: _Run, source: str) -> list[P2PResult]:
     return out
 
 
-def _bench_run(run: _Run, source: str, index: int, count: int) -> BenchRun:
+def _bench_run(run: _Run, ctx: Context, source: str, index: int, count: int, skipped: int) -> BenchRun:
     results = _results(run, source)
     unit, _ = _unit_of(run.columns or [])
-    b = {k.lower(): v for k, v in run.banner.items()}
+    b = run.banner
+    command = ctx.command_for(run.start_line)
     duration = run.mode == "bw" and any(r.bw_peak_gbs is None for r in results) and bool(results)
+    by_command = command is not None and "duration_s" in command.options
     verb = run.verb
     bw = run.mode == "bw"
     log = PerftestLog(
@@ -183,28 +178,59 @@ def _bench_run(run: _Run, source: str, index: int, count: int) -> BenchRun:
         bw_unit=unit if bw else None,
         peak_measured=(not duration) if bw else None,
         latency=None if bw else ("round trip" if verb in ("read", "atomic") else "one way (round trip / 2)"),
-        duration_mode=True if not bw and results and all(r.lat_us is None for r in results) else None,
+        duration_mode=True if (not bw and results and all(r.lat_us is None for r in results)) or (bw and (run.duration or by_command)) else None,
+        post_list=b.get("post list"),
+        header=("cut: from the rows" if run.header_cut else None),
     )
     position = RunPosition(index, count, "one after the other") if count > 1 else None
     imported = ImportInfo(tool="perftest", source=source, first_line=run.start_line, position=position)
-    return BenchRun(P2PMeta(transport="rdma", mode=run.mode, bidir=run.bidirectional, perftest=log), tuple(results), Provenance(imported=imported))
+    provenance = Provenance(imported=imported, command=command, skipped_lines=(skipped + len(ctx.commands)) or None)
+    bidir = run.bidirectional or (command is not None and command.options.get("bidirectional") is True)
+    return BenchRun(P2PMeta(transport="rdma", mode=run.mode, bidir=bidir, perftest=log), tuple(results), provenance)
 
 
-def parse_log(text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
-    """Every perftest run in the text (a new title or table header starts one); ``op`` and
-    ``file_name`` are the importers' common arguments, which a perftest log does not need."""
+def _cut_columns(tokens: list[str]) -> list[str] | None:
+    """The columns of a row pasted without its ``#bytes`` header, when its shape says them: 9 cells are
+    the latency table (t_min ... 99.9%), 5 the bandwidth table (its unit is told from MsgRate)."""
+    if len(tokens) == 9:
+        return ["#bytes", "#iterations", "t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]", "t_stdev[usec]", "99% percentile[usec]", "99.9% percentile[usec]"]
+    if len(tokens) == 5:
+        try:
+            size, avg, rate = float(tokens[0]), float(tokens[3]), float(tokens[4])
+        except ValueError:
+            return None
+        if size > 0 and avg > 0 and rate > 0:
+            bps = rate * 1e6 * size
+            for unit, scale in (("MiB/sec", MIB), ("Gb/sec", GBIT)):
+                if abs(avg * scale / bps - 1) < 0.1:
+                    return ["#bytes", "#iterations", f"BW peak[{unit}]", f"BW average[{unit}]", "MsgRate[Mpps]"]
+    return None
+
+
+def _numeric(tokens: list[str]) -> bool:
+    return tokens[0].isdigit() and all(_NUMBER.match(t) for t in tokens)
+
+
+def parse_lines(lines: Iterable[Line], ctx: Context, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
+    """Every perftest run in the lines (a new title or table header starts one); lines that are not
+    perftest's are skipped and counted. ``op`` and ``file_name`` are the importers' common arguments,
+    which a perftest log does not need."""
     runs: list[_Run] = []
     cur: _Run | None = None
+    skipped = 0
 
     def new(number: int) -> _Run:
         r = _Run(number)
         runs.append(r)
         return r
 
-    for ln in split_lines(text):
+    for ln in lines:
         s = ln.text.strip()
         n = ln.number
         if not s or _SEPARATOR.match(s) or s.startswith("*"):
+            continue
+        if ln.truncated:
+            skipped += 1
             continue
         m = _TITLE.match(s)
         if m:
@@ -226,11 +252,17 @@ def parse_log(text: str, source: str = "<text>", *, op: str | None = None, file_
             if cur.mode is None:
                 cur.mode = "bw" if any(c.startswith("BW average") for c in cols) else "lat"
             continue
-        first = s.split()[0]
-        if first.isdigit():
+        tokens = s.split()
+        if _numeric(tokens):
             if cur is None or cur.columns is None:
-                raise InputError(f"{source}:{n}: a result row before the #bytes header", hint=HINT)
-            tokens = s.split()
+                cols = _cut_columns(tokens)
+                if cols is None:
+                    skipped += 1
+                    continue
+                if cur is None:
+                    cur = new(n)
+                cur.columns, cur.header_line, cur.header_cut = cols, n, True
+                cur.mode = cur.mode or ("bw" if len(cols) == 5 else "lat")
             if len(tokens) != len(cur.columns):
                 raise InputError(f"{source}:{n}: expected {len(cur.columns)} columns as in the header (line {cur.header_line}), found {len(tokens)}", hint=HINT)
             cur.rows.append((n, tokens))
@@ -238,23 +270,33 @@ def parse_log(text: str, source: str = "<text>", *, op: str | None = None, file_
         if s.startswith(("local address:", "remote address:")):
             if cur is None:
                 cur = new(n)
-            cur.addresses[s.split()[0]] = s.split(":", 1)[1].strip()
+            cur.addresses[s.split()[0]] = s.split(":", 1)[1].strip()[:200]
             continue
         if s.startswith("GID:"):
             continue
         if _FAIL.match(s):
             raise InputError(f"{source}:{n}: perftest reported an error: {s[:200]}", hint="the run did not finish; fix the error and rerun")
-        if "warning" in s.lower() or s.startswith(_INFO):
-            continue
-        pairs = _KV.findall(s)
-        if pairs and ":" in s:
+        if "BW peak won't be measured" in s:
             if cur is None:
                 cur = new(n)
-            for key, value in pairs:
-                cur.banner[key.strip()] = value
+            cur.duration = True
             continue
-        raise InputError(f"{source}:{n}: not perftest output: {s[:100]!r}", hint=HINT)
+        pairs = [(k.strip().lower(), v) for k, v in _KV.findall(s)]
+        known = [(k, v) for k, v in pairs if k in _BANNER_KEYS]
+        if known and len(known) == len(pairs):
+            if cur is None or cur.rows:
+                cur = new(n)
+            for key, value in known:
+                cur.banner[key] = value[:100]
+            continue
+        skipped += 1
     runs = [r for r in runs if r.columns is not None]
     if not runs:
         raise InputError(f"{source}: no perftest result table (#bytes header) found", hint=HINT)
-    return [_bench_run(r, source, i, len(runs)) for i, r in enumerate(runs, start=1)]
+    return [_bench_run(r, ctx, source, i, len(runs), skipped) for i, r in enumerate(runs, start=1)]
+
+
+def parse_log(text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
+    """Every perftest run in ``text`` (see :func:`parse_lines`)."""
+    ctx = Context()
+    return parse_lines((ln for ln in iter_lines(text.splitlines()) if not ctx.feed(ln)), ctx, source, op=op, file_name=file_name)

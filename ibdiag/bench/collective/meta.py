@@ -262,6 +262,42 @@ class NcclRank:
 
 
 @dataclass(frozen=True)
+class CycleStats:
+    """One size and placement over the cycles of an nccl-tests ``-N`` run: busbw and time spread."""
+
+    bytes: int
+    in_place: bool
+    cycles: int
+    busbw_gbs_min: float
+    busbw_gbs_mean: float
+    busbw_gbs_max: float
+    time_us_min: float
+    time_us_max: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bytes": self.bytes,
+            "in_place": self.in_place,
+            "cycles": self.cycles,
+            "busbw_gbs_min": self.busbw_gbs_min,
+            "busbw_gbs_mean": self.busbw_gbs_mean,
+            "busbw_gbs_max": self.busbw_gbs_max,
+            "time_us_min": self.time_us_min,
+            "time_us_max": self.time_us_max,
+        }
+
+    @classmethod
+    def read(cls, f: Fields) -> CycleStats:
+        n = {k: f.number(k, 0.0, required=True) for k in ("busbw_gbs_min", "busbw_gbs_mean", "busbw_gbs_max", "time_us_min", "time_us_max")}
+        return cls(
+            bytes=f.integer("bytes", 0, MAX_BYTES, required=True),  # type: ignore[arg-type]
+            in_place=bool(f.flag("in_place")),
+            cycles=f.integer("cycles", 1, required=True),  # type: ignore[arg-type]
+            **n,  # type: ignore[arg-type]
+        )
+
+
+@dataclass(frozen=True)
 class NcclTestsLog:
     """What an nccl-tests log says about its run beyond the rows: header ranks and parameters, footer."""
 
@@ -279,9 +315,25 @@ class NcclTestsLog:
     """The footer's ``Out of bounds values`` count."""
     complete: bool = False
     """The footer was seen: the run was not cut short."""
+    header: str | None = None
+    """None for a whole header; else what the paste lacked: ``cut: from the units line`` (it starts at
+    ``#  (B) (elements)``) or ``cut: from the rows`` (the columns were told from the rows' shape)."""
+    cycles: int | None = None
+    """``-N``: how many times the table was printed; the rows are the first cycle's."""
+    cycle_stats: tuple[CycleStats, ...] = ()
+    """Per size and placement over every cycle (``-N`` > 1)."""
+    avg_busbw_gbs_all_cycles: float | None = None
+    """The mean busbw of every row of every cycle: what the footer's average is over."""
+    per_iter_timing: bool | None = None
+    """``-I 1``: rows carry the per-iteration min/max/p99/cv (``iter_us``)."""
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"op_source": self.op_source}
+        put(doc, "header", self.header)
+        put(doc, "cycles", self.cycles)
+        put(doc, "cycle_stats", [c.to_json() for c in self.cycle_stats])
+        put(doc, "avg_busbw_gbs_all_cycles", self.avg_busbw_gbs_all_cycles)
+        put(doc, "per_iter_timing", self.per_iter_timing)
         put(doc, "op_candidates", self.op_candidates)
         doc.update(
             gpus=list(self.gpus),
@@ -304,6 +356,11 @@ class NcclTestsLog:
             avg_busbw_gbs_reported=f.number("avg_busbw_gbs_reported", 0.0),
             out_of_bounds=f.integer("out_of_bounds", 0),
             complete=bool(f.flag("complete")),
+            header=f.text("header"),
+            cycles=f.integer("cycles", 1),
+            cycle_stats=f.objects("cycle_stats", CycleStats.read),
+            avg_busbw_gbs_all_cycles=f.number("avg_busbw_gbs_all_cycles", 0.0),
+            per_iter_timing=f.flag("per_iter_timing"),
         )
 
 

@@ -191,9 +191,13 @@ class PerftestLog:
     latency: str | None = None
     """``one way (round trip / 2)`` (write, send) or ``round trip`` (read, atomic), as perftest prints it."""
     duration_mode: bool | None = None
-    """Latency in duration mode (``-D``): only the average is known."""
+    """Duration mode (``-D``): latency has only the average; bandwidth has no peak."""
+    post_list: str | None = None
+    """The banner's ``Post List`` (work requests posted per call, ``-l``)."""
+    header: str | None = None
+    """None for a whole table; ``cut: from the rows`` when the paste lacked the ``#bytes`` header."""
 
-    _TEXT = ("test", "title", "verb", "device", "link_layer", "mtu", "connection", "qps", "gid_index", "local_address", "remote_address", "bw_unit", "latency")
+    _TEXT = ("test", "title", "verb", "device", "link_layer", "mtu", "connection", "qps", "gid_index", "local_address", "remote_address", "bw_unit", "latency", "post_list", "header")
     _FLAGS = ("bw_unit_assumed", "peak_measured", "duration_mode")
 
     def to_json(self) -> dict[str, Any]:
