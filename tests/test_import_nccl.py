@@ -322,4 +322,4 @@ def test_fixtures_are_what_the_generator_writes(tmp_path):
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)  # type: ignore[union-attr]
     for name, text in gen.render_all().items():
-        assert (LOGS / name).read_text() == text, f"{name} is stale: run python fixtures/logs/generate.py"
+        assert (LOGS / name).read_bytes() == text.encode(), f"{name} is stale: run python fixtures/logs/generate.py"

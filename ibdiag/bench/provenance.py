@@ -38,8 +38,8 @@ PERFTEST_OPTIONS = {
     "-D": "duration_s", "--duration": "duration_s", "--report_gbits": "report_gbits", "-n": "iters", "--iters": "iters",
     "-l": "post_list", "--post_list": "post_list", "-b": "bidirectional", "--bidirectional": "bidirectional",
 }  # fmt: skip
-#: Options that take no value.
-FLAG_OPTIONS = frozenset({"-a", "--all", "--report_gbits", "-b", "--bidirectional"})
+#: perftest's options that take no value (every nccl-tests option takes one).
+PERFTEST_FLAGS = frozenset({"-a", "--all", "--report_gbits", "-b", "--bidirectional"})
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,9 @@ Check ids:
 * ``import.op_unknown``      the log does not say which collective: warn
 * ``import.nccl_warnings``   NCCL WARN lines or ``# error:`` lines in the log: warn
 * ``import.unit_assumed``    a perftest JSON whose bandwidth unit could not be told: warn
+* ``import.socket_fallback`` NCCL's INFO lines show ``NET/Socket`` on a run across nodes: fail
+  (the collective went over TCP, not the IB/RoCE fabric)
+* ``import.header_incomplete`` the paste lacks the table's header: the columns were told from the rows: warn
 """
 
 from __future__ import annotations
@@ -39,6 +42,38 @@ CHECKS.declare("import.incomplete", "no footer: the run was cut short: warn")
 CHECKS.declare("import.op_unknown", "the log does not say which collective: warn")
 CHECKS.declare("import.nccl_warnings", "NCCL WARN lines or '# error:' lines in the log: warn")
 CHECKS.declare("import.unit_assumed", "a perftest JSON whose bandwidth unit could not be told: warn")
+CHECKS.declare("import.header_incomplete", "the paste lacks the table's header (columns told from the rows): warn")
+
+
+def run_nodes(run: BenchRun) -> int | None:
+    """How many nodes the run spanned, from the rank lines, the command line or NCCL's init lines."""
+    prov = run.provenance
+    found = [
+        run.meta.nodes if isinstance(run.meta, CollectiveMeta) else None,
+        prov.command.nodes if prov.command is not None else None,
+        prov.nccl_path.nodes if prov.nccl_path is not None else None,
+    ]
+    known = [n for n in found if n]
+    return max(known) if known else None
+
+
+@CHECKS.check("import.socket_fallback", "NCCL's lines show NET/Socket on a run across nodes: fail")
+def socket_fallback(run: BenchRun) -> Finding | None:
+    """A multi-node collective whose NCCL used TCP sockets (NET/Socket) instead of the IB/RoCE fabric."""
+    path = run.provenance.nccl_path
+    nodes = run_nodes(run)
+    if path is None or path.transport is None or path.transport.lower() != "socket" or not nodes or nodes < 2:
+        return None
+    devs = f" over {', '.join(path.devices[:4])}" if path.devices else ""
+    return Finding(
+        "import.socket_fallback",
+        Severity.FAIL,
+        "NET/Socket",
+        f"NCCL used NET/Socket (TCP{devs}) between the {nodes} nodes: the collective did not use the IB/RoCE fabric",
+        value="Socket",
+        limit="IB",
+        hint="NCCL found no usable RDMA device: check NCCL_IB_HCA / NCCL_NET, that nvidia-peermem and the RDMA stack are loaded in the job's environment, and ibdiag topo on the nodes",
+    )
 
 
 @CHECKS.check("import.multiple_runs", "a file holding several runs, one imported (--run): warn")
@@ -53,6 +88,16 @@ def multiple_runs(source: str, run_index: int, run_count: int, separation: str) 
     )
 
 
+def _header_finding(subject: str, header: str) -> Finding:
+    return Finding(
+        "import.header_incomplete",
+        Severity.WARN,
+        subject,
+        f"the table's header is not in the log ({header}): columns told from the rows' shape; ranks and parameters unknown",
+        hint="paste the log from the command line or the first '#' line of the benchmark's output",
+    )
+
+
 def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[Finding]:
     cfg = cfg or CollectiveConfig()
     m = run.meta
@@ -60,6 +105,8 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
     src = prov.imported.source if prov.imported is not None else "log"
     if isinstance(m, P2PMeta):
         out: list[Finding] = []
+        if m.perftest is not None and m.perftest.header:
+            out.append(_header_finding(src, m.perftest.header))
         if m.perftest is not None and m.perftest.bw_unit_assumed:
             out.append(
                 Finding(
@@ -90,7 +137,12 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
                 hint="data corrupted in flight or by a faulty GPU/NIC: rerun, then check ibdiag counters and the GPUs",
             )
         )
+    out += socket_fallback(run)
+    if log.header:
+        out.append(_header_finding(subject, log.header))
     avg, rep = m.avg_busbw_gbs, log.avg_busbw_gbs_reported
+    if log.avg_busbw_gbs_all_cycles is not None:
+        avg = log.avg_busbw_gbs_all_cycles  # the footer averages every cycle's rows
     if avg is not None and rep is not None and abs(avg - rep) > 0.006 + 1e-3 * abs(rep):
         out.append(
             Finding(

@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ibdiag.bench.jsonfields import Scalar
 from ibdiag.bench.provenance import (
-    FLAG_OPTIONS,
     MAX_NAMES,
     MAX_WARNINGS,
     NCCL_TESTS_OPTIONS,
+    PERFTEST_FLAGS,
     PERFTEST_OPTIONS,
     CommandLine,
     NcclPath,
@@ -98,6 +97,7 @@ def _option_value(name: str, value: str) -> Scalar:
 
 def _binary_options(binary: str, words: list[str]) -> dict[str, Scalar]:
     table = PERFTEST_OPTIONS if binary.startswith("ib_") else NCCL_TESTS_OPTIONS
+    flags = PERFTEST_FLAGS if binary.startswith("ib_") else frozenset()
     out: dict[str, Scalar] = {}
     i = 0
     while i < len(words):
@@ -105,13 +105,13 @@ def _binary_options(binary: str, words: list[str]) -> dict[str, Scalar]:
         key, attached = w, None
         if w.startswith("--") and "=" in w:
             key, attached = w.split("=", 1)
-        elif len(w) > 2 and w[0] == "-" and w[1] != "-" and w[:2] in table and w[:2] not in FLAG_OPTIONS:
+        elif len(w) > 2 and w[0] == "-" and w[1] != "-" and w[:2] in table and w[:2] not in flags:
             key, attached = w[:2], w[2:]  # getopt's -b8
         name = table.get(key)
         if name is None:
             i += 1
             continue
-        if key in FLAG_OPTIONS:
+        if key in flags:
             out[name] = True
             i += 1
             continue
@@ -364,6 +364,3 @@ class Context:
             nodes=f.nodes,
             info_lines=f.info_lines,
         )
-
-    def env(self) -> Mapping[str, str]:
-        return self.commands[-1][1].env if self.commands else {}

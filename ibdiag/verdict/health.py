@@ -57,3 +57,14 @@ def sort_health(findings: list[Finding], *, checked: tuple[str, ...], rails: Rai
     if rails is not None:
         failing.extend(no_rails(rails))
     return Health(checked, tuple(failing), tuple(warnings), passed)
+
+
+def with_source_findings(health: Health | None, findings: tuple[Finding, ...], source: str) -> Health | None:
+    """``health`` with the measured source's own failing findings (an nccl-tests log that shows a
+    NET/Socket fallback across nodes) added as problems; a Health of them alone without ``--root``."""
+    failing = tuple(f for f in findings if f.severity is Severity.FAIL)
+    if not failing:
+        return health
+    if health is None:
+        return Health((source,), failing, (), 0)
+    return Health((*health.checked, source), (*health.failing, *failing), health.warnings, health.passed)

@@ -224,6 +224,9 @@ class Measured:
     """One sentence: how the busbw was derived."""
     latency_how: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    fabric_findings: tuple[Any, ...] = field(default_factory=tuple)
+    """Findings of the source itself that make the fabric unhealthy (an nccl-tests log whose NCCL fell
+    back to NET/Socket across nodes: ``import.socket_fallback``)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -333,13 +336,18 @@ def load_bench(path: Path, **kw: Any) -> Measured:
 
 def load_nccl_tests(path: Path, **kw: Any) -> Measured:
     """``--nccl-tests FILE``: an nccl-tests log (all_reduce_perf ...) read by ``ibdiag.importers.load``."""
+    from dataclasses import replace
+
     from ibdiag.importers import load
+    from ibdiag.importers.checks import socket_fallback
 
     _check_file(path, "--nccl-tests")
     run = load(path)
     if run.kind != "collective":
         raise InputError(f"--nccl-tests {path}: not a collective run ({run.kind!r})", hint="give an nccl-tests log such as all_reduce_perf's output")
-    return from_bench_run(run, source="nccl-tests", path=str(path), **kw)
+    measured = from_bench_run(run, source="nccl-tests", path=str(path), **kw)
+    path_findings = tuple(socket_fallback(run))
+    return replace(measured, fabric_findings=path_findings) if path_findings else measured
 
 
 def from_flag(busbw: float) -> Measured:

@@ -10,7 +10,7 @@ from ibdiag.errors import UsageError
 from ibdiag.verdict import model
 from ibdiag.verdict.ceiling import Ceiling
 from ibdiag.verdict.config import VerdictConfig
-from ibdiag.verdict.health import Health
+from ibdiag.verdict.health import Health, with_source_findings
 from ibdiag.verdict.inputs import Measured, Workload
 
 
@@ -142,6 +142,7 @@ def judge(
     latency_us: float | None = None,
 ) -> Verdict:
     """Run the arithmetic; raise UsageError when the busbw is above what SHARP/NVLS could explain."""
+    health = with_source_findings(health, measured.fabric_findings, f"{measured.source} log")
     c = ceil.busbw_gbs
     if c is not None and measured.busbw_gbs > config.max_over_ceiling * c:
         raise UsageError(

@@ -12,6 +12,7 @@ import statistics
 from typing import Any
 
 from ibdiag.bench.collective.meta import CollectiveMeta, CollectiveSetup
+from ibdiag.bench.provenance_view import provenance_lines
 from ibdiag.bench.results import BenchRun, CollectiveResult
 from ibdiag.collectives import find_op, placement
 from ibdiag.report.chart import hbar_chart
@@ -115,6 +116,7 @@ def summary_lines(run: BenchRun) -> list[str]:
         out.append(what)
         gpus = m.nccl_tests.gpus if m.nccl_tests is not None else ()
         out.append(f"# {_ranks_phrase(m)}" + (f" · GPUs: {', '.join(gpus)}" if gpus else ""))
+        out += provenance_lines(run)
         if imported.position is not None and imported.position.count > 1:
             out.append(f"# run {imported.position.index} of {imported.position.count} found in the file (not averaged)")
         params = m.nccl_tests.params if m.nccl_tests is not None else {}

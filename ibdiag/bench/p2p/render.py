@@ -12,6 +12,7 @@ from typing import Any, BinaryIO
 
 from ibdiag.bench.p2p.meta import P2PMeta, P2PSetup
 from ibdiag.bench.p2p.params import describe_request
+from ibdiag.bench.provenance_view import provenance_lines
 from ibdiag.bench.results import BenchRun, P2PResult
 from ibdiag.units import format_bytes
 
@@ -123,9 +124,12 @@ def summary_lines(run: BenchRun) -> list[str]:
         head += f" ({log.title})"
     out = [head]
     if log is not None:
-        bits = [f"{k} {getattr(log, k)}" for k in ("device", "link_layer", "mtu", "connection", "qps") if getattr(log, k)]
+        bits = [f"{k} {getattr(log, k)}" for k in ("device", "link_layer", "mtu", "connection", "qps", "gid_index", "post_list") if getattr(log, k)]
+        if log.duration_mode:
+            bits.append("duration mode (-D)")
         if bits:
             out.append("# " + " · ".join(bits))
+    out += provenance_lines(run)
     if imported is not None and imported.position is not None and imported.position.count > 1:
         out.append(f"# run {imported.position.index} of {imported.position.count} found in the file")
     if m.mode == "bw":
