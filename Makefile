@@ -62,6 +62,7 @@ bench: $(TSTAMP)
 	$(BIN)/python benchmarks/collective_vs_torch.py
 	$(BIN)/python benchmarks/verdict_overlap.py
 	$(BIN)/python benchmarks/sweep_scale.py
+	$(BIN)/python benchmarks/import_streaming.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -465,3 +465,16 @@ def test_verdict_does_not_import_heavy_modules():
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO, env={**os.environ, "COLUMNS": "160"})
     assert "HEAVY=\n" in res.stderr, res.stderr[-500:]
+
+
+def test_nccl_tests_log_with_a_socket_fallback_makes_the_fabric_unhealthy(cli):
+    """NCCL INFO lines showing NET/Socket across 2 nodes: unhealthy, even without --root; the IB log is not."""
+    logs = REPO / "fixtures" / "logs"
+    args = ["verdict", "--params", "8e9", "--dtype", "bf16", "--ranks", "16", "--ranks-per-node", "8", "--compute-s", "0.5", "--link-gbps", "400", "--rails-per-node", "8"]
+    code, doc = run_json(cli, *args, "--nccl-tests", logs / "nccl-tests-noise-socket-fallback_all_reduce_perf.log")
+    assert code == 1 and doc["fabric"] == "unhealthy"
+    health = doc["fabric_health"]
+    assert health["checked"] == ["nccl-tests log"] and [f["check"] for f in health["failing"]] == ["import.socket_fallback"]
+    assert any(f["check"] == "verdict.fabric_health" and "NET/Socket" in f["message"] for f in doc["findings"])
+    code, doc = run_json(cli, *args, "--nccl-tests", logs / "nccl-tests-noise-nccl-info_all_reduce_perf.log")
+    assert doc["fabric"] != "unhealthy" and doc["fabric_health"] is None

@@ -257,7 +257,7 @@ class Context:
         s = line.text.strip()
         if not s or line.truncated:
             return False
-        dbg = NCCL_DEBUG.search(s)
+        dbg = NCCL_DEBUG.search(s) if "NCCL " in s else None
         if dbg:
             self._nccl(dbg.group(1), s[dbg.end() :], line.number)
             return True
@@ -283,56 +283,66 @@ class Context:
             return
         f = self.facts
         f.info_lines += 1
-        m = _NCCL_VERSION.search(body)
-        if m:
-            self.nccl_version = m.group(1)[:100]
-            return
-        m = _USING_NETWORK.search(body)
-        if m:
-            f.using_network = m.group(1)[:40]
-        m = _NET_USING.search(body)
-        if m:
-            f.net_using = m.group(1)
-            for dev in _DEVICE.findall(m.group(2).split(";", 1)[0]):
-                name = dev if m.group(1) == "IB" else dev.split(":", 1)[0]
-                if len(f.devices) < MAX_NAMES:
-                    f.devices[name[:80]] = None
-        for net, gdr in _VIA_NET.findall(body):
-            f.channel_nets.add(net)
-            if gdr:
-                f.gdr_yes += 1
-            elif net == "IB":
-                f.gdr_no += 1
-        m = _GDR.search(body)
-        if m:
-            if m.group(1) == "1":
-                f.gdr_yes += 1
+        # substring tests first: a regex per fact on every INFO line of a long log is the slow part
+        if "NCCL version" in body:
+            m = _NCCL_VERSION.search(body)
+            if m:
+                self.nccl_version = m.group(1)[:100]
+                return
+        if "Using network" in body:
+            m = _USING_NETWORK.search(body)
+            if m:
+                f.using_network = m.group(1)[:40]
+        if "Using" in body and "NET/" in body:
+            m = _NET_USING.search(body)
+            if m:
+                f.net_using = m.group(1)
+                for dev in _DEVICE.findall(m.group(2).split(";", 1)[0]):
+                    name = dev if m.group(1) == "IB" else dev.split(":", 1)[0]
+                    if len(f.devices) < MAX_NAMES:
+                        f.devices[name[:80]] = None
+        if "via NET/" in body:
+            for net, gdr in _VIA_NET.findall(body):
+                f.channel_nets.add(net)
+                if gdr:
+                    f.gdr_yes += 1
+                elif net == "IB":
+                    f.gdr_no += 1
+        if "GDR " in body:
+            m = _GDR.search(body)
+            if m:
+                if m.group(1) == "1":
+                    f.gdr_yes += 1
+                else:
+                    f.gdr_no += 1
+        if "NET/Plugin" in body:
+            if _PLUGIN_NONE.search(body):
+                f.plugin = f.plugin or "internal"
             else:
-                f.gdr_no += 1
-        if _PLUGIN_NONE.search(body):
-            f.plugin = f.plugin or "internal"
-        else:
-            m = _PLUGIN_LOADED.search(body)
-            if m:
-                f.plugin = m.group(1)[:80]
-        if re.search(r"\bSHARP\b|\bsharp\b", body):
+                m = _PLUGIN_LOADED.search(body)
+                if m:
+                    f.plugin = m.group(1)[:80]
+        if ("SHARP" in body or "sharp" in body) and re.search(r"\bSHARP\b|\bsharp\b", body):
             f.sharp = True
-        for rx, attr in ((_CHANNELS, "channels"), (_COLLNET, "collnet"), (_NVLS, "nvls")):
-            m = rx.search(body)
+        if " channels" in body:
+            for rx, attr in ((_CHANNELS, "channels"), (_COLLNET, "collnet"), (_NVLS, "nvls")):
+                m = rx.search(body)
+                if m:
+                    setattr(f, attr, int(m.group(1)))
+        if "nNodes" in body:
+            m = _NNODES.search(body)
             if m:
-                setattr(f, attr, int(m.group(1)))
-        m = _NNODES.search(body)
-        if m:
-            f.nodes = max(f.nodes or 0, int(m.group(1))) or None
+                f.nodes = max(f.nodes or 0, int(m.group(1))) or None
         if "Connected all rings" in body:
             f.algorithms["ring"] = None
         if "Connected all trees" in body:
             f.algorithms["tree"] = None
-        m = _ALGO_ENV.search(body)
-        if m:
-            for a in m.group(1).lower().split(","):
-                if a and len(f.algorithms) < 8:
-                    f.algorithms[a[:20]] = None
+        if "NCCL_ALGO" in body:
+            m = _ALGO_ENV.search(body)
+            if m:
+                for a in m.group(1).lower().split(","):
+                    if a and len(f.algorithms) < 8:
+                        f.algorithms[a[:20]] = None
 
     def command_for(self, start_line: int) -> CommandLine | None:
         """The last command line before ``start_line``, else the first one in the log."""
