@@ -160,3 +160,14 @@ def test_the_cli_shows_the_important_provenance_above_the_table(cli):
     assert "network IB (mlx5_0:1/IB, mlx5_1:1/IB, mlx5_2:1/IB, mlx5_3:1/IB), plugin internal, GPUDirect RDMA on" in res.stdout
     res = cli("bench", "import", LOGS / "nccl-tests-noise-prompt-command.log")
     assert "# command: mpirun --allow-run-as-root -np 16" in res.stdout and "launched by mpirun: 16 ranks, 2 nodes" in res.stdout
+
+
+def test_perftest_rows_without_their_header_are_read_by_shape(tmp_path):
+    bare = (LOGS / "perftest-bare_ib_write_bw-gbits.log").read_text().splitlines()
+    row = next(ln for ln in bare if ln.strip().startswith("65536"))
+    path = tmp_path / "rows.log"
+    path.write_text(row + "\n")
+    run = importers.load(path)
+    assert run.results == BARE_PERFTEST.results  # the unit (Gb/sec) told from MsgRate x size
+    assert run.meta.perftest.header == "cut: from the rows" and run.meta.perftest.bw_unit == "Gb/sec"
+    assert "import.header_incomplete" in {f.check for f in import_findings(run)}

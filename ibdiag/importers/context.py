@@ -171,7 +171,7 @@ def command_line(text: str) -> CommandLine | None:
             took = False
         elif _ENV_WORD.match(w) and (launcher is None or pre[i - 1] != "-x"):
             k, v = w.split("=", 1)
-            env[k] = v[:200]
+            env[k[:100]] = v[:200]
             took = False
         elif launcher == "mpirun" and opt in ("-np", "-n", "--np", "-c"):
             ranks = _int(val)
@@ -179,7 +179,7 @@ def command_line(text: str) -> CommandLine | None:
             hosts += _hosts(val)
         elif launcher == "mpirun" and opt == "-x":
             k, _, v = val.partition("=")
-            env[k] = v[:200]
+            env[k[:100]] = v[:200]
         elif launcher == "mpirun" and opt in ("-npernode", "--npernode", "-N", "-ppn", "--ppn"):
             per_node = _int(val)
         elif launcher == "mpirun" and opt in ("--map-by", "-map-by") and val.startswith("ppr:") and val.endswith(":node"):

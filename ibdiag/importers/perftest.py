@@ -84,7 +84,10 @@ def verb_of(title: str) -> str | None:
 def marks(line: Line) -> bool:
     """True when the line is a perftest marker (a ``#bytes`` header, a title, an address line)."""
     s = line.text.strip()
-    return s.startswith("#bytes") or bool(_TITLE.match(s)) or s.startswith(("local address:", "remote address:"))
+    if s.startswith("#bytes") or _TITLE.match(s) or s.startswith(("local address:", "remote address:")):
+        return True
+    tokens = s.split()
+    return bool(tokens) and not line.truncated and _numeric(tokens) and _cut_columns(tokens) is not None
 
 
 def looks_like(lines: Sequence[Line]) -> bool:
