@@ -223,6 +223,9 @@ class _Rank:
             if on_round:
                 on_round(RoundDone(i, len(planned), Phase.FIRST, len(results), tuple(sorted(dead))))
         first = len(planned)
+        # A rank that went silent after it reported a round (it served, then died) is known only now:
+        # the tests it failed earlier are its silence too, not failed links (for the plan and the analysis).
+        results = [unanswered(p, dead) for p in results]
         extra = second_pass_plan(fleet, results, job.config) if job.second_pass else []
         for j, pairs in enumerate(extra):
             results += self.run_round(first + j, Phase.SECOND, pairs, dead, named)
@@ -286,9 +289,11 @@ class _Rank:
                 out.append(got[0])
                 continue
             why = f"rank {t.b.rank} did not report within {round_limit_s(self.job.spec):g} s"
-            fresh = tuple(r for r in (t.b.rank,) if r not in named)
-            named.update(fresh)
             out.append(PairResult(i, phase, t.rail, t.a.rank, t.b.rank, None, error=why, unreachable=(t.b.rank,)))
+        # A test that failed because its server went silent this round is that node's silence: so
+        # the second pass, planned from these results, does not count it as a suspect link.
+        out = [unanswered(p, dead) for p in out]
+        named.update(r for p in out for r in p.unreachable)
         return out
 
 
