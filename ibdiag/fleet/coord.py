@@ -49,8 +49,17 @@ class Coordinator:
 
     # --- values ------------------------------------------------------------------------------------
 
+    def _call(self, what: str, fn: Any, *args: Any) -> Any:
+        """A store call; its failure (the store's host gone, a reset connection) is a CannotRunError."""
+        try:
+            return fn(*args)
+        except Exception as e:  # noqa: BLE001 - the store raises RuntimeError subclasses, OSError, ValueError
+            from ibdiag.bench.collective.torchdist import first_line
+
+            raise CannotRunError(f"the rendezvous store failed while {what}: {first_line(e)}", hint="rank 0 or the launcher's agent that serves the store is gone; check rank 0's output") from None
+
     def put(self, key: str, value: Any) -> None:
-        self.store.set(key, json.dumps(value, separators=(",", ":")))
+        self._call(f"writing {key}", self.store.set, key, json.dumps(value, separators=(",", ":")))
 
     def put_many(self, items: Sequence[tuple[str, Any]]) -> None:
         if not items:
@@ -59,17 +68,17 @@ class Coordinator:
         values = [json.dumps(v, separators=(",", ":")) for _, v in items]
         multi = getattr(self.store, "multi_set", None)
         if multi is not None:
-            multi(keys, values)
+            self._call(f"writing {keys[0]} and {len(keys) - 1} more", multi, keys, values)
         else:
             for k, v in zip(keys, values):
-                self.store.set(k, v)
+                self._call(f"writing {k}", self.store.set, k, v)
 
     def has(self, key: str) -> bool:
-        return bool(self.store.check([key]))
+        return bool(self._call(f"looking for {key}", self.store.check, [key]))
 
     def read(self, key: str) -> Any:
         """The JSON value of a key known to be there (CannotRunError when it is not JSON)."""
-        raw = self.store.get(key)
+        raw = self._call(f"reading {key}", self.store.get, key)
         if len(raw) > MAX_VALUE_BYTES:
             raise CannotRunError(f"store key {key}: {len(raw)} bytes, more than a sweep writes", hint="is another job using the same rendezvous store and port?")
         try:
@@ -78,7 +87,7 @@ class Coordinator:
             raise CannotRunError(f"store key {key} does not hold JSON", hint="is another job using the same rendezvous store and port?") from None
 
     def count(self, key: str, by: int = 1) -> int:
-        return int(self.store.add(key, by))
+        return int(self._call(f"counting {key}", self.store.add, key, by))
 
     # --- waits -------------------------------------------------------------------------------------
 
@@ -103,4 +112,4 @@ class Coordinator:
         """Publish this rank's results of a round and count it; the last one sets ``done/<i>/all``."""
         self.put(f"done/{round_index}/{rank}", results)
         if self.count(f"done/{round_index}") >= expect:
-            self.store.set(f"done/{round_index}/all", "1")
+            self._call(f"writing done/{round_index}/all", self.store.set, f"done/{round_index}/all", "1")

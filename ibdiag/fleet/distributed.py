@@ -103,7 +103,7 @@ def connect_store(launch: LaunchEnv, timeout_s: float) -> Any:
             f"rank {launch.rank}: cannot {verb} the rendezvous store at {launch.master_addr}:{launch.master_port}: {first_line(e)}",
             hint="check MASTER_ADDR/MASTER_PORT (a free port on rank 0's host), that rank 0 started, and firewalls",
         ) from None
-    return dist.PrefixStore(f"ibdiag-sweep/{launch.restart}/", store)
+    return dist.PrefixStore(f"ibdiag-sweep/{launch.restart}", store)  # PrefixStore adds the "/"
 
 
 class _Rank:
