@@ -27,10 +27,10 @@ def test_a_one_rank_job_is_not_a_sweep(cli):
     assert "a sweep needs at least 2 nodes; this job has 1 rank" in res.stderr
 
 
-def test_test_collective_is_not_supported_and_says_what_to_use(cli):
-    res = cli("sweep", "--test", "collective", env=NO_LAUNCHER)
-    assert res.exit_code == 3
-    assert "--test collective is not in this build" in res.stderr and "hint: use --test p2p" in res.stderr
+def test_test_collective_measures_bandwidth_only(cli):
+    res = cli("sweep", "--test", "collective", "--mode", "lat", env=NO_LAUNCHER)
+    assert res.exit_code == 2
+    assert "--test collective measures bandwidth only, not --mode lat" in res.stderr
 
 
 def test_sweep_config_gives_defaults_and_is_checked(cli, tmp_path):

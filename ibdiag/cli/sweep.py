@@ -41,7 +41,7 @@ def sweep_command(
     rounds: Annotated[Optional[int], typer.Option("--rounds", metavar="K", help="Rounds of --pattern random (default 8).")] = None,
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of --pattern random (every rank plans the same pairs).")] = 0,
     second_pass: Annotated[bool, typer.Option("--second-pass/--no-second-pass", help="Re-test each suspect against >= 2 nodes known good (tells a bad node from a bad link).")] = True,
-    test: Annotated[str, typer.Option("--test", metavar="p2p|collective", help="p2p: ibdiag's bench p2p per pair; collective: a 2-rank all_reduce per pair.")] = "p2p",
+    test: Annotated[str, typer.Option("--test", metavar="p2p|collective", help="p2p: ibdiag's bench p2p per pair; collective: a 2-rank gloo all_reduce per pair (host TCP path).")] = "p2p",
     transport: Annotated[Optional[str], typer.Option("--transport", metavar="rdma|tcp", help="rdma: rail k against rail k (TCP where a node has no adapter); tcp: the nodes' addresses.")] = None,
     sizes: Annotated[Optional[str], typer.Option("--sizes", metavar="SIZE", help="Message size of each bandwidth test (binary units; default 64M).")] = None,
     mode: Annotated[str, typer.Option("--mode", metavar="bw|lat|both", help="Measure bandwidth, latency or both per pair.")] = "bw",
@@ -69,7 +69,7 @@ def sweep_command(
       srun -N 64 --ntasks-per-node 1 ibdiag sweep --pattern ring --save sweep.json
       torchrun --nnodes 64 --nproc-per-node 1 --rdzv-endpoint head:29500 -m ibdiag sweep -o line
     """
-    from ibdiag.errors import NotSupportedError, UsageError
+    from ibdiag.errors import UsageError
     from ibdiag.fleet.config import SweepSettingsFile
     from ibdiag.fleet.runner import PairSpec
     from ibdiag.units import parse_size
@@ -102,11 +102,8 @@ def sweep_command(
         from ibdiag.verdict.render import need_matplotlib
 
         need_matplotlib()
-    if spec.test == "collective":
-        raise NotSupportedError(
-            "ibdiag sweep --test collective is not in this build: each pair is measured with ibdiag's p2p only",
-            hint="use --test p2p (the default); for a whole-job all_reduce use ibdiag bench collective",
-        )
+    if spec.test == "collective" and spec.mode != "bw":
+        raise UsageError(f"--test collective measures bandwidth only, not --mode {spec.mode}", hint="drop --mode, or use --test p2p for latency")
     from ibdiag.cli.sweep_run import run_sweep_command
 
     return run_sweep_command(

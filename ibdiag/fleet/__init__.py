@@ -16,5 +16,5 @@ The pieces, each pure and usable on its own:
   ``ibdiag.sweep/1`` document; :mod:`~ibdiag.fleet.render` and :mod:`~ibdiag.fleet.chart` — views;
   :mod:`~ibdiag.fleet.plan` — what ``--plan`` shows; :mod:`~ibdiag.fleet.untrusted` — checked JSON reading.
 
-``--test collective`` (a 2-rank all_reduce per pair) is not part of this build: ``ibdiag sweep`` says so (exit 3).
+``--test collective`` runs a 2-rank gloo all_reduce per pair (:mod:`~ibdiag.fleet.collrunner`); NCCL per pair is not implemented.
 """

@@ -70,7 +70,8 @@ def round_limit_s(spec: PairSpec) -> float:
     """How long rank 0 waits for a round's reports: one test's time (measured time per kind, plus set-up)
     plus ``--timeout``, the longest a peer may be silent."""
     kinds = 2 if spec.mode == "both" else 1
-    return kinds * (spec.duration_s + TEST_SETUP_S) + spec.timeout_s
+    silences = 2 if spec.test == "collective" else 1  # gloo: connecting, then each call, may wait --timeout
+    return kinds * (spec.duration_s + TEST_SETUP_S) + silences * spec.timeout_s
 
 
 def route_address(master_addr: str, port: int) -> str:
@@ -112,6 +113,8 @@ class _Rank:
         self.rank, self.world = launch.rank, launch.world_size
         self.servers: RailServers | None = None
         self.runner: P2PPairRunner | None = None
+        self.token_bytes = b""
+        self.address = ""
         self.fleet: tuple[FleetNode, ...] = ()
 
     # --- set-up ------------------------------------------------------------------------------------
@@ -129,9 +132,14 @@ class _Rank:
     def publish(self, token: bytes) -> None:
         job = self.job
         address = route_address(self.launch.master_addr, self.launch.master_port)
-        rails = local_rails(job.spec.transport, address, job.adapters, job.sysfs_root)
-        self.servers = RailServers(address, rails, token, job.spec.bytes, job.spec.timeout_s, self.log, job.sysfs_root)
-        ports = self.servers.start()
+        self.address, self.token_bytes = address, token
+        ports: list[int] = []
+        if job.spec.test == "collective":  # gloo between the nodes' addresses: one TCP rail, no p2p servers
+            rails = local_rails("tcp", address, None, job.sysfs_root)
+        else:
+            rails = local_rails(job.spec.transport, address, job.adapters, job.sysfs_root)
+            self.servers = RailServers(address, rails, token, job.spec.bytes, job.spec.timeout_s, self.log, job.sysfs_root)
+            ports = self.servers.start()
         host = socket.gethostname().split(".")[0]
         node = FleetNode(self.rank, host if valid_host(host) else f"rank{self.rank}", address, rails)
         self.coord.put(f"node/{self.rank}", {**node.to_json(), "ports": ports})
@@ -163,8 +171,7 @@ class _Rank:
         self.fleet = nodes_from_json(r, doc.get("nodes"))
         ports = r.items(doc.get("ports"), "ports", max_items=len(self.fleet))
         table = {i: [r.integer(p, f"ports[{i}][{k}]", lo=1, hi=65535) for k, p in enumerate(r.items(v, f"ports[{i}]", max_items=64))] for i, v in enumerate(ports)}
-        assert self.servers is not None
-        self.runner = P2PPairRunner(table, self.servers.token, sysfs_root=self.job.sysfs_root)
+        self.runner = P2PPairRunner(table, self.token_bytes, sysfs_root=self.job.sysfs_root)
         return {r.integer(x, "missing", lo=0, hi=len(self.fleet) - 1) for x in r.items(doc.get("missing"), "missing", max_items=len(self.fleet))}
 
     # --- a round, on every rank ---------------------------------------------------------------------
@@ -195,7 +202,16 @@ class _Rank:
         phase = Phase.SECOND if task.get("phase") == "second" else Phase.FIRST
         tests = [t for t in task.get("tests", []) if isinstance(t, list) and len(t) == 2 and all(isinstance(x, int) for x in t)]
         tests = [t for t in tests if 0 <= t[1] < len(self.fleet) and t[1] != self.rank and 0 <= t[0] < min(len(self.fleet[t[1]].rails), len(self.fleet[self.rank].rails))]
-        results = self.measure(tests, round_index, phase)
+        if self.job.spec.test == "collective":
+            from ibdiag.fleet.collrunner import pair_allreduce
+
+            results = []
+            for _, peer in tests:
+                a, b = min(self.rank, peer), max(self.rank, peer)
+                res = pair_allreduce(self.coord.store, self.address, round_index, phase, a, b, self.rank, self.job.spec)
+                results += [res] if res is not None else []
+        else:
+            results = self.measure(tests, round_index, phase)
         self.coord.report(round_index, self.rank, result_rows(results), int(task.get("expect", self.world)))
 
     def worker_loop(self) -> None:
@@ -249,13 +265,14 @@ class _Rank:
         from dataclasses import replace
 
         spec = self.job.spec
-        if spec.transport == "rdma" and all(r.adapter is None for n in self.fleet for r in n.rails):
+        if spec.transport == "rdma" and (spec.test == "collective" or all(r.adapter is None for n in self.fleet for r in n.rails)):
             return replace(spec, transport="tcp")
         return spec
 
     def run_round(self, i: int, phase: Phase, pairs: Sequence[tuple[int, int]], dead: set[int], named: set[int]) -> list[PairResult]:
         fleet = self.fleet
-        tests = pair_tests(i, phase, pairs, fleet)
+        collective = self.job.spec.test == "collective"
+        tests = [t for t in pair_tests(i, phase, pairs, fleet) if not collective or t.rail == 0]  # one all_reduce per node pair
         out: list[PairResult] = []
         live = []
         for t in tests:
@@ -270,6 +287,8 @@ class _Rank:
         by_rank: dict[int, list[list[int]]] = {r: [] for r in range(self.world) if r not in dead}
         for t in live:
             by_rank[t.b.rank].append([t.rail, t.a.rank])
+            if collective:  # both ends of an all_reduce take part; the higher rank reports
+                by_rank[t.a.rank].append([t.rail, t.b.rank])
         expect = len(by_rank)
         kind = phase.value
         self.coord.put_many([(f"round/{i}/{r}", {"phase": kind, "expect": expect, "tests": tl}) for r, tl in by_rank.items() if r != 0])
