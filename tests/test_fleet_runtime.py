@@ -124,3 +124,56 @@ def test_coordinator_waits_are_bounded_and_values_are_json():
     with pytest.raises(CannotRunError, match="does not hold JSON"):
         c.read("junk")
     assert poll_interval_s(6) == 0.02 and poll_interval_s(16384) == 1.0
+
+
+DGX_DEVICES = [f"mlx5_{i}" for i in range(12)]
+
+
+def test_rails_are_the_gpus_ports_in_nic_order_and_fall_back_to_tcp(fixture_root):
+    """The RDMA device list is the one boundary given here (no RDMA stack on this machine)."""
+    from ibdiag.errors import CannotRunError, UsageError
+    from ibdiag.fleet.p2prunner import local_rails
+
+    root = str(fixture_root("dgx-h100"))
+    rails, note = local_rails("rdma", "127.0.0.1", None, root, rdma_devices=lambda: DGX_DEVICES)
+    # topo's GPU-nearest ports: the eight compute NICs, not the two storage NICs (mlx5_4, mlx5_5)
+    assert [r.adapter for r in rails] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9"]
+    assert [r.index for r in rails] == list(range(8)) and {r.rate_gbps for r in rails} == {400.0} and note is None
+    given, _ = local_rails("rdma", "127.0.0.1", ["mlx5_3", "mlx5_0"], root, rdma_devices=lambda: DGX_DEVICES)
+    assert [(r.index, r.adapter) for r in given] == [(0, "mlx5_3"), (1, "mlx5_0")]
+
+    def no_stack() -> list[str]:
+        raise CannotRunError("pyverbs is not installed")
+
+    tcp, note = local_rails("rdma", "127.0.0.1", None, root, rdma_devices=no_stack)
+    assert [r.adapter for r in tcp] == [None] and note == "RDMA is not usable (pyverbs is not installed): testing over TCP"
+    with pytest.raises(UsageError, match="--rails: no adapter mlx5_77 on this node"):
+        local_rails("rdma", "127.0.0.1", ["mlx5_77"], root, rdma_devices=lambda: DGX_DEVICES)
+    with pytest.raises(CannotRunError, match="libibverbs cannot open mlx5_9"):
+        local_rails("rdma", "127.0.0.1", ["mlx5_9"], root, rdma_devices=lambda: DGX_DEVICES[:4])
+    assert local_rails("rdma", "127.0.0.1", None, str(fixture_root("vm-no-rdma")))[1] == "no RDMA adapter: testing over TCP"
+    assert local_rails("tcp", "127.0.0.1", None, root) == ((tcp[0],), None)
+
+
+def test_a_pair_against_a_closed_port_is_a_failed_result_not_an_exception():
+    import socket
+
+    from ibdiag.fleet.nodes import End, make_fleet
+    from ibdiag.fleet.p2prunner import P2PPairRunner
+    from ibdiag.fleet.schedule import PairTest
+
+    with socket.socket() as s:  # a port nothing listens on (bound, never listening)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        nodes = make_fleet(["a", "b"], [None], addresses=["127.0.0.1", "127.0.0.1"])
+        runner = P2PPairRunner({0: [port], 1: [port]}, b"t" * 32)
+        res = runner.run_pair(PairTest(3, Phase.SECOND, End(0, 0, None), End(1, 0, None)), nodes[0], nodes[1], PairSpec(transport="tcp", bytes=4096, duration_s=0.1, timeout_s=2))
+    assert (res.round, res.phase, res.a, res.b, res.bw_gbs) == (3, Phase.SECOND, 0, 1, None)
+    assert res.error and "127.0.0.1" in res.error and res.unreachable == ()
+
+
+def test_error_text_travels_as_one_printable_line():
+    rows = result_rows([PairResult(0, Phase.FIRST, 0, 0, 1, None, error="gloo: reset\nby peer \x1b[31m" + "x" * 600)])
+    text = rows[0][5]
+    assert text.isprintable() and text.startswith("gloo: reset by peer  [31m") and len(text) == 500
+    assert read_results(rows, 0, Phase.FIRST, 1, 2, source="rank 1")[0].error == text

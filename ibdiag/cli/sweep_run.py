@@ -41,6 +41,10 @@ def run_sweep_command(
             "ibdiag sweep runs as one process per node under the cluster's launcher, and none was found (no RANK/WORLD_SIZE, SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK)",
             hint="srun -N 4 --ntasks-per-node 1 ibdiag sweep, or torchrun --nnodes 4 --nproc-per-node 1 ... -m ibdiag sweep; to see a plan: ibdiag sweep --plan --nodes N",
         )
+    if launch.rank == 0 and launch.local_world_size is not None and launch.local_world_size > 1:
+        from ibdiag.cli.common import print_warning
+
+        print_warning(f"{launch.local_world_size} ranks per node: a sweep tests nodes, one process per node (--ntasks-per-node 1, --nproc-per-node 1); ranks on one host test each other over loopback")
     job = SweepJob(Pattern(pattern), rounds, seed, second_pass, spec, file.thresholds(), rails, file.start_timeout_s)
     started = time.monotonic()
     on_round = None

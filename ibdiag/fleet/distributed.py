@@ -33,7 +33,7 @@ from typing import Any
 
 from ibdiag.bench.collective.hooks import TestHooks
 from ibdiag.bench.collective.launch import LaunchEnv
-from ibdiag.errors import CannotRunError, UsageError
+from ibdiag.errors import CannotRunError, InputError, UsageError
 from ibdiag.fleet.analysis import SweepConfig, second_pass_plan
 from ibdiag.fleet.coord import Coordinator
 from ibdiag.fleet.model import SweepResult, nodes_from_json
@@ -135,9 +135,11 @@ class _Rank:
         self.address, self.token_bytes = address, token
         ports: list[int] = []
         if job.spec.test == "collective":  # gloo between the nodes' addresses: one TCP rail, no p2p servers
-            rails = local_rails("tcp", address, None, job.sysfs_root)
+            rails, _ = local_rails("tcp", address, None, job.sysfs_root)
         else:
-            rails = local_rails(job.spec.transport, address, job.adapters, job.sysfs_root)
+            rails, fallback = local_rails(job.spec.transport, address, job.adapters, job.sysfs_root)
+            if fallback:
+                self.log(fallback)
             self.servers = RailServers(address, rails, token, job.spec.bytes, job.spec.timeout_s, self.log, job.sysfs_root)
             ports = self.servers.start()
         host = socket.gethostname().split(".")[0]
@@ -296,16 +298,24 @@ class _Rank:
         self.take_part({"phase": kind, "expect": expect, "tests": by_rank.get(0, [])}, i)
         self.coord.wait_for(f"done/{i}/all", started + round_limit_s(self.job.spec))
         reported: dict[int, list[PairResult]] = {}
+        refused: dict[int, str] = {}
         for r in by_rank:
             key = f"done/{i}/{r}"
             if r == 0 or self.coord.has(key):
-                reported[r] = read_results(self.coord.read(key), i, phase, r, len(fleet), source=f"rank {r}'s results of round {i + 1}")
+                try:
+                    reported[r] = read_results(self.coord.read(key), i, phase, r, len(fleet), source=f"rank {r}'s results of round {i + 1}")
+                except (InputError, CannotRunError) as e:  # one rank's bad report fails its tests, not the sweep
+                    refused[r] = e.message
+                    self.log(f"refused: {e.message}")
             else:
                 dead.add(r)
         for t in live:
             got = [p for p in reported.get(t.b.rank, []) if p.rail == t.rail and p.a == t.a.rank]
             if got:
                 out.append(got[0])
+                continue
+            if t.b.rank in refused:
+                out.append(PairResult(i, phase, t.rail, t.a.rank, t.b.rank, None, error=f"report refused: {refused[t.b.rank]}"[:500]))
                 continue
             why = f"rank {t.b.rank} did not report within {round_limit_s(self.job.spec):g} s"
             out.append(PairResult(i, phase, t.rail, t.a.rank, t.b.rank, None, error=why, unreachable=(t.b.rank,)))

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ibdiag.errors import IbdiagError
+from ibdiag.errors import CannotRunError, IbdiagError, UsageError
 from ibdiag.fleet.nodes import FleetNode, Rail
 from ibdiag.fleet.runner import PairResult, PairSpec
 from ibdiag.fleet.schedule import PairTest
@@ -30,24 +30,51 @@ def warmup_messages(size: int) -> int:
     return max(2, min(1000, -(-SWEEP_WARMUP_BYTES // size)))
 
 
-def local_rails(transport: str, address: str, adapters: Sequence[str] | None, sysfs_root: str = "/") -> tuple[Rail, ...]:
-    """This node's rails: the adapters given (``--rails``), else the GPUs' ports from topo in NIC order
-    (every active port when there is no GPU); one TCP rail for ``--transport tcp`` or without adapters."""
+def local_rails(
+    transport: str, address: str, adapters: Sequence[str] | None, sysfs_root: str = "/", *, rdma_devices: Callable[[], list[str]] | None = None
+) -> tuple[tuple[Rail, ...], str | None]:
+    """This node's rails, and why it fell back to TCP (None when it did not).
+
+    The adapters given (``--rails``), else the ports topo pairs with the GPUs in NIC order (every
+    active port when there is no GPU), kept only when libibverbs can open them (``rdma_devices``:
+    the device list, :func:`ibdiag.bench.verbs.list_devices` by default — the boundary to the RDMA
+    stack). One TCP rail for ``--transport tcp``, without adapters, or without a usable RDMA stack.
+    """
     from ibdiag.bench.p2p.linerate import tcp_line_rate
     from ibdiag.sysfs import SysfsRoot
 
     sysfs = SysfsRoot(sysfs_root)
-    if transport == "rdma":
-        rails = _rdma_rails(sysfs, adapters)
-        if rails:
-            return rails
-    return (Rail(0, None, None, tcp_line_rate(sysfs, address).gbps),)
+    tcp = (Rail(0, None, None, tcp_line_rate(sysfs, address).gbps),)
+    if transport != "rdma":
+        return tcp, None
+    rails = _rdma_rails(sysfs, adapters)
+    if not rails:
+        return tcp, "no RDMA adapter: testing over TCP"
+    if rdma_devices is None:
+        from ibdiag.bench.verbs import list_devices as rdma_devices
+    try:
+        usable = set(rdma_devices())
+    except IbdiagError as e:
+        if adapters:
+            raise
+        return tcp, f"RDMA is not usable ({e.message}): testing over TCP"
+    missing = [r.adapter for r in rails if r.adapter not in usable]
+    if missing and adapters:
+        raise CannotRunError(f"--rails: libibverbs cannot open {', '.join(str(m) for m in missing)}", hint="check ibv_devices on this node, or leave --rails out")
+    kept = [r for r in rails if r.adapter in usable]
+    if not kept:
+        return tcp, "libibverbs opens none of the adapters topo found: testing over TCP"
+    return tuple(Rail(k, r.adapter, r.port, r.rate_gbps) for k, r in enumerate(kept)), None
 
 
 def _rdma_rails(sysfs: object, adapters: Sequence[str] | None) -> tuple[Rail, ...]:
-    from ibdiag.topo.discover import discover, read_port
+    from ibdiag.topo.discover import discover, list_adapters, read_port
 
     if adapters:
+        present = set(list_adapters(sysfs))  # type: ignore[arg-type]
+        absent = [a for a in adapters if a not in present]
+        if absent:
+            raise UsageError(f"--rails: no adapter {', '.join(absent)} on this node", hint="see ibdiag topo for the adapters, or leave --rails out")
         out = []
         for k, name in enumerate(adapters):
             p = read_port(sysfs, name, 1, with_gids=False)  # type: ignore[arg-type]

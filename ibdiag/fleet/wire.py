@@ -20,8 +20,15 @@ from ibdiag.fleet.untrusted import JsonReader
 MAX_ROWS = 64
 
 
+def printable(text: str | None, limit: int = 500) -> str | None:
+    """An error message as one printable line of at most ``limit`` characters (what rank 0 accepts)."""
+    if text is None:
+        return None
+    return "".join(c if c.isprintable() else " " for c in text)[:limit]
+
+
 def result_rows(results: Iterable[PairResult]) -> list[list[Any]]:
-    return [[p.rail, p.a, p.b, p.bw_gbs, p.lat_us, p.error] for p in results]
+    return [[p.rail, p.a, p.b, p.bw_gbs, p.lat_us, printable(p.error)] for p in results]
 
 
 def read_results(value: Any, round_index: int, phase: Phase, reporter: int, n: int, *, source: str) -> list[PairResult]:
