@@ -13,6 +13,7 @@ never read as this one's)::
     round/<i>/<r>         rank 0: rank r's tests in round i, or the end of the sweep (JSON)
     done/<i>/<r>          rank r: its results of round i (JSON); then ``done/<i>`` += 1, and the rank
                           that brings the count to the round's ``expect`` sets ``done/<i>/all``
+    end                   rank 0: the sweep is over (also for a rank it stopped waiting for)
     bye/<r>               rank r: it read the end (rank 0 waits for these before it may take the
                           store down, when it serves it)
 
@@ -98,6 +99,16 @@ class Coordinator:
                 return True
             if time.monotonic() >= deadline:
                 return False
+            time.sleep(min(self.poll_s, max(0.0, deadline - time.monotonic())))
+
+    def wait_any(self, keys: Sequence[str], deadline: float) -> str | None:
+        """Poll until one of ``keys`` exists (the first of them that does), None at the deadline."""
+        while True:
+            for key in keys:
+                if self.has(key):
+                    return key
+            if time.monotonic() >= deadline:
+                return None
             time.sleep(min(self.poll_s, max(0.0, deadline - time.monotonic())))
 
     def wait_value(self, key: str, deadline: float) -> Any | None:

@@ -153,8 +153,7 @@ class _Rank:
         missing: list[int] = []
         for r in range(self.world):
             doc = self.coord.wait_value(f"node/{r}", deadline)
-            ok = isinstance(doc, dict) and doc.get("rank") == r and isinstance(doc.get("ports"), list)
-            if ok:
+            if self._node_ok(doc, r):
                 nodes.append({k: doc.get(k) for k in ("rank", "host", "address", "rails")})
                 ports.append(doc["ports"])
             else:
@@ -163,6 +162,21 @@ class _Rank:
                 ports.append([])
         self.coord.put("fleet", {"nodes": nodes, "ports": ports, "missing": missing})
         return set(missing)
+
+    def _node_ok(self, doc: Any, r: int) -> bool:
+        """A rank's description is usable: a valid node of rank ``r``, a port 1..65535 per rail (none
+        for --test collective). One bad description makes that rank unreachable, not the sweep fail."""
+        if not isinstance(doc, dict) or doc.get("rank") != r:
+            return False
+        probe = [{**{k: doc.get(k) for k in ("host", "address", "rails")}, "rank": 0}, FleetNode(1, "probe", "probe", (Rail(0, None),)).to_json()]
+        try:
+            node = nodes_from_json(JsonReader(f"rank {r}'s description"), probe)[0]
+        except InputError as e:
+            self.log(f"refused: {e.message}")
+            return False
+        ports = doc.get("ports")
+        want = 0 if self.job.spec.test == "collective" else len(node.rails)
+        return isinstance(ports, list) and len(ports) == want and all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= 65535 for x in ports)
 
     def read_fleet(self, deadline: float) -> set[int]:
         doc = self.coord.wait_value("fleet", deadline)
@@ -220,10 +234,13 @@ class _Rank:
         limit = 2 * round_limit_s(self.job.spec) + self.job.start_timeout_s
         i = 0
         while True:
-            task = self.coord.wait_value(f"round/{i}/{self.rank}", time.monotonic() + limit)
-            if not isinstance(task, dict):
+            key = f"round/{i}/{self.rank}"
+            # "end" too: a rank rank 0 stopped waiting for (it reported too late) gets no more rounds
+            found = self.coord.wait_any([key, "end"], time.monotonic() + limit)
+            if found is None:
                 raise CannotRunError(f"rank {self.rank}: rank 0 gave no work for round {i + 1} within {limit:g} s", hint="rank 0 or the rendezvous store is gone; check rank 0's output")
-            if task.get("end"):
+            task = self.coord.read(found)
+            if found == "end" or not isinstance(task, dict) or task.get("end"):
                 self.coord.put(f"bye/{self.rank}", 1)
                 return
             self.take_part(task, i)
@@ -252,6 +269,7 @@ class _Rank:
         end = first + len(extra)
         alive = [r for r in range(self.world) if r not in dead]
         self.coord.put_many([(f"round/{end}/{r}", {"end": True}) for r in alive])
+        self.coord.put("end", True)
         bye_deadline = time.monotonic() + min(10.0, job.spec.timeout_s)
         for r in alive:
             if r != 0:
