@@ -40,7 +40,9 @@ def slurm_env(rank: int, world: int, port: int) -> dict[str, str]:
 def test_a_three_rank_slurm_job_on_loopback_sweeps_every_ring_pair(ibdiag_exe, tmp_path):
     port = _free_port()
     args = [ibdiag_exe, "sweep", "--transport", "tcp", "--sizes", "64K", "--duration", "0.2", "--timeout", "5", "-o", "json"]
-    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=slurm_env(r, 3, port)) for r in range(3)]
+    # --save is rank 0's: on the other nodes the directory need not exist (here it does not)
+    saves = [tmp_path / "sweep.json", tmp_path / "only-on-the-head-node" / "sweep.json", tmp_path / "only-on-the-head-node" / "sweep.json"]
+    procs = [subprocess.Popen([*args, "--save", str(saves[r])], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=slurm_env(r, 3, port)) for r in range(3)]
     outs = [p.communicate(timeout=120) for p in procs]
     codes = [p.returncode for p in procs]
     assert codes == [0, 0, 0], [o[1] for o in outs]
@@ -53,6 +55,8 @@ def test_a_three_rank_slurm_job_on_loopback_sweeps_every_ring_pair(ibdiag_exe, t
     assert pairs == [(0, 1), (0, 2), (1, 2)]
     assert all(r[7] is not None and r[7] > 0 and r[9] is None for r in doc["pairs"]["rows"])  # measured, no error
     assert {n["status"] for n in doc["nodes"]} == {"ok"}
+    saved = json.loads(saves[0].read_text())
+    assert saved["pairs"] == doc["pairs"] and not saves[1].parent.exists()
 
 
 def test_a_rank_without_its_rank_0_gives_up_with_exit_3(ibdiag_exe, tmp_path):

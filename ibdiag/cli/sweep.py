@@ -16,7 +16,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ibdiag.cli.app import app
-from ibdiag.cli.common import ConfigOption, DebugOption, StrictOption, check_output_path, console, debug_enabled, handle_errors, read_config, run_meta
+from ibdiag.cli.common import ConfigOption, DebugOption, StrictOption, console, debug_enabled, handle_errors, read_config, run_meta
 
 
 class SweepFormat(str, Enum):
@@ -96,12 +96,6 @@ def sweep_command(
         return _print_plan(chosen, rounds, seed, spec, rail_names, nodes, pair_seconds, as_json=fmt is SweepFormat.json)
     if nodes is not None or pair_seconds is not None:
         raise UsageError("--nodes and --pair-seconds are for --plan", hint="a running sweep takes its nodes from the launcher")
-    check_output_path(save, "--save")
-    check_output_path(png, "--png")
-    if png is not None:
-        from ibdiag.verdict.render import need_matplotlib
-
-        need_matplotlib()
     if spec.test == "collective" and spec.mode != "bw":
         raise UsageError(f"--test collective measures bandwidth only, not --mode {spec.mode}", hint="drop --mode, or use --test p2p for latency")
     from ibdiag.cli.sweep_run import run_sweep_command

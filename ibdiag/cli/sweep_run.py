@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ibdiag.cli.common import OutputFormat, emit, run_meta, table_width, write_atomically
+from ibdiag.cli.common import OutputFormat, check_output_path, emit, run_meta, table_width, write_atomically
 
 
 def run_sweep_command(
@@ -41,6 +41,13 @@ def run_sweep_command(
             "ibdiag sweep runs as one process per node under the cluster's launcher, and none was found (no RANK/WORLD_SIZE, SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK)",
             hint="srun -N 4 --ntasks-per-node 1 ibdiag sweep, or torchrun --nnodes 4 --nproc-per-node 1 ... -m ibdiag sweep; to see a plan: ibdiag sweep --plan --nodes N",
         )
+    if launch.rank == 0:  # only rank 0 writes: the paths need not exist on the other nodes
+        check_output_path(save, "--save")
+        check_output_path(png, "--png")
+        if png is not None:
+            from ibdiag.verdict.render import need_matplotlib
+
+            need_matplotlib()
     if launch.rank == 0 and launch.local_world_size is not None and launch.local_world_size > 1:
         from ibdiag.cli.common import print_warning
 
