@@ -40,7 +40,7 @@ from ibdiag.errors import InputError, UsageError
 from ibdiag.text import safe_excerpt, safe_value
 
 #: The tables a config file may have, one per command.
-SECTIONS = ("ports", "topo", "counters", "p2p", "collective", "verdict")
+SECTIONS = ("ports", "topo", "counters", "p2p", "collective", "verdict", "sweep")
 
 #: Renamed tables, old -> new. ``[bench]`` configured ``bench p2p`` only (``bench collective`` and
 #: ``bench import`` read ``[collective]``), so it is called ``[p2p]`` (issue 13).

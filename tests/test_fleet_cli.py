@@ -1,4 +1,7 @@
-"""``ibdiag sweep`` on the command line: --plan works, running says "not supported" (exit 3), bad options exit 2."""
+"""``ibdiag sweep`` on the command line: --plan, [sweep] config, and the errors before anything runs.
+
+The sweep running across real processes and namespaces is tests/test_fleet_netns.py.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +10,48 @@ import json
 import pytest
 
 
-def test_running_a_sweep_is_not_supported_yet(cli):
-    res = cli("sweep")
-    assert res.exit_code == 3
-    assert "ibdiag: error: ibdiag sweep cannot run sweeps yet" in res.stderr and "hint: plan one with `ibdiag sweep --plan" in res.stderr
+NO_LAUNCHER = {"RANK": "", "WORLD_SIZE": "", "SLURM_PROCID": "", "OMPI_COMM_WORLD_RANK": "", "PMI_RANK": ""}
+
+
+def test_running_without_a_launcher_is_a_usage_error_that_says_how_to_launch(cli):
+    res = cli("sweep", env=NO_LAUNCHER)
+    assert res.exit_code == 2
+    assert "ibdiag sweep runs as one process per node under the cluster's launcher" in res.stderr
+    assert "hint: srun -N 4 --ntasks-per-node 1 ibdiag sweep" in res.stderr
     assert res.stdout == ""
+
+
+def test_a_one_rank_job_is_not_a_sweep(cli):
+    res = cli("sweep", "--transport", "tcp", env={**NO_LAUNCHER, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1"})
+    assert res.exit_code == 2
+    assert "a sweep needs at least 2 nodes; this job has 1 rank" in res.stderr
+
+
+def test_test_collective_measures_bandwidth_only(cli):
+    res = cli("sweep", "--test", "collective", "--mode", "lat", env=NO_LAUNCHER)
+    assert res.exit_code == 2
+    assert "--test collective measures bandwidth only, not --mode lat" in res.stderr
+
+
+def test_sweep_config_gives_defaults_and_is_checked(cli, tmp_path):
+    cfg = tmp_path / "ibdiag.toml"
+    cfg.write_text('[sweep]\npattern = "pairwise"\nduration_s = 2\n')
+    res = cli("sweep", "--plan", "--nodes", "8", "--config", cfg, "-o", "json", env=NO_LAUNCHER)
+    assert res.exit_code == 0, res.stderr
+    plan = json.loads(res.stdout)["plan"]
+    assert plan["pattern"] == "pairwise" and plan["pair_s"] == 3.0  # duration 2 s + 1 s of set-up
+    assert json.loads(cli("sweep", "--plan", "--nodes", "8", "--config", cfg, "--pattern", "ring", "-o", "json").stdout)["plan"]["pattern"] == "ring"
+    for text, message in (
+        ('[sweep]\npattern = "star"\n', "config [sweep] pattern 'star' is not one of ring, pairwise, random"),
+        ("[sweep]\ntimeout_s = 0\n", "[sweep] timeout_s = 0 must be above 0"),
+        ("[sweep]\nz_limit = 0.1\n", "[sweep] z_limit = 0.1 must be at least 0.5"),
+        ("[sweep]\nconfirm_partners = 1.5\n", "confirm_partners must be a whole number"),
+        ("[sweep]\nzlimit = 3\n", "unknown key zlimit"),
+        ('[sweep]\nsizes = "lots"\n', "cannot read config [sweep] sizes"),
+    ):
+        cfg.write_text(text)
+        res = cli("sweep", "--plan", "--nodes", "8", "--config", cfg, env=NO_LAUNCHER)
+        assert res.exit_code == 2 and message in res.stderr, (text, res.stderr)
 
 
 @pytest.mark.parametrize(
@@ -31,7 +71,7 @@ def test_running_a_sweep_is_not_supported_yet(cli):
     ],
 )
 def test_bad_options_are_usage_errors_before_anything_runs(cli, args, message):
-    res = cli("sweep", *args, env={"RANK": "", "WORLD_SIZE": "", "SLURM_PROCID": "", "OMPI_COMM_WORLD_RANK": "", "PMI_RANK": ""})
+    res = cli("sweep", *args, env=NO_LAUNCHER)
     assert res.exit_code == 2, res.stderr
     assert message in res.stderr
 

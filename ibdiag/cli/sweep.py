@@ -1,8 +1,8 @@
-"""``ibdiag sweep``: which node, rail or link of the cluster is bad — the plan now, the runtime in part 2.
+"""``ibdiag sweep``: which node, rail or link of the cluster is bad.
 
-``--plan`` prints the schedule and what it costs. Running the sweep needs the multi-node runtime
-(ranks coordinated through torch.distributed, ibdiag's p2p per pair), which this build does not have:
-without ``--plan`` the options are checked and the command exits 3 saying so.
+One process per node, placed by the cluster's launcher (:mod:`ibdiag.fleet.distributed`); rank 0
+prints the result, the other ranks print nothing unless they fail. ``--plan`` prints the schedule and
+what it costs without running anything. Options left out take ``[sweep]``'s values from the config.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ibdiag.cli.app import app
-from ibdiag.cli.common import ConfigOption, DebugOption, StrictOption, check_output_path, console, handle_errors, run_meta
+from ibdiag.cli.common import ConfigOption, DebugOption, StrictOption, console, debug_enabled, handle_errors, read_config, run_meta
 
 
 class SweepFormat(str, Enum):
@@ -37,17 +37,17 @@ class PatternChoice(str, Enum):
 @app.command("sweep")
 @handle_errors
 def sweep_command(
-    pattern: Annotated[PatternChoice, typer.Option("--pattern", case_sensitive=False, help="ring: each node with its neighbours (2 rounds); pairwise: all pairs (N-1 rounds); random: --rounds random pairings.")] = PatternChoice.ring,
+    pattern: Annotated[Optional[PatternChoice], typer.Option("--pattern", case_sensitive=False, help="ring: each node with its neighbours (2 rounds); pairwise: all pairs (N-1 rounds); random: --rounds random pairings. Default: [sweep] pattern, else ring.")] = None,
     rounds: Annotated[Optional[int], typer.Option("--rounds", metavar="K", help="Rounds of --pattern random (default 8).")] = None,
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of --pattern random (every rank plans the same pairs).")] = 0,
     second_pass: Annotated[bool, typer.Option("--second-pass/--no-second-pass", help="Re-test each suspect against >= 2 nodes known good (tells a bad node from a bad link).")] = True,
-    test: Annotated[str, typer.Option("--test", metavar="p2p|collective", help="p2p: ibdiag's bench p2p per pair; collective: a 2-rank all_reduce per pair.")] = "p2p",
-    transport: Annotated[str, typer.Option("--transport", metavar="rdma|tcp", help="rdma: rail k against rail k; tcp: the nodes' addresses.")] = "rdma",
-    sizes: Annotated[str, typer.Option("--sizes", metavar="SIZE", help="Message size of each bandwidth test (binary units).")] = "64M",
+    test: Annotated[str, typer.Option("--test", metavar="p2p|collective", help="p2p: ibdiag's bench p2p per pair; collective: a 2-rank gloo all_reduce per pair (host TCP path).")] = "p2p",
+    transport: Annotated[Optional[str], typer.Option("--transport", metavar="rdma|tcp", help="rdma: rail k against rail k (TCP where a node has no adapter); tcp: the nodes' addresses.")] = None,
+    sizes: Annotated[Optional[str], typer.Option("--sizes", metavar="SIZE", help="Message size of each bandwidth test (binary units; default 64M).")] = None,
     mode: Annotated[str, typer.Option("--mode", metavar="bw|lat|both", help="Measure bandwidth, latency or both per pair.")] = "bw",
     rails: Annotated[Optional[str], typer.Option("--rails", metavar="LIST", help="Adapters to test, in rail order (mlx5_0,mlx5_1,...); default: the GPUs' adapters from topo.")] = None,
-    duration: Annotated[float, typer.Option("--duration", metavar="S", help="Measured seconds per pair test.")] = 1.0,
-    timeout: Annotated[float, typer.Option("--timeout", metavar="S", help="Longest wait on a peer: a node silent that long is named unreachable and the sweep goes on.")] = 10.0,
+    duration: Annotated[Optional[float], typer.Option("--duration", metavar="S", help="Measured seconds per pair test (default 1).")] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="S", help="Longest wait on a peer (default 10): a node silent that long is named unreachable and the sweep goes on.")] = None,
     plan: Annotated[bool, typer.Option("--plan", help="Print the schedule and its cost; run nothing.")] = False,
     nodes: Annotated[Optional[int], typer.Option("--nodes", metavar="N", help="With --plan: plan for N nodes (default: the job's world size).")] = None,
     pair_seconds: Annotated[Optional[float], typer.Option("--pair-seconds", metavar="S", help="With --plan: seconds one pair test takes (default: --duration + 1 s of set-up).")] = None,
@@ -60,8 +60,8 @@ def sweep_command(
 ) -> int:
     """Find the bad node, rail or link of a cluster: pair tests across nodes, then node-vs-link attribution.
 
-    One process per node, placed by the cluster's launcher. This build plans sweeps (--plan); running
-    them needs the multi-node runtime, which is not in it yet (exit 3).
+    One process per node, placed by the cluster's launcher (srun, torchrun, mpirun, a Kubernetes
+    indexed Job); rank 0 plans, gathers and prints. Exit 1 when a node or link is bad.
 
     \b
     Examples:
@@ -69,28 +69,39 @@ def sweep_command(
       srun -N 64 --ntasks-per-node 1 ibdiag sweep --pattern ring --save sweep.json
       torchrun --nnodes 64 --nproc-per-node 1 --rdzv-endpoint head:29500 -m ibdiag sweep -o line
     """
-    from ibdiag.errors import NotSupportedError, UsageError
+    from ibdiag.errors import UsageError
+    from ibdiag.fleet.config import SweepSettingsFile
     from ibdiag.fleet.runner import PairSpec
     from ibdiag.units import parse_size
 
-    if rounds is not None and pattern is not PatternChoice.random:
-        raise UsageError(f"--rounds is for --pattern random, not {pattern.value}", hint=f"{pattern.value} has a fixed number of rounds")
-    size = parse_size(sizes, what="--sizes")
-    spec = PairSpec(test=test, transport=transport, bytes=size, mode=mode, duration_s=duration, timeout_s=timeout)
+    file = read_config(config).section("sweep", SweepSettingsFile)
+    chosen = pattern.value if pattern is not None else file.pattern
+    if rounds is not None and chosen != "random":
+        raise UsageError(f"--rounds is for --pattern random, not {chosen}", hint=f"{chosen} has a fixed number of rounds")
+    size = parse_size(sizes, what="--sizes") if sizes is not None else parse_size(file.sizes, what="config [sweep] sizes")
+    spec = PairSpec(
+        test=test,
+        transport=transport if transport is not None else file.transport,
+        bytes=size,
+        mode=mode,
+        duration_s=duration if duration is not None else file.duration_s,
+        timeout_s=timeout if timeout is not None else file.timeout_s,
+    )
     rail_names = _rail_list(rails)
     if plan:
         if fmt not in (SweepFormat.table, SweepFormat.json):
             raise UsageError(f"--plan prints a table or JSON, not {fmt.value}", hint="use -o table or -o json with --plan")
         if save is not None or png is not None:
             raise UsageError("--plan runs nothing: there is nothing to --save or --png", hint="drop --save/--png, or drop --plan")
-        return _print_plan(pattern.value, rounds, seed, spec, rail_names, nodes, pair_seconds, as_json=fmt is SweepFormat.json)
+        return _print_plan(chosen, rounds, seed, spec, rail_names, nodes, pair_seconds, as_json=fmt is SweepFormat.json)
     if nodes is not None or pair_seconds is not None:
         raise UsageError("--nodes and --pair-seconds are for --plan", hint="a running sweep takes its nodes from the launcher")
-    check_output_path(save, "--save")
-    check_output_path(png, "--png")
-    raise NotSupportedError(
-        "ibdiag sweep cannot run sweeps yet: the multi-node runtime (pairs over ibdiag's p2p, ranks coordinated through torch.distributed) is not in this build",
-        hint="plan one with `ibdiag sweep --plan --nodes N`; meanwhile test pairs with `ibdiag bench p2p`, and `ibdiag report` reads sweep results",
+    if spec.test == "collective" and spec.mode != "bw":
+        raise UsageError(f"--test collective measures bandwidth only, not --mode {spec.mode}", hint="drop --mode, or use --test p2p for latency")
+    from ibdiag.cli.sweep_run import run_sweep_command
+
+    return run_sweep_command(
+        chosen, rounds, seed, second_pass, spec, file, rail_names, fmt=fmt.value, save=save, png=png, strict=strict, debug=debug_enabled(debug)
     )
 
 

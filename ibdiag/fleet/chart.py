@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from ibdiag.errors import NotSupportedError
 from ibdiag.fleet.render import FAILED, MatrixGrid
+from ibdiag.fleet.stats import gbs_text
 
 #: (lowest share of the median, colour), best first; one palette for PNG, SVG and the tests that look for it.
 PALETTE: tuple[tuple[float, str], ...] = (
@@ -89,7 +90,7 @@ def matrix_png(grids: Sequence[MatrixGrid], *, title: str = "") -> bytes:
         data = [[float("nan") if (v is None or i == j) else v for j, v in enumerate(row)] for i, row in enumerate(grid.cells)]
         extent = (0, grid.size * grid.block, grid.size * grid.block, 0)
         ax.imshow(data, cmap=cmap, norm=norm, interpolation="nearest", extent=extent)
-        median = f"{grid.median_gbs:.1f} GB/s" if grid.median_gbs is not None else "n/a"
+        median = gbs_text(grid.median_gbs)
         ax.set_title(f"rail {grid.rail} (median {median})", fontsize=10)
         ax.set_xlabel("rank")
         ax.set_ylabel("rank")

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from ibdiag.fleet.analysis import EndStat, EndVerdict, LinkStat, LinkVerdict, NodeStatus, NodeVerdict, RailStats
 from ibdiag.fleet.model import SweepResult
+from ibdiag.fleet.stats import gbs_text
 from ibdiag.report.checks import CheckRegistry
 from ibdiag.report.model import Finding, Severity
 
@@ -32,7 +33,7 @@ LINK_HINT = (
 
 
 def _gbs(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:.1f} GB/s"
+    return gbs_text(v)
 
 
 def _z(v: float | None) -> str:

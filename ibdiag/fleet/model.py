@@ -145,37 +145,41 @@ class SweepResult:
             first_pass_rounds=r.integer(sw.get("first_pass_rounds"), f"{top}.first_pass_rounds", lo=0, hi=MAX_NODES),
             second_pass_rounds=r.integer(sw.get("second_pass_rounds"), f"{top}.second_pass_rounds", lo=0, hi=MAX_NODES),
         )
-        nodes = []
-        for i, nd in enumerate(r.items(doc.get("nodes"), "nodes", max_items=MAX_NODES)):
-            where = f"nodes[{i}]"
-            nd = r.obj(nd, where)
-            rails = []
-            for j, rd in enumerate(r.items(nd.get("rails"), f"{where}.rails", max_items=MAX_RAILS)):
-                rw = f"{where}.rails[{j}]"
-                rd = r.obj(rd, rw)
-                rails.append(
-                    Rail(
-                        index=r.integer(rd.get("rail"), f"{rw}.rail", lo=j, hi=j),
-                        adapter=r.opt_text(rd.get("adapter"), f"{rw}.adapter", max_len=64, pattern=ADAPTER_RE),
-                        port=r.opt_integer(rd.get("port"), f"{rw}.port", lo=0, hi=255),
-                        rate_gbps=r.opt_number(rd.get("rate_gbps"), f"{rw}.rate_gbps", lo=0, hi=1e5),
-                    )
-                )
-            nodes.append(
-                FleetNode(
-                    rank=r.integer(nd.get("rank"), f"{where}.rank", lo=i, hi=i),
-                    host=r.text(nd.get("host"), f"{where}.host", max_len=253, pattern=HOST_RE),
-                    address=r.text(nd.get("address"), f"{where}.address", max_len=253, pattern=HOST_RE),
-                    rails=tuple(rails),
-                )
-            )
-        try:
-            fleet = check_fleet(nodes)
-        except UsageError as e:  # the node checks' complaint is, here, bad input
-            raise r.error("nodes", e.message) from None
+        fleet = nodes_from_json(r, doc.get("nodes"))
         pairs = _pairs_from_json(r, doc.get("pairs"), fleet)
         return cls(settings, fleet, pairs, analyse(fleet, pairs, config))
 
+
+def nodes_from_json(r: JsonReader, value: Any, where: str = "nodes") -> tuple[FleetNode, ...]:
+    """The ``nodes`` list of a sweep document (or of the sweep's ``fleet`` store key), checked."""
+    nodes = []
+    for i, nd in enumerate(r.items(value, where, max_items=MAX_NODES)):
+        at = f"{where}[{i}]"
+        nd = r.obj(nd, at)
+        rails = []
+        for j, rd in enumerate(r.items(nd.get("rails"), f"{at}.rails", max_items=MAX_RAILS)):
+            rw = f"{at}.rails[{j}]"
+            rd = r.obj(rd, rw)
+            rails.append(
+                Rail(
+                    index=r.integer(rd.get("rail"), f"{rw}.rail", lo=j, hi=j),
+                    adapter=r.opt_text(rd.get("adapter"), f"{rw}.adapter", max_len=64, pattern=ADAPTER_RE),
+                    port=r.opt_integer(rd.get("port"), f"{rw}.port", lo=0, hi=255),
+                    rate_gbps=r.opt_number(rd.get("rate_gbps"), f"{rw}.rate_gbps", lo=0, hi=1e5),
+                )
+            )
+        nodes.append(
+            FleetNode(
+                rank=r.integer(nd.get("rank"), f"{at}.rank", lo=i, hi=i),
+                host=r.text(nd.get("host"), f"{at}.host", max_len=253, pattern=HOST_RE),
+                address=r.text(nd.get("address"), f"{at}.address", max_len=253, pattern=HOST_RE),
+                rails=tuple(rails),
+            )
+        )
+    try:
+        return check_fleet(nodes)
+    except UsageError as e:  # the node checks' complaint is, here, bad input
+        raise r.error(where, e.message) from None
 
 def _pairs_from_json(r: JsonReader, value: Any, nodes: tuple[FleetNode, ...]) -> tuple[PairResult, ...]:
     table = r.obj(value, "pairs")

@@ -12,6 +12,7 @@ from typing import Any
 
 from ibdiag.fleet.analysis import LinkVerdict, NodeStatus
 from ibdiag.fleet.model import SweepResult
+from ibdiag.fleet.stats import gbs_text
 from ibdiag.report.model import Severity
 from ibdiag.report.prom import Metric, PromSample
 from ibdiag.units import format_bytes
@@ -163,7 +164,7 @@ def matrix_lines(grid: MatrixGrid, *, ascii_only: bool = False) -> list[Any]:
     label_w = len(str(max(0, grid.nodes - 1)))
     out: list[Any] = []
     what = f"rail {grid.rail}" + (f", each cell the worst pair of {grid.block} x {grid.block} ranks" if grid.block > 1 else "")
-    median = f"{grid.median_gbs:.1f} GB/s" if grid.median_gbs is not None else "n/a"
+    median = gbs_text(grid.median_gbs)
     out.append(Text(f"node x node bandwidth, {what} (median {median})"))
     ticks = "".join("|" if c % 10 == 0 else " " for c in range(grid.size))
     out.append(Text(" " * (label_w + 1) + ticks))
@@ -228,8 +229,8 @@ def summary_lines(result: SweepResult) -> list[str]:
     ]
     for rail in a.rails:
         share = f" = {rail.share:.0%} of {rail.line_rate_gbps:g} Gb/s" if rail.share is not None else ""
-        limit = f", slow below {rail.bw_limit_gbs:.1f} GB/s" if rail.bw_limit_gbs is not None else ""
-        median = f"{rail.bw.median:.1f} GB/s" if rail.bw.median is not None else "n/a"
+        limit = f", slow below {gbs_text(rail.bw_limit_gbs)}" if rail.bw_limit_gbs is not None else ""
+        median = gbs_text(rail.bw.median)
         lines.append(f"rail {rail.rail}: median {median}{share} over {rail.bw.count} links{limit}")
     return lines
 
@@ -258,7 +259,7 @@ def worst_tables(result: SweepResult, *, limit: int = 10) -> list[Any]:
             node.label,
             status,
             "" if worst is None else (result.adapter(rank, worst.rail) or f"rail {worst.rail}"),
-            "" if worst is None or worst.bw_gbs is None else f"{worst.bw_gbs:.1f} GB/s",
+            "" if worst is None or worst.bw_gbs is None else gbs_text(worst.bw_gbs),
             "" if worst is None or worst.z is None else f"{worst.z:+.1f}",
             "" if worst is None else f"{worst.slow_partners}/{worst.partners}",
             bad,
@@ -272,7 +273,7 @@ def worst_tables(result: SweepResult, *, limit: int = 10) -> list[Any]:
         verdict = {LinkVerdict.OK: "ok", LinkVerdict.NODE: "explained by a bad node", LinkVerdict.BAD: "BAD LINK", LinkVerdict.UNRESOLVED: "unresolved"}[link.verdict]
         links.add_row(
             link_subject(result, link), str(link.rail),
-            "failed" if link.failed and link.bw_gbs is None else ("" if link.bw_gbs is None else f"{link.bw_gbs:.1f} GB/s"),
+            "failed" if link.failed and link.bw_gbs is None else ("" if link.bw_gbs is None else gbs_text(link.bw_gbs)),
             "" if link.share is None else f"{link.share:.0%}",
             "" if link.z is None else f"{link.z:+.1f}",
             f"{link.tests}" + (f" ({link.failed} failed)" if link.failed else ""),

@@ -8,8 +8,8 @@ The schedule (:mod:`ibdiag.fleet.schedule`) decides who meets whom; the analysis
 
 Runners:
 
-* the multi-node runtime (ibdiag's p2p per pair over RDMA or TCP, ranks coordinated through
-  torch.distributed's store) — not in this build: ``ibdiag sweep`` exits 3 saying so;
+* :class:`ibdiag.fleet.p2prunner.P2PPairRunner` — ibdiag's p2p per pair over RDMA or TCP, what the
+  multi-node runtime (:mod:`ibdiag.fleet.distributed`) runs on each measuring rank;
 * :class:`ibdiag.fleet.synthetic.SyntheticFabric` — a named in-process fake with planted faults, for
   the scale tests and the benchmark only; it never stands in for a claim that a real fabric was measured.
 """

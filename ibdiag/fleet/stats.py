@@ -45,3 +45,10 @@ def robust_scale(values: Sequence[float], *, floor_share: float) -> RobustScale:
     mad = statistics.median([abs(v - med) for v in values])
     scale = max(MAD_TO_SIGMA * mad, floor_share * abs(med))
     return RobustScale(len(values), med, mad, scale if scale > 0 else None)
+
+
+def gbs_text(v: float | None) -> str:
+    """``48.2 GB/s``; below 1 GB/s three significant digits (``0.0218 GB/s``: a TCP or shaped link)."""
+    if v is None:
+        return "n/a"
+    return f"{v:.1f} GB/s" if abs(v) >= 1 else f"{v:.3g} GB/s"

@@ -73,13 +73,31 @@ def run_sweep(
         results += run_round(runner, fleet, first + j, Phase.SECOND, pairs, spec, dead)
         if on_round:
             on_round(RoundDone(first + j, first + len(extra), Phase.SECOND, len(results), tuple(sorted(dead))))
+    return build_result(fleet, results, pattern=pattern, rounds=rounds, seed=seed, spec=spec, config=config, second_pass=second_pass, first_rounds=first, second_rounds=len(extra))
+
+
+def build_result(
+    fleet: Sequence[FleetNode],
+    results: Sequence[PairResult],
+    *,
+    pattern: Pattern,
+    rounds: int | None,
+    seed: int,
+    spec: PairSpec,
+    config: SweepConfig,
+    second_pass: bool,
+    first_rounds: int,
+    second_rounds: int,
+) -> SweepResult:
+    """The settings, nodes, results and their analysis, as one :class:`SweepResult` (every runtime's last step)."""
+    fleet = tuple(fleet)
     settings = SweepSettings(
         pattern=pattern,
         random_rounds=round_count(pattern, len(fleet), rounds) if pattern is Pattern.RANDOM else None,
         seed=seed,
         spec=spec,
         second_pass=second_pass,
-        first_pass_rounds=first,
-        second_pass_rounds=len(extra),
+        first_pass_rounds=first_rounds,
+        second_pass_rounds=second_rounds,
     )
     return SweepResult(settings, fleet, tuple(results), analyse(fleet, results, config))

@@ -1,0 +1,124 @@
+"""``ibdiag sweep`` running: this rank's part of the sweep, and on rank 0 the outputs.
+
+Split from :mod:`ibdiag.cli.sweep` (the options and ``--plan``) to keep each module small.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ibdiag.cli.common import OutputFormat, check_output_path, emit, run_meta, table_width, write_atomically
+
+
+def run_sweep_command(
+    pattern: str,
+    rounds: int | None,
+    seed: int,
+    second_pass: bool,
+    spec: Any,
+    file: Any,
+    rails: tuple[str, ...] | None,
+    *,
+    fmt: str,
+    save: Path | None,
+    png: Path | None,
+    strict: bool,
+    debug: bool,
+) -> int:
+    from ibdiag.bench.collective.hooks import TestHooks
+    from ibdiag.bench.collective.launch import detect_launch
+    from ibdiag.errors import UsageError
+    from ibdiag.fleet.distributed import SweepJob, run_distributed
+    from ibdiag.fleet.schedule import Pattern
+
+    launch = detect_launch(os.environ)
+    if launch is None:
+        raise UsageError(
+            "ibdiag sweep runs as one process per node under the cluster's launcher, and none was found (no RANK/WORLD_SIZE, SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK)",
+            hint="srun -N 4 --ntasks-per-node 1 ibdiag sweep, or torchrun --nnodes 4 --nproc-per-node 1 ... -m ibdiag sweep; to see a plan: ibdiag sweep --plan --nodes N",
+        )
+    if launch.rank == 0:  # only rank 0 writes: the paths need not exist on the other nodes
+        check_output_path(save, "--save")
+        check_output_path(png, "--png")
+        if png is not None:
+            from ibdiag.verdict.render import need_matplotlib
+
+            need_matplotlib()
+    if launch.rank == 0 and launch.local_world_size is not None and launch.local_world_size > 1:
+        from ibdiag.cli.common import print_warning
+
+        print_warning(f"{launch.local_world_size} ranks per node: a sweep tests nodes, one process per node (--ntasks-per-node 1, --nproc-per-node 1); ranks on one host test each other over loopback")
+    job = SweepJob(Pattern(pattern), rounds, seed, second_pass, spec, file.thresholds(), rails, file.start_timeout_s)
+    started = time.monotonic()
+    on_round = None
+    if launch.rank == 0 and sys.stderr.isatty():
+        from ibdiag.fleet.progress import progress_line
+
+        def on_round(done: Any) -> None:
+            sys.stderr.write("\r\x1b[2K" + progress_line(done, time.monotonic() - started))
+            sys.stderr.flush()
+
+    def log(line: str) -> None:
+        if debug:
+            sys.stderr.write(f"rank {launch.rank}: {line}\n")
+
+    result = run_distributed(job, launch, log=log, on_round=on_round, hooks=TestHooks.from_env())
+    if on_round is not None:
+        sys.stderr.write("\r\x1b[2K")
+        sys.stderr.flush()
+    if result is None:
+        return 0
+    return _outputs(result, fmt=fmt, save=save, png=png, strict=strict)
+
+
+def _outputs(result: Any, *, fmt: str, save: Path | None, png: Path | None, strict: bool) -> int:
+    from ibdiag.fleet.checks import sweep_findings
+    from ibdiag.report.jsonout import render_json
+    from ibdiag.report.model import Report
+
+    report = Report("sweep", result.to_json(), tuple(sweep_findings(result)))
+    meta = run_meta()
+    if save is not None:
+        write_atomically(save, render_json(report, meta), "--save")
+    if png is not None:
+        from ibdiag.fleet.chart import matrix_png
+        from ibdiag.fleet.render import matrix_grid
+
+        write_atomically(png, matrix_png([matrix_grid(result, k) for k in range(result.rails)]), "--png")
+    if fmt == "line":
+        from ibdiag.cli.common import exit_status
+        from ibdiag.fleet.render import line_view
+
+        sys.stdout.write(line_view(result) + "\n")
+        sys.stdout.flush()
+        return exit_status(report, strict)
+
+    def table() -> list[Any]:
+        from rich.text import Text
+
+        from ibdiag.fleet import render
+        from ibdiag.report.table import findings_block
+
+        items: list[Any] = [Text(line) for line in render.summary_lines(result)]
+        for k in range(result.rails):
+            items += render.matrix_lines(render.matrix_grid(result, k))
+        items += render.worst_tables(result, limit=10)
+        if save is not None:
+            items.append(Text(f"Saved to {save}"))
+        return items + findings_block(report, strict=strict, width=table_width())
+
+    def csv() -> tuple[Any, Any]:
+        from ibdiag.fleet.render import CSV_HEADER, csv_rows
+
+        return CSV_HEADER, csv_rows(result)
+
+    def prom() -> list[Any]:
+        from ibdiag.fleet.render import prom_metrics
+
+        return prom_metrics(result)
+
+    return emit(report, OutputFormat(fmt), meta, strict=strict, table=table, csv=csv, prom=prom)
