@@ -145,11 +145,12 @@ def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
         if fmt is not None:
             session.line = getattr(fmt, "value", fmt) == "line"
         session.strict = bool(kwargs.get("strict", False))
-        if "textfile" in kwargs:
-            session.textfile = kwargs["textfile"]
-            check_output_path(session.textfile, "--textfile")
         debug = debug_enabled(bool(kwargs.get("debug", False)))
         try:
+            if "textfile" in kwargs:
+                session.textfile = None  # a path that cannot be written is a usage error now, not a second error at the end
+                check_output_path(kwargs["textfile"], "--textfile")
+                session.textfile = kwargs["textfile"]
             status = fn(*args, **kwargs)
         except typer.Exit:
             raise

@@ -26,6 +26,7 @@ from ibdiag.cli.common import (
     run_meta,
     StrictOption,
     table_width,
+    TextfileOption,
     warn_refused,
 )
 
@@ -97,15 +98,18 @@ def counters_command(
     watch: WatchOption = False,
     since: SinceOption = None,
     expect_rate: ExpectRateOption = None,
+    textfile: TextfileOption = None,  # written by the boundary (cli/errors.py) from the report's metrics
     debug: DebugOption = False,
 ) -> int:
     """Port error, backpressure and throughput counters (like perfquery -x): snapshot, --interval, --watch, --since."""
     from ibdiag.counters.checks import Judging
     from ibdiag.counters.read import discover_layout, parse_device_filter
-    from ibdiag.errors import CannotRunError
+    from ibdiag.errors import CannotRunError, UsageError
     from ibdiag.sysfs import SysfsRoot
 
     _validate(fmt, interval, count, watch, since)
+    if watch and textfile is not None:
+        raise UsageError("--watch draws a live table; it cannot write --textfile", hint="for node_exporter run ibdiag counters --textfile FILE.prom from cron or a timer")
     judge = Judging.from_config(read_config(config)).with_expected_rate(expect_rate)
     patterns = parse_device_filter(device or [])
     with open_root(root) as directory:
