@@ -144,6 +144,7 @@ def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
         fmt = kwargs.get("fmt")
         if fmt is not None:
             session.line = getattr(fmt, "value", fmt) == "line"
+            session.junit = getattr(fmt, "value", fmt) == "junit"
         session.strict = bool(kwargs.get("strict", False))
         debug = debug_enabled(bool(kwargs.get("debug", False)))
         try:
@@ -302,7 +303,7 @@ def _write(report: Report, fmt: OutputFormat, meta: RunMeta, *, strict: bool, ta
     elif fmt is OutputFormat.junit:
         from ibdiag.report.junit import render_junit
 
-        out.write(render_junit(report, meta, strict=strict))
+        out.write(render_junit(report, meta, strict=strict, time_s=current().elapsed()))
     elif fmt is OutputFormat.csv:
         if csv is None:
             raise UsageError(f"ibdiag {report.command} cannot write csv", hint="use -o table or -o json")

@@ -8,6 +8,7 @@ and the debug switch from here, never from ``sys``/``os.environ``: a test hands 
 from __future__ import annotations
 
 import codecs
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -143,6 +144,7 @@ class Session:
     env: Environment
     debug: bool = False
     line: bool = False
+    junit: bool = False
     nagios: bool = False
     textfile: Path | None = None
     command: str | None = None
@@ -150,6 +152,10 @@ class Session:
     strict: bool = False
     prom_text: str | None = None
     errors: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
 
 
 _CURRENT: ContextVar[Session | None] = ContextVar("ibdiag_session", default=None)

@@ -60,7 +60,23 @@ def write_error(session: Session, message: str, hint: str | None, status: int) -
     session.errors.append(message)
     if session.line:
         write_to(env.stdout, unknown_line(message) + "\n")
+    elif session.junit:
+        write_to(env.stdout, _junit_error(session, message, hint, int(status)))
     return int(status)
+
+
+def _junit_error(session: Session, message: str, hint: str | None, status: int) -> str:
+    """CI still gets a report when the run could not judge: one ``<error>`` case."""
+    import socket
+    from datetime import datetime, timezone
+
+    from ibdiag import __version__
+    from ibdiag.report.junit import render_junit_error
+    from ibdiag.report.model import RunMeta
+
+    now = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    meta = RunMeta(host=socket.gethostname(), version=__version__, generated_at=now)
+    return render_junit_error(session.command or "ibdiag", meta, message, hint, status=status, time_s=session.elapsed())
 
 
 def write_warning(session: Session, message: str) -> None:

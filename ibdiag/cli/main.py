@@ -26,10 +26,13 @@ def _prescan(argv: Sequence[str], session: Session) -> None:
         if word == "--":
             break
         nxt = words[i + 1] if i + 1 < len(words) else ""
+        fmt = None
         if word in ("-o", "--format"):
-            session.line = session.line or nxt.lower() == "line"
+            fmt = nxt.lower()
         elif word.startswith("--format=") or (word.startswith("-o") and not word.startswith("--") and len(word) > 2):
-            session.line = session.line or word.split("=", 1)[-1].removeprefix("-o").lower() == "line"
+            fmt = word.split("=", 1)[-1].removeprefix("-o").lower()
+        if fmt is not None:
+            session.line, session.junit = fmt == "line", fmt == "junit"
         elif word == "--exit-codes":
             session.nagios = nxt.lower() == "nagios"
         elif word.startswith("--exit-codes="):
