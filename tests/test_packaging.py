@@ -74,3 +74,15 @@ def test_help_summaries_are_not_cut_at_80_columns(cli, argv):
         name, summary = line.split(None, 1)
         assert summary == SHORT_HELP[name], line  # whole, not "...": every command has a short summary
         assert len(line) <= 78
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["topo", "--root", "fixtures/sysfs/dgx-h100", "-o", "json"]])
+def test_startup_imports_neither_pydantic_nor_rich(argv):
+    """#15: typer's pydantic coercion and rich's tables were the largest share of start-up."""
+    code = (
+        "import sys\nfrom ibdiag.cli.main import main\n"
+        f"main({argv!r})\n"
+        "sys.stderr.write('LOADED=' + ','.join(m for m in ('pydantic', 'rich') if m in sys.modules) + '\\n')\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert "LOADED=\n" in res.stderr, res.stderr[-500:]

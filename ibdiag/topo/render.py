@@ -3,14 +3,14 @@ CSV rows and Prometheus metrics. Pure functions of the model; cli/ prints what t
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from ibdiag.parse import format_cpulist, pcie_gen
 from ibdiag.report.prom import Metric, PromSample
 from ibdiag.topo.model import Pairing, PcieLink, Topology, port_name
+
+if TYPE_CHECKING:  # rich only where a table is drawn: `ibdiag topo -o json` never imports it
+    from rich.table import Table
 
 PATH_STYLE = {"PIX": "green", "PXB": "green", "PHB": "yellow", "NODE": "yellow", "SYS": "red"}
 
@@ -67,6 +67,9 @@ def _link(link: PcieLink) -> str:
 
 
 def adapters_table(topo: Topology) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
     t = Table(title="RDMA adapters and ports (ibstat)", title_justify="left")
     roce = any(p.link_layer == "Ethernet" for a in topo.adapters for p in a.ports)
     cols = ["adapter", "pci", "numa", "PCIe", "fw", "port", "state", "rate", "layer", "lid", "netdev"] + (["RoCE GID types"] if roce else [])
@@ -103,6 +106,9 @@ def nearest_text(topo: Topology, pairing: Pairing) -> str:
 
 
 def pairing_table(topo: Topology) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
     t = Table(title="GPU -> nearest active port(s), all that tie (what NCCL will use)", title_justify="left")
     for col in ("gpu", "pci", "numa", "PCIe", "nearest port(s)", "path", "GPUDirect RDMA"):
         t.add_column(col, no_wrap=True)
