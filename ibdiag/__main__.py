@@ -1,6 +1,6 @@
 """``python -m ibdiag`` runs the same command line as the ``ibdiag`` console script."""
 
-from ibdiag.cli import app
+from ibdiag.cli.main import run
 
 if __name__ == "__main__":
-    app(prog_name="ibdiag")
+    run()

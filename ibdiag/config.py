@@ -29,12 +29,17 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import tomllib
+import sys
 import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10 (Ubuntu 22.04): the same parser, as the tomli package
+    import tomli as tomllib
 
 from ibdiag.errors import InputError, UsageError
 from ibdiag.text import safe_excerpt, safe_value

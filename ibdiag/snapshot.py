@@ -13,8 +13,6 @@ import json
 import os
 import platform
 import re
-import tarfile
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from ibdiag import __version__
-from ibdiag.archive import MAX_ENTRIES, extract_snapshot
 from ibdiag.errors import InputError
 from ibdiag.outfile import atomic_output
 from ibdiag.sysfs import Refused, SysfsRoot, read_inside
@@ -86,6 +83,8 @@ class _Collector:
         return real
 
     def _count(self) -> None:
+        from ibdiag.archive import MAX_ENTRIES
+
         if len(self.files) + len(self.links) >= MAX_ENTRIES:
             raise InputError(f"snapshot would hold more than {MAX_ENTRIES} entries", hint="this sysfs tree looks unusual; report it")
 
@@ -145,6 +144,10 @@ def collect(sysfs: SysfsRoot) -> _Collector:
 def write_snapshot(sysfs: SysfsRoot, out: Path, *, host: str) -> SnapshotSummary:
     """Capture ``sysfs`` into ``out`` (.tar.gz), written atomically (:func:`ibdiag.outfile.atomic_output`:
     only over a regular file or nothing, no temporary file left on any exit)."""
+    import tarfile  # lazily: `ibdiag topo --root DIR` reads a manifest, never a tarball
+
+    from ibdiag.archive import MAX_ENTRIES
+
     c = collect(sysfs)
     manifest: dict[str, Any] = {
         "schema": "ibdiag.snapshot/1",
@@ -206,6 +209,10 @@ def extracted(archive: Path) -> Iterator[Path]:
     regular files and relative links that resolve inside ``sys/``, within the size caps.
     """
     archive = Path(archive)
+    import tempfile
+
+    from ibdiag.archive import extract_snapshot
+
     with tempfile.TemporaryDirectory(prefix="ibdiag-root-") as tmp:
         extract_snapshot(archive, Path(tmp), manifest=MANIFEST)
         yield Path(tmp)

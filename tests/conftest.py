@@ -1,6 +1,7 @@
 """Shared test helpers.
 
-* ``cli`` runs the typer app in-process (typer's CliRunner) and returns exit code, stdout, stderr.
+* ``cli`` runs ``ibdiag`` in-process through its boundary ``main(argv, env)`` and returns exit code,
+  stdout, stderr (``run_cli`` takes a fake terminal, a width and stdin too).
 * ``ibdiag_exe`` is the installed console script, for the few real subprocess runs.
 * ``need_root()`` / ``need_tool(name)`` skip a test that cannot run here — except under
   ``IBDIAG_TEST_STRICT=1`` (set by .ci/run), where a missing privilege or tool fails the test, so CI
@@ -9,6 +10,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import sys
@@ -49,21 +51,54 @@ class CliResult:
     exception: BaseException | None
 
 
+class FakeTerminal(io.StringIO):
+    """A captured stream that says it is a terminal (for ``--watch`` and progress lines in-process)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def run_cli(
+    *args: str,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+    stdout_tty: bool = False,
+    stderr_tty: bool = False,
+    columns: int | None = None,
+) -> CliResult:
+    """Run ``ibdiag ARGS`` in-process through the boundary, ``ibdiag.cli.main.main(argv, env)``, with
+    captured streams; ``env`` is added to this process's environment for the run only."""
+    from ibdiag.cli.env import Environment
+    from ibdiag.cli.main import main
+
+    out = FakeTerminal() if stdout_tty else io.StringIO()
+    err = FakeTerminal() if stderr_tty else io.StringIO()
+    environ = {**os.environ, **(env or {})}
+    environ = {k: v for k, v in environ.items() if v is not None}
+    environment = Environment(
+        stdin=io.StringIO(input or ""),
+        stdout=out,
+        stderr=err,
+        stdout_isatty=stdout_tty,
+        stderr_isatty=stderr_tty,
+        columns=columns,
+        environ=environ,
+        debug=environ.get("IBDIAG_DEBUG", "") not in ("", "0"),
+    )
+    exc: BaseException | None = None
+    try:
+        status = int(main([str(a) for a in args], environment))
+    except SystemExit as e:  # only shell completion exits from inside click
+        status = int(e.code or 0) if not isinstance(e.code, str) else 1
+    except Exception as e:  # noqa: BLE001 - a bug escaping the boundary: the test sees it
+        exc, status = e, -1
+    return CliResult(status, out.getvalue(), err.getvalue(), exc)
+
+
 @pytest.fixture
 def cli():
-    """``cli("topo", "--root", path)`` -> CliResult, running ``ibdiag`` in-process."""
-    from typer.testing import CliRunner
-
-    from ibdiag.cli import app
-
-    runner = CliRunner()
-
-    def run(*args: str, env: dict[str, str] | None = None, input: str | None = None) -> CliResult:
-        res = runner.invoke(app, [str(a) for a in args], env=env, input=input, catch_exceptions=True)
-        exc = res.exception if res.exception and not isinstance(res.exception, SystemExit) else None
-        return CliResult(res.exit_code, res.stdout, res.stderr, exc)
-
-    return run
+    """``cli("topo", "--root", path)`` -> CliResult, running ``ibdiag`` in-process (run_cli)."""
+    return run_cli
 
 
 @pytest.fixture(scope="session")

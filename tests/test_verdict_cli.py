@@ -302,7 +302,7 @@ def test_prom(cli):
     res = cli(*SEED, "--compute-s", "0.5", "-o", "prom")
     assert res.exit_code == 1
     assert 'ibdiag_verdict_network_bound{strategy="ddp",ranks="512"} 1' in res.stdout
-    assert 'ibdiag_verdict_busbw_gbs{strategy="ddp",ranks="512"} 50.0' in res.stdout
+    assert 'ibdiag_verdict_busbw_bytes_per_second{strategy="ddp",ranks="512"} 50000000000.0' in res.stdout
     assert 'ibdiag_status{command="verdict"} 2' in res.stdout
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +25,7 @@ from ibdiag.cli.common import (
     ConfigOption,
     console,
     DebugOption,
+    env,
     emit,
     FormatOption,
     handle_errors,
@@ -58,11 +58,11 @@ class _ProgressBar:
         self.task: Any = None
 
     def __enter__(self) -> _ProgressBar:
-        if sys.stderr.isatty():
+        if env().stderr_isatty:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self.progress = Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console(sys.stderr), transient=True
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console("stderr"), transient=True
             )
             self.progress.start()
             # until rank 0 reports, the ranks are starting and meeting (minutes at thousands of ranks)
@@ -179,8 +179,8 @@ def collective_command(
     from ibdiag.collectives import collective_dtype, get_op
     from ibdiag.units import parse_size_spec
 
-    report_dir = os.environ.get(REPORT_DIR_ENV)
-    launch = detect_launch(os.environ)
+    report_dir = env().environ.get(REPORT_DIR_ENV)
+    launch = detect_launch(env().environ)
     if report_dir:
         if launch is None:
             raise UsageError(f"{REPORT_DIR_ENV} is set but no rank environment", hint=f"{REPORT_DIR_ENV} is for ranks started by --nproc; unset it")
@@ -211,9 +211,9 @@ def collective_command(
         from ibdiag.bench.results import bench_run_from_json
         from ibdiag.report.model import Finding
 
-        env = {**os.environ, JOB_ENV: RankJob(spec, cfg).to_env()}
+        child_env = {**env().environ, JOB_ENV: RankJob(spec, cfg).to_env()}
         with _ProgressBar() as bar:
-            doc = spawn.run_local(nproc, ["bench", "collective"], timeout_s=timeout, on_progress=bar, env=env)
+            doc = spawn.run_local(nproc, ["bench", "collective"], timeout_s=timeout, on_progress=bar, env=child_env)
         run = bench_run_from_json(doc["run"], source="rank 0's result")
         findings = [Finding.from_json(f) for f in doc.get("findings", [])]
         return _emit_run(run, findings, fmt, save, strict)
@@ -254,7 +254,7 @@ def _supervised_rank(launch: Any, report_dir: str) -> int:
         spawn.write_progress(report_dir, done, total, label)
 
     try:
-        job = RankJob.from_env(os.environ)
+        job = RankJob.from_env(env().environ)
         with _ctrl_c_ends_the_rank():
             measurement = run_rank(job.spec, launch, hooks=TestHooks.from_env(), on_progress=progress, on_watchdog=_die_from_watchdog(report_dir, launch.rank))
         if measurement is not None:

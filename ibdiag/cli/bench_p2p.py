@@ -6,8 +6,6 @@ with results ``ibdiag verdict`` can read (``--save``).
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 from enum import Enum
 from pathlib import Path
@@ -23,6 +21,7 @@ from ibdiag.cli.common import (
     console,
     DebugOption,
     emit,
+    env,
     FormatOption,
     handle_errors,
     OutputFormat,
@@ -78,15 +77,16 @@ SocketBufferOption = Annotated[
 
 
 def _log_line(message: str) -> None:
-    sys.stderr.write(f"ibdiag serve: {time.strftime('%Y-%m-%dT%H:%M:%S')} {message}\n")
-    sys.stderr.flush()
+    err = env().stderr
+    err.write(f"ibdiag serve: {time.strftime('%Y-%m-%dT%H:%M:%S')} {message}\n")
+    err.flush()
 
 
 def _token(token_file: Path | None) -> bytes | None:
     from ibdiag.bench.p2p.protocol import read_token_file, token_from_env
 
     if token_file is None:
-        return token_from_env(os.environ.get("IBDIAG_TOKEN"))
+        return token_from_env(env().environ.get("IBDIAG_TOKEN"))
     token = read_token_file(token_file)
     try:
         mode = token_file.stat().st_mode
@@ -258,7 +258,7 @@ def p2p_command(
         ib_port=ib_port,
         gid_index=gid_index,
     )
-    interactive = fmt is OutputFormat.table and sys.stderr.isatty()
+    interactive = fmt is OutputFormat.table and env().stderr_isatty
     if interactive:
         with _progress_bar() as progress:
             run = run_p2p(req, opts, progress)
@@ -282,7 +282,7 @@ def p2p_command(
 
     # The measurement is printed first: a --save or --png that fails now loses nothing (its error follows).
     status = emit(report, fmt, meta, strict=strict, table=table, csv=lambda: view.csv(bench))
-    sys.stdout.flush()
+    env().stdout.flush()
     if save is not None:
         from ibdiag.report.jsonout import render_json
 
@@ -299,7 +299,7 @@ class _progress_bar:
     def __enter__(self) -> Any:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self._p = Progress(TextColumn("{task.description:>14}"), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(), console=console(sys.stderr), transient=True)
+        self._p = Progress(TextColumn("{task.description:>14}"), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(), console=console("stderr"), transient=True)
         self._p.start()
         self._task = None
 

@@ -6,9 +6,8 @@ This module and its siblings are the only code in ibdiag that prints or exits.
 from __future__ import annotations
 
 import functools
-import os
+import inspect
 import socket
-import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -20,6 +19,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ibdiag import __version__
+from ibdiag.cli.env import Environment, current
+from ibdiag.cli.errors import _silence, error_text, write_error, write_to, write_warning
 from ibdiag.errors import ExitStatus, IbdiagError, UsageError
 from ibdiag.outfile import atomic_output, check_output_path, write_atomically  # noqa: F401 - the commands' one output writer
 from ibdiag.report.model import Report, RunMeta
@@ -31,6 +32,7 @@ class OutputFormat(str, Enum):
     csv = "csv"
     prom = "prom"
     junit = "junit"
+    line = "line"
 
 
 RootOption = Annotated[
@@ -43,7 +45,7 @@ RootOption = Annotated[
 ]
 FormatOption = Annotated[
     OutputFormat,
-    typer.Option("--format", "-o", case_sensitive=False, help="table for people; json, csv, prom, junit for machines."),
+    typer.Option("--format", "-o", case_sensitive=False, help="table for people; json, csv, prom, junit for machines; line: one ASCII line (drain reason, NHC, NPD)."),
 ]
 ConfigOption = Annotated[
     Optional[Path],
@@ -57,47 +59,42 @@ ExpectRateOption = Annotated[
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks for errors.")]
 
 
-class _State:
-    debug = False
+class ExitCodes(str, Enum):
+    ibdiag = "ibdiag"
+    nagios = "nagios"
 
 
-STATE = _State()
+ExitCodesOption = Annotated[
+    ExitCodes,
+    typer.Option("--exit-codes", case_sensitive=False, help="nagios: 0 OK, 1 WARNING (warnings only), 2 CRITICAL (a failing finding), 3 UNKNOWN (could not run)."),
+]
+TextfileOption = Annotated[
+    Optional[Path],
+    typer.Option("--textfile", metavar="FILE.prom", help="Also write the metrics (-o prom) to FILE atomically, for node_exporter's textfile collector; a run that cannot judge writes ibdiag_up 0."),
+]
+
+
+def env() -> Environment:
+    """This run's environment (streams, terminal, environ)."""
+    return current().env
 
 
 def debug_enabled(flag: bool = False) -> bool:
-    return flag or STATE.debug or os.environ.get("IBDIAG_DEBUG", "") not in ("", "0")
-
-
-def _to_stderr(text: str) -> None:
-    """Write ``text`` to stderr. A reader that went away (stderr a closed pipe) must not change the exit
-    status: the write error is dropped and stderr pointed at /dev/null, so the flush at exit is quiet."""
-    try:
-        sys.stderr.write(text)
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        _silence("stderr")
+    return flag or current().debug
 
 
 def write_stdout(text: str) -> None:
-    """Write ``text`` to stdout; a reader that went away (``| head``) changes nothing (see silence_stdout)."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except (OSError, ValueError):
-        _silence("stdout")
+    """Write ``text`` to stdout; a reader that went away (``| head``) changes nothing."""
+    write_to(env().stdout, text)
 
 
 def print_error(message: str, hint: str | None = None) -> None:
-    """``ibdiag: error: <message>`` and ``hint: <hint>`` on stderr."""
-    _to_stderr(f"ibdiag: error: {message}\n" + (f"hint: {hint}\n" if hint else ""))
+    """``ibdiag: error: <message>`` and ``hint: <hint>`` on stderr (no exit status: see errors.write_error)."""
+    write_to(env().stderr, error_text(message, hint))
 
 
 def print_warning(message: str) -> None:
-    _to_stderr(f"ibdiag: warning: {message}\n")
-
-
-def print_interrupted() -> None:
-    _to_stderr("\nibdiag: interrupted\n")
+    write_warning(current(), message)
 
 
 def warn_refused(sysfs: Any) -> None:
@@ -111,65 +108,77 @@ def warn_refused(sysfs: Any) -> None:
 
 
 def read_config(path: Path | None) -> Any:
-    """``load_config(path)``, its deprecation notes (old key names) printed as warnings."""
+    """``load_config(path)`` (else ``$IBDIAG_CONFIG`` of this run's environment), its deprecation notes
+    (old key names) printed as warnings."""
     from ibdiag.config import load_config
 
-    cfg = load_config(path)
+    cfg = load_config(path if path is not None else (env().environ.get("IBDIAG_CONFIG") or None))
     for note in cfg.notes:
         print_warning(note)
     return cfg
+
+
+def _with_boundary_options(fn: Callable[..., Any], wrapper: Callable[..., Any]) -> None:
+    """Every command also takes ``--exit-codes`` (the boundary applies it): added to the signature typer reads."""
+    sig = inspect.signature(fn, eval_str=True)
+    if "exit_codes" in sig.parameters:
+        return
+    extra = inspect.Parameter("exit_codes", inspect.Parameter.KEYWORD_ONLY, default=ExitCodes.ibdiag, annotation=ExitCodesOption)
+    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), extra])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {**getattr(fn, "__annotations__", {}), "exit_codes": ExitCodesOption}
 
 
 def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
     """Run a command body: its return value is the exit status; ibdiag errors become messages.
 
     IbdiagError -> its exit status with ``error:``/``hint:`` lines; Ctrl-C -> 130; anything else is a
-    bug: exit 3 with a one-line message, the traceback only with ``--debug``.
+    bug: exit 3 with a one-line message, the traceback only with ``--debug``. All of them through the
+    one error writer (``cli/errors.py``), which also answers ``-o line``.
     """
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> None:
+        session = current()
+        session.nagios = kwargs.pop("exit_codes", ExitCodes.ibdiag) is ExitCodes.nagios
+        session.command = fn.__name__.removesuffix("_command")
+        fmt = kwargs.get("fmt")
+        if fmt is not None:
+            session.line = getattr(fmt, "value", fmt) == "line"
+            session.junit = getattr(fmt, "value", fmt) == "junit"
+        session.strict = bool(kwargs.get("strict", False))
         debug = debug_enabled(bool(kwargs.get("debug", False)))
         try:
+            if "textfile" in kwargs:
+                session.textfile = None  # a path that cannot be written is a usage error now, not a second error at the end
+                check_output_path(kwargs["textfile"], "--textfile")
+                session.textfile = kwargs["textfile"]
             status = fn(*args, **kwargs)
         except typer.Exit:
             raise
         except IbdiagError as e:
             if debug:
-                traceback.print_exc(file=sys.stderr)
-            print_error(e.message, e.hint)
-            raise typer.Exit(int(e.exit_status)) from None
+                traceback.print_exc(file=env().stderr)
+            raise typer.Exit(write_error(session, e.message, e.hint, e.exit_status)) from None
         except KeyboardInterrupt:
-            print_interrupted()
-            raise typer.Exit(int(ExitStatus.INTERRUPTED)) from None
+            raise typer.Exit(write_error(session, "interrupted", None, ExitStatus.INTERRUPTED)) from None
         except BrokenPipeError:
             # `ibdiag ... | head`: the reader went away; nothing more to say to it.
             silence_stdout()
             raise typer.Exit(int(ExitStatus.OK)) from None
         except Exception as e:  # a bug: say so plainly
             if debug:
-                traceback.print_exc(file=sys.stderr)
-            print_error(f"internal error: {type(e).__name__}: {e}", "rerun with --debug for the traceback and report it")
-            raise typer.Exit(int(ExitStatus.CANNOT_RUN)) from None
+                traceback.print_exc(file=env().stderr)
+            status = write_error(session, f"internal error: {type(e).__name__}: {e}", "rerun with --debug for the traceback and report it", ExitStatus.CANNOT_RUN)
+            raise typer.Exit(status) from None
         raise typer.Exit(int(status or 0))
 
+    _with_boundary_options(fn, wrapper)
     return wrapper
 
 
 def silence_stdout() -> None:
-    """Point stdout at /dev/null after the reader closed the pipe, so the flush at exit cannot fail
-    (Python docs, "Note on SIGPIPE")."""
-    _silence("stdout")
-
-
-def _silence(name: str) -> None:
-    stream = getattr(sys, name)
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, stream.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):
-        setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115 - a test runner's stream has no file descriptor
+    """Point stdout at /dev/null after the reader closed the pipe, so the flush at exit cannot fail."""
+    _silence(env().stdout)
 
 
 def run_meta(root: Path | None = None) -> RunMeta:
@@ -199,7 +208,9 @@ def open_root(root: Path) -> Iterator[Path]:
     yield root
 
 
-def console(file: Any = None) -> Any:
+def console(stream: Any = "stdout") -> Any:
+    """A rich console on this run's ``stream`` ("stdout" or "stderr"; or a file, laid out as a pipe),
+    laid out for its terminal (or pipe)."""
     from rich.console import Console
 
     class _Console(Console):
@@ -207,17 +218,31 @@ def console(file: Any = None) -> Any:
             # rich exits 1 when the reader goes away; ibdiag keeps 1 for "failing finding".
             raise BrokenPipeError
 
-    out = file or sys.stdout
-    tty = hasattr(out, "isatty") and out.isatty()
-    width = None if tty else int(os.environ.get("COLUMNS") or 200)
+    e = env()
+    if isinstance(stream, str):
+        out = e.stdout if stream == "stdout" else e.stderr
+        tty = e.stdout_isatty if stream == "stdout" else e.stderr_isatty
+        width = e.width(stream)
+    else:
+        out, tty, width = stream, False, e.width("file")
     # markup and emoji off: a string printed is data (a PCI address 0000:ab:00.0 must not become 0000🆎00.0,
     # a firmware string "[bold]" must not restyle the table); styling comes from Text styles only.
-    return _Console(file=out, width=width, highlight=False, markup=False, emoji=False, soft_wrap=False, force_terminal=None if tty else False)
+    return _Console(
+        file=out,
+        width=width,
+        highlight=False,
+        markup=False,
+        emoji=False,
+        soft_wrap=False,
+        force_terminal=tty,
+        no_color="NO_COLOR" in e.environ or None,
+        _environ=dict(e.environ),
+    )
 
 
 def table_width() -> int:
     """Columns the table output will be printed in (the terminal's, or COLUMNS/200 when piped)."""
-    return int(console(sys.stdout).width)
+    return int(console("stdout").width)
 
 
 def emit(
@@ -230,11 +255,13 @@ def emit(
     csv: Callable[[], tuple[Sequence[str], Sequence[dict[str, Any]]]] | None = None,
     prom: Callable[[], list[Any]] | None = None,
 ) -> int:
-    """Write ``report`` to stdout in ``fmt`` and return the exit status its findings call for.
+    """Hand ``report`` and its views to the boundary: written to stdout in ``fmt`` now, kept for
+    ``--textfile`` and ``--exit-codes``; returns the exit status its findings call for.
 
     ``table``/``csv``/``prom`` build the command's own views; a format whose builder is missing is a
     usage error (exit 2), never an empty output.
     """
+    record(report, strict=strict, prom=prom)
     try:
         _write(report, fmt, meta, strict=strict, table=table, csv=csv, prom=prom)
     except BrokenPipeError:
@@ -243,16 +270,40 @@ def emit(
     return exit_status(report, strict)
 
 
+def record(report: Report, *, strict: bool, prom: Callable[[], list[Any]] | None = None) -> None:
+    """Keep ``report`` for the end of the run (``--exit-codes nagios``), and its metrics for ``--textfile``."""
+    session = current()
+    session.report, session.strict = report, strict
+    if session.textfile is not None:
+        if prom is None:
+            raise UsageError(f"ibdiag {report.command} has no metrics for --textfile", hint="use --textfile with ibdiag topo or ibdiag counters")
+        from ibdiag.report.prom import render_prom
+
+        session.prom_text = render_prom(_metrics(report, prom))
+
+
+def _metrics(report: Report, prom: Callable[[], list[Any]]) -> list[Any]:
+    import time
+
+    from ibdiag.report.prom import finding_metrics, run_metrics
+
+    return [*prom(), *finding_metrics(report), *run_metrics(report.command, up=True, timestamp=time.time())]
+
+
 def _write(report: Report, fmt: OutputFormat, meta: RunMeta, *, strict: bool, table: Any, csv: Any, prom: Any) -> None:
-    out = sys.stdout
+    out = env().stdout
     if fmt is OutputFormat.json:
         from ibdiag.report.jsonout import render_json
 
         out.write(render_json(report, meta))
+    elif fmt is OutputFormat.line:
+        from ibdiag.report.line import render_line
+
+        out.write(render_line(report, strict=strict) + "\n")
     elif fmt is OutputFormat.junit:
         from ibdiag.report.junit import render_junit
 
-        out.write(render_junit(report, meta, strict=strict))
+        out.write(render_junit(report, meta, strict=strict, time_s=current().elapsed()))
     elif fmt is OutputFormat.csv:
         if csv is None:
             raise UsageError(f"ibdiag {report.command} cannot write csv", hint="use -o table or -o json")
@@ -263,13 +314,13 @@ def _write(report: Report, fmt: OutputFormat, meta: RunMeta, *, strict: bool, ta
     elif fmt is OutputFormat.prom:
         if prom is None:
             raise UsageError(f"ibdiag {report.command} cannot write prom", hint="use -o json, or a command that reads the node (topo, counters)")
-        from ibdiag.report.prom import finding_metrics, render_prom
+        from ibdiag.report.prom import render_prom
 
-        out.write(render_prom([*prom(), *finding_metrics(report)]))
+        out.write(render_prom(_metrics(report, prom)))
     else:
         if table is None:
             raise UsageError(f"ibdiag {report.command} cannot write a table", hint="use -o json")
-        con = console(out)
+        con = console("stdout")
         for item in table():
             # A Text marked no_wrap (a value to copy, a matrix) is written whole: the terminal folds it, a pipe keeps it.
             con.print(item, soft_wrap=getattr(item, "no_wrap", None) is True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -13,6 +12,7 @@ from ibdiag.cli.common import (
     ConfigOption,
     console,
     DebugOption,
+    env,
     emit,
     ExpectRateOption,
     exit_status,
@@ -21,10 +21,12 @@ from ibdiag.cli.common import (
     open_root,
     OutputFormat,
     read_config,
+    record,
     RootOption,
     run_meta,
     StrictOption,
     table_width,
+    TextfileOption,
     warn_refused,
 )
 
@@ -55,10 +57,10 @@ SinceOption = Annotated[
 
 def _progress(text: str, *, end: str = "\n") -> None:
     """A status line for people on stderr; nothing when stderr is not a terminal (scripts, CI logs)."""
-    err = sys.stderr
-    if hasattr(err, "isatty") and err.isatty():
-        err.write(f"\r\x1b[Kibdiag: {text}{end}")
-        err.flush()
+    e = env()
+    if e.stderr_isatty:
+        e.stderr.write(f"\r\x1b[Kibdiag: {text}{end}")
+        e.stderr.flush()
 
 
 def _validate(fmt: OutputFormat, interval: float | None, count: int | None, watch: bool, since: Path | None) -> None:
@@ -79,7 +81,7 @@ def _validate(fmt: OutputFormat, interval: float | None, count: int | None, watc
     if watch:
         if fmt is not OutputFormat.table:
             raise UsageError(f"--watch draws a live table; it cannot write {fmt.value}", hint="for machines use --interval S --count N -o csv (or json)")
-        if not sys.stdout.isatty():
+        if not env().stdout_isatty:
             raise UsageError("--watch needs a terminal on stdout", hint="for a log use --interval S --count N -o csv")
 
 
@@ -96,15 +98,18 @@ def counters_command(
     watch: WatchOption = False,
     since: SinceOption = None,
     expect_rate: ExpectRateOption = None,
+    textfile: TextfileOption = None,  # written by the boundary (cli/errors.py) from the report's metrics
     debug: DebugOption = False,
 ) -> int:
     """Port error, backpressure and throughput counters (like perfquery -x): snapshot, --interval, --watch, --since."""
     from ibdiag.counters.checks import Judging
     from ibdiag.counters.read import discover_layout, parse_device_filter
-    from ibdiag.errors import CannotRunError
+    from ibdiag.errors import CannotRunError, UsageError
     from ibdiag.sysfs import SysfsRoot
 
     _validate(fmt, interval, count, watch, since)
+    if watch and textfile is not None:
+        raise UsageError("--watch draws a live table; it cannot write --textfile", hint="for node_exporter run ibdiag counters --textfile FILE.prom from cron or a timer")
     judge = Judging.from_config(read_config(config)).with_expected_rate(expect_rate)
     patterns = parse_device_filter(device or [])
     with open_root(root) as directory:
@@ -215,7 +220,7 @@ def _since(sysfs: Any, layout: Any, judge: Any, meta: Any, since: Path, patterns
 
 def _interval(sysfs: Any, layout: Any, judge: Any, meta: Any, interval: float, count: int, fmt: OutputFormat, strict: bool) -> int:
     from ibdiag.counters.sampler import Sampler, run_series
-    from ibdiag.counters.views import csv_rows
+    from ibdiag.counters.views import csv_rows, prom_metrics
     from ibdiag.report.csvout import render_csv
     from ibdiag.report.model import Report
     from ibdiag.counters.text import duration_text
@@ -235,13 +240,16 @@ def _interval(sysfs: Any, layout: Any, judge: Any, meta: Any, interval: float, c
             if header_written[0]:
                 text = text.split("\n", 1)[1]
             header_written[0] = True
-            sys.stdout.write(text)
-            sys.stdout.flush()
+            out = env().stdout
+            out.write(text)
+            out.flush()
 
     mode = "series" if count > 1 else "interval"
     span = run_series(sampler, count, mode=mode, keep_steps=fmt is OutputFormat.json or (count == 1 and not stream_csv), on_step=on_step, first=first)
     if stream_csv:
-        return exit_status(Report("counters", {}, tuple(judge.span(span))), strict)
+        report = Report("counters", {}, tuple(judge.span(span)))
+        record(report, strict=strict, prom=lambda: prom_metrics.prom_metrics(span.last, judge.cfg, span))
+        return exit_status(report, strict)
     if count > 1:
         title = f"{count} samples every {interval:g} s ({duration_text(span.interval_s)}): rates over the whole run, error increases in total"
     else:
@@ -264,7 +272,7 @@ def _watch(sysfs: Any, layout: Any, judge: Any, meta: Any, interval: float, coun
     sampler = Sampler(sysfs, layout, interval_s=interval, data_bits=judge.cfg.data_bits)
     acc = Accumulator(sampler.first(), mode="interval", keep_steps=False)
     status = 0
-    con = console(sys.stdout)
+    con = console("stdout")
     # Live hides the cursor and redraws in place; leaving the block (Ctrl-C included) shows it again.
     with Live(Text(f"ibdiag counters --watch: first sample taken; rates in {interval:g} s (Ctrl-C to stop)"), console=con, auto_refresh=False, transient=False) as live:
         i = 0

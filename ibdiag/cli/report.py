@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -10,7 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ibdiag.cli.app import app
-from ibdiag.cli.common import DebugOption, OutputFormat, StrictOption, check_output_path, emit, exit_status, handle_errors, run_meta, table_width, write_atomically
+from ibdiag.cli.common import DebugOption, OutputFormat, StrictOption, check_output_path, emit, env, exit_status, handle_errors, run_meta, table_width, write_atomically
 
 
 class ReportFormat(str, Enum):
@@ -64,12 +63,12 @@ def report_command(
     if fmt is ReportFormat.html:
         from ibdiag.fleetreport.html import render_html
 
-        sys.stdout.write(render_html(view, report.findings, meta))
+        env().stdout.write(render_html(view, report.findings, meta))
         return exit_status(report, strict)
     if fmt is ReportFormat.line:
         from ibdiag.fleetreport.render import line_view
 
-        sys.stdout.write(line_view(view) + "\n")
+        env().stdout.write(line_view(view) + "\n")
         return exit_status(report, strict)
 
     def table() -> list[Any]:

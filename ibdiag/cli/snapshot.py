@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import socket
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ibdiag.cli.app import app
-from ibdiag.cli.common import DebugOption, handle_errors
+from ibdiag.cli.common import DebugOption, env, handle_errors
 
 
 @app.command("snapshot")
@@ -34,11 +33,12 @@ def snapshot_command(
     manifest = read_manifest(root) if str(root) != "/" else None
     host = str(manifest["host"]) if manifest and manifest.get("host") else socket.gethostname()
     summary = write_snapshot(sysfs, output, host=host)
-    sys.stdout.write(
+    out = env().stdout
+    out.write(
         f"wrote {summary.path}: {summary.files} files, {summary.links} links "
         f"({summary.pci_devices} PCI functions, {summary.adapters} RDMA adapters)\n"
         f"read it back with: ibdiag topo --root {summary.path}\n"
     )
     if summary.unreadable:
-        sys.stdout.write(f"{len(summary.unreadable)} attribute(s) could not be read and are left out (listed in the manifest)\n")
+        out.write(f"{len(summary.unreadable)} attribute(s) could not be read and are left out (listed in the manifest)\n")
     return 0

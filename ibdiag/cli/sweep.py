@@ -7,8 +7,6 @@ what it costs without running anything. Options left out take ``[sweep]``'s valu
 
 from __future__ import annotations
 
-import os
-import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -16,7 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ibdiag.cli.app import app
-from ibdiag.cli.common import ConfigOption, DebugOption, StrictOption, console, debug_enabled, handle_errors, read_config, run_meta
+from ibdiag.cli.common import ConfigOption, DebugOption, StrictOption, console, debug_enabled, env, handle_errors, read_config, run_meta
 
 
 class SweepFormat(str, Enum):
@@ -129,7 +127,7 @@ def _print_plan(pattern: str, rounds: int | None, seed: int, spec: Any, rails: t
 
     n = nodes
     if n is None:
-        launch = detect_launch(os.environ)
+        launch = detect_launch(env().environ)
         if launch is None:
             raise UsageError("--plan needs a node count: give --nodes N, or run it under the job's launcher", hint="e.g. ibdiag sweep --plan --nodes 64")
         n = launch.world_size
@@ -138,9 +136,9 @@ def _print_plan(pattern: str, rounds: int | None, seed: int, spec: Any, rails: t
     report = Report("sweep-plan", data, ())
     meta = run_meta()
     if as_json:
-        sys.stdout.write(render_json(report, meta))
+        env().stdout.write(render_json(report, meta))
     else:
-        con = console(sys.stdout)
+        con = console("stdout")
         for line in plan_lines(data, rails_given=rails is not None):
             con.print(line, highlight=False, markup=False)
     return 0

@@ -5,13 +5,11 @@ Split from :mod:`ibdiag.cli.sweep` (the options and ``--plan``) to keep each mod
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from ibdiag.cli.common import OutputFormat, check_output_path, emit, run_meta, table_width, write_atomically
+from ibdiag.cli.common import OutputFormat, check_output_path, emit, env, run_meta, table_width, write_atomically, write_stdout
 
 
 def run_sweep_command(
@@ -35,7 +33,7 @@ def run_sweep_command(
     from ibdiag.fleet.distributed import SweepJob, run_distributed
     from ibdiag.fleet.schedule import Pattern
 
-    launch = detect_launch(os.environ)
+    launch = detect_launch(env().environ)
     if launch is None:
         raise UsageError(
             "ibdiag sweep runs as one process per node under the cluster's launcher, and none was found (no RANK/WORLD_SIZE, SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK)",
@@ -55,21 +53,21 @@ def run_sweep_command(
     job = SweepJob(Pattern(pattern), rounds, seed, second_pass, spec, file.thresholds(), rails, file.start_timeout_s)
     started = time.monotonic()
     on_round = None
-    if launch.rank == 0 and sys.stderr.isatty():
+    if launch.rank == 0 and env().stderr_isatty:
         from ibdiag.fleet.progress import progress_line
 
         def on_round(done: Any) -> None:
-            sys.stderr.write("\r\x1b[2K" + progress_line(done, time.monotonic() - started))
-            sys.stderr.flush()
+            env().stderr.write("\r\x1b[2K" + progress_line(done, time.monotonic() - started))
+            env().stderr.flush()
 
     def log(line: str) -> None:
         if debug:
-            sys.stderr.write(f"rank {launch.rank}: {line}\n")
+            env().stderr.write(f"rank {launch.rank}: {line}\n")
 
     result = run_distributed(job, launch, log=log, on_round=on_round, hooks=TestHooks.from_env())
     if on_round is not None:
-        sys.stderr.write("\r\x1b[2K")
-        sys.stderr.flush()
+        env().stderr.write("\r\x1b[2K")
+        env().stderr.flush()
     if result is None:
         return 0
     return _outputs(result, fmt=fmt, save=save, png=png, strict=strict)
@@ -93,8 +91,7 @@ def _outputs(result: Any, *, fmt: str, save: Path | None, png: Path | None, stri
         from ibdiag.cli.common import exit_status
         from ibdiag.fleet.render import line_view
 
-        sys.stdout.write(line_view(result) + "\n")
-        sys.stdout.flush()
+        write_stdout(line_view(result) + "\n")
         return exit_status(report, strict)
 
     def table() -> list[Any]:

@@ -22,6 +22,7 @@ from ibdiag.cli.common import (
     run_meta,
     StrictOption,
     table_width,
+    TextfileOption,
 )
 
 ExpectAdaptersOption = Annotated[
@@ -39,6 +40,7 @@ def topo_command(
     strict: StrictOption = False,
     expect_adapters: ExpectAdaptersOption = None,
     expect_rate: ExpectRateOption = None,
+    textfile: TextfileOption = None,  # written by the boundary (cli/errors.py) from the report's metrics
     debug: DebugOption = False,
 ) -> int:
     """Map GPUs, RDMA adapters, PCIe paths and NUMA (like nvidia-smi topo -m) and judge the layout."""

@@ -1,7 +1,7 @@
 """Prometheus text exposition format (version 0.0.4), for node_exporter's textfile collector.
 
-Write to a temporary file and rename it into the collector directory so node_exporter never reads
-half a file: ``ibdiag counters -o prom > f.tmp && mv f.tmp /var/lib/node_exporter/ibdiag.prom``.
+``--textfile FILE.prom`` writes it atomically beside FILE (node_exporter never reads half a file) on
+every way out, keeping the exit status; a run that could not judge writes ``ibdiag_up 0``.
 """
 
 from __future__ import annotations
@@ -113,6 +113,15 @@ def finding_metrics(report: Report) -> list[Metric]:
         ),
     )
     return [status, counts, checks]
+
+
+def run_metrics(command: str, *, up: bool, timestamp: float) -> list[Metric]:
+    """Whether the last run of ``command`` could judge the node, and when it ran: a textfile left by a
+    run that could not judge (exit 2/3) says so (``ibdiag_up 0``), and a stale one shows its age."""
+    return [
+        Metric("ibdiag_up", "1 if the last ibdiag run could read and judge the node, 0 if it could not run (exit 2 or 3).", "gauge", (PromSample({"command": command}, 1 if up else 0),)),
+        Metric("ibdiag_last_run_timestamp_seconds", "When the last ibdiag run ended, Unix time.", "gauge", (PromSample({"command": command}, round(timestamp, 3)),)),
+    ]
 
 
 def _dedupe(report: Report) -> Sequence:

@@ -3,14 +3,14 @@ CSV rows and Prometheus metrics. Pure functions of the model; cli/ prints what t
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from ibdiag.parse import format_cpulist, pcie_gen
 from ibdiag.report.prom import Metric, PromSample
 from ibdiag.topo.model import Pairing, PcieLink, Topology, port_name
+
+if TYPE_CHECKING:  # rich only where a table is drawn: `ibdiag topo -o json` never imports it
+    from rich.table import Table
 
 PATH_STYLE = {"PIX": "green", "PXB": "green", "PHB": "yellow", "NODE": "yellow", "SYS": "red"}
 
@@ -67,6 +67,9 @@ def _link(link: PcieLink) -> str:
 
 
 def adapters_table(topo: Topology) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
     t = Table(title="RDMA adapters and ports (ibstat)", title_justify="left")
     roce = any(p.link_layer == "Ethernet" for a in topo.adapters for p in a.ports)
     cols = ["adapter", "pci", "numa", "PCIe", "fw", "port", "state", "rate", "layer", "lid", "netdev"] + (["RoCE GID types"] if roce else [])
@@ -103,6 +106,9 @@ def nearest_text(topo: Topology, pairing: Pairing) -> str:
 
 
 def pairing_table(topo: Topology) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
     t = Table(title="GPU -> nearest active port(s), all that tie (what NCCL will use)", title_justify="left")
     for col in ("gpu", "pci", "numa", "PCIe", "nearest port(s)", "path", "GPUDirect RDMA"):
         t.add_column(col, no_wrap=True)
@@ -177,10 +183,10 @@ def prom_metrics(topo: Topology) -> list[Metric]:
             tuple(PromSample(labels, 1 if p.active and p.link_up else 0) for labels, p in port_labels),
         ),
         Metric(
-            "ibdiag_topo_port_rate_gbps",
-            "RDMA port rate in Gb/s (sysfs rate).",
+            "ibdiag_topo_port_rate_bytes_per_second",
+            "RDMA port rate (sysfs rate), bytes per second.",
             "gauge",
-            tuple(PromSample(labels, p.rate_gbps) for labels, p in port_labels if p.rate_gbps is not None),
+            tuple(PromSample(labels, p.rate_gbps * 1e9 / 8) for labels, p in port_labels if p.rate_gbps is not None),
         ),
         Metric(
             "ibdiag_topo_pcie_width_lanes",
@@ -195,7 +201,17 @@ def prom_metrics(topo: Topology) -> list[Metric]:
             "ibdiag_topo_gpu_gdr",
             "1 when NCCL will use GPUDirect RDMA for the GPU (path within the GDR level and peer memory loaded).",
             "gauge",
-            tuple(PromSample({"gpu": str(p.gpu), "adapters": ",".join(p.nearest), "path": p.path.value if p.path else ""}, int(p.gdr)) for p in topo.pairings),
+            tuple(PromSample({"gpu": str(p.gpu)}, int(p.gdr)) for p in topo.pairings),
         ),
-        Metric("ibdiag_topo_peermem_loaded", "1 when nvidia_peermem or nv_peer_mem is loaded.", "gauge", (PromSample({"module": topo.gdr.state}, int(topo.gdr.loaded)),)),
+        # A state is a 0/1 value, never a label value: a series must not change its labels when the state does.
+        Metric("ibdiag_topo_peermem_loaded", "1 when nvidia_peermem or nv_peer_mem is loaded.", "gauge", (PromSample({}, int(topo.gdr.loaded)),)),
+        Metric(
+            "node_infiniband_info",
+            "Non-numeric data from /sys/class/infiniband/<device>, value is always 1 (node_exporter's infiniband collector).",
+            "gauge",
+            tuple(
+                PromSample({"board_id": a.board_id or "", "device": a.name, "firmware_version": a.fw_ver or "", "hca_type": a.hca_type or ""}, 1)
+                for a in topo.adapters
+            ),
+        ),
     ]

@@ -325,6 +325,11 @@ def csv_rows(v: Verdict) -> list[dict[str, Any]]:
     return [{**r.to_json(), "job": int(r.anchor)} for r in v.scaling]
 
 
+def _bytes(gbs: float | None) -> float | None:
+    """GB/s (1e9 B/s) in Prometheus' base unit, bytes per second."""
+    return None if gbs is None else gbs * 1e9
+
+
 def prom_metrics(v: Verdict) -> list[Metric]:
     labels = {"strategy": v.workload.strategy, "ranks": str(v.workload.ranks)}
 
@@ -334,8 +339,8 @@ def prom_metrics(v: Verdict) -> list[Metric]:
         return Metric(name, help_, "gauge", (PromSample(labels, value),))
 
     metrics = [
-        g("ibdiag_verdict_busbw_gbs", "Measured bus bandwidth used by the verdict, GB/s (1e9 B/s).", v.measured.busbw_gbs),
-        g("ibdiag_verdict_ceiling_busbw_gbs", "Ceiling busbw: rails x link rate / 8, GB/s.", v.ceiling.busbw_gbs),
+        g("ibdiag_verdict_busbw_bytes_per_second", "Measured bus bandwidth used by the verdict, bytes per second.", _bytes(v.measured.busbw_gbs)),
+        g("ibdiag_verdict_ceiling_busbw_bytes_per_second", "Ceiling busbw: rails x link rate / 8, bytes per second.", _bytes(v.ceiling.busbw_gbs)),
         g("ibdiag_verdict_efficiency_ratio", "Measured busbw / ceiling.", v.efficiency),
         g("ibdiag_verdict_comm_seconds", "All collectives of one step back to back, seconds.", v.step.overlap.comm_s),
         g("ibdiag_verdict_exposed_comm_seconds", "Communication not hidden behind the backward pass, seconds per step.", v.step.exposed_s),

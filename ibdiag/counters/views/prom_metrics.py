@@ -73,14 +73,14 @@ def _prom_rates(span: Span, cfg: CountersConfig) -> list[Metric]:
         if p.port is None:
             continue
         fig = figures(d, p.info.rate_gbps if p.info else None, xmit_wait_bytes_per_count=cfg.xmit_wait_bytes_per_count)
-        for lst, v, scale in ((tx, fig.tx_gbps, 1.0), (rx, fig.rx_gbps, 1.0), (txu, fig.tx_util_pct, 0.01), (rxu, fig.rx_util_pct, 0.01), (wait, fig.xmit_wait_est_pct, 0.01)):
+        for lst, v, scale in ((tx, fig.tx_gbps, 1e9 / 8), (rx, fig.rx_gbps, 1e9 / 8), (txu, fig.tx_util_pct, 0.01), (rxu, fig.rx_util_pct, 0.01), (wait, fig.xmit_wait_est_pct, 0.01)):
             if v is not None:
-                lst.append(PromSample(labels, v * scale))  # percentages become 0-1 ratios
+                lst.append(PromSample(labels, v * scale))  # base units: Gb/s -> bytes/s, percentages -> 0-1 ratios
     return [
         Metric("ibdiag_counters_interval_seconds", "Length of the interval the rates were measured over.", "gauge", (PromSample({}, span.interval_s),)),
         Metric("ibdiag_counters_rate_per_second", "Increase per second over the interval, by counter (xmit_bytes/rcv_bytes in bytes).", "gauge", tuple(rates)),
-        Metric("ibdiag_counters_tx_gbps", "Transmit throughput over the interval (Gb/s, 1e9 bit/s).", "gauge", tuple(tx)),
-        Metric("ibdiag_counters_rx_gbps", "Receive throughput over the interval (Gb/s, 1e9 bit/s).", "gauge", tuple(rx)),
+        Metric("ibdiag_counters_transmit_bytes_per_second", "Transmit throughput over the interval, bytes per second.", "gauge", tuple(tx)),
+        Metric("ibdiag_counters_receive_bytes_per_second", "Receive throughput over the interval, bytes per second.", "gauge", tuple(rx)),
         Metric("ibdiag_counters_tx_utilization_ratio", "Transmit throughput over the port rate (0-1).", "gauge", tuple(txu)),
         Metric("ibdiag_counters_rx_utilization_ratio", "Receive throughput over the port rate (0-1).", "gauge", tuple(rxu)),
         Metric(

@@ -1,0 +1,87 @@
+"""The one boundary between the process and ibdiag: ``main(argv, env) -> ExitStatus``.
+
+Everything that touches the process is here: the streams, the environment, ``sys.exit``. Commands
+get an :class:`~ibdiag.cli.env.Environment` (through :func:`ibdiag.cli.env.current`), hand their
+report and views to :func:`ibdiag.cli.common.emit`, and return an exit status; errors of every kind go
+through :func:`ibdiag.cli.errors.write_error`. At the end this module applies what the run asked
+for beyond its output: ``--textfile`` (written on every way out) and ``--exit-codes nagios``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from ibdiag.cli.env import Environment, Session, bound
+from ibdiag.errors import ExitStatus
+
+
+def _prescan(argv: Sequence[str], session: Session) -> None:
+    """What the options ask of the boundary, read before click parses (a usage error must still be
+    answered as ``-o line``, still write ``--textfile``). The command's parsed options refine it."""
+    words = list(argv)
+    for i, word in enumerate(words):
+        if word == "--":
+            break
+        nxt = words[i + 1] if i + 1 < len(words) else ""
+        fmt = None
+        if word in ("-o", "--format"):
+            fmt = nxt.lower()
+        elif word.startswith("--format=") or (word.startswith("-o") and not word.startswith("--") and len(word) > 2):
+            fmt = word.split("=", 1)[-1].removeprefix("-o").lower()
+        if fmt is not None:
+            session.line, session.junit = fmt == "line", fmt == "junit"
+        elif word == "--exit-codes":
+            session.nagios = nxt.lower() == "nagios"
+        elif word.startswith("--exit-codes="):
+            session.nagios = word.split("=", 1)[1].lower() == "nagios"
+        elif word == "--textfile" and nxt:
+            session.textfile = Path(nxt)
+        elif word.startswith("--textfile="):
+            session.textfile = Path(word.split("=", 1)[1])
+        elif word == "--debug":
+            session.debug = True
+    commands = [w for w in words if not w.startswith("-")]
+    if commands and session.command is None:
+        session.command = commands[0]
+
+
+@contextmanager
+def _process_streams(env: Environment) -> Iterator[None]:
+    """Point the process's own streams at the environment's while the run lasts: click writes
+    ``--help`` with its own ``echo``, a library may still read ``sys.stdin``. A no-op for the console
+    script (the environment *is* the process's)."""
+    saved = sys.stdin, sys.stdout, sys.stderr
+    sys.stdin, sys.stdout, sys.stderr = env.stdin, env.stdout, env.stderr
+    try:
+        yield
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved
+
+
+def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> ExitStatus:
+    """Run ``ibdiag ARGV`` in ``env`` (default: this process) and return its exit status."""
+    from typer.main import get_command
+
+    from ibdiag.cli import app
+    from ibdiag.cli.errors import finish, write_error
+
+    if env is None:
+        env = Environment.from_process()
+    args = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
+    session = Session(env, debug=env.debug)
+    _prescan(args, session)
+    with bound(session), _process_streams(env):
+        try:
+            status = get_command(app).main(args=args, prog_name="ibdiag", standalone_mode=False)
+        except KeyboardInterrupt:
+            status = write_error(session, "interrupted", None, ExitStatus.INTERRUPTED)
+        status = finish(session, int(status if isinstance(status, int) else 0))
+    return ExitStatus(status)
+
+
+def run() -> None:
+    """The ``ibdiag`` console script."""
+    sys.exit(int(main()))

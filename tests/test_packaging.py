@@ -1,0 +1,88 @@
+"""Packaging (#11): what `pip install ibdiag[...]` promises, the oldest Python, and --help summaries."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+PROJECT = PYPROJECT["project"]
+
+
+def test_collective_extra_pulls_numpy_and_never_pins_torch():
+    extra = PROJECT["optional-dependencies"]["collective"]
+    torch = [d for d in extra if d.startswith("torch")]
+    assert torch and all("==" not in d and ">=" in d for d in torch), extra  # a CUDA torch already there is kept
+    assert any(re.match(r"numpy\b", d) for d in extra), extra  # torch's object collectives need it
+
+
+def test_python_310_supported_with_a_tomli_fallback():
+    assert PROJECT["requires-python"] == ">=3.10"
+    assert "tomli>=2.0; python_version < '3.11'" in PROJECT["dependencies"]
+    assert "Programming Language :: Python :: 3.10" in PROJECT["classifiers"]
+
+
+def test_no_syntax_or_library_newer_than_python_310():
+    """vermin reads every module and names the oldest Python that runs it (3.10 is Ubuntu 22.04's)."""
+    vermin = Path(sys.executable).parent / "vermin"
+    exe = str(vermin) if vermin.exists() else shutil.which("vermin")
+    if exe is None:
+        pytest.fail("vermin is not installed (it is in the test extras: make test-venv)")
+    out = subprocess.run([exe, "--no-tips", "--eval-annotations", str(REPO / "ibdiag")], capture_output=True, text=True, timeout=240).stdout
+    found = re.search(r"Minimum required versions: ([0-9.]+)", out)
+    assert found, out
+    assert tuple(int(x) for x in found.group(1).split(".")) <= (3, 10), out
+
+
+def test_typer_pinned_to_the_tested_minor_series():
+    import typer
+
+    (dep,) = [d for d in PROJECT["dependencies"] if d.startswith("typer")]
+    low, high = re.fullmatch(r"typer>=([0-9.]+),<([0-9.]+)", dep).groups()  # type: ignore[union-attr]
+    version = tuple(int(x) for x in typer.__version__.split(".")[:2])
+    assert tuple(int(x) for x in low.split(".")[:2]) <= version < tuple(int(x) for x in high.split(".")[:2])
+
+
+def test_license_urls_and_classifiers():
+    assert PROJECT["license"] == "Apache-2.0"
+    assert "Apache License" in (REPO / "LICENSE").read_text()[:200]
+    assert {"Homepage", "Source", "Issues"} <= set(PROJECT["urls"])
+    assert any(c.startswith("Topic :: System :: Monitoring") for c in PROJECT["classifiers"])
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["bench", "--help"]])
+def test_help_summaries_are_not_cut_at_80_columns(cli, argv):
+    from ibdiag.cli import SHORT_HELP
+
+    res = cli(*argv, env={"COLUMNS": "80"})
+    assert res.exit_code == 0
+    commands = res.stdout.split("Commands:", 1)[1].split("\n\n", 1)[0].strip().splitlines()
+    assert len(commands) >= 4
+    for line in commands:
+        name, summary = line.split(None, 1)
+        assert summary == SHORT_HELP[name], line  # whole, not "...": every command has a short summary
+        assert len(line) <= 78
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["topo", "--root", "fixtures/sysfs/dgx-h100", "-o", "json"]])
+def test_startup_imports_neither_pydantic_nor_rich(argv):
+    """#15: typer's pydantic coercion and rich's tables were the largest share of start-up."""
+    code = (
+        "import sys\nfrom ibdiag.cli.main import main\n"
+        f"main({argv!r})\n"
+        "sys.stderr.write('LOADED=' + ','.join(m for m in ('pydantic', 'rich') if m in sys.modules) + '\\n')\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert "LOADED=\n" in res.stderr, res.stderr[-500:]
