@@ -1,4 +1,4 @@
-"""The one way into torch.distributed: import it, pick the backend, serve and reach the rendezvous store.
+"""The one way into torch.distributed: import it, serve and reach the rendezvous store, the call per op.
 
 Every other collective module takes ``torch`` and ``torch.distributed`` from :func:`import_dist`, so
 "not installed" and "this build has no NCCL" become ibdiag errors with a hint here and nowhere else;
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ibdiag.collectives import OPS
-from ibdiag.errors import CannotRunError, NotSupportedError, UsageError
+from ibdiag.errors import CannotRunError, NotSupportedError
 
 
 def import_dist() -> Any:
@@ -31,27 +31,6 @@ def import_dist() -> Any:
         raise NotSupportedError("this PyTorch build has no torch.distributed", hint="install a PyTorch build with distributed support")
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.distributed.*")
     return torch, dist
-
-
-def resolve_backend(requested: str) -> str:
-    """``auto`` -> ``nccl`` when CUDA GPUs and NCCL are present, else ``gloo``; checks an explicit choice."""
-    torch, dist = import_dist()
-    req = requested.lower()
-    cuda = torch.cuda.is_available()
-    nccl = dist.is_nccl_available()
-    if req == "auto":
-        return "nccl" if cuda and nccl else "gloo"
-    if req == "nccl":
-        if not cuda:
-            raise CannotRunError("--backend nccl: no CUDA GPU is visible to this process", hint="check nvidia-smi and CUDA_VISIBLE_DEVICES, or use --backend gloo")
-        if not nccl:
-            raise NotSupportedError("--backend nccl: this PyTorch build has no NCCL", hint="use --backend gloo, or a CUDA build of PyTorch")
-        return "nccl"
-    if req == "gloo":
-        if not dist.is_gloo_available():
-            raise NotSupportedError("--backend gloo: this PyTorch build has no gloo", hint="use --backend nccl")
-        return "gloo"
-    raise UsageError(f"unknown backend {requested!r}", hint="use auto, nccl or gloo")
 
 
 def serve_store(host: str, port: int = 0, *, timeout_s: float = 120.0) -> tuple[Any, int]:
