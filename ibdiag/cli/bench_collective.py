@@ -126,7 +126,7 @@ def _die_from_watchdog(report_dir: str | None, rank: int) -> Any:
 
     def expire(message: str) -> None:
         hint = "check the named ranks' hosts; raise --timeout only if the sizes are huge"
-        if report_dir:
+        if report_dir and not Path(report_dir, f"error.rank{rank}.json").exists():  # never over the diagnosis written before a teardown
             from ibdiag.bench.collective.spawn import write_error
 
             try:

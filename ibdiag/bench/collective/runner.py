@@ -47,7 +47,7 @@ from ibdiag.bench.collective.rank import NCCL_EXTRA_S, _Rank
 from ibdiag.bench.collective.spec import RunSpec
 from ibdiag.bench.collective.torchdist import import_dist
 from ibdiag.collectives import DTYPES, OPS, placement
-from ibdiag.errors import IbdiagError, UsageError
+from ibdiag.errors import UsageError
 from ibdiag.units import format_bytes
 
 __all__ = ["NCCL_EXTRA_S", "SETTING_PREFIXES", "SizeStep", "plan_steps", "run_rank"]

@@ -22,10 +22,15 @@ def import_dist() -> Any:
     try:
         import torch
         import torch.distributed as dist
-    except ImportError:
+    except ImportError as e:
+        if isinstance(e, ModuleNotFoundError) and (e.name or "").split(".")[0] == "torch":
+            raise NotSupportedError(
+                "ibdiag bench collective needs PyTorch (torch.distributed), which is not installed",
+                hint="pip install 'ibdiag[collective]' (CPU build), or install the CUDA build of torch your jobs use",
+            ) from None
         raise NotSupportedError(
-            "ibdiag bench collective needs PyTorch (torch.distributed), which is not installed",
-            hint="pip install 'ibdiag[collective]' (CPU build), or install the CUDA build of torch your jobs use",
+            f"PyTorch is installed but does not import: {type(e).__name__}: {first_line(e)}",
+            hint="repair the torch installation (pip install 'ibdiag[collective]' pulls torch and what it needs)",
         ) from None
     if not dist.is_available():
         raise NotSupportedError("this PyTorch build has no torch.distributed", hint="install a PyTorch build with distributed support")
