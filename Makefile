@@ -63,5 +63,12 @@ bench: $(TSTAMP)
 	$(BIN)/python benchmarks/verdict_overlap.py
 	$(BIN)/python benchmarks/sweep_scale.py
 
+## gpu-check: the NCCL path on this machine's GPU(s), < 5 min, report in gpu-check.json (fails without a GPU);
+## runs under the machine's own python3 (its CUDA build of torch), not the venv: see docs/bench-collective.md
+GPU_CHECK_OUT ?= gpu-check.json
+.PHONY: gpu-check
+gpu-check:
+	PYTHONPATH=$(CURDIR) $(PYTHON) benchmarks/gpu_check.py --out $(GPU_CHECK_OUT)
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
