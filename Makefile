@@ -14,6 +14,8 @@ $(STAMP): pyproject.toml
 	touch $@
 
 $(TSTAMP): $(STAMP) pyproject.toml
+	# the CPU build this machine kind carries on disk; the extra itself only asks torch>=2.1
+	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e '.[test,analysis,collective]'
 	touch $@
 
@@ -63,6 +65,13 @@ bench: $(TSTAMP)
 	$(BIN)/python benchmarks/verdict_overlap.py
 	$(BIN)/python benchmarks/sweep_scale.py
 	$(BIN)/python benchmarks/import_streaming.py
+
+## gpu-check: the NCCL path on this machine's GPU(s), < 5 min, report in gpu-check.json (fails without a GPU);
+## runs under the machine's own python3 (its CUDA build of torch), not the venv: see docs/bench-collective.md
+GPU_CHECK_OUT ?= gpu-check.json
+.PHONY: gpu-check
+gpu-check:
+	PYTHONPATH=$(CURDIR) $(PYTHON) benchmarks/gpu_check.py --out $(GPU_CHECK_OUT)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

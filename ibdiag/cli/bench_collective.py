@@ -126,7 +126,7 @@ def _die_from_watchdog(report_dir: str | None, rank: int) -> Any:
 
     def expire(message: str) -> None:
         hint = "check the named ranks' hosts; raise --timeout only if the sizes are huge"
-        if report_dir:
+        if report_dir and not Path(report_dir, f"error.rank{rank}.json").exists():  # never over the diagnosis written before a teardown
             from ibdiag.bench.collective.spawn import write_error
 
             try:
@@ -137,6 +137,31 @@ def _die_from_watchdog(report_dir: str | None, rank: int) -> Any:
         os._exit(int(ExitStatus.CANNOT_RUN))
 
     return expire
+
+
+class _FailureReport:
+    """``run_rank``'s ``on_failure``: say what failed (stderr, and the --nproc error file) before any
+    teardown, so the diagnosis survives a teardown that hangs or a process that NCCL aborts."""
+
+    def __init__(self, report_dir: str | None, rank: int) -> None:
+        self.report_dir, self.rank = report_dir, rank
+        self.done = False
+
+    def __call__(self, err: BaseException) -> None:
+        if isinstance(err, IbdiagError) and self.rank != 0 and not err.message.startswith("rank "):
+            err.message = f"rank {self.rank}: {err.message}"
+        if self.report_dir:
+            from ibdiag.bench.collective.spawn import write_error
+
+            try:
+                write_error(self.report_dir, self.rank, err)
+            except OSError:
+                pass
+        if isinstance(err, IbdiagError):
+            print_error(err.message, err.hint)
+        else:
+            print_error(f"rank {self.rank}: internal error: {type(err).__name__}: {err}", "rerun with --debug for the traceback and report it")
+        self.done = True
 
 
 @bench_app.command("collective")
@@ -226,14 +251,26 @@ def collective_command(
     from ibdiag.bench.collective.hooks import TestHooks
     from ibdiag.bench.collective.runner import run_rank
 
+    report = _FailureReport(None, launch.rank)
     try:
         with _ctrl_c_ends_the_rank(), _ProgressBar() as bar:
             measurement = run_rank(
-                spec, launch, hooks=TestHooks.from_env(), on_progress=bar if launch.rank == 0 else None, on_watchdog=_die_from_watchdog(None, launch.rank)
+                spec,
+                launch,
+                hooks=TestHooks.from_env(),
+                on_progress=bar if launch.rank == 0 else None,
+                on_watchdog=_die_from_watchdog(None, launch.rank),
+                on_failure=report,
             )
     except IbdiagError as e:
+        if report.done:
+            return int(e.exit_status)  # already said, before the teardown
         if launch.rank != 0 and not e.message.startswith("rank "):
             e.message = f"rank {launch.rank}: {e.message}"
+        raise
+    except Exception:
+        if report.done and not debug:
+            return int(ExitStatus.CANNOT_RUN)
         raise
     if measurement is None:  # not rank 0: only rank 0 prints and saves
         return 0
@@ -253,16 +290,22 @@ def _supervised_rank(launch: Any, report_dir: str) -> int:
     def progress(done: int, total: int, label: str) -> None:
         spawn.write_progress(report_dir, done, total, label)
 
+    report = _FailureReport(report_dir, launch.rank)
     try:
         job = RankJob.from_env(env().environ)
         with _ctrl_c_ends_the_rank():
-            measurement = run_rank(job.spec, launch, hooks=TestHooks.from_env(), on_progress=progress, on_watchdog=_die_from_watchdog(report_dir, launch.rank))
+            measurement = run_rank(
+                job.spec, launch, hooks=TestHooks.from_env(), on_progress=progress, on_watchdog=_die_from_watchdog(report_dir, launch.rank), on_failure=report
+            )
         if measurement is not None:
             run, findings = to_bench_run(measurement, job.config)
             spawn.write_result(report_dir, {"run": run.to_data(), "findings": [f.to_json() for f in findings]})
     except BaseException as e:
-        if not isinstance(e, (KeyboardInterrupt, SystemExit)):
-            spawn.write_error(report_dir, launch.rank, e)
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
+        if report.done:
+            return int(e.exit_status) if isinstance(e, IbdiagError) else int(ExitStatus.CANNOT_RUN)
+        spawn.write_error(report_dir, launch.rank, e)
         raise
     return 0
 

@@ -172,6 +172,7 @@ def to_bench_run(m: Measurement, cfg: CollectiveConfig) -> tuple[BenchRun, tuple
             pid=info.pid,
             device=info.device,
             setup_s=info.setup_s,
+            interface=info.interface or None,
             time_us=tuple(row.time_us[info.rank] for row in m.rows),
             coll_us=tuple(row.coll_us[info.rank] for row in m.rows),
             late_share=tuple(s[info.rank] for s in shares_by_row),

@@ -6,6 +6,9 @@ and the timeout path are exercised for real). Set ``IBDIAG_TEST_HOOK`` to ``;``-
     slow:rank=2,seconds=0.02     rank 2 sleeps 20 ms before each timed collective (inside the timed loop)
     hang:rank=1,step=3           rank 1 sleeps forever when it reaches step 3 (steps count from 1)
     mark:dir=/tmp/marks          every rank touches DIR/rank<R>.step<K> when it reaches step K
+    teardown:action=hang         a rank tearing down after a failure hangs there (destroy_process_group
+                                 hanging on a broken communicator); action=abort: it dies by SIGABRT
+                                 there (NCCL's watchdog); rank=R limits it to rank R
 
 Without the variable nothing happens and nothing is slowed down.
 """
@@ -30,6 +33,8 @@ class TestHooks:
     slow: Mapping[int, float] = field(default_factory=dict)
     hang: Mapping[int, int] = field(default_factory=dict)
     mark_dir: str | None = None
+    teardown: Mapping[int, str] = field(default_factory=dict)
+    """rank (-1: every rank) -> ``hang`` or ``abort``."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> TestHooks:
@@ -39,6 +44,7 @@ class TestHooks:
         slow: dict[int, float] = {}
         hang: dict[int, int] = {}
         mark: str | None = None
+        teardown: dict[int, str] = {}
         for item in filter(None, (s.strip() for s in text.split(";"))):
             name, _, args = item.partition(":")
             kv = {}
@@ -54,15 +60,19 @@ class TestHooks:
                     hang[int(kv["rank"])] = int(kv["step"])
                 elif name == "mark":
                     mark = kv["dir"]
+                elif name == "teardown":
+                    if kv["action"] not in ("hang", "abort"):
+                        raise ValueError("action is hang or abort")
+                    teardown[int(kv.get("rank", -1))] = kv["action"]
                 else:
-                    raise UsageError(f"{ENV}: unknown hook {name!r}", hint="hooks are slow, hang and mark")
+                    raise UsageError(f"{ENV}: unknown hook {name!r}", hint="hooks are slow, hang, mark and teardown")
             except (KeyError, ValueError) as e:
                 raise UsageError(f"{ENV}: bad item {item!r} ({e})", hint="e.g. slow:rank=2,seconds=0.02;hang:rank=1,step=3") from None
-        return cls(slow, hang, mark)
+        return cls(slow, hang, mark, teardown)
 
     @property
     def active(self) -> bool:
-        return bool(self.slow or self.hang or self.mark_dir)
+        return bool(self.slow or self.hang or self.mark_dir or self.teardown)
 
     def before_step(self, rank: int, step: int) -> None:
         if self.mark_dir:
@@ -75,3 +85,11 @@ class TestHooks:
         delay = self.slow.get(rank)
         if delay:
             time.sleep(delay)
+
+    def before_teardown(self, rank: int) -> None:
+        action = self.teardown.get(rank, self.teardown.get(-1))
+        if action == "abort":
+            os.abort()
+        if action == "hang":
+            while True:
+                time.sleep(3600)

@@ -49,6 +49,9 @@ class LaunchEnv:
     rank 0 connects to it as a client instead of serving it."""
     restart: int = 0
     """torchrun's restart count: keys of an earlier attempt are not mistaken for this one's."""
+    local_rank_var: str | None = None
+    """The variable the local rank came from (``LOCAL_RANK``, ``SLURM_LOCALID`` ...), None when defaulted:
+    named when a rank cannot be bound to a GPU."""
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -209,7 +212,7 @@ def detect_launch(env: Mapping[str, str]) -> LaunchEnv | None:
         restart = _opt_int(env, "TORCHELASTIC_RESTART_COUNT") or 0
         lr = rank if local_rank is None else local_rank
         _check(rank, world, lr, local_world, launcher)
-        return LaunchEnv(launcher, rank, world, lr, local_world, addr, _port(env, DEFAULT_PORT), agent, restart)
+        return LaunchEnv(launcher, rank, world, lr, local_world, addr, _port(env, DEFAULT_PORT), agent, restart, None if local_rank is None else "LOCAL_RANK")
 
     if env.get("OMPI_COMM_WORLD_RANK", "").strip() and env.get("OMPI_COMM_WORLD_SIZE", "").strip():
         rank = _int(env, "OMPI_COMM_WORLD_RANK")
@@ -219,19 +222,20 @@ def detect_launch(env: Mapping[str, str]) -> LaunchEnv | None:
         addr = _mpi_master(env, world, local_world, "mpirun -x MASTER_ADDR=$(hostname) ...")
         lr = 0 if local_rank is None else local_rank
         _check(rank, world, lr, local_world, "Open MPI")
-        return LaunchEnv("openmpi", rank, world, lr, local_world, addr, _port(env, DEFAULT_PORT))
+        return LaunchEnv("openmpi", rank, world, lr, local_world, addr, _port(env, DEFAULT_PORT), local_rank_var=None if local_rank is None else "OMPI_COMM_WORLD_LOCAL_RANK")
 
     if env.get("PMI_RANK", "").strip() and env.get("PMI_SIZE", "").strip():
         rank = _int(env, "PMI_RANK")
         world = _int(env, "PMI_SIZE", minimum=1)
         local_rank = _opt_int(env, "MPI_LOCALRANKID")
+        var = None if local_rank is None else "MPI_LOCALRANKID"
         local_world = _opt_int(env, "MPI_LOCALNRANKS", minimum=1)
         if local_rank is None and env.get("SLURM_LOCALID", "").strip():
-            local_rank = _int(env, "SLURM_LOCALID")
+            local_rank, var = _int(env, "SLURM_LOCALID"), "SLURM_LOCALID"
         addr = env.get("MASTER_ADDR", "").strip() or _slurm_master(env) or _mpi_master(env, world, local_world, "mpiexec -genv MASTER_ADDR $(hostname) ...")
         lr = 0 if local_rank is None else local_rank
         _check(rank, world, lr, local_world, "PMI")
-        return LaunchEnv("pmi", rank, world, lr, local_world, addr, _port(env, _slurm_port(env)))
+        return LaunchEnv("pmi", rank, world, lr, local_world, addr, _port(env, _slurm_port(env)), local_rank_var=var)
 
     in_step = any(env.get(k, "").strip() not in ("", "batch", "extern") for k in ("SLURM_STEP_ID", "SLURM_STEPID"))
     if in_step and env.get("SLURM_PROCID", "").strip():
@@ -240,7 +244,8 @@ def detect_launch(env: Mapping[str, str]) -> LaunchEnv | None:
         if not env.get(world_key, "").strip():
             raise UsageError("SLURM_PROCID is set but SLURM_NTASKS is not", hint="launch with srun -n N (or --ntasks-per-node)")
         world = _int(env, world_key, minimum=1)
-        local_rank = _opt_int(env, "SLURM_LOCALID") or 0
+        local_id = _opt_int(env, "SLURM_LOCALID")
+        local_rank = local_id or 0
         local_world = None
         tpn = env.get("SLURM_STEP_TASKS_PER_NODE", "").strip() or env.get("SLURM_TASKS_PER_NODE", "").strip()
         node_id = _opt_int(env, "SLURM_NODEID")
@@ -252,7 +257,7 @@ def detect_launch(env: Mapping[str, str]) -> LaunchEnv | None:
         if not addr:
             raise UsageError("srun job without a node list (SLURM_JOB_NODELIST) or MASTER_ADDR", hint="export MASTER_ADDR=<host of rank 0> before srun")
         _check(rank, world, local_rank, local_world, "Slurm")
-        return LaunchEnv("slurm", rank, world, local_rank, local_world, addr, _port(env, _slurm_port(env)))
+        return LaunchEnv("slurm", rank, world, local_rank, local_world, addr, _port(env, _slurm_port(env)), local_rank_var=None if local_id is None else "SLURM_LOCALID")
     return None
 
 

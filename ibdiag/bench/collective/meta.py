@@ -94,6 +94,8 @@ class RankTiming:
     coll_us: tuple[float, ...] = ()
     late_share: tuple[float, ...] = ()
     """Per row: how long the others waited for this rank, as a share of the row's time."""
+    interface: str | None = None
+    """The interface gloo's connections used on this rank and where that came from (``eth0 (GLOO_SOCKET_IFNAME)``)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -106,6 +108,7 @@ class RankTiming:
             "time_us": list(self.time_us),
             "coll_us": list(self.coll_us),
             "late_share": list(self.late_share),
+            "interface": self.interface,
         }
 
     @classmethod
@@ -120,6 +123,7 @@ class RankTiming:
             time_us=f.numbers("time_us", 0.0),
             coll_us=f.numbers("coll_us", 0.0),
             late_share=f.numbers("late_share"),
+            interface=f.text("interface"),
         )
 
 

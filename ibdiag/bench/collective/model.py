@@ -24,6 +24,8 @@ class RankInfo:
     """``cpu`` or ``cuda:3 NVIDIA H100 80GB HBM3``."""
     setup_s: float
     """This rank's process-group setup: store connection, ``init_process_group`` and the first collective."""
+    interface: str = ""
+    """The network interface gloo's connections use on this rank, and where that came from (``netif``)."""
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,9 @@ variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MAS
 * if no heartbeat moves for ``timeout`` + 15 s (and no rank still starting uses CPU), everything is
   stopped (the backstop for a frozen job).
 
+The watching and the blame are :mod:`~ibdiag.bench.collective.supervise`'s; a rank that dies (SIGABRT from
+NCCL's watchdog) after some rank wrote its diagnosis is not blamed.
+
 Before anything is spawned, :func:`check_capacity` refuses a rank count this node cannot hold (memory
 and CPUs, exit 2). Each rank's stdout and stderr go to files in the report directory; they are kept
 when the run fails (the error says where) and removed when it succeeds or is interrupted (Ctrl-C,
@@ -208,22 +211,6 @@ def child_env(base: Mapping[str, str], *, rank: int, nproc: int, port: int, repo
     return env
 
 
-def _tail(path: Path, lines: int = 4) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-    keep = [ln.rstrip() for ln in text.splitlines() if ln.strip() and "Warning" not in ln and not ln.startswith("  warnings.warn")]
-    return " | ".join(keep[-lines:])[-600:]
-
-
-def _signal_name(code: int) -> str:
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
-
-
 def run_local(
     nproc: int,
     child_args: Sequence[str],
@@ -267,7 +254,9 @@ def run_local(
                     preexec_fn=_set_pdeathsig if sys.platform.startswith("linux") else None,  # noqa: PLW1509
                 )
             )
-        outcome = _watch(procs, rdir, store, prefix, timeout_s, on_progress)
+        from ibdiag.bench.collective.supervise import watch
+
+        outcome = watch(procs, rdir, store, prefix, timeout_s, on_progress)
         if outcome is not None:
             return outcome
         keep = True
@@ -304,212 +293,3 @@ def _stop_all(procs: Sequence[subprocess.Popen[bytes]]) -> None:
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
-
-
-def _read_progress(path: Path, pos: int, on_progress: Callable[[int, int, str], None] | None) -> tuple[int, bool]:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            fh.seek(pos)
-            chunk = fh.read()
-    except FileNotFoundError:
-        return pos, False
-    moved = False
-    consumed = 0
-    for line in chunk.splitlines(keepends=True):
-        if not line.endswith("\n"):
-            break  # a line still being written
-        consumed += len(line.encode("utf-8"))
-        try:
-            ev = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        moved = True
-        if on_progress is not None:
-            on_progress(int(ev["done"]), int(ev["total"]), str(ev["label"]))
-    return pos + consumed, moved
-
-
-def _watch(
-    procs: Sequence[subprocess.Popen[bytes]],
-    rdir: Path,
-    store: Any,
-    prefix: str,
-    timeout_s: float,
-    on_progress: Callable[[int, int, str], None] | None,
-) -> dict[str, Any] | None:
-    from ibdiag.bench.collective.liveness import DIAGNOSE_WAIT_S, read_heartbeats
-
-    n = len(procs)
-    pos = 0
-    last_activity = time.monotonic()
-    last_hb: dict[int, Any] = {}
-    beat_seen: dict[int, float] = {}  # when each rank's heartbeat was last seen to move
-    starting_cpu: dict[int, float] = {}  # CPU seconds of ranks that have not written a heartbeat yet
-    hb_every = HEARTBEAT_POLL_S if n <= 64 else 2.0
-    next_hb = 0.0
-    grace_until: float | None = None
-    stalled = False
-    frozen: list[str] = []
-    while True:
-        pos, moved = _read_progress(rdir / PROGRESS, pos, on_progress)
-        now = time.monotonic()
-        if moved:
-            last_activity = now
-        codes = [p.poll() for p in procs]
-        if all(c is not None for c in codes):
-            break
-        failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
-        if failed and codes[0] is not None:
-            break  # rank 0 has given its account (or died): nothing more to wait for
-        if failed and grace_until is None:
-            # a rank killed by a signal says nothing more; one that failed cleanly lets rank 0 finish its diagnosis
-            died = any((codes[r] or 0) < 0 or not (rdir / f"error.rank{r}.json").exists() for r in failed)
-            grace_until = now + (1.0 if died else DIAGNOSE_WAIT_S + 4.0)
-        if grace_until is not None and now > grace_until:
-            break
-        if now >= next_hb:
-            next_hb = now + hb_every
-            try:
-                hb = read_heartbeats(store, n, prefix)
-            except Exception:  # noqa: BLE001
-                hb = {}
-            for r, h in hb.items():
-                if last_hb.get(r) is None or (h.counter, h.step) != (last_hb[r].counter, last_hb[r].step):
-                    last_activity = now
-                    beat_seen[r] = now
-            last_hb = {**last_hb, **hb}
-            if _starting_ranks_busy(procs, codes, last_hb, starting_cpu):
-                last_activity = now  # still importing torch on a loaded node: alive, not stalled
-            frozen = _frozen_ranks(procs, codes, last_hb, beat_seen, now, timeout_s)
-            if frozen:
-                break
-        if now - last_activity > timeout_s + 15.0:
-            stalled = True
-            break
-        time.sleep(0.1)
-    _read_progress(rdir / PROGRESS, pos, on_progress)
-    if frozen:
-        raise PeerTimeoutError(
-            "ranks that stopped answering: " + "; ".join(frozen),
-            hint="something stopped the process (SIGSTOP, a debugger, a frozen cgroup) or it hangs in the kernel: check that host; the other ranks were stopped",
-        )
-    codes = [p.poll() for p in procs]
-    result = rdir / RESULT
-    if all(c == 0 for c in codes) and result.exists():
-        return json.loads(result.read_text(encoding="utf-8"))
-    raise _compose_error(procs, codes, rdir, store, prefix, timeout_s, stalled, last_hb)
-
-
-#: Process states (psutil) of a rank that cannot be making progress, whatever its threads would do.
-_NOT_RUNNING = ("stopped", "tracing-stop", "disk-sleep")
-
-
-def _starting_ranks_busy(
-    procs: Sequence[subprocess.Popen[bytes]], codes: Sequence[int | None], heartbeats: Mapping[int, Any], cpu: dict[int, float]
-) -> bool:
-    """Whether a rank that has not written its first heartbeat used CPU since the last look (``cpu``
-    keeps each one's CPU seconds): start-up (importing torch, ~4 s of CPU) is progress too."""
-    import psutil
-
-    moved = False
-    for r, p in enumerate(procs):
-        if r in heartbeats or codes[r] is not None:
-            cpu.pop(r, None)
-            continue
-        try:
-            t = psutil.Process(p.pid).cpu_times()
-        except psutil.Error:
-            continue
-        used = t.user + t.system
-        if used > cpu.get(r, -1.0):
-            moved = True
-        cpu[r] = used
-    return moved
-
-
-def _frozen_ranks(
-    procs: Sequence[subprocess.Popen[bytes]],
-    codes: Sequence[int | None],
-    heartbeats: Mapping[int, Any],
-    beat_seen: Mapping[int, float],
-    now: float,
-    timeout_s: float,
-) -> list[str]:
-    """Ranks alive but stopped or stuck in the kernel whose heartbeat has not moved for ``timeout_s``.
-
-    A heartbeat is written every second from its own thread, so a rank that is merely busy or
-    waiting keeps beating; one that does not, and whose process is not running, is stopped.
-    """
-    import psutil
-
-    out: list[str] = []
-    for r, seen in beat_seen.items():
-        if codes[r] is not None or now - seen < timeout_s:
-            continue
-        try:
-            state = psutil.Process(procs[r].pid).status()
-        except psutil.Error:
-            continue
-        if state in _NOT_RUNNING:
-            h = heartbeats.get(r)
-            where = f" at {h.where}" if h is not None and h.step else " during setup"
-            out.append(f"rank {r} (pid {procs[r].pid}) is {state}{where}: no heartbeat for {now - seen:.1f} s (--timeout {timeout_s:g})")
-    return out
-
-
-def _compose_error(
-    procs: Sequence[subprocess.Popen[bytes]],
-    codes: Sequence[int | None],
-    rdir: Path,
-    store: Any,
-    prefix: str,
-    timeout_s: float,
-    stalled: bool,
-    last_hb: Mapping[int, Any],
-) -> IbdiagError:
-    from ibdiag.bench.collective.liveness import read_heartbeats, who_did_not_answer
-
-    errors: dict[int, dict[str, Any]] = {}
-    for r in range(len(procs)):
-        path = rdir / f"error.rank{r}.json"
-        if path.exists():
-            try:
-                errors[r] = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError):
-                pass
-    try:
-        hb = read_heartbeats(store, len(procs), prefix)
-    except Exception:  # noqa: BLE001
-        hb = dict(last_hb)
-
-    def at(r: int) -> str:
-        h = hb.get(r)
-        return f" at {h.where}" if h is not None and h.step else (" during setup" if h is not None else " before joining")
-
-    # 1. ranks that died without saying why: they are the cause, whatever the others report afterwards
-    silent = []
-    for r, c in enumerate(codes):
-        if c is None or c == 0 or r in errors:
-            continue
-        how = f"was killed by {_signal_name(c)}" if c < 0 else f"exited with status {c} without a report"
-        tail = _tail(rdir / f"rank{r}.err")
-        silent.append(f"rank {r} (pid {procs[r].pid}) {how}{at(r)}" + (f" [last output: {tail}]" if tail else ""))
-    if silent:
-        return PeerTimeoutError(
-            "ranks that did not answer: " + "; ".join(silent),
-            hint="a rank died mid-run: check the host's kernel log (OOM killer: dmesg) and the rank's log",
-        )
-    # 2. a usage or input problem any rank found (the same on every rank)
-    for doc in errors.values():
-        if int(doc.get("status", 3)) == 2:
-            return _ERRORS.get(str(doc.get("kind")), UsageError)(str(doc.get("message")), doc.get("hint"))
-    # 3. rank 0's account (it names who did not answer), else the lowest failing rank's
-    if errors:
-        doc = errors.get(0) or errors[min(errors)]
-        return _ERRORS.get(str(doc.get("kind")), CannotRunError)(str(doc.get("message")), doc.get("hint"))
-    if stalled:
-        step = max((h.step for h in hb.values()), default=0)
-        missing = who_did_not_answer(dict(last_hb), hb, len(procs), step)
-        detail = "; ".join(missing) if missing else f"every rank alive at step {step}: a collective is stuck"
-        return PeerTimeoutError(f"no rank made progress for {timeout_s + 15:g} s; {detail}", hint="check the hosts' load and the network; raise --timeout only for huge sizes")
-    return CannotRunError(f"the ranks ended without a result (exit statuses {list(codes)})", hint="rerun with --debug")

@@ -1,4 +1,4 @@
-"""The one way into torch.distributed: import it, pick the backend, serve and reach the rendezvous store.
+"""The one way into torch.distributed: import it, serve and reach the rendezvous store, the call per op.
 
 Every other collective module takes ``torch`` and ``torch.distributed`` from :func:`import_dist`, so
 "not installed" and "this build has no NCCL" become ibdiag errors with a hint here and nowhere else;
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ibdiag.collectives import OPS
-from ibdiag.errors import CannotRunError, NotSupportedError, UsageError
+from ibdiag.errors import CannotRunError, NotSupportedError
 
 
 def import_dist() -> Any:
@@ -22,36 +22,20 @@ def import_dist() -> Any:
     try:
         import torch
         import torch.distributed as dist
-    except ImportError:
+    except ImportError as e:
+        if isinstance(e, ModuleNotFoundError) and (e.name or "").split(".")[0] == "torch":
+            raise NotSupportedError(
+                "ibdiag bench collective needs PyTorch (torch.distributed), which is not installed",
+                hint="pip install 'ibdiag[collective]' (CPU build), or install the CUDA build of torch your jobs use",
+            ) from None
         raise NotSupportedError(
-            "ibdiag bench collective needs PyTorch (torch.distributed), which is not installed",
-            hint="pip install 'ibdiag[collective]' (CPU build), or install the CUDA build of torch your jobs use",
+            f"PyTorch is installed but does not import: {type(e).__name__}: {first_line(e)}",
+            hint="repair the torch installation (pip install 'ibdiag[collective]' pulls torch and what it needs)",
         ) from None
     if not dist.is_available():
         raise NotSupportedError("this PyTorch build has no torch.distributed", hint="install a PyTorch build with distributed support")
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.distributed.*")
     return torch, dist
-
-
-def resolve_backend(requested: str) -> str:
-    """``auto`` -> ``nccl`` when CUDA GPUs and NCCL are present, else ``gloo``; checks an explicit choice."""
-    torch, dist = import_dist()
-    req = requested.lower()
-    cuda = torch.cuda.is_available()
-    nccl = dist.is_nccl_available()
-    if req == "auto":
-        return "nccl" if cuda and nccl else "gloo"
-    if req == "nccl":
-        if not cuda:
-            raise CannotRunError("--backend nccl: no CUDA GPU is visible to this process", hint="check nvidia-smi and CUDA_VISIBLE_DEVICES, or use --backend gloo")
-        if not nccl:
-            raise NotSupportedError("--backend nccl: this PyTorch build has no NCCL", hint="use --backend gloo, or a CUDA build of PyTorch")
-        return "nccl"
-    if req == "gloo":
-        if not dist.is_gloo_available():
-            raise NotSupportedError("--backend gloo: this PyTorch build has no gloo", hint="use --backend nccl")
-        return "gloo"
-    raise UsageError(f"unknown backend {requested!r}", hint="use auto, nccl or gloo")
 
 
 def serve_store(host: str, port: int = 0, *, timeout_s: float = 120.0) -> tuple[Any, int]:
