@@ -4,6 +4,7 @@ log, --root fixtures), every output format, configuration, and the bad inputs th
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -78,7 +79,7 @@ def test_issue_example_with_grad_bytes_and_junit_has_one_case_per_judgement(cli)
     res = cli("verdict", "--grad-bytes", "16GB", "--ranks", "512", "--ranks-per-node", "1", "--link-gbps", "400", "--busbw", "50", "--compute-s", "2", "-o", "junit")
     assert res.exit_code == 0, res.stderr
     suite = ET.fromstring(res.stdout.split("\n", 1)[1]).find("testsuite")
-    assert suite.get("name") == "ibdiag.verdict" and suite.get("failures") == "0"
+    assert suite.get("name") == f"ibdiag.verdict@{socket.gethostname()}" and suite.get("failures") == "0"
     cases = {c.get("classname") for c in suite.iter("testcase")}
     assert cases == {"verdict.network_bound", "verdict.fabric_efficiency", "verdict.bucket_size"}
     res = cli("verdict", "--grad-bytes", "16GB", "--ranks", "512", "--ranks-per-node", "1", "--link-gbps", "400", "--busbw", "30", "--compute-s", "0.5", "-o", "junit")
