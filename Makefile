@@ -55,13 +55,20 @@ system-deps:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null  # headless browser test of ibdiag report -o html
 
 ## bench: the benchmark scripts behind the README's numbers (needs the test extras and system-deps)
+# Scripts that compare with a target append "name: ratio ... target ... PASS|MISS" to the summary file
+# (benchmarks/ratios.py); it is printed at the end.
+BENCH_SUMMARY ?= build/bench-summary.txt
 bench: $(TSTAMP)
-	$(BIN)/python benchmarks/topo_startup.py
-	$(BIN)/python benchmarks/counters_sample.py
-	$(BIN)/python benchmarks/p2p_vs_iperf3.py
-	$(BIN)/python benchmarks/collective_vs_torch.py
-	$(BIN)/python benchmarks/verdict_overlap.py
+	@mkdir -p $(dir $(BENCH_SUMMARY)) && : > $(BENCH_SUMMARY)
+	export IBDIAG_BENCH_SUMMARY=$(abspath $(BENCH_SUMMARY)); \
+	$(BIN)/python benchmarks/topo_startup.py && \
+	$(BIN)/python benchmarks/counters_sample.py && \
+	$(BIN)/python benchmarks/p2p_vs_iperf3.py && \
+	$(BIN)/python benchmarks/tcp_lat_cost.py && \
+	$(BIN)/python benchmarks/collective_vs_torch.py && \
+	$(BIN)/python benchmarks/verdict_overlap.py && \
 	$(BIN)/python benchmarks/sweep_scale.py
+	@echo; echo "== ratios and targets ($(BENCH_SUMMARY)) =="; cat $(BENCH_SUMMARY)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
