@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.ibdiag-installed
 TSTAMP  = $(VENV)/.ibdiag-test-installed
 
-.PHONY: demo test test-fast venv test-venv fixtures completions bench system-deps clean
+.PHONY: demo test test-fast venv test-venv fixtures completions bench bench-scripts system-deps clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,10 +57,18 @@ system-deps:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null  # headless browser test of ibdiag report -o html
 
 ## bench: the benchmark scripts behind the README's numbers (needs the test extras and system-deps)
-bench: $(TSTAMP)
+# Scripts that compare with a target append "name: ratio ... target ... PASS|MISS" to the summary file
+# (benchmarks/ratios.py); bench prints it after all scripts ran.
+BENCH_SUMMARY ?= build/bench-summary.txt
+bench: bench-scripts
+	@echo; echo "== ratios and targets ($(BENCH_SUMMARY)) =="; cat $(BENCH_SUMMARY)
+bench-scripts: export IBDIAG_BENCH_SUMMARY = $(abspath $(BENCH_SUMMARY))
+bench-scripts: $(TSTAMP)
+	@mkdir -p $(dir $(BENCH_SUMMARY)) && : > $(BENCH_SUMMARY)
 	$(BIN)/python benchmarks/topo_startup.py
 	$(BIN)/python benchmarks/counters_sample.py
 	$(BIN)/python benchmarks/p2p_vs_iperf3.py
+	$(BIN)/python benchmarks/tcp_lat_cost.py
 	$(BIN)/python benchmarks/collective_vs_torch.py
 	$(BIN)/python benchmarks/verdict_overlap.py
 	$(BIN)/python benchmarks/sweep_scale.py

@@ -5,7 +5,7 @@ then::
 
     server -> client  ready      {tcp: data_port, data_nonce | rdma: qp, device, gid_index; line_rate}
     (tcp: the client opens --streams data connections, each introduced by the session's MAC over
-     data_nonce and its index (tcp.data_hello); rdma: client -> server  qp {qp})
+     data_nonce and its index (streams.data_hello); rdma: client -> server  qp {qp})
     server -> client  connected
     per size and kind:
       client -> server  phase    {kind: bw|lat, bytes, warmup}
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ibdiag.bench.buffers import Buffer, allocate
-from ibdiag.bench.p2p import tcp
+from ibdiag.bench.p2p import sockio, streams, tcp
 from ibdiag.bench.p2p.params import MAX_LAT_SAMPLES, MAX_WARMUP, RequestError, RunRequest, check_int, check_port, latency_iterations
 from ibdiag.bench.p2p.protocol import Channel, ProtocolError, RemoteError, peer_text, peer_value
 from ibdiag.bench.results import LatencyStats
@@ -189,7 +189,7 @@ class TcpServerSide:
         self.socks: list[socket.socket] = []
         self.rings: list[Buffer] = []
         self.msgbuf: Buffer | None = None
-        self.data_nonce = tcp.new_data_nonce()
+        self.data_nonce = streams.new_data_nonce()
 
     def prepare(self) -> dict[str, Any]:
         local = self.ch.sock.getsockname()
@@ -204,7 +204,7 @@ class TcpServerSide:
 
     def connect(self) -> None:
         assert self.listener is not None and self.ch.session_key is not None
-        self.socks = tcp.accept_streams(
+        self.socks = streams.accept_streams(
             self.listener, self.req.streams, self.ch.session_key, self.data_nonce, self.timeout_s, self.log, self.socket_buffer, control=self.ch.sock
         )
         self.listener.close()
@@ -229,7 +229,7 @@ class TcpServerSide:
                     for i, s in enumerate(self.socks)
                 ]
             self.ch.send({"type": "go"})
-            stats = tcp.run_parallel(jobs, on_error=lambda: tcp.close_all(self.socks))
+            stats = tcp.run_parallel(jobs, on_error=lambda: sockio.close_all(self.socks))
             cpu = meter.stop()
             rx_msgs, rx_bytes, rx_s = tcp.window_of(stats[:n_rx])
             tx_msgs, tx_bytes, tx_s = tcp.window_of(stats[n_rx:])
@@ -249,19 +249,19 @@ class TcpServerSide:
         assert self.msgbuf is not None
         sock = self.socks[0]
         view = self.msgbuf.view[:size]
-        tcp.set_nodelay(sock, True)
+        sockio.set_nodelay(sock, True)
         self.ch.send({"type": "go"})
         what = f"the next {format_bytes(size)} latency ping"
         tcp.pong(sock, view, warmup, peer=peer, what=what, timeout_s=self.timeout_s)
         n = _iters_msg(self.ch.expect("iters", "the latency iteration count"))
         tcp.pong(sock, view, n, peer=peer, what=what, timeout_s=self.timeout_s)
-        tcp.set_nodelay(sock, False)
+        sockio.set_nodelay(sock, False)
         self.ch.send({"type": "result"})
 
     def close(self) -> None:
         if self.listener is not None:
             self.listener.close()
-        tcp.close_all(self.socks)
+        sockio.close_all(self.socks)
         for b in [*self.rings, *([self.msgbuf] if self.msgbuf else [])]:
             b.close()
 
@@ -294,13 +294,13 @@ class TcpClientSide:
             raise ProtocolError(f"{self.ch.peer} sent an invalid data port: {e.message}") from None
         nonce_hex = ready.get("data_nonce")
         try:
-            nonce = bytes.fromhex(nonce_hex) if isinstance(nonce_hex, str) and len(nonce_hex) == 2 * tcp.DATA_NONCE_BYTES else b""
+            nonce = bytes.fromhex(nonce_hex) if isinstance(nonce_hex, str) and len(nonce_hex) == 2 * streams.DATA_NONCE_BYTES else b""
         except ValueError:
             nonce = b""
         if not nonce or self.ch.session_key is None:
             raise ProtocolError(f"{self.ch.peer} sent no valid data_nonce for the data connections")
         host = self.ch.sock.getpeername()[0]
-        self.socks = tcp.connect_streams(host, port, self.req.streams, self.ch.session_key, nonce, self.timeout_s, self.socket_buffer)
+        self.socks = streams.connect_streams(host, port, self.req.streams, self.ch.session_key, nonce, self.timeout_s, self.socket_buffer)
 
     def bw(self, size: int, warmup: int) -> BwOutcome:
         peer = self.ch.peer
@@ -321,7 +321,7 @@ class TcpClientSide:
                 (lambda s=s, r=r, i=i: tcp.recv_stream(s, r.view, size, on_measure_start=lambda: None, peer=peer, what=f"{what} (stream {i + 1}, from the server)", timeout_s=self.timeout_s))
                 for i, (s, r) in enumerate(zip(self.socks, self.rings, strict=True))
             ]
-        stats = tcp.run_parallel(jobs, on_error=lambda: tcp.close_all(self.socks))
+        stats = tcp.run_parallel(jobs, on_error=lambda: sockio.close_all(self.socks))
         cpu_client = meter.stop()
         res = self.ch.expect("result", f"the server's {format_bytes(size)} bandwidth result")
         sent = sum(st.messages for st in stats[:n_tx])
@@ -343,7 +343,7 @@ class TcpClientSide:
     def lat(self, size: int, warmup: int) -> LatOutcome:
         assert self.latbuf is not None
         sock = self.socks[0]
-        tcp.set_nodelay(sock, True)
+        sockio.set_nodelay(sock, True)
         self.ch.send({"type": "phase", "kind": "lat", "bytes": size, "warmup": warmup})
         self.ch.expect("go", f"the server to start the {format_bytes(size)} latency test")
         sv = self.sendbuf.view[:size]
@@ -354,11 +354,11 @@ class TcpClientSide:
         self.ch.send({"type": "iters", "n": n})
         samples = tcp.ping(sock, sv, rv, n, peer=self.ch.peer, what=what, timeout_s=self.timeout_s)
         self.ch.expect("result", f"the server to finish the {format_bytes(size)} latency test")
-        tcp.set_nodelay(sock, False)
+        sockio.set_nodelay(sock, False)
         return LatOutcome(n, latency_from_round_trips_ns(samples))
 
     def close(self) -> None:
-        tcp.close_all(self.socks)
+        sockio.close_all(self.socks)
         for b in [self.sendbuf, *self.rings, *([self.latbuf] if self.latbuf else [])]:
             b.close()
 

@@ -6,27 +6,22 @@ receiver reads with ``recv_into`` into preallocated memory: a per-stream 4 MiB b
 socket transport stages through 4 MiB buffers too (NCCL_BUFFSIZE) — taking whatever has arrived,
 up to the end of the current batch, per call. (Reading at most one message per call, as iperf3
 reads its block length, measured up to 20% slower at 1 MiB on loopback when the scheduler moves the
-two ends between CPUs: more wake-ups, not a property of the link.) The byte stream is self-describing so that neither side ever waits on a second
-socket: batches of messages, each preceded by an 8-byte count, and a zero count ending the warm-up
-and then the measured phase. The sender looks at the clock once per batch (~4 MiB), not per message.
-Bandwidth is what the receiver saw: bytes between the end of the warm-up and the end of the
-measured phase over that time (iperf3's "receiver" line).
+two ends between CPUs: more wake-ups, not a property of the link.) The byte stream is
+self-describing so that neither side ever waits on a second socket: batches of messages, each
+preceded by an 8-byte count, and a zero count ending the warm-up and then the measured phase. The
+sender looks at the clock once per batch (~4 MiB), not per message. Bandwidth is what the receiver
+saw: bytes between the end of the warm-up and the end of the measured phase over that time
+(iperf3's "receiver" line).
 
 Latency: ping-pong of ``size``-byte messages with ``TCP_NODELAY`` on the first connection;
 one-way latency = round trip / 2 (``qperf tcp_lat``).
 
-Sockets stay blocking with kernel timeouts (``SO_RCVTIMEO``/``SO_SNDTIMEO``) rather than Python
-socket timeouts, which would add a ``poll`` system call to every send and receive. A receive fails
-after ``timeout`` seconds without data. A blocking send wakes up every :func:`send_slice_s` (at most
-0.1 s) when the peer takes nothing; the time a send spent blocked counts towards one deadline per
-wait — ``timeout`` seconds after the peer last took a byte, whichever message or slice it was in — so
-a hung peer is noticed within ``timeout`` + one slice of the last byte its kernel accepted.
+Sockets, timeouts and sends that keep one deadline per wait are :mod:`.sockio`; the data
+connections' set-up is :mod:`.streams`.
 """
 
 from __future__ import annotations
 
-import hmac
-import os
 import socket
 import struct
 import threading
@@ -35,8 +30,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ibdiag.bench.p2p.protocol import PeerClosedError, data_mac, describe_peer, socket_error
-from ibdiag.errors import CannotRunError, IbdiagError, PeerTimeoutError
+from ibdiag.bench.p2p.channel import PeerClosedError, socket_error
+from ibdiag.bench.p2p.sockio import make_send_all, send_rest, set_nodelay
+from ibdiag.errors import CannotRunError, IbdiagError
 
 HEADER = struct.Struct("!Q")
 #: Bytes per batch of messages: the sender checks the clock once per batch.
@@ -45,262 +41,6 @@ BATCH_BYTES = 4 * 2**20
 RECV_RING_MAX = 4 * 2**20
 
 T = TypeVar("T")
-
-
-def _timeval(seconds: float) -> bytes:
-    sec = int(seconds)
-    return struct.pack("ll", sec, int(round((seconds - sec) * 1e6)))
-
-
-#: Longest a blocked send sleeps in the kernel (SO_SNDTIMEO) before the deadline is looked at.
-SEND_SLICE_MAX_S = 0.1
-
-
-def send_slice_s(timeout_s: float) -> float:
-    """How long one blocking send may wait (SO_SNDTIMEO) before :func:`send_rest` looks at the clock."""
-    return max(0.01, min(timeout_s / 10, SEND_SLICE_MAX_S))
-
-
-def set_kernel_timeouts(sock: socket.socket, timeout_s: float) -> None:
-    """Blocking socket: receives fail after ``timeout_s`` without data (SO_RCVTIMEO), sends wake up
-    every :func:`send_slice_s` (SO_SNDTIMEO) so :func:`send_rest` can enforce ``timeout_s``."""
-    sock.settimeout(None)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(timeout_s))
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(send_slice_s(timeout_s)))
-
-
-def send_rest(sock: socket.socket, data: memoryview | bytes, sent: int, timeout_s: float) -> None:
-    """Finish sending ``data`` after a first ``send`` moved ``sent`` bytes; ``socket.timeout``
-    ``timeout_s`` seconds after the peer last took a byte.
-
-    A first ``send`` that moved nothing (``sent == 0``) was blocked for a whole slice already: that
-    slice counts towards the deadline, so the wait is one deadline, not a fresh clock per send.
-    """
-    view = memoryview(data)
-    n = len(view)
-    slice_s = send_slice_s(timeout_s)
-    now = time.monotonic()
-    last = now - slice_s if sent == 0 else now
-    shortened = False
-    try:
-        while sent < n:
-            try:
-                k = sock.send(view[sent:])
-            except BlockingIOError:
-                left = timeout_s - (time.monotonic() - last)
-                if left <= 0:
-                    raise socket.timeout("send timed out") from None
-                if left < slice_s:
-                    # the last sleep ends at the deadline, not up to a slice after it
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(max(left, 0.001)))
-                    shortened = True
-                continue
-            sent += k
-            last = time.monotonic()
-    finally:
-        if shortened:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(slice_s))
-
-
-def make_send_all(sock: socket.socket, timeout_s: float) -> Callable[[memoryview | bytes], None]:
-    """``sendall`` with the no-progress deadline of :func:`send_rest` (for headers and markers)."""
-    send = sock.send
-
-    def send_all(data: memoryview | bytes) -> None:
-        try:
-            k = send(data)
-        except BlockingIOError:
-            k = 0
-        if k != len(data):
-            send_rest(sock, data, k, timeout_s)
-
-    return send_all
-
-
-def tune_data_socket(sock: socket.socket, timeout_s: float, socket_buffer: int | None = None) -> None:
-    """Kernel timeouts, and fixed SO_SNDBUF/SO_RCVBUF only when asked (``--socket-buffer``).
-
-    By default the kernel's buffer autotuning is left on: a fixed size is capped by
-    net.core.[rw]mem_max and switches autotuning off (tcp(7)), which measured slower on loopback.
-    """
-    set_kernel_timeouts(sock, timeout_s)
-    if socket_buffer:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, socket_buffer)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, socket_buffer)
-
-
-def set_nodelay(sock: socket.socket, on: bool) -> None:
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1 if on else 0)
-
-
-# --- data connections ----------------------------------------------------------------------------
-#
-# Each data connection proves first that it belongs to the authenticated session: magic, its stream
-# index and data_mac(session key, the run's nonce, index) (protocol.data_mac). The server reads these
-# introductions from all pending connections at once, each within its own short deadline, so a
-# stranger that connects and stays silent delays nobody; strangers are dropped and logged.
-
-DATA_MAGIC = b"IBD2"
-DATA_NONCE_BYTES = 16
-_DATA_HELLO = struct.Struct("!4sI32s")
-#: Connections waiting to introduce themselves at once; beyond, the oldest is dropped.
-MAX_PENDING_DATA = 64
-#: Strangers logged one by one per run; the rest are counted in one line.
-MAX_LOGGED_STRANGERS = 8
-
-
-def new_data_nonce() -> bytes:
-    return os.urandom(DATA_NONCE_BYTES)
-
-
-def data_hello(key: bytes, nonce: bytes, index: int) -> bytes:
-    """The introduction data connection ``index`` sends first."""
-    return _DATA_HELLO.pack(DATA_MAGIC, index, data_mac(key, nonce, index))
-
-
-def connect_streams(host: str, port: int, n: int, key: bytes, nonce: bytes, timeout_s: float, socket_buffer: int | None = None) -> list[socket.socket]:
-    """Open ``n`` data connections to the server and introduce each as stream ``i`` of this session."""
-    socks: list[socket.socket] = []
-    try:
-        for i in range(n):
-            try:
-                s = socket.create_connection((host, port), timeout=timeout_s)
-            except OSError as e:
-                raise socket_error(e, f"{host}:{port}", f"data connection {i + 1} of {n} to be accepted", timeout_s) from None
-            socks.append(s)
-            tune_data_socket(s, timeout_s, socket_buffer)
-            try:
-                s.sendall(data_hello(key, nonce, i))
-            except OSError as e:
-                raise socket_error(e, f"{host}:{port}", f"data connection {i + 1} to be accepted", timeout_s) from None
-    except BaseException:
-        close_all(socks)
-        raise
-    return socks
-
-
-@dataclass
-class _Pending:
-    conn: socket.socket
-    peer: str
-    deadline: float
-    buf: bytearray
-
-
-def accept_streams(
-    listener: socket.socket,
-    n: int,
-    key: bytes,
-    nonce: bytes,
-    timeout_s: float,
-    log: Callable[[str], None],
-    socket_buffer: int | None = None,
-    *,
-    hello_timeout_s: float = 2.0,
-    control: socket.socket | None = None,
-) -> list[socket.socket]:
-    """Accept the run's ``n`` data connections within ``timeout_s``; strangers are dropped and logged.
-
-    Every pending connection must introduce itself within ``hello_timeout_s`` (capped at
-    ``timeout_s``); connections are read side by side, so a silent one delays nobody. The client
-    says nothing on the ``control`` connection meanwhile: when it does, or hangs up, it has given
-    up, and so does this wait (PeerClosedError) instead of running into the timeout.
-    """
-    import selectors
-
-    hello_s = min(hello_timeout_s, timeout_s)
-    deadline = time.monotonic() + timeout_s
-    got: dict[int, socket.socket] = {}
-    pending: dict[socket.socket, _Pending] = {}
-    dropped = 0
-
-    def drop(p: _Pending, why: str) -> None:
-        nonlocal dropped
-        sel.unregister(p.conn)
-        del pending[p.conn]
-        p.conn.close()
-        dropped += 1
-        if dropped <= MAX_LOGGED_STRANGERS:
-            log(f"data connection from {p.peer}: dropped: {why}")
-
-    sel = selectors.DefaultSelector()
-    listener.setblocking(False)
-    sel.register(listener, selectors.EVENT_READ)
-    if control is not None:
-        sel.register(control, selectors.EVENT_READ)
-    try:
-        while len(got) < n:
-            now = time.monotonic()
-            for p in [p for p in pending.values() if p.deadline <= now]:
-                drop(p, f"no introduction within {hello_s:g} s")
-            if now >= deadline:
-                raise PeerTimeoutError(
-                    f"only {len(got)} of {n} data connections arrived within {timeout_s:g} s",
-                    hint="a firewall may block the data port the server chose; see the client's error",
-                )
-            wake = min([deadline, *(p.deadline for p in pending.values())])
-            for ready, _ in sel.select(max(0.0, wake - now)):
-                if ready.fileobj is control:
-                    raise PeerClosedError(
-                        f"the client gave up (closed or wrote to the control connection) with {len(got)} of {n} data connections set up",
-                        hint="see the client's error",
-                    )
-                if ready.fileobj is listener:
-                    try:
-                        conn, addr = listener.accept()
-                    except (BlockingIOError, InterruptedError):
-                        continue
-                    if len(pending) >= MAX_PENDING_DATA:
-                        drop(next(iter(pending.values())), f"{MAX_PENDING_DATA} connections waited to introduce themselves")
-                    conn.setblocking(False)
-                    p = _Pending(conn, describe_peer(addr), time.monotonic() + hello_s, bytearray())
-                    pending[conn] = p
-                    sel.register(conn, selectors.EVENT_READ)
-                    continue
-                p = pending[ready.fileobj]  # type: ignore[index]
-                try:
-                    chunk = p.conn.recv(_DATA_HELLO.size - len(p.buf))
-                except (BlockingIOError, InterruptedError):
-                    continue
-                except OSError as e:
-                    drop(p, f"connection error before its introduction: {e.strerror or e}")
-                    continue
-                if not chunk:
-                    drop(p, "closed before its introduction")
-                    continue
-                p.buf += chunk
-                if len(p.buf) < _DATA_HELLO.size:
-                    continue
-                magic, index, mac = _DATA_HELLO.unpack(bytes(p.buf))
-                if magic != DATA_MAGIC or index >= n or not hmac.compare_digest(mac, data_mac(key, nonce, index)):
-                    drop(p, "its introduction does not belong to this run's session")
-                    continue
-                if index in got:
-                    drop(p, f"a second connection for stream {index + 1}")
-                    continue
-                sel.unregister(p.conn)
-                del pending[p.conn]
-                p.conn.setblocking(True)
-                tune_data_socket(p.conn, timeout_s, socket_buffer)
-                got[index] = p.conn
-    except BaseException:
-        close_all(list(got.values()))
-        raise
-    finally:
-        for p in list(pending.values()):
-            drop(p, "no introduction before the run's own connections were all there")
-        sel.close()
-        if dropped > MAX_LOGGED_STRANGERS:
-            log(f"data connections: {dropped - MAX_LOGGED_STRANGERS} more strangers dropped during this run's set-up")
-    return [got[i] for i in range(n)]
-
-
-def close_all(socks: Sequence[socket.socket]) -> None:
-    for s in socks:
-        try:
-            s.close()
-        except OSError:
-            pass
 
 
 # --- bandwidth -----------------------------------------------------------------------------------
