@@ -79,7 +79,10 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> E
         except KeyboardInterrupt:
             status = write_error(session, "interrupted", None, ExitStatus.INTERRUPTED)
         status = finish(session, int(status if isinstance(status, int) else 0))
-    return ExitStatus(status)
+    try:
+        return ExitStatus(status)
+    except ValueError:  # a status outside the table (never expected): reported as could-not-run
+        return ExitStatus.CANNOT_RUN
 
 
 def run() -> None:
