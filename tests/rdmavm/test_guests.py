@@ -23,8 +23,9 @@ HERE = Path(__file__).resolve().parent
 RESULTS = vm.REPO / "build" / "rdmavm"
 STRICT = os.environ.get("IBDIAG_TEST_STRICT", "") not in ("", "0") or bool(os.environ.get("CI"))
 GUEST_FILES = sorted(p.name for p in (HERE / "guest").glob("test_*.py"))
-#: The whole single-node selection, boot included (seconds).
-SINGLE_TIMEOUT_S = 420
+#: The whole single-node selection, boot included (seconds). About 4-5 minutes on an idle 2-core
+#: machine; emulation slows down with every other busy process, so leave room.
+SINGLE_TIMEOUT_S = 720
 
 pytestmark = pytest.mark.slow
 
@@ -60,7 +61,16 @@ def _unavailable(reason: str) -> None:
 
 
 def guest_pytest(selection: str, junit: str) -> str:
-    return f"{sys.executable} -m pytest -q -p no:cacheprovider -o timeout=240 -rfEs {selection} --junitxml={junit}"
+    return f"{sys.executable} -m pytest -v -p no:cacheprovider -o timeout=240 -rfEs --durations=10 {selection} --junitxml={junit}"
+
+
+def progress(log: str) -> str:
+    """What the guest's pytest -v got through, from its log: when the guest was killed, the test
+    that was running is the one after the last outcome."""
+    done = [line.split(" ")[0] for line in log.splitlines() if line.startswith("tests/") and (" PASSED" in line or " FAILED" in line or " ERROR" in line or " SKIPPED" in line)]
+    started = [line.split(" ")[0] for line in log.splitlines() if line.startswith("tests/") and "::" in line]
+    running = [t for t in started if t not in done]
+    return f"{len(done)} finished; running when it stopped: {running[-1] if running else 'none'}"
 
 
 @pytest.fixture(scope="session")
@@ -72,7 +82,10 @@ def single_node() -> tuple[vm.GuestRun, list[Case]]:
         _unavailable(str(e))
     junit = out / "junit.xml"
     if not junit.is_file():
-        pytest.fail(f"the guest produced no test results (exit {run.rc}); last lines:\n{run.tail()}\n(console: {out / 'console.log'})")
+        pytest.fail(
+            f"the guest produced no test results (exit {run.rc}; {progress(run.log)}); last lines:\n{run.tail()}\n"
+            f"(guest log: {out / 'guest.log'}, console: {out / 'console.log'})"
+        )
     return run, parse_junit(junit)
 
 
