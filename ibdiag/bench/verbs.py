@@ -224,6 +224,29 @@ def build_write_wr(pv: SimpleNamespace, *, addr: int, length: int, lkey: int, re
     return wr
 
 
+@dataclass(frozen=True)
+class WriteChain:
+    """Linked RDMA WRITEs posted with one ``ibv_post_send`` (a post list); only the last may be signalled.
+
+    ``wrs`` keeps every work request alive: pyverbs links them by C pointer (``next_wr``).
+    """
+
+    head: Any
+    tail: Any
+    wrs: tuple[Any, ...]
+
+
+def build_write_chain(pv: SimpleNamespace, *, addr: int, length: int, lkey: int, remote_addr: int, rkey: int, count: int, signaled_last: bool = True) -> WriteChain:
+    """``count`` WRITEs of the same bytes, linked head to tail; the last one signalled (or none)."""
+    wrs = tuple(
+        build_write_wr(pv, addr=addr, length=length, lkey=lkey, remote_addr=remote_addr, rkey=rkey, signaled=signaled_last and k == count - 1)
+        for k in range(count)
+    )
+    for a, b in zip(wrs, wrs[1:]):
+        a.next_wr = b
+    return WriteChain(wrs[0], wrs[-1], wrs)
+
+
 class RdmaEndpoint:
     """One RC queue pair on ``device``/``port`` with ``buffer`` registered for local and remote write.
 
@@ -297,20 +320,27 @@ class RdmaEndpoint:
             ) from None
         self._remote = (remote.addr, remote.rkey)
 
-    def prepare_write(self, length: int, *, signaled: bool) -> Any:
+    def prepare_write(self, length: int, *, signaled: bool) -> WriteChain:
         """A reusable WRITE of ``length`` bytes from the local send half to the start of the peer's buffer."""
+        return self._chain(length, 1, signaled)
+
+    def prepare_chain(self, length: int, count: int) -> WriteChain:
+        """``count`` linked WRITEs like :meth:`prepare_write`, only the last signalled."""
+        return self._chain(length, count, True)
+
+    def _chain(self, length: int, count: int, signaled: bool) -> WriteChain:
         if self._remote is None:
             raise RuntimeError("connect() first")
-        return build_write_wr(
+        return build_write_chain(
             self._pv, addr=self.buffer.address + self.send_offset, length=length, lkey=int(self.mr.lkey),
-            remote_addr=self._remote[0], rkey=self._remote[1], signaled=signaled,
+            remote_addr=self._remote[0], rkey=self._remote[1], count=count, signaled_last=signaled,
         )
 
-    def post(self, wr: Any, wr_id: int) -> None:
-        """``ibv_post_send`` of a prepared WRITE, tagged with ``wr_id``."""
-        wr.wr_id = wr_id
+    def post(self, wr: WriteChain, wr_id: int) -> None:
+        """``ibv_post_send`` of a prepared WRITE or chain, its last work request tagged with ``wr_id``."""
+        wr.tail.wr_id = wr_id
         try:
-            self.qp.post_send(wr)
+            self.qp.post_send(wr.head)
         except _errors(self._pv) as e:
             raise CannotRunError(f"posting an RDMA WRITE on {self.device} failed: {e}", hint="the send queue overflowed or the QP is in error; rerun with --debug") from None
 

@@ -426,7 +426,7 @@ class RdmaServerSide(RdmaSide):
         self.connect_to(msg.get("qp"))
 
     def phase(self, msg: dict[str, Any]) -> None:
-        from ibdiag.bench.p2p.rdma import reset_areas, write_lat_responder
+        from ibdiag.bench.p2p.rdma_loops import lat_signal_interval, reset_areas, write_lat_responder
 
         kind, size, warmup = _phase_msg(msg, self.req)
         if kind == "bw":
@@ -446,9 +446,10 @@ class RdmaServerSide(RdmaSide):
             return
         reset_areas(self.ep.view, size, self.half)
         self.ch.send({"type": "go"})
-        write_lat_responder(self.ep, size, 0, warmup, timeout_s=self.timeout_s)
+        every = lat_signal_interval(self.req.tx_depth)
+        write_lat_responder(self.ep, size, 0, warmup, timeout_s=self.timeout_s, signal_every=every)
         n = _iters_msg(self.ch.expect("iters", "the latency iteration count"))
-        write_lat_responder(self.ep, size, warmup, n, timeout_s=self.timeout_s)
+        write_lat_responder(self.ep, size, warmup, n, timeout_s=self.timeout_s, signal_every=every)
         self.ch.send({"type": "result"})
 
 
@@ -459,7 +460,7 @@ class RdmaClientSide(RdmaSide):
         return mtu
 
     def bw(self, size: int, warmup: int) -> BwOutcome:
-        from ibdiag.bench.p2p.rdma import write_bw
+        from ibdiag.bench.p2p.rdma_loops import write_bw
 
         t_asked = time.monotonic()
         self.ch.send({"type": "phase", "kind": "bw", "bytes": size, "warmup": warmup})
@@ -480,14 +481,15 @@ class RdmaClientSide(RdmaSide):
         )
 
     def lat(self, size: int, warmup: int) -> LatOutcome:
-        from ibdiag.bench.p2p.rdma import reset_areas, write_lat_initiator
+        from ibdiag.bench.p2p.rdma_loops import lat_signal_interval, reset_areas, write_lat_initiator
 
         self.ch.send({"type": "phase", "kind": "lat", "bytes": size, "warmup": warmup})
         self.ch.expect("go", f"the server to start the {format_bytes(size)} latency test")
         reset_areas(self.ep.view, size, self.half)
-        warm = write_lat_initiator(self.ep, size, 0, warmup, timeout_s=self.timeout_s)
+        every = lat_signal_interval(self.req.tx_depth)
+        warm = write_lat_initiator(self.ep, size, 0, warmup, timeout_s=self.timeout_s, signal_every=every)
         n = self.req.iters or latency_iterations(self.req.measure_duration_s or 1.0, warm)
         self.ch.send({"type": "iters", "n": n})
-        samples = write_lat_initiator(self.ep, size, warmup, n, timeout_s=self.timeout_s)
+        samples = write_lat_initiator(self.ep, size, warmup, n, timeout_s=self.timeout_s, signal_every=every)
         self.ch.expect("result", f"the server to finish the {format_bytes(size)} latency test")
         return LatOutcome(n, latency_from_round_trips_ns(samples))

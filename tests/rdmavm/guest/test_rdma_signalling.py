@@ -12,7 +12,8 @@ import pytest
 
 from ibdiag.bench import verbs
 from ibdiag.bench.buffers import allocate
-from ibdiag.bench.p2p.rdma import plan_connection, signal_interval, write_bw
+from ibdiag.bench.p2p.rdma import plan_connection
+from ibdiag.bench.p2p.rdma_loops import signal_interval, write_bw
 from ibdiag.bench.p2p.session import select_rdma
 from tests.rdmavm.guest.conftest import DEVICE
 
@@ -32,8 +33,11 @@ class CountingCompletions:
     def prepare_write(self, length: int, *, signaled: bool):
         return self.ep.prepare_write(length, signaled=signaled)
 
+    def prepare_chain(self, length: int, count: int):
+        return self.ep.prepare_chain(length, count)
+
     def post(self, wr, wr_id: int) -> None:
-        self.posted += 1
+        self.posted += len(wr.wrs)  # a chain is one ibv_post_send of len(wrs) WRITEs
         self.ep.post(wr, wr_id)
 
     def poll(self, max_entries: int = 16) -> list[int]:
