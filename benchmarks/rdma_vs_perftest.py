@@ -8,7 +8,8 @@ This machine's kernel has no RDMA stack, so the script boots the RDMA test bed's
 (``--in-guest``). There ibdiag and perftest use the same ``rxe0`` device (Soft-RoCE over veth0,
 looped back inside rxe) in the same guest, alternately, ``--runs`` pairs of each measurement:
 
-* bandwidth: ibdiag RDMA WRITE bw vs ``ib_write_bw -s SIZE -D duration`` (target >= 0.95 x at >= 64 KiB);
+* bandwidth: ibdiag RDMA WRITE bw over ``--duration`` vs ``ib_write_bw -s SIZE -n N`` with the same
+  number N of messages (target >= 0.95 x at >= 64 KiB);
 * message rate at small sizes: ibdiag's msg_rate vs ib_write_bw's MsgRate[Mpps];
 * latency: ibdiag 8-byte one-way p50 vs ``ib_write_lat -s 8 -n N`` t_typical (both RTT/2).
 
@@ -35,6 +36,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 DEVICE = "rxe0"
+#: Server ends on the guest's last CPU, client ends on its first (both tools alike): two spinning
+#: ends left to the guest's scheduler sometimes share one vCPU and then wait a whole time slice.
+CPUS = sorted(os.sched_getaffinity(0))
+SERVER_CPU, CLIENT_CPU = CPUS[-1], CPUS[0]
 SERVER_PORT = 18520
 PERFTEST_PORT = 18530
 
@@ -65,6 +70,7 @@ def fork_server(addr: str, token_file: Path) -> int:
 
     pid = os.fork()
     if pid == 0:
+        os.sched_setaffinity(0, {SERVER_CPU})
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
@@ -104,11 +110,11 @@ def _perftest_once(tool: str, addr: str, gid_index: int, args: list[str]):
     from ibdiag.importers.perftest import parse_log
 
     base = [tool, "-d", DEVICE, "-i", "1", "-x", str(gid_index), "-p", str(PERFTEST_PORT), "-F", *args]
-    server = subprocess.Popen(base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(["taskset", "-c", str(SERVER_CPU), *base], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.5)
         for attempt in range(20):
-            r = subprocess.run([*base, addr], capture_output=True, text=True, timeout=120)
+            r = subprocess.run(["taskset", "-c", str(CLIENT_CPU), *base, addr], capture_output=True, text=True, timeout=120)
             if r.returncode == 0:
                 break
             time.sleep(0.5)  # the server was not listening yet
@@ -119,6 +125,8 @@ def _perftest_once(tool: str, addr: str, gid_index: int, args: list[str]):
         if server.poll() is None:
             server.kill()
             server.wait()
+    with open(Path(os.environ.get("IBDIAG_RDMAVM_OUT", ".")) / "perftest-raw.log", "a") as raw:
+        raw.write(f"$ {' '.join(base)} {addr}\n{r.stdout}\n")
     runs = parse_log(r.stdout, tool)
     if not runs or not runs[0].results:
         raise SystemExit(f"cannot read {tool} output:\n{r.stdout}")
@@ -151,6 +159,7 @@ def in_guest(args: argparse.Namespace) -> int:
     rate_sizes = tuple(parse_size(s) for s in args.rate_sizes.split(","))
     sizes = tuple(sorted(set(bw_sizes + rate_sizes)))
     pid = fork_server(addr, token_file)
+    os.sched_setaffinity(0, {CLIENT_CPU})
     rows: dict[str, tuple[list[float], list[float]]] = {}
 
     def add(key: str, ours: float, theirs: float) -> None:
@@ -163,7 +172,9 @@ def in_guest(args: argparse.Namespace) -> int:
         for pair in range(args.runs):
             t0 = time.monotonic()
             ours = {r.bytes: r for r in ibdiag_run(addr, token, "bw", sizes, duration=args.duration)}
-            theirs = {s: perftest("ib_write_bw", addr, sel.gid_index, ["-s", str(s), "-D", f"{args.duration:g}"]) for s in sizes}
+            # perftest moves the same number of messages (-n) as ibdiag did in its --duration: its own
+            # duration mode reports 0 iterations when the first completion takes longer than its window
+            theirs = {s: perftest("ib_write_bw", addr, sel.gid_index, ["-s", str(s), "-n", str(max(100, ours[s].iters))]) for s in sizes}
             for s in sizes:
                 if s in bw_sizes:
                     add(f"bw {s}", ours[s].bw_gbs, theirs[s].bw_gbs)
