@@ -4,7 +4,8 @@
 * ``make test-rdma`` (``IBDIAG_RDMAVM=1``): ``test_guests.py``, which boots the guests and reports
   the results of the guest tests.
 * inside a guest (``IBDIAG_RDMAVM_GUEST=1``, set by the guest's stage script): ``guest/`` on the
-  single node (rxe over veth0), ``pair/`` on the second node of a pair (rxe over eth0).
+  single node (rxe over veth0), ``pair/`` on the second node of a pair (rxe over eth0; ``vm.Node.pair``
+  builds the two guests, no two-node test is written yet).
 """
 
 import os
