@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.ibdiag-installed
 TSTAMP  = $(VENV)/.ibdiag-test-installed
 
-.PHONY: demo test test-fast venv test-venv fixtures completions bench bench-scripts system-deps clean
+.PHONY: demo test test-fast test-rdma venv test-venv fixtures completions bench bench-scripts system-deps clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ test: $(TSTAMP)
 ## test-fast: the quick loop (no slow tests)
 test-fast: $(TSTAMP)
 	$(BIN)/python -m pytest -q -m 'not slow'
+
+## test-rdma: the RDMA tests on a real kernel stack: boots qemu guests with Soft-RoCE (tests/rdmavm/; root installs qemu)
+test-rdma: $(TSTAMP)
+	IBDIAG_RDMAVM=1 $(BIN)/python -m pytest -q -o timeout=900 tests/rdmavm
 
 ## fuzz: the control-protocol fuzz at length (FUZZ_CASES connections, seeded by FUZZ_SEED) against a real server
 FUZZ_CASES ?= 30000

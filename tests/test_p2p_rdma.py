@@ -21,8 +21,10 @@ from ibdiag.bench.p2p.rdma import (
     choose_device,
     choose_gid,
     ensure_port_active,
-    marker,
     plan_connection,
+)
+from ibdiag.bench.p2p.rdma_loops import (
+    marker,
     reset_areas,
     signal_interval,
     write_bw,
@@ -205,7 +207,7 @@ def test_write_bw_iterations_respect_queue_depth_and_signal_selectively(tx_depth
     assert ep.max_outstanding <= tx_depth
     measured = ep.posted[10:]
     assert [w for w, _ in measured] == list(range(1000))
-    cq_mod = signal_interval(tx_depth)
+    cq_mod = signal_interval(tx_depth, 4096)
     signalled = [w for w, s in measured if s]
     # every cq_mod-th WRITE and the last one ask for a completion; no others do
     assert signalled == sorted(set(list(range(cq_mod - 1, 1000, cq_mod)) + [999]))
@@ -215,7 +217,7 @@ def test_write_bw_iterations_respect_queue_depth_and_signal_selectively(tx_depth
 def test_write_bw_duration_stops_on_a_signalled_boundary():
     ep = FakeRdmaEndpoint(64, 32)
     stats = write_bw(ep, 64, warmup=0, iters=None, duration_s=0.05, tx_depth=32, timeout_s=5)
-    assert stats.messages > 0 and stats.messages % signal_interval(32) == 0
+    assert stats.messages > 0 and stats.messages % signal_interval(32, 64) == 0
     assert ep.posted[-1][1] is True  # the last WRITE is signalled, so its completion ends the run
     assert ep.outstanding == 0 and 0.04 < stats.seconds < 2.0
 
@@ -246,7 +248,8 @@ def fast_gil_handover():
     sys.setswitchinterval(old)
 
 
-def test_write_latency_ping_pong_between_two_threads(fast_gil_handover):
+@pytest.mark.parametrize("every", [1, 2])
+def test_write_latency_ping_pong_between_two_threads(fast_gil_handover, every):
     size, n, warm = 256, 300, 5
     a = FakeRdmaEndpoint(1024, 4)
     b = FakeRdmaEndpoint(1024, 4)
@@ -257,16 +260,20 @@ def test_write_latency_ping_pong_between_two_threads(fast_gil_handover):
 
     def responder() -> None:
         try:
-            write_lat_responder(b, size, 0, warm + n, timeout_s=5)
+            write_lat_responder(b, size, 0, warm + n, timeout_s=5, signal_every=every)
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 
     t = threading.Thread(target=responder)
     t.start()
-    write_lat_initiator(a, size, 0, warm, timeout_s=5)
-    samples = write_lat_initiator(a, size, warm, n, timeout_s=5)
+    write_lat_initiator(a, size, 0, warm, timeout_s=5, signal_every=every)
+    samples = write_lat_initiator(a, size, warm, n, timeout_s=5, signal_every=every)
     t.join(5)
     assert not errors
+    assert a.max_outstanding <= 4 and b.max_outstanding <= 4
+    # one signalled WRITE per `every` (and each phase's last), so the CQ is polled once per batch
+    signalled = [w for w, sig in a.posted if sig]
+    assert signalled == sorted({w for w in range(warm + n) if (w if w < warm else w - warm) % every == every - 1} | {warm - 1, warm + n - 1})
     assert len(samples) == n and all(s > 0 for s in samples)
     # the last byte of each side's receive area carries the last iteration's marker
     assert a.view[size - 1] == b.view[size - 1] == marker(warm + n - 1)
@@ -278,3 +285,54 @@ def test_write_latency_times_out_when_the_peer_is_silent():
     a.peer = FakeRdmaEndpoint(64, 4)  # writes land, nobody answers
     with pytest.raises(PeerTimeoutError, match="the answer to WRITE 0"):
         write_lat_initiator(a, 64, 0, 1, timeout_s=0.2)
+
+
+def test_message_sizes_checked_against_max_msg_sz_and_the_sge_length():
+    from ibdiag.bench.p2p.rdma import SGE_MAX_BYTES, check_message_sizes, message_size_problem
+    from ibdiag.errors import UsageError
+
+    assert message_size_problem([8, 2**31], 2**31, "rxe0", 1) is None
+    problem = message_size_problem([8, 2**31 + 1, 4096], 2**31, "rxe0", 1)
+    assert problem is not None and "rxe0 port 1" in problem and "max_msg_sz" in problem and "2 GiB" in problem
+    # a port that allows more than a 32-bit SGE length: the SGE length is the limit
+    assert message_size_problem([2**32], 2**40, "mlx5_0", 1) == (
+        "a 4 GiB message is larger than one RDMA WRITE on mlx5_0 port 1 can carry (4294967295 bytes, the 32-bit SGE length)"
+    )
+    assert message_size_problem([SGE_MAX_BYTES], 0, "mlx5_0", 1) is None  # max_msg_sz 0: unknown
+    with pytest.raises(UsageError) as e:
+        check_message_sizes([4 * 2**30], 2**31, "rxe0", 1)
+    assert int(e.value.exit_status) == 2
+    assert e.value.message.startswith("a 4 GiB message is larger than one RDMA WRITE on rxe0 port 1")
+    assert e.value.hint == "use sizes up to 2 GiB with --transport rdma, e.g. --sizes 8:2147483648"
+
+
+def test_signal_interval_bounds_the_bytes_between_completions():
+    from ibdiag.bench.p2p.rdma_loops import SIGNAL_BYTES
+
+    assert signal_interval(128, 8) == 64 and signal_interval(128, 64 * 1024) == 16
+    assert signal_interval(128, 4 * 2**20) == 1 and signal_interval(1, 8) == 1
+    for size in (8, 4096, 65536, 2**20, 2**22):
+        assert signal_interval(128, size) * size <= max(SIGNAL_BYTES, size)
+
+
+def test_write_bw_large_messages_signal_every_write():
+    ep = FakeRdmaEndpoint(4 * 2**20, 128)
+    write_bw(ep, 4 * 2**20, warmup=0, iters=10, duration_s=None, tx_depth=128, timeout_s=5)
+    assert all(s for _, s in ep.posted)
+
+
+def test_write_bw_posts_chains_not_single_writes():
+    """A post list per cq_mod WRITEs: ibv_post_send calls = messages / cq_mod (+ a shorter last chain)."""
+    ep = FakeRdmaEndpoint(64, 32)
+    stats = write_bw(ep, 64, warmup=0, iters=100, duration_s=None, tx_depth=32, timeout_s=5)
+    assert stats.messages == 100 and len(ep.posted) == 100
+    assert ep.post_calls == 100 // 16 + 1  # six chains of 16, one of 4
+    assert [w for w, _ in ep.posted] == list(range(100))
+    assert ep.max_outstanding <= 32
+
+
+def test_lat_signal_interval_fits_the_send_queue():
+    from ibdiag.bench.p2p.rdma_loops import lat_signal_interval
+
+    assert lat_signal_interval(1) == 1 and lat_signal_interval(2) == 1 and lat_signal_interval(128) == 64
+    assert all(lat_signal_interval(d) <= d for d in range(1, 300))

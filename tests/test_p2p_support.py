@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from ibdiag.bench.p2p.serve import ServeOptions, Server
 
@@ -130,9 +131,11 @@ class FakeRdmaEndpoint:
     """STAND-IN for :class:`ibdiag.bench.verbs.RdmaEndpoint` — this machine has no RDMA adapter.
 
     Implements the endpoint interface the RDMA loops use (``view``, ``send_offset``,
-    ``prepare_write``, ``post``, ``poll``): a posted WRITE copies bytes into ``peer.view`` at
-    once and, if signalled, queues a completion after ``delay_polls`` empty polls. It checks the
-    rules a real send queue enforces: never more than ``tx_depth`` outstanding work requests.
+    ``prepare_write``, ``prepare_chain``, ``post``, ``poll``): a posted WRITE copies bytes into
+    ``peer.view`` at once and, if signalled, queues a completion after ``delay_polls`` empty polls;
+    a chain posts its WRITEs in order, the last one signalled. It checks the rules a real send
+    queue enforces: never more than ``tx_depth`` outstanding work requests. ``post_calls`` counts
+    the ``ibv_post_send`` calls a real endpoint would make.
     """
 
     def __init__(self, half: int, tx_depth: int, *, delay_polls: int = 0) -> None:
@@ -152,8 +155,22 @@ class FakeRdmaEndpoint:
     def prepare_write(self, length: int, *, signaled: bool) -> tuple[int, bool]:
         return (length, signaled)
 
-    def post(self, wr: tuple[int, bool], wr_id: int) -> None:
-        length, signaled = wr
+    def prepare_chain(self, length: int, count: int) -> tuple[int, int]:
+        return (length, -count)  # a negative count marks a chain
+
+    post_calls = 0
+
+    def post(self, wr: tuple[int, Any], wr_id: int) -> None:
+        length, flag = wr
+        self.post_calls += 1
+        if isinstance(flag, int) and not isinstance(flag, bool) and flag < 0:
+            count = -flag
+            for k in range(count):
+                self._post_one(length, k == count - 1, wr_id - count + 1 + k)
+            return
+        self._post_one(length, bool(flag), wr_id)
+
+    def _post_one(self, length: int, signaled: bool, wr_id: int) -> None:
         with self._lock:
             self.outstanding += 1
             if self.outstanding > self.tx_depth:

@@ -72,6 +72,8 @@ class RdmaSelection:
     gid: str | None
     gid_reason: str
     link_layer: str | None
+    max_msg_bytes: int | None = None
+    """The port's ``max_msg_sz`` (``ibv_query_port``)."""
 
 
 def select_rdma(sysfs_root: str, device: str | None, ib_port: int, gid_index: int | None) -> RdmaSelection:
@@ -86,7 +88,8 @@ def select_rdma(sysfs_root: str, device: str | None, ib_port: int, gid_index: in
     ports = [read_port(sysfs, name, ib_port) for name in names]
     port = choose_device(ports, device)
     gid = choose_gid(port, gid_index)
-    return RdmaSelection(port.adapter, port.port, gid.index, gid.gid, gid.reason, port.link_layer)
+    max_msg = verbs.port_max_msg_bytes(port.adapter, port.port)
+    return RdmaSelection(port.adapter, port.port, gid.index, gid.gid, gid.reason, port.link_layer, max_msg)
 
 
 def _field(msg: dict[str, Any], key: str, lo: int, hi: int, what: str) -> int:
@@ -423,7 +426,7 @@ class RdmaServerSide(RdmaSide):
         self.connect_to(msg.get("qp"))
 
     def phase(self, msg: dict[str, Any]) -> None:
-        from ibdiag.bench.p2p.rdma import reset_areas, write_lat_responder
+        from ibdiag.bench.p2p.rdma_loops import lat_signal_interval, reset_areas, write_lat_responder
 
         kind, size, warmup = _phase_msg(msg, self.req)
         if kind == "bw":
@@ -443,9 +446,10 @@ class RdmaServerSide(RdmaSide):
             return
         reset_areas(self.ep.view, size, self.half)
         self.ch.send({"type": "go"})
-        write_lat_responder(self.ep, size, 0, warmup, timeout_s=self.timeout_s)
+        every = lat_signal_interval(self.req.tx_depth)
+        write_lat_responder(self.ep, size, 0, warmup, timeout_s=self.timeout_s, signal_every=every)
         n = _iters_msg(self.ch.expect("iters", "the latency iteration count"))
-        write_lat_responder(self.ep, size, warmup, n, timeout_s=self.timeout_s)
+        write_lat_responder(self.ep, size, warmup, n, timeout_s=self.timeout_s, signal_every=every)
         self.ch.send({"type": "result"})
 
 
@@ -456,7 +460,7 @@ class RdmaClientSide(RdmaSide):
         return mtu
 
     def bw(self, size: int, warmup: int) -> BwOutcome:
-        from ibdiag.bench.p2p.rdma import write_bw
+        from ibdiag.bench.p2p.rdma_loops import write_bw
 
         t_asked = time.monotonic()
         self.ch.send({"type": "phase", "kind": "bw", "bytes": size, "warmup": warmup})
@@ -477,14 +481,15 @@ class RdmaClientSide(RdmaSide):
         )
 
     def lat(self, size: int, warmup: int) -> LatOutcome:
-        from ibdiag.bench.p2p.rdma import reset_areas, write_lat_initiator
+        from ibdiag.bench.p2p.rdma_loops import lat_signal_interval, reset_areas, write_lat_initiator
 
         self.ch.send({"type": "phase", "kind": "lat", "bytes": size, "warmup": warmup})
         self.ch.expect("go", f"the server to start the {format_bytes(size)} latency test")
         reset_areas(self.ep.view, size, self.half)
-        warm = write_lat_initiator(self.ep, size, 0, warmup, timeout_s=self.timeout_s)
+        every = lat_signal_interval(self.req.tx_depth)
+        warm = write_lat_initiator(self.ep, size, 0, warmup, timeout_s=self.timeout_s, signal_every=every)
         n = self.req.iters or latency_iterations(self.req.measure_duration_s or 1.0, warm)
         self.ch.send({"type": "iters", "n": n})
-        samples = write_lat_initiator(self.ep, size, warmup, n, timeout_s=self.timeout_s)
+        samples = write_lat_initiator(self.ep, size, warmup, n, timeout_s=self.timeout_s, signal_every=every)
         self.ch.expect("result", f"the server to finish the {format_bytes(size)} latency test")
         return LatOutcome(n, latency_from_round_trips_ns(samples))
