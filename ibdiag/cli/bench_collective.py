@@ -257,10 +257,11 @@ def collective_command(
             measurement = run_rank(
                 spec,
                 launch,
-                hooks=TestHooks.from_env(),
+                hooks=TestHooks.from_env(env().environ),
                 on_progress=bar if launch.rank == 0 else None,
                 on_watchdog=_die_from_watchdog(None, launch.rank),
                 on_failure=report,
+                env=env().environ,
             )
     except IbdiagError as e:
         if report.done:
@@ -295,7 +296,13 @@ def _supervised_rank(launch: Any, report_dir: str) -> int:
         job = RankJob.from_env(env().environ)
         with _ctrl_c_ends_the_rank():
             measurement = run_rank(
-                job.spec, launch, hooks=TestHooks.from_env(), on_progress=progress, on_watchdog=_die_from_watchdog(report_dir, launch.rank), on_failure=report
+                job.spec,
+                launch,
+                hooks=TestHooks.from_env(env().environ),
+                on_progress=progress,
+                on_watchdog=_die_from_watchdog(report_dir, launch.rank),
+                on_failure=report,
+                env=env().environ,
             )
         if measurement is not None:
             run, findings = to_bench_run(measurement, job.config)

@@ -64,7 +64,7 @@ def run_sweep_command(
         if debug:
             env().stderr.write(f"rank {launch.rank}: {line}\n")
 
-    result = run_distributed(job, launch, log=log, on_round=on_round, hooks=TestHooks.from_env())
+    result = run_distributed(job, launch, log=log, on_round=on_round, hooks=TestHooks.from_env(env().environ))
     if on_round is not None:
         env().stderr.write("\r\x1b[2K")
         env().stderr.flush()
