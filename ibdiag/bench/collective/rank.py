@@ -8,8 +8,8 @@ CPU stand-in used by the tests) is behind :mod:`~ibdiag.bench.collective.device`
 Failure and teardown. A failed wait is turned into an error that names who did not answer
 (:meth:`_Rank.fail`, from the heartbeats) *before* anything is torn down, and the caller writes it out
 (stderr, the ``--nproc`` error file) before :meth:`_Rank.close`. On failure the process groups are
-aborted (``_abort_process_group``), not destroyed: ``destroy_process_group()`` can hang on a broken NCCL
-communicator. ibdiag's watchdog stays alive through the teardown with its own bound
+aborted (``_abort_process_group``) when the run has a device stream (NCCL, or its stand-in), not destroyed:
+``destroy_process_group()`` can hang on a broken NCCL communicator (a gloo-only run is destroyed: that is quick). ibdiag's watchdog stays alive through the teardown with its own bound
 (:data:`TEARDOWN_S`), so a teardown that hangs still ends the process (exit 3) after the diagnosis
 was written.
 """
@@ -275,7 +275,7 @@ class _Rank:
         try:
             if self.dist.is_initialized():
                 abort = getattr(self.dist.distributed_c10d, "_abort_process_group", None)
-                if failed and abort is not None:
+                if failed and abort is not None and self.queued:  # gloo alone: destroying is quick and safe
                     abort()
                 else:
                     self.dist.destroy_process_group()

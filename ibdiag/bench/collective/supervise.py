@@ -105,6 +105,8 @@ def watch(
         failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
         if failed and codes[0] is not None:
             break  # rank 0 has given its account (or died): nothing more to wait for
+        if 0 in reported_at and now - reported_at[0] > 0.5:
+            break  # rank 0's diagnosis is written: its teardown (and the others') need not be waited for
         if failed and grace_until is None:
             # a rank killed by a signal says nothing more; one that failed cleanly lets rank 0 finish its diagnosis
             died = any((codes[r] or 0) < 0 or not (rdir / f"error.rank{r}.json").exists() for r in failed)
