@@ -278,3 +278,22 @@ def test_write_latency_times_out_when_the_peer_is_silent():
     a.peer = FakeRdmaEndpoint(64, 4)  # writes land, nobody answers
     with pytest.raises(PeerTimeoutError, match="the answer to WRITE 0"):
         write_lat_initiator(a, 64, 0, 1, timeout_s=0.2)
+
+
+def test_message_sizes_checked_against_max_msg_sz_and_the_sge_length():
+    from ibdiag.bench.p2p.rdma import SGE_MAX_BYTES, check_message_sizes, message_size_problem
+    from ibdiag.errors import UsageError
+
+    assert message_size_problem([8, 2**31], 2**31, "rxe0", 1) is None
+    problem = message_size_problem([8, 2**31 + 1, 4096], 2**31, "rxe0", 1)
+    assert problem is not None and "rxe0 port 1" in problem and "max_msg_sz" in problem and "2 GiB" in problem
+    # a port that allows more than a 32-bit SGE length: the SGE length is the limit
+    assert message_size_problem([2**32], 2**40, "mlx5_0", 1) == (
+        "a 4 GiB message is larger than one RDMA WRITE on mlx5_0 port 1 can carry (4294967295 bytes, the 32-bit SGE length)"
+    )
+    assert message_size_problem([SGE_MAX_BYTES], 0, "mlx5_0", 1) is None  # max_msg_sz 0: unknown
+    with pytest.raises(UsageError) as e:
+        check_message_sizes([4 * 2**30], 2**31, "rxe0", 1)
+    assert int(e.value.exit_status) == 2
+    assert e.value.message.startswith("a 4 GiB message is larger than one RDMA WRITE on rxe0 port 1")
+    assert e.value.hint == "use sizes up to 2 GiB with --transport rdma, e.g. --sizes 8:2147483648"

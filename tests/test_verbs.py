@@ -163,3 +163,66 @@ def test_port_attributes_map_to_sysfs_names():
     assert state == verbs.PortState("ACTIVE", "LinkUp", "Ethernet", 0, 1024)
     ib = verbs.port_state_from_attr(SimpleNamespace(state=1, phys_state=2, link_layer=1, lid=0x3A4, active_mtu=5))
     assert (ib.state, ib.phys_state, ib.link_layer, ib.lid, ib.active_mtu_bytes) == ("DOWN", "Polling", "InfiniBand", 0x3A4, 4096)
+
+
+def test_qp_init_attr_turns_off_signal_all():
+    """pyverbs defaults sq_sig_all to 1 (every WRITE completes); the QP ibdiag creates has it at 0."""
+    _need_pyverbs()
+    pv = verbs.import_pyverbs()
+    init = verbs.build_qp_init_attr(pv, None, 128)
+    assert isinstance(init, pv.qp.QPInitAttr)
+    assert init.sq_sig_all == 0
+    assert init.qp_type == pv.enums.IBV_QPT_RC
+    assert init.cap.max_send_wr == 128 and init.cap.max_send_sge == 1
+    assert pv.qp.QPInitAttr(qp_type=pv.enums.IBV_QPT_RC).sq_sig_all == 1  # the library default this overrides
+
+
+#: A pyverbs without ``pyverbs.enums`` (rdma-core >= 59): the real modules (loaded first), except that importing
+#: ``pyverbs.enums`` fails and the constants come from a ``pyverbs.libibverbs_enums`` made of enum
+#: classes with the real values (Cython 3 ``cpdef enum``), plus one anonymous module-level constant.
+_NEW_RDMA_CORE = """
+import enum, sys, types
+from ibdiag.bench import verbs
+sys.path.append(verbs.DEBIAN_DIST_PACKAGES)
+import pyverbs.enums as real
+import pyverbs.addr, pyverbs.cq, pyverbs.device, pyverbs.mr, pyverbs.pd, pyverbs.qp, pyverbs.wr  # they import enums themselves
+sys.modules['pyverbs.enums'] = None  # 'import pyverbs.enums' now raises ImportError
+import pyverbs
+del pyverbs.enums
+lib = types.ModuleType('pyverbs.libibverbs_enums')
+groups = {'ibv_qp_type': 'IBV_QPT_', 'ibv_qp_state': 'IBV_QPS_', 'ibv_access_flags': 'IBV_ACCESS_',
+          'ibv_wr_opcode': 'IBV_WR_', 'ibv_send_flags': 'IBV_SEND_', 'ibv_wc_status': 'IBV_WC_', 'ibv_mtu': 'IBV_MTU_'}
+for cls, prefix in groups.items():
+    members = {n: int(getattr(real, n)) for n in dir(real) if n.startswith(prefix)}
+    setattr(lib, cls, enum.IntEnum(cls, members))
+lib.IBV_LINK_LAYER_ETHERNET = int(real.IBV_LINK_LAYER_ETHERNET)
+sys.modules['pyverbs.libibverbs_enums'] = lib
+pyverbs.libibverbs_enums = lib
+pv = verbs.import_pyverbs()
+assert not hasattr(pv.enums, '__file__'), pv.enums
+init = verbs.build_qp_init_attr(pv, None, 64)
+wr = verbs.build_write_wr(pv, addr=4096, length=8, lkey=1, remote_addr=8192, rkey=2, signaled=True)
+print(init.sq_sig_all, init.qp_type == real.IBV_QPT_RC, wr.opcode == real.IBV_WR_RDMA_WRITE,
+      wr.send_flags == real.IBV_SEND_SIGNALED, pv.enums.IBV_WC_SUCCESS == real.IBV_WC_SUCCESS,
+      pv.enums.IBV_LINK_LAYER_ETHERNET == 2)
+"""
+
+
+def test_enums_fall_back_to_libibverbs_enums_on_new_rdma_core():
+    _need_pyverbs()
+    r = _py(_NEW_RDMA_CORE)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0", "True", "True", "True", "True", "True"]
+
+
+def test_flatten_enums_takes_class_members_and_module_constants():
+    import enum
+
+    mod = SimpleNamespace(
+        ibv_qp_type=enum.IntEnum("ibv_qp_type", {"IBV_QPT_RC": 2, "IBV_QPT_UD": 4}),
+        IBV_LINK_LAYER_ETHERNET=2,
+        helper=len,
+    )
+    flat = verbs.flatten_enums(mod)
+    assert (flat.IBV_QPT_RC, flat.IBV_QPT_UD, flat.IBV_LINK_LAYER_ETHERNET) == (2, 4, 2)
+    assert not hasattr(flat, "helper")

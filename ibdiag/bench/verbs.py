@@ -70,17 +70,47 @@ def import_pyverbs() -> SimpleNamespace:
         import pyverbs.addr as addr
         import pyverbs.cq as cq
         import pyverbs.device as device
-        import pyverbs.enums as enums
         import pyverbs.mr as mr
         import pyverbs.pd as pd
         import pyverbs.pyverbs_error as pyverbs_error
         import pyverbs.qp as qp
         import pyverbs.wr as wr
+
+        enums = _import_enums()
     except ImportError as e:
         # e.g. bindings built for another Python version than the one running ibdiag
         raise CannotRunError(f"pyverbs is installed but cannot be loaded: {e}", hint=PYVERBS_HINT) from None
     _PV = SimpleNamespace(addr=addr, cq=cq, device=device, enums=enums, mr=mr, pd=pd, error=pyverbs_error, qp=qp, wr=wr)
     return _PV
+
+
+def _import_enums() -> Any:
+    """The ``IBV_*`` constants: ``pyverbs.enums`` (rdma-core < 59) or, where that module is gone,
+    the enum classes of ``pyverbs.libibverbs_enums`` flattened into one namespace."""
+    try:
+        import pyverbs.enums as enums
+
+        return enums
+    except ImportError:
+        # rdma-core 59 removed pyverbs/enums.pyx; the constants live in libibverbs_enums, whose named
+        # enums (Cython 3 cpdef enum) are classes: ibv_qp_type.IBV_QPT_RC.
+        import pyverbs.libibverbs_enums as lib
+
+        return flatten_enums(lib)
+
+
+def flatten_enums(module: Any) -> SimpleNamespace:
+    """Every ``IBV_*`` integer of ``module``: module-level ones and the members of its enum classes."""
+    import enum
+
+    names: dict[str, int] = {}
+    for attr, value in vars(module).items():
+        if isinstance(value, type) and issubclass(value, enum.Enum):
+            for name, member in value.__members__.items():  # aliases too (equal values)
+                names.setdefault(name, int(member.value))
+        elif attr.startswith("IBV_") and isinstance(value, int):
+            names[attr] = int(value)
+    return SimpleNamespace(**names)
 
 
 def _errors(pv: SimpleNamespace) -> tuple[type[BaseException], ...]:
@@ -158,6 +188,33 @@ def build_qp_attr(plan: ConnectPlan) -> Any:
     return attr
 
 
+def build_qp_init_attr(pv: SimpleNamespace, cq: Any, tx_depth: int) -> Any:
+    """``ibv_qp_init_attr`` of the RC QP: ``tx_depth`` send WRs and ``sq_sig_all = 0``.
+
+    pyverbs defaults ``sq_sig_all`` to 1, which makes every WRITE complete and defeats the
+    selective signalling of the bandwidth loop (perftest sets it to 0 too). Needs no device
+    (``cq`` may be None in tests).
+    """
+    cap = pv.qp.QPCap(max_send_wr=tx_depth, max_recv_wr=1, max_send_sge=1, max_recv_sge=1)
+    return pv.qp.QPInitAttr(qp_type=pv.enums.IBV_QPT_RC, scq=cq, rcq=cq, cap=cap, sq_sig_all=0)
+
+
+def port_max_msg_bytes(device: str, port: int) -> int:
+    """The port's ``max_msg_sz`` (``ibv_devinfo -v``), the largest message one work request may carry."""
+    pv = import_pyverbs()
+    errs = _errors(pv)
+    try:
+        ctx = pv.device.Context(name=device)
+    except errs as e:
+        raise CannotRunError(f"cannot open RDMA device {device}: {e}", hint="check the name with ibv_devices or ibdiag topo; opening needs access to /dev/infiniband/uverbs*") from None
+    try:
+        return int(ctx.query_port(port).max_msg_sz)
+    except errs as e:
+        raise CannotRunError(f"{device} has no port {port}: {e}", hint="pick the port with --ib-port (ibv_devinfo lists them)") from None
+    finally:
+        ctx.close()
+
+
 def build_write_wr(pv: SimpleNamespace, *, addr: int, length: int, lkey: int, remote_addr: int, rkey: int, signaled: bool) -> Any:
     """One RDMA WRITE work request (``IBV_WR_RDMA_WRITE``), signaled or not (selective signalling)."""
     e = pv.enums
@@ -199,9 +256,8 @@ class RdmaEndpoint:
             e = pv.enums
             self.pd = pv.pd.PD(self.ctx)
             self.cq = pv.cq.CQ(self.ctx, max(16, tx_depth), None, None, 0)
-            cap = pv.qp.QPCap(max_send_wr=tx_depth, max_recv_wr=1, max_send_sge=1, max_recv_sge=1)
-            init = pv.qp.QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap)
-            self.qp = pv.qp.QP(self.pd, init)
+            self.max_msg_bytes = int(self.ctx.query_port(port).max_msg_sz)
+            self.qp = pv.qp.QP(self.pd, build_qp_init_attr(pv, self.cq, tx_depth))
             access = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
             self.mr = pv.mr.MR(self.pd, buffer.size, access, address=buffer.address)
         except errs as err:

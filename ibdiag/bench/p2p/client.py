@@ -108,7 +108,10 @@ def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = No
 
     sel = None
     if req.transport == "rdma":
+        from ibdiag.bench.p2p.rdma import check_message_sizes
+
         sel = session.select_rdma(opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index)
+        check_message_sizes(req.sizes, sel.max_msg_bytes, sel.device, sel.port)
     peer = f"[{opts.host}]:{opts.port}" if ":" in opts.host else f"{opts.host}:{opts.port}"
     sock = connect(opts.host, opts.port, opts.timeout_s)
     ch = Channel(sock, peer, opts.timeout_s)

@@ -37,6 +37,9 @@ QP_MIN_RNR_TIMER = 12
 HOP_LIMIT = 64
 
 MTUS = (256, 512, 1024, 2048, 4096)
+#: ``struct ibv_sge``'s ``length`` is a ``uint32_t``: one WRITE carries at most 4 GiB - 1 bytes
+#: (larger sizes raise OverflowError inside pyverbs).
+SGE_MAX_BYTES = 2**32 - 1
 _GID_RE = re.compile(r"^[0-9a-fA-F]{4}(:[0-9a-fA-F]{4}){7}$")
 
 ROCE_V2 = "RoCE v2"
@@ -75,6 +78,38 @@ def choose_device(ports: Sequence[Port], device: str | None) -> Port:
             return p
     states = ", ".join(f"{p.adapter} port {p.port} {p.state or 'unknown'}" for p in ports) or "no RDMA devices"
     raise CannotRunError(f"no active RDMA port ({states})", hint="bring a link up, or name one with --device and --ib-port")
+
+
+def _size_limit(max_msg_bytes: int | None) -> int:
+    return SGE_MAX_BYTES if not max_msg_bytes else min(SGE_MAX_BYTES, max_msg_bytes)
+
+
+def _limit_text(n: int) -> str:
+    from ibdiag.units import format_bytes
+
+    return format_bytes(n) if n & (n - 1) == 0 else f"{n} bytes"
+
+
+def message_size_problem(sizes: Sequence[int], max_msg_bytes: int | None, device: str, port: int) -> str | None:
+    """Why a size cannot be one RDMA WRITE on ``device``/``port``, or None when all can.
+
+    The limit is the port's ``max_msg_sz`` (``ibv_devinfo -v``; 0 or None: unknown) and the
+    32-bit SGE length, whichever is smaller.
+    """
+    limit = _size_limit(max_msg_bytes)
+    too_big = [s for s in sizes if s > limit]
+    if not too_big:
+        return None
+    source = "its max_msg_sz" if limit == max_msg_bytes else "the 32-bit SGE length"
+    return f"a {_limit_text(max(too_big))} message is larger than one RDMA WRITE on {device} port {port} can carry ({_limit_text(limit)}, {source})"
+
+
+def check_message_sizes(sizes: Sequence[int], max_msg_bytes: int | None, device: str, port: int) -> None:
+    """UsageError (exit 2) when a size is larger than :func:`message_size_problem` allows."""
+    problem = message_size_problem(sizes, max_msg_bytes, device, port)
+    if problem:
+        limit = _size_limit(max_msg_bytes)
+        raise UsageError(problem, hint=f"use sizes up to {_limit_text(limit)} with --transport rdma, e.g. --sizes 8:{limit}")
 
 
 @dataclass(frozen=True)

@@ -311,7 +311,13 @@ class Server:
             side = session.TcpServerSide(ch, req, timeout_s=self.opts.timeout_s, log=self.log, socket_buffer=self.opts.socket_buffer)
             rate = tcp_line_rate(SysfsRoot(self.opts.sysfs_root), ch.sock.getsockname()[0])
         else:
+            from ibdiag.bench.p2p.rdma import message_size_problem
+
             sel = session.select_rdma(self.opts.sysfs_root, self.opts.device, self.opts.ib_port, self.opts.gid_index)
+            problem = message_size_problem(req.sizes, sel.max_msg_bytes, sel.device, sel.port)
+            if problem:
+                ch.send_error("refused", f"this server's {problem}", "use smaller sizes with --transport rdma")
+                raise Refused("refused", problem)
             side = session.RdmaServerSide(ch, req, sel, timeout_s=self.opts.timeout_s)
             rate = rdma_line_rate(SysfsRoot(self.opts.sysfs_root), sel.device, sel.port)
         with _closing(side):

@@ -72,6 +72,8 @@ class RdmaSelection:
     gid: str | None
     gid_reason: str
     link_layer: str | None
+    max_msg_bytes: int | None = None
+    """The port's ``max_msg_sz`` (``ibv_query_port``)."""
 
 
 def select_rdma(sysfs_root: str, device: str | None, ib_port: int, gid_index: int | None) -> RdmaSelection:
@@ -86,7 +88,8 @@ def select_rdma(sysfs_root: str, device: str | None, ib_port: int, gid_index: in
     ports = [read_port(sysfs, name, ib_port) for name in names]
     port = choose_device(ports, device)
     gid = choose_gid(port, gid_index)
-    return RdmaSelection(port.adapter, port.port, gid.index, gid.gid, gid.reason, port.link_layer)
+    max_msg = verbs.port_max_msg_bytes(port.adapter, port.port)
+    return RdmaSelection(port.adapter, port.port, gid.index, gid.gid, gid.reason, port.link_layer, max_msg)
 
 
 def _field(msg: dict[str, Any], key: str, lo: int, hi: int, what: str) -> int:
