@@ -1,30 +1,18 @@
-"""The RDMA data path: RC queue pairs, RDMA WRITE bandwidth and RDMA WRITE ping-pong latency.
+"""The RDMA data path's decisions: device, port and GID, the queue-pair details both ends exchange, and
+the RC connection plan (what ``ib_write_bw``/``ib_read_bw``/``ib_send_bw`` set up before measuring).
 
-What ``ib_write_bw`` and ``ib_write_lat`` do, in the same shape:
-
-* bandwidth: the client keeps up to ``tx_depth`` WRITEs outstanding and asks for a completion only
-  every ``cq_mod``-th one (selective signalling); a completion for work request ``k`` means all
-  earlier ones on the same RC send queue completed. The clock is looked at only at signalled
-  boundaries, so the last WRITE of a duration run is always signalled. Bandwidth = bytes of the
-  measured WRITEs / time from the end of the warm-up to the last completion.
-* latency: each side WRITEs ``size`` bytes into the other's buffer, the last byte carrying an
-  iteration marker (1..255); the other side spins on that byte, then answers. One-way = round
-  trip / 2.
-
-Pure decisions (device, GID, QP attributes, validation of what the peer sends) are functions here
-and are tested on sysfs fixtures; the library calls are in :mod:`ibdiag.bench.verbs`. The loops take
-any endpoint with ``prepare_write``/``post``/``poll``/``view`` so their logic is tested without a device.
+Pure functions, tested on sysfs fixtures; the library calls are in :mod:`ibdiag.bench.verbs` and the
+measuring loops (WRITE, READ, SEND; bandwidth and latency) in :mod:`ibdiag.bench.p2p.rdma_loops`.
 """
 
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from ibdiag.errors import CannotRunError, PeerTimeoutError, UsageError
+from ibdiag.errors import CannotRunError, UsageError
 from ibdiag.topo.model import Gid, Port
 
 #: ``ibv_qp_attr`` values perftest uses for RC: ACK timeout 4.096 µs * 2^14 ≈ 67 ms, 7 retries,
@@ -35,6 +23,11 @@ QP_RNR_RETRY = 7
 QP_MIN_RNR_TIMER = 12
 #: Hop limit in the GRH (RoCE v2 maps it to the IP TTL).
 HOP_LIMIT = 64
+#: Outstanding RDMA READs per QP for ``--verb read`` (perftest asks the device's max_qp_rd_atom; 16 on
+#: ConnectX). The device's own limits cap it (:func:`plan_connection` ``rd_atomic``).
+READ_RD_ATOMIC = 16
+#: Most queue pairs a peer may announce (``params.MAX_QPS``).
+MAX_QPNS = 64
 
 MTUS = (256, 512, 1024, 2048, 4096)
 #: ``struct ibv_sge``'s ``length`` is a ``uint32_t``: one WRITE carries at most 4 GiB - 1 bytes
@@ -176,11 +169,18 @@ class QpInfo:
     """Bytes the peer may write at ``addr`` (the receive half of the registered buffer)."""
     mtu_bytes: int
     """The port's active MTU."""
+    qpns: tuple[int, ...] = ()
+    """Every queue pair's number (``--qps``); empty = just ``qpn``."""
+
+    @property
+    def all_qpns(self) -> tuple[int, ...]:
+        return self.qpns or (self.qpn,)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "lid": self.lid,
             "qpn": self.qpn,
+            "qpns": list(self.all_qpns),
             "psn": self.psn,
             "gid": self.gid,
             "link_layer": self.link_layer,
@@ -211,6 +211,11 @@ class QpInfo:
         mtu = doc.get("mtu")
         if mtu not in MTUS:
             raise ValueError(f"mtu {mtu!r} is not one of {MTUS}")
+        qpns = doc.get("qpns", [])
+        if not isinstance(qpns, list) or len(qpns) > MAX_QPNS or any(isinstance(q, bool) or not isinstance(q, int) or not 0 <= q < 2**24 for q in qpns):
+            raise ValueError(f"qpns must be a list of at most {MAX_QPNS} queue pair numbers")
+        if qpns and qpns[0] != doc.get("qpn"):
+            raise ValueError("qpns must start with qpn")
         return cls(
             lid=num("lid", 16),
             qpn=num("qpn", 24),
@@ -221,6 +226,7 @@ class QpInfo:
             addr=num("addr", 64),
             length=num("length", 50),
             mtu_bytes=mtu,
+            qpns=tuple(qpns) if len(qpns) > 1 else (),
         )
 
 
@@ -247,14 +253,33 @@ class ConnectPlan:
     min_rnr_timer: int
     max_rd_atomic: int
     max_dest_rd_atomic: int
+    remote_read: bool = False
+    """Let the peer READ this side's buffer (``--verb read``: ``IBV_ACCESS_REMOTE_READ``)."""
 
 
-def plan_connection(local: QpInfo, remote: QpInfo, *, port_num: int, gid_index: int | None, needed_bytes: int) -> ConnectPlan:
-    """The RC attributes towards ``remote``; CannotRunError when the two ends cannot talk.
+def plan_connection(
+    local: QpInfo,
+    remote: QpInfo,
+    *,
+    port_num: int,
+    gid_index: int | None,
+    needed_bytes: int,
+    lane: int = 0,
+    traffic_class: int = 0,
+    sl: int = 0,
+    rd_atomic: int = 1,
+    remote_read: bool = False,
+) -> ConnectPlan:
+    """The RC attributes of queue pair ``lane`` towards the peer's ``lane``-th; CannotRunError when the
+    two ends cannot talk.
 
     Path MTU = the smaller active MTU of the two ports (perftest does the same). A GRH is used
-    on RoCE always, and on InfiniBand when a GID index was chosen.
+    on RoCE always, and on InfiniBand when a GID index was chosen; ``traffic_class`` goes in it
+    (``--tclass``), ``sl`` in the address vector (``--sl``). ``rd_atomic``: outstanding RDMA READs
+    each way (``--verb read``), already capped by both devices' limits.
     """
+    if lane >= len(remote.all_qpns):
+        raise CannotRunError(f"the peer set up {len(remote.all_qpns)} queue pair(s), fewer than the {lane + 1} this run needs", hint="both sides must run the same ibdiag version")
     if local.link_layer != remote.link_layer:
         raise CannotRunError(
             f"link layers differ: this side is {local.link_layer}, the server's port is {remote.link_layer}",
@@ -274,7 +299,7 @@ def plan_connection(local: QpInfo, remote: QpInfo, *, port_num: int, gid_index: 
         port_num=port_num,
         pkey_index=0,
         path_mtu_bytes=min(local.mtu_bytes, remote.mtu_bytes),
-        dest_qp_num=remote.qpn,
+        dest_qp_num=remote.all_qpns[lane],
         rq_psn=remote.psn,
         sq_psn=local.psn,
         dlid=remote.lid,
@@ -282,206 +307,30 @@ def plan_connection(local: QpInfo, remote: QpInfo, *, port_num: int, gid_index: 
         dgid=remote.gid if is_global else None,
         sgid_index=gid_index if is_global else None,
         hop_limit=HOP_LIMIT,
-        traffic_class=0,
-        sl=0,
+        traffic_class=traffic_class,
+        sl=sl,
         timeout=QP_TIMEOUT,
         retry_cnt=QP_RETRY_CNT,
         rnr_retry=QP_RNR_RETRY,
         min_rnr_timer=QP_MIN_RNR_TIMER,
-        max_rd_atomic=1,
-        max_dest_rd_atomic=1,
+        max_rd_atomic=rd_atomic,
+        max_dest_rd_atomic=rd_atomic,
+        remote_read=remote_read,
     )
 
 
-def signal_interval(tx_depth: int) -> int:
-    """Signal every ``cq_mod``-th WRITE: half the send queue, so one signalled batch is always in flight."""
-    return max(1, tx_depth // 2)
-
-
-# --- the loops -----------------------------------------------------------------------------------
-
-
-class Endpoint(Protocol):
-    view: memoryview
-    """The registered buffer: receive half at 0, send half at ``send_offset``."""
-    send_offset: int
-
-    def prepare_write(self, length: int, *, signaled: bool) -> Any: ...
-
-    def post(self, wr: Any, wr_id: int) -> None: ...
-
-    def poll(self, max_entries: int = 16) -> list[int]: ...
-
-
-@dataclass(frozen=True)
-class WriteStats:
-    messages: int
-    bytes: int
-    seconds: float
-
-
-#: Empty CQ polls between two looks at the clock (a deadline check costs ~50 ns, a poll ~0.5 µs).
-_POLLS_PER_CLOCK = 1024
-
-
-def _post_and_complete(
-    ep: Endpoint,
-    wrs: tuple[Any, Any],
-    *,
-    total: int | None,
-    deadline: float | None,
-    tx_depth: int,
-    cq_mod: int,
-    timeout_s: float,
-    heartbeat: Callable[[], None] | None,
-    heartbeat_s: float,
-) -> int:
-    """Post WRITEs (``total`` of them, or until ``deadline``) keeping ``tx_depth`` in flight; wait for all."""
-    plain, signaled = wrs
-    clock = time.perf_counter
-    posted = 0
-    completed = 0
-    stop = total if total is not None else None
-    last_progress = clock()
-    next_beat = last_progress + heartbeat_s
-    empty = 0
-    while True:
-        while posted - completed < tx_depth and (stop is None or posted < stop):
-            nxt = posted + 1
-            boundary = nxt % cq_mod == 0 or (stop is not None and nxt == stop)
-            ep.post(signaled if boundary else plain, posted)
-            posted = nxt
-            if boundary:
-                now = clock()
-                if stop is None and deadline is not None and now >= deadline:
-                    stop = posted
-                if heartbeat is not None and now >= next_beat:
-                    heartbeat()
-                    next_beat = now + heartbeat_s
-        if stop is not None and completed >= stop:
-            return completed
-        done = ep.poll(16)
-        if done:
-            completed = max(completed, max(done) + 1)
-            empty = 0
-            last_progress = clock()
-            continue
-        empty += 1
-        if empty % _POLLS_PER_CLOCK == 0:
-            now = clock()
-            if now - last_progress > timeout_s:
-                raise PeerTimeoutError(
-                    f"no RDMA WRITE completion for {timeout_s:g} s ({completed} of {posted} completed)",
-                    hint="the peer's port or the path is down, or the peer process died; check ibdiag counters on both ends",
-                )
-            if heartbeat is not None and now >= next_beat:
-                heartbeat()
-                next_beat = now + heartbeat_s
-
-
-def write_bw(
-    ep: Endpoint,
-    size: int,
-    *,
-    warmup: int,
-    iters: int | None,
-    duration_s: float | None,
-    tx_depth: int,
-    timeout_s: float,
-    on_measure_start: Callable[[], None] | None = None,
-    heartbeat: Callable[[], None] | None = None,
-    heartbeat_s: float | None = None,
-) -> WriteStats:
-    """RDMA WRITE bandwidth of ``size``-byte messages (``ib_write_bw -s size``).
-
-    ``heartbeat`` is called every ``heartbeat_s`` (default: a third of the timeout, at least 1 s) so
-    the passive side, which only waits on the control channel, knows the client is alive.
-    """
-    if iters is None and duration_s is None:
-        raise ValueError("iters or duration_s")
-    cq_mod = signal_interval(tx_depth)
-    wrs = (ep.prepare_write(size, signaled=False), ep.prepare_write(size, signaled=True))
-    beat = heartbeat_s if heartbeat_s is not None else max(1.0, timeout_s / 3)
-    if warmup:
-        _post_and_complete(ep, wrs, total=warmup, deadline=None, tx_depth=tx_depth, cq_mod=cq_mod, timeout_s=timeout_s, heartbeat=heartbeat, heartbeat_s=beat)
-    if on_measure_start is not None:
-        on_measure_start()
-    t0 = time.perf_counter()
-    deadline = None if duration_s is None else t0 + duration_s
-    n = _post_and_complete(ep, wrs, total=iters, deadline=deadline, tx_depth=tx_depth, cq_mod=cq_mod, timeout_s=timeout_s, heartbeat=heartbeat, heartbeat_s=beat)
-    t1 = time.perf_counter()
-    return WriteStats(messages=n, bytes=n * size, seconds=t1 - t0)
-
-
-def marker(i: int) -> int:
-    """The value the last byte of the ``i``-th latency message carries: 1..255, never 0."""
-    return i % 255 + 1
-
-
-def _spin_until(view: memoryview, pos: int, value: int, timeout_s: float, what: str) -> None:
-    clock = time.monotonic
-    start = None
-    spins = 0
-    while view[pos] != value:
-        spins += 1
-        if spins & 0xFFFF == 0:
-            now = clock()
-            if start is None:
-                start = now
-            elif now - start > timeout_s:
-                raise PeerTimeoutError(f"no RDMA WRITE from the peer for {timeout_s:g} s while waiting for {what}", hint="the peer process died or the path is down")
-
-
-def _await_completion(ep: Endpoint, wr_id: int, timeout_s: float) -> None:
-    clock = time.monotonic
-    start = clock()
-    empty = 0
-    while True:
-        done = ep.poll(16)
-        if done and max(done) >= wr_id:
-            return
-        empty += 1
-        if empty % _POLLS_PER_CLOCK == 0 and clock() - start > timeout_s:
-            raise PeerTimeoutError(f"no completion for an RDMA WRITE within {timeout_s:g} s", hint="the peer's port or the path is down; check ibdiag counters")
-
-
-def write_lat_initiator(ep: Endpoint, size: int, first: int, n: int, *, timeout_s: float) -> list[int]:
-    """``n`` WRITE ping-pongs starting at iteration ``first``; round trips in ns (the client's side)."""
-    view = ep.view
-    send_offset = ep.send_offset
-    last = size - 1
-    wr = ep.prepare_write(size, signaled=True)
-    clock = time.perf_counter_ns
-    samples = [0] * n
-    for k in range(n):
-        i = first + k
-        m = marker(i)
-        view[send_offset + last] = m
-        t0 = clock()
-        ep.post(wr, i)
-        _spin_until(view, last, m, timeout_s, f"the answer to WRITE {i}")
-        samples[k] = clock() - t0
-        _await_completion(ep, i, timeout_s)
-    return samples
-
-
-def write_lat_responder(ep: Endpoint, size: int, first: int, n: int, *, timeout_s: float) -> None:
-    """Answer ``n`` WRITE pings starting at iteration ``first`` (the server's side)."""
-    view = ep.view
-    send_offset = ep.send_offset
-    last = size - 1
-    wr = ep.prepare_write(size, signaled=True)
-    for k in range(n):
-        i = first + k
-        m = marker(i)
-        _spin_until(view, last, m, timeout_s, f"WRITE {i} from the client")
-        view[send_offset + last] = m
-        ep.post(wr, i)
-        _await_completion(ep, i, timeout_s)
-
-
-def reset_areas(view: memoryview, size: int, send_offset: int) -> None:
-    """Zero the first ``size`` bytes of the receive and send halves before a latency phase."""
-    zeros = bytes(size)
-    view[0:size] = zeros
-    view[send_offset : send_offset + size] = zeros
+# The loops live in rdma_loops (one job each module); their names stay importable from here.
+from ibdiag.bench.p2p.rdma_loops import (  # noqa: E402,F401
+    Endpoint,
+    Receiver,
+    read_lat,
+    send_lat,
+    serve_receives,
+    WriteStats,
+    marker,
+    reset_areas,
+    signal_interval,
+    write_bw,
+    write_lat_initiator,
+    write_lat_responder,
+)
