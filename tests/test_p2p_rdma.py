@@ -205,7 +205,7 @@ def test_write_bw_iterations_respect_queue_depth_and_signal_selectively(tx_depth
     assert ep.max_outstanding <= tx_depth
     measured = ep.posted[10:]
     assert [w for w, _ in measured] == list(range(1000))
-    cq_mod = signal_interval(tx_depth)
+    cq_mod = signal_interval(tx_depth, 4096)
     signalled = [w for w, s in measured if s]
     # every cq_mod-th WRITE and the last one ask for a completion; no others do
     assert signalled == sorted(set(list(range(cq_mod - 1, 1000, cq_mod)) + [999]))
@@ -215,7 +215,7 @@ def test_write_bw_iterations_respect_queue_depth_and_signal_selectively(tx_depth
 def test_write_bw_duration_stops_on_a_signalled_boundary():
     ep = FakeRdmaEndpoint(64, 32)
     stats = write_bw(ep, 64, warmup=0, iters=None, duration_s=0.05, tx_depth=32, timeout_s=5)
-    assert stats.messages > 0 and stats.messages % signal_interval(32) == 0
+    assert stats.messages > 0 and stats.messages % signal_interval(32, 64) == 0
     assert ep.posted[-1][1] is True  # the last WRITE is signalled, so its completion ends the run
     assert ep.outstanding == 0 and 0.04 < stats.seconds < 2.0
 
@@ -297,3 +297,18 @@ def test_message_sizes_checked_against_max_msg_sz_and_the_sge_length():
     assert int(e.value.exit_status) == 2
     assert e.value.message.startswith("a 4 GiB message is larger than one RDMA WRITE on rxe0 port 1")
     assert e.value.hint == "use sizes up to 2 GiB with --transport rdma, e.g. --sizes 8:2147483648"
+
+
+def test_signal_interval_bounds_the_bytes_between_completions():
+    from ibdiag.bench.p2p.rdma import SIGNAL_BYTES
+
+    assert signal_interval(128, 8) == 64 and signal_interval(128, 64 * 1024) == 16
+    assert signal_interval(128, 4 * 2**20) == 1 and signal_interval(1, 8) == 1
+    for size in (8, 4096, 65536, 2**20, 2**22):
+        assert signal_interval(128, size) * size <= max(SIGNAL_BYTES, size)
+
+
+def test_write_bw_large_messages_signal_every_write():
+    ep = FakeRdmaEndpoint(4 * 2**20, 128)
+    write_bw(ep, 4 * 2**20, warmup=0, iters=10, duration_s=None, tx_depth=128, timeout_s=5)
+    assert all(s for _, s in ep.posted)

@@ -322,6 +322,8 @@ class RdmaEndpoint:
             raise
         self._remote: tuple[int, int, int] | None = None
         self._recv: list[Any] = []
+        #: What the send queue carries, for messages (``--verb``; the session sets it).
+        self.verb = "write"
 
     def local_info(self, psn: int) -> QpInfo:
         from ibdiag.bench.p2p.rdma import QpInfo
@@ -390,7 +392,7 @@ class RdmaEndpoint:
         except _errors(self._pv) as e:
             raise CannotRunError(f"posting a receive on {self.device} failed: {e}", hint="the receive queue overflowed or the QP is in error") from None
 
-    def _poll(self, cq: Any, max_entries: int) -> list[Any]:
+    def _poll(self, cq: Any, max_entries: int, what: str) -> list[Any]:
         try:
             n, wcs = cq.poll(max_entries)
         except _errors(self._pv) as e:
@@ -400,20 +402,20 @@ class RdmaEndpoint:
         for wc in out:
             if int(wc.status) != ok:
                 raise CannotRunError(
-                    f"an RDMA work request completed with error status {int(wc.status)} ({_wc_status_text(int(wc.status))}) on {self.device}",
+                    f"RDMA {what} completed with error status {int(wc.status)} ({_wc_status_text(int(wc.status))}) on {self.device}",
                     hint="the peer went away or the path is broken (retry exceeded); check both ports with ibdiag counters",
                 )
         return out
 
     def poll(self, max_entries: int = 16) -> list[int]:
         """Work-request ids of completed sends/WRITEs/READs (``ibv_poll_cq``); a failed completion raises."""
-        return [int(wc.wr_id) for wc in self._poll(self.cq, max_entries)]
+        return [int(wc.wr_id) for wc in self._poll(self.cq, max_entries, self.verb.upper())]
 
     def poll_recv(self, max_entries: int = 16) -> list[tuple[int, int]]:
         """``(wr_id, bytes)`` of completed receives."""
         if self.rcq is None:
             return []
-        return [(int(wc.wr_id), int(wc.byte_len)) for wc in self._poll(self.rcq, max_entries)]
+        return [(int(wc.wr_id), int(wc.byte_len)) for wc in self._poll(self.rcq, max_entries, "receive")]
 
     def close(self) -> None:
         """Destroy the QPs, MR, CQs, PD and close the device, in that order."""

@@ -321,6 +321,7 @@ def plan_connection(
 
 # The loops live in rdma_loops (one job each module); their names stay importable from here.
 from ibdiag.bench.p2p.rdma_loops import (  # noqa: E402,F401
+    SIGNAL_BYTES,
     Endpoint,
     Receiver,
     read_lat,

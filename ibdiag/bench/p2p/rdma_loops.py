@@ -128,9 +128,16 @@ def _post_and_complete(
                 next_beat = now + heartbeat_s
 
 
-def signal_interval(tx_depth: int) -> int:
-    """Signal every ``cq_mod``-th request: half the send queue, so one signalled batch is always in flight."""
-    return max(1, tx_depth // 2)
+#: Most bytes between two signalled work requests: the completion timeout counts from one completion
+#: to the next, so on a slow link (Soft-RoCE under emulation moves ~15 MB/s) 64 unsignalled 4 MiB
+#: WRITEs would look like a dead peer. 1 MiB keeps a completion at least every ~70 ms there.
+SIGNAL_BYTES = 2**20
+
+
+def signal_interval(tx_depth: int, size: int = 1) -> int:
+    """Signal every ``cq_mod``-th request: half the send queue (so one signalled batch is always in
+    flight), and at least every :data:`SIGNAL_BYTES` bytes."""
+    return max(1, min(tx_depth // 2, SIGNAL_BYTES // max(1, size)))
 
 
 def write_bw(
@@ -157,7 +164,7 @@ def write_bw(
     """
     if iters is None and duration_s is None:
         raise ValueError("iters or duration_s")
-    cq_mod = signal_interval(tx_depth)
+    cq_mod = signal_interval(tx_depth, size)
     wrs = [(prepare(ep, verb, size, signaled=False, lane=k, inline=inline), prepare(ep, verb, size, signaled=True, lane=k, inline=inline)) for k in range(lanes)]
     beat = heartbeat_s if heartbeat_s is not None else max(1.0, timeout_s / 3)
     kw: dict[str, Any] = dict(tx_depth=tx_depth, cq_mod=cq_mod, timeout_s=timeout_s, heartbeat=heartbeat, heartbeat_s=beat, idle=idle, verb=verb)

@@ -92,6 +92,7 @@ class RdmaSide:
         except BaseException:
             self.buffer.close()
             raise
+        self.ep.verb = req.verb
         self.psn = random.SystemRandom().randrange(1 << 24)
         self.local = self.ep.local_info(self.psn)
         self.rx: Any = None
