@@ -188,10 +188,12 @@ class RunRequest:
         """``tcp bw+lat, 4 sizes 4 KiB..64 MiB, 1 s per size``."""
         text = describe_request(self.transport, self.mode, self.sizes, streams=self.streams, bidir=self.bidir, iters=self.iters, duration_s=self.measure_duration_s)
         if self.transport == "rdma":
-            extra = [self.verb.upper()] + ([f"{self.qps} QPs"] if self.qps > 1 else [])
+            # The default (WRITE on one QP) reads as before: ``rdma bw+lat, ...``.
+            extra = ([self.verb.upper()] if self.verb != "write" else []) + ([f"{self.qps} QPs"] if self.qps > 1 else [])
             extra += [f"tclass {self.tclass}"] if self.tclass else []
             extra += [f"sl {self.sl}"] if self.sl else []
-            text = text.replace("rdma ", f"rdma {' '.join(extra)} ", 1)
+            if extra:
+                text = text.replace("rdma ", f"rdma {' '.join(extra)} ", 1)
         return text
 
     def to_json(self) -> dict[str, Any]:

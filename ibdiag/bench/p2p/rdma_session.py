@@ -61,6 +61,22 @@ def select_rdma(sysfs_root: str, device: str | None, ib_port: int, gid_index: in
     return RdmaSelection(port.adapter, port.port, gid.index, gid.gid, gid.reason, port.link_layer, max_msg)
 
 
+def run_options(req: RunRequest) -> dict[str, Any]:
+    """The RDMA options a server echoes in ``ready`` (``rdma_run``) as it will run them."""
+    return {"verb": req.verb, "qps": req.qps, "tclass": req.tclass, "sl": req.sl, "bidir": req.bidir}
+
+
+def check_server_run(ready: dict[str, Any], req: RunRequest, peer: str) -> None:
+    """ProtocolError unless the server echoes the options this client asked for: an older server that
+    ignores ``--verb read`` would otherwise measure WRITEs under a READ label."""
+    want = run_options(req)
+    if ready.get("rdma_run") != want:
+        raise ProtocolError(
+            f"{peer} does not run RDMA the way this client asked ({', '.join(f'{k} {v}' for k, v in want.items())})",
+            hint="an older ibdiag bench serve ignores --verb/--qps/--bidir/--tclass/--sl: run the same ibdiag version on both hosts",
+        )
+
+
 def _rd_atomic(value: Any, peer: str) -> int:
     try:
         return check_int(value, "max_rd_atomic", 1, 255)
@@ -191,8 +207,7 @@ class RdmaServerSide(RdmaSide):
 
     def prepare(self) -> dict[str, Any]:
         # The options as this server runs them: a client checks them (an older server would ignore them).
-        run = {"verb": self.req.verb, "qps": self.req.qps, "tclass": self.req.tclass, "sl": self.req.sl, "bidir": self.req.bidir}
-        return {"qp": self.local.to_json(), **self.details(), "rdma_run": run}
+        return {"qp": self.local.to_json(), **self.details(), "rdma_run": run_options(self.req)}
 
     def connect(self) -> None:
         msg = self.ch.expect("qp", "the client's queue pair details")
@@ -262,12 +277,7 @@ class RdmaServerSide(RdmaSide):
 
 class RdmaClientSide(RdmaSide):
     def connect(self, ready: dict[str, Any]) -> int:
-        want = {"verb": self.req.verb, "qps": self.req.qps, "tclass": self.req.tclass, "sl": self.req.sl, "bidir": self.req.bidir}
-        if ready.get("rdma_run") != want:
-            raise ProtocolError(
-                f"{self.ch.peer} does not run RDMA the way this client asked ({', '.join(f'{k} {v}' for k, v in want.items())})",
-                hint="an older ibdiag bench serve ignores --verb/--qps/--bidir/--tclass/--sl: run the same ibdiag version on both hosts",
-            )
+        check_server_run(ready, self.req, self.ch.peer)
         mtu = self.connect_to(ready.get("qp"), ready.get("max_rd_atomic", 1))
         self.ch.send({"type": "qp", "qp": self.local.to_json(), "max_rd_atomic": self.ep.max_rd_atomic})
         return mtu
