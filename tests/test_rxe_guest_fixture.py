@@ -33,7 +33,9 @@ def test_topo_sees_one_software_roce_adapter_on_veth0():
     (adapter,) = topo.adapters
     (port,) = adapter.ports
     assert (port.state, port.phys_state, port.link_layer, port.netdev) == ("ACTIVE", "LinkUp", "Ethernet", "veth0")
-    assert port.rate_gbps == 10.0 and port.lanes == 1  # rxe's fixed "10 Gb/sec (1X FDR10)", whatever veth0 runs at
+    # rxe's rate file always says "10 Gb/sec (1X FDR10)"; a software device's rate is its netdev's speed
+    assert port.software and port.rate_gbps == 10.0 and port.lanes is None
+    assert port.rate_source == "netdev veth0 speed 10000 Mb/s (software device rxe0)"
     assert adapter.pci is None and adapter.fw_ver is None  # a virtual device: no PCI function, no firmware
     assert adapter.node_guid == "d43f:44ff:fe19:4bef"  # rxe derives it from veth0's MAC
 
@@ -68,6 +70,8 @@ def test_cli_findings_on_the_real_tree(cli):
     doc = json.loads(r.stdout)
     by_id = {f["check"]: f for f in doc["findings"]}
     assert by_id["port.state"]["severity"] == "ok"
-    # no counters/ directory: said, not silently passed (the rxe meaning table may add transport findings)
-    assert by_id["counters.unavailable"]["subject"] == "rxe0:1" and by_id["counters.unavailable"]["severity"] == "warn"
+    # no counters/ directory is normal for a software device: said, and its hw_counters judged by meaning
+    assert by_id["counters.unavailable"]["subject"] == "rxe0:1" and by_id["counters.unavailable"]["severity"] == "ok"
+    roce = by_id["counters.roce_errors"]
+    assert roce["subject"] == "rxe0:1" and roce["severity"] == "warn" and "duplicate_request 6183" in roce["message"]
     assert doc["status"] != "ok"

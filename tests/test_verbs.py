@@ -226,15 +226,3 @@ def test_flatten_enums_takes_class_members_and_module_constants():
     flat = verbs.flatten_enums(mod)
     assert (flat.IBV_QPT_RC, flat.IBV_QPT_UD, flat.IBV_LINK_LAYER_ETHERNET) == (2, 4, 2)
     assert not hasattr(flat, "helper")
-
-
-def test_write_chain_links_real_work_requests_and_signals_only_the_last():
-    _need_pyverbs()
-    pv = verbs.import_pyverbs()
-    e = pv.enums
-    chain = verbs.build_write_chain(pv, addr=0x1000, length=64, lkey=0x11, remote_addr=0x2000, rkey=0x22, count=16)
-    assert len(chain.wrs) == 16 and chain.head is chain.wrs[0] and chain.tail is chain.wrs[-1]
-    assert [w.send_flags for w in chain.wrs] == [0] * 15 + [e.IBV_SEND_SIGNALED]
-    assert all(w.opcode == e.IBV_WR_RDMA_WRITE for w in chain.wrs)
-    single = verbs.build_write_chain(pv, addr=0x1000, length=8, lkey=1, remote_addr=0x2000, rkey=2, count=1, signaled_last=False)
-    assert single.head is single.tail and single.head.send_flags == 0

@@ -169,7 +169,7 @@ def build_qp_attr(plan: ConnectPlan) -> Any:
     attr = pv.qp.QPAttr(qp_state=e.IBV_QPS_INIT)
     attr.pkey_index = plan.pkey_index
     attr.port_num = plan.port_num
-    attr.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
+    attr.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | (e.IBV_ACCESS_REMOTE_READ if plan.remote_read else 0)
     attr.path_mtu = MTU_ENUM[plan.path_mtu_bytes]
     attr.dest_qp_num = plan.dest_qp_num
     attr.rq_psn = plan.rq_psn
@@ -188,15 +188,26 @@ def build_qp_attr(plan: ConnectPlan) -> Any:
     return attr
 
 
-def build_qp_init_attr(pv: SimpleNamespace, cq: Any, tx_depth: int) -> Any:
-    """``ibv_qp_init_attr`` of the RC QP: ``tx_depth`` send WRs and ``sq_sig_all = 0``.
+def build_qp_init_attr(pv: SimpleNamespace, cq: Any, tx_depth: int, *, rcq: Any = None, rx_depth: int = 1, max_inline: int = 0) -> Any:
+    """``ibv_qp_init_attr`` of the RC QP: ``tx_depth`` send WRs, ``rx_depth`` receives (SEND), up to
+    ``max_inline`` bytes inline, and ``sq_sig_all = 0``.
 
     pyverbs defaults ``sq_sig_all`` to 1, which makes every WRITE complete and defeats the
     selective signalling of the bandwidth loop (perftest sets it to 0 too). Needs no device
     (``cq`` may be None in tests).
     """
-    cap = pv.qp.QPCap(max_send_wr=tx_depth, max_recv_wr=1, max_send_sge=1, max_recv_sge=1)
-    return pv.qp.QPInitAttr(qp_type=pv.enums.IBV_QPT_RC, scq=cq, rcq=cq, cap=cap, sq_sig_all=0)
+    cap = pv.qp.QPCap(max_send_wr=tx_depth, max_recv_wr=max(1, rx_depth), max_send_sge=1, max_recv_sge=1, max_inline_data=max_inline)
+    return pv.qp.QPInitAttr(qp_type=pv.enums.IBV_QPT_RC, scq=cq, rcq=cq if rcq is None else rcq, cap=cap, sq_sig_all=0)
+
+
+def mr_access(pv: SimpleNamespace, *, relaxed: bool) -> int:
+    """MR access: local and remote write, remote read (``--verb read``), and relaxed ordering where
+    this rdma-core knows it (``IBV_ACCESS_RELAXED_ORDERING``, an optional flag a device without it
+    ignores, rdma-core verbs.h; perftest sets it by default)."""
+    e = pv.enums
+    flags = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
+    ro = getattr(e, "IBV_ACCESS_RELAXED_ORDERING", None)
+    return flags | (int(ro) if relaxed and ro is not None else 0)
 
 
 def port_max_msg_bytes(device: str, port: int) -> int:
@@ -217,43 +228,45 @@ def port_max_msg_bytes(device: str, port: int) -> int:
 
 def build_write_wr(pv: SimpleNamespace, *, addr: int, length: int, lkey: int, remote_addr: int, rkey: int, signaled: bool) -> Any:
     """One RDMA WRITE work request (``IBV_WR_RDMA_WRITE``), signaled or not (selective signalling)."""
+    return build_send_wr(pv, "write", addr=addr, length=length, lkey=lkey, remote_addr=remote_addr, rkey=rkey, signaled=signaled)
+
+
+def build_send_wr(pv: SimpleNamespace, verb: str, *, addr: int, length: int, lkey: int, remote_addr: int = 0, rkey: int = 0, signaled: bool, inline: bool = False) -> Any:
+    """One send-queue work request: ``write`` (``IBV_WR_RDMA_WRITE``), ``read`` (``IBV_WR_RDMA_READ``,
+    into ``addr`` from the peer's ``remote_addr``) or ``send`` (``IBV_WR_SEND``); ``inline`` copies the
+    data into the WR (``IBV_SEND_INLINE``, WRITE and SEND only)."""
     e = pv.enums
+    opcode = {"write": e.IBV_WR_RDMA_WRITE, "read": e.IBV_WR_RDMA_READ, "send": e.IBV_WR_SEND}[verb]
+    flags = (e.IBV_SEND_SIGNALED if signaled else 0) | (e.IBV_SEND_INLINE if inline and verb != "read" else 0)
     sge = pv.wr.SGE(addr, length, lkey)
-    wr = pv.wr.SendWR(wr_id=0, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[sge], send_flags=e.IBV_SEND_SIGNALED if signaled else 0)
-    wr.set_wr_rdma(rkey, remote_addr)
+    wr = pv.wr.SendWR(wr_id=0, opcode=opcode, num_sge=1, sg=[sge], send_flags=flags)
+    if verb != "send":
+        wr.set_wr_rdma(rkey, remote_addr)
     return wr
 
 
-@dataclass(frozen=True)
-class WriteChain:
-    """Linked RDMA WRITEs posted with one ``ibv_post_send`` (a post list); only the last may be signalled.
-
-    ``wrs`` keeps every work request alive: pyverbs links them by C pointer (``next_wr``).
-    """
-
-    head: Any
-    tail: Any
-    wrs: tuple[Any, ...]
-
-
-def build_write_chain(pv: SimpleNamespace, *, addr: int, length: int, lkey: int, remote_addr: int, rkey: int, count: int, signaled_last: bool = True) -> WriteChain:
-    """``count`` WRITEs of the same bytes, linked head to tail; the last one signalled (or none)."""
-    wrs = tuple(
-        build_write_wr(pv, addr=addr, length=length, lkey=lkey, remote_addr=remote_addr, rkey=rkey, signaled=signaled_last and k == count - 1)
-        for k in range(count)
-    )
-    for a, b in zip(wrs, wrs[1:]):
-        a.next_wr = b
-    return WriteChain(wrs[0], wrs[-1], wrs)
-
-
 class RdmaEndpoint:
-    """One RC queue pair on ``device``/``port`` with ``buffer`` registered for local and remote write.
+    """``qps`` RC queue pairs on ``device``/``port`` over ``buffer`` (registered for local and remote
+    access): one send CQ, and a receive CQ with ``rx_depth`` receives per QP when the run SENDs.
 
-    Not run on hardware by the project's tests (no RDMA device there); see docs/readme/bench-p2p.md.
+    Run on a real kernel stack (Soft-RoCE) by the guest tests (tests/rdmavm); never on hardware here.
     """
 
-    def __init__(self, device: str, port: int, buffer: Buffer, *, send_offset: int, tx_depth: int, gid: str | None, gid_index: int | None) -> None:
+    def __init__(
+        self,
+        device: str,
+        port: int,
+        buffer: Buffer,
+        *,
+        send_offset: int,
+        tx_depth: int,
+        gid: str | None,
+        gid_index: int | None,
+        qps: int = 1,
+        rx_depth: int = 0,
+        max_inline: int = 0,
+        inline_optional: bool = False,
+    ) -> None:
         pv = import_pyverbs()
         self._pv = pv
         self.device = device
@@ -263,6 +276,7 @@ class RdmaEndpoint:
         self.send_offset = send_offset
         self.gid = gid
         self.gid_index = gid_index
+        self.qps: list[Any] = []
         errs = _errors(pv)
         try:
             self.ctx = pv.device.Context(name=device)
@@ -276,27 +290,48 @@ class RdmaEndpoint:
             from ibdiag.bench.p2p.rdma import ensure_port_active
 
             ensure_port_active(device, port, self.port_state.state, self.port_state.phys_state)
-            e = pv.enums
+            dev = self.ctx.query_device()
+            #: Outstanding RDMA READs this device allows per QP, each way (ibv_devinfo max_qp_rd_atom).
+            self.max_rd_atomic = max(1, min(int(dev.max_qp_rd_atom), int(dev.max_qp_init_rd_atom)))
             self.pd = pv.pd.PD(self.ctx)
-            self.cq = pv.cq.CQ(self.ctx, max(16, tx_depth), None, None, 0)
+            self.cq = pv.cq.CQ(self.ctx, max(16, tx_depth * qps), None, None, 0)
+            self.rcq = pv.cq.CQ(self.ctx, max(16, rx_depth * qps), None, None, 0) if rx_depth else None
             self.max_msg_bytes = int(self.ctx.query_port(port).max_msg_sz)
-            self.qp = pv.qp.QP(self.pd, build_qp_init_attr(pv, self.cq, tx_depth))
-            access = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
-            self.mr = pv.mr.MR(self.pd, buffer.size, access, address=buffer.address)
+            self.max_inline = max_inline
+            try:
+                self.qps.append(pv.qp.QP(self.pd, build_qp_init_attr(pv, self.cq, tx_depth, rcq=self.rcq, rx_depth=rx_depth, max_inline=max_inline)))
+            except errs:
+                if not (inline_optional and max_inline):
+                    raise
+                self.max_inline = 0  # the automatic inline size is more than this device offers: post from the MR
+                self.qps.append(pv.qp.QP(self.pd, build_qp_init_attr(pv, self.cq, tx_depth, rcq=self.rcq, rx_depth=rx_depth)))
+            for _ in range(qps - 1):
+                self.qps.append(pv.qp.QP(self.pd, build_qp_init_attr(pv, self.cq, tx_depth, rcq=self.rcq, rx_depth=rx_depth, max_inline=self.max_inline)))
+            self.qp = self.qps[0]
+            try:
+                self.mr = pv.mr.MR(self.pd, buffer.size, mr_access(pv, relaxed=True), address=buffer.address)
+                self.relaxed_ordering = hasattr(pv.enums, "IBV_ACCESS_RELAXED_ORDERING")
+            except errs:
+                self.mr = pv.mr.MR(self.pd, buffer.size, mr_access(pv, relaxed=False), address=buffer.address)
+                self.relaxed_ordering = False
         except errs as err:
             self.close()
-            raise CannotRunError(f"cannot set up an RDMA queue pair on {device} port {port}: {err}", hint="check ulimit -l (locked memory) and the device with ibv_devinfo") from None
+            raise CannotRunError(f"cannot set up an RDMA queue pair on {device} port {port}: {err}", hint="check ulimit -l (locked memory), --inline and --qps against ibv_devinfo -v") from None
         except BaseException:
             self.close()
             raise
-        self._remote: tuple[int, int] | None = None
+        self._remote: tuple[int, int, int] | None = None
+        self._recv: list[Any] = []
+        #: What the send queue carries, for messages (``--verb``; the session sets it).
+        self.verb = "write"
 
     def local_info(self, psn: int) -> QpInfo:
         from ibdiag.bench.p2p.rdma import QpInfo
 
+        qpns = tuple(int(q.qp_num) for q in self.qps)
         return QpInfo(
             lid=self.port_state.lid,
-            qpn=int(self.qp.qp_num),
+            qpn=qpns[0],
             psn=psn,
             gid=self.gid,
             link_layer=self.port_state.link_layer,
@@ -304,72 +339,94 @@ class RdmaEndpoint:
             addr=int(self.buffer.address),
             length=self.send_offset,
             mtu_bytes=self.port_state.active_mtu_bytes,
+            qpns=qpns if len(qpns) > 1 else (),
         )
 
-    def connect(self, plan: ConnectPlan, remote: QpInfo) -> None:
-        """Move the QP to INIT, RTR and RTS towards ``remote`` (``ibv_modify_qp`` three times)."""
-        attr = build_qp_attr(plan)
-        try:
-            self.qp.to_init(attr)
-            self.qp.to_rtr(attr)
-            self.qp.to_rts(attr)
-        except _errors(self._pv) as e:
-            raise CannotRunError(
-                f"cannot connect the queue pair on {self.device} to the peer: {e}",
-                hint="both ends must use the same link layer and a routable GID (try --gid-index); see dmesg",
-            ) from None
-        self._remote = (remote.addr, remote.rkey)
+    def connect(self, plans: ConnectPlan | list[ConnectPlan], remote: QpInfo) -> None:
+        """Move each QP to INIT, RTR and RTS towards the peer's (``ibv_modify_qp`` three times each)."""
+        for qp, plan in zip(self.qps, plans if isinstance(plans, list) else [plans], strict=True):
+            attr = build_qp_attr(plan)
+            try:
+                qp.to_init(attr)
+                qp.to_rtr(attr)
+                qp.to_rts(attr)
+            except _errors(self._pv) as e:
+                raise CannotRunError(
+                    f"cannot connect the queue pair on {self.device} to the peer: {e}",
+                    hint="both ends must use the same link layer and a routable GID (try --gid-index); see dmesg",
+                ) from None
+        self._remote = (remote.addr, remote.rkey, remote.length)
 
-    def prepare_write(self, length: int, *, signaled: bool) -> WriteChain:
-        """A reusable WRITE of ``length`` bytes from the local send half to the start of the peer's buffer."""
-        return self._chain(length, 1, signaled)
-
-    def prepare_chain(self, length: int, count: int) -> WriteChain:
-        """``count`` linked WRITEs like :meth:`prepare_write`, only the last signalled."""
-        return self._chain(length, count, True)
-
-    def _chain(self, length: int, count: int, signaled: bool) -> WriteChain:
+    def prepare(self, verb: str, length: int, *, signaled: bool, lane: int = 0, inline: bool = False) -> tuple[Any, Any]:
+        """A reusable work request on QP ``lane``: WRITE or SEND from the send half (to the start of the
+        peer's buffer), or READ of the peer's send half into this side's receive half."""
         if self._remote is None:
             raise RuntimeError("connect() first")
-        return build_write_chain(
-            self._pv, addr=self.buffer.address + self.send_offset, length=length, lkey=int(self.mr.lkey),
-            remote_addr=self._remote[0], rkey=self._remote[1], count=count, signaled_last=signaled,
-        )
+        raddr, rkey, rlen = self._remote
+        base = self.buffer.address
+        local, remote = (base, raddr + rlen) if verb == "read" else (base + self.send_offset, raddr)
+        wr = build_send_wr(self._pv, verb, addr=local, length=length, lkey=int(self.mr.lkey), remote_addr=remote, rkey=rkey, signaled=signaled, inline=inline)
+        return (self.qps[lane], wr)
 
-    def post(self, wr: WriteChain, wr_id: int) -> None:
-        """``ibv_post_send`` of a prepared WRITE or chain, its last work request tagged with ``wr_id``."""
-        wr.tail.wr_id = wr_id
+    def prepare_write(self, length: int, *, signaled: bool) -> tuple[Any, Any]:
+        return self.prepare("write", length, signaled=signaled)
+
+    def post(self, wr: tuple[Any, Any], wr_id: int) -> None:
+        """``ibv_post_send`` of a prepared work request, tagged with ``wr_id``."""
+        qp, req = wr
+        req.wr_id = wr_id
         try:
-            self.qp.post_send(wr.head)
+            qp.post_send(req)
         except _errors(self._pv) as e:
-            raise CannotRunError(f"posting an RDMA WRITE on {self.device} failed: {e}", hint="the send queue overflowed or the QP is in error; rerun with --debug") from None
+            raise CannotRunError(f"posting an RDMA work request on {self.device} failed: {e}", hint="the send queue overflowed or the QP is in error; rerun with --debug") from None
 
-    def poll(self, max_entries: int = 16) -> list[int]:
-        """Work-request ids of completed WRITEs (``ibv_poll_cq``); a failed completion raises."""
+    def post_recv(self, lane: int, wr_id: int) -> None:
+        """``ibv_post_recv`` of one receive into the receive half on QP ``lane`` (SEND runs)."""
+        if not self._recv:
+            sge = self._pv.wr.SGE(self.buffer.address, self.send_offset, int(self.mr.lkey))
+            self._recv = [self._pv.wr.RecvWR(0, 1, [sge]) for _ in self.qps]
+        wr = self._recv[lane]
+        wr.wr_id = wr_id
         try:
-            n, wcs = self.cq.poll(max_entries)
+            self.qps[lane].post_recv(wr)
+        except _errors(self._pv) as e:
+            raise CannotRunError(f"posting a receive on {self.device} failed: {e}", hint="the receive queue overflowed or the QP is in error") from None
+
+    def _poll(self, cq: Any, max_entries: int, what: str) -> list[Any]:
+        try:
+            n, wcs = cq.poll(max_entries)
         except _errors(self._pv) as e:
             raise CannotRunError(f"polling the completion queue on {self.device} failed: {e}") from None
-        out = []
         ok = int(self._pv.enums.IBV_WC_SUCCESS)
-        for wc in wcs[:n] if n else ():
+        out = list(wcs[:n]) if n else []
+        for wc in out:
             if int(wc.status) != ok:
                 raise CannotRunError(
-                    f"RDMA WRITE completed with error status {int(wc.status)} ({_wc_status_text(int(wc.status))}) on {self.device}",
+                    f"RDMA {what} completed with error status {int(wc.status)} ({_wc_status_text(int(wc.status))}) on {self.device}",
                     hint="the peer went away or the path is broken (retry exceeded); check both ports with ibdiag counters",
                 )
-            out.append(int(wc.wr_id))
         return out
 
+    def poll(self, max_entries: int = 16) -> list[int]:
+        """Work-request ids of completed sends/WRITEs/READs (``ibv_poll_cq``); a failed completion raises."""
+        return [int(wc.wr_id) for wc in self._poll(self.cq, max_entries, self.verb.upper())]
+
+    def poll_recv(self, max_entries: int = 16) -> list[tuple[int, int]]:
+        """``(wr_id, bytes)`` of completed receives."""
+        if self.rcq is None:
+            return []
+        return [(int(wc.wr_id), int(wc.byte_len)) for wc in self._poll(self.rcq, max_entries, "receive")]
+
     def close(self) -> None:
-        """Destroy QP, MR, CQ, PD and close the device, in that order."""
-        for obj in (getattr(self, "qp", None), getattr(self, "mr", None), getattr(self, "cq", None), getattr(self, "pd", None), getattr(self, "ctx", None)):
+        """Destroy the QPs, MR, CQs, PD and close the device, in that order."""
+        for obj in (*self.qps, getattr(self, "mr", None), getattr(self, "rcq", None), getattr(self, "cq", None), getattr(self, "pd", None), getattr(self, "ctx", None)):
             if obj is None:
                 continue
             try:
                 obj.close()
             except Exception:  # noqa: BLE001 - best effort on the way out; the kernel frees the rest at exit
                 pass
+        self.qps = []
 
     def __enter__(self) -> RdmaEndpoint:
         return self

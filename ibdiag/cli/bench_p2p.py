@@ -32,7 +32,7 @@ from ibdiag.cli.common import (
     table_width,
     write_atomically,
 )
-from ibdiag.errors import NotSupportedError, UsageError
+from ibdiag.errors import UsageError
 
 DEFAULT_PORT = 18516  # ibdiag.bench.p2p.protocol.DEFAULT_PORT (kept literal so --help imports nothing)
 DEFAULT_TIMEOUT_S = 10.0
@@ -53,6 +53,12 @@ class Mode(str, Enum):
     bw = "bw"
     lat = "lat"
     both = "both"
+
+
+class Verb(str, Enum):
+    write = "write"
+    read = "read"
+    send = "send"
 
 
 PortOption = Annotated[int, typer.Option("--port", "-p", metavar="N", help="Control port (TCP). The server's 0 picks a free one and logs it.")]
@@ -180,14 +186,19 @@ def serve_command(
 def p2p_command(
     host: Annotated[str, typer.Argument(metavar="HOST", help="Host running 'ibdiag bench serve'.")],
     port: PortOption = DEFAULT_PORT,
-    transport: Annotated[Transport, typer.Option("--transport", "-t", case_sensitive=False, help="rdma: RDMA WRITE over pyverbs (ib_write_bw/ib_write_lat); tcp: sockets (iperf3/qperf).")] = Transport.tcp,
+    transport: Annotated[Transport, typer.Option("--transport", "-t", case_sensitive=False, help="rdma: RDMA over pyverbs (ib_write_bw/ib_write_lat, --verb); tcp: sockets (iperf3/qperf).")] = Transport.tcp,
     sizes: Annotated[str, typer.Option("--sizes", "-s", metavar="LIST|MIN:MAX", help="Message sizes: 4K,64K,1M,25MiB or a doubling range 4K:64M.")] = "4K:64M",
     mode: Annotated[Mode, typer.Option("--mode", "-m", case_sensitive=False, help="bw (bandwidth), lat (ping-pong latency) or both.")] = Mode.bw,
     iters: Annotated[Optional[int], typer.Option("--iters", "-n", metavar="N", help="Iterations per size (instead of --duration).")] = None,
     duration: Annotated[Optional[float], typer.Option("--duration", "-D", metavar="S", help="Seconds per size and mode [default: 1].")] = None,
     warmup: Annotated[Optional[int], typer.Option("--warmup", "-w", metavar="N", help="Warm-up iterations per size [default: enough for ~32 MiB (bw) / 8 MiB (lat)].")] = None,
     streams: Annotated[int, typer.Option("--streams", "-P", metavar="N", help="Parallel TCP connections (iperf3 -P).")] = 1,
-    bidir: Annotated[bool, typer.Option("--bidir", help="TCP: both directions at once; bandwidth is the sum.")] = False,
+    bidir: Annotated[bool, typer.Option("--bidir", help="Both directions at once (perftest -b); bandwidth is the sum.")] = False,
+    verb: Annotated[Verb, typer.Option("--verb", case_sensitive=False, help="RDMA: write, read or send (ib_write_*, ib_read_*, ib_send_*).")] = Verb.write,
+    qps: Annotated[int, typer.Option("--qps", "-q", metavar="N", help="RDMA: queue pairs (perftest -q); bandwidth is their sum.")] = 1,
+    inline: Annotated[Optional[int], typer.Option("--inline", "-I", metavar="BYTES", help="RDMA: post messages up to BYTES inline (perftest -I); 0 never [default: latency WRITE/SEND up to 220 B where the device allows].")] = None,
+    tclass: Annotated[int, typer.Option("--tclass", metavar="N", help="RDMA: GRH traffic class (perftest --tclass; RoCE v2: DSCP << 2 | ECN).")] = 0,
+    sl: Annotated[int, typer.Option("--sl", metavar="N", help="RDMA: service level (perftest --sl; InfiniBand).")] = 0,
     device: DeviceOption = None,
     ib_port: IbPortOption = 1,
     gid_index: GidIndexOption = None,
@@ -225,10 +236,6 @@ def p2p_command(
         raise UsageError(f"--line-rate-gbps {line_rate_gbps:g} must be a positive rate below 1e6 Gb/s", hint="e.g. 400 for an NDR port, 100 for 100GbE")
     if transport is Transport.tcp and (device is not None or gid_index is not None):
         raise UsageError("--device and --gid-index apply to --transport rdma", hint="drop them, or add --transport rdma")
-    if transport is Transport.rdma and streams > 1:
-        raise NotSupportedError("--streams > 1 is not supported with --transport rdma (one queue pair per run)", hint="use --streams with --transport tcp")
-    if transport is Transport.rdma and bidir:
-        raise NotSupportedError("--bidir is not supported with --transport rdma", hint="use --bidir with --transport tcp")
     if transport is Transport.rdma and socket_buffer is not None:
         raise UsageError("--socket-buffer applies to --transport tcp", hint="drop it")
     check_output_path(save, "--save")
@@ -247,6 +254,11 @@ def p2p_command(
         streams=streams,
         bidir=bidir,
         tx_depth=tx_depth,
+        verb=verb.value,
+        qps=qps,
+        inline=inline,
+        tclass=tclass,
+        sl=sl,
     )
     opts = ClientOptions(
         host=host,

@@ -66,6 +66,10 @@ def port_findings(sample: Sample, ports: PortsConfig, peers: Sequence[Port] | No
 @CHECKS.check("counters.unavailable", "no counters/, N/A (no PMA), unreadable or malformed counters: warn")
 def unavailable(p: PortCounters) -> Finding | None:
     """Counters that have no value, reported once per port (not once per sample)."""
+    if p.port is not None and p.counters is None and p.info is not None and p.info.software:
+        # rxe and siw have no PMA (no process_mad), so the rdma core makes no counters/ for them
+        # (drivers/infiniband/core/sysfs.c setup_port): normal, and their hw_counters are judged.
+        return Finding("counters.unavailable", Severity.OK, p.subject, "no counters/ directory, as for every software device (no PMA); its transport counters in hw_counters are judged")
     if p.port is not None and p.counters is None:
         return Finding(
             "counters.unavailable",

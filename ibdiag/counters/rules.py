@@ -19,6 +19,7 @@ from ibdiag.counters.spec import (
     HW_JUDGED,
     HwGroup,
     max_value,
+    packet_counters,
     width_bits,
 )
 from ibdiag.counters.text import count_text, pct
@@ -117,9 +118,41 @@ def xmit_wait_snapshot(p: PortCounters, cfg: CountersConfig) -> Finding | None:
 
 _GROUP_NOTE = {
     HwGroup.LOSS: "retransmissions and sequence errors: packets were lost or reordered",
-    HwGroup.HOST: "out_of_buffer: the receiver had no buffer posted",
+    HwGroup.HOST: "receiver not ready / out of buffers: the receiver had no buffer posted",
     HwGroup.CONGESTION: "ECN/CNP: congestion control acted",
 }
+
+
+def _software(p: PortCounters) -> bool:
+    return p.info is not None and p.info.software
+
+
+def _packet_keys(p: PortCounters) -> list[str]:
+    """Flat keys of the port's packet counts (sent and received): the driver's hw_counters (rxe sent_pkts,
+    bnxt_re/efa tx_pkts ...), else ``counters/port_xmit_packets`` and ``port_rcv_packets``."""
+    tx, rx = packet_counters(p.hw_counters or {})
+    keys = [p.hw_key(n) for n in (tx, rx) if n is not None]
+    if not keys:
+        keys = [n for n in ("port_xmit_packets", "port_rcv_packets") if n in (p.counters or {})]
+    return keys
+
+
+def _share_text(count: int, packets: int | None) -> str:
+    """`` (0.69% of 124904 packets)``, or nothing when the packet count is unknown or zero."""
+    if not packets:
+        return ""
+    return f" ({pct(100.0 * count / packets)} of {packets} packets)"
+
+
+def _snapshot_packets(p: PortCounters) -> int | None:
+    values = p.values()
+    got = [values.get(k) for k in _packet_keys(p)]
+    return sum(v for v in got if v is not None) if any(v is not None for v in got) else None
+
+
+def _span_packets(p: PortCounters, d: PortDelta) -> int | None:
+    got = [d.deltas.get(k) for k in _packet_keys(p)]
+    return sum(v for v in got if v is not None) if any(v is not None for v in got) else None
 
 
 def _roce_judged(p: PortCounters, cfg: CountersConfig, *, congestion: bool, with_value: bool) -> list[str]:
@@ -136,8 +169,9 @@ def roce_errors_snapshot(p: PortCounters, cfg: CountersConfig) -> Finding | None
     errs = _roce_judged(p, cfg, congestion=False, with_value=True)
     if not errs:
         return None
+    packets = _snapshot_packets(p)
     items = [
-        _Item(Severity.WARN, f"{n} {hw[n]}", value=hw[n], hint=f"{HW_JUDGED[n].hint}; {SNAPSHOT_HINT}", note=_GROUP_NOTE[HW_JUDGED[n].group])
+        _Item(Severity.WARN, f"{n} {hw[n]}{_share_text(hw[n] or 0, packets)}", value=hw[n], hint=f"{HW_JUDGED[n].hint}; {SNAPSHOT_HINT}", note=_GROUP_NOTE[HW_JUDGED[n].group])
         for n in errs
         if (hw[n] or 0) > 0
     ]
@@ -256,14 +290,25 @@ def roce_errors_span(p: PortCounters, d: PortDelta, cfg: CountersConfig, dur: st
     if not errs:
         return None
     items = []
+    packets = _span_packets(p, d)
+    # Software devices (rxe, siw) retransmit whenever the host is slow to run them: a clean ib_write_bw
+    # on rxe counts retries and duplicate requests. Their loss is judged as a share of the packets.
+    by_share = _software(p) and bool(packets)
     for n, key, delta in _hw_deltas(p, d, errs):
         spec = HW_JUDGED[n]
         peak = d.peak_rates.get(key) or 0.0
         thr = cfg.roce_thresholds.get(n, 0)
+        share = 100.0 * delta / packets if packets else None
+        if by_share and spec.group is HwGroup.LOSS:
+            if share is not None and share > cfg.software_loss_pct:
+                items.append(_Item(Severity.FAIL, f"{n} +{delta}{_share_text(delta, packets)} over the software-device limit of {cfg.software_loss_pct:g}% of packets", value=round(share, 4), limit=cfg.software_loss_pct, unit="%", hint=spec.hint, note=_GROUP_NOTE[spec.group]))
+            elif delta > thr:
+                items.append(_Item(Severity.WARN, f"{n} +{delta}{_share_text(delta, packets)}", value=delta, limit=thr, hint=spec.hint, note=_GROUP_NOTE[spec.group]))
+            continue
         if spec.group is HwGroup.LOSS and peak > cfg.rate_limit_per_s:
             items.append(_Item(Severity.FAIL, f"{n} at {count_text(peak)}/s over the rate limit of {count_text(cfg.rate_limit_per_s)}/s", value=round(peak, 3), limit=cfg.rate_limit_per_s, unit="/s", hint=spec.hint, note=_GROUP_NOTE[spec.group]))
         elif delta > thr:
-            items.append(_Item(Severity.WARN, f"{n} +{delta} ({count_text(d.rates.get(key))}/s)", value=delta, limit=thr, hint=spec.hint, note=_GROUP_NOTE[spec.group]))
+            items.append(_Item(Severity.WARN, f"{n} +{delta} ({count_text(d.rates.get(key))}/s){_share_text(delta, packets)}", value=delta, limit=thr, hint=spec.hint, note=_GROUP_NOTE[spec.group]))
     return combine("counters.roce_errors", p.subject, items, f"no transport retransmission, sequence or receive-buffer errors in {dur}", prefix=f"in {dur}: ", sep="; ", ok_value=0)
 
 

@@ -65,6 +65,8 @@ def port_rate(port: Port, expected: ExpectedRate) -> Finding:
     """``ibstat``'s Rate against what the port must reach."""
     subject = f"{port.adapter}:{port.port}"
     want = expected.rate_gbps
+    if port.rate_gbps is None and port.software:
+        return Finding("port.rate", Severity.OK, subject, f"rate unknown: {port.rate_source}", hint="a software device (rxe, siw) runs at its netdev's speed; `ethtool <netdev>` shows it")
     if port.rate_gbps is None:
         return Finding("port.rate", Severity.WARN, subject, "port rate could not be read", hint=f"check /sys/class/infiniband/{port.adapter}/ports/{port.port}/rate")
     if want is not None and port.rate_gbps < want:
@@ -78,7 +80,8 @@ def port_rate(port: Port, expected: ExpectedRate) -> Finding:
             unit="Gb/s",
             hint="a port that trained slow or narrow: reseat or replace the cable/transceiver, check the switch port (mlxlink -d <dev> shows lanes and FEC)",
         )
-    return Finding("port.rate", Severity.OK, subject, f"port runs at {port.rate_gbps:g} Gb/s", value=port.rate_gbps, limit=want, unit="Gb/s")
+    source = f" ({port.rate_source})" if port.rate_source else ""
+    return Finding("port.rate", Severity.OK, subject, f"port runs at {port.rate_gbps:g} Gb/s{source}", value=port.rate_gbps, limit=want, unit="Gb/s")
 
 
 def check_ports(ports: Sequence[Port], config: PortsConfig, *, peers: Iterable[Port] | None = None) -> list[Finding]:

@@ -28,9 +28,11 @@ class ExpectedRate:
 def peer_group(port: Port) -> str:
     """The ports a port is compared with by default: those of the same link layer.
 
-    A fact that makes a device's rate incomparable with the cabled ports belongs here (e.g. a software
-    device, rxe or siw, whose rate is its netdev's speed): give such ports a group of their own.
+    A fact that makes a device's rate incomparable with the cabled ports belongs here: a software
+    device (rxe, siw), whose rate is its netdev's speed, has a group of its own and no expectation.
     """
+    if port.software:
+        return f"software {port.link_layer or 'device'}"
     return port.link_layer or "unknown link layer"
 
 
@@ -48,7 +50,7 @@ class ExpectedRates:
         best: dict[str, float] = {}
         for p in peers:
             group = peer_group(p)
-            if not p.active or p.rate_gbps is None or config.ignored(p.adapter, p.port) or config.configured_rate(p.adapter, p.port):
+            if p.software or not p.active or p.rate_gbps is None or config.ignored(p.adapter, p.port) or config.configured_rate(p.adapter, p.port):
                 continue
             best[group] = max(best.get(group, 0.0), p.rate_gbps)
         return cls(config, best)
@@ -58,6 +60,10 @@ class ExpectedRates:
         if configured is not None:
             rate, pattern = configured
             return ExpectedRate(rate, f'[ports] rates_gbps "{pattern}"')
+        if port.software:
+            # rxe/siw: the rate is the netdev's speed (topo.discover.read_port), a fact about the host's
+            # Ethernet link, not a cabled RDMA port a node-wide expectation is about.
+            return ExpectedRate(None, f"software device: its rate is its netdev's speed ({port.rate_source or 'unknown'}), not compared with the node's ports")
         if self.config.expected_rate_gbps is not None:
             return ExpectedRate(self.config.expected_rate_gbps, self.config.expected_rate_source)
         group = peer_group(port)

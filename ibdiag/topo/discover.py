@@ -28,6 +28,7 @@ from ibdiag.parse import (
     pci_sort_key,
 )
 from ibdiag.sysfs import SysfsRoot
+from ibdiag.topo.driver import is_software, rdma_driver, software_netdev
 from ibdiag.topo.model import (
     Adapter,
     GdrState,
@@ -204,6 +205,17 @@ def read_port(sysfs: SysfsRoot, adapter: str, port: int, *, with_gids: bool = Tr
     # drivers/infiniband/core/device.c iw_query_port returns -ENODEV for an iWARP port without a netdev.
     lid = _read_quiet(sysfs, f"{base}/lid") if link_layer == "Ethernet" else sysfs.read(f"{base}/lid")
     sm_lid = _read_quiet(sysfs, f"{base}/sm_lid") if link_layer == "Ethernet" else sysfs.read(f"{base}/sm_lid")
+    netdev = _port_netdev(sysfs, adapter, port, gids) if with_gids else None
+    software = is_software(rdma_driver(sysfs, adapter))
+    rate_source = None
+    rate_gbps = None if rate is None else rate.rate_gbps
+    if software:
+        # A software device's port rate is not a link's: rxe maps its netdev's ethtool speed onto an IB
+        # width x speed pair (drivers/infiniband/core/verbs.c ib_get_eth_speed, called by rxe_query_port),
+        # which rounds (10 Gb/sec (1X FDR10) for a 10G netdev) and says 1X SDR when the speed is unknown.
+        # The netdev's own speed is the fact; without one the rate is unknown.
+        rate_gbps, rate_source = _software_rate(sysfs, adapter, netdev or _software_port_netdev(sysfs, adapter, base))
+        rate = None
     return Port(
         adapter=adapter,
         port=port,
@@ -211,15 +223,40 @@ def read_port(sysfs: SysfsRoot, adapter: str, port: int, *, with_gids: bool = Tr
         state_code=None if state is None else state[0],
         phys_state=None if phys is None else phys[1],
         phys_state_code=None if phys is None else phys[0],
-        rate_gbps=None if rate is None else rate.rate_gbps,
+        rate_gbps=rate_gbps,
         lanes=None if rate is None else rate.width,
         lane_speed=None if rate is None else rate.speed,
         link_layer=link_layer,
         lid=_safe(parse_lid, lid),
         sm_lid=_safe(parse_lid, sm_lid),
-        netdev=_port_netdev(sysfs, adapter, port, gids) if with_gids else None,
+        netdev=netdev,
         gids=gids,
+        software=software,
+        rate_source=rate_source,
     )
+
+
+def _software_port_netdev(sysfs: SysfsRoot, adapter: str, base: str) -> str | None:
+    """rxe's ``parent`` attribute, else the netdev of GID 0 (siw and rxe fill it from the netdev)."""
+    return software_netdev(sysfs, adapter) or _read_quiet(sysfs, f"{base}/gid_attrs/ndevs/0")
+
+
+def _software_rate(sysfs: SysfsRoot, adapter: str, netdev: str | None) -> tuple[float | None, str]:
+    """(Gb/s or None, where it comes from) for a port of a software device."""
+    if netdev is None:
+        return None, f"software device {adapter}: no netdev found, rate unknown"
+    # class/net/<if>/speed: Mb/s; EINVAL or -1 (SPEED_UNKNOWN) when the driver does not know
+    # (net/core/net-sysfs.c speed_show, include/uapi/linux/ethtool.h): virtio and many virtual links.
+    before = len(sysfs.problems)
+    text = sysfs.read(f"class/net/{netdev}/speed")
+    del sysfs.problems[before:]
+    try:
+        mbps = int(text) if text is not None else None
+    except ValueError:
+        mbps = None
+    if mbps is None or mbps <= 0:
+        return None, f"software device {adapter}: netdev {netdev} reports no speed, rate unknown"
+    return mbps / 1000.0, f"netdev {netdev} speed {mbps} Mb/s (software device {adapter})"
 
 
 def _safe(parser, text):  # type: ignore[no-untyped-def]
@@ -250,15 +287,18 @@ def read_adapter(sysfs: SysfsRoot, name: str, *, with_gids: bool = True, numa_no
     pci = None
     if real is not None and is_pci_address(real.rsplit("/", 1)[-1]):
         pci = read_pci_device(sysfs, real, numa_nodes=numa_nodes)
+    driver = rdma_driver(sysfs, name)
     return Adapter(
         name=name,
         pci=pci,
-        fw_ver=sysfs.read(f"{base}/fw_ver"),
+        # A software device has no firmware: rxe and siw leave fw_ver empty (no get_dev_fw_str).
+        fw_ver=_read_quiet(sysfs, f"{base}/fw_ver") if is_software(driver) else sysfs.read(f"{base}/fw_ver"),
         board_id=sysfs.read(f"{base}/board_id"),
         hca_type=sysfs.read(f"{base}/hca_type"),
         node_type=sysfs.read(f"{base}/node_type"),
         node_guid=sysfs.read(f"{base}/node_guid"),
         ports=tuple(read_port(sysfs, name, p, with_gids=with_gids) for p in list_ports(sysfs, name)),
+        driver=driver,
     )
 
 

@@ -166,6 +166,10 @@ class Port:
     netdev: str | None
     gids: tuple[Gid, ...] = ()
     """Populated GID table entries (RoCE: the ones NCCL and perftest choose from)."""
+    software: bool = False
+    """A software device's port (rxe, siw): ``rate_gbps`` is its netdev's speed, or None (unknown)."""
+    rate_source: str | None = None
+    """Where ``rate_gbps`` comes from when it is not the port's ``rate`` file (software devices)."""
 
     @property
     def active(self) -> bool:
@@ -196,6 +200,9 @@ class Port:
             "sm_lid": self.sm_lid,
             "netdev": self.netdev,
         }
+        if self.software:
+            doc["software_device"] = True
+            doc["rate_source"] = self.rate_source
         if self.link_layer == "Ethernet":
             doc["gid_types"] = list(self.gid_types)
             doc["gids"] = [g.to_json() for g in self.gids]
@@ -214,10 +221,19 @@ class Adapter:
     node_type: str | None
     node_guid: str | None
     ports: tuple[Port, ...]
+    driver: str | None = None
+    """The RDMA driver (``mlx5``, ``rxe``, ``bnxt_re`` ...: :func:`ibdiag.topo.driver.rdma_driver`)."""
 
     @property
     def active(self) -> bool:
         return any(p.active for p in self.ports)
+
+    @property
+    def software(self) -> bool:
+        """rxe or siw: no firmware, no PCI function, a netdev's speed for a rate."""
+        from ibdiag.topo.driver import is_software
+
+        return is_software(self.driver)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -229,6 +245,7 @@ class Adapter:
             "hca_type": self.hca_type,
             "node_type": self.node_type,
             "node_guid": self.node_guid,
+            "driver": self.driver,
             "link": None if self.pci is None else self.pci.link.to_json(),
             "ports": [p.to_json() for p in self.ports],
         }

@@ -110,7 +110,9 @@ def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = No
     if req.transport == "rdma":
         from ibdiag.bench.p2p.rdma import check_message_sizes
 
-        sel = session.select_rdma(opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index)
+        from ibdiag.bench.p2p import rdma_session
+
+        sel = rdma_session.select_rdma(opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index)
         check_message_sizes(req.sizes, sel.max_msg_bytes, sel.device, sel.port)
     peer = f"[{opts.host}]:{opts.port}" if ":" in opts.host else f"{opts.host}:{opts.port}"
     sock = connect(opts.host, opts.port, opts.timeout_s)
@@ -128,13 +130,13 @@ def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = No
             local_rate = tcp_line_rate(SysfsRoot(opts.sysfs_root), sock.getsockname()[0])
         else:
             assert sel is not None
-            side = session.RdmaClientSide(ch, req, sel, timeout_s=opts.timeout_s)
+            side = rdma_session.RdmaClientSide(ch, req, sel, timeout_s=opts.timeout_s)
             try:
                 server_end = RdmaEnd.read(Fields(ready, "ready"))
             except ValueError as e:
                 raise ProtocolError(f"{peer} sent invalid device details: {e}") from None
             client_end = RdmaEnd.read(Fields(side.details(), "client"))
-            rdma = RdmaPath(client_end, server_end, side.connect(ready), req.tx_depth)
+            rdma = RdmaPath(client_end, server_end, side.connect(ready), req.tx_depth, verb=req.verb, qps=req.qps, inline=req.inline, tclass=req.tclass, sl=req.sl)
             local_rate = rdma_line_rate(SysfsRoot(opts.sysfs_root), sel.device, sel.port)
         ch.expect("connected", "the server to set up the data path")
         steps = [(size, kind) for size in req.sizes for kind in req.kinds]

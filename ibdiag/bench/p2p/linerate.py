@@ -1,7 +1,7 @@
 """The line rate a point-to-point result is judged against.
 
 RDMA: the port's rate from sysfs (``ports/N/rate``, what ``ibstat`` prints as Rate), read through
-``ibdiag.topo.discover.read_port``. TCP: the speed of the interface that carries the connection
+``ibdiag.topo.discover.read_port``; for a software device (rxe, siw) its netdev's speed, or unknown. TCP: the speed of the interface that carries the connection
 (``/sys/class/net/<if>/speed``, Mb/s). Loopback and many virtual interfaces have no speed (the
 read fails with EINVAL, or says -1): the rate is then unknown and no bandwidth finding is made.
 """
@@ -54,6 +54,9 @@ def rdma_line_rate(sysfs: SysfsRoot, device: str, port: int) -> LineRate:
     from ibdiag.topo.discover import read_port
 
     p = read_port(sysfs, device, port, with_gids=False)
+    if p.software:
+        # rxe/siw: the port's rate file is not the link's (read_port takes the netdev's speed instead).
+        return LineRate(p.rate_gbps, f"{device} port {port}: {p.rate_source}")
     if p.rate_gbps is None:
         return LineRate(None, f"{device} port {port}: rate unknown")
     lanes = f" ({p.lanes}X {p.lane_speed})" if p.lanes and p.lane_speed else ""

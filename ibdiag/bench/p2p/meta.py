@@ -17,6 +17,7 @@ from ibdiag.text import safe_excerpt
 
 TRANSPORTS = ("tcp", "rdma")
 MODES = ("bw", "lat", "both")
+RDMA_VERBS = ("write", "read", "send")
 #: Largest line rate accepted from a file or a peer (Gb/s): far above any link.
 MAX_LINE_RATE_GBPS = 1e6
 
@@ -60,9 +61,13 @@ class RdmaEnd:
     link_layer: str | None
     mtu: int | None
     """Active MTU of the port (bytes)."""
+    relaxed_ordering: bool | None = None
+    """The buffer was registered with ``IBV_ACCESS_RELAXED_ORDERING`` (perftest's default where supported)."""
+    max_inline: int | None = None
+    """Bytes the queue pairs accept inline (``max_inline_data``; 0: inline sends off)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc = {
             "device": self.device,
             "ib_port": self.ib_port,
             "gid_index": self.gid_index,
@@ -71,6 +76,9 @@ class RdmaEnd:
             "link_layer": self.link_layer,
             "mtu": self.mtu,
         }
+        put(doc, "relaxed_ordering", self.relaxed_ordering)
+        put(doc, "max_inline", self.max_inline)
+        return doc
 
     @classmethod
     def read(cls, f: Fields | None) -> RdmaEnd:
@@ -84,6 +92,8 @@ class RdmaEnd:
             gid_choice=f.text("gid_choice"),
             link_layer=f.text("link_layer"),
             mtu=f.integer("mtu", 0, 1 << 20),
+            relaxed_ordering=f.flag("relaxed_ordering"),
+            max_inline=f.integer("max_inline", 0, 1 << 20),
         )
 
 
@@ -96,6 +106,41 @@ class RdmaPath:
     path_mtu: int | None
     """The smaller active MTU of the two ports (bytes)."""
     tx_depth: int | None
+    verb: str | None = None
+    """``write``, ``read`` or ``send`` (files written before these options: None, meaning write)."""
+    qps: int | None = None
+    inline: int | None = None
+    """``--inline`` as asked (None: automatic)."""
+    tclass: int | None = None
+    sl: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "client": self.client.to_json(),
+            "server": self.server.to_json(),
+            "path_mtu": self.path_mtu,
+            "tx_depth": self.tx_depth,
+            "verb": self.verb,
+            "qps": self.qps,
+            "inline": "auto" if self.inline is None else self.inline,
+            "tclass": self.tclass,
+            "sl": self.sl,
+        }
+
+    @classmethod
+    def read(cls, f: Fields) -> RdmaPath:
+        inline = None if f.doc.get("inline") in (None, "auto") else f.integer("inline", 0, 1 << 20)
+        return cls(
+            RdmaEnd.read(f.object("client")),
+            RdmaEnd.read(f.object("server")),
+            f.integer("path_mtu", 0, 1 << 20),
+            f.integer("tx_depth", 1, 1 << 20),
+            verb=f.text("verb", choices=RDMA_VERBS),
+            qps=f.integer("qps", 1, 1 << 16),
+            inline=inline,
+            tclass=f.integer("tclass", 0, 255),
+            sl=f.integer("sl", 0, 15),
+        )
 
 
 @dataclass(frozen=True)
@@ -136,7 +181,7 @@ class P2PSetup:
         if transport == "tcp":
             doc["socket_buffer"] = self.socket_buffer
         if self.rdma is not None:
-            doc.update(client=self.rdma.client.to_json(), server=self.rdma.server.to_json(), path_mtu=self.rdma.path_mtu, tx_depth=self.rdma.tx_depth)
+            doc.update(self.rdma.to_json())
         return doc
 
     @classmethod
@@ -144,7 +189,7 @@ class P2PSetup:
         warmup = None if f.doc.get("warmup") == "auto" else f.integer("warmup", 0, 10**9)
         rdma = None
         if f.has("client") or f.has("server"):
-            rdma = RdmaPath(RdmaEnd.read(f.object("client")), RdmaEnd.read(f.object("server")), f.integer("path_mtu", 0, 1 << 20), f.integer("tx_depth", 1, 1 << 20))
+            rdma = RdmaPath.read(f)
         return cls(
             peer=f.text("peer") or "?",
             server_host=f.text("server_host"),

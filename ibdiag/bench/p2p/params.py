@@ -22,6 +22,8 @@ from ibdiag.units import format_bytes
 
 TRANSPORTS = ("tcp", "rdma")
 MODES = ("bw", "lat", "both")
+#: RDMA operations, like perftest's ib_write_*, ib_read_* and ib_send_*.
+VERBS = ("write", "read", "send")
 
 #: Most sizes per run (``--sizes``).
 MAX_SIZE_COUNT = 64
@@ -42,6 +44,16 @@ DEFAULT_DURATION_S = 1.0
 #: Default RDMA send-queue depth (perftest's ib_write_bw ``--tx-depth`` default is 128).
 DEFAULT_TX_DEPTH = 128
 MAX_TX_DEPTH = 8192
+#: Most RDMA queue pairs per run (``--qps``, perftest ``-q``).
+MAX_QPS = 64
+#: Largest inline size one may ask for (``--inline``); devices offer up to a few hundred bytes.
+MAX_INLINE = 4096
+#: Automatic inline size for latency messages (WRITE, SEND): perftest's default for ib_write_lat
+#: (``DEF_INLINE_WRITE`` 220 bytes); bandwidth tests post from the registered buffer, like perftest.
+AUTO_INLINE_LAT = 220
+#: ``--tclass`` (IP DSCP/ECN byte of RoCE v2, GRH traffic class) and ``--sl`` (InfiniBand service level).
+MAX_TCLASS = 255
+MAX_SL = 15
 
 #: Automatic warm-up: enough messages to move this many bytes (bandwidth) ...
 WARMUP_BW_BYTES = 32 * 2**20
@@ -83,6 +95,17 @@ class RunRequest:
     streams: int = 1
     bidir: bool = False
     tx_depth: int = DEFAULT_TX_DEPTH
+    verb: str = "write"
+    """RDMA: ``write``, ``read`` or ``send``."""
+    qps: int = 1
+    """RDMA: queue pairs (perftest ``-q``); bandwidth is their sum."""
+    inline: int | None = None
+    """RDMA: largest message posted inline (bytes, 0 = never); None = automatic (latency WRITE/SEND up to
+    :data:`AUTO_INLINE_LAT` or the device's limit)."""
+    tclass: int = 0
+    """RDMA: GRH traffic class (RoCE v2: the IP DSCP/ECN byte)."""
+    sl: int = 0
+    """RDMA: service level (InfiniBand; RoCE maps priority from the traffic class)."""
 
     def __post_init__(self) -> None:
         """Every field's type and range (:class:`RequestError`, exit 2, naming the flag)."""
@@ -106,6 +129,42 @@ class RunRequest:
         if not isinstance(self.bidir, bool):
             raise RequestError(f"bidir must be true or false, not {_shown(self.bidir)}")
         check_int(self.tx_depth, "--tx-depth", 1, MAX_TX_DEPTH, hint="perftest's default is 128")
+        if self.verb not in VERBS:
+            raise RequestError(f"--verb {_shown(self.verb)} is not one of {', '.join(VERBS)}")
+        check_int(self.qps, "--qps", 1, MAX_QPS, hint="e.g. --qps 4 (perftest -q)")
+        if self.inline is not None:
+            check_int(self.inline, "--inline", 0, MAX_INLINE, hint="bytes posted inline, 0 for never; leave it out for the automatic choice")
+        check_int(self.tclass, "--tclass", 0, MAX_TCLASS, hint="the GRH traffic class, e.g. 106 for DSCP 26 with ECN (RoCE lossless class)")
+        check_int(self.sl, "--sl", 0, MAX_SL, hint="an InfiniBand service level, 0..15")
+        if self.transport == "rdma" and self.streams != 1:
+            raise RequestError("--streams applies to --transport tcp", hint="use --qps N for several RDMA queue pairs")
+        if self.transport != "rdma" and self.rdma_options_set:
+            raise RequestError(f"{', '.join(self.rdma_options_set)} appl{'ies' if len(self.rdma_options_set) == 1 else 'y'} to --transport rdma", hint="drop them, or add --transport rdma")
+        if self.verb == "read" and self.inline:
+            raise RequestError("--inline does not apply to --verb read (a READ carries no data from this side)", hint="drop --inline")
+
+    @property
+    def rdma_options_set(self) -> list[str]:
+        """The RDMA-only flags this request sets away from their defaults."""
+        out = []
+        for flag, value, default in (("--verb", self.verb, "write"), ("--qps", self.qps, 1), ("--inline", self.inline, None), ("--tclass", self.tclass, 0), ("--sl", self.sl, 0)):
+            if value != default:
+                out.append(flag)
+        return out
+
+    def inline_for(self, size: int, kind: str, device_max: int) -> int:
+        """Bytes posted inline for ``size``-byte ``kind`` messages: 0 or ``size`` (never more than the device allows)."""
+        if self.verb == "read":
+            return 0
+        limit = self.inline if self.inline is not None else (AUTO_INLINE_LAT if kind == "lat" else 0)
+        return size if size <= min(limit, device_max) else 0
+
+    @property
+    def inline_cap(self) -> int:
+        """The ``max_inline_data`` to ask the QP for."""
+        if self.verb == "read":
+            return 0
+        return self.inline if self.inline is not None else (AUTO_INLINE_LAT if "lat" in self.kinds else 0)
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -127,7 +186,15 @@ class RunRequest:
 
     def describe(self) -> str:
         """``tcp bw+lat, 4 sizes 4 KiB..64 MiB, 1 s per size``."""
-        return describe_request(self.transport, self.mode, self.sizes, streams=self.streams, bidir=self.bidir, iters=self.iters, duration_s=self.measure_duration_s)
+        text = describe_request(self.transport, self.mode, self.sizes, streams=self.streams, bidir=self.bidir, iters=self.iters, duration_s=self.measure_duration_s)
+        if self.transport == "rdma":
+            # The default (WRITE on one QP) reads as before: ``rdma bw+lat, ...``.
+            extra = ([self.verb.upper()] if self.verb != "write" else []) + ([f"{self.qps} QPs"] if self.qps > 1 else [])
+            extra += [f"tclass {self.tclass}"] if self.tclass else []
+            extra += [f"sl {self.sl}"] if self.sl else []
+            if extra:
+                text = text.replace("rdma ", f"rdma {' '.join(extra)} ", 1)
+        return text
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -140,6 +207,11 @@ class RunRequest:
             "streams": self.streams,
             "bidir": self.bidir,
             "tx_depth": self.tx_depth,
+            "verb": self.verb,
+            "qps": self.qps,
+            "inline": self.inline,
+            "tclass": self.tclass,
+            "sl": self.sl,
         }
 
     @classmethod
@@ -159,6 +231,11 @@ class RunRequest:
                 streams=doc.get("streams", 1),
                 bidir=doc.get("bidir", False),
                 tx_depth=doc.get("tx_depth", DEFAULT_TX_DEPTH),
+                verb=doc.get("verb", "write"),  # type: ignore[arg-type]
+                qps=doc.get("qps", 1),  # type: ignore[arg-type]
+                inline=doc.get("inline"),
+                tclass=doc.get("tclass", 0),  # type: ignore[arg-type]
+                sl=doc.get("sl", 0),  # type: ignore[arg-type]
             )
         except RequestError as e:
             raise ValueError(e.message) from None

@@ -1,8 +1,8 @@
-"""The RDMA data path's decisions: device, port, GID, message sizes, and the RC connection plan.
+"""The RDMA data path's decisions: device, port and GID, the queue-pair details both ends exchange, and
+the RC connection plan (what ``ib_write_bw``/``ib_read_bw``/``ib_send_bw`` set up before measuring).
 
-Pure functions (device, GID, QP attributes, validation of what the peer sends, size limits),
-tested on sysfs fixtures; the library calls are in :mod:`ibdiag.bench.verbs`, the WRITE loops
-(bandwidth, latency) in :mod:`ibdiag.bench.p2p.rdma_loops`.
+Pure functions, tested on sysfs fixtures; the library calls are in :mod:`ibdiag.bench.verbs` and the
+measuring loops (WRITE, READ, SEND; bandwidth and latency) in :mod:`ibdiag.bench.p2p.rdma_loops`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,11 @@ QP_RNR_RETRY = 7
 QP_MIN_RNR_TIMER = 12
 #: Hop limit in the GRH (RoCE v2 maps it to the IP TTL).
 HOP_LIMIT = 64
+#: Outstanding RDMA READs per QP for ``--verb read`` (perftest asks the device's max_qp_rd_atom; 16 on
+#: ConnectX). The device's own limits cap it (:func:`plan_connection` ``rd_atomic``).
+READ_RD_ATOMIC = 16
+#: Most queue pairs a peer may announce (``params.MAX_QPS``).
+MAX_QPNS = 64
 
 MTUS = (256, 512, 1024, 2048, 4096)
 #: ``struct ibv_sge``'s ``length`` is a ``uint32_t``: one WRITE carries at most 4 GiB - 1 bytes
@@ -164,11 +169,18 @@ class QpInfo:
     """Bytes the peer may write at ``addr`` (the receive half of the registered buffer)."""
     mtu_bytes: int
     """The port's active MTU."""
+    qpns: tuple[int, ...] = ()
+    """Every queue pair's number (``--qps``); empty = just ``qpn``."""
+
+    @property
+    def all_qpns(self) -> tuple[int, ...]:
+        return self.qpns or (self.qpn,)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "lid": self.lid,
             "qpn": self.qpn,
+            "qpns": list(self.all_qpns),
             "psn": self.psn,
             "gid": self.gid,
             "link_layer": self.link_layer,
@@ -199,6 +211,11 @@ class QpInfo:
         mtu = doc.get("mtu")
         if mtu not in MTUS:
             raise ValueError(f"mtu {mtu!r} is not one of {MTUS}")
+        qpns = doc.get("qpns", [])
+        if not isinstance(qpns, list) or len(qpns) > MAX_QPNS or any(isinstance(q, bool) or not isinstance(q, int) or not 0 <= q < 2**24 for q in qpns):
+            raise ValueError(f"qpns must be a list of at most {MAX_QPNS} queue pair numbers")
+        if qpns and qpns[0] != doc.get("qpn"):
+            raise ValueError("qpns must start with qpn")
         return cls(
             lid=num("lid", 16),
             qpn=num("qpn", 24),
@@ -209,6 +226,7 @@ class QpInfo:
             addr=num("addr", 64),
             length=num("length", 50),
             mtu_bytes=mtu,
+            qpns=tuple(qpns) if len(qpns) > 1 else (),
         )
 
 
@@ -235,14 +253,33 @@ class ConnectPlan:
     min_rnr_timer: int
     max_rd_atomic: int
     max_dest_rd_atomic: int
+    remote_read: bool = False
+    """Let the peer READ this side's buffer (``--verb read``: ``IBV_ACCESS_REMOTE_READ``)."""
 
 
-def plan_connection(local: QpInfo, remote: QpInfo, *, port_num: int, gid_index: int | None, needed_bytes: int) -> ConnectPlan:
-    """The RC attributes towards ``remote``; CannotRunError when the two ends cannot talk.
+def plan_connection(
+    local: QpInfo,
+    remote: QpInfo,
+    *,
+    port_num: int,
+    gid_index: int | None,
+    needed_bytes: int,
+    lane: int = 0,
+    traffic_class: int = 0,
+    sl: int = 0,
+    rd_atomic: int = 1,
+    remote_read: bool = False,
+) -> ConnectPlan:
+    """The RC attributes of queue pair ``lane`` towards the peer's ``lane``-th; CannotRunError when the
+    two ends cannot talk.
 
     Path MTU = the smaller active MTU of the two ports (perftest does the same). A GRH is used
-    on RoCE always, and on InfiniBand when a GID index was chosen.
+    on RoCE always, and on InfiniBand when a GID index was chosen; ``traffic_class`` goes in it
+    (``--tclass``), ``sl`` in the address vector (``--sl``). ``rd_atomic``: outstanding RDMA READs
+    each way (``--verb read``), already capped by both devices' limits.
     """
+    if lane >= len(remote.all_qpns):
+        raise CannotRunError(f"the peer set up {len(remote.all_qpns)} queue pair(s), fewer than the {lane + 1} this run needs", hint="both sides must run the same ibdiag version")
     if local.link_layer != remote.link_layer:
         raise CannotRunError(
             f"link layers differ: this side is {local.link_layer}, the server's port is {remote.link_layer}",
@@ -262,7 +299,7 @@ def plan_connection(local: QpInfo, remote: QpInfo, *, port_num: int, gid_index: 
         port_num=port_num,
         pkey_index=0,
         path_mtu_bytes=min(local.mtu_bytes, remote.mtu_bytes),
-        dest_qp_num=remote.qpn,
+        dest_qp_num=remote.all_qpns[lane],
         rq_psn=remote.psn,
         sq_psn=local.psn,
         dlid=remote.lid,
@@ -270,12 +307,31 @@ def plan_connection(local: QpInfo, remote: QpInfo, *, port_num: int, gid_index: 
         dgid=remote.gid if is_global else None,
         sgid_index=gid_index if is_global else None,
         hop_limit=HOP_LIMIT,
-        traffic_class=0,
-        sl=0,
+        traffic_class=traffic_class,
+        sl=sl,
         timeout=QP_TIMEOUT,
         retry_cnt=QP_RETRY_CNT,
         rnr_retry=QP_RNR_RETRY,
         min_rnr_timer=QP_MIN_RNR_TIMER,
-        max_rd_atomic=1,
-        max_dest_rd_atomic=1,
+        max_rd_atomic=rd_atomic,
+        max_dest_rd_atomic=rd_atomic,
+        remote_read=remote_read,
     )
+
+
+# The loops live in rdma_loops (one job each module); their names stay importable from here.
+from ibdiag.bench.p2p.rdma_loops import (  # noqa: E402,F401
+    SIGNAL_BYTES,
+    Endpoint,
+    Receiver,
+    read_lat,
+    send_lat,
+    serve_receives,
+    WriteStats,
+    marker,
+    reset_areas,
+    signal_interval,
+    write_bw,
+    write_lat_initiator,
+    write_lat_responder,
+)

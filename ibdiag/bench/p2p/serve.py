@@ -306,19 +306,21 @@ class Server:
         from ibdiag.bench.p2p import session
         from ibdiag.sysfs import SysfsRoot
 
-        side: session.TcpServerSide | session.RdmaServerSide
+        from ibdiag.bench.p2p import rdma_session
+
+        side: session.TcpServerSide | rdma_session.RdmaServerSide
         if req.transport == "tcp":
             side = session.TcpServerSide(ch, req, timeout_s=self.opts.timeout_s, log=self.log, socket_buffer=self.opts.socket_buffer)
             rate = tcp_line_rate(SysfsRoot(self.opts.sysfs_root), ch.sock.getsockname()[0])
         else:
             from ibdiag.bench.p2p.rdma import message_size_problem
 
-            sel = session.select_rdma(self.opts.sysfs_root, self.opts.device, self.opts.ib_port, self.opts.gid_index)
+            sel = rdma_session.select_rdma(self.opts.sysfs_root, self.opts.device, self.opts.ib_port, self.opts.gid_index)
             problem = message_size_problem(req.sizes, sel.max_msg_bytes, sel.device, sel.port)
             if problem:
                 ch.send_error("refused", f"this server's {problem}", "use smaller sizes with --transport rdma")
                 raise Refused("refused", problem)
-            side = session.RdmaServerSide(ch, req, sel, timeout_s=self.opts.timeout_s)
+            side = rdma_session.RdmaServerSide(ch, req, sel, timeout_s=self.opts.timeout_s)
             rate = rdma_line_rate(SysfsRoot(self.opts.sysfs_root), sel.device, sel.port)
         with _closing(side):
             ready = side.prepare()
@@ -411,7 +413,7 @@ def _listen(bind: str | None, port: int) -> socket.socket:
 
 def preflight_rdma(opts: ServeOptions) -> str:
     """With ``--transport rdma`` check at start-up that pyverbs, the device and the port are usable."""
-    from ibdiag.bench.p2p.session import select_rdma
+    from ibdiag.bench.p2p.rdma_session import select_rdma
 
     sel = select_rdma(opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index)
     return f"{sel.device} port {sel.port}, GID index {sel.gid_index if sel.gid_index is not None else '-'} ({sel.gid_reason})"

@@ -3,16 +3,16 @@
 After the handshake (:mod:`.protocol`) the client sends ``run`` (a :class:`~.params.RunRequest`);
 then::
 
-    server -> client  ready      {tcp: data_port, data_nonce | rdma: qp, device, gid_index; line_rate}
+    server -> client  ready      {tcp: data_port, data_nonce | rdma: qp, device, gid_index, max_rd_atomic; line_rate}
     (tcp: the client opens --streams data connections, each introduced by the session's MAC over
-     data_nonce and its index (streams.data_hello); rdma: client -> server  qp {qp})
+     data_nonce and its index (streams.data_hello); rdma: client -> server  qp {qp, max_rd_atomic})
     server -> client  connected
     per size and kind:
       client -> server  phase    {kind: bw|lat, bytes, warmup}
       server -> client  go
       bw, tcp:  data flows; server -> client  result {rx_*, tx_*, cpu_s}
-      bw, rdma: client WRITEs (sending ``beat`` now and then), then client -> server sent;
-                server -> client result {cpu_s}
+      bw, rdma: client WRITEs/READs/SENDs (sending ``beat`` now and then), then client -> server
+                sent; server -> client result {cpu_s, ...} (details in :mod:`.rdma_session`)
       lat:      warm-up ping-pongs; client -> server iters {n}; n ping-pongs; server -> client result
     client -> server  bye
 
@@ -25,7 +25,6 @@ measured is refused (exit 3) rather than printed.
 from __future__ import annotations
 
 import math
-import random
 import socket
 import time
 from collections.abc import Callable
@@ -60,36 +59,6 @@ class BwOutcome:
 class LatOutcome:
     iters: int
     stats: LatencyStats
-
-
-@dataclass(frozen=True)
-class RdmaSelection:
-    """Which device, port and GID one side uses (from sysfs, like ``ibdiag topo``)."""
-
-    device: str
-    port: int
-    gid_index: int | None
-    gid: str | None
-    gid_reason: str
-    link_layer: str | None
-    max_msg_bytes: int | None = None
-    """The port's ``max_msg_sz`` (``ibv_query_port``)."""
-
-
-def select_rdma(sysfs_root: str, device: str | None, ib_port: int, gid_index: int | None) -> RdmaSelection:
-    """Device (given or the first with an ACTIVE port), then the GID (given or perftest's choice)."""
-    from ibdiag.bench import verbs
-    from ibdiag.bench.p2p.rdma import choose_device, choose_gid
-    from ibdiag.sysfs import SysfsRoot
-    from ibdiag.topo.discover import natural_key, read_port
-
-    names = sorted(verbs.list_devices(), key=natural_key)
-    sysfs = SysfsRoot(sysfs_root)
-    ports = [read_port(sysfs, name, ib_port) for name in names]
-    port = choose_device(ports, device)
-    gid = choose_gid(port, gid_index)
-    max_msg = verbs.port_max_msg_bytes(port.adapter, port.port)
-    return RdmaSelection(port.adapter, port.port, gid.index, gid.gid, gid.reason, port.link_layer, max_msg)
 
 
 def _field(msg: dict[str, Any], key: str, lo: int, hi: int, what: str) -> int:
@@ -366,130 +335,14 @@ class TcpClientSide:
             b.close()
 
 
-# --- RDMA ----------------------------------------------------------------------------------------
+# --- RDMA: in rdma_session (one module per transport); its names stay reachable from here -------------
+
+_RDMA_NAMES = ("RdmaSelection", "select_rdma", "RdmaSide", "RdmaServerSide", "RdmaClientSide")
 
 
-class RdmaSide:
-    """Either half of an RDMA run: one RC QP over a buffer of 2 x the largest size (receive, send)."""
+def __getattr__(name: str) -> Any:
+    if name in _RDMA_NAMES:
+        from ibdiag.bench.p2p import rdma_session
 
-    def __init__(self, ch: Channel, req: RunRequest, sel: RdmaSelection, *, timeout_s: float) -> None:
-        from ibdiag.bench import verbs
-
-        self.ch = ch
-        self.req = req
-        self.sel = sel
-        self.timeout_s = timeout_s
-        self.half = req.max_size
-        self.buffer = allocate(2 * self.half)
-        try:
-            self.ep = verbs.RdmaEndpoint(sel.device, sel.port, self.buffer, send_offset=self.half, tx_depth=req.tx_depth, gid=sel.gid, gid_index=sel.gid_index)
-        except BaseException:
-            self.buffer.close()
-            raise
-        self.psn = random.SystemRandom().randrange(1 << 24)
-        self.local = self.ep.local_info(self.psn)
-
-    def details(self) -> dict[str, Any]:
-        return {
-            "device": self.sel.device,
-            "ib_port": self.sel.port,
-            "gid_index": self.sel.gid_index,
-            "gid": self.sel.gid,
-            "gid_choice": self.sel.gid_reason,
-            "link_layer": self.sel.link_layer,
-            "mtu": self.local.mtu_bytes,
-        }
-
-    def connect_to(self, remote_doc: Any) -> int:
-        """Bring the QP to RTS towards the peer's details; returns the path MTU (bytes)."""
-        from ibdiag.bench.p2p.rdma import QpInfo, plan_connection
-
-        try:
-            remote = QpInfo.from_json(remote_doc)
-        except ValueError as e:
-            raise ProtocolError(f"{self.ch.peer} sent invalid queue pair details: {e}") from None
-        plan = plan_connection(self.local, remote, port_num=self.sel.port, gid_index=self.sel.gid_index, needed_bytes=self.req.max_size)
-        self.ep.connect(plan, remote)
-        return plan.path_mtu_bytes
-
-    def close(self) -> None:
-        self.ep.close()
-        self.buffer.close()
-
-
-class RdmaServerSide(RdmaSide):
-    def prepare(self) -> dict[str, Any]:
-        return {"qp": self.local.to_json(), **self.details()}
-
-    def connect(self) -> None:
-        msg = self.ch.expect("qp", "the client's queue pair details")
-        self.connect_to(msg.get("qp"))
-
-    def phase(self, msg: dict[str, Any]) -> None:
-        from ibdiag.bench.p2p.rdma_loops import lat_signal_interval, reset_areas, write_lat_responder
-
-        kind, size, warmup = _phase_msg(msg, self.req)
-        if kind == "bw":
-            meter = CpuMeter()
-            self.ch.send({"type": "go"})
-            meter.start()
-            while True:
-                m = self.ch.recv(f"the client's {format_bytes(size)} RDMA WRITEs to finish")
-                if m["type"] == "beat":
-                    continue
-                if m["type"] == "sent":
-                    break
-                if m["type"] == "error":
-                    raise RemoteError("failed", f"the client gave up: {peer_text(m.get('message', '?'))}")
-                raise ProtocolError(f"unexpected {peer_value(m['type'])} during an RDMA bandwidth test")
-            self.ch.send({"type": "result", "cpu_s": meter.stop()})
-            return
-        reset_areas(self.ep.view, size, self.half)
-        self.ch.send({"type": "go"})
-        every = lat_signal_interval(self.req.tx_depth)
-        write_lat_responder(self.ep, size, 0, warmup, timeout_s=self.timeout_s, signal_every=every)
-        n = _iters_msg(self.ch.expect("iters", "the latency iteration count"))
-        write_lat_responder(self.ep, size, warmup, n, timeout_s=self.timeout_s, signal_every=every)
-        self.ch.send({"type": "result"})
-
-
-class RdmaClientSide(RdmaSide):
-    def connect(self, ready: dict[str, Any]) -> int:
-        mtu = self.connect_to(ready.get("qp"))
-        self.ch.send({"type": "qp", "qp": self.local.to_json()})
-        return mtu
-
-    def bw(self, size: int, warmup: int) -> BwOutcome:
-        from ibdiag.bench.p2p.rdma_loops import write_bw
-
-        t_asked = time.monotonic()
-        self.ch.send({"type": "phase", "kind": "bw", "bytes": size, "warmup": warmup})
-        self.ch.expect("go", f"the server to start the {format_bytes(size)} bandwidth test")
-        meter = CpuMeter()
-        stats = write_bw(
-            self.ep, size, warmup=warmup, iters=self.req.iters, duration_s=self.req.measure_duration_s,
-            tx_depth=self.req.tx_depth, timeout_s=self.timeout_s, on_measure_start=meter.start,
-            heartbeat=lambda: self.ch.send({"type": "beat"}),
-        )
-        cpu_client = meter.stop()
-        self.ch.send({"type": "sent", "messages": stats.messages})
-        res = self.ch.expect("result", f"the server's {format_bytes(size)} bandwidth result")
-        cpu_server = check_cpu_s(res, self.ch.peer, f"{format_bytes(size)} bandwidth result", time.monotonic() - t_asked)
-        return BwOutcome(
-            stats.messages, stats.bytes, stats.seconds, bandwidth_gbs(stats.bytes, stats.seconds),
-            message_rate_mpps(stats.messages, stats.seconds), cpu_client, cpu_server,
-        )
-
-    def lat(self, size: int, warmup: int) -> LatOutcome:
-        from ibdiag.bench.p2p.rdma_loops import lat_signal_interval, reset_areas, write_lat_initiator
-
-        self.ch.send({"type": "phase", "kind": "lat", "bytes": size, "warmup": warmup})
-        self.ch.expect("go", f"the server to start the {format_bytes(size)} latency test")
-        reset_areas(self.ep.view, size, self.half)
-        every = lat_signal_interval(self.req.tx_depth)
-        warm = write_lat_initiator(self.ep, size, 0, warmup, timeout_s=self.timeout_s, signal_every=every)
-        n = self.req.iters or latency_iterations(self.req.measure_duration_s or 1.0, warm)
-        self.ch.send({"type": "iters", "n": n})
-        samples = write_lat_initiator(self.ep, size, warmup, n, timeout_s=self.timeout_s, signal_every=every)
-        self.ch.expect("result", f"the server to finish the {format_bytes(size)} latency test")
-        return LatOutcome(n, latency_from_round_trips_ns(samples))
+        return getattr(rdma_session, name)
+    raise AttributeError(name)

@@ -15,18 +15,6 @@ from ibdiag.ports.config import PortsConfig
 from ibdiag.report.model import Finding, Severity, worst
 from ibdiag.report.table import COMPACT_BELOW_COLUMNS
 
-#: Short column labels for the judged hw_counters.
-HW_SHORT = {
-    "local_ack_timeout_err": "ack_timeout",
-    "packet_seq_err": "seq_err",
-    "out_of_sequence": "out_of_seq",
-    "implied_nak_seq_err": "implied_nak",
-    "rnr_nak_retry_err": "rnr_retry",
-    "out_of_buffer": "out_of_buf",
-    "np_ecn_marked_roce_packets": "ecn",
-    "np_cnp_sent": "cnp_sent",
-    "rp_cnp_handled": "cnp_handled",
-}
 #: Short names of the error counters for narrow terminals (the full sysfs names everywhere else).
 ERR_SHORT = {
     "symbol_error": "symbol",
@@ -178,7 +166,7 @@ def snapshot_table(sample: Sample, findings: Sequence[Finding], cfg: CountersCon
             v = hw.get(n)
             if v:
                 sev = Severity.OK if HW_JUDGED[n].group is HwGroup.CONGESTION else Severity.WARN
-                roce_parts.append((f"{HW_SHORT[n]}={_compact(v)}", sev))
+                roce_parts.append((f"{HW_JUDGED[n].label}={_compact(v)}", sev))
         status = _status_cell(worst_of.get(p.subject), ports.ignored(p.adapter, p.port), compact=compact)
         if compact:
             merged = _cell_with_severity(parts + roce_parts) if (parts or roce_parts or c is not None) else errs
@@ -249,7 +237,7 @@ def interval_table(
         for n in HW_JUDGED:
             r = dr.rates.get(p.hw_key(n))
             if r:
-                roce.append((f"{HW_SHORT[n]}={_compact(r)}/s" if compact else f"{HW_SHORT[n]}={_compact(r)}", cong_sev if HW_JUDGED[n].group is HwGroup.CONGESTION else roce_sev))
+                roce.append((f"{HW_JUDGED[n].label}={_compact(r)}/s" if compact else f"{HW_JUDGED[n].label}={_compact(r)}", cong_sev if HW_JUDGED[n].group is HwGroup.CONGESTION else roce_sev))
         if compact:
             wait_cell = wait if wait_sat else Text(f"{est_text}", style=est.style)
             t.add_row(p.subject, link, f"{tx}/{rx}", wait_cell, status, _cell_with_severity(parts + roce))
@@ -273,7 +261,7 @@ def legend(sample: Sample, cfg: CountersConfig, *, interval: bool, width: int | 
     else:
         shown = [n for n in HW_JUDGED if any((p.hw_counters or {}).get(n) for p in sample.ports)]
     if shown:
-        lines.append("RoCE/transport: " + ", ".join(f"{HW_SHORT[n]} = {n}" for n in shown) + ".")
+        lines.append("RoCE/transport: " + ", ".join(f"{HW_JUDGED[n].label} = {n}" for n in shown) + ".")
     if width is not None and width < COMPACT_BELOW_COLUMNS:
         if span is not None:
             errs = [n for n in ERROR_COUNTERS if any(d.deltas.get(n) or d.unknown.get(n) == "saturated" for d in span.totals)]
