@@ -98,8 +98,8 @@ def test_csv_loads_as_a_table():
 def test_metrics_render():
     run, _ = _run("reduce_scatter")
     text = render_prom(render.prom_metrics(run))
-    assert 'ibdiag_collective_busbw_gbs{op="reduce_scatter",backend="gloo",bytes="1048576",placement="out_of_place"}' in text
-    assert "ibdiag_collective_setup_seconds" in text and "ibdiag_collective_avg_busbw_gbs" in text
+    assert 'ibdiag_collective_busbw_bytes_per_second{op="reduce_scatter",backend="gloo",bytes="1048576",placement="out_of_place"}' in text
+    assert "ibdiag_collective_setup_seconds" in text and "ibdiag_collective_avg_busbw_bytes_per_second" in text
 
 
 def test_chart_and_spread():

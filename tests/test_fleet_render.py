@@ -104,7 +104,7 @@ def test_prom_has_one_status_per_node_and_bandwidth_per_rail(faulty):
     assert len(re.findall(r"^ibdiag_sweep_node_status\{", text, re.M)) == 24
     assert 'ibdiag_sweep_node_status{host="gpu-node-006",rank="6"} 3' in text
     assert 'ibdiag_sweep_node_status{host="gpu-node-003",rank="3"} 2' in text
-    assert re.search(r'^ibdiag_sweep_node_bw_gbs\{host="gpu-node-003",rank="3",rail="0",adapter="mlx5_0"\} 2[0-9.]+$', text, re.M)
+    assert re.search(r'^ibdiag_sweep_node_bw_bytes_per_second\{host="gpu-node-003",rank="3",rail="0",adapter="mlx5_0"\} 2[0-9]{9,10}(\.[0-9]+)?$', text, re.M)
     assert len(re.findall(r'^ibdiag_check_severity\{command="sweep",check="sweep\.(node|unreachable)"', text, re.M)) == 24
 
 

@@ -316,13 +316,13 @@ def prom_metrics(result: SweepResult) -> list[Metric]:
         for e in v.ends:
             labels = {**base, "rail": str(e.rail), "adapter": result.adapter(v.rank, e.rail) or "tcp"}
             if e.bw_gbs is not None:
-                bw.append(PromSample(labels, e.bw_gbs))
+                bw.append(PromSample(labels, e.bw_gbs * 1e9))
             if e.z is not None:
                 z.append(PromSample(labels, e.z))
-    rails = [PromSample({"rail": str(r.rail)}, r.bw.median) for r in result.analysis.rails if r.bw.median is not None]
+    rails = [PromSample({"rail": str(r.rail)}, r.bw.median * 1e9) for r in result.analysis.rails if r.bw.median is not None]
     return [
         Metric("ibdiag_sweep_node_status", "Sweep verdict per node: 0 ok, 1 suspect or untested, 2 bad, 3 unreachable.", "gauge", tuple(status)),
-        Metric("ibdiag_sweep_node_bw_gbs", "Median pair bandwidth of a node's rail in the last sweep, GB/s (1e9 B/s).", "gauge", tuple(bw)),
+        Metric("ibdiag_sweep_node_bw_bytes_per_second", "Median pair bandwidth of a node's rail in the last sweep, bytes per second.", "gauge", tuple(bw)),
         Metric("ibdiag_sweep_node_bw_z", "Robust distance (MAD units) of a node's rail from the rail's median; negative is slower.", "gauge", tuple(z)),
-        Metric("ibdiag_sweep_rail_median_bw_gbs", "Median pair bandwidth of a rail over the fleet in the last sweep, GB/s.", "gauge", tuple(rails)),
+        Metric("ibdiag_sweep_rail_median_bw_bytes_per_second", "Median pair bandwidth of a rail over the fleet in the last sweep, bytes per second.", "gauge", tuple(rails)),
     ]

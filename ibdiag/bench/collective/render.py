@@ -267,10 +267,10 @@ def prom_metrics(run: BenchRun) -> list[Metric]:
     rows = run.collective_rows()
     out = [
         Metric(
-            "ibdiag_collective_busbw_gbs",
-            "Bus bandwidth by message size (GB/s = 1e9 B/s), nccl-tests' busbw.",
+            "ibdiag_collective_busbw_bytes_per_second",
+            "Bus bandwidth by message size, bytes per second (nccl-tests' busbw x 1e9).",
             "gauge",
-            tuple(PromSample({**base, "bytes": str(r.bytes), "placement": "in_place" if r.in_place else "out_of_place"}, r.busbw_gbs) for r in rows),
+            tuple(PromSample({**base, "bytes": str(r.bytes), "placement": "in_place" if r.in_place else "out_of_place"}, r.busbw_gbs * 1e9) for r in rows if r.busbw_gbs is not None),
         ),
         Metric(
             "ibdiag_collective_time_seconds",
@@ -280,7 +280,7 @@ def prom_metrics(run: BenchRun) -> list[Metric]:
         ),
     ]
     if m.avg_busbw_gbs is not None:
-        out.append(Metric("ibdiag_collective_avg_busbw_gbs", "nccl-tests' Avg bus bandwidth: mean busbw over all rows (GB/s).", "gauge", (PromSample(base, m.avg_busbw_gbs),)))
+        out.append(Metric("ibdiag_collective_avg_busbw_bytes_per_second", "nccl-tests' Avg bus bandwidth: mean busbw over all rows, bytes per second.", "gauge", (PromSample(base, m.avg_busbw_gbs * 1e9),)))
     if m.world_size is not None:
         out.append(Metric("ibdiag_collective_world_size", "Ranks in the measured collective.", "gauge", (PromSample(base, m.world_size),)))
     if m.measured is not None and m.measured.setup_s is not None:
