@@ -86,8 +86,21 @@ def report(name: str, result: Paired, op: str | None, target: float | None, unit
         f"medians {med_a:.3g} vs {med_b:.3g}{' ' + unit if unit else ''})  {judged}"
     )
     print(line, flush=True)
+    _append_summary(line)
+    return line
+
+
+def report_value(name: str, value: float, op: str, target: float, unit: str = "") -> str:
+    """One line for a figure with an absolute target (a start-up time), not a ratio: printed and
+    appended to ``$IBDIAG_BENCH_SUMMARY`` like :func:`report`'s."""
+    line = f"{name}: {value:.3g}{' ' + unit if unit else ''}  target {op} {target:g}  {verdict(value, op, target)}"
+    print(line, flush=True)
+    _append_summary(line)
+    return line
+
+
+def _append_summary(line: str) -> None:
     summary = os.environ.get("IBDIAG_BENCH_SUMMARY")
     if summary:
         with open(summary, "a", encoding="utf-8") as f:
             f.write(line + "\n")
-    return line

@@ -36,11 +36,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10 (Ubuntu 22.04): the same parser, as the tomli package
-    import tomli as tomllib
-
 from ibdiag.errors import InputError, UsageError
 from ibdiag.text import safe_excerpt, safe_value
 
@@ -184,6 +179,11 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(f"config file {p}: not UTF-8 text (byte {e.start}: '{safe_excerpt(data[e.start:e.start + 8])}')", hint="a config file is TOML text; is this the right file?") from None
+    # Imported here: most runs have no config file, and the parser costs a few ms of start-up.
+    if sys.version_info >= (3, 11):
+        import tomllib  # novermin - guarded by the version check above
+    else:  # Python 3.10 (Ubuntu 22.04): the same parser, as the tomli package
+        import tomli as tomllib
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

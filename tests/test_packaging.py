@@ -86,3 +86,49 @@ def test_startup_imports_neither_pydantic_nor_rich(argv):
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert "LOADED=\n" in res.stderr, res.stderr[-500:]
+
+
+def _modules_after(argv: list[str], env: dict[str, str] | None = None) -> set[str]:
+    code = (
+        "import sys\nfrom ibdiag.cli.main import main\n"
+        f"status = main({argv!r})\n"
+        "sys.stderr.write('LOADED=' + ','.join(sorted(m for m in sys.modules if m.startswith('ibdiag.cli.'))) + '\\n')\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
+    line = [x for x in res.stderr.splitlines() if x.startswith("LOADED=")]
+    assert line, res.stderr[-800:]
+    return set(line[-1].removeprefix("LOADED=").split(","))
+
+
+def test_command_modules_load_only_when_their_command_runs():
+    """#15: `ibdiag topo` imports and converts topo's command alone; `--help` lists all from their summaries."""
+    from ibdiag.cli import COMMANDS
+
+    every = {m for group in COMMANDS.values() for m in group.values()}
+    assert _modules_after(["--help"]) & every == set()
+    assert _modules_after(["topo", "--root", "fixtures/sysfs/dgx-h100", "-o", "json"]) & every == {"ibdiag.cli.topo"}
+    assert _modules_after(["bench", "p2p", "--help"]) & every == {"ibdiag.cli.bench_p2p"}
+
+
+def test_every_lazy_command_is_registered_by_its_module(cli):
+    """A wrong COMMANDS entry would only show when that command is used: use each one."""
+    from ibdiag.cli import COMMANDS
+
+    for group, names in COMMANDS.items():
+        for name in names:
+            argv = [name, "--help"] if group == "ibdiag" else [group, name, "--help"]
+            res = cli(*argv)
+            assert res.exit_code == 0, (argv, res.stderr)
+            assert f"Usage: ibdiag {' '.join(argv[:-1])}" in res.stdout
+
+
+def test_a_typo_is_answered_with_the_unloaded_command_names(cli):
+    res = cli("bench", "colective")
+    assert res.exit_code == 2
+    assert "Did you mean 'collective'?" in res.stderr
+
+
+def test_shell_completion_reaches_a_command_that_is_not_loaded_yet():
+    env = {**__import__("os").environ, "_IBDIAG_COMPLETE": "complete_bash", "COMP_WORDS": "ibdiag bench p2p --tra", "COMP_CWORD": "3"}
+    res = subprocess.run([sys.executable, "-m", "ibdiag"], capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
+    assert "--transport" in res.stdout, (res.stdout, res.stderr[-500:])

@@ -1,7 +1,10 @@
-"""The typer application and the group that gives every error the ``ibdiag: error:`` form."""
+"""The typer application, the group that gives every error the ``ibdiag: error:`` form, and the
+lazy loading of the command modules."""
 
 from __future__ import annotations
 
+import importlib
+from difflib import get_close_matches
 from typing import Annotated, Any
 
 import typer
@@ -14,11 +17,112 @@ from ibdiag.errors import EXIT_STATUS_TABLE, ExitStatus
 from ibdiag.cli.env import current
 from ibdiag.cli.errors import write_error, write_to
 
+#: Which module defines each command, per group, in the order ``--help`` lists them. A command's
+#: module is imported (and its typer signature turned into a click command) only when the command
+#: is asked for: ``ibdiag topo`` loads topo's module alone. Importing and converting all eight cost
+#: about 40 ms of a 0.2 s start (issue 15; ``benchmarks/topo_startup.py``).
+COMMANDS: dict[str, dict[str, str]] = {
+    "ibdiag": {
+        "topo": "ibdiag.cli.topo",
+        "counters": "ibdiag.cli.counters",
+        "verdict": "ibdiag.cli.verdict",
+        "snapshot": "ibdiag.cli.snapshot",
+        "sweep": "ibdiag.cli.sweep",
+        "report": "ibdiag.cli.report",
+    },
+    "bench": {
+        "serve": "ibdiag.cli.bench_p2p",
+        "p2p": "ibdiag.cli.bench_p2p",
+        "collective": "ibdiag.cli.bench_collective",
+        "import": "ibdiag.cli.bench_collective",
+    },
+}
+
+#: One-line summaries for `ibdiag --help` / `ibdiag bench --help` (listed without importing the
+#: commands): short enough that click never cuts them with "..." at 80 columns (the docstring's
+#: first sentence stays the command's own --help).
+SHORT_HELP = {
+    "topo": "Map GPUs, RDMA adapters, PCIe and NUMA; judge the layout.",
+    "counters": "Port error, backpressure and throughput counters.",
+    "verdict": "Is the network the bottleneck of this training job?",
+    "snapshot": "Capture the sysfs subset ibdiag reads, for --root.",
+    "sweep": "Find the bad node, rail or link of a cluster.",
+    "report": "One fleet view from many nodes' ibdiag JSON.",
+    "bench": "Measure the fabric: p2p, collectives, imported logs.",
+    "serve": "Serve 'ibdiag bench p2p' clients (like ib_write_bw).",
+    "p2p": "Bandwidth and latency to HOST (like ib_write_bw, iperf3).",
+    "collective": "Collective bus bandwidth, like nccl-tests.",
+    "import": "Read nccl-tests and perftest logs as ibdiag results.",
+}
+
+
+class LazyGroup(TyperGroup):
+    """A group whose commands (:data:`COMMANDS`) are imported on first use.
+
+    ``get_command`` imports the module that registers the command on its typer app and converts that
+    one command; the help listing and the "did you mean" suggestions use the names and
+    :data:`SHORT_HELP` without importing anything. Commands already imported (a test that imported
+    every module, a second run in the same process) are converted by typer as usual.
+    """
+
+    def _lazy(self) -> dict[str, str]:
+        return COMMANDS.get(self.name or "", {})
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = list(self._lazy())
+        return names + [n for n in self.commands if n not in names]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        cmd = self.commands.get(cmd_name)
+        if cmd is None and cmd_name in self._lazy():
+            cmd = self._load(cmd_name)
+        return cmd
+
+    def _load(self, name: str) -> Any:
+        from typer.main import get_command_from_info, get_command_name
+
+        module = self._lazy()[name]
+        importlib.import_module(module)
+        typer_app = TYPER_APPS[self.name or ""]
+        for info in typer_app.registered_commands:
+            if (info.name or get_command_name(info.callback.__name__)) == name:  # type: ignore[union-attr]
+                info.short_help = SHORT_HELP.get(name, info.short_help)
+                cmd = get_command_from_info(info, pretty_exceptions_short=typer_app.pretty_exceptions_short, rich_markup_mode=typer_app.rich_markup_mode)
+                self.add_command(cmd, name)
+                return cmd
+        raise RuntimeError(f"{module} does not register the command {name!r} (ibdiag.cli.app.COMMANDS is wrong)")
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            cmd = self.commands.get(name)
+            if cmd is None:
+                rows.append((name, SHORT_HELP[name]))
+            elif not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        # typer's own suggestion looks only at the commands already loaded; this one at all names.
+        try:
+            return self._click_resolve_command(ctx, args)
+        except click.exceptions.UsageError as e:
+            matches = get_close_matches(args[0], self.list_commands(ctx)) if args else []
+            if matches:
+                e.message = e.message.rstrip(".") + ". Did you mean " + ", ".join(repr(m) for m in matches) + "?"
+            raise
+
+
 # "\b" keeps click from re-wrapping the table (click's no-rewrap paragraph marker).
 EXIT_STATUS_HELP = "Exit status:\n\n\b\n" + "\n".join(f"  {code:>3}  {text}" for code, text in EXIT_STATUS_TABLE)
 
 
-class IbdiagGroup(TyperGroup):
+class IbdiagGroup(LazyGroup):
     """Root command group: usage errors as ``ibdiag: error: ...`` + ``hint:`` and exit 2.
 
     Runs click in non-standalone mode and answers what click would otherwise print in its own style
@@ -90,10 +194,14 @@ def _root(
 
 
 bench_app = typer.Typer(
+    cls=LazyGroup,
     name="bench",
     help="Measure what the fabric delivers: point-to-point (serve/p2p), collectives, or import existing logs.",
     no_args_is_help=True,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.add_typer(bench_app, name="bench")
+app.add_typer(bench_app, name="bench", short_help=SHORT_HELP["bench"])
+
+#: The typer app behind each group name of :data:`COMMANDS`.
+TYPER_APPS = {"ibdiag": app, "bench": bench_app}

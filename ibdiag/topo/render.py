@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ibdiag.parse import format_cpulist, pcie_gen
-from ibdiag.report.prom import Metric, PromSample
 from ibdiag.topo.model import Pairing, PcieLink, Topology, port_name
 
-if TYPE_CHECKING:  # rich only where a table is drawn: `ibdiag topo -o json` never imports it
+if TYPE_CHECKING:  # rich only where a table is drawn, prom only for -o prom: `ibdiag topo -o json` imports neither
     from rich.table import Table
+
+    from ibdiag.report.prom import Metric
 
 PATH_STYLE = {"PIX": "green", "PXB": "green", "PHB": "yellow", "NODE": "yellow", "SYS": "red"}
 
@@ -171,6 +172,8 @@ def csv_rows(topo: Topology) -> list[dict[str, Any]]:
 
 
 def prom_metrics(topo: Topology) -> list[Metric]:
+    from ibdiag.report.prom import Metric, PromSample
+
     port_labels = [({"device": p.adapter, "port": str(p.port), "link_layer": p.link_layer or ""}, p) for a in topo.adapters for p in a.ports]
     return [
         Metric("ibdiag_topo_gpus", "NVIDIA GPUs found in sysfs.", "gauge", (PromSample({}, len(topo.gpus)),)),
