@@ -72,7 +72,7 @@ bench-scripts: $(TSTAMP)
 	$(BIN)/python benchmarks/topo_startup.py
 	$(BIN)/python benchmarks/counters_sample.py
 	$(BIN)/python benchmarks/p2p_vs_iperf3.py
-	$(BIN)/python benchmarks/tcp_lat_cost.py
+	$(BIN)/python benchmarks/tcp_lat_cost.py --two-process
 	$(BIN)/python benchmarks/collective_vs_torch.py
 	$(BIN)/python benchmarks/verdict_overlap.py
 	$(BIN)/python benchmarks/sweep_scale.py
