@@ -222,7 +222,10 @@ def in_guest(args: argparse.Namespace) -> int:
             summary.append(summarize(f"latency p50 {label} (one-way)", "us", ours_v, theirs_v, "<= 1.5 (issue 15)", lower_is_better=True))
     doc = {"device": DEVICE, "kernel": os.uname().release, "runs": args.runs, "duration_s": args.duration, "lat_iters": args.lat_iters, "results": summary}
     if args.profile_iters:
-        doc["latency_profile"] = latency_profile(sel, args.profile_iters)
+        try:
+            doc["latency_profile"] = latency_profile(sel, args.profile_iters)
+        except Exception as e:  # noqa: BLE001 - the comparison above stands without the profile
+            doc["latency_profile"] = {"error": f"{type(e).__name__}: {e}"}
     (out / "rdma_vs_perftest.json").write_text(json.dumps(doc, indent=2) + "\n")
     print(render(doc))
     return 0
@@ -381,6 +384,9 @@ def latency_profile(sel, iters: int) -> dict:
                 _await_completion(ep, 1 << 40, 20)
             result["ep_post_unsignalled_p50_us"] = _pctl(wrapped, 0.5)
             result["pyverbs_post_send_p50_us"] = _pctl(raw, 0.5)
+            send("bye")
+        else:
+            recv()  # keep the QP up until the client's posts into this buffer are done
         del peer
         ep.close()
         buf.close()

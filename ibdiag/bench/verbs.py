@@ -7,7 +7,11 @@ device", "port not active" are exit 3 (:class:`~ibdiag.errors.CannotRunError`).
 What the calls correspond to in C (``ib_write_bw`` does the same): ``ibv_get_device_list``,
 ``ibv_open_device``, ``ibv_query_port``, ``ibv_alloc_pd``, ``ibv_create_cq``, ``ibv_create_qp``
 (RC), ``ibv_reg_mr`` over the buffer from :mod:`ibdiag.bench.buffers`, ``ibv_modify_qp`` to
-INIT/RTR/RTS, ``ibv_post_send`` (RDMA WRITE) and ``ibv_poll_cq``.
+INIT/RTR/RTS, ``ibv_post_send`` (WRITE, READ, SEND; post lists of linked work requests), ``ibv_post_recv`` and
+``ibv_poll_cq``. The extended CQ (``ibv_create_cq_ex``, pyverbs ``CQEX``) is not used: reading it
+takes Python calls per completion (``next_poll``, ``read_wr_id``, ``read_status``) and per batch
+(``start_poll``, ``end_poll``) where ``CQ.poll`` is one call per batch, and with selective signalling
+completions are few (one per chain of ``cq_mod`` requests).
 
 The pure decisions (which device, which GID, the QP attributes) live in
 :mod:`ibdiag.bench.p2p.rdma`; this module only translates them into pyverbs objects.
@@ -406,9 +410,6 @@ class RdmaEndpoint:
         ]
         link(wrs)
         return PostList(self.qps[lane], wrs[0], wrs[-1], tuple(wrs))
-
-    def prepare_write(self, length: int, *, signaled: bool) -> PostList:
-        return self.prepare("write", length, signaled=signaled)
 
     def post(self, wr: PostList, wr_id: int) -> None:
         """One ``ibv_post_send`` of a prepared work request or post list, its last request tagged ``wr_id``."""
