@@ -296,6 +296,7 @@ def latency_profile(sel, iters: int) -> dict:
         plain = ep.prepare("write", size, signaled=False, inline=True)
         signaled = ep.prepare("write", size, signaled=True, inline=True)
         post = ep.post
+        fast = ep.poster(plain)  # what the loop posts unsignalled WRITEs with
         n = warm + iters
         t_post, t_wait, t_poll, t_turn, t_rtt = [], [], [], [], []
         reset_areas(view, size, half)
@@ -310,7 +311,7 @@ def latency_profile(sel, iters: int) -> dict:
                     pass
                 a = clock()
                 view[mine] = m
-                post(signaled if sig else plain, i)
+                post(signaled, i) if sig else fast()
                 b = clock()
                 if sig:
                     _await_completion(ep, i, 20)
@@ -322,7 +323,7 @@ def latency_profile(sel, iters: int) -> dict:
             else:
                 view[mine] = m
                 a = clock()
-                post(signaled if sig else plain, i)
+                post(signaled, i) if sig else fast()
                 b = clock()
                 while view[last] != m:
                     pass
@@ -367,15 +368,19 @@ def latency_profile(sel, iters: int) -> dict:
             for _ in range(reps):
                 cq.poll(POLL_BATCH)
             result["empty_pyverbs_poll_us"] = (clock() - a) / reps / 1000
-            # posts into the peer's buffer with nobody answering: ep.post vs pyverbs' post_send
-            wrapped, raw = [], []
+            # posts into the peer's buffer with nobody answering: ep.post, ep.poster, pyverbs' post_send
+            wrapped, bare, raw = [], [], []
             qp, head = plain.qp, plain.head
-            for rnd in range(40):
+            for rnd in range(60):
                 for j in range(every - 1):
-                    if rnd % 2:
+                    if rnd % 3 == 2:
                         a = clock()
                         qp.post_send(head)
                         raw.append(clock() - a)
+                    elif rnd % 3 == 1:
+                        a = clock()
+                        fast()
+                        bare.append(clock() - a)
                     else:
                         a = clock()
                         post(plain, j)
@@ -383,6 +388,7 @@ def latency_profile(sel, iters: int) -> dict:
                 post(signaled, 1 << 40)
                 _await_completion(ep, 1 << 40, 20)
             result["ep_post_unsignalled_p50_us"] = _pctl(wrapped, 0.5)
+            result["ep_poster_unsignalled_p50_us"] = _pctl(bare, 0.5)
             result["pyverbs_post_send_p50_us"] = _pctl(raw, 0.5)
             send("bye")
         else:

@@ -315,6 +315,29 @@ def test_write_latency_signals_every_nth_write_and_polls_once_per_batch(fast_gil
         assert ep.max_outstanding <= max(1, every) <= tx_depth and ep.outstanding == 0
 
 
+def test_write_latency_posts_again_through_post_when_the_bare_post_fails(fast_gil_handover):
+    """The loops post unsignalled WRITEs through the endpoint's bare ``poster``; when that raises (a
+    pyverbs error), the request goes through ``post``, which raises the endpoint's own error or posts."""
+
+    class BarePostFails(FakeRdmaEndpoint):
+        def poster(self, wr):
+            def bare() -> None:
+                raise OSError("ibv_post_send: bare failure")
+
+            return bare
+
+    a, b = BarePostFails(256, 8), BarePostFails(256, 8)
+    a.peer, b.peer = b, a
+    t = threading.Thread(target=write_lat_responder, args=(b, 8, 0, 30), kwargs={"timeout_s": 5})
+    t.start()
+    samples = write_lat_initiator(a, 8, 0, 30, timeout_s=5)
+    t.join(5)
+    assert len(samples) == 30 and len(a.posted) == len(b.posted) == 30 == a.post_calls
+    a.post = lambda wr, wr_id: (_ for _ in ()).throw(CannotRunError("posting an RDMA work request on rxe0 failed"))
+    with pytest.raises(CannotRunError, match="posting an RDMA work request"):
+        write_lat_initiator(a, 8, 30, 2, timeout_s=1)
+
+
 def test_write_latency_times_out_when_the_peer_is_silent():
     a = FakeRdmaEndpoint(64, 4)
     a.peer = FakeRdmaEndpoint(64, 4)  # writes land, nobody answers

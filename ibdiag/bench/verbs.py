@@ -19,8 +19,10 @@ The pure decisions (which device, which GID, the QP attributes) live in
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -418,6 +420,12 @@ class RdmaEndpoint:
             wr.qp.post_send(wr.head)
         except _errors(self._pv) as e:
             raise CannotRunError(f"posting an RDMA work request on {self.device} failed: {e}", hint="the send queue overflowed or the QP is in error; rerun with --debug") from None
+
+    def poster(self, wr: PostList) -> Callable[[], None]:
+        """The bare ``ibv_post_send`` of ``wr`` as it is (ids unchanged), for the latency loops'
+        unsignalled requests: one C call, no Python frame. It raises pyverbs' own error; the loops then
+        post through :meth:`post`, which says what failed."""
+        return functools.partial(wr.qp.post_send, wr.head)
 
     def post_recv(self, lane: int, wr_id: int, count: int = 1) -> None:
         """One ``ibv_post_recv`` of ``count`` linked receives into the receive half on QP ``lane`` (SEND
