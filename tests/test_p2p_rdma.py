@@ -24,6 +24,7 @@ from ibdiag.bench.p2p.rdma import (
     plan_connection,
 )
 from ibdiag.bench.p2p.rdma_loops import (
+    lat_signal_interval,
     marker,
     reset_areas,
     signal_interval,
@@ -214,6 +215,19 @@ def test_write_bw_iterations_respect_queue_depth_and_signal_selectively(tx_depth
     assert ep.outstanding == 0
 
 
+@pytest.mark.parametrize("tx_depth,iters,warmup", [(128, 1000, 0), (16, 1000, 10), (1, 50, 0), (7, 101, 3)])
+def test_write_bw_posts_one_chain_per_signalled_request(tx_depth, iters, warmup):
+    """Post lists: one ibv_post_send per chain of cq_mod WRITEs, not one per WRITE; each chain ends signalled."""
+    ep = FakeRdmaEndpoint(64, tx_depth)
+    write_bw(ep, 64, warmup=warmup, iters=iters, duration_s=None, tx_depth=tx_depth, timeout_s=5)
+    cq_mod = signal_interval(tx_depth, 64)
+    chains = -(-iters // cq_mod) + -(-warmup // cq_mod)
+    assert ep.post_calls == chains == sum(1 for _, s in ep.posted if s)
+    assert len(ep.posted) == iters + warmup and ep.max_outstanding <= tx_depth and ep.outstanding == 0
+    # polls: at most one that finds nothing per chain here (the stand-in completes at once), never one per WRITE
+    assert ep.poll_calls <= 2 * chains + 2 < iters + warmup or cq_mod == 1
+
+
 def test_write_bw_duration_stops_on_a_signalled_boundary():
     ep = FakeRdmaEndpoint(64, 32)
     stats = write_bw(ep, 64, warmup=0, iters=None, duration_s=0.05, tx_depth=32, timeout_s=5)
@@ -274,6 +288,54 @@ def test_write_latency_ping_pong_between_two_threads(fast_gil_handover):
     # the last byte of each side's receive area carries the last iteration's marker
     assert a.view[size - 1] == b.view[size - 1] == marker(warm + n - 1)
     assert marker(0) == 1 and marker(254) == 255 and marker(255) == 1
+
+
+@pytest.mark.parametrize("tx_depth,n", [(4, 301), (128, 200), (1, 20)])
+def test_write_latency_signals_every_nth_write_and_polls_once_per_batch(fast_gil_handover, tx_depth, n):
+    a, b = FakeRdmaEndpoint(256, tx_depth), FakeRdmaEndpoint(256, tx_depth)
+    a.peer, b.peer = b, a
+    errors = []
+
+    def responder() -> None:
+        try:
+            write_lat_responder(b, 8, 0, n, timeout_s=5)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    t = threading.Thread(target=responder)
+    t.start()
+    samples = write_lat_initiator(a, 8, 0, n, timeout_s=5)
+    t.join(5)
+    assert not errors and len(samples) == n
+    every = lat_signal_interval(tx_depth)
+    for ep in (a, b):
+        signalled = [w for w, s in ep.posted if s]
+        assert signalled == sorted(set(range(every - 1, n, every)) | {n - 1})  # the last always signalled
+        assert ep.poll_calls == len(signalled)  # the completion is there once the answer came: one poll each
+        assert ep.max_outstanding <= max(1, every) <= tx_depth and ep.outstanding == 0
+
+
+def test_write_latency_posts_again_through_post_when_the_bare_post_fails(fast_gil_handover):
+    """The loops post unsignalled WRITEs through the endpoint's bare ``poster``; when that raises (a
+    pyverbs error), the request goes through ``post``, which raises the endpoint's own error or posts."""
+
+    class BarePostFails(FakeRdmaEndpoint):
+        def poster(self, wr):
+            def bare() -> None:
+                raise OSError("ibv_post_send: bare failure")
+
+            return bare
+
+    a, b = BarePostFails(256, 8), BarePostFails(256, 8)
+    a.peer, b.peer = b, a
+    t = threading.Thread(target=write_lat_responder, args=(b, 8, 0, 30), kwargs={"timeout_s": 5})
+    t.start()
+    samples = write_lat_initiator(a, 8, 0, 30, timeout_s=5)
+    t.join(5)
+    assert len(samples) == 30 and len(a.posted) == len(b.posted) == 30 == a.post_calls
+    a.post = lambda wr, wr_id: (_ for _ in ()).throw(CannotRunError("posting an RDMA work request on rxe0 failed"))
+    with pytest.raises(CannotRunError, match="posting an RDMA work request"):
+        write_lat_initiator(a, 8, 30, 2, timeout_s=1)
 
 
 def test_write_latency_times_out_when_the_peer_is_silent():

@@ -62,9 +62,21 @@ class FakeVerbsEndpoint:
         self._lock = threading.Lock()
 
     def prepare(self, verb: str, length: int, *, signaled: bool, lane: int = 0, inline: bool = False):
-        return (verb, length, signaled, lane, inline)
+        return (verb, length, signaled, lane, inline, 1)
+
+    def prepare_chain(self, verb: str, length: int, count: int, *, lane: int = 0, inline: bool = False):
+        """A post list: ``count`` requests, only the last signalled, the chain's id on the last."""
+        return (verb, length, True, lane, inline, count)
+
+    post_calls = 0
 
     def post(self, wr, wr_id: int) -> None:
+        verb, length, signaled, lane, inline, count = wr
+        self.post_calls += 1
+        for k in range(count):
+            self._post_one((verb, length, signaled and k == count - 1, lane, inline), wr_id - (count - 1 - k) * self.lanes)
+
+    def _post_one(self, wr, wr_id: int) -> None:
         verb, length, signaled, lane, inline = wr
         assert wr_id % self.lanes == lane, "wr_id must carry its queue pair"
         with self._lock:
@@ -107,9 +119,12 @@ class FakeVerbsEndpoint:
             del self._completions[: len(done)]
             return done
 
-    def post_recv(self, lane: int, wr_id: int) -> None:
+    recv_posts = 0
+
+    def post_recv(self, lane: int, wr_id: int, count: int = 1) -> None:
         with self._lock:
-            self._recvs[lane].append(wr_id)
+            self.recv_posts += 1
+            self._recvs[lane].extend([wr_id] * count)
 
     def poll_recv(self, max_entries: int = 16) -> list[tuple[int, int]]:
         with self._lock:
@@ -143,6 +158,23 @@ def test_several_queue_pairs_share_the_messages_each_within_its_depth(lanes, ite
             assert signalled[-1] == len(ids) - 1  # every lane's last request asks for a completion
             assert all((s + 1) % cq_mod == 0 for s in signalled[:-1])
     assert max(a.max_outstanding) <= 16 and a.outstanding == [0] * lanes
+
+
+@pytest.mark.parametrize("verb", ["write", "read", "send"])
+def test_every_verb_posts_chains_one_per_signalled_request_on_each_queue_pair(verb):
+    lanes, iters, tx_depth = 3, 301, 16
+    a, b = _pair(4096, tx_depth, lanes)
+    rx = Receiver(b, lanes, iters) if verb == "send" else None
+    stats = write_bw(a, 64, warmup=0, iters=iters, duration_s=None, tx_depth=tx_depth, timeout_s=5, verb=verb, lanes=lanes, idle=None)
+    assert stats.messages == iters and len(a.posted) == iters and {p[0] for p in a.posted} == {verb}
+    cq_mod = signal_interval(tx_depth, 64)
+    per_lane = [iters // lanes + (1 if k < iters % lanes else 0) for k in range(lanes)]
+    assert a.post_calls == sum(-(-c // cq_mod) for c in per_lane) == sum(1 for p in a.posted if p[3])
+    assert max(a.max_outstanding) <= tx_depth and a.outstanding == [0] * lanes
+    if rx is not None:
+        assert rx.drain() == min(iters, 32)  # one poll returns up to POLL_BATCH receives ...
+        # ... and re-posts them as one post list per queue pair they came on (not 32 ibv_post_recv calls)
+        assert lanes < b.recv_posts <= lanes + lanes
 
 
 def test_duration_with_several_queue_pairs_ends_each_on_a_signalled_request():

@@ -130,12 +130,14 @@ def write_token(path: Path, text: str = "s3cret-token-for-tests") -> Path:
 class FakeRdmaEndpoint:
     """STAND-IN for :class:`ibdiag.bench.verbs.RdmaEndpoint` — this machine has no RDMA adapter.
 
-    Implements the endpoint interface the RDMA loops use (``view``, ``send_offset``,
-    ``prepare_write``, ``prepare_chain``, ``post``, ``poll``): a posted WRITE copies bytes into
-    ``peer.view`` at once and, if signalled, queues a completion after ``delay_polls`` empty polls;
-    a chain posts its WRITEs in order, the last one signalled. It checks the rules a real send
-    queue enforces: never more than ``tx_depth`` outstanding work requests. ``post_calls`` counts
-    the ``ibv_post_send`` calls a real endpoint would make.
+    Implements the endpoint interface the RDMA loops use (``view``, ``send_offset``, ``tx_depth``,
+    ``prepare``, ``prepare_chain``, ``post``, ``poll``) for WRITEs on one queue pair: a posted WRITE
+    copies bytes into ``peer.view`` at once and, if signalled, queues a completion after
+    ``delay_polls`` empty polls; a chain (a post list) posts its WRITEs in order, only the last one
+    signalled, the earlier ones numbered before the id the chain was posted with. It checks the rules
+    a real send queue enforces: never more than ``tx_depth`` outstanding work requests, and a request
+    leaves the queue only when a signalled one at or after it completed. ``post_calls`` counts the
+    ``ibv_post_send`` calls a real endpoint would make, ``poll_calls`` the ``ibv_poll_cq`` calls.
     """
 
     def __init__(self, half: int, tx_depth: int, *, delay_polls: int = 0) -> None:
@@ -147,28 +149,26 @@ class FakeRdmaEndpoint:
         self.posted: list[tuple[int, bool]] = []
         self.outstanding = 0
         self.max_outstanding = 0
+        self.post_calls = 0
+        self.poll_calls = 0
         self._pending: list[int] = []
         self._completions: list[int] = []
         self._wait = 0
         self._lock = threading.Lock()
 
-    def prepare_write(self, length: int, *, signaled: bool) -> tuple[int, bool]:
-        return (length, signaled)
+    def prepare(self, verb: str, length: int, *, signaled: bool, lane: int = 0, inline: bool = False) -> tuple[int, int, bool]:
+        assert verb == "write" and lane == 0, "this stand-in does WRITEs on one queue pair"
+        return (length, 1, signaled)
 
-    def prepare_chain(self, length: int, count: int) -> tuple[int, int]:
-        return (length, -count)  # a negative count marks a chain
+    def prepare_chain(self, verb: str, length: int, count: int, *, lane: int = 0, inline: bool = False) -> tuple[int, int, bool]:
+        assert verb == "write" and lane == 0 and count >= 1
+        return (length, count, True)
 
-    post_calls = 0
-
-    def post(self, wr: tuple[int, Any], wr_id: int) -> None:
-        length, flag = wr
+    def post(self, wr: tuple[int, int, bool], wr_id: int) -> None:
+        length, count, signaled_last = wr
         self.post_calls += 1
-        if isinstance(flag, int) and not isinstance(flag, bool) and flag < 0:
-            count = -flag
-            for k in range(count):
-                self._post_one(length, k == count - 1, wr_id - count + 1 + k)
-            return
-        self._post_one(length, bool(flag), wr_id)
+        for k in range(count):
+            self._post_one(length, signaled_last and k == count - 1, wr_id - count + 1 + k)
 
     def _post_one(self, length: int, signaled: bool, wr_id: int) -> None:
         with self._lock:
@@ -188,6 +188,7 @@ class FakeRdmaEndpoint:
 
     def poll(self, max_entries: int = 16) -> list[int]:
         with self._lock:
+            self.poll_calls += 1
             if not self._completions:
                 return []
             if self._wait > 0:

@@ -7,7 +7,11 @@ device", "port not active" are exit 3 (:class:`~ibdiag.errors.CannotRunError`).
 What the calls correspond to in C (``ib_write_bw`` does the same): ``ibv_get_device_list``,
 ``ibv_open_device``, ``ibv_query_port``, ``ibv_alloc_pd``, ``ibv_create_cq``, ``ibv_create_qp``
 (RC), ``ibv_reg_mr`` over the buffer from :mod:`ibdiag.bench.buffers`, ``ibv_modify_qp`` to
-INIT/RTR/RTS, ``ibv_post_send`` (RDMA WRITE) and ``ibv_poll_cq``.
+INIT/RTR/RTS, ``ibv_post_send`` (WRITE, READ, SEND; post lists of linked work requests), ``ibv_post_recv`` and
+``ibv_poll_cq``. The extended CQ (``ibv_create_cq_ex``, pyverbs ``CQEX``) is not used: reading it
+takes Python calls per completion (``next_poll``, ``read_wr_id``, ``read_status``) and per batch
+(``start_poll``, ``end_poll``) where ``CQ.poll`` is one call per batch, and with selective signalling
+completions are few (one per chain of ``cq_mod`` requests).
 
 The pure decisions (which device, which GID, the QP attributes) live in
 :mod:`ibdiag.bench.p2p.rdma`; this module only translates them into pyverbs objects.
@@ -15,8 +19,10 @@ The pure decisions (which device, which GID, the QP attributes) live in
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -245,6 +251,30 @@ def build_send_wr(pv: SimpleNamespace, verb: str, *, addr: int, length: int, lke
     return wr
 
 
+@dataclass(frozen=True)
+class PostList:
+    """Work requests of one queue pair linked head to tail (``next_wr``), posted with one
+    ``ibv_post_send`` (perftest's post list); :meth:`RdmaEndpoint.post` tags the tail with the id.
+
+    ``wrs`` keeps every work request alive: pyverbs links them by C pointer.
+    """
+
+    qp: Any
+    head: Any
+    tail: Any
+    wrs: tuple[Any, ...]
+
+    @property
+    def count(self) -> int:
+        return len(self.wrs)
+
+
+def link(wrs: list[Any] | tuple[Any, ...]) -> None:
+    """``wrs[i].next_wr = wrs[i + 1]``: one post list (pyverbs ``SendWR``/``RecvWR``)."""
+    for a, b in zip(wrs, wrs[1:]):
+        a.next_wr = b
+
+
 class RdmaEndpoint:
     """``qps`` RC queue pairs on ``device``/``port`` over ``buffer`` (registered for local and remote
     access): one send CQ, and a receive CQ with ``rx_depth`` receives per QP when the run SENDs.
@@ -276,6 +306,8 @@ class RdmaEndpoint:
         self.send_offset = send_offset
         self.gid = gid
         self.gid_index = gid_index
+        #: Send-queue depth of each QP (the latency loops signal at most every ``tx_depth // 2``-th WR).
+        self.tx_depth = tx_depth
         self.qps: list[Any] = []
         errs = _errors(pv)
         try:
@@ -321,7 +353,8 @@ class RdmaEndpoint:
             self.close()
             raise
         self._remote: tuple[int, int, int] | None = None
-        self._recv: list[Any] = []
+        self._recv: dict[tuple[int, int], PostList] = {}
+        self._ok = int(pv.enums.IBV_WC_SUCCESS)
         #: What the send queue carries, for messages (``--verb``; the session sets it).
         self.verb = "write"
 
@@ -357,38 +390,57 @@ class RdmaEndpoint:
                 ) from None
         self._remote = (remote.addr, remote.rkey, remote.length)
 
-    def prepare(self, verb: str, length: int, *, signaled: bool, lane: int = 0, inline: bool = False) -> tuple[Any, Any]:
+    def prepare(self, verb: str, length: int, *, signaled: bool, lane: int = 0, inline: bool = False) -> PostList:
         """A reusable work request on QP ``lane``: WRITE or SEND from the send half (to the start of the
         peer's buffer), or READ of the peer's send half into this side's receive half."""
+        return self._post_list(verb, length, 1, signaled=signaled, lane=lane, inline=inline)
+
+    def prepare_chain(self, verb: str, length: int, count: int, *, lane: int = 0, inline: bool = False) -> PostList:
+        """``count`` such work requests linked into one post list, only the last one signalled."""
+        return self._post_list(verb, length, count, signaled=True, lane=lane, inline=inline)
+
+    def _post_list(self, verb: str, length: int, count: int, *, signaled: bool, lane: int, inline: bool) -> PostList:
         if self._remote is None:
             raise RuntimeError("connect() first")
         raddr, rkey, rlen = self._remote
         base = self.buffer.address
         local, remote = (base, raddr + rlen) if verb == "read" else (base + self.send_offset, raddr)
-        wr = build_send_wr(self._pv, verb, addr=local, length=length, lkey=int(self.mr.lkey), remote_addr=remote, rkey=rkey, signaled=signaled, inline=inline)
-        return (self.qps[lane], wr)
+        lkey = int(self.mr.lkey)
+        wrs = [
+            build_send_wr(self._pv, verb, addr=local, length=length, lkey=lkey, remote_addr=remote, rkey=rkey, signaled=signaled and k == count - 1, inline=inline)
+            for k in range(count)
+        ]
+        link(wrs)
+        return PostList(self.qps[lane], wrs[0], wrs[-1], tuple(wrs))
 
-    def prepare_write(self, length: int, *, signaled: bool) -> tuple[Any, Any]:
-        return self.prepare("write", length, signaled=signaled)
-
-    def post(self, wr: tuple[Any, Any], wr_id: int) -> None:
-        """``ibv_post_send`` of a prepared work request, tagged with ``wr_id``."""
-        qp, req = wr
-        req.wr_id = wr_id
+    def post(self, wr: PostList, wr_id: int) -> None:
+        """One ``ibv_post_send`` of a prepared work request or post list, its last request tagged ``wr_id``."""
+        wr.tail.wr_id = wr_id
         try:
-            qp.post_send(req)
+            wr.qp.post_send(wr.head)
         except _errors(self._pv) as e:
             raise CannotRunError(f"posting an RDMA work request on {self.device} failed: {e}", hint="the send queue overflowed or the QP is in error; rerun with --debug") from None
 
-    def post_recv(self, lane: int, wr_id: int) -> None:
-        """``ibv_post_recv`` of one receive into the receive half on QP ``lane`` (SEND runs)."""
-        if not self._recv:
+    def poster(self, wr: PostList) -> Callable[[], None]:
+        """The bare ``ibv_post_send`` of ``wr`` as it is (ids unchanged), for the latency loops'
+        unsignalled requests: one C call, no Python frame. It raises pyverbs' own error; the loops then
+        post through :meth:`post`, which says what failed."""
+        return functools.partial(wr.qp.post_send, wr.head)
+
+    def post_recv(self, lane: int, wr_id: int, count: int = 1) -> None:
+        """One ``ibv_post_recv`` of ``count`` linked receives into the receive half on QP ``lane`` (SEND
+        runs), each tagged ``wr_id``."""
+        key = (lane, count)
+        chain = self._recv.get(key)
+        if chain is None:
             sge = self._pv.wr.SGE(self.buffer.address, self.send_offset, int(self.mr.lkey))
-            self._recv = [self._pv.wr.RecvWR(0, 1, [sge]) for _ in self.qps]
-        wr = self._recv[lane]
-        wr.wr_id = wr_id
+            wrs = [self._pv.wr.RecvWR(0, 1, [sge]) for _ in range(count)]
+            link(wrs)
+            chain = self._recv[key] = PostList(self.qps[lane], wrs[0], wrs[-1], tuple(wrs))
+        for wr in chain.wrs:
+            wr.wr_id = wr_id
         try:
-            self.qps[lane].post_recv(wr)
+            chain.qp.post_recv(chain.head)
         except _errors(self._pv) as e:
             raise CannotRunError(f"posting a receive on {self.device} failed: {e}", hint="the receive queue overflowed or the QP is in error") from None
 
@@ -397,25 +449,28 @@ class RdmaEndpoint:
             n, wcs = cq.poll(max_entries)
         except _errors(self._pv) as e:
             raise CannotRunError(f"polling the completion queue on {self.device} failed: {e}") from None
-        ok = int(self._pv.enums.IBV_WC_SUCCESS)
-        out = list(wcs[:n]) if n else []
-        for wc in out:
-            if int(wc.status) != ok:
+        if not n:
+            return []
+        ok = self._ok
+        for wc in wcs:
+            if wc.status != ok:
                 raise CannotRunError(
-                    f"RDMA {what} completed with error status {int(wc.status)} ({_wc_status_text(int(wc.status))}) on {self.device}",
+                    f"RDMA {what.upper() if what != 'receive' else what} completed with error status {int(wc.status)} ({_wc_status_text(int(wc.status))}) on {self.device}",
                     hint="the peer went away or the path is broken (retry exceeded); check both ports with ibdiag counters",
                 )
-        return out
+        return wcs
 
     def poll(self, max_entries: int = 16) -> list[int]:
         """Work-request ids of completed sends/WRITEs/READs (``ibv_poll_cq``); a failed completion raises."""
-        return [int(wc.wr_id) for wc in self._poll(self.cq, max_entries, self.verb.upper())]
+        wcs = self._poll(self.cq, max_entries, self.verb)
+        return [wc.wr_id for wc in wcs] if wcs else wcs
 
     def poll_recv(self, max_entries: int = 16) -> list[tuple[int, int]]:
         """``(wr_id, bytes)`` of completed receives."""
         if self.rcq is None:
             return []
-        return [(int(wc.wr_id), int(wc.byte_len)) for wc in self._poll(self.rcq, max_entries, "receive")]
+        wcs = self._poll(self.rcq, max_entries, "receive")
+        return [(wc.wr_id, wc.byte_len) for wc in wcs] if wcs else wcs
 
     def close(self) -> None:
         """Destroy the QPs, MR, CQs, PD and close the device, in that order."""

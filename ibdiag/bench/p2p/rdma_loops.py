@@ -3,19 +3,25 @@
 What perftest's ``ib_{write,read,send}_{bw,lat}`` do, in the same shape:
 
 * bandwidth: the active side keeps up to ``tx_depth`` work requests outstanding on each queue pair
-  (``--qps``, perftest ``-q``) and asks for a completion only every ``cq_mod``-th one (selective
-  signalling); a completion for work request ``k`` means all earlier ones on the same RC send queue
-  completed. The clock is looked at only at signalled boundaries, so the last work request of each
-  queue pair is always signalled. Bandwidth = bytes of the measured requests / time from the end of
-  the warm-up to the last completion. Work-request ids interleave the queue pairs:
-  ``wr_id = seq * qps + qp``. SEND needs receives posted on the other side (:func:`serve_receives`).
+  (``--qps``, perftest ``-q``), posted as post lists: chains of ``cq_mod`` linked work requests, one
+  ``ibv_post_send`` per chain, of which only the last asks for a completion (selective signalling,
+  ``sq_sig_all = 0``); a completion for work request ``k`` means all earlier ones on the same RC send
+  queue completed. Every chain ends on a signalled request, so the clock (looked at once per chain)
+  can end a duration run on any queue pair at once. Bandwidth = bytes of the measured requests / time
+  from the end of the warm-up to the last completion. Work-request ids interleave the queue pairs:
+  ``wr_id = seq * qps + qp`` (a chain carries the id of its last request). SEND needs receives posted
+  on the other side (:class:`Receiver`, which re-posts what arrived as one post list per queue pair).
 * latency: WRITE — each side WRITEs ``size`` bytes into the other's buffer, the last byte carrying an
   iteration marker (1..255); the other side spins on that byte, then answers; one-way = round trip / 2.
-  SEND — the same over send/receive (each side keeps one receive posted). READ — the client READs
-  ``size`` bytes; the latency is the READ's whole time, as ``ib_read_lat`` reports it.
+  Only every :func:`lat_signal_interval`-th WRITE asks for a completion, reaped after the answer came,
+  so the CQ is polled once per batch. SEND — the same over send/receive (each side keeps receives
+  posted; arrival is a receive completion). READ — the client READs ``size`` bytes; the latency is the
+  READ's whole time (each READ signalled), as ``ib_read_lat`` reports it.
 
-The loops take any endpoint with ``view``/``send_offset``/``post``/``poll`` and ``prepare`` (or the
-older ``prepare_write``), so their logic is tested without a device (tests/test_p2p_support.py).
+No Python object is made per message in the bandwidth loop (posted/completed counts, prebuilt chains);
+the latency loops make none but the int of each sample. The loops take any endpoint with
+``view``/``send_offset``/``prepare``/``prepare_chain``/``post``/``poll`` (and ``post_recv``/``poll_recv``
+for SEND), so their logic is tested without a device (tests/test_p2p_support.py, a named stand-in).
 """
 
 from __future__ import annotations
@@ -34,9 +40,17 @@ class Endpoint(Protocol):
     """The registered buffer: receive half at 0, send half at ``send_offset``."""
     send_offset: int
 
-    def prepare_write(self, length: int, *, signaled: bool) -> Any: ...
+    def prepare(self, verb: str, length: int, *, signaled: bool, lane: int = 0, inline: bool = False) -> Any:
+        """One reusable work request."""
+        ...
 
-    def post(self, wr: Any, wr_id: int) -> None: ...
+    def prepare_chain(self, verb: str, length: int, count: int, *, lane: int = 0, inline: bool = False) -> Any:
+        """``count`` linked work requests (a post list), only the last one signalled."""
+        ...
+
+    def post(self, wr: Any, wr_id: int) -> None:
+        """One ``ibv_post_send`` of a request or a chain; ``wr_id`` tags its (last) request."""
+        ...
 
     def poll(self, max_entries: int = 16) -> list[int]: ...
 
@@ -51,20 +65,21 @@ class WriteStats:
 #: Empty CQ polls between two looks at the clock (a deadline check costs ~50 ns, a poll ~0.5 µs).
 _POLLS_PER_CLOCK = 1024
 
+#: Completions one poll may return (``ibv_poll_cq``'s ``num_entries``; perftest polls up to 16). With
+#: selective signalling there are at most ``2 * qps`` outstanding signalled requests.
+POLL_BATCH = 32
+
 
 def prepare(ep: Any, verb: str, length: int, *, signaled: bool, lane: int = 0, inline: bool = False) -> Any:
-    """A reusable work request of ``verb`` on queue pair ``lane`` (endpoints without ``prepare``: WRITE on one QP)."""
-    if hasattr(ep, "prepare"):
-        return ep.prepare(verb, length, signaled=signaled, lane=lane, inline=inline)
-    if verb != "write" or lane or inline:
-        raise ValueError(f"this endpoint only does plain WRITEs on one queue pair, not {verb}")
-    return ep.prepare_write(length, signaled=signaled)
+    """A reusable work request of ``verb`` on queue pair ``lane``."""
+    return ep.prepare(verb, length, signaled=signaled, lane=lane, inline=inline)
 
 
 def _post_and_complete(
     ep: Endpoint,
-    wrs: list[tuple[Any, Any]],
+    chains: list[Any],
     *,
+    size: int,
     total: int | None,
     deadline: float | None,
     tx_depth: int,
@@ -74,42 +89,58 @@ def _post_and_complete(
     heartbeat_s: float,
     idle: Callable[[], None] | None = None,
     verb: str = "write",
+    inline: bool = False,
 ) -> int:
-    """Post work requests on every queue pair (``total`` in all, or until ``deadline``) keeping ``tx_depth``
-    in flight on each; wait for all; returns how many completed. ``idle`` runs whenever nothing completed
-    (the receive side of a bidirectional SEND)."""
-    lanes = len(wrs)
+    """Post chains of ``cq_mod`` work requests on every queue pair (``total`` requests in all, or until
+    ``deadline``) keeping at most ``tx_depth`` in flight on each; wait for all; returns how many completed.
+    ``chains[k]`` is queue pair ``k``'s prepared chain. ``idle`` runs whenever a poll found nothing (the
+    receive side of a bidirectional SEND)."""
+    lanes = len(chains)
     clock = time.perf_counter
+    post = ep.post
+    poll = ep.poll
     posted = [0] * lanes
     completed = [0] * lanes
     # Lane k carries messages k, k + lanes, ...: total // lanes each, the first total % lanes one more.
-    stop: list[int | None] = [None if total is None else total // lanes + (1 if k < total % lanes else 0) for k in range(lanes)]
+    stop: list[int] | None = None if total is None else [total // lanes + (1 if k < total % lanes else 0) for k in range(lanes)]
+    room = tx_depth - cq_mod  # a chain is posted while at most this many are in flight on its queue pair
     last_progress = clock()
     next_beat = last_progress + heartbeat_s
     empty = 0
     while True:
         for k in range(lanes):
-            plain, signaled = wrs[k]
-            while posted[k] - completed[k] < tx_depth and (stop[k] is None or posted[k] < stop[k]):  # type: ignore[operator]
-                nxt = posted[k] + 1
-                boundary = nxt % cq_mod == 0 or (stop[k] is not None and nxt == stop[k])
-                ep.post(signaled if boundary else plain, posted[k] * lanes + k)
-                posted[k] = nxt
-                if boundary:
-                    now = clock()
-                    if stop[k] is None and deadline is not None and now >= deadline:
-                        # Time is up: every lane ends on its next signalled boundary (this one ends here).
-                        stop = [p if s is None and p % cq_mod == 0 else (-(-p // cq_mod) * cq_mod if s is None else s) for p, s in zip(posted, stop, strict=True)]
-                    if heartbeat is not None and now >= next_beat:
-                        heartbeat()
-                        next_beat = now + heartbeat_s
-        if all(s is not None and c >= s for s, c in zip(stop, completed, strict=True)):
+            p = posted[k]
+            while p - completed[k] <= room:
+                if stop is None:
+                    n = cq_mod
+                else:
+                    n = stop[k] - p
+                    if n <= 0:
+                        break
+                p += n if n < cq_mod else cq_mod
+                # only the run's last chain of a queue pair can be shorter: built once, here
+                post(chains[k] if n >= cq_mod else ep.prepare_chain(verb, size, n, lane=k, inline=inline), (p - 1) * lanes + k)
+                posted[k] = p
+                now = clock()
+                if stop is None and deadline is not None and now >= deadline:
+                    # Time is up: every queue pair ends on the chain it posted last (all end signalled).
+                    stop = list(posted)
+                    stop[k] = p
+                if heartbeat is not None and now >= next_beat:
+                    heartbeat()
+                    next_beat = now + heartbeat_s
+        if stop is not None and completed == stop:
             return sum(completed)
-        done = ep.poll(16)
+        done = poll(POLL_BATCH)
         if done:
-            for w in done:
-                k, seq = w % lanes, w // lanes
-                completed[k] = max(completed[k], seq + 1)
+            if lanes == 1:
+                completed[0] = max(completed[0], max(done) + 1)
+            else:
+                for w in done:
+                    k = w % lanes
+                    seq = w // lanes + 1
+                    if seq > completed[k]:
+                        completed[k] = seq
             empty = 0
             last_progress = clock()
             continue
@@ -135,8 +166,9 @@ SIGNAL_BYTES = 2**20
 
 
 def signal_interval(tx_depth: int, size: int = 1) -> int:
-    """Signal every ``cq_mod``-th request: half the send queue (so one signalled batch is always in
-    flight), and at least every :data:`SIGNAL_BYTES` bytes."""
+    """Signal every ``cq_mod``-th request (the length of a chain): half the send queue (so one
+    signalled chain is always in flight while the next is posted), and at least every
+    :data:`SIGNAL_BYTES` bytes."""
     return max(1, min(tx_depth // 2, SIGNAL_BYTES // max(1, size)))
 
 
@@ -165,45 +197,55 @@ def write_bw(
     if iters is None and duration_s is None:
         raise ValueError("iters or duration_s")
     cq_mod = signal_interval(tx_depth, size)
-    wrs = [(prepare(ep, verb, size, signaled=False, lane=k, inline=inline), prepare(ep, verb, size, signaled=True, lane=k, inline=inline)) for k in range(lanes)]
+    chains = [ep.prepare_chain(verb, size, cq_mod, lane=k, inline=inline) for k in range(lanes)]
     beat = heartbeat_s if heartbeat_s is not None else max(1.0, timeout_s / 3)
-    kw: dict[str, Any] = dict(tx_depth=tx_depth, cq_mod=cq_mod, timeout_s=timeout_s, heartbeat=heartbeat, heartbeat_s=beat, idle=idle, verb=verb)
+    kw: dict[str, Any] = dict(size=size, tx_depth=tx_depth, cq_mod=cq_mod, timeout_s=timeout_s, heartbeat=heartbeat, heartbeat_s=beat, idle=idle, verb=verb, inline=inline)
     if warmup:
-        _post_and_complete(ep, wrs, total=warmup, deadline=None, **kw)
+        _post_and_complete(ep, chains, total=warmup, deadline=None, **kw)
     if on_measure_start is not None:
         on_measure_start()
     t0 = time.perf_counter()
     deadline = None if duration_s is None else t0 + duration_s
-    n = _post_and_complete(ep, wrs, total=iters, deadline=deadline, **kw)
+    n = _post_and_complete(ep, chains, total=iters, deadline=deadline, **kw)
     t1 = time.perf_counter()
     return WriteStats(messages=n, bytes=n * size, seconds=t1 - t0)
 
 
 class Receiver:
-    """The receive side of SEND: keeps ``depth`` receives posted on every queue pair and counts arrivals."""
+    """The receive side of SEND: keeps ``depth`` receives posted on every queue pair and counts arrivals.
+
+    What arrived in one poll is re-posted as one post list per queue pair (``post_recv(lane, id, count)``);
+    every receive of queue pair ``k`` carries ``wr_id = k``."""
 
     def __init__(self, ep: Any, lanes: int, depth: int) -> None:
         self.ep = ep
         self.lanes = lanes
         self.received = 0
         self.bytes = 0
-        self._next = [0] * lanes
+        self._again = [0] * lanes
         for k in range(lanes):
-            for _ in range(depth):
-                self._post(k)
-
-    def _post(self, k: int) -> None:
-        self.ep.post_recv(k, self._next[k] * self.lanes + k)
-        self._next[k] += 1
+            ep.post_recv(k, k, depth)
 
     def drain(self) -> int:
-        """Count completed receives and post one again for each; returns how many arrived now."""
-        done = self.ep.poll_recv(16)
+        """Count completed receives and post as many again on their queue pairs; returns how many arrived now."""
+        done = self.ep.poll_recv(POLL_BATCH)
+        if not done:
+            return 0
+        n = len(done)
+        self.received += n
+        if self.lanes == 1:
+            self.bytes += sum(b for _, b in done)
+            self.ep.post_recv(0, 0, n)
+            return n
+        again = self._again
         for wr_id, nbytes in done:
-            self.received += 1
             self.bytes += nbytes
-            self._post(wr_id % self.lanes)
-        return len(done)
+            again[wr_id % self.lanes] += 1
+        for k, c in enumerate(again):
+            if c:
+                self.ep.post_recv(k, k, c)
+                again[k] = 0
+        return n
 
 
 def serve_receives(rx: Receiver, expected: Callable[[], int | None], *, timeout_s: float) -> None:
@@ -230,7 +272,19 @@ def marker(i: int) -> int:
     return i % 255 + 1
 
 
+def lat_signal_interval(tx_depth: int) -> int:
+    """Latency: signal every n-th WRITE or SEND; at most n are outstanding, so n <= the send queue
+    (half of it, as in the bandwidth loop, and at most 64)."""
+    return max(1, min(64, tx_depth // 2))
+
+
+def _signal_every(ep: Any, signal_every: int | None) -> int:
+    return signal_every if signal_every is not None else lat_signal_interval(int(getattr(ep, "tx_depth", 1)))
+
+
 def _spin_until(view: memoryview, pos: int, value: int, timeout_s: float, what: str) -> None:
+    """Wait until ``view[pos] == value`` (the peer's WRITE landed); the loops call it only when the byte
+    is not there yet, so an answer that already landed costs one comparison."""
     clock = time.monotonic
     start = None
     spins = 0
@@ -244,87 +298,147 @@ def _spin_until(view: memoryview, pos: int, value: int, timeout_s: float, what: 
                 raise PeerTimeoutError(f"no RDMA WRITE from the peer for {timeout_s:g} s while waiting for {what}", hint="the peer process died or the path is down")
 
 
-def _await(poll: Callable[[], list[Any]], done: Callable[[list[Any]], bool], timeout_s: float, what: str) -> None:
+def _await_completion(ep: Endpoint, wr_id: int, timeout_s: float, what: str = "an RDMA work request") -> None:
+    """Poll until the completion of ``wr_id`` (or a later one) came."""
+    poll = ep.poll
     clock = time.monotonic
-    start = clock()
+    start = None
     empty = 0
     while True:
-        got = poll()
-        if got and done(got):
+        done = poll(POLL_BATCH)
+        if done and max(done) >= wr_id:
             return
         empty += 1
-        if empty % _POLLS_PER_CLOCK == 0 and clock() - start > timeout_s:
-            raise PeerTimeoutError(f"no completion for {what} within {timeout_s:g} s", hint="the peer's port or the path is down; check ibdiag counters")
+        if empty % _POLLS_PER_CLOCK == 0:
+            now = clock()
+            if start is None:
+                start = now
+            elif now - start > timeout_s:
+                raise PeerTimeoutError(f"no completion for {what} within {timeout_s:g} s", hint="the peer's port or the path is down; check ibdiag counters")
 
 
-def _await_completion(ep: Endpoint, wr_id: int, timeout_s: float) -> None:
-    _await(lambda: ep.poll(16), lambda d: max(d) >= wr_id, timeout_s, "an RDMA work request")
+def _poster(ep: Any, wr: Any) -> Callable[[], Any]:
+    """A call without arguments that posts ``wr`` as it is (its id not set again): the endpoint's
+    ``poster`` (the bare ``ibv_post_send``) where it has one, else ``ep.post(wr, 0)``. For unsignalled
+    latency requests, whose id nobody reads; a failure is posted again through ``ep.post``, which raises
+    the endpoint's own error."""
+    fast = getattr(ep, "poster", None)
+    return fast(wr) if fast is not None else functools.partial(ep.post, wr, 0)
 
 
-def write_lat_initiator(ep: Endpoint, size: int, first: int, n: int, *, timeout_s: float, inline: bool = False) -> list[int]:
-    """``n`` WRITE ping-pongs starting at iteration ``first``; round trips in ns (the client's side)."""
+def write_lat_initiator(ep: Endpoint, size: int, first: int, n: int, *, timeout_s: float, inline: bool = False, signal_every: int | None = None) -> list[int]:
+    """``n`` WRITE ping-pongs starting at iteration ``first``; round trips in ns (the client's side).
+
+    One clock read per round trip, as perftest does: a sample runs from the end of the previous round
+    trip (or from after the reaped completion) to the arrival of this one's answer."""
     view = ep.view
-    send_offset = ep.send_offset
     last = size - 1
-    wr = prepare(ep, "write", size, signaled=True, inline=inline)
+    mine = ep.send_offset + last
+    every = _signal_every(ep, signal_every)
+    plain = prepare(ep, "write", size, signaled=False, inline=inline)
+    signaled = prepare(ep, "write", size, signaled=True, inline=inline)
+    post = ep.post
+    post_plain = _poster(ep, plain)
     clock = time.perf_counter_ns
     samples = [0] * n
+    left = every  # requests until the next signalled one
+    t0 = clock()
     for k in range(n):
         i = first + k
-        m = marker(i)
-        view[send_offset + last] = m
-        t0 = clock()
-        ep.post(wr, i)
-        _spin_until(view, last, m, timeout_s, f"the answer to WRITE {i}")
-        samples[k] = clock() - t0
-        _await_completion(ep, i, timeout_s)
+        m = i % 255 + 1
+        view[mine] = m
+        left -= 1
+        if left and k != n - 1:
+            try:
+                post_plain()
+            except Exception:  # noqa: BLE001 - the endpoint's post raises its own error, with a hint
+                post(plain, i)
+            if view[last] != m:
+                _spin_until(view, last, m, timeout_s, f"the answer to WRITE {i}")
+            t1 = clock()
+            samples[k] = t1 - t0
+            t0 = t1
+        else:
+            post(signaled, i)
+            if view[last] != m:
+                _spin_until(view, last, m, timeout_s, f"the answer to WRITE {i}")
+            samples[k] = clock() - t0
+            _await_completion(ep, i, timeout_s)
+            left = every
+            t0 = clock()
     return samples
 
 
-def write_lat_responder(ep: Endpoint, size: int, first: int, n: int, *, timeout_s: float, inline: bool = False) -> None:
+def write_lat_responder(ep: Endpoint, size: int, first: int, n: int, *, timeout_s: float, inline: bool = False, signal_every: int | None = None) -> None:
     """Answer ``n`` WRITE pings starting at iteration ``first`` (the server's side)."""
     view = ep.view
-    send_offset = ep.send_offset
     last = size - 1
-    wr = prepare(ep, "write", size, signaled=True, inline=inline)
+    mine = ep.send_offset + last
+    every = _signal_every(ep, signal_every)
+    plain = prepare(ep, "write", size, signaled=False, inline=inline)
+    signaled = prepare(ep, "write", size, signaled=True, inline=inline)
+    post = ep.post
+    post_plain = _poster(ep, plain)
+    left = every
     for k in range(n):
         i = first + k
-        m = marker(i)
-        _spin_until(view, last, m, timeout_s, f"WRITE {i} from the client")
-        view[send_offset + last] = m
-        ep.post(wr, i)
-        _await_completion(ep, i, timeout_s)
+        m = i % 255 + 1
+        if view[last] != m:
+            _spin_until(view, last, m, timeout_s, f"WRITE {i} from the client")
+        view[mine] = m
+        left -= 1
+        if left and k != n - 1:
+            try:
+                post_plain()
+            except Exception:  # noqa: BLE001 - see write_lat_initiator
+                post(plain, i)
+        else:
+            post(signaled, i)
+            _await_completion(ep, i, timeout_s)
+            left = every
 
 
 def _await_receive(rx: Receiver, want: int, timeout_s: float, what: str) -> None:
     clock = time.monotonic
-    start = clock()
+    drain = rx.drain
+    start = None
     empty = 0
     while rx.received < want:
-        if rx.drain():
+        if drain():
             continue
         empty += 1
-        if empty % _POLLS_PER_CLOCK == 0 and clock() - start > timeout_s:
-            raise PeerTimeoutError(f"no RDMA SEND from the peer for {timeout_s:g} s while waiting for {what}", hint="the peer process died or the path is down")
+        if empty % _POLLS_PER_CLOCK == 0:
+            now = clock()
+            if start is None:
+                start = now
+            elif now - start > timeout_s:
+                raise PeerTimeoutError(f"no RDMA SEND from the peer for {timeout_s:g} s while waiting for {what}", hint="the peer process died or the path is down")
 
 
-def send_lat(ep: Any, rx: Receiver, size: int, first: int, n: int, *, initiator: bool, timeout_s: float, inline: bool = False) -> list[int]:
+def send_lat(ep: Any, rx: Receiver, size: int, first: int, n: int, *, initiator: bool, timeout_s: float, inline: bool = False, signal_every: int | None = None) -> list[int]:
     """``n`` SEND ping-pongs (``ib_send_lat``); ``rx`` keeps receives posted. Round trips in ns on the initiator."""
-    wr = prepare(ep, "send", size, signaled=True, inline=inline)
+    every = _signal_every(ep, signal_every)
+    plain = prepare(ep, "send", size, signaled=False, inline=inline)
+    signaled = prepare(ep, "send", size, signaled=True, inline=inline)
+    post = ep.post
     clock = time.perf_counter_ns
     samples = [0] * n if initiator else []
+    end = n - 1
     for k in range(n):
         i = first + k
         want = rx.received + 1
+        sig = k % every == every - 1 or k == end
         if initiator:
             t0 = clock()
-            ep.post(wr, i)
-            _await_receive(rx, want, timeout_s, f"the answer to SEND {i}")
+            post(signaled if sig else plain, i)
+            if rx.received < want:
+                _await_receive(rx, want, timeout_s, f"the answer to SEND {i}")
             samples[k] = clock() - t0
         else:
             _await_receive(rx, want, timeout_s, f"SEND {i} from the client")
-            ep.post(wr, i)
-        _await_completion(ep, i, timeout_s)
+            post(signaled if sig else plain, i)
+        if sig:
+            _await_completion(ep, i, timeout_s)
     return samples
 
 
@@ -332,13 +446,17 @@ def read_lat(ep: Endpoint, size: int, first: int, n: int, *, timeout_s: float) -
     """``n`` RDMA READs one at a time (``ib_read_lat``); each READ's time in ns, x 2 so that the
     one-way statistics (round trip / 2) report the READ's whole time, as ib_read_lat does."""
     wr = prepare(ep, "read", size, signaled=True)
+    post = ep.post
+    poll = ep.poll
     clock = time.perf_counter_ns
     samples = [0] * n
     for k in range(n):
         i = first + k
         t0 = clock()
-        ep.post(wr, i)
-        _await_completion(ep, i, timeout_s)
+        post(wr, i)
+        done = poll(POLL_BATCH)
+        if not done or max(done) < i:
+            _await_completion(ep, i, timeout_s)
         samples[k] = 2 * (clock() - t0)
     return samples
 
