@@ -162,17 +162,18 @@ def test_the_provenance_round_trips_through_the_saved_json():
     assert P2PSetup.read(Fields(doc, "t")) == setup
 
 
-def test_auto_picks_perftest_only_where_it_can_run(tmp_path):
-    if pe.pyverbs_available():
-        pytest.skip("pyverbs is installed here: auto is ibdiag's engine")
+def test_auto_picks_perftest_only_where_pyverbs_is_missing_and_perftest_can_run(tmp_path):
     (tmp_path / "ib_write_bw").write_text("#!/bin/sh\n")
     (tmp_path / "ib_write_bw").chmod(0o755)
     plain = req(engine="ibdiag")
-    assert pe.resolve_engine(plain, str(tmp_path)) == "perftest"
-    assert pe.resolve_engine(req(engine="ibdiag", warmup=3), str(tmp_path)) == "ibdiag"  # perftest cannot do it
-    assert pe.resolve_engine(req(engine="ibdiag", mode="both"), str(tmp_path)) == "ibdiag"  # no ib_write_lat there
-    assert pe.resolve_engine(plain, str(tmp_path / "none")) == "ibdiag"
-    assert pe.resolve_engine(RunRequest(transport="tcp", mode="bw", sizes=(8,)), str(tmp_path)) == "ibdiag"
+    none = {"have_pyverbs": False}
+    assert pe.resolve_engine(plain, str(tmp_path), **none) == "perftest"
+    assert pe.resolve_engine(plain, str(tmp_path), have_pyverbs=True) == "ibdiag"
+    assert pe.resolve_engine(req(engine="ibdiag", warmup=3), str(tmp_path), **none) == "ibdiag"  # perftest cannot do it
+    assert pe.resolve_engine(req(engine="ibdiag", mode="both"), str(tmp_path), **none) == "ibdiag"  # no ib_write_lat there
+    assert pe.resolve_engine(plain, str(tmp_path / "none"), **none) == "ibdiag"
+    assert pe.resolve_engine(RunRequest(transport="tcp", mode="bw", sizes=(8,)), str(tmp_path), **none) == "ibdiag"
+    assert pe.pyverbs_available() in (True, False)
 
 
 # --- the command line (in-process) -----------------------------------------------------------------------

@@ -554,18 +554,24 @@ def run_all(side: PerftestClientSide, sizes: Iterable[int], kinds: tuple[str, ..
 
 
 def pyverbs_available() -> bool:
-    import importlib.util
+    """Can ibdiag's own engine load pyverbs here (the venv, or Debian's dist-packages)?"""
+    from ibdiag.bench import verbs
 
     try:
-        return importlib.util.find_spec("pyverbs") is not None
-    except (ImportError, ValueError):
+        verbs.import_pyverbs()
+    except CannotRunError:
         return False
+    return True
 
 
-def resolve_engine(req: RunRequest, path: str | None) -> str:
-    """``--engine auto``: ibdiag's own engine where pyverbs is importable (or for TCP); else perftest
-    where its binaries are on ``path`` and it can run ``req``; else ibdiag's (whose error names pyverbs)."""
-    if req.transport != "rdma" or pyverbs_available():
+def resolve_engine(req: RunRequest, path: str | None, *, have_pyverbs: bool | None = None) -> str:
+    """``--engine auto``: ibdiag's own engine where pyverbs loads (or for TCP); else perftest where
+    its binaries are on ``path`` and it can run ``req``; else ibdiag's (whose error names pyverbs)."""
+    if req.transport != "rdma":
+        return "ibdiag"
+    if have_pyverbs is None:
+        have_pyverbs = pyverbs_available()
+    if have_pyverbs:
         return "ibdiag"
     if request_problem(req) is None and all(shutil.which(binary(req.verb, k), path=path) for k in req.kinds):
         return "perftest"
