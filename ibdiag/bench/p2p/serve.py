@@ -439,5 +439,17 @@ def preflight_rdma(opts: ServeOptions) -> str:
     """With ``--transport rdma`` check at start-up that pyverbs, the device and the port are usable."""
     from ibdiag.bench.p2p.rdma_session import select_rdma
 
-    sel = select_rdma(opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index)
-    return f"{sel.device} port {sel.port}, GID index {sel.gid_index if sel.gid_index is not None else '-'} ({sel.gid_reason})"
+    note = ""
+    try:
+        sel = select_rdma(opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index)
+    except CannotRunError as e:
+        import shutil
+
+        from ibdiag.bench.p2p.perftest_engine import select_device
+
+        # Without pyverbs a server can still serve --engine perftest where perftest is installed.
+        if not e.message.startswith("pyverbs") or shutil.which("ib_write_bw", path=opts.perftest_path) is None:
+            raise
+        sel = select_device(opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index)
+        note = f"; {e.message}: serving --engine perftest clients only"
+    return f"{sel.device} port {sel.port}, GID index {sel.gid_index if sel.gid_index is not None else '-'} ({sel.gid_reason}){note}"
