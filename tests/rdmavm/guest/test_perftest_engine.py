@@ -10,7 +10,7 @@ import signal
 import time
 from pathlib import Path
 
-from tests.rdmavm.guest.conftest import client, client_env, p2p_args
+from tests.rdmavm.guest.conftest import OUT, client, client_env, p2p_args
 
 LINE = ("--line-rate-gbps", "10")  # a judged line rate, so the bandwidth finding is there on both engines
 
@@ -114,6 +114,7 @@ def test_the_servers_perftest_killed_mid_run_is_exit_3_and_nothing_is_left(serve
     except ProcessLookupError:
         raise AssertionError(f"the server's perftest ended before it was killed; client exit {c.wait(60)}:\n{c.stderr}\nserver:\n{s.stderr}") from None
     rc = c.wait(60)
+    (OUT / "perftest-killed-client.txt").write_text(c.stderr)  # for the record: what the operator reads
     assert rc == 3, (rc, c.stderr)
     assert "perftest failed: ib_write_bw 64 KiB on this host" in c.stderr and "killed by signal 9" in c.stderr, c.stderr
     assert "hint: this host ran: " in c.stderr and "Traceback" not in c.stderr
