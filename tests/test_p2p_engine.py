@@ -286,3 +286,21 @@ def test_a_dead_client_gets_the_servers_perftest_killed(tmp_path):
         assert pe.live_count() == 0
         log.wait_for(r"client|dropped")
     assert _no_perftest_children() == []
+
+
+def test_a_server_without_pyverbs_serves_perftest_clients(monkeypatch, tmp_path):
+    """``bench serve --transport rdma`` where pyverbs is missing (simulated: the selection raises what
+    ibdiag.bench.verbs raises then) but perftest is installed: it starts, saying what it serves."""
+    from ibdiag.bench.p2p import rdma_session
+    from ibdiag.bench.p2p.serve import ServeOptions, preflight_rdma
+
+    def no_pyverbs(*a: object) -> None:
+        raise CannotRunError("pyverbs is not installed (No module named 'pyverbs')")
+
+    monkeypatch.setattr(rdma_session, "select_rdma", no_pyverbs)
+    (tmp_path / "ib_write_bw").write_text("#!/bin/sh\n")
+    (tmp_path / "ib_write_bw").chmod(0o755)
+    line = preflight_rdma(ServeOptions(sysfs_root=RXE_ROOT, perftest_path=str(tmp_path)))
+    assert line.startswith("rxe0 port 1") and "serving --engine perftest clients only" in line
+    with pytest.raises(CannotRunError, match="pyverbs"):
+        preflight_rdma(ServeOptions(sysfs_root=RXE_ROOT, perftest_path=str(tmp_path / "none")))
