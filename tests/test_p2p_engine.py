@@ -133,6 +133,8 @@ def test_version_and_error_lines():
     assert pe.parse_version("nothing") is None
     out = "---\n Did not detect devices \n If device exists, check if driver is up\n Unable to find the Infiniband/RoCE device\n"
     assert "Did not detect devices" in pe.error_lines(out) and "Unable to find" in pe.error_lines(out)
+    glued = " 65536      0                0.00               0.00   \t\t   0.000000ethernet_read_keys: Couldn't read remote address\n"
+    assert pe.error_lines(glued) == "ethernet_read_keys: Couldn't read remote address"
     assert pe.status_text(-9) == "killed by signal 9 (SIGKILL)" and pe.status_text(1) == "exit status 1"
 
 

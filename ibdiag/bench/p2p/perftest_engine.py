@@ -61,6 +61,7 @@ SLOWEST_MESSAGE_S = 1e-3
 #: How often a client tells the server its perftest is still running (seconds).
 BEAT_S = 1.0
 
+_ROW_PREFIX = re.compile(r"^\s*\d+(?:\s+[\d.]+)+(?=[A-Za-z])")
 _VERSION = re.compile(r"Version:\s*([0-9][0-9A-Za-z.\-]*)")
 
 
@@ -319,7 +320,9 @@ def status_text(rc: int | None) -> str:
 
 def error_lines(output: str, limit: int = 3) -> str:
     """perftest's own complaint from its output: the lines that say what failed, else the last lines."""
-    lines = [ln.strip() for ln in output.splitlines() if ln.strip() and not set(ln.strip()) <= set("-*")]
+    # perftest may print its complaint right after a table row, on the same line ("65536 0 0.00 ... 0.000000ethernet_read_keys: ...").
+    lines = [_ROW_PREFIX.sub("", ln).strip() for ln in output.splitlines()]
+    lines = [ln for ln in lines if ln and not set(ln) <= set("-*")]
     bad = [ln for ln in lines if re.search(r"(?i)couldn't|could not|can't|unable|fail|error|not |invalid|should be|no ", ln)]
     picked = (bad or lines)[-limit:] if (bad or lines) else ["(no output)"]
     return "; ".join(ln[:200] for ln in picked)

@@ -94,6 +94,18 @@ def test_duration_mode_with_perftest(server, cli, token):
     no_perftest_left()
 
 
+def test_read_and_send_with_perftest(server, cli, token):
+    s = server("--timeout", "20")
+    read = run_json(cli, s.port, token, "--engine", "perftest", "--verb", "read", "--mode", "both", "--sizes", "4K", "--iters", "100")
+    (row,) = read["results"]
+    assert row["bw_gbs"] > 0 and row["lat_us"]["p50"] > 0 and read["verb"] == "read"
+    assert [c.split()[0].rsplit("/", 1)[-1] for c in read["perftest_commands"]] == ["ib_read_bw", "ib_read_lat"]
+    send = run_json(cli, s.port, token, "--engine", "perftest", "--verb", "send", "--sizes", "4K", "--iters", "100", "--qps", "2")
+    (row,) = send["results"]
+    assert row["bw_gbs"] > 0 and "ib_send_bw" in send["perftest_commands"][0] and "-q 2" in send["perftest_commands"][0]
+    no_perftest_left()
+
+
 def _wait_for_server_perftest(s, timeout_s: float = 60.0) -> str:
     """The server's perftest run (not the short ``ib_write_bw --version`` it asks first)."""
     deadline = time.monotonic() + timeout_s
