@@ -55,6 +55,12 @@ class Mode(str, Enum):
     both = "both"
 
 
+class Engine(str, Enum):
+    auto = "auto"
+    ibdiag = "ibdiag"
+    perftest = "perftest"
+
+
 class Verb(str, Enum):
     write = "write"
     read = "read"
@@ -160,6 +166,7 @@ def serve_command(
         timeout_s=timeout,
         once=once,
         socket_buffer=_size(socket_buffer, "--socket-buffer"),
+        perftest_path=env().environ.get("PATH"),
     )
     rdma_line = None
     if transport is ServeTransport.rdma:
@@ -194,6 +201,14 @@ def p2p_command(
     warmup: Annotated[Optional[int], typer.Option("--warmup", "-w", metavar="N", help="Warm-up iterations per size [default: enough for ~32 MiB (bw) / 8 MiB (lat)].")] = None,
     streams: Annotated[int, typer.Option("--streams", "-P", metavar="N", help="Parallel TCP connections (iperf3 -P).")] = 1,
     bidir: Annotated[bool, typer.Option("--bidir", help="Both directions at once (perftest -b); bandwidth is the sum.")] = False,
+    engine: Annotated[
+        Engine,
+        typer.Option(
+            "--engine",
+            case_sensitive=False,
+            help="RDMA: who measures: ibdiag (its own loops, needs pyverbs), perftest (ib_*_bw/ib_*_lat on both ends, started by bench serve), or auto: ibdiag where pyverbs is installed, else perftest where it is.",
+        ),
+    ] = Engine.auto,
     verb: Annotated[Verb, typer.Option("--verb", case_sensitive=False, help="RDMA: write, read or send (ib_write_*, ib_read_*, ib_send_*).")] = Verb.write,
     qps: Annotated[int, typer.Option("--qps", "-q", metavar="N", help="RDMA: queue pairs (perftest -q); bandwidth is their sum.")] = 1,
     inline: Annotated[Optional[int], typer.Option("--inline", "-I", metavar="BYTES", help="RDMA: post messages up to BYTES inline (perftest -I); 0 never [default: latency WRITE/SEND up to 220 B where the device allows].")] = None,
@@ -242,6 +257,9 @@ def p2p_command(
     check_output_path(png, "--png")
     if png is not None and not render.png_available():
         raise UsageError("--png needs matplotlib, which is not installed", hint="pip install 'ibdiag[chart]' (or matplotlib), or use the terminal chart of -o table")
+    if transport is Transport.tcp and engine is Engine.perftest:
+        raise UsageError("--engine perftest applies to --transport rdma", hint="add --transport rdma (perftest measures RDMA), or drop --engine")
+    path = env().environ.get("PATH")
     cfg = read_config(config).section("p2p", P2PConfig)
     # The request and where it goes check their own fields, naming the flag (ibdiag/bench/p2p/params.py).
     req = RunRequest(
@@ -259,7 +277,14 @@ def p2p_command(
         inline=inline,
         tclass=tclass,
         sl=sl,
+        engine="perftest" if engine is Engine.perftest else "ibdiag",
     )
+    if engine is Engine.auto:
+        from dataclasses import replace
+
+        from ibdiag.bench.p2p.perftest_engine import resolve_engine
+
+        req = replace(req, engine=resolve_engine(req, path))
     opts = ClientOptions(
         host=host,
         port=port,
@@ -269,6 +294,7 @@ def p2p_command(
         device=device,
         ib_port=ib_port,
         gid_index=gid_index,
+        perftest_path=path,
     )
     interactive = fmt is OutputFormat.table and env().stderr_isatty
     if interactive:

@@ -15,7 +15,7 @@ from typing import Any
 from ibdiag import __version__
 from ibdiag.bench.jsonfields import Fields
 from ibdiag.bench.p2p.linerate import rdma_line_rate, tcp_line_rate
-from ibdiag.bench.p2p.meta import LineRate, P2PMeta, P2PSetup, RdmaEnd, RdmaPath
+from ibdiag.bench.p2p.meta import LineRate, P2PMeta, P2PSetup, PerftestEngine, RdmaEnd, RdmaPath
 from ibdiag.bench.p2p.params import RunRequest, check_host, check_port, check_rdma_port, check_socket_buffer, check_timeout
 from ibdiag.bench.p2p.protocol import DEFAULT_PORT, DEFAULT_TIMEOUT_S, Channel, Hello, ProtocolError, client_handshake, connect
 from ibdiag.bench.results import BenchRun, P2PResult
@@ -38,6 +38,8 @@ class ClientOptions:
     ib_port: int = 1
     gid_index: int | None = None
     sysfs_root: str = "/"
+    perftest_path: str | None = None
+    """PATH searched for perftest's binaries (``--engine perftest``); None: this process's PATH."""
 
     def __post_init__(self) -> None:
         """Where the run goes, checked before any connection (:class:`~.params.RequestError`, exit 2)."""
@@ -63,6 +65,8 @@ class P2PRun:
     """TCP: the fixed socket buffer asked for (bytes), None for autotuning."""
     rdma: RdmaPath | None = None
     """RDMA: both ends' device, port and GID, the path MTU and the queue depth."""
+    perftest: PerftestEngine | None = None
+    """``--engine perftest``: its versions and the command lines both ends ran."""
 
     def to_bench_run(self, line_rate: LineRate) -> BenchRun:
         """The ``ibdiag.bench/1`` model (what ``--save`` writes), judged against ``line_rate``."""
@@ -73,13 +77,15 @@ class P2PRun:
             server_version=self.server.ibdiag_version,
             streams=req.streams,
             iters=req.iters,
-            duration_s=req.measure_duration_s,
+            duration_s=req.duration_s if req.engine == "perftest" else req.measure_duration_s,
             warmup=req.warmup,
             line_rate=line_rate,
             client_line_rate=self.local_rate,
             server_line_rate=self.remote_rate,
             socket_buffer=self.socket_buffer,
             rdma=self.rdma,
+            engine=req.engine if req.transport == "rdma" else None,
+            perftest=self.perftest,
         )
         return BenchRun(P2PMeta(transport=req.transport, mode=req.mode, bidir=req.bidir, measured=setup), self.results)
 
@@ -107,7 +113,14 @@ def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = No
     from ibdiag.sysfs import SysfsRoot
 
     sel = None
-    if req.transport == "rdma":
+    if req.engine == "perftest":
+        from ibdiag.bench.p2p import perftest_engine
+
+        perftest_engine.check_request(req)
+        for kind in req.kinds:  # a missing binary fails before any connection
+            perftest_engine.find_program(perftest_engine.binary(req.verb, kind), opts.perftest_path)
+        sel = perftest_engine.select_device(opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index)
+    elif req.transport == "rdma":
         from ibdiag.bench.p2p.rdma import check_message_sizes
 
         from ibdiag.bench.p2p import rdma_session
@@ -124,6 +137,22 @@ def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = No
         ready = ch.expect("ready", "the server to accept the request")
         remote_rate = LineRate.from_json(ready.get("line_rate"))
         rdma: RdmaPath | None = None
+        if req.engine == "perftest":
+            assert sel is not None
+            server_address = sock.getpeername()[0]
+            side = perftest_engine.PerftestClientSide(ch, req, sel, timeout_s=opts.timeout_s, path=opts.perftest_path, server_address=server_address)
+            side.check_ready(ready)
+            try:
+                server_end = RdmaEnd.read(Fields(ready, "ready"))
+            except ValueError as e:
+                raise ProtocolError(f"{peer} sent invalid device details: {e}") from None
+            client_end = RdmaEnd.read(Fields(side.details(), "client"))
+            rdma = RdmaPath(client_end, server_end, None, req.tx_depth, verb=req.verb, qps=req.qps, inline=req.inline, tclass=req.tclass, sl=req.sl)
+            local_rate = rdma_line_rate(SysfsRoot(opts.sysfs_root), sel.device, sel.port)
+            ch.expect("connected", "the server to set up the data path")
+            results = perftest_engine.run_all(side, req.sizes, req.kinds, progress)
+            ch.send({"type": "bye"})
+            return P2PRun(req, peer, server, tuple(results), local_rate, remote_rate, None, rdma, side.info())
         if req.transport == "tcp":
             side = session.TcpClientSide(ch, req, timeout_s=opts.timeout_s, socket_buffer=opts.socket_buffer)
             side.connect(ready)

@@ -144,6 +144,34 @@ class RdmaPath:
 
 
 @dataclass(frozen=True)
+class PerftestEngine:
+    """``bench p2p --engine perftest``: which perftest measured, and the commands each end ran (one per size and kind)."""
+
+    version: str | None = None
+    """This host's perftest (``ib_write_bw --version``: ``6.06``)."""
+    server_version: str | None = None
+    commands: tuple[str, ...] = ()
+    """The client's perftest command lines, in run order."""
+    server_commands: tuple[str, ...] = ()
+    """The server's, as it reported them."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "perftest_version": self.version,
+            "perftest_server_version": self.server_version,
+            "perftest_commands": list(self.commands),
+            "perftest_server_commands": list(self.server_commands),
+        }
+
+    @classmethod
+    def read(cls, f: Fields) -> PerftestEngine:
+        return cls(f.text("perftest_version"), f.text("perftest_server_version"), f.texts("perftest_commands"), f.texts("perftest_server_commands"))
+
+
+ENGINES = ("ibdiag", "perftest")
+
+
+@dataclass(frozen=True)
 class P2PSetup:
     """How ``ibdiag bench p2p`` ran: the peer, how long, and the line rate it was judged against."""
 
@@ -163,6 +191,10 @@ class P2PSetup:
     socket_buffer: int | None = None
     """TCP: the fixed SO_SNDBUF/SO_RCVBUF (bytes); None = kernel autotuning."""
     rdma: RdmaPath | None = None
+    engine: str | None = None
+    """Who measured an RDMA run: ``ibdiag`` (its own loops) or ``perftest``; None for TCP and older files (ibdiag)."""
+    perftest: PerftestEngine | None = None
+    """``engine: perftest``: its version and command lines."""
 
     def to_json(self, transport: str | None) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -182,6 +214,9 @@ class P2PSetup:
             doc["socket_buffer"] = self.socket_buffer
         if self.rdma is not None:
             doc.update(self.rdma.to_json())
+        put(doc, "engine", self.engine)
+        if self.perftest is not None:
+            doc.update(self.perftest.to_json())
         return doc
 
     @classmethod
@@ -203,6 +238,8 @@ class P2PSetup:
             server_line_rate=LineRate.read(f.object("server_line_rate")),
             socket_buffer=f.integer("socket_buffer", 1),
             rdma=rdma,
+            engine=f.text("engine", choices=ENGINES),
+            perftest=PerftestEngine.read(f) if f.has("perftest_commands") else None,
         )
 
 

@@ -24,6 +24,8 @@ TRANSPORTS = ("tcp", "rdma")
 MODES = ("bw", "lat", "both")
 #: RDMA operations, like perftest's ib_write_*, ib_read_* and ib_send_*.
 VERBS = ("write", "read", "send")
+#: Who measures an RDMA run: ibdiag's own loops, or perftest's binaries on both ends.
+ENGINES = ("ibdiag", "perftest")
 
 #: Most sizes per run (``--sizes``).
 MAX_SIZE_COUNT = 64
@@ -106,6 +108,8 @@ class RunRequest:
     """RDMA: GRH traffic class (RoCE v2: the IP DSCP/ECN byte)."""
     sl: int = 0
     """RDMA: service level (InfiniBand; RoCE maps priority from the traffic class)."""
+    engine: str = "ibdiag"
+    """RDMA: who measures: ``ibdiag`` (its own loops over pyverbs) or ``perftest`` (ib_*_bw/lat on both ends)."""
 
     def __post_init__(self) -> None:
         """Every field's type and range (:class:`RequestError`, exit 2, naming the flag)."""
@@ -142,6 +146,12 @@ class RunRequest:
             raise RequestError(f"{', '.join(self.rdma_options_set)} appl{'ies' if len(self.rdma_options_set) == 1 else 'y'} to --transport rdma", hint="drop them, or add --transport rdma")
         if self.verb == "read" and self.inline:
             raise RequestError("--inline does not apply to --verb read (a READ carries no data from this side)", hint="drop --inline")
+        if self.engine not in ENGINES:
+            raise RequestError(f"--engine {_shown(self.engine)} is not one of {', '.join(ENGINES)}")
+        if self.engine == "perftest":
+            from ibdiag.bench.p2p.perftest_engine import check_request
+
+            check_request(self)
 
     @property
     def rdma_options_set(self) -> list[str]:
@@ -192,6 +202,7 @@ class RunRequest:
             extra = ([self.verb.upper()] if self.verb != "write" else []) + ([f"{self.qps} QPs"] if self.qps > 1 else [])
             extra += [f"tclass {self.tclass}"] if self.tclass else []
             extra += [f"sl {self.sl}"] if self.sl else []
+            extra += ["perftest"] if self.engine == "perftest" else []
             if extra:
                 text = text.replace("rdma ", f"rdma {' '.join(extra)} ", 1)
         return text
@@ -212,6 +223,7 @@ class RunRequest:
             "inline": self.inline,
             "tclass": self.tclass,
             "sl": self.sl,
+            "engine": self.engine,
         }
 
     @classmethod
@@ -236,6 +248,7 @@ class RunRequest:
                 inline=doc.get("inline"),
                 tclass=doc.get("tclass", 0),  # type: ignore[arg-type]
                 sl=doc.get("sl", 0),  # type: ignore[arg-type]
+                engine=doc.get("engine", "ibdiag"),  # type: ignore[arg-type]
             )
         except RequestError as e:
             raise ValueError(e.message) from None

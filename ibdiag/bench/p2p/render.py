@@ -109,7 +109,12 @@ def title(run: BenchRun) -> str:
     s = m.measured
     sizes = [r.bytes for r in run.p2p_rows()]
     what = describe_request(m.transport or "?", m.mode or "bw", sizes, streams=s.streams or 1, bidir=m.bidir, iters=s.iters, duration_s=s.duration_s) if sizes else m.transport
-    return f"ibdiag bench p2p: {what} to {s.peer}"
+    engine = ""
+    if s.engine == "perftest":
+        engine = " with perftest"
+        if s.iters is None and s.duration_s is None and isinstance(what, str):
+            what = what.rsplit(", ", 1)[0] + ", perftest's default iterations per size"
+    return f"ibdiag bench p2p: {what} to {s.peer}{engine}"
 
 
 def summary_lines(run: BenchRun) -> list[str]:
@@ -151,10 +156,16 @@ def _measured_lines(s: P2PSetup, rows: tuple[P2PResult, ...]) -> list[str]:
         lines.append(
             f"client {c.device} port {c.ib_port} GID index {c.gid_index} ({c.gid_choice}); "
             f"server {v.device} port {v.ib_port} GID index {v.gid_index}; "
-            f"path MTU {s.rdma.path_mtu}; tx depth {s.rdma.tx_depth}"
+            f"path MTU {s.rdma.path_mtu or '-'}; tx depth {s.rdma.tx_depth}"
         )
-    warm = "auto" if s.warmup is None else str(s.warmup)
-    lines.append(f"warm-up {warm} per size; latency is one-way (round trip / 2)")
+    if s.engine == "perftest":
+        p = s.perftest
+        lines.append(f"measured by perftest {p.version if p and p.version else '?'} (server {p.server_version if p and p.server_version else '?'}); perftest's own warm-up; latency is one-way (round trip / 2)")
+        if p is not None and p.commands:
+            lines.append(f"client ran: {p.commands[0]}" + (f" (and {len(p.commands) - 1} more)" if len(p.commands) > 1 else ""))
+    else:
+        warm = "auto" if s.warmup is None else str(s.warmup)
+        lines.append(f"warm-up {warm} per size; latency is one-way (round trip / 2)")
     if s.line_rate.gbps is not None:
         lines.append(f"line rate {s.line_rate.gbps:g} Gb/s ({s.line_rate.source})")
     return lines

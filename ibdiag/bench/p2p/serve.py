@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ibdiag import __version__
 from ibdiag.bench.p2p import admission
@@ -70,6 +71,8 @@ class ServeOptions:
     """One deadline for a stranger's whole handshake (capped at ``timeout_s``)."""
     max_unauthenticated_per_address: int = admission.PER_SOURCE
     max_unauthenticated: int = admission.TOTAL
+    perftest_path: str | None = None
+    """PATH searched for perftest's binaries (``--engine perftest``); None: this process's PATH."""
 
     def __post_init__(self) -> None:
         if self.bind is not None:
@@ -103,6 +106,8 @@ class Server:
         self._sessions = 0
         self._refusals: dict[str, tuple[float, int]] = {}
         self._current: str | None = None
+        self._sides: set = set()
+        """Running benchmark sides (a perftest side owns processes): closed by :meth:`close` too."""
         self._once_status: int | None = None
         self.address: tuple[str, int] | None = None
 
@@ -210,6 +215,10 @@ class Server:
         deadline = time.monotonic() + 3.0
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
+        with self._state:
+            sides = list(self._sides)
+        for side in sides:  # a thread still waiting on its perftest: no process outlives the server
+            side.close()
 
     # --- one connection --------------------------------------------------------------------------
 
@@ -308,8 +317,14 @@ class Server:
 
         from ibdiag.bench.p2p import rdma_session
 
-        side: session.TcpServerSide | rdma_session.RdmaServerSide
-        if req.transport == "tcp":
+        side: Any
+        if req.engine == "perftest":
+            from ibdiag.bench.p2p import perftest_engine
+
+            sel = perftest_engine.select_device(self.opts.sysfs_root, self.opts.device, self.opts.ib_port, self.opts.gid_index)
+            side = perftest_engine.PerftestServerSide(ch, req, sel, timeout_s=self.opts.timeout_s, path=self.opts.perftest_path, log=self.log)
+            rate = rdma_line_rate(SysfsRoot(self.opts.sysfs_root), sel.device, sel.port)
+        elif req.transport == "tcp":
             side = session.TcpServerSide(ch, req, timeout_s=self.opts.timeout_s, log=self.log, socket_buffer=self.opts.socket_buffer)
             rate = tcp_line_rate(SysfsRoot(self.opts.sysfs_root), ch.sock.getsockname()[0])
         else:
@@ -322,6 +337,15 @@ class Server:
                 raise Refused("refused", problem)
             side = rdma_session.RdmaServerSide(ch, req, sel, timeout_s=self.opts.timeout_s)
             rate = rdma_line_rate(SysfsRoot(self.opts.sysfs_root), sel.device, sel.port)
+        with self._state:
+            self._sides.add(side)
+        try:
+            self._serve_run(ch, side, rate)
+        finally:
+            with self._state:
+                self._sides.discard(side)
+
+    def _serve_run(self, ch: Channel, side: Any, rate: Any) -> None:
         with _closing(side):
             ready = side.prepare()
             ch.send({"type": "ready", "line_rate": rate.to_json(), **ready})
@@ -415,5 +439,17 @@ def preflight_rdma(opts: ServeOptions) -> str:
     """With ``--transport rdma`` check at start-up that pyverbs, the device and the port are usable."""
     from ibdiag.bench.p2p.rdma_session import select_rdma
 
-    sel = select_rdma(opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index)
-    return f"{sel.device} port {sel.port}, GID index {sel.gid_index if sel.gid_index is not None else '-'} ({sel.gid_reason})"
+    note = ""
+    try:
+        sel = select_rdma(opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index)
+    except CannotRunError as e:
+        import shutil
+
+        from ibdiag.bench.p2p.perftest_engine import select_device
+
+        # Without pyverbs a server can still serve --engine perftest where perftest is installed.
+        if not e.message.startswith("pyverbs") or shutil.which("ib_write_bw", path=opts.perftest_path) is None:
+            raise
+        sel = select_device(opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index)
+        note = f"; {e.message}: serving --engine perftest clients only"
+    return f"{sel.device} port {sel.port}, GID index {sel.gid_index if sel.gid_index is not None else '-'} ({sel.gid_reason}){note}"
