@@ -86,7 +86,6 @@ class LazyGroup(TyperGroup):
         typer_app = TYPER_APPS[self.name or ""]
         for info in typer_app.registered_commands:
             if (info.name or get_command_name(info.callback.__name__)) == name:  # type: ignore[union-attr]
-                info.short_help = SHORT_HELP.get(name, info.short_help)
                 cmd = get_command_from_info(info, pretty_exceptions_short=typer_app.pretty_exceptions_short, rich_markup_mode=typer_app.rich_markup_mode)
                 self.add_command(cmd, name)
                 return cmd
@@ -100,9 +99,9 @@ class LazyGroup(TyperGroup):
         rows = []
         for name in names:
             cmd = self.commands.get(name)
-            if cmd is None:
+            if name in SHORT_HELP:  # loaded or not, lazily or by typer: the same summary
                 rows.append((name, SHORT_HELP[name]))
-            elif not cmd.hidden:
+            elif cmd is not None and not cmd.hidden:
                 rows.append((name, cmd.get_short_help_str(limit)))
         with formatter.section("Commands"):
             formatter.write_dl(rows)
