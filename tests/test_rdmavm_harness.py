@@ -12,7 +12,7 @@ import sys
 
 from tests.conftest import REPO
 from tests.rdmavm import vm
-from tests.rdmavm.test_guests import parse_junit, progress
+from tests.rdmavm.test_guests import listening, parse_junit, progress
 
 MODULES_DEP = """kernel/fs/overlayfs/overlay.ko:
 kernel/net/9p/9pnet.ko: kernel/fs/netfs/netfs.ko
@@ -82,4 +82,61 @@ def test_make_test_collects_no_guest_test():
         env={**os.environ, "IBDIAG_RDMAVM": "1"},
     )  # fmt: skip
     assert "test_guests.py::test_single_node_guest[test_rdma_p2p.py]" in env_boot.stdout
-    assert "guest/test_" not in env_boot.stdout.replace("test_single_node_guest[", "")
+    assert "test_guests.py::test_pair_guests[test_pair_faults.py]" in env_boot.stdout
+    assert "test_guests.py::test_pair_node0_agent_ended_cleanly" in env_boot.stdout
+    rest = env_boot.stdout.replace("test_single_node_guest[", "").replace("test_pair_guests[", "")
+    assert "guest/test_" not in rest and "pair/test_" not in rest
+
+
+def test_node0_listening_is_read_from_the_tcp_table_not_probed():
+    """qemu's socket netdev takes the first connection as its peer, so node 1 is started once
+    /proc/net/tcp shows node 0's qemu listening; a connected socket on that port is not it."""
+    table = (
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+        "   0: 0100007F:3039 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1\n"
+        "   1: 0100007F:303A 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 2 1\n"
+        "   2: 00000000:303B 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 3 1\n"
+    )
+    assert listening(0x3039, table)
+    assert not listening(0x303A, table)  # established, not listening
+    assert not listening(0x303B, table)  # 0.0.0.0, not qemu's 127.0.0.1
+    assert not listening(12399, "")
+
+
+def test_pair_agent_answers_a_request_per_line_and_ends_on_done(tmp_path):
+    """The test harness agent of node 0 (tests/rdmavm/pair/agent.py), on the host's loopback: an
+    op it knows, an op it does not (an error back, the service goes on), and 'done' ends it with 0."""
+    import json
+    import socket
+    import threading
+
+    from tests.rdmavm.pair import agent
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    rc: list[int] = []
+    t = threading.Thread(target=lambda: rc.append(agent.serve("127.0.0.1", port, tmp_path / "token")), daemon=True)
+    t.start()
+    for _ in range(100):
+        try:
+            conn = socket.create_connection(("127.0.0.1", port), timeout=5)
+            break
+        except OSError:
+            import time
+
+            time.sleep(0.05)
+    f = conn.makefile("rw", encoding="utf-8")
+
+    def call(**req):
+        f.write(json.dumps(req) + "\n")
+        f.flush()
+        return json.loads(f.readline())
+
+    assert "addr" in call(op="ping")
+    assert "unknown op 'nope'" in call(op="nope")["error"]
+    assert call(op="output", id=99)["error"].startswith("KeyError")
+    assert call(op="done") == {"ok": True}
+    t.join(10)
+    conn.close()
+    assert rc == [0]

@@ -4,8 +4,9 @@
 * ``make test-rdma`` (``IBDIAG_RDMAVM=1``): ``test_guests.py``, which boots the guests and reports
   the results of the guest tests.
 * inside a guest (``IBDIAG_RDMAVM_GUEST=1``, set by the guest's stage script): ``guest/`` on the
-  single node (rxe over veth0), ``pair/`` on the second node of a pair (rxe over eth0; ``vm.Node.pair``
-  builds the two guests, no two-node test is written yet).
+  single node (rxe over veth0), ``pair/`` on node 1 of a pair (rxe over eth0; ``vm.Node.pair``
+  builds the two guests). Node 0 of a pair collects nothing: it runs the test harness agent
+  ``pair/agent.py``, which node 1's tests drive over eth0.
 """
 
 import os

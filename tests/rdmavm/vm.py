@@ -8,8 +8,10 @@ over a network device:
 
 * one node (``Node.single``): a veth pair; one rxe device on ``veth0`` reached over its own address
   loops back inside rxe, so a server and a client in the same guest talk over a real RDMA stack;
-* two nodes (``Node.pair``): two guests joined by a qemu socket netdev (``eth0``), two kernels.
-  Start the listening one first.
+* two nodes (``Node.pair``): two guests joined by a qemu socket netdev (``eth0``, 10.77.1.1 and
+  10.77.1.2), two kernels, one rxe device over each ``eth0``. Node 0's qemu listens on 127.0.0.1 and
+  node 1's connects: start node 0 first and node 1 only once it listens (qemu takes the first
+  connection as its peer; tests/rdmavm/test_guests.py looks it up in /proc/net/tcp).
 
 Results come back through a second 9p export, the run directory, mounted at ``/mnt/out`` in the
 guest (``$IBDIAG_RDMAVM_OUT``). ``/tmp`` inside the guest is its own tmpfs; a checkout under the
@@ -351,7 +353,7 @@ def start(command: str, out: Path, *, node: Node | None = None, mem_mib: int = 2
     kernel, initrd = prepare()
     node = node or Node.single()
     out.mkdir(parents=True, exist_ok=True)
-    for stale in ("rc", "guest.log", "console.log"):
+    for stale in ("rc", "guest.log", "console.log", "junit.xml", "pair-results.json"):  # nothing of a previous run passes for this one
         (out / stale).unlink(missing_ok=True)
     (out / "stage.sh").write_text(stage_script(kernel, node, command, env or {}))
     args = [
