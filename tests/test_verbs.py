@@ -63,7 +63,7 @@ def test_pyverbs_not_installed_is_exit_3_with_apt_hint():
         "import sys\n"
         "sys.path[:] = [p for p in sys.path if 'dist-packages' not in p]\n"
         "from ibdiag.cli import app\n"
-        "app(['bench', 'p2p', '127.0.0.1', '--transport', 'rdma'], prog_name='ibdiag')\n"
+        "app(['bench', 'p2p', '127.0.0.1', '--transport', 'rdma', '--engine', 'ibdiag'], prog_name='ibdiag')\n"
     )
     assert r.returncode == 3, r.stderr
     assert "ibdiag: error: pyverbs is not installed" in r.stderr
@@ -226,3 +226,15 @@ def test_flatten_enums_takes_class_members_and_module_constants():
     flat = verbs.flatten_enums(mod)
     assert (flat.IBV_QPT_RC, flat.IBV_QPT_UD, flat.IBV_LINK_LAYER_ETHERNET) == (2, 4, 2)
     assert not hasattr(flat, "helper")
+
+
+@pytest.mark.parametrize(
+    ("status", "words"),
+    [(2, "port or netdev went down"), (12, "transport retries exceeded"), (13, "no receive posted"), (5, "first error above"), (99, "peer went away")],
+)
+def test_a_failed_completion_is_explained_by_its_status(status, words):
+    """A link going down on Soft-RoCE ends WRITEs with status 2 (local QP operation error), not a
+    retry timeout: the hint must say what that status means (found by the two-node guest test)."""
+    from ibdiag.bench.verbs import _wc_status_hint
+
+    assert words in _wc_status_hint(status)

@@ -456,7 +456,7 @@ class RdmaEndpoint:
             if wc.status != ok:
                 raise CannotRunError(
                     f"RDMA {what.upper() if what != 'receive' else what} completed with error status {int(wc.status)} ({_wc_status_text(int(wc.status))}) on {self.device}",
-                    hint="the peer went away or the path is broken (retry exceeded); check both ports with ibdiag counters",
+                    hint=_wc_status_hint(int(wc.status)),
                 )
         return wcs
 
@@ -506,3 +506,17 @@ _WC_STATUS = {
 
 def _wc_status_text(status: int) -> str:
     return _WC_STATUS.get(status, "see ibv_wc_status_str")
+
+
+#: What a failed completion most often means, by status (the rest get the generic hint).
+_WC_HINT = {
+    2: "the local queue pair failed: its port or netdev went down (Soft-RoCE: the netdev), or a work request was invalid; check the port with ibdiag topo and ibdiag counters",
+    5: "the queue pair had already failed (an earlier error flushed the rest); the first error above is the cause",
+    10: "the peer refused the access (memory key or permissions): the peer's registration changed or it restarted; run again",
+    12: "the peer did not acknowledge (transport retries exceeded): it went away or the path drops packets; check both ports with ibdiag counters",
+    13: "the peer had no receive posted (RNR retries exceeded): the peer process stalled or died",
+}
+
+
+def _wc_status_hint(status: int) -> str:
+    return _WC_HINT.get(status, "the peer went away or the path is broken; check both ports with ibdiag counters")
