@@ -64,6 +64,7 @@ def _set(doc, path, value):
         (("sweep", "pattern"), "star", "sweep.pattern: must be one of"),
         (("sweep", "thresholds", "z_limit"), float("nan"), "z_limit: must be a finite number"),
         (("sweep", "bytes"), 0, "sweep.bytes: 0 is outside"),
+        (("sweep", "engine"), "nccl", "sweep.engine: must be one of"),
         (("nodes", 0, "host"), "gpu\x1b[31m", "nodes[0].host: holds control"),
         (("nodes", 1, "rank"), 7, "nodes[1].rank: 7 is outside 1..1"),
         (("nodes", 0, "rails", 0, "adapter"), "mlx5 0", "is not of the expected form"),
@@ -94,3 +95,14 @@ def test_a_self_test_is_refused(result):
     row[5], row[6] = row[3], row[4]
     with pytest.raises(InputError, match="against itself"):
         SweepResult.from_json(doc)
+
+
+def test_the_engine_travels_in_the_document_and_older_files_read_as_ibdiags(result):
+    from dataclasses import replace
+
+    on_perftest = replace(result, settings=replace(result.settings, spec=replace(result.settings.spec, engine="perftest")))
+    doc = json.loads(json.dumps(on_perftest.to_json()))
+    assert doc["sweep"]["engine"] == "perftest"
+    assert SweepResult.from_json(doc).settings.spec.engine == "perftest"
+    del doc["sweep"]["engine"]  # written before sweep had --engine
+    assert SweepResult.from_json(doc).settings.spec.engine == "ibdiag"

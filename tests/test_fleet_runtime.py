@@ -176,6 +176,44 @@ def test_a_pair_against_a_closed_port_is_a_failed_result_not_an_exception():
     assert res.error and "127.0.0.1" in res.error and res.unreachable == ()
 
 
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (dict(engine="nccl"), "--engine 'nccl': give auto, ibdiag or perftest"),
+        (dict(engine="perftest", duration_s=0.5), "whole seconds"),
+        (dict(engine="perftest", test="collective"), "applies to --test p2p"),
+    ],
+)
+def test_an_engine_the_pair_tests_cannot_run_is_a_usage_error(spec, message):
+    from ibdiag.errors import UsageError
+
+    with pytest.raises(UsageError) as e:
+        PairSpec(**spec)
+    assert message in e.value.message
+
+
+def test_an_rdma_pair_on_perftest_goes_through_perftest_and_fails_as_one_result(tmp_path):
+    """This host has perftest but no RDMA device: the pair's request goes to the perftest engine (no
+    warm-up: perftest warms up itself), which finds no port — one failed result, not an exception."""
+    import shutil
+
+    from ibdiag.fleet.nodes import End, make_fleet
+    from ibdiag.fleet.p2prunner import P2PPairRunner
+    from ibdiag.fleet.schedule import PairTest
+
+    if shutil.which("ib_write_bw") is None:
+        pytest.fail("perftest is not installed (make system-deps)")
+    (tmp_path / "sys" / "class" / "infiniband").mkdir(parents=True)
+    nodes = make_fleet(["a", "b"], ["rxe0"], addresses=["127.0.0.1", "127.0.0.1"])
+    runner = P2PPairRunner({0: [_free_port()], 1: [_free_port()]}, b"t" * 32, sysfs_root=str(tmp_path))
+    test = PairTest(0, Phase.FIRST, End(0, 0, "rxe0"), End(1, 0, "rxe0"))
+    res = runner.run_pair(test, nodes[0], nodes[1], PairSpec(transport="rdma", bytes=4096, duration_s=1, timeout_s=2, engine="perftest"))
+    assert res.bw_gbs is None and res.error == "no RDMA device named rxe0 with that port", res.error  # sysfs, not pyverbs: the perftest path
+    empty = P2PPairRunner({0: [1]}, b"t" * 32, perftest_path=str(tmp_path))  # a PATH without perftest
+    res = empty.run_pair(test, nodes[0], nodes[1], PairSpec(transport="rdma", bytes=4096, duration_s=1, timeout_s=2, engine="perftest"))
+    assert res.error and "ib_write_bw is not installed" in res.error, res.error
+
+
 def test_error_text_travels_as_one_printable_line():
     rows = result_rows([PairResult(0, Phase.FIRST, 0, 0, 1, None, error="gloo: reset\nby peer \x1b[31m" + "x" * 600)])
     text = rows[0][5]

@@ -41,6 +41,7 @@ def sweep_command(
     second_pass: Annotated[bool, typer.Option("--second-pass/--no-second-pass", help="Re-test each suspect against >= 2 nodes known good (tells a bad node from a bad link).")] = True,
     test: Annotated[str, typer.Option("--test", metavar="p2p|collective", help="p2p: ibdiag's bench p2p per pair; collective: a 2-rank gloo all_reduce per pair (host TCP path).")] = "p2p",
     transport: Annotated[Optional[str], typer.Option("--transport", metavar="rdma|tcp", help="rdma: rail k against rail k (TCP where a node has no adapter); tcp: the nodes' addresses.")] = None,
+    engine: Annotated[str, typer.Option("--engine", metavar="auto|ibdiag|perftest", help="Who measures RDMA pairs, as bench p2p --engine: auto (ibdiag where pyverbs is installed, else perftest), ibdiag, perftest.")] = "auto",
     sizes: Annotated[Optional[str], typer.Option("--sizes", metavar="SIZE", help="Message size of each bandwidth test (binary units; default 64M).")] = None,
     mode: Annotated[str, typer.Option("--mode", metavar="bw|lat|both", help="Measure bandwidth, latency or both per pair.")] = "bw",
     rails: Annotated[Optional[str], typer.Option("--rails", metavar="LIST", help="Adapters to test, in rail order (mlx5_0,mlx5_1,...); default: the GPUs' adapters from topo.")] = None,
@@ -84,6 +85,7 @@ def sweep_command(
         mode=mode,
         duration_s=duration if duration is not None else file.duration_s,
         timeout_s=timeout if timeout is not None else file.timeout_s,
+        engine=engine.lower(),
     )
     rail_names = _rail_list(rails)
     if plan:

@@ -50,7 +50,7 @@ def run_sweep_command(
         from ibdiag.cli.common import print_warning
 
         print_warning(f"{launch.local_world_size} ranks per node: a sweep tests nodes, one process per node (--ntasks-per-node 1, --nproc-per-node 1); ranks on one host test each other over loopback")
-    job = SweepJob(Pattern(pattern), rounds, seed, second_pass, spec, file.thresholds(), rails, file.start_timeout_s)
+    job = SweepJob(Pattern(pattern), rounds, seed, second_pass, spec, file.thresholds(), rails, file.start_timeout_s, perftest_path=env().environ.get("PATH"))
     started = time.monotonic()
     on_round = None
     if launch.rank == 0 and env().stderr_isatty:

@@ -64,6 +64,8 @@ class SweepJob:
     start_timeout_s: float = 60.0
     """How long rank 0 waits for every node to start and publish itself."""
     sysfs_root: str = "/"
+    perftest_path: str | None = None
+    """PATH for perftest's binaries (``--engine perftest``/``auto``); None: this process's PATH."""
 
 
 def round_limit_s(spec: PairSpec) -> float:
@@ -140,7 +142,7 @@ class _Rank:
             rails, fallback = local_rails(job.spec.transport, address, job.adapters, job.sysfs_root)
             if fallback:
                 self.log(fallback)
-            self.servers = RailServers(address, rails, token, job.spec.bytes, job.spec.timeout_s, self.log, job.sysfs_root)
+            self.servers = RailServers(address, rails, token, job.spec.bytes, job.spec.timeout_s, self.log, job.sysfs_root, job.perftest_path)
             ports = self.servers.start()
         host = socket.gethostname().split(".")[0]
         node = FleetNode(self.rank, host if valid_host(host) else f"rank{self.rank}", address, rails)
@@ -187,7 +189,7 @@ class _Rank:
         self.fleet = nodes_from_json(r, doc.get("nodes"))
         ports = r.items(doc.get("ports"), "ports", max_items=len(self.fleet))
         table = {i: [r.integer(p, f"ports[{i}][{k}]", lo=1, hi=65535) for k, p in enumerate(r.items(v, f"ports[{i}]", max_items=64))] for i, v in enumerate(ports)}
-        self.runner = P2PPairRunner(table, self.token_bytes, sysfs_root=self.job.sysfs_root)
+        self.runner = P2PPairRunner(table, self.token_bytes, sysfs_root=self.job.sysfs_root, perftest_path=self.job.perftest_path)
         return {r.integer(x, "missing", lo=0, hi=len(self.fleet) - 1) for x in r.items(doc.get("missing"), "missing", max_items=len(self.fleet))}
 
     # --- a round, on every rank ---------------------------------------------------------------------

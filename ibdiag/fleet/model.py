@@ -134,6 +134,7 @@ class SweepResult:
             mode=r.choice(sw.get("mode"), f"{top}.mode", ("bw", "lat", "both")),
             duration_s=r.number(sw.get("duration_s"), f"{top}.duration_s", lo=1e-6, hi=3600),
             timeout_s=r.number(sw.get("timeout_s"), f"{top}.timeout_s", lo=1e-6, hi=3600),
+            engine=r.choice(sw.get("engine", "ibdiag"), f"{top}.engine", ("auto", "ibdiag", "perftest")),  # absent before --engine: ibdiag's
         )
         pattern = Pattern(r.choice(sw.get("pattern"), f"{top}.pattern", [p.value for p in Pattern]))
         settings = SweepSettings(

@@ -96,6 +96,8 @@ class RailServers:
     timeout_s: float
     log: Callable[[str], None]
     sysfs_root: str = "/"
+    perftest_path: str | None = None
+    """PATH for perftest's binaries when a client asks for ``--engine perftest``."""
     ports: list[int] = field(default_factory=list)
     _servers: list = field(default_factory=list)
     _threads: list = field(default_factory=list)
@@ -108,6 +110,7 @@ class RailServers:
             opts = ServeOptions(
                 bind=self.address, port=0, transports=transports, device=rail.adapter, ib_port=rail.port or 1,
                 token=self.token, max_size=self.max_bytes, timeout_s=self.timeout_s, sysfs_root=self.sysfs_root,
+                perftest_path=self.perftest_path,
             )
             server = Server(opts, lambda line, k=rail.index: self.log(f"rail {k} server: {line}"))
             _, port = server.start()
@@ -137,10 +140,11 @@ class P2PPairRunner:
     """:class:`~ibdiag.fleet.runner.PairRunner` over ibdiag's p2p: the measuring end (``b``) connects to
     the serving end's (``a``) server of the test's rail, at ``ports[a][rail]``."""
 
-    def __init__(self, ports: Mapping[int, Sequence[int]], token: bytes, *, sysfs_root: str = "/") -> None:
+    def __init__(self, ports: Mapping[int, Sequence[int]], token: bytes, *, sysfs_root: str = "/", perftest_path: str | None = None) -> None:
         self.ports = ports
         self.token = token
         self.sysfs_root = sysfs_root
+        self.perftest_path = perftest_path
 
     def run_pair(self, test: PairTest, a: FleetNode, b: FleetNode, spec: PairSpec) -> PairResult:
         from ibdiag.bench.p2p.client import ClientOptions, run_p2p
@@ -153,9 +157,12 @@ class P2PPairRunner:
         transport = "rdma" if rail_a.adapter is not None and rail_b.adapter is not None and spec.transport == "rdma" else "tcp"
         try:
             req = RunRequest(transport=transport, mode=spec.mode, sizes=(spec.bytes,), duration_s=spec.duration_s, warmup=warmup_messages(spec.bytes))
+            if transport == "rdma" and spec.engine != "ibdiag":
+                req = self._perftest_or(req, spec.engine)
             opts = ClientOptions(
                 host=a.address, port=ports[test.rail], token=self.token, timeout_s=spec.timeout_s,
                 device=rail_b.adapter if transport == "rdma" else None, ib_port=rail_b.port or 1, sysfs_root=self.sysfs_root,
+                perftest_path=self.perftest_path,
             )
             run = run_p2p(req, opts)
         except IbdiagError as e:
@@ -163,5 +170,20 @@ class P2PPairRunner:
         except OSError as e:  # a socket error the client did not wrap: still this pair's failure only
             return PairResult(test.round, test.phase, test.rail, a.rank, b.rank, None, error=f"{type(e).__name__}: {e}"[:500])
         res = run.results[0]
+        if res.bw_gbs is None and res.lat_us is None:
+            return PairResult(test.round, test.phase, test.rail, a.rank, b.rank, None, error="the test returned no measurement")
         lat = res.lat_us.p50_us if res.lat_us is not None else None
         return PairResult(test.round, test.phase, test.rail, a.rank, b.rank, res.bw_gbs, lat_us=lat)
+
+    def _perftest_or(self, req: object, engine: str) -> object:
+        """The request on perftest (``--engine perftest``, or ``auto`` where perftest is this node's
+        choice); perftest warms up on its own, so the sweep's warm-up is dropped."""
+        from dataclasses import replace
+
+        from ibdiag.bench.p2p.perftest_engine import check_request, resolve_engine
+
+        on_perftest = replace(req, warmup=None, engine="perftest")  # type: ignore[type-var]
+        if engine == "perftest":
+            check_request(on_perftest)
+            return on_perftest
+        return on_perftest if resolve_engine(on_perftest, self.perftest_path) == "perftest" else req

@@ -225,7 +225,7 @@ def summary_lines(result: SweepResult) -> list[str]:
     second = f" + {s.second_pass_rounds} second-pass" if s.second_pass else " (no second pass)"
     lines = [
         f"sweep: {s.pattern.value}, {len(result.nodes)} nodes, {result.rails} rail{'s' if result.rails != 1 else ''}, "
-        f"{rounds}{second}, {len(result.pairs)} tests of {format_bytes(s.spec.bytes)} ({s.spec.test}, {s.spec.transport})",
+        f"{rounds}{second}, {len(result.pairs)} tests of {format_bytes(s.spec.bytes)} ({s.spec.test}, {s.spec.transport}{', perftest' if s.spec.engine == 'perftest' else ''})",
     ]
     for rail in a.rails:
         share = f" = {rail.share:.0%} of {rail.line_rate_gbps:g} Gb/s" if rail.share is not None else ""

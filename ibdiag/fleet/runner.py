@@ -44,6 +44,10 @@ class PairSpec:
     """Measured seconds per test (after the warm-up)."""
     timeout_s: float = 10.0
     """Longest wait on a peer: a node that does not answer within it is unreachable."""
+    engine: str = "auto"
+    """Who measures an RDMA pair (``bench p2p --engine``): ``ibdiag``, ``perftest`` (ib_write_bw/lat on
+    both ends, started by the serving rank's server), or ``auto``: decided by the measuring node, as
+    ``bench p2p`` decides (ibdiag where pyverbs loads, else perftest where it can run the test)."""
 
     def __post_init__(self) -> None:
         if self.test not in ("p2p", "collective"):
@@ -52,6 +56,13 @@ class PairSpec:
             raise UsageError(f"--transport {self.transport!r}: give rdma or tcp", hint="rdma tests each rail; tcp the nodes' addresses")
         if self.mode not in ("bw", "lat", "both"):
             raise UsageError(f"--mode {self.mode!r}: give bw, lat or both", hint="bw is what finds a slow link")
+        if self.engine not in ("auto", "ibdiag", "perftest"):
+            raise UsageError(f"--engine {self.engine!r}: give auto, ibdiag or perftest", hint="auto: ibdiag's engine where pyverbs is installed, else perftest")
+        if self.engine == "perftest" and (self.test != "p2p" or self.duration_s != int(self.duration_s)):
+            raise UsageError(
+                "--engine perftest runs p2p tests of whole seconds (perftest's -D)" if self.test == "p2p" else "--engine perftest applies to --test p2p",
+                hint="give --duration in whole seconds (1 or more), or --engine ibdiag",
+            )
         if not (isinstance(self.bytes, int) and 0 < self.bytes <= 2**34):
             raise UsageError(f"message size {self.bytes!r} B: give 1 B to 16 GiB", hint="the default is 64M")
         for name, value in (("--duration", self.duration_s), ("--timeout", self.timeout_s)):
@@ -59,7 +70,10 @@ class PairSpec:
                 raise UsageError(f"{name} {value!r}: give seconds between 0 and 3600", hint="e.g. --duration 1 --timeout 10")
 
     def to_json(self) -> dict[str, object]:
-        return {"test": self.test, "transport": self.transport, "bytes": self.bytes, "mode": self.mode, "duration_s": self.duration_s, "timeout_s": self.timeout_s}
+        return {
+            "test": self.test, "transport": self.transport, "bytes": self.bytes, "mode": self.mode,
+            "duration_s": self.duration_s, "timeout_s": self.timeout_s, "engine": self.engine,
+        }  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
