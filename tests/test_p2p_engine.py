@@ -156,6 +156,29 @@ def test_output_without_the_size_is_a_cannot_run_error():
         pe.read_result(" Did not detect devices\n", 8, "lat", "write", "x")
 
 
+class FlakyPerftestSide:
+    """A fake client side (no RDMA device here): its perftest "prints" an unreadable result the first
+    ``unreadable`` times, as ib_write_lat under emulation now and then does, then a real log."""
+
+    def __init__(self, unreadable: int) -> None:
+        self.unreadable, self.runs = unreadable, 0
+
+    def run(self, size: int, kind: str):
+        self.runs += 1
+        text = " 8       1000     inf     3.94     1.00\n" if self.runs <= self.unreadable else (LOGS / "perftest-ib_write_lat.log").read_text()
+        return pe.read_result(text, size, kind, "write", f"ib_write_lat run {self.runs}")
+
+
+def test_an_unreadable_perftest_result_is_run_again_at_most_twice():
+    side = FlakyPerftestSide(unreadable=2)
+    (row,) = pe.run_all(side, [8], ("lat",), None)
+    assert side.runs == 3 and row.lat_us is not None and row.lat_us.p50_us == 1.00
+    side = FlakyPerftestSide(unreadable=3)
+    with pytest.raises(pe.UnreadableResult, match="^ib_write_lat run 3: perftest.s output has no result"):
+        pe.run_all(side, [8], ("lat",), None)
+    assert side.runs == 3
+
+
 def test_the_provenance_round_trips_through_the_saved_json():
     info = PerftestEngine("6.06", "6.10", ("ib_write_bw -d rxe0 -s 8 -p 1 -F 10.0.0.1",), ("ib_write_bw -d rxe0 -s 8 -p 1 -F",))
     setup = P2PSetup(peer="h:1", engine="perftest", perftest=info)

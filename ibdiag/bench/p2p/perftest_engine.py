@@ -331,6 +331,16 @@ def error_lines(output: str, limit: int = 3) -> str:
 # --- reading perftest's result -----------------------------------------------------------------------
 
 
+class UnreadableResult(CannotRunError):
+    """perftest ended well but its output holds no readable row for the size (under emulation
+    ib_write_lat now and then prints ``inf`` or no row at all): :func:`run_all` runs it again."""
+
+
+#: Extra runs of one size and kind whose output was unreadable (every command run is listed in the
+#: result's ``perftest_commands``, so a repeated run shows there).
+UNREADABLE_RETRIES = 2
+
+
 def read_result(output: str, size: int, kind: str, verb: str, source: str) -> P2PResult:
     """The row for ``size`` in perftest's output, in ibdiag's model (perftest importer).
 
@@ -343,10 +353,12 @@ def read_result(output: str, size: int, kind: str, verb: str, source: str) -> P2
     try:
         runs = parse_log(output, source)
     except InputError as e:
-        raise CannotRunError(f"{source}: perftest's output has no result: {e.message}", hint="run the same command by hand to see what perftest says") from None
+        raise UnreadableResult(f"{source}: perftest's output has no result: {e.message}", hint="run the same command by hand to see what perftest says") from None
     rows = [r for run in runs for r in run.p2p_rows() if r.bytes == size]
     if not rows:
-        raise CannotRunError(f"{source}: perftest printed no {format_bytes(size)} row", hint="run the same command by hand to see what perftest says")
+        raise UnreadableResult(
+            f"{source}: perftest printed no {format_bytes(size)} row (its last lines: {error_lines(output)})", hint="run the same command by hand to see what perftest says"
+        )
     row = rows[-1]
     if kind == "lat" and verb == "read":
         row = _halved(row)
@@ -548,7 +560,13 @@ def run_all(side: PerftestClientSide, sizes: Iterable[int], kinds: tuple[str, ..
         for kind in kinds:
             if progress is not None:
                 progress(done, total, f"{kind} {format_bytes(size)}")
-            got[kind] = side.run(size, kind)
+            for attempt in range(UNREADABLE_RETRIES + 1):
+                try:
+                    got[kind] = side.run(size, kind)
+                    break
+                except UnreadableResult:
+                    if attempt == UNREADABLE_RETRIES:
+                        raise
             done += 1
         out.append(merge(size, got.get("bw"), got.get("lat")))
     if progress is not None:
