@@ -22,7 +22,7 @@ from ibdiag.bench.p2p.params import RequestError, RunRequest
 from ibdiag.bench.p2p.protocol import Channel, RemoteError, client_handshake
 from ibdiag.bench.jsonfields import Fields
 from ibdiag.errors import CannotRunError
-from tests.test_p2p_support import server_thread
+from tests.test_p2p_support import perftest_processes, server_thread
 
 REPO = Path(__file__).resolve().parents[1]
 LOGS = REPO / "fixtures" / "logs"
@@ -235,24 +235,6 @@ def test_cli_help_documents_the_engine(cli):
 # --- real processes --------------------------------------------------------------------------------------
 
 
-def _no_perftest_children() -> list[str]:
-    """perftest processes whose parent is this test process (none may survive a run)."""
-    me = os.getpid()
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-            ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if comm.startswith("ib_") and ppid == me:
-            found.append(f"{pid} {comm}")
-    return found
-
-
 @pytest.mark.skipif(not HAVE_PERFTEST or not NO_RDMA, reason="needs perftest installed and no RDMA device (the real ib_write_bw then fails)")
 def test_the_real_perftest_fails_on_the_server_and_the_client_hears_why():
     """The server's ib_write_bw (real, on a sysfs fixture naming rxe0) exits before it listens: the
@@ -267,7 +249,7 @@ def test_the_real_perftest_fails_on_the_server_and_the_client_hears_why():
     assert "perftest on the server (ib_write_bw) failed before the client could connect (exit status 1)" in err.message
     assert "Did not detect devices" in err.message or "Unable to find" in err.message
     assert "-d rxe0" in (err.hint or "") and " -F" in (err.hint or "")
-    assert pe.live_count() == 0 and _no_perftest_children() == []
+    assert pe.live_count() == 0 and perftest_processes(os.getpid()) == []
 
 
 @pytest.mark.skipif(not HAVE_PERFTEST, reason="needs perftest installed")
@@ -310,7 +292,7 @@ def test_a_dead_client_gets_the_servers_perftest_killed(tmp_path):
             time.sleep(0.05)
         assert pe.live_count() == 0
         log.wait_for(r"client|dropped")
-    assert _no_perftest_children() == []
+    assert perftest_processes(os.getpid()) == []
 
 
 def test_a_server_without_pyverbs_serves_perftest_clients(monkeypatch, tmp_path):

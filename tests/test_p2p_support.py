@@ -201,3 +201,24 @@ class FakeRdmaEndpoint:
             self._pending = [w for w in self._pending if w > last]
             self.outstanding -= before - len(self._pending)
             return done
+
+
+def perftest_processes(parent: int | None = None) -> list[str]:
+    """Running perftest processes (``ib_*``), optionally only the children of ``parent``."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        try:
+            user_space = bool(Path(f"/proc/{pid}/cmdline").read_bytes())  # kernel threads (ib_mad, ib-comp-wq ...) have none
+        except OSError:
+            continue
+        if comm.startswith("ib_") and user_space and fields[0] != "Z" and (parent is None or int(fields[1]) == parent):
+            found.append(pid)
+    return found

@@ -414,7 +414,18 @@ def _details(sel: Any) -> dict[str, Any]:
     return {"device": sel.device, "ib_port": sel.port, "gid_index": sel.gid_index, "gid": sel.gid, "gid_choice": sel.gid_reason, "link_layer": sel.link_layer, "mtu": None}
 
 
-class PerftestServerSide:
+class _OwnsPerftest:
+    """A side that runs at most one perftest process at a time (``proc``); :meth:`close` kills it."""
+
+    proc: PerftestProcess | None = None
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.close()
+            self.proc = None
+
+
+class PerftestServerSide(_OwnsPerftest):
     """The server's half: one perftest server process per phase, on a port it picks."""
 
     def __init__(self, ch: Channel, req: RunRequest, sel: Any, *, timeout_s: float, path: str | None, log: Callable[[str], None]) -> None:
@@ -471,13 +482,8 @@ class PerftestServerSide:
             proc.close()
             self.proc = None
 
-    def close(self) -> None:
-        if self.proc is not None:
-            self.proc.close()
-            self.proc = None
 
-
-class PerftestClientSide:
+class PerftestClientSide(_OwnsPerftest):
     """The client's half: per size and kind, ask the server to start perftest, then run the client side."""
 
     def __init__(self, ch: Channel, req: RunRequest, sel: Any, *, timeout_s: float, path: str | None, server_address: str) -> None:
@@ -542,11 +548,6 @@ class PerftestClientSide:
             return read_result(output, size, kind, self.req.verb, what)
         finally:
             proc.close()
-            self.proc = None
-
-    def close(self) -> None:
-        if self.proc is not None:
-            self.proc.close()
             self.proc = None
 
 

@@ -11,29 +11,9 @@ import time
 from pathlib import Path
 
 from tests.rdmavm.guest.conftest import OUT, client, client_env, p2p_args
+from tests.test_p2p_support import perftest_processes
 
 LINE = ("--line-rate-gbps", "10")  # a judged line rate, so the bandwidth finding is there on both engines
-
-
-def perftest_processes(parent: int | None = None) -> list[str]:
-    """Running perftest processes (``ib_*``), optionally only the children of ``parent``."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
-        try:
-            user_space = bool(Path(f"/proc/{pid}/cmdline").read_bytes())  # kernel threads (ib_mad, ib-comp-wq ...) have none
-        except OSError:
-            continue
-        if comm.startswith("ib_") and user_space and fields[0] != "Z" and (parent is None or int(fields[1]) == parent):
-            found.append(pid)
-    return found
 
 
 def no_perftest_left(within_s: float = 10.0) -> None:
