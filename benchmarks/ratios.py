@@ -86,7 +86,7 @@ def report(name: str, result: Paired, op: str | None, target: float | None, unit
         f"medians {med_a:.3g} vs {med_b:.3g}{' ' + unit if unit else ''})  {judged}"
     )
     print(line, flush=True)
-    _append_summary(line)
+    append_summary(line)
     return line
 
 
@@ -95,11 +95,12 @@ def report_value(name: str, value: float, op: str, target: float, unit: str = ""
     appended to ``$IBDIAG_BENCH_SUMMARY`` like :func:`report`'s."""
     line = f"{name}: {value:.3g}{' ' + unit if unit else ''}  target {op} {target:g}  {verdict(value, op, target)}"
     print(line, flush=True)
-    _append_summary(line)
+    append_summary(line)
     return line
 
 
-def _append_summary(line: str) -> None:
+def append_summary(line: str) -> None:
+    """Append ``line`` to ``$IBDIAG_BENCH_SUMMARY`` (``make bench``'s list) when it is set."""
     summary = os.environ.get("IBDIAG_BENCH_SUMMARY")
     if summary:
         with open(summary, "a", encoding="utf-8") as f:
