@@ -282,39 +282,47 @@ def _signal_every(ep: Any, signal_every: int | None) -> int:
     return signal_every if signal_every is not None else lat_signal_interval(int(getattr(ep, "tx_depth", 1)))
 
 
+class _Patience:
+    """The timeout of one wait, started at its first look at the clock: the waits look at it only
+    every so many empty spins or polls, so a wait that ends at once never reads the clock."""
+
+    __slots__ = ("timeout_s", "start")
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.start: float | None = None
+
+    def spent(self) -> bool:
+        now = time.monotonic()
+        if self.start is None:
+            self.start = now
+            return False
+        return now - self.start > self.timeout_s
+
+
 def _spin_until(view: memoryview, pos: int, value: int, timeout_s: float, what: str) -> None:
     """Wait until ``view[pos] == value`` (the peer's WRITE landed); the loops call it only when the byte
     is not there yet, so an answer that already landed costs one comparison."""
-    clock = time.monotonic
-    start = None
+    patience = _Patience(timeout_s)
     spins = 0
     while view[pos] != value:
         spins += 1
-        if spins & 0xFFFF == 0:
-            now = clock()
-            if start is None:
-                start = now
-            elif now - start > timeout_s:
-                raise PeerTimeoutError(f"no RDMA WRITE from the peer for {timeout_s:g} s while waiting for {what}", hint="the peer process died or the path is down")
+        if spins & 0xFFFF == 0 and patience.spent():
+            raise PeerTimeoutError(f"no RDMA WRITE from the peer for {timeout_s:g} s while waiting for {what}", hint="the peer process died or the path is down")
 
 
 def _await_completion(ep: Endpoint, wr_id: int, timeout_s: float, what: str = "an RDMA work request") -> None:
     """Poll until the completion of ``wr_id`` (or a later one) came."""
     poll = ep.poll
-    clock = time.monotonic
-    start = None
+    patience = _Patience(timeout_s)
     empty = 0
     while True:
         done = poll(POLL_BATCH)
         if done and max(done) >= wr_id:
             return
         empty += 1
-        if empty % _POLLS_PER_CLOCK == 0:
-            now = clock()
-            if start is None:
-                start = now
-            elif now - start > timeout_s:
-                raise PeerTimeoutError(f"no completion for {what} within {timeout_s:g} s", hint="the peer's port or the path is down; check ibdiag counters")
+        if empty % _POLLS_PER_CLOCK == 0 and patience.spent():
+            raise PeerTimeoutError(f"no completion for {what} within {timeout_s:g} s", hint="the peer's port or the path is down; check ibdiag counters")
 
 
 def _poster(ep: Any, wr: Any) -> Callable[[], Any]:
@@ -399,20 +407,15 @@ def write_lat_responder(ep: Endpoint, size: int, first: int, n: int, *, timeout_
 
 
 def _await_receive(rx: Receiver, want: int, timeout_s: float, what: str) -> None:
-    clock = time.monotonic
     drain = rx.drain
-    start = None
+    patience = _Patience(timeout_s)
     empty = 0
     while rx.received < want:
         if drain():
             continue
         empty += 1
-        if empty % _POLLS_PER_CLOCK == 0:
-            now = clock()
-            if start is None:
-                start = now
-            elif now - start > timeout_s:
-                raise PeerTimeoutError(f"no RDMA SEND from the peer for {timeout_s:g} s while waiting for {what}", hint="the peer process died or the path is down")
+        if empty % _POLLS_PER_CLOCK == 0 and patience.spent():
+            raise PeerTimeoutError(f"no RDMA SEND from the peer for {timeout_s:g} s while waiting for {what}", hint="the peer process died or the path is down")
 
 
 def send_lat(ep: Any, rx: Receiver, size: int, first: int, n: int, *, initiator: bool, timeout_s: float, inline: bool = False, signal_every: int | None = None) -> list[int]:
