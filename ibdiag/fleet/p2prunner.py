@@ -170,9 +170,10 @@ class P2PPairRunner:
         except OSError as e:  # a socket error the client did not wrap: still this pair's failure only
             return PairResult(test.round, test.phase, test.rail, a.rank, b.rank, None, error=f"{type(e).__name__}: {e}"[:500])
         res = run.results[0]
-        if res.bw_gbs is None and res.lat_us is None:
+        # perftest's latency in duration mode (the sweep's --duration) prints only the average
+        lat = res.lat_us.p50_us if res.lat_us is not None else res.lat_avg_us
+        if res.bw_gbs is None and lat is None:
             return PairResult(test.round, test.phase, test.rail, a.rank, b.rank, None, error="the test returned no measurement")
-        lat = res.lat_us.p50_us if res.lat_us is not None else None
         return PairResult(test.round, test.phase, test.rail, a.rank, b.rank, res.bw_gbs, lat_us=lat)
 
     def _perftest_or(self, req: object, engine: str) -> object:
