@@ -51,7 +51,8 @@ def test_a_three_rank_slurm_job_on_loopback_sweeps_every_ring_pair(ibdiag_exe, t
     assert doc["schema"] == "ibdiag.sweep/1"
     assert [n["rank"] for n in doc["nodes"]] == [0, 1, 2] and all(n["address"] == "127.0.0.1" for n in doc["nodes"])
     assert doc["sweep"]["transport"] == "tcp" and doc["sweep"]["first_pass_rounds"] == 3  # an odd ring: 3 rounds
-    pairs = sorted((r[3], r[5]) for r in doc["pairs"]["rows"])
+    # the ring's own rounds; a pair that loopback noise made look slow is re-tested in a second pass
+    pairs = sorted((r[3], r[5]) for r in doc["pairs"]["rows"] if r[1] == "first")
     assert pairs == [(0, 1), (0, 2), (1, 2)]
     assert all(r[7] is not None and r[7] > 0 and r[9] is None for r in doc["pairs"]["rows"])  # measured, no error
     assert {n["status"] for n in doc["nodes"]} == {"ok"}
