@@ -220,3 +220,25 @@ def test_error_text_travels_as_one_printable_line():
     text = rows[0][5]
     assert text.isprintable() and text.startswith("gloo: reset by peer  [31m") and len(text) == 500
     assert read_results(rows, 0, Phase.FIRST, 1, 2, source="rank 1")[0].error == text
+
+
+def test_a_latency_pair_with_only_an_average_keeps_it(monkeypatch):
+    """perftest's latency in duration mode (what a sweep's --duration asks) prints only the average:
+    the pair's latency is that average, not a failed test. run_p2p is replaced by a fake returning
+    such a result (the perftest path itself runs in the guest, tests/rdmavm/guest/)."""
+    from types import SimpleNamespace
+
+    from ibdiag.bench.p2p import client
+    from ibdiag.bench.results import P2PResult
+    from ibdiag.fleet.nodes import End, make_fleet
+    from ibdiag.fleet.p2prunner import P2PPairRunner
+    from ibdiag.fleet.schedule import PairTest
+
+    averaged = P2PResult(bytes=8, iters=100, lat_avg_us=14.5)
+    monkeypatch.setattr(client, "run_p2p", lambda req, opts: SimpleNamespace(results=(averaged,)))
+    nodes = make_fleet(["a", "b"], [None], addresses=["127.0.0.1", "127.0.0.1"])
+    res = P2PPairRunner({0: [1], 1: [1]}, b"t" * 32).run_pair(PairTest(0, Phase.FIRST, End(0, 0, None), End(1, 0, None)), nodes[0], nodes[1], PairSpec(transport="tcp", mode="lat", bytes=8))
+    assert res.error is None and res.lat_us == 14.5 and res.bw_gbs is None
+    monkeypatch.setattr(client, "run_p2p", lambda req, opts: SimpleNamespace(results=(P2PResult(bytes=8, iters=100),)))
+    res = P2PPairRunner({0: [1], 1: [1]}, b"t" * 32).run_pair(PairTest(0, Phase.FIRST, End(0, 0, None), End(1, 0, None)), nodes[0], nodes[1], PairSpec(transport="tcp", mode="lat", bytes=8))
+    assert res.error == "the test returned no measurement"
