@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 import sys
 import threading
+import time
 from dataclasses import replace
 
 import pytest
@@ -343,6 +344,47 @@ def test_write_latency_times_out_when_the_peer_is_silent():
     a.peer = FakeRdmaEndpoint(64, 4)  # writes land, nobody answers
     with pytest.raises(PeerTimeoutError, match="the answer to WRITE 0"):
         write_lat_initiator(a, 64, 0, 1, timeout_s=0.2)
+
+
+def test_round_trips_run_from_the_previous_stamp_or_from_after_the_reaped_completion():
+    from ibdiag.bench.p2p.rdma_loops import _round_trips
+
+    # answers stamped at 10, 20, 35, 50; iteration 1 was signalled and its completion reaped at 27
+    assert _round_trips(0, [10, 20, 35, 50], {1: 27}) == [10, 10, 8, 15]
+    assert _round_trips(5, [], {}) == []
+
+
+def test_write_latency_waits_past_the_inline_spins_for_a_late_answer(fast_gil_handover, monkeypatch):
+    """An answer later than the loops' inline spins goes to the wait that keeps the timeout, and the
+    ping-pong goes on; the slow round trips show in the samples."""
+    from ibdiag.bench.p2p import rdma_loops
+
+    waits = []
+    real = rdma_loops._spin_until
+
+    def counted(view, pos, value, timeout_s, what):
+        waits.append(what)
+        real(view, pos, value, timeout_s, what)
+
+    monkeypatch.setattr(rdma_loops, "_spin_until", counted)
+    monkeypatch.setattr(rdma_loops, "_INLINE_SPINS", 50)
+
+    class SlowAnswers(FakeRdmaEndpoint):
+        def post(self, wr, wr_id):
+            if self.post_calls in (3, 7):  # the 4th and 8th answers come 30 ms late
+                time.sleep(0.03)
+            super().post(wr, wr_id)
+
+    a, b = FakeRdmaEndpoint(256, 8), SlowAnswers(256, 8)
+    a.peer, b.peer = b, a
+    t = threading.Thread(target=write_lat_responder, args=(b, 8, 0, 12), kwargs={"timeout_s": 5})
+    t.start()
+    samples = write_lat_initiator(a, 8, 0, 12, timeout_s=5)
+    t.join(5)
+    assert len(samples) == 12 and all(s > 0 for s in samples)
+    assert samples[3] >= 25_000_000 and samples[7] >= 25_000_000
+    assert "the answer to WRITE 3" in waits and "the answer to WRITE 7" in waits
+    assert a.view[7] == marker(11)
 
 
 def test_message_sizes_checked_against_max_msg_sz_and_the_sge_length():
