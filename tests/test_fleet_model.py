@@ -74,7 +74,9 @@ def _set(doc, path, value):
         (("pairs", "rows", 0, 7), -1.0, "pairs.rows[0][7]: -1.0 is outside"),
         (("pairs", "rows", 0, 7), True, "pairs.rows[0][7]: must be a finite number"),
         (("pairs", "rows", 0, 4), "mlx5_9", "has no rail 0 with adapter 'mlx5_9'"),
-        (("pairs", "rows", 0), [1, 2], "must be a list of 11 values"),
+        (("pairs", "rows", 0), [1, 2], "must be a list of 12 values"),
+        (("pairs", "rows", 0, 11), "auto", "pairs.rows[0][11]: must be one of ibdiag, perftest"),
+        (("sweep", "engine_requested"), "nccl", "sweep.engine_requested: must be one of"),
     ],
 )
 def test_a_bad_value_is_named_with_its_path(result, path, value, message):
@@ -97,12 +99,57 @@ def test_a_self_test_is_refused(result):
         SweepResult.from_json(doc)
 
 
-def test_the_engine_travels_in_the_document_and_older_files_read_as_ibdiags(result):
+def _with_engines(result, requested, engines):
+    """The result as if its pairs had been measured by ``engines`` (cycled) under ``--engine requested``."""
     from dataclasses import replace
 
-    on_perftest = replace(result, settings=replace(result.settings, spec=replace(result.settings.spec, engine="perftest")))
-    doc = json.loads(json.dumps(on_perftest.to_json()))
-    assert doc["sweep"]["engine"] == "perftest"
-    assert SweepResult.from_json(doc).settings.spec.engine == "perftest"
-    del doc["sweep"]["engine"]  # written before sweep had --engine
-    assert SweepResult.from_json(doc).settings.spec.engine == "ibdiag"
+    pairs = tuple(replace(p, engine=None if p.unreachable else engines[i % len(engines)]) for i, p in enumerate(result.pairs))
+    return replace(result, settings=replace(result.settings, spec=replace(result.settings.spec, engine=requested)), pairs=pairs)
+
+
+@pytest.mark.parametrize(
+    ("requested", "engines", "summed"),
+    [("auto", ["ibdiag", "perftest"], "ibdiag+perftest"), ("auto", ["perftest"], "perftest"), ("perftest", ["perftest"], "perftest"), ("ibdiag", ["ibdiag"], "ibdiag")],
+)
+def test_each_pair_records_the_engine_that_measured_it(result, requested, engines, summed):
+    """``--engine auto`` lets every measuring node choose: the document says per pair what measured it
+    and sums that up in ``sweep.engine`` ("auto" is only the option, ``sweep.engine_requested``)."""
+    from ibdiag.fleet.render import CSV_HEADER, csv_rows, summary_lines
+
+    mixed = _with_engines(result, requested, engines)
+    doc = json.loads(json.dumps(mixed.to_json()))
+    assert doc["sweep"]["engine"] == summed and doc["sweep"]["engine_requested"] == requested
+    measured = [row for row in doc["pairs"]["rows"] if not row[10]]
+    assert {row[11] for row in measured} == set(engines) and all(row[11] is None for row in doc["pairs"]["rows"] if row[10])
+    back = SweepResult.from_json(doc)
+    assert back.pairs == mixed.pairs and back.settings.spec.engine == requested and back.engine == summed
+    rows = csv_rows(back)
+    assert CSV_HEADER[-1] == "engine" and [r["engine"] for r in rows] == [p.engine for p in mixed.pairs]
+    assert summary_lines(back)[0].endswith(f"(p2p, rdma, {summed})" if "perftest" in summed else "(p2p, rdma)")
+
+
+def test_no_pair_engine_is_a_null_sweep_engine(result):
+    """The synthetic fabric (and a collective sweep) names no engine: ``sweep.engine`` is null."""
+    doc = json.loads(json.dumps(result.to_json()))
+    assert doc["sweep"]["engine"] is None and {row[11] for row in doc["pairs"]["rows"]} == {None}
+    assert SweepResult.from_json(doc).engine is None
+
+
+@pytest.mark.parametrize(("old_engine", "pair_engine"), [("perftest", "perftest"), ("ibdiag", "ibdiag"), ("auto", None), (None, "ibdiag")])
+def test_older_files_without_per_pair_engines_read(result, old_engine, pair_engine):
+    """Files written before each pair recorded its engine: ``sweep.engine`` was the option (absent
+    before --engine: ibdiag's) and ``pairs`` had 11 columns. Each pair's engine is that option where it
+    names one; "auto" did not say what each node chose: unknown."""
+    doc = json.loads(json.dumps(result.to_json()))
+    del doc["sweep"]["engine_requested"]
+    if old_engine is None:
+        del doc["sweep"]["engine"]  # written before sweep had --engine
+    else:
+        doc["sweep"]["engine"] = old_engine
+    doc["pairs"]["columns"] = doc["pairs"]["columns"][:11]
+    doc["pairs"]["rows"] = [row[:11] for row in doc["pairs"]["rows"]]
+    back = SweepResult.from_json(doc)
+    assert back.settings.spec.engine == (old_engine or "ibdiag")
+    assert {p.engine for p in back.pairs if not p.unreachable} == {pair_engine}
+    assert {p.engine for p in back.pairs if p.unreachable} <= {None}
+    assert back.engine == pair_engine

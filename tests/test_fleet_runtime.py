@@ -55,6 +55,8 @@ def test_a_three_rank_slurm_job_on_loopback_sweeps_every_ring_pair(ibdiag_exe, t
     pairs = sorted((r[3], r[5]) for r in doc["pairs"]["rows"] if r[1] == "first")
     assert pairs == [(0, 1), (0, 2), (1, 2)]
     assert all(r[7] is not None and r[7] > 0 and r[9] is None for r in doc["pairs"]["rows"])  # measured, no error
+    assert all(r[11] == "ibdiag" for r in doc["pairs"]["rows"]) and doc["sweep"]["engine"] == "ibdiag"  # TCP: ibdiag's own engine
+    assert doc["sweep"]["engine_requested"] == "auto"
     assert {n["status"] for n in doc["nodes"]} == {"ok"}
     saved = json.loads(saves[0].read_text())
     assert saved["pairs"] == doc["pairs"] and not saves[1].parent.exists()
@@ -75,14 +77,14 @@ def test_reported_results_are_checked_before_rank_0_uses_them():
     rows = result_rows(good)
     assert read_results(json.loads(json.dumps(rows)), 4, Phase.FIRST, 3, 6, source="rank 3") == good
     for bad, message in (
-        ([[0, 1, 2, 12.5, None, None]], "rows[0][2]: 2 is outside 3..3"),  # a result for a test another rank measured
-        ([[0, 3, 3, 12.5, None, None]], "cannot be tested against itself"),
-        ([[0, 9, 3, 12.5, None, None]], "rows[0][1]: 9 is outside 0..5"),
-        ([[0, 1, 3, -1, None, None]], "rows[0][3]"),
-        ([[0, 1, 3, 1.0, None, "two\nlines"]], "non-printable"),
-        ([[0, 1, 3]], "must be [rail, a, b, bw_gbs, lat_us, error]"),
+        ([[0, 1, 2, 12.5, None, None, None]], "rows[0][2]: 2 is outside 3..3"),  # a result for a test another rank measured
+        ([[0, 3, 3, 12.5, None, None, None]], "cannot be tested against itself"),
+        ([[0, 9, 3, 12.5, None, None, None]], "rows[0][1]: 9 is outside 0..5"),
+        ([[0, 1, 3, -1, None, None, None]], "rows[0][3]"),
+        ([[0, 1, 3, 1.0, None, "two\nlines", None]], "non-printable"),
+        ([[0, 1, 3]], "must be [rail, a, b, bw_gbs, lat_us, error, engine]"),
         ({"rows": []}, "must be a list"),
-        ([[0, 1, 3, 1.0, None, None]] * 65, "more than the 64 allowed"),
+        ([[0, 1, 3, 1.0, None, None, None]] * 65, "more than the 64 allowed"),
     ):
         with pytest.raises(InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
             read_results(bad, 4, Phase.FIRST, 3, 6, source="rank 3")
@@ -210,9 +212,41 @@ def test_an_rdma_pair_on_perftest_goes_through_perftest_and_fails_as_one_result(
     test = PairTest(0, Phase.FIRST, End(0, 0, "rxe0"), End(1, 0, "rxe0"))
     res = runner.run_pair(test, nodes[0], nodes[1], PairSpec(transport="rdma", bytes=4096, duration_s=1, timeout_s=2, engine="perftest"))
     assert res.bw_gbs is None and res.error == "no RDMA device named rxe0 with that port", res.error  # sysfs, not pyverbs: the perftest path
+    assert res.engine == "perftest"  # the engine that tried, recorded with its failure
     empty = P2PPairRunner({0: [1]}, b"t" * 32, perftest_path=str(tmp_path))  # a PATH without perftest
     res = empty.run_pair(test, nodes[0], nodes[1], PairSpec(transport="rdma", bytes=4096, duration_s=1, timeout_s=2, engine="perftest"))
     assert res.error and "ib_write_bw is not installed" in res.error, res.error
+    assert res.engine == "perftest"
+
+
+def test_auto_records_what_this_node_chose_per_pair(tmp_path):
+    """``--engine auto`` is decided by the measuring node: the pair records that node's choice (here:
+    ibdiag's engine where pyverbs loads, else perftest, which is installed), never "auto"."""
+    import shutil
+
+    from ibdiag.bench.p2p.perftest_engine import pyverbs_available
+    from ibdiag.fleet.nodes import End, make_fleet
+    from ibdiag.fleet.p2prunner import P2PPairRunner
+    from ibdiag.fleet.schedule import PairTest
+
+    if shutil.which("ib_write_bw") is None:
+        pytest.fail("perftest is not installed (make system-deps)")
+    (tmp_path / "sys" / "class" / "infiniband").mkdir(parents=True)
+    nodes = make_fleet(["a", "b"], ["rxe0"], addresses=["127.0.0.1", "127.0.0.1"])
+    runner = P2PPairRunner({0: [_free_port()], 1: [_free_port()]}, b"t" * 32, sysfs_root=str(tmp_path))
+    test = PairTest(0, Phase.FIRST, End(0, 0, "rxe0"), End(1, 0, "rxe0"))
+    res = runner.run_pair(test, nodes[0], nodes[1], PairSpec(transport="rdma", bytes=4096, duration_s=1, timeout_s=2, engine="auto"))
+    assert res.error and res.engine == ("ibdiag" if pyverbs_available() else "perftest"), (res.error, res.engine)
+
+
+def test_the_engine_of_each_pair_travels_to_rank_0_checked():
+    rows = result_rows([PairResult(0, Phase.FIRST, 0, 0, 1, 5.0, engine="perftest"), PairResult(0, Phase.FIRST, 1, 0, 1, None, error="x")])
+    assert [r[6] for r in rows] == ["perftest", None]
+    assert [p.engine for p in read_results(rows, 0, Phase.FIRST, 1, 2, source="rank 1")] == ["perftest", None]
+    with pytest.raises(InputError, match=r"rows\[0\]\[6\]: must be one of ibdiag, perftest"):
+        read_results([[0, 0, 1, 5.0, None, None, "auto"]], 0, Phase.FIRST, 1, 2, source="rank 1")
+    with pytest.raises(InputError, match="must be \\[rail, a, b, bw_gbs, lat_us, error, engine\\]"):
+        read_results([[0, 0, 1, 5.0, None, None]], 0, Phase.FIRST, 1, 2, source="rank 1")
 
 
 def test_error_text_travels_as_one_printable_line():
@@ -238,7 +272,7 @@ def test_a_latency_pair_with_only_an_average_keeps_it(monkeypatch):
     monkeypatch.setattr(client, "run_p2p", lambda req, opts: SimpleNamespace(results=(averaged,)))
     nodes = make_fleet(["a", "b"], [None], addresses=["127.0.0.1", "127.0.0.1"])
     res = P2PPairRunner({0: [1], 1: [1]}, b"t" * 32).run_pair(PairTest(0, Phase.FIRST, End(0, 0, None), End(1, 0, None)), nodes[0], nodes[1], PairSpec(transport="tcp", mode="lat", bytes=8))
-    assert res.error is None and res.lat_us == 14.5 and res.bw_gbs is None
+    assert res.error is None and res.lat_us == 14.5 and res.bw_gbs is None and res.engine == "ibdiag"  # TCP: ibdiag's engine
     monkeypatch.setattr(client, "run_p2p", lambda req, opts: SimpleNamespace(results=(P2PResult(bytes=8, iters=100),)))
     res = P2PPairRunner({0: [1], 1: [1]}, b"t" * 32).run_pair(PairTest(0, Phase.FIRST, End(0, 0, None), End(1, 0, None)), nodes[0], nodes[1], PairSpec(transport="tcp", mode="lat", bytes=8))
     assert res.error == "the test returned no measurement"

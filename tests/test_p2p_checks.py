@@ -163,6 +163,30 @@ def test_csv_rows_long_form():
     assert rows[1]["lat_p50_us"] is None and rows[1]["cpu_server_s_per_gb"] is None
 
 
+@pytest.mark.parametrize(
+    ("transport", "mode", "verb", "engine", "test"),
+    [
+        ("tcp", "both", None, None, "tcp_bw+tcp_lat"),
+        ("tcp", "lat", None, None, "tcp_lat"),
+        ("rdma", "bw", None, "ibdiag", "ib_write_bw"),  # a file written before --verb: write
+        ("rdma", "lat", "read", "ibdiag", "ib_read_lat"),
+        ("rdma", "bw", "send", "perftest", "ib_send_bw"),
+        ("rdma", "both", "write", "perftest", "ib_write_bw+ib_write_lat"),
+    ],
+)
+def test_csv_names_the_test_that_ran_as_perftest_names_it(transport, mode, verb, engine, test):
+    """The ``test`` column of a measured run: perftest's name of what ran (the importer's values for
+    perftest logs), the same whichever engine measured; it survives the saved JSON."""
+    from ibdiag.bench.p2p.meta import RdmaEnd, RdmaPath
+
+    end = RdmaEnd("rxe0", 1, 1, None, None, "Ethernet", 1024)
+    rdma = RdmaPath(end, end, 1024, 128, verb=verb) if transport == "rdma" else None
+    setup = P2PSetup(peer="h:1", rdma=rdma, engine=engine)
+    run = BenchRun(P2PMeta(transport=transport, mode=mode, measured=setup), tuple(FULL))
+    assert [r["test"] for r in csv_rows(run)] == [test] * len(FULL)
+    assert csv_rows(bench_run_from_json(json.loads(json.dumps(run.to_data()))))[0]["test"] == test
+
+
 def test_chart_marks_the_line_rate():
     chart = bandwidth_chart(_run(FULL))
     lines = chart.splitlines()

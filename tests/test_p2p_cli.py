@@ -82,6 +82,7 @@ def test_csv_loads_into_pandas(cli, server):
     df = pd.read_csv(io.StringIO(r.stdout))
     assert list(df["bytes"]) == [4096, 2**20]
     assert (df["bw_gbs"] > 0).all() and (df["transport"] == "tcp").all()
+    assert (df["test"] == "tcp_bw").all()  # what was run, named as the perftest importer names its tests
 
 
 def test_table_has_rows_chart_and_line_rate_note(cli, server):

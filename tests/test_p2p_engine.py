@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -311,3 +314,165 @@ def test_a_server_without_pyverbs_serves_perftest_clients(monkeypatch, tmp_path)
     assert line.startswith("rxe0 port 1") and "serving --engine perftest clients only" in line
     with pytest.raises(CannotRunError, match="pyverbs"):
         preflight_rdma(ServeOptions(sysfs_root=RXE_ROOT, perftest_path=str(tmp_path / "none")))
+
+
+# --- processes that do not outlive ibdiag, and perftest's port taken before it binds ------------------
+
+
+def _gone(pid: int, timeout_s: float) -> bool:
+    """True when process ``pid`` has exited (or is a zombie nobody reaps yet) within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _kill_if_alive(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+@pytest.mark.parametrize("in_thread", [False, True], ids=["main-thread", "worker-thread"])
+def test_a_perftest_process_dies_with_its_sigkilled_parent(in_thread):
+    """A real parent process starts a long-running real program (``sleep``) through the same helper
+    that starts perftest, from its main thread or, as ``bench serve`` does, from a connection's
+    thread that waits on it; the parent is SIGKILLed: the kernel kills the child too."""
+    start = "p = PerftestProcess(['sleep', '300']); print(p.proc.pid, flush=True); time.sleep(300)"
+    if in_thread:
+        start = f"threading.Thread(target=lambda: exec({start!r}, globals())).start(); time.sleep(300)"
+    code = f"import threading, time\nfrom ibdiag.bench.p2p.perftest_engine import PerftestProcess\n{start}\n"
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    child = None
+    try:
+        child = int(parent.stdout.readline())  # type: ignore[union-attr]
+        assert not _gone(child, 0.3), "the child did not run"
+        parent.kill()
+        parent.wait(10)
+        assert _gone(child, 10), "the child outlived its SIGKILLed parent"
+    finally:
+        parent.kill()
+        parent.wait(10)
+        if child is not None:
+            _kill_if_alive(child)
+
+
+def test_a_child_whose_parent_died_before_the_prctl_kills_itself():
+    """The race the helper closes: the parent dies between fork and ``prctl``, so no signal will come;
+    the child notices it has another parent than the one it was forked from. Driven by naming a
+    parent that is not this process (-1 is nobody's pid)."""
+    from ibdiag.bench.parentdeath import die_with_parent
+
+    p = subprocess.Popen(["sleep", "300"], preexec_fn=die_with_parent(parent_pid=-1))  # noqa: PLW1509
+    try:
+        assert p.wait(10) == -signal.SIGKILL
+    finally:
+        p.kill()
+        p.wait(10)
+    own = subprocess.Popen(["sleep", "300"], preexec_fn=die_with_parent())  # noqa: PLW1509 - this process is its parent: it runs
+    try:
+        assert own.poll() is None and not _gone(own.pid, 0.3)
+    finally:
+        own.kill()
+        own.wait(10)
+
+
+def _stand_in_perftest_server(directory: Path) -> None:
+    """A stand-in for perftest's ``ib_write_bw`` server (named so: no RDMA device here): like perftest
+    it binds ``-p``'s port (SO_REUSEADDR), listens and waits for a client, and when the port is taken
+    prints perftest's "Couldn't listen to port N" and exits 1."""
+    script = directory / "ib_write_bw"
+    script.write_text(
+        f"#!{sys.executable}\nimport socket, sys, time\n"
+        "p = int(sys.argv[sys.argv.index('-p') + 1])\ns = socket.socket()\n"
+        "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "try:\n    s.bind(('', p)); s.listen(1)\n"
+        "except OSError:\n    print(f\"Couldn't listen to port {p}\"); sys.exit(1)\n"
+        "time.sleep(300)\n"
+    )
+    script.chmod(0o755)
+
+
+def _phase_client(port: int) -> Channel:
+    sock = socket.create_connection(("127.0.0.1", port))
+    ch = Channel(sock, "server", 10)
+    client_handshake(ch, token=None, host="t", version="t")
+    ch.send({"type": "run", "request": req(iters=5).to_json()})
+    assert ch.expect("ready", "ready")["engine"] == "perftest"
+    ch.expect("connected", "connected")
+    ch.send({"type": "phase", "kind": "bw", "bytes": 65536, "warmup": 0})
+    return ch
+
+
+@pytest.fixture
+def taken_port():
+    """A port another program listens on (a real socket), and the picks ``free_port`` then makes."""
+    with socket.socket() as s:
+        s.bind(("", 0))
+        s.listen(1)
+        yield s.getsockname()[1]
+
+
+def test_a_perftest_port_taken_before_perftest_binds_it_is_replaced_by_another(tmp_path, monkeypatch, taken_port):
+    """The race between picking a free port and perftest binding it, made certain: the first pick is a
+    port another socket listens on (the kernel's pick is replaced for the first call only). perftest
+    (the stand-in) cannot listen there; the server starts it on a new port and tells the client that
+    one, where perftest itself listens (the other program listening on the first one does not count)."""
+    _stand_in_perftest_server(tmp_path)
+    real = pe.free_port
+    picks: list[int] = []
+    monkeypatch.setattr(pe, "free_port", lambda: picks.append(taken_port if not picks else real()) or picks[-1])
+    with server_thread(sysfs_root=RXE_ROOT, perftest_path=str(tmp_path), timeout_s=5.0) as (port, log, _):
+        ch = _phase_client(port)
+        go = ch.expect("go", "go")
+        assert picks[0] == taken_port and go["perftest_port"] == picks[1] != taken_port
+        assert f"-p {picks[1]} " in go["command"]
+        (proc,) = list(pe._live)
+        assert pe.listens_on(proc.proc.pid, picks[1]) and not pe.listens_on(proc.proc.pid, taken_port)
+        log.wait_for(rf"could not listen on port {taken_port} \(taken since it was picked free\); starting it on another")
+        ch.sock.close()
+    assert perftest_processes(os.getpid()) == [] and pe.live_count() == 0
+
+
+def test_a_perftest_port_taken_every_time_is_a_clear_exit_3(tmp_path, monkeypatch, taken_port):
+    """Every pick taken: after LISTEN_TRIES tries the client hears why (exit 3, a hint), nothing is left."""
+    _stand_in_perftest_server(tmp_path)
+    monkeypatch.setattr(pe, "free_port", lambda: taken_port)
+    with server_thread(sysfs_root=RXE_ROOT, perftest_path=str(tmp_path), timeout_s=5.0) as (port, log, _):
+        ch = _phase_client(port)
+        with pytest.raises(RemoteError) as e:
+            ch.expect("go", "go")
+        ch.sock.close()
+        log.wait_for(r"dropped: perftest on the server")
+    err = e.value
+    assert err.exit_status == 3
+    assert f"perftest on the server (ib_write_bw) could not listen on its TCP port: {pe.LISTEN_TRIES} ports picked free ({', '.join([str(taken_port)] * pe.LISTEN_TRIES)})" in err.message
+    assert "ss -tlnp" in (err.hint or "")
+    assert perftest_processes(os.getpid()) == [] and pe.live_count() == 0
+
+
+def test_listening_sockets_and_who_holds_them():
+    """``/proc/net/tcp``'s inode column ties a listening port to the process holding the socket."""
+    table = (
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+        "   0: 00000000:4A34 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1234 1 0 100 0 0 10 0\n"
+        "   1: 0100007F:4A34 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 999 1 0 20 4 30 10 -1\n"
+    )
+    assert pe.listening_sockets(table) == {0x4A34: {1234}} and pe.listening_ports(table) == {0x4A34}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        assert not pe.listens_on(os.getpid(), s.getsockname()[1])  # bound, not listening
+        s.listen(1)
+        assert pe.listens_on(os.getpid(), s.getsockname()[1])
+        with subprocess.Popen(["sleep", "30"]) as other:
+            try:
+                assert not pe.listens_on(other.pid, s.getsockname()[1])  # someone listens there, not it
+            finally:
+                other.kill()

@@ -3,15 +3,22 @@
 The document is the common envelope plus::
 
     {"sweep":  {pattern, random_rounds, seed, test, transport, bytes, mode, duration_s, timeout_s,
-                second_pass, first_pass_rounds, second_pass_rounds, tests, thresholds: {...}},
+                engine, engine_requested, second_pass, first_pass_rounds, second_pass_rounds, tests,
+                thresholds: {...}},
      "nodes":  [{rank, host, address, rails: [{rail, adapter, port, rate_gbps}],
                  status, whole_node, bad_rails, suspect_rails, ends: [{rail, partners, ...}]}],
      "rails":  [{rail, links, median_bw_gbs, mad_bw_gbs, scale_bw_gbs, limit_bw_gbs, ...}],
      "links":  [slow links only: {rail, a, b, tests, failed, bw_gbs, line_rate_share, z, verdict, ...}],
-     "pairs":  {"columns": [round, phase, rail, a, a_adapter, b, b_adapter, bw_gbs, lat_us, error, unreachable],
-                "rows": [[0, "first", 0, 0, "mlx5_0", 1, "mlx5_0", 48.2, null, null, []], ...]}}
+     "pairs":  {"columns": [round, phase, rail, a, a_adapter, b, b_adapter, bw_gbs, lat_us, error, unreachable, engine],
+                "rows": [[0, "first", 0, 0, "mlx5_0", 1, "mlx5_0", 48.2, null, null, [], "ibdiag"], ...]}}
 
 ``pairs`` is columnar (``pandas.DataFrame(rows, columns=columns)``) because it is the bulk of the file.
+Each pair's ``engine`` is who measured it on its measuring node (``--engine auto`` decides per node);
+``sweep.engine`` sums them up — ``ibdiag``, ``perftest``, ``ibdiag+perftest`` when nodes chose
+differently, null when no p2p test ran — and ``sweep.engine_requested`` is the ``--engine`` given.
+Older files (no ``engine`` column; ``sweep.engine`` was the option, absent before ``--engine``:
+ibdiag) read with each pair's engine from that option where it names one (TCP pairs: ibdiag), else
+unknown (null).
 Reading a document back (:meth:`SweepResult.from_json`) checks the settings, nodes and pairs and
 recomputes ``nodes``' verdicts, ``rails`` and ``links`` from the pairs: they are derived, so a file
 cannot claim a verdict its measurements do not support.
@@ -26,12 +33,16 @@ from typing import Any
 from ibdiag.fleet.analysis import Analysis, LinkVerdict, SweepConfig, analyse
 from ibdiag.errors import UsageError
 from ibdiag.fleet.nodes import ADAPTER_RE, HOST_RE, FleetNode, Rail, check_fleet
-from ibdiag.fleet.runner import PairResult, PairSpec
+from ibdiag.fleet.runner import PAIR_ENGINES, PairResult, PairSpec
 from ibdiag.fleet.schedule import MAX_NODES, MAX_RANDOM_ROUNDS, Pattern, Phase
 from ibdiag.fleet.untrusted import JsonReader
 
 SCHEMA = "ibdiag.sweep/1"
-PAIR_COLUMNS = ("round", "phase", "rail", "a", "a_adapter", "b", "b_adapter", "bw_gbs", "lat_us", "error", "unreachable")
+PAIR_COLUMNS = ("round", "phase", "rail", "a", "a_adapter", "b", "b_adapter", "bw_gbs", "lat_us", "error", "unreachable", "engine")
+#: The columns of files written before each pair recorded its engine.
+PAIR_COLUMNS_WITHOUT_ENGINE = PAIR_COLUMNS[:-1]
+#: ``sweep.engine``: the engines the pairs used, joined with ``+`` (null: none recorded).
+USED_ENGINES = ("ibdiag", "perftest", "ibdiag+perftest")
 #: Most pair tests a document may hold (16384 nodes x 8 rails x 64 rounds; a larger file is refused).
 MAX_PAIRS = 16384 * 8 * 64
 #: Most rails per node (DGX-class nodes have 8; 64 leaves room and bounds the input).
@@ -62,6 +73,14 @@ class SweepResult:
         """Most rails any node has."""
         return max(len(n.rails) for n in self.nodes)
 
+    @property
+    def engine(self) -> str | None:
+        """Who measured the pair tests: ``ibdiag``, ``perftest``, ``ibdiag+perftest`` (each measuring node
+        chose for itself: ``--engine auto``), None when no pair says (no p2p test ran, older files)."""
+        used = {p.engine for p in self.pairs}
+        names = [e for e in PAIR_ENGINES if e in used]
+        return "+".join(names) if names else None
+
     def adapter(self, rank: int, rail: int) -> str | None:
         r = self.nodes[rank].rail(rail)
         return None if r is None else r.adapter
@@ -73,6 +92,8 @@ class SweepResult:
             "random_rounds": s.random_rounds,
             "seed": s.seed,
             **s.spec.to_json(),
+            "engine": self.engine,
+            "engine_requested": s.spec.engine,
             "second_pass": s.second_pass,
             "first_pass_rounds": s.first_pass_rounds,
             "second_pass_rounds": s.second_pass_rounds,
@@ -99,7 +120,7 @@ class SweepResult:
             )
             nodes.append(doc)
         rows = [
-            [p.round, p.phase.value, p.rail, p.a, self.adapter(p.a, p.rail), p.b, self.adapter(p.b, p.rail), p.bw_gbs, p.lat_us, p.error, list(p.unreachable)]
+            [p.round, p.phase.value, p.rail, p.a, self.adapter(p.a, p.rail), p.b, self.adapter(p.b, p.rail), p.bw_gbs, p.lat_us, p.error, list(p.unreachable), p.engine]
             for p in self.pairs
         ]
         return {
@@ -134,7 +155,7 @@ class SweepResult:
             mode=r.choice(sw.get("mode"), f"{top}.mode", ("bw", "lat", "both")),
             duration_s=r.number(sw.get("duration_s"), f"{top}.duration_s", lo=1e-6, hi=3600),
             timeout_s=r.number(sw.get("timeout_s"), f"{top}.timeout_s", lo=1e-6, hi=3600),
-            engine=r.choice(sw.get("engine", "ibdiag"), f"{top}.engine", ("auto", "ibdiag", "perftest")),  # absent before --engine: ibdiag's
+            engine=_requested_engine(r, sw, top),
         )
         pattern = Pattern(r.choice(sw.get("pattern"), f"{top}.pattern", [p.value for p in Pattern]))
         settings = SweepSettings(
@@ -147,7 +168,7 @@ class SweepResult:
             second_pass_rounds=r.integer(sw.get("second_pass_rounds"), f"{top}.second_pass_rounds", lo=0, hi=MAX_NODES),
         )
         fleet = nodes_from_json(r, doc.get("nodes"))
-        pairs = _pairs_from_json(r, doc.get("pairs"), fleet)
+        pairs = _pairs_from_json(r, doc.get("pairs"), fleet, spec)
         return cls(settings, fleet, pairs, analyse(fleet, pairs, config))
 
 
@@ -182,19 +203,40 @@ def nodes_from_json(r: JsonReader, value: Any, where: str = "nodes") -> tuple[Fl
     except UsageError as e:  # the node checks' complaint is, here, bad input
         raise r.error(where, e.message) from None
 
-def _pairs_from_json(r: JsonReader, value: Any, nodes: tuple[FleetNode, ...]) -> tuple[PairResult, ...]:
+def _requested_engine(r: JsonReader, sw: Mapping[str, Any], top: str) -> str:
+    """``--engine`` as given: ``engine_requested``; in older files ``engine`` was that (absent before
+    ``--engine``: ibdiag's). ``engine`` in a newer file is derived from the pairs, checked only for its form."""
+    requested = ("auto", "ibdiag", "perftest")
+    if "engine_requested" not in sw:
+        return r.choice(sw.get("engine", "ibdiag"), f"{top}.engine", requested)
+    if sw.get("engine") is not None:
+        r.choice(sw.get("engine"), f"{top}.engine", USED_ENGINES)
+    return r.choice(sw.get("engine_requested"), f"{top}.engine_requested", requested)
+
+
+def _older_pair_engine(spec: PairSpec, a_adapter: Any, b_adapter: Any, unreachable: tuple[int, ...]) -> str | None:
+    """A pair's engine in a file without the column: ibdiag's over TCP, else ``--engine`` where it named one."""
+    if spec.test != "p2p" or unreachable:
+        return None
+    if a_adapter is None or b_adapter is None or spec.transport == "tcp":
+        return "ibdiag"
+    return spec.engine if spec.engine in PAIR_ENGINES else None
+
+
+def _pairs_from_json(r: JsonReader, value: Any, nodes: tuple[FleetNode, ...], spec: PairSpec) -> tuple[PairResult, ...]:
     table = r.obj(value, "pairs")
-    columns = r.items(table.get("columns"), "pairs.columns", max_items=len(PAIR_COLUMNS))
-    if tuple(columns) != PAIR_COLUMNS:
+    columns = tuple(r.items(table.get("columns"), "pairs.columns", max_items=len(PAIR_COLUMNS)))
+    if columns not in (PAIR_COLUMNS, PAIR_COLUMNS_WITHOUT_ENGINE):
         raise r.error("pairs.columns", f"must be {list(PAIR_COLUMNS)}")
+    width = len(columns)
     n = len(nodes)
     phases = {p.value: p for p in Phase}
     out: list[PairResult] = []
     for i, row in enumerate(r.items(table.get("rows"), "pairs.rows", max_items=MAX_PAIRS)):
         where = f"pairs.rows[{i}]"
-        if not isinstance(row, list) or len(row) != len(PAIR_COLUMNS):
-            raise r.error(where, f"must be a list of {len(PAIR_COLUMNS)} values")
-        rnd, phase, rail, a, a_adapter, b, b_adapter, bw, lat, err, silent = row
+        if not isinstance(row, list) or len(row) != width:
+            raise r.error(where, f"must be a list of {width} values")
+        rnd, phase, rail, a, a_adapter, b, b_adapter, bw, lat, err, silent = row[:11]
         a = r.integer(a, f"{where}[3]", lo=0, hi=n - 1)
         b = r.integer(b, f"{where}[5]", lo=0, hi=n - 1)
         rail = r.integer(rail, f"{where}[2]", lo=0, hi=MAX_RAILS - 1)
@@ -205,6 +247,10 @@ def _pairs_from_json(r: JsonReader, value: Any, nodes: tuple[FleetNode, ...]) ->
             if have is None or have.adapter != adapter:
                 raise r.error(f"{where}[{col}]", f"rank {end} has no rail {rail} with adapter {adapter!r}")
         unreachable = tuple(r.integer(x, f"{where}[10][{k}]", lo=0, hi=n - 1) for k, x in enumerate(r.items(silent, f"{where}[10]", max_items=2)))
+        if width == len(PAIR_COLUMNS):
+            engine = None if row[11] is None else r.choice(row[11], f"{where}[11]", PAIR_ENGINES)
+        else:
+            engine = _older_pair_engine(spec, a_adapter, b_adapter, unreachable)
         out.append(
             PairResult(
                 round=r.integer(rnd, f"{where}[0]", lo=0, hi=MAX_NODES * 2),
@@ -216,6 +262,7 @@ def _pairs_from_json(r: JsonReader, value: Any, nodes: tuple[FleetNode, ...]) ->
                 lat_us=r.opt_number(lat, f"{where}[8]", lo=0, hi=1e9),
                 error=r.opt_text(err, f"{where}[9]", max_len=500),
                 unreachable=unreachable,
+                engine=engine,
             )
         )
     return tuple(out)

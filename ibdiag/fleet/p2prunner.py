@@ -155,10 +155,12 @@ class P2PPairRunner:
         if rail_a is None or rail_b is None or test.rail >= len(ports):
             return PairResult(test.round, test.phase, test.rail, a.rank, b.rank, None, error=f"no rail {test.rail} on both nodes")
         transport = "rdma" if rail_a.adapter is not None and rail_b.adapter is not None and spec.transport == "rdma" else "tcp"
+        engine: str | None = None
         try:
             req = RunRequest(transport=transport, mode=spec.mode, sizes=(spec.bytes,), duration_s=spec.duration_s, warmup=warmup_messages(spec.bytes))
             if transport == "rdma" and spec.engine != "ibdiag":
                 req = self._perftest_or(req, spec.engine)
+            engine = req.engine  # type: ignore[attr-defined] # what measures: the server runs the client's engine or refuses
             opts = ClientOptions(
                 host=a.address, port=ports[test.rail], token=self.token, timeout_s=spec.timeout_s,
                 device=rail_b.adapter if transport == "rdma" else None, ib_port=rail_b.port or 1, sysfs_root=self.sysfs_root,
@@ -166,15 +168,15 @@ class P2PPairRunner:
             )
             run = run_p2p(req, opts)
         except IbdiagError as e:
-            return PairResult(test.round, test.phase, test.rail, a.rank, b.rank, None, error=e.message[:500])
+            return PairResult(test.round, test.phase, test.rail, a.rank, b.rank, None, error=e.message[:500], engine=engine)
         except OSError as e:  # a socket error the client did not wrap: still this pair's failure only
-            return PairResult(test.round, test.phase, test.rail, a.rank, b.rank, None, error=f"{type(e).__name__}: {e}"[:500])
+            return PairResult(test.round, test.phase, test.rail, a.rank, b.rank, None, error=f"{type(e).__name__}: {e}"[:500], engine=engine)
         res = run.results[0]
         # perftest's latency in duration mode (the sweep's --duration) prints only the average
         lat = res.lat_us.p50_us if res.lat_us is not None else res.lat_avg_us
         if res.bw_gbs is None and lat is None:
-            return PairResult(test.round, test.phase, test.rail, a.rank, b.rank, None, error="the test returned no measurement")
-        return PairResult(test.round, test.phase, test.rail, a.rank, b.rank, res.bw_gbs, lat_us=lat)
+            return PairResult(test.round, test.phase, test.rail, a.rank, b.rank, None, error="the test returned no measurement", engine=engine)
+        return PairResult(test.round, test.phase, test.rail, a.rank, b.rank, res.bw_gbs, lat_us=lat, engine=engine)
 
     def _perftest_or(self, req: object, engine: str) -> object:
         """The request on perftest (``--engine perftest``, or ``auto`` where perftest is this node's

@@ -219,13 +219,19 @@ def worst_nodes(result: SweepResult, limit: int = 10) -> list[int]:
     return [v.rank for v in sorted(result.analysis.nodes, key=key)[:limit]]
 
 
+def _engine_text(result: SweepResult) -> str:
+    """``, perftest`` / ``, ibdiag+perftest`` when perftest measured pairs (ibdiag's own engine, the usual one, goes unsaid)."""
+    engine = result.engine
+    return f", {engine}" if engine is not None and "perftest" in engine else ""
+
+
 def summary_lines(result: SweepResult) -> list[str]:
     s, a = result.settings, result.analysis
     rounds = f"{s.first_pass_rounds} round{'s' if s.first_pass_rounds != 1 else ''}"
     second = f" + {s.second_pass_rounds} second-pass" if s.second_pass else " (no second pass)"
     lines = [
         f"sweep: {s.pattern.value}, {len(result.nodes)} nodes, {result.rails} rail{'s' if result.rails != 1 else ''}, "
-        f"{rounds}{second}, {len(result.pairs)} tests of {format_bytes(s.spec.bytes)} ({s.spec.test}, {s.spec.transport}{', perftest' if s.spec.engine == 'perftest' else ''})",
+        f"{rounds}{second}, {len(result.pairs)} tests of {format_bytes(s.spec.bytes)} ({s.spec.test}, {s.spec.transport}{_engine_text(result)})",
     ]
     for rail in a.rails:
         share = f" = {rail.share:.0%} of {rail.line_rate_gbps:g} Gb/s" if rail.share is not None else ""
@@ -284,7 +290,7 @@ def worst_tables(result: SweepResult, *, limit: int = 10) -> list[Any]:
 
 # --- csv and prom --------------------------------------------------------------------------------------
 
-CSV_HEADER = ("round", "phase", "rail", "a", "a_host", "a_adapter", "b", "b_host", "b_adapter", "bw_gbs", "lat_us", "error", "unreachable")
+CSV_HEADER = ("round", "phase", "rail", "a", "a_host", "a_adapter", "b", "b_host", "b_adapter", "bw_gbs", "lat_us", "error", "unreachable", "engine")
 
 
 def csv_rows(result: SweepResult) -> list[dict[str, Any]]:
@@ -298,6 +304,7 @@ def csv_rows(result: SweepResult) -> list[dict[str, Any]]:
                 "b": p.b, "b_host": result.nodes[p.b].host, "b_adapter": result.adapter(p.b, p.rail),
                 "bw_gbs": p.bw_gbs, "lat_us": p.lat_us, "error": p.error,
                 "unreachable": " ".join(str(r) for r in p.unreachable),
+                "engine": p.engine,
             }
         )
     return rows

@@ -27,6 +27,8 @@ from ibdiag.fleet.schedule import Phase, PairTest
 #: Message size of the bandwidth test: a job-sized bucket (DDP's default bucket is 25 MiB; 64 MiB
 #: is where p2p bandwidth has long reached its plateau on 400G links, perftest/nccl-tests curves).
 DEFAULT_BYTES = 64 * 2**20
+#: Who can have measured a p2p pair test (:attr:`PairResult.engine`; ``bench p2p --engine``'s engines).
+PAIR_ENGINES = ("ibdiag", "perftest")
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,8 @@ class PairSpec:
     engine: str = "auto"
     """Who measures an RDMA pair (``bench p2p --engine``): ``ibdiag``, ``perftest`` (ib_write_bw/lat on
     both ends, started by the serving rank's server), or ``auto``: decided by the measuring node, as
-    ``bench p2p`` decides (ibdiag where pyverbs loads, else perftest where it can run the test)."""
+    ``bench p2p`` decides (ibdiag where pyverbs loads, else perftest where it can run the test). What
+    each test then used is its :attr:`PairResult.engine`."""
 
     def __post_init__(self) -> None:
         if self.test not in ("p2p", "collective"):
@@ -95,6 +98,10 @@ class PairResult:
     """Why the test failed, when it did (both ends answered but the test did not work)."""
     unreachable: tuple[int, ...] = ()
     """Ranks that did not answer within the timeout (the test then says nothing about the link)."""
+    engine: str | None = None
+    """Who measured (or tried to) a p2p test on the measuring node: ``ibdiag`` (its own loops, RDMA or
+    TCP) or ``perftest``; what ``--engine auto`` chose there. None for a test that never ran, a
+    collective test, the synthetic fabric, and older files that cannot tell."""
 
     @property
     def ok(self) -> bool:

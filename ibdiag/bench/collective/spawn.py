@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ibdiag.bench.parentdeath import die_with_parent
 from ibdiag.errors import (
     CannotRunError,
     IbdiagError,
@@ -183,16 +184,6 @@ def _on_sigterm(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handl
     raise _Terminated()
 
 
-def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
-    # A rank whose supervisor dies (SIGKILL, OOM killer) dies with it instead of waiting for its timeout.
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:  # noqa: BLE001 - best effort, Linux only
-        pass
-
-
 def child_env(base: Mapping[str, str], *, rank: int, nproc: int, port: int, report_dir: str) -> dict[str, str]:
     env = {k: v for k, v in base.items() if k not in _DROP and not k.startswith(_DROP_PREFIXES)}
     env.update(
@@ -251,7 +242,7 @@ def run_local(
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=err,
-                    preexec_fn=_set_pdeathsig if sys.platform.startswith("linux") else None,  # noqa: PLW1509
+                    preexec_fn=die_with_parent(),  # noqa: PLW1509 - a rank whose supervisor dies (SIGKILL, OOM killer) dies with it
                 )
             )
         from ibdiag.bench.collective.supervise import watch

@@ -317,6 +317,20 @@ class P2PMeta:
         rate = self.measured.line_rate.gbps if self.measured is not None else None
         return None if rate is None else rate * (2.0 if self.bidir else 1.0)
 
+    @property
+    def test(self) -> str | None:
+        """What was run, named as perftest names its tests (the importer's :attr:`PerftestLog.test`):
+        ``ib_write_bw``, ``ib_read_lat`` ...; TCP ``tcp_bw``/``tcp_lat`` (qperf's names); ``--mode both``
+        both names joined with ``+`` (``ib_write_bw+ib_write_lat``). The same for either engine: who
+        measured is ``engine``. None when nothing says (a measured run without transport or mode)."""
+        if self.perftest is not None:
+            return self.perftest.test
+        if self.measured is None or self.transport not in TRANSPORTS or self.mode not in MODES:
+            return None
+        prefix = "tcp_" if self.transport == "tcp" else f"ib_{(self.measured.rdma.verb if self.measured.rdma else None) or 'write'}_"
+        kinds = ("bw", "lat") if self.mode == "both" else (self.mode,)
+        return "+".join(prefix + k for k in kinds)
+
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"transport": self.transport, "mode": self.mode}
         if self.perftest is not None:

@@ -13,8 +13,11 @@ same :class:`~ibdiag.bench.results.P2PResult` rows as ibdiag's own engine. Messa
 
 perftest runs from an argv list (never a shell), in its own session, with output to a private file;
 every process is killed (SIGKILL to its process group) and reaped when a run ends, times out, the
-peer dies or ibdiag is interrupted (:func:`kill_all`). perftest's own TCP exchange uses its own port
-(:data:`PERFTEST_PORT_RANGE` on the server, one per run), which a firewall must allow.
+peer dies or ibdiag is interrupted (:func:`kill_all`), and the kernel kills it when ibdiag itself is
+killed (SIGKILL, the OOM killer: :mod:`ibdiag.bench.parentdeath`). perftest's own TCP exchange uses
+its own port on the server, one per run, picked free by the kernel (:func:`free_port`), which a
+firewall must allow; when another program takes that port before perftest binds it, the server
+starts perftest again on a new one (at most :data:`LISTEN_TRIES` ports).
 
 The limits below are perftest's own parser's (perftest 6.06, ``perftest_parameters.c``): a request
 outside them is refused here (exit 2) instead of by perftest after the connection.
@@ -34,6 +37,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ibdiag.bench.parentdeath import die_with_parent
 from ibdiag.bench.p2p.meta import PerftestEngine
 from ibdiag.bench.p2p.params import ENGINES, RequestError, RunRequest, check_int
 from ibdiag.bench.p2p.protocol import Channel, ProtocolError, RemoteError, peer_text, peer_value
@@ -61,8 +65,14 @@ SLOWEST_MESSAGE_S = 1e-3
 #: How often a client tells the server its perftest is still running (seconds).
 BEAT_S = 1.0
 
+#: Ports the server tries for one perftest run: between ibdiag's pick of a free port and perftest's
+#: bind, another program may take it (perftest then says "Couldn't listen to port N" and exits).
+LISTEN_TRIES = 3
+
 _ROW_PREFIX = re.compile(r"^\s*\d+(?:\s+[\d.]+)+(?=[A-Za-z])")
 _VERSION = re.compile(r"Version:\s*([0-9][0-9A-Za-z.\-]*)")
+#: perftest 6.06's words when its TCP exchange port is taken (``perftest_communication.c``).
+_BIND_FAILED = re.compile(r"Couldn't listen to port|Failed to bind socket|Address already in use")
 
 
 def binary(verb: str, kind: str) -> str:
@@ -196,29 +206,57 @@ def select_device(sysfs_root: str, device: str | None, ib_port: int, gid_index: 
     return RdmaSelection(port.adapter, port.port, gid.index, gid.gid, gid.reason, port.link_layer, None)
 
 
-def listening_ports(proc_net_tcp: str) -> set[int]:
-    """Ports in LISTEN state (``st`` 0A) in a ``/proc/net/tcp`` or ``tcp6`` table."""
-    out: set[int] = set()
+def listening_sockets(proc_net_tcp: str) -> dict[int, set[int]]:
+    """Sockets in LISTEN state (``st`` 0A) in a ``/proc/net/tcp`` or ``tcp6`` table: port -> socket inodes."""
+    out: dict[int, set[int]] = {}
     for line in proc_net_tcp.splitlines()[1:]:
         parts = line.split()
-        if len(parts) < 4 or parts[3] != "0A":
+        if len(parts) < 10 or parts[3] != "0A":
             continue
         try:
-            out.add(int(parts[1].rsplit(":", 1)[1], 16))
+            port, inode = int(parts[1].rsplit(":", 1)[1], 16), int(parts[9])
         except (IndexError, ValueError):
             continue
+        out.setdefault(port, set()).add(inode)
     return out
 
 
-def _listening_now(port: int) -> bool:
-    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+def listening_ports(proc_net_tcp: str) -> set[int]:
+    """Ports in LISTEN state in a ``/proc/net/tcp`` or ``tcp6`` table."""
+    return set(listening_sockets(proc_net_tcp))
+
+
+def socket_inodes(pid: int, proc_root: str = "/proc") -> set[int]:
+    """The socket inodes process ``pid`` holds open (``/proc/PID/fd/N -> socket:[INODE]``)."""
+    fd_dir = os.path.join(proc_root, str(pid), "fd")
+    out: set[int] = set()
+    try:
+        names = os.listdir(fd_dir)
+    except OSError:
+        return out
+    for name in names:
         try:
-            with open(name) as f:
-                if port in listening_ports(f.read()):
-                    return True
+            target = os.readlink(os.path.join(fd_dir, name))
         except OSError:
             continue
-    return False
+        if target.startswith("socket:[") and target.endswith("]"):
+            try:
+                out.add(int(target[8:-1]))
+            except ValueError:
+                continue
+    return out
+
+
+def listens_on(pid: int, port: int, proc_root: str = "/proc") -> bool:
+    """Whether process ``pid`` itself listens on TCP ``port`` (another program listening there does not count)."""
+    inodes: set[int] = set()
+    for name in ("net/tcp", "net/tcp6"):
+        try:
+            with open(os.path.join(proc_root, name)) as f:
+                inodes |= listening_sockets(f.read()).get(port, set())
+        except OSError:
+            continue
+    return bool(inodes) and bool(inodes & socket_inodes(pid, proc_root))
 
 
 def free_port() -> int:
@@ -235,14 +273,26 @@ _live_lock = threading.Lock()
 
 
 class PerftestProcess:
-    """One perftest process: argv list, own session, output to a private temporary file, killed and reaped by :meth:`kill`."""
+    """One perftest process: argv list, own session, output to a private temporary file, killed and reaped by :meth:`kill`.
+
+    It gets SIGKILL from the kernel when this process dies (:func:`~ibdiag.bench.parentdeath.die_with_parent`;
+    strictly, when the thread that started it ends: the sides below start, wait for and kill their
+    process in the same thread).
+    """
 
     def __init__(self, argv: list[str]) -> None:
         self.argv = list(argv)
         self._out = tempfile.TemporaryFile()
         try:
             self.proc = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True, shell=False
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=self._out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+                shell=False,
+                preexec_fn=die_with_parent(),  # noqa: PLW1509 - only a prctl and a getppid between fork and exec
             )
         except OSError as e:
             self._out.close()
@@ -414,6 +464,15 @@ def _details(sel: Any) -> dict[str, Any]:
     return {"device": sel.device, "ib_port": sel.port, "gid_index": sel.gid_index, "gid": sel.gid, "gid_choice": sel.gid_reason, "link_layer": sel.link_layer, "mtu": None}
 
 
+def _await_listening(proc: PerftestProcess, port: int, deadline: float) -> bool:
+    """True once ``proc`` itself listens on ``port``; False when it exits first or ``deadline`` passes."""
+    while not listens_on(proc.proc.pid, port):
+        if proc.returncode is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 class _OwnsPerftest:
     """A side that runs at most one perftest process at a time (``proc``); :meth:`close` kills it."""
 
@@ -445,17 +504,8 @@ class PerftestServerSide(_OwnsPerftest):
         from ibdiag.bench.p2p.session import _phase_msg
 
         kind, size, _ = _phase_msg(msg, self.req)
-        port = free_port()
-        argv = perftest_argv(self.programs[kind], self.req, kind, size, device=self.sel.device, ib_port=self.sel.port, gid_index=self.sel.gid_index, tcp_port=port)
-        proc = self.proc = PerftestProcess(argv)
+        proc, port = self.start_listening(kind, size)
         try:
-            deadline = time.monotonic() + self.timeout_s
-            while not _listening_now(port):
-                if proc.returncode is not None or time.monotonic() > deadline:
-                    rc = proc.wait(0)
-                    why = status_text(rc) if rc is not None else f"not listening on port {port} after {self.timeout_s:g} s"
-                    raise CannotRunError(f"perftest on the server ({os.path.basename(argv[0])}) failed before the client could connect ({why}): {error_lines(proc.output())}", hint=f"the server ran: {proc.command}")
-                time.sleep(0.02)
             self.ch.send({"type": "go", "perftest_port": port, "command": proc.command})
             limit = time.monotonic() + run_limit_s(self.req, kind, size, self.timeout_s)
             while True:
@@ -481,6 +531,47 @@ class PerftestServerSide(_OwnsPerftest):
         finally:
             proc.close()
             self.proc = None
+
+
+    def start_listening(self, kind: str, size: int) -> tuple[PerftestProcess, int]:
+        """perftest's server for ``kind`` and ``size``, listening on a port picked free; the process and the port.
+
+        perftest listens itself, so a port free at the pick may be taken before perftest binds it (the
+        kernel hands the same ephemeral ports to everyone): perftest then exits saying it could not
+        listen, and runs again on a new port, :data:`LISTEN_TRIES` ports in all. Ready means perftest
+        itself listens there, not just anyone. CannotRunError (exit 3) when it fails otherwise, does not
+        listen within ``timeout_s``, or every port was taken.
+        """
+        program = self.programs[kind]
+        name = os.path.basename(program)
+        taken: list[int] = []
+        for _ in range(LISTEN_TRIES):
+            port = free_port()
+            argv = perftest_argv(program, self.req, kind, size, device=self.sel.device, ib_port=self.sel.port, gid_index=self.sel.gid_index, tcp_port=port)
+            proc = self.proc = PerftestProcess(argv)
+            try:
+                ready = _await_listening(proc, port, time.monotonic() + self.timeout_s)
+            except BaseException:
+                proc.close()
+                self.proc = None
+                raise
+            if ready:
+                return proc, port
+            rc = proc.wait(0)
+            output = proc.output()
+            proc.close()
+            self.proc = None
+            if rc is not None and rc != 0 and _BIND_FAILED.search(output):
+                self.log(f"perftest could not listen on port {port} (taken since it was picked free); starting it on another")
+                taken.append(port)
+                continue
+            why = status_text(rc) if rc is not None else f"not listening on port {port} after {self.timeout_s:g} s"
+            raise CannotRunError(f"perftest on the server ({name}) failed before the client could connect ({why}): {error_lines(output)}", hint=f"the server ran: {proc.command}")
+        ports = ", ".join(str(p) for p in taken)
+        raise CannotRunError(
+            f"perftest on the server ({name}) could not listen on its TCP port: {len(taken)} ports picked free ({ports}) were each taken before perftest bound them",
+            hint="another program on the server is taking ephemeral ports as fast as they free up; run again, or find it with 'ss -tlnp'",
+        )
 
 
 class PerftestClientSide(_OwnsPerftest):
@@ -602,6 +693,6 @@ def resolve_engine(req: RunRequest, path: str | None, *, have_pyverbs: bool | No
 
 __all__ = [
     "ENGINES", "INSTALL_HINT", "PerftestClientSide", "PerftestProcess", "PerftestServerSide", "binary",
-    "check_request", "error_lines", "find_program", "free_port", "kill_all", "listening_ports", "merge", "parse_version",
+    "check_request", "error_lines", "find_program", "free_port", "kill_all", "listening_ports", "listening_sockets", "listens_on", "merge", "parse_version",
     "perftest_argv", "read_result", "request_problem", "resolve_engine", "run_all", "run_limit_s", "select_device",
 ]  # fmt: skip

@@ -61,7 +61,7 @@ def csv_rows(run: BenchRun) -> list[dict[str, Any]]:
     m = _meta(run)
     ceiling = m.ceiling_gbps
     peer = m.measured.peer if m.measured is not None else None
-    test = m.perftest.test if m.perftest is not None else None
+    test = m.test
     rows = []
     for r in run.p2p_rows():
         lat = r.lat_us

@@ -120,6 +120,30 @@ def test_the_servers_perftest_killed_mid_run_is_exit_3_and_nothing_is_left(serve
     assert s.poll() is None  # the server serves on
 
 
+def _running(pid: str) -> bool:
+    """Whether process ``pid`` runs (a zombie nobody has reaped yet does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def test_a_sigkilled_server_leaves_no_perftest_behind(server, token):
+    """SIGKILL leaves ``bench serve`` no clean-up: the kernel kills its perftest (parent-death signal),
+    which would otherwise wait for a client, holding its port; the client hears the server is gone."""
+    s = server("--timeout", "10")
+    c = client(s.port, token, "--engine", "perftest", "--sizes", "64K", "--duration", "20")
+    pid = _wait_for_server_perftest(s)
+    os.kill(s.pid, signal.SIGKILL)
+    assert s.wait(20) == -signal.SIGKILL
+    deadline = time.monotonic() + 10
+    while _running(pid):
+        assert time.monotonic() < deadline, "the SIGKILLed server's perftest still runs"
+        time.sleep(0.05)
+    assert c.wait(60) == 3, c.stderr
+    no_perftest_left()
+
+
 def test_ctrl_c_on_the_server_kills_its_perftest(server, token):
     s = server("--timeout", "10")
     c = client(s.port, token, "--engine", "perftest", "--sizes", "64K", "--duration", "20")

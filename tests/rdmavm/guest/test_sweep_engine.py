@@ -1,6 +1,7 @@
 """``ibdiag sweep --engine perftest`` on a real RDMA stack: a two-rank Slurm-style job in the guest,
 both ranks on rxe0 (rxe loops the pair back inside the kernel), each pair test run by perftest's
-real ``ib_write_bw`` on both ends, started by the serving rank's server; the sweep document says so."""
+real ``ib_write_bw`` on both ends, started by the serving rank's server; the sweep document says so,
+per pair and in sum."""
 
 from __future__ import annotations
 
@@ -25,4 +26,5 @@ def test_a_two_rank_sweep_measures_its_rdma_pairs_with_perftest(tmp_path):
     rows = doc["pairs"]["rows"]
     assert rows and all(r[9] is None for r in rows), rows  # no pair failed
     assert all(r[7] is not None and r[7] > 0 for r in rows), rows  # each measured a bandwidth
+    assert all(r[11] == "perftest" for r in rows) and doc["sweep"]["engine_requested"] == "perftest", rows  # each pair says who measured it
     no_perftest_left()
