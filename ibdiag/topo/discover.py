@@ -359,7 +359,7 @@ def read_numa_nodes(sysfs: SysfsRoot) -> tuple[NumaNode, ...]:
 
 def read_gdr(sysfs: SysfsRoot) -> GdrState:
     """GPUDirect RDMA peer memory: ``nvidia_peermem`` module, or the legacy ``nv_peer_mem`` (memory_peers/nv_mem*)."""
-    driver = sysfs.read("module/nvidia/version")
+    driver = sysfs.read_as("module/nvidia/version", parse_module_version)  # checked as every module version is
     if sysfs.exists("module/nvidia_peermem"):
         return GdrState("nvidia_peermem", driver)
     if any(n.startswith("nv_mem") for n in sysfs.listdir("kernel/mm/memory_peers")) or sysfs.exists("module/nv_peer_mem"):
