@@ -1,4 +1,5 @@
-"""``SysfsRoot``: the only code that opens files under ``/sys``.
+"""``SysfsRoot``: the only code that opens files under ``/sys`` (and the one procfs file topo needs,
+``/proc/sys/kernel/osrelease``: :meth:`SysfsRoot.read_proc`).
 
 Every reader takes a root (``/`` on a live node, a snapshot or fixture directory otherwise) and reads
 ``ROOT/sys/...`` through this class, so the code path for a fixture is the code path for ``/sys``.
@@ -120,7 +121,8 @@ def read_inside(path: str | os.PathLike[str], base: str, *, limit: int) -> bytes
 @dataclass(frozen=True)
 class ReadProblem:
     path: str
-    """Path under the sysfs root, e.g. ``class/infiniband/mlx5_0/ports/1/rate``."""
+    """Path under the sysfs root, e.g. ``class/infiniband/mlx5_0/ports/1/rate``; relative to it for a
+    file beside sys/ (``../proc/sys/kernel/osrelease``, ``../ibdiag-snapshot.json``): :attr:`shown`."""
     kind: str
     """``unreadable`` (the read failed), ``empty``, ``malformed`` (not text the kernel prints, or a
     parser rejected it) or ``refused`` (outside the root, or not a regular file: never read)."""
