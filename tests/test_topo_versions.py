@@ -225,3 +225,14 @@ def test_prom_info_metrics_without_a_kernel_or_module(tmp_path):
     (sample,) = metrics["ibdiag_topo_rdma_driver_info"].samples
     assert sample.labels == {"device": "mlx5_0", "module": "", "version": "", "version_kind": "unknown"}
     assert topo.adapters[0].to_json()["driver_module"] is None
+
+
+@pytest.mark.parametrize(
+    "srcversion",
+    # /sys/module/{configfs,virtio_pci,virtio_pci_legacy_dev}/srcversion in the test bed's guest (Debian 6.1.0-57-amd64).
+    ["C49398E125FFAC361463008", "2526A0E335FCA2331138131", "B166D1C71CE630F00545238"],
+)
+def test_real_srcversions_parse(srcversion):
+    from ibdiag.parse import parse_srcversion
+
+    assert parse_srcversion(srcversion) == srcversion
