@@ -321,3 +321,44 @@ def pci_sort_key(address: str) -> tuple[int, int, int, int]:
     if not m:
         raise ValueError(f"not a PCI address: {safe_value(address)}")
     return (int(m.group(1), 16), int(m.group(2), 16), int(m.group(3), 16), int(m.group(4), 16))
+
+
+# --- software versions -----------------------------------------------------------------------------
+
+#: Characters of a kernel release (``uname -r``): the kernel keeps it in ``utsname()->release``, a
+#: ``char[__NEW_UTS_LEN + 1]`` with __NEW_UTS_LEN = 64 (include/uapi/linux/utsname.h).
+MAX_KERNEL_RELEASE_CHARS = 64
+#: ``6.8.0-45-generic``, ``5.14.0-427.13.1.el9_4.x86_64``, ``6.1.0-57-amd64``, ``6.9.0-rc1+``: printable
+#: ASCII without blanks (the build makes it from VERSION.PATCHLEVEL.SUBLEVEL plus CONFIG_LOCALVERSION).
+_KERNEL_RELEASE_RE = re.compile(r"[0-9A-Za-z][\x21-\x7e]{0,%d}" % (MAX_KERNEL_RELEASE_CHARS - 1))
+
+
+def parse_kernel_release(text: str) -> str:
+    """``/proc/sys/kernel/osrelease`` (what ``uname -r`` prints): ``"6.8.0-45-generic"``."""
+    if not _KERNEL_RELEASE_RE.fullmatch(text):
+        raise ValueError(f"not a kernel release (printable ASCII without blanks, at most {MAX_KERNEL_RELEASE_CHARS} characters): {safe_value(text)}")
+    return text
+
+
+#: Characters of a module's ``version`` this tool believes. The kernel does not bound MODULE_VERSION;
+#: the longest of Debian 12's 6.1 modules has 43 (``modinfo -F version``), MLNX_OFED's look like ``24.10-1.1.4``.
+MAX_MODULE_VERSION_CHARS = 64
+#: Printable ASCII, inner blanks allowed: real ones include ``0.29 04Jul2016`` and ``1.2.1[50983]-custom``.
+_MODULE_VERSION_RE = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]{0,%d}[\x21-\x7e])?" % (MAX_MODULE_VERSION_CHARS - 2))
+#: ``srcversion``: modpost's digest of the module's sources, upper-case hex (23 digits on Linux 6.1:
+#: ``0716E17594E7E6D0EC026C5``; scripts/mod/sumversion.c); a little room either way.
+_SRCVERSION_RE = re.compile(r"[0-9A-F]{16,32}")
+
+
+def parse_module_version(text: str) -> str:
+    """``/sys/module/<name>/version`` (MODULE_VERSION; ``modinfo -F version``): ``"24.10-1.1.4"``."""
+    if not _MODULE_VERSION_RE.fullmatch(text):
+        raise ValueError(f"not a module version (printable ASCII, at most {MAX_MODULE_VERSION_CHARS} characters): {safe_value(text)}")
+    return text
+
+
+def parse_srcversion(text: str) -> str:
+    """``/sys/module/<name>/srcversion`` (``modinfo -F srcversion``): 16 to 32 upper-case hex digits."""
+    if not _SRCVERSION_RE.fullmatch(text):
+        raise ValueError(f"not a module srcversion (16 to 32 upper-case hex digits): {safe_value(text)}")
+    return text

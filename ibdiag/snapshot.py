@@ -1,8 +1,12 @@
 """``ibdiag snapshot``: capture the sysfs subset ibdiag reads into a .tar.gz, and open one again.
 
 The archive holds ``sys/...`` (attribute files with their text, symlinks with their relative
-targets, exactly as the kernel lays them out) and ``ibdiag-snapshot.json`` (host, time, kernel,
-the files that could not be read). ``ibdiag topo --root node17.tar.gz`` reads it back through the
+targets, exactly as the kernel lays them out) and ``ibdiag-snapshot.json`` (host, time, the node's
+kernel release, the files that could not be read). The release lives in procfs, not sysfs, and the
+archive holds only ``sys/`` (older readers refuse any other member), so the manifest carries it:
+``kernel_release`` is what ``ibdiag topo`` reads from the root (``/proc/sys/kernel/osrelease`` on a
+live node; None when unknown), ``kernel`` the release of the machine that ran the command (the
+node's own when the root is ``/``; kept for readers of older snapshots). ``ibdiag topo --root node17.tar.gz`` reads it back through the
 same :class:`SysfsRoot` code path as ``/sys``.
 """
 
@@ -34,7 +38,8 @@ PCI_ATTRS = (
     "local_cpulist", "current_link_speed", "current_link_width", "max_link_speed", "max_link_width",
 )
 NET_ATTRS = ("dev_port", "dev_id", "operstate", "mtu", "address", "speed", "carrier")
-MODULE_FILES = ("initstate", "version")
+#: ``version``/``srcversion``: the driver versions ``ibdiag topo`` reports (modinfo -F version/srcversion).
+MODULE_FILES = ("initstate", "version", "srcversion")
 
 
 @dataclass(frozen=True)
@@ -123,6 +128,11 @@ def collect(sysfs: SysfsRoot) -> _Collector:
         dev = c.link(f"{real}/device")
         if dev:
             pci_dirs.update(_pci_chain(dev))
+            # The bound driver and its module (bus/pci/drivers/<drv>/module -> module/<name>): which
+            # module's version is the adapter's driver version (ibdiag.topo.driver.driver_module).
+            drv = c.link(f"{dev}/driver")
+            if drv:
+                c.link(f"{drv}/module")
     for name in sysfs.listdir("class/net"):
         real = c.link(f"class/net/{name}")
         if real:
@@ -148,13 +158,17 @@ def write_snapshot(sysfs: SysfsRoot, out: Path, *, host: str) -> SnapshotSummary
 
     from ibdiag.archive import MAX_ENTRIES
 
+    from ibdiag.topo.discover import read_kernel_release
+
     c = collect(sysfs)
+    kernel_release, _ = read_kernel_release(sysfs)
     manifest: dict[str, Any] = {
         "schema": "ibdiag.snapshot/1",
         "host": host,
         "ibdiag_version": __version__,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "kernel": platform.release(),
+        "kernel_release": kernel_release,
         "source_root": str(sysfs.root),
         "files": len(c.files),
         "links": len(c.links),

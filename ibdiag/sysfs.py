@@ -1,4 +1,5 @@
-"""``SysfsRoot``: the only code that opens files under ``/sys``.
+"""``SysfsRoot``: the only code that opens files under ``/sys`` (and the one procfs file topo needs,
+``/proc/sys/kernel/osrelease``: :meth:`SysfsRoot.read_proc`).
 
 Every reader takes a root (``/`` on a live node, a snapshot or fixture directory otherwise) and reads
 ``ROOT/sys/...`` through this class, so the code path for a fixture is the code path for ``/sys``.
@@ -120,11 +121,20 @@ def read_inside(path: str | os.PathLike[str], base: str, *, limit: int) -> bytes
 @dataclass(frozen=True)
 class ReadProblem:
     path: str
-    """Path under the sysfs root, e.g. ``class/infiniband/mlx5_0/ports/1/rate``."""
+    """Path under the sysfs root, e.g. ``class/infiniband/mlx5_0/ports/1/rate``; relative to it for a
+    file beside sys/ (``../proc/sys/kernel/osrelease``, ``../ibdiag-snapshot.json``): :attr:`shown`."""
     kind: str
     """``unreadable`` (the read failed), ``empty``, ``malformed`` (not text the kernel prints, or a
     parser rejected it) or ``refused`` (outside the root, or not a regular file: never read)."""
     detail: str
+
+    @property
+    def shown(self) -> str:
+        """The path as a person knows it: ``/sys/class/...``; ``/proc/sys/kernel/osrelease`` for one
+        recorded as ``../proc/...`` (:meth:`SysfsRoot.read_proc`); a snapshot's ``ibdiag-snapshot.json``."""
+        if self.path.startswith("../proc/"):
+            return self.path[2:]
+        return self.path[3:] if self.path.startswith("../") else f"/sys/{self.path}"
 
 
 class SysfsRoot:
@@ -249,6 +259,49 @@ class SysfsRoot:
         fd = self._open(rel, directory=False)
         if fd is None:
             return None
+        return self._value(fd, rel)
+
+    def read_proc(self, rel: str) -> str | None:
+        """``<root>/proc/<rel>`` (``sys/kernel/osrelease``) with every check of :meth:`read`, for the few
+        facts the kernel keeps only in procfs. ``<root>/proc`` must be a directory inside the root (never
+        a link to the host's ``/proc``) and the file must resolve inside it; a missing one is ``None``
+        without a problem (a fixture or snapshot holds only sys/). Problems are recorded under
+        ``../proc/<rel>``, the path relative to sys/."""
+        rel = rel.strip("/")
+        key = f"../proc/{rel}"
+        real_root = os.path.realpath(self.root)
+        proc = os.path.join(real_root, "proc")
+        if not os.path.lexists(proc):
+            return None
+        base = os.path.realpath(proc)
+        if not _inside(base, real_root) or base == real_root:
+            self._problem(key, "refused", f"{self.root / 'proc'} leads outside {self.root} (-> {safe_value(base)}); not read")
+            return None
+        try:
+            fd = open_inside(os.path.join(proc, rel), base)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except Refused as e:
+            self._problem(key, "refused", f"{e.why}; not read")
+            return None
+        except OSError as e:
+            self._problem(key, "unreadable", e)
+            return None
+        return self._value(fd, key)
+
+    def read_proc_as(self, rel: str, parser: Callable[[str], T]) -> T | None:
+        """:meth:`read_proc` and parse; a parser's ``ValueError`` is recorded as ``malformed``."""
+        text = self.read_proc(rel)
+        if text is None:
+            return None
+        try:
+            return parser(text)
+        except ValueError as e:
+            self._problem(f"../proc/{rel.strip('/')}", "malformed", str(e))
+            return None
+
+    def _value(self, fd: int, rel: str) -> str | None:
+        """The checked text of the open file ``fd`` (closed here); problems recorded under ``rel``."""
         try:
             raw = _read_capped(fd, MAX_VALUE_BYTES)
         except OSError as e:

@@ -26,10 +26,71 @@ def test_every_planted_outlier_is_named_and_nothing_on_healthy_nodes(cli, fleet_
     hosts_named = {o["host"] for o in doc["outliers"]}
     assert hosts_named == {host_of(v) for v, (_, o) in variants().items() if o is not None}
     firmware = next(o for o in doc["outliers"] if o["key"] == "mlx5_3 firmware")
-    assert (firmware["majority"], firmware["majority_hosts"], firmware["hosts"]) == ("28.39.1002", 7, 8)
+    assert (firmware["majority"], firmware["majority_hosts"], firmware["hosts"]) == ("28.39.1002", 9, 10)
     assert doc["splits"] == []
     config = {f["subject"]: f for f in doc["findings"] if f["check"] == "report.config"}
-    assert "mlx5_3 firmware is 28.39.2048 (7 of 8 nodes: 28.39.1002)" in config[host_of("firmware")]["message"]
+    assert "mlx5_3 firmware is 28.39.2048 (9 of 10 nodes: 28.39.1002)" in config[host_of("firmware")]["message"]
+
+
+def test_kernel_and_adapter_driver_drift_are_outliers_like_firmware(cli, fleet_dir):
+    _, doc = _report(cli, fleet_dir, "-o", "json")
+    by_host: dict = {}
+    for o in doc["outliers"]:
+        by_host.setdefault(o["host"], {})[o["key"]] = o
+    kernel = by_host[host_of("kernel")]
+    assert list(kernel) == ["kernel"]  # the one thing that differs
+    assert (kernel["kernel"]["value"], kernel["kernel"]["majority"], kernel["kernel"]["majority_hosts"]) == ("5.15.0-1071-nvidia", "5.15.0-1063-nvidia", 9)
+    ofed = by_host[host_of("ofed")]
+    assert sorted(ofed) == sorted(f"mlx5_{i} driver" for i in range(12))  # every adapter, nothing else
+    assert {(o["value"], o["majority"]) for o in ofed.values()} == {("mlx5_core 24.10-1.1.4", "mlx5_core 24.07-0.6.1")}
+    config = {f["subject"]: f for f in doc["findings"] if f["check"] == "report.config"}
+    assert "kernel is 5.15.0-1071-nvidia (9 of 10 nodes: 5.15.0-1063-nvidia)" in config[host_of("kernel")]["message"]
+    assert "mlx5_0 driver is mlx5_core 24.10-1.1.4 (9 of 10 nodes: mlx5_core 24.07-0.6.1)" in config[host_of("ofed")]["message"]
+    rows = {r["host"]: r for r in doc["nodes"]}
+    assert rows[host_of("kernel")]["status"] == "warn" and rows[host_of("kernel")]["outliers"] == ["kernel"]
+    assert doc["not_compared"] == []
+
+
+def test_topo_files_without_versions_are_not_outliers(cli, fleet_dir, tmp_path):
+    """A topo file of an older ibdiag carries no kernel_release or driver_module: that node says nothing
+    about them, so it neither counts towards nor differs from the majority (as a missing fw_ver)."""
+    old = tmp_path / "old"
+    old.mkdir()
+    for path in fleet_dir.glob("*.topo.json"):
+        doc = json.loads(path.read_text())
+        if doc["host"] == host_of("healthy"):
+            for key in ("kernel_release", "kernel_release_source"):
+                doc.pop(key)
+            for a in doc["adapters"]:
+                for key in ("driver_module", "driver_version", "driver_version_kind"):
+                    a.pop(key)
+        (old / path.name).write_text(json.dumps(doc))
+    _, doc = _report(cli, old, "-o", "json")
+    assert host_of("healthy") not in {o["host"] for o in doc["outliers"]}
+    kernel = next(o for o in doc["outliers"] if o["key"] == "kernel")
+    assert (kernel["host"], kernel["majority_hosts"], kernel["hosts"]) == (host_of("kernel"), 8, 9)
+
+
+def test_malformed_version_fields_skip_the_file(cli, fleet_dir, tmp_path):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    src = json.loads(next(p for p in fleet_dir.glob("*.topo.json") if p.name.startswith(host_of("healthy"))).read_text())
+    for name, change in {
+        "kernel": lambda d: d.update(kernel_release="6.8 \x1b[2J"),
+        "long": lambda d: d.update(kernel_release="6" * 65),
+        "module": lambda d: d["adapters"][0].update(driver_module="../etc"),
+        "kind": lambda d: d["adapters"][0].update(driver_version_kind="guess"),
+        "version": lambda d: d["adapters"][0].update(driver_version="1" * 65),
+    }.items():
+        doc = json.loads(json.dumps(src))
+        change(doc)
+        (bad / f"{name}.topo.json").write_text(json.dumps(doc))
+    (bad / "good.topo.json").write_text(json.dumps(src))
+    res, doc = _report(cli, bad, "-o", "json")
+    assert res.exit_code == 0, res.stderr
+    reasons = {os.path.basename(s["path"]): s["reason"] for s in doc["skipped"]}
+    assert set(reasons) >= {f"{n}.topo.json" for n in ("kernel", "long", "module", "kind", "version")}, reasons
+    assert "kernel_release" in reasons["kernel.topo.json"] and "driver_version_kind" in reasons["kind.topo.json"]
 
 
 def test_node_rows_drain_list_counter_errors_and_the_sweep(cli, fleet_dir):
@@ -57,7 +118,7 @@ def test_node_rows_drain_list_counter_errors_and_the_sweep(cli, fleet_dir):
     assert sweep["bad_links"] == [] and sweep["unreachable"] == []
     per_node = [f for f in doc["findings"] if f["check"] == "report.node"]
     assert len(per_node) == len(variants())
-    assert doc["not_compared"] == ["kernel version", "mlx5_core / OFED driver version"]
+    assert doc["not_compared"] == []
 
 
 def test_bad_files_are_named_and_skipped(cli, fleet_dir, tmp_path):
@@ -111,8 +172,9 @@ def test_table_line_csv_prom_junit(cli, fleet_dir, tmp_path):
 
     table = cli("report", fleet_dir, env={"COLUMNS": "200"})
     assert table.exit_code == 1
-    for text in ("Configuration outliers", "Top counter errors", "Worst nodes", "drain: ", "not compared (not in ibdiag topo's JSON)"):
+    for text in ("Configuration outliers", "Top counter errors", "Worst nodes", "drain: ", "5.15.0-1071-nvidia", "mlx5_core 24.10-1.1.4"):
         assert text in table.stdout
+    assert "not compared" not in table.stdout  # topo carries every setting the report compares
     line = cli("report", fleet_dir, "-o", "line").stdout
     assert line.count("\n") == 1 and len(line.rstrip("\n")) <= 80
     assert re.match(r"^fleet FAIL: drain dgx-(narrow|slow-port) dgx-(narrow|slow-port)", line)

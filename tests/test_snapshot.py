@@ -2,6 +2,7 @@
 
 import io
 import json
+import platform
 import tarfile
 
 import pytest
@@ -29,7 +30,16 @@ def test_snapshot_round_trip_gives_the_same_topology(cli, tmp_path, name):
         assert link.issym() and link.linkname.startswith("../../devices/pci")
     assert manifest["host"] in ("dgx-h100-07", "roce-node-03")
     assert any(n.endswith("/ports/1/counters/port_xmit_data") for n in names)
-    assert topo_json(cli, out) == topo_json(cli, SYSFS_FIXTURES / name)
+    # The driver versions travel as sysfs files; the kernel release (procfs, beside sys/) in the manifest.
+    assert "sys/module/mlx5_core/srcversion" in names
+    assert not any(n.startswith("proc") for n in names)
+    fixture_release = (SYSFS_FIXTURES / name / "proc/sys/kernel/osrelease").read_text().strip()
+    assert manifest["kernel_release"] == fixture_release
+    code, doc = topo_json(cli, out)
+    fixture_code, fixture = topo_json(cli, SYSFS_FIXTURES / name)
+    assert (doc.pop("kernel_release_source"), fixture.pop("kernel_release_source")) == ("snapshot manifest", "/proc/sys/kernel/osrelease")
+    assert (code, doc) == (fixture_code, fixture)
+    assert doc["kernel_release"] == fixture_release
 
 
 def test_snapshot_of_this_machine_reads_back(cli, tmp_path):
@@ -40,6 +50,9 @@ def test_snapshot_of_this_machine_reads_back(cli, tmp_path):
     live_code, live = topo_json(cli, "/")
     assert code == live_code
     assert doc["gpus"] == live["gpus"] and doc["adapters"] == live["adapters"] and doc["numa_nodes"] == live["numa_nodes"]
+    # This machine's /proc says its release; the snapshot keeps it in its manifest.
+    assert live["kernel_release"] == platform.release() and live["kernel_release_source"] == "/proc/sys/kernel/osrelease"
+    assert doc["kernel_release"] == platform.release() and doc["kernel_release_source"] == "snapshot manifest"
 
 
 def test_snapshot_refuses_to_overwrite(cli, tmp_path):

@@ -43,7 +43,7 @@ def node_status(row: NodeRow) -> Finding:
     return Finding("report.node", row.status, row.host, msg, value=len(row.failing), unit="failing checks", hint=hint)
 
 
-@CHECKS.check("report.config", "a node's configuration differs from the fleet's majority (firmware, rates, PCIe, GPUDirect module, NCCL_IB_HCA, driver), or a setting has no majority: warn")
+@CHECKS.check("report.config", "a node's configuration differs from the fleet's majority (kernel, firmware, drivers, rates, PCIe, GPUDirect module, NCCL_IB_HCA), or a setting has no majority: warn")
 def config_outlier(host: str, items: Sequence[Outlier | Split]) -> Finding:
     """One finding per node (all its outliers), or for the fleet (``host`` "fleet": the splits)."""
     if host == FLEET:

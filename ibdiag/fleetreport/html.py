@@ -130,6 +130,7 @@ def render_html(view: FleetView, findings: Sequence[Finding], meta: RunMeta) -> 
     if view.skipped:
         parts.append("<h2>Files skipped</h2>")
         parts.append(_table(("file", "why"), [(s.path, s.reason) for s in view.skipped]))
-    parts.append(f'<p class="dim">Not compared (not in ibdiag topo\'s JSON): {escape(", ".join(view.not_compared))}.</p>')
+    if view.not_compared:
+        parts.append(f'<p class="dim">Not compared (not in ibdiag topo\'s JSON): {escape(", ".join(view.not_compared))}.</p>')
     parts.append("</body></html>\n")
     return "\n".join(parts)

@@ -36,6 +36,10 @@ MAX_ADAPTERS = 256
 MAX_PORTS = 16
 _CHECK_RE = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
 _COUNTER_RE = re.compile(r"^[A-Za-z0-9_]{1,64}$")
+#: The shapes ibdiag topo checked when it read them (ibdiag.parse, ibdiag.topo.driver).
+_KERNEL_RELEASE_RE = re.compile(r"^[0-9A-Za-z][\x21-\x7e]{0,63}$")
+_MODULE_RE = re.compile(r"^[A-Za-z0-9_]{1,55}$")
+_VERSION_KINDS = ("version", "srcversion")
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,11 @@ class AdapterFacts:
     pcie_width: int | None
     pcie_speed_gts: float | None
     ports: tuple[PortFacts, ...]
+    driver_module: str | None = None
+    """``mlx5_core``: the kernel module of the adapter's driver (None in topo files of older versions)."""
+    driver_version: str | None = None
+    driver_version_kind: str | None = None
+    """``version`` or ``srcversion`` (which one :attr:`driver_version` is); None: unknown."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,8 @@ class TopoFacts:
     gdr_module: str | None
     nvidia_driver: str | None
     nccl_ib_hca: str | None
+    kernel_release: str | None = None
+    """``uname -r`` (None: unknown, or a topo file of an older version)."""
 
 
 def _error_counters() -> frozenset[str]:
@@ -288,6 +299,9 @@ def _topo(r: JsonReader, doc: Mapping[str, Any]) -> TopoFacts:
                 pcie_width=r.opt_integer(link.get("width"), f"{where}.link.width", lo=0, hi=64),
                 pcie_speed_gts=r.opt_number(link.get("speed_gts"), f"{where}.link.speed_gts", lo=0, hi=1000),
                 ports=tuple(ports),
+                driver_module=r.opt_text(a.get("driver_module"), f"{where}.driver_module", max_len=55, pattern=_MODULE_RE),
+                driver_version=r.opt_text(a.get("driver_version"), f"{where}.driver_version", max_len=64),
+                driver_version_kind=None if a.get("driver_version_kind") is None else r.choice(a.get("driver_version_kind"), f"{where}.driver_version_kind", _VERSION_KINDS),
             )
         )
     gdr = r.obj(doc.get("gdr") or {}, "gdr")
@@ -298,6 +312,7 @@ def _topo(r: JsonReader, doc: Mapping[str, Any]) -> TopoFacts:
         gdr_module=r.opt_text(gdr.get("module"), "gdr.module", max_len=32),
         nvidia_driver=r.opt_text(gdr.get("nvidia_driver"), "gdr.nvidia_driver", max_len=64),
         nccl_ib_hca=r.opt_text(doc.get("nccl_ib_hca"), "nccl_ib_hca", max_len=2000),
+        kernel_release=r.opt_text(doc.get("kernel_release"), "kernel_release", max_len=64, pattern=_KERNEL_RELEASE_RE),
     )
 
 

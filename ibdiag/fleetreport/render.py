@@ -94,7 +94,8 @@ def tables(view: FleetView) -> list[Any]:
         for s in view.skipped:
             t.add_row(s.path, s.reason)
         items.append(t)
-    items.append(Text(f"not compared (not in ibdiag topo's JSON): {', '.join(view.not_compared)}", style="dim"))
+    if view.not_compared:
+        items.append(Text(f"not compared (not in ibdiag topo's JSON): {', '.join(view.not_compared)}", style="dim"))
     return items
 
 

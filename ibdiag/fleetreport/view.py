@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ibdiag.errors import NotSupportedError
-from ibdiag.fleetreport.inputs import InputDoc, Skipped, TopoFacts
+from ibdiag.fleetreport.inputs import AdapterFacts, InputDoc, Skipped, TopoFacts
 from ibdiag.report.model import Finding, Severity, worst
 
-#: What a fleet would compare but ``ibdiag topo -o json`` does not carry (so it is not compared).
-NOT_COMPARED = ("kernel version", "mlx5_core / OFED driver version")
+#: What a fleet would compare but ``ibdiag topo -o json`` does not carry (so it is not compared): since
+#: topo reports the kernel release and each adapter's driver module version, nothing.
+NOT_COMPARED: tuple[str, ...] = ()
 #: Counter errors listed, worst first.
 TOP_COUNTER_ERRORS = 20
 
@@ -97,10 +98,25 @@ def _pandas() -> Any:
     return pd
 
 
+def driver_text(a: AdapterFacts) -> str | None:
+    """``mlx5_core 24.10-1.1.4``, ``mlx5_core srcversion 0716E1...``, ``mlx5_core (version unknown)``;
+    None when topo named no module (or a topo file of an older version): a node that says nothing is
+    not compared, as for firmware."""
+    if a.driver_module is None:
+        return None
+    if a.driver_version is None or a.driver_version_kind is None:
+        return f"{a.driver_module} (version unknown)"
+    if a.driver_version_kind == "srcversion":
+        return f"{a.driver_module} srcversion {a.driver_version}"
+    return f"{a.driver_module} {a.driver_version}"
+
+
 def topo_facts(facts: TopoFacts) -> list[tuple[str, str]]:
     """(key, value) pairs of a node's configuration that should be the same across a fleet."""
     out = [("GPUs", str(facts.gpus)), ("RDMA adapters", str(len(facts.adapters)))]
     out.append(("GPUDirect RDMA module", facts.gdr_module or "unknown"))
+    if facts.kernel_release is not None:
+        out.append(("kernel", facts.kernel_release))
     if facts.gpus:
         out.append(("NVIDIA driver", facts.nvidia_driver or "not loaded"))
     if facts.nccl_ib_hca is not None:
@@ -111,6 +127,9 @@ def topo_facts(facts: TopoFacts) -> list[tuple[str, str]]:
     for a in facts.adapters:
         if a.fw_ver is not None:
             out.append((f"{a.name} firmware", a.fw_ver))
+        driver = driver_text(a)
+        if driver is not None:
+            out.append((f"{a.name} driver", driver))
         if a.board_id is not None:
             out.append((f"{a.name} board", a.board_id))
         if a.pcie_width is not None:

@@ -260,7 +260,7 @@ def sysfs_value(topo: Topology) -> list[Finding]:
         Finding(
             "topo.sysfs_value",
             Severity.WARN,
-            f"/sys/{problem.path}",
+            problem.shown,
             f"{problem.kind} value ({problem.detail}); treated as unknown",
             hint="the driver or a snapshot may be incomplete; compare with a healthy node",
         )

@@ -24,17 +24,22 @@ from ibdiag.parse import (
     parse_pci_speed,
     parse_pci_width,
     parse_entry_number,
+    parse_kernel_release,
+    parse_module_version,
+    parse_srcversion,
     parse_uint,
     pci_sort_key,
 )
 from ibdiag.sysfs import SysfsRoot
-from ibdiag.topo.driver import is_software, rdma_driver, software_netdev
+from ibdiag.text import safe_value
+from ibdiag.topo.driver import driver_module, is_software, rdma_driver, software_netdev
 from ibdiag.topo.model import (
     Adapter,
     GdrState,
     Gid,
     Gpu,
     GpuNicPath,
+    KernelModule,
     NumaNode,
     Pairing,
     PathClass,
@@ -281,13 +286,40 @@ def list_ports(sysfs: SysfsRoot, adapter: str) -> list[int]:
     return sorted(_numbered(sysfs, f"class/infiniband/{adapter}/ports"))
 
 
-def read_adapter(sysfs: SysfsRoot, name: str, *, with_gids: bool = True, numa_nodes: frozenset[int] | None = None) -> Adapter:
+def read_module(sysfs: SysfsRoot, name: str) -> KernelModule:
+    """``/sys/module/<name>``'s ``version`` and ``srcversion`` (``modinfo -F version`` / ``-F srcversion``
+    of the loaded module). A missing file is no problem (most in-tree modules have no version, a
+    kernel without CONFIG_MODULE_SRCVERSION_ALL no srcversion); a malformed one is recorded and None."""
+    return KernelModule(
+        name=name,
+        version=sysfs.read_as(f"module/{name}/version", parse_module_version),
+        srcversion=sysfs.read_as(f"module/{name}/srcversion", parse_srcversion),
+    )
+
+
+def read_adapter(
+    sysfs: SysfsRoot,
+    name: str,
+    *,
+    with_gids: bool = True,
+    numa_nodes: frozenset[int] | None = None,
+    modules: dict[str, KernelModule] | None = None,
+) -> Adapter:
+    """One RDMA device (``ibstat <name>``, ``ibv_devinfo``); ``modules`` caches :func:`read_module` across
+    adapters (eight adapters share one mlx5_core: its files are read, and a bad one recorded, once)."""
     base = f"class/infiniband/{name}"
     real = sysfs.resolve(f"{base}/device")
     pci = None
     if real is not None and is_pci_address(real.rsplit("/", 1)[-1]):
         pci = read_pci_device(sysfs, real, numa_nodes=numa_nodes)
     driver = rdma_driver(sysfs, name)
+    module_name = driver_module(sysfs, name, driver)
+    module = None
+    if module_name is not None:
+        modules = {} if modules is None else modules
+        if module_name not in modules:
+            modules[module_name] = read_module(sysfs, module_name)
+        module = modules[module_name]
     return Adapter(
         name=name,
         pci=pci,
@@ -299,6 +331,7 @@ def read_adapter(sysfs: SysfsRoot, name: str, *, with_gids: bool = True, numa_no
         node_guid=sysfs.read(f"{base}/node_guid"),
         ports=tuple(read_port(sysfs, name, p, with_gids=with_gids) for p in list_ports(sysfs, name)),
         driver=driver,
+        module=module,
     )
 
 
@@ -326,7 +359,7 @@ def read_numa_nodes(sysfs: SysfsRoot) -> tuple[NumaNode, ...]:
 
 def read_gdr(sysfs: SysfsRoot) -> GdrState:
     """GPUDirect RDMA peer memory: ``nvidia_peermem`` module, or the legacy ``nv_peer_mem`` (memory_peers/nv_mem*)."""
-    driver = sysfs.read("module/nvidia/version")
+    driver = sysfs.read_as("module/nvidia/version", parse_module_version)  # checked as every module version is
     if sysfs.exists("module/nvidia_peermem"):
         return GdrState("nvidia_peermem", driver)
     if any(n.startswith("nv_mem") for n in sysfs.listdir("kernel/mm/memory_peers")) or sysfs.exists("module/nv_peer_mem"):
@@ -334,6 +367,50 @@ def read_gdr(sysfs: SysfsRoot) -> GdrState:
     if sysfs.listdir("module"):
         return GdrState("absent", driver)
     return GdrState("unknown", driver)
+
+
+#: Where :func:`read_kernel_release` found the release (``Topology.kernel_release_source``).
+KERNEL_FROM_PROC = "/proc/sys/kernel/osrelease"
+KERNEL_FROM_MANIFEST = "snapshot manifest"
+
+
+def read_kernel_release(sysfs: SysfsRoot) -> tuple[str | None, str | None]:
+    """(``uname -r`` of the node the tree is from, where it was read), or (None, None) when unknown.
+
+    sysfs does not carry the release (``/sys/kernel`` has no osrelease; ``vmcoreinfo`` holds an address
+    and ``notes`` the build's ELF notes, no version string), so it is read beside sys/ under the same
+    root: ``ROOT/proc/sys/kernel/osrelease`` (kernel/utsname_sysctl.c; what ``uname -r`` prints) — on a
+    live node ``/proc``, and a fixture tree may carry it. A snapshot archive holds only sys/ (readers
+    of older versions refuse anything else), so for one the release its manifest recorded at capture
+    counts: ``kernel_release``, or the older ``kernel`` when the snapshot was taken from ``/`` (it is the
+    capturing machine's release, the node's own only then). Anything malformed is recorded and unknown.
+    """
+    release = sysfs.read_proc_as("sys/kernel/osrelease", parse_kernel_release)
+    if release is not None:
+        return release, KERNEL_FROM_PROC
+    if any(p.path == "../proc/sys/kernel/osrelease" for p in sysfs.problems):
+        return None, None  # a bad osrelease is not papered over with a manifest's word
+    if str(sysfs.root) == "/":
+        return None, None
+    from ibdiag.snapshot import MANIFEST, read_manifest
+
+    manifest = read_manifest(sysfs.root)
+    if not manifest:
+        return None, None
+    value = manifest.get("kernel_release")
+    if value is None and manifest.get("source_root") == "/":
+        value = manifest.get("kernel")
+    if value is None:
+        return None, None
+    key = f"../{MANIFEST}"
+    if not isinstance(value, str):
+        sysfs.record(key, "malformed", f"kernel release {safe_value(value)} is not a string")
+        return None, None
+    try:
+        return parse_kernel_release(value), KERNEL_FROM_MANIFEST
+    except ValueError as e:
+        sysfs.record(key, "malformed", str(e))
+        return None, None
 
 
 def _is_gpu(dev: PciDevice) -> bool:
@@ -407,7 +484,8 @@ def discover(sysfs: SysfsRoot, *, gdr_level: PathClass = PathClass.PXB) -> Topol
             nvswitches.append(address)
     gpus = tuple(Gpu(i, dev) for i, dev in enumerate(sorted(gpus_pci, key=lambda d: pci_sort_key(d.address))))
     # NIC order is the driver's device order, the names' natural order (nvidia-smi topo -m), not PCI order.
-    adapters_t = tuple(read_adapter(sysfs, name, numa_nodes=node_ids) for name in list_adapters(sysfs))
+    modules: dict[str, KernelModule] = {}
+    adapters_t = tuple(read_adapter(sysfs, name, numa_nodes=node_ids, modules=modules) for name in list_adapters(sysfs))
     with_rdma = {a.pci.address for a in adapters_t if a.pci is not None}
     paths = tuple(
         GpuNicPath(g.index, a.name, classify(g.pci, a.pci) if a.pci is not None else PathClass.SYS)
@@ -415,6 +493,7 @@ def discover(sysfs: SysfsRoot, *, gdr_level: PathClass = PathClass.PXB) -> Topol
         for a in adapters_t
     )
     gdr = read_gdr(sysfs)
+    kernel_release, kernel_source = read_kernel_release(sysfs)
     return Topology(
         numa_nodes=read_numa_nodes(sysfs),
         gpus=gpus,
@@ -426,4 +505,6 @@ def discover(sysfs: SysfsRoot, *, gdr_level: PathClass = PathClass.PXB) -> Topol
         gdr_level=gdr_level,
         problems=tuple(sysfs.problems),
         functions_without_rdma=tuple(a for a in nic_functions if a not in with_rdma),
+        kernel_release=kernel_release,
+        kernel_release_source=kernel_source,
     )

@@ -210,6 +210,34 @@ class Port:
 
 
 @dataclass(frozen=True)
+class KernelModule:
+    """A kernel module as ``/sys/module/<name>`` shows it (``modinfo -F version`` / ``-F srcversion``).
+
+    ``version`` is MODULE_VERSION: out-of-tree drivers (MLNX_OFED/DOCA-OFED's mlx5_core ``24.10-1.1.4``,
+    NVIDIA's ``550.90.07``) set one; most in-tree drivers dropped theirs (Linux 5.x), and their
+    ``srcversion``, modpost's digest of the module's sources, exists only for a loadable module with a
+    version or on a kernel built with CONFIG_MODULE_SRCVERSION_ALL. A built-in module has neither.
+    """
+
+    name: str
+    """``mlx5_core``, ``bnxt_en``, ``rdma_rxe`` ..."""
+    version: str | None = None
+    srcversion: str | None = None
+
+    @property
+    def version_kind(self) -> str | None:
+        """``version`` when the module has one, else ``srcversion``, else None (unknown)."""
+        if self.version is not None:
+            return "version"
+        return "srcversion" if self.srcversion is not None else None
+
+    @property
+    def version_text(self) -> str | None:
+        """The version, else the srcversion (say which with :attr:`version_kind`)."""
+        return self.version if self.version is not None else self.srcversion
+
+
+@dataclass(frozen=True)
 class Adapter:
     name: str
     """``mlx5_0`` (``/sys/class/infiniband/<name>``)."""
@@ -223,6 +251,9 @@ class Adapter:
     ports: tuple[Port, ...]
     driver: str | None = None
     """The RDMA driver (``mlx5``, ``rxe``, ``bnxt_re`` ...: :func:`ibdiag.topo.driver.rdma_driver`)."""
+    module: KernelModule | None = None
+    """The kernel module of the driver bound to the adapter's device (``mlx5_core``, ``bnxt_en``; the
+    RDMA module of a software device: ``rdma_rxe``, ``siw``): :func:`ibdiag.topo.driver.driver_module`."""
 
     @property
     def active(self) -> bool:
@@ -246,6 +277,9 @@ class Adapter:
             "node_type": self.node_type,
             "node_guid": self.node_guid,
             "driver": self.driver,
+            "driver_module": None if self.module is None else self.module.name,
+            "driver_version": None if self.module is None else self.module.version_text,
+            "driver_version_kind": None if self.module is None else self.module.version_kind,
             "link": None if self.pci is None else self.pci.link.to_json(),
             "ports": [p.to_json() for p in self.ports],
         }
@@ -344,6 +378,11 @@ class Topology:
     functions_without_rdma: tuple[str, ...] = ()
     """PCI addresses of Mellanox network/InfiniBand functions that no RDMA device belongs to: the
     mlx5_core/mlx5_ib driver is not loaded or failed to probe them (``lspci -d 15b3:`` lists them)."""
+    kernel_release: str | None = None
+    """``uname -r`` of the node: :func:`ibdiag.topo.discover.read_kernel_release`; None when unknown."""
+    kernel_release_source: str | None = None
+    """Where it was read: ``/proc/sys/kernel/osrelease`` (beside sys/ under the root) or ``snapshot
+    manifest`` (``ibdiag-snapshot.json`` of a snapshot taken on the node); None when unknown."""
 
     def path(self, gpu: int, adapter: str) -> PathClass | None:
         for p in self.paths:
@@ -396,4 +435,6 @@ class Topology:
             "gdr_level": self.gdr_level.value,
             "nccl_ib_hca": self.nccl_ib_hca,
             "functions_without_rdma": list(self.functions_without_rdma),
+            "kernel_release": self.kernel_release,
+            "kernel_release_source": self.kernel_release_source,
         }

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ibdiag.parse import format_cpulist, pcie_gen
-from ibdiag.topo.model import Pairing, PcieLink, Topology, port_name
+from ibdiag.topo.model import KernelModule, Pairing, PcieLink, Topology, port_name
 
 if TYPE_CHECKING:  # rich only where a table is drawn, prom only for -o prom: `ibdiag topo -o json` imports neither
     from rich.table import Table
@@ -132,6 +132,7 @@ def summary_lines(topo: Topology) -> list[str]:
         f"NUMA nodes: {len(topo.numa_nodes)}   GPUs: {len(topo.gpus)}   NVSwitches: {len(topo.nvswitches)}   RDMA adapters: {len(topo.adapters)}"
         f"   GPUDirect RDMA module: {topo.gdr.state}" + (f" (NVIDIA driver {topo.gdr.nvidia_driver})" if topo.gdr.nvidia_driver else ""),
     ]
+    lines.append(software_line(topo))
     if not topo.adapters:
         lines.append("No RDMA adapter on this node: nothing under /sys/class/infiniband.")
     if not topo.gpus:
@@ -139,6 +140,37 @@ def summary_lines(topo: Topology) -> list[str]:
     if topo.nccl_ib_hca:
         lines.append(f"NCCL_IB_HCA with every port nearest to a GPU (ties included): {topo.nccl_ib_hca}")
     return lines
+
+
+def module_text(module: KernelModule | None) -> str:
+    """``mlx5_core 24.10-1.1.4``, ``mlx5_core srcversion 0716E17594E7E6D0EC026C5``, ``rdma_rxe, no
+    version or srcversion``; ``unknown module`` when none was found."""
+    if module is None:
+        return "unknown module"
+    if module.version_kind == "version":
+        return f"{module.name} {module.version}"
+    if module.version_kind == "srcversion":
+        return f"{module.name} srcversion {module.srcversion}"
+    return f"{module.name}, no version or srcversion"
+
+
+def software_line(topo: Topology) -> str:
+    """``Kernel: 6.8.0-45-generic   RDMA driver: mlx5_core 24.10-1.1.4 (8 adapters)``: the software
+    versions that make two nodes behave differently (fleet report compares them)."""
+    kernel = topo.kernel_release or "unknown"
+    if topo.kernel_release and topo.kernel_release_source and topo.kernel_release_source != "/proc/sys/kernel/osrelease":
+        kernel += f" (from the {topo.kernel_release_source})"
+    line = f"Kernel: {kernel}"
+    groups: dict[str, list[str]] = {}
+    for a in topo.adapters:
+        groups.setdefault(module_text(a.module), []).append(a.name)
+    if groups:
+        parts = []
+        for text, names in groups.items():
+            who = ", ".join(names) if len(names) <= 3 else f"{len(names)} adapters"
+            parts.append(f"{text} ({who})")
+        line += "   RDMA driver: " + "; ".join(parts)
+    return line
 
 
 # --- machine formats -----------------------------------------------------------------------------------
@@ -214,6 +246,31 @@ def prom_metrics(topo: Topology) -> list[Metric]:
             "gauge",
             tuple(
                 PromSample({"board_id": a.board_id or "", "device": a.name, "firmware_version": a.fw_ver or "", "hca_type": a.hca_type or ""}, 1)
+                for a in topo.adapters
+            ),
+        ),
+        # Versions are labels of info metrics (value 1), as node_exporter's node_uname_info and
+        # node_infiniband_info carry the release and firmware_version.
+        Metric(
+            "ibdiag_topo_kernel_info",
+            "The node's kernel release (uname -r), value is always 1; no sample when it is unknown.",
+            "gauge",
+            (PromSample({"release": topo.kernel_release}, 1),) if topo.kernel_release else (),
+        ),
+        Metric(
+            "ibdiag_topo_rdma_driver_info",
+            "Kernel module of each RDMA adapter's driver and its version (version_kind: version, srcversion or unknown), value is always 1.",
+            "gauge",
+            tuple(
+                PromSample(
+                    {
+                        "device": a.name,
+                        "module": a.module.name if a.module else "",
+                        "version": (a.module.version_text or "") if a.module else "",
+                        "version_kind": (a.module.version_kind or "unknown") if a.module else "unknown",
+                    },
+                    1,
+                )
                 for a in topo.adapters
             ),
         ),

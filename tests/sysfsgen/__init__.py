@@ -2,7 +2,8 @@
 
 The trees are shaped like real sysfs: nested ``devices/pci0000:xx/...`` directories, relative
 symlinks from ``bus/pci/devices``, ``class/infiniband`` and ``class/net``, and attribute files in the
-kernel's formats. ``python -m tests.sysfsgen fixtures/sysfs`` rewrites every profile's ``sys/`` tree;
+kernel's formats. ``python -m tests.sysfsgen fixtures/sysfs`` rewrites every profile's ``sys/`` tree
+(and ``proc/``, where a profile has the kernel release);
 the fixture READMEs are written by hand and left alone.
 """
 
@@ -41,6 +42,7 @@ def generate(out: Path, names: list[str] | None = None) -> list[str]:
             continue
         target = Path(out) / name
         shutil.rmtree(target / "sys", ignore_errors=True)
+        shutil.rmtree(target / "proc", ignore_errors=True)
         (target / "ibdiag-snapshot.json").unlink(missing_ok=True)
         tree = Tree(target)
         mod.build(tree)  # type: ignore[attr-defined]

@@ -1,6 +1,6 @@
 """``python -m tests.sysfsgen [OUTDIR] [PROFILE ...]``: (re)write the fixture trees.
 
-Each profile's ``OUTDIR/<name>/sys`` and ``ibdiag-snapshot.json`` are replaced; its README stays.
+Each profile's ``OUTDIR/<name>/sys``, ``proc`` and ``ibdiag-snapshot.json`` are replaced; its README stays.
 """
 
 from __future__ import annotations

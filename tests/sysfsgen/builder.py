@@ -68,7 +68,7 @@ MLX5_HW_COUNTERS = (
 
 @dataclass
 class Tree:
-    """Writes ``<root>/sys/...``."""
+    """Writes ``<root>/sys/...`` (and ``<root>/proc/...`` for the few facts only procfs has)."""
 
     root: Path
 
@@ -96,10 +96,24 @@ class Tree:
     def numa(self, node: int, cpulist: str) -> None:
         self.file(f"devices/system/node/node{node}/cpulist", cpulist)
 
-    def module(self, name: str, version: str | None = None) -> None:
+    def proc(self, rel: str, value: object) -> None:
+        """``<root>/proc/rel`` beside sys/ (``sys/kernel/osrelease``), as procfs prints it."""
+        path = self.root / "proc" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{value}\n")
+
+    def kernel(self, release: str) -> None:
+        """``proc/sys/kernel/osrelease``: what ``uname -r`` prints."""
+        self.proc("sys/kernel/osrelease", release)
+
+    def module(self, name: str, version: str | None = None, srcversion: str | None = None) -> None:
+        """``module/<name>``: ``version`` is MODULE_VERSION (out-of-tree drivers, a few in-tree ones);
+        ``srcversion`` exists for a loadable module with a version or on a CONFIG_MODULE_SRCVERSION_ALL kernel."""
         self.file(f"module/{name}/initstate", "live")
         if version:
             self.file(f"module/{name}/version", version)
+        if srcversion:
+            self.file(f"module/{name}/srcversion", srcversion)
 
     def host_bridge(self, domain_bus: str) -> PciNode:
         """``domain_bus`` like ``0000:15`` -> ``devices/pci0000:15``."""
@@ -114,7 +128,7 @@ class Tree:
 
     def check_no_empty_dirs(self) -> None:
         # git does not keep empty directories: a fixture must not depend on one.
-        for dirpath, dirnames, filenames in os.walk(self.root / "sys"):
+        for dirpath, dirnames, filenames in [*os.walk(self.root / "sys"), *os.walk(self.root / "proc")]:
             if not dirnames and not filenames:
                 raise AssertionError(f"empty directory in fixture: {dirpath}")
 

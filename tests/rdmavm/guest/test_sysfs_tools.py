@@ -7,7 +7,9 @@ source of the committed fixture fixtures/sysfs/rxe-guest/.
 from __future__ import annotations
 
 import json
+import platform
 import tarfile
+from pathlib import Path
 
 from tests.rdmavm.guest.conftest import DEVICE, OUT, PORT_DIR, client_env, p2p_args
 
@@ -22,6 +24,12 @@ def test_topo_reads_the_real_rxe_port(cli):
     doc = json.loads(r.stdout)
     text = json.dumps(doc)
     assert DEVICE in text and "veth0" in text and "Ethernet" in text and "ACTIVE" in text
+    # The software versions on a real kernel: the release from /proc, rxe's module from /sys/module.
+    assert (doc["kernel_release"], doc["kernel_release_source"]) == (platform.release(), "/proc/sys/kernel/osrelease")
+    (rxe,) = [a for a in doc["adapters"] if a["name"] == DEVICE]
+    module = Path("/sys/module/rdma_rxe")
+    expected = next(((f.read_text().strip(), f.name) for f in (module / "version", module / "srcversion") if f.is_file()), (None, None))
+    assert (rxe["driver_module"], rxe["driver_version"], rxe["driver_version_kind"]) == ("rdma_rxe", *expected)
 
 
 def test_counters_after_traffic_then_snapshot(server, cli, token, tmp_path):
@@ -41,5 +49,7 @@ def test_counters_after_traffic_then_snapshot(server, cli, token, tmp_path):
     assert snap.exit_code == 0, snap.stderr
     with tarfile.open(out) as tar:
         names = tar.getnames()
+        manifest = json.load(tar.extractfile("ibdiag-snapshot.json"))
+    assert manifest["kernel_release"] == platform.release()
     assert "sys/class/infiniband/rxe0" in names
     assert any(n.endswith(f"infiniband/{DEVICE}/ports/1/hw_counters/sent_pkts") for n in names), names[:50]

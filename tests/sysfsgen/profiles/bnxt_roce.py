@@ -48,6 +48,9 @@ def build(tree: Tree) -> None:
     tree.module("ib_core")
     # The PCI driver the RDMA device's parent is bound to (device/driver), as on a live node.
     tree.file("bus/pci/drivers/bnxt_en/uevent", "DRIVER=bnxt_en")
+    # ... and the driver's module (drivers/base/module.c module_add_driver): the in-tree bnxt_en sets no
+    # MODULE_VERSION and this profile's kernel no srcversion, so its version is unknown.
+    tree.link("bus/pci/drivers/bnxt_en/module", "module/bnxt_en")
     hb = tree.host_bridge("0000:30")
     hb.numa, hb.cpulist = 0, CPUS
     rp = hb.bridge("0000:30:01.0", link=Link("16.0 GT/s PCIe", 16, "16.0 GT/s PCIe", 16))

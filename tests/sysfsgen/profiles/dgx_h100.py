@@ -37,12 +37,19 @@ def _traffic(i: int) -> dict[str, int | str]:
     )
 
 
+#: The node's kernel (DGX OS 6 runs Ubuntu's -nvidia kernels) and MLNX_OFED's mlx5_core: an
+#: out-of-tree module has a version and, because it has one, a srcversion (scripts/mod/modpost.c).
+KERNEL = "5.15.0-1063-nvidia"
+MLX5_CORE = ("24.07-0.6.1", "6E9A1C0F3B52D47A8E1C90B")
+
+
 def build(tree: Tree, faults: frozenset[str] = frozenset(), host: str = "dgx-h100-01", *, mlx5_loaded: bool = True, note: str = "") -> None:
+    tree.kernel(KERNEL)
     for node, cpus in CPUS.items():
         tree.numa(node, cpus)
     tree.module("nvidia", "550.90.07")
     if mlx5_loaded:
-        tree.module("mlx5_core", "24.07-0.6.1")
+        tree.module("mlx5_core", *MLX5_CORE)
         tree.module("ib_core")
     if "no_peermem" not in faults:
         tree.module("nvidia_peermem", "550.90.07")

@@ -21,7 +21,11 @@ GEN4 = Link("16.0 GT/s PCIe", 16, "16.0 GT/s PCIe", 16)
 def build(tree: Tree) -> None:
     tree.numa(0, CPUS)
     tree.module("nvidia", "535.183.01")
-    tree.module("mlx5_core", "5.15.0")
+    # An Ubuntu-style kernel with the in-tree mlx5_core, which sets no MODULE_VERSION any more (Debian
+    # 12's 6.1 mlx5_core.ko has none: modinfo -F version): only a srcversion, which a kernel built with
+    # CONFIG_MODULE_SRCVERSION_ALL gives every module (this profile assumes one; Debian's is not).
+    tree.kernel("5.15.0-119-generic")
+    tree.module("mlx5_core", srcversion="A1F3E8C27D45B9066C1E2D4")
     tree.file("kernel/mm/memory_peers/nv_mem/version", "1.3-0")
 
     hb = tree.host_bridge("0000:40")
