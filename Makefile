@@ -80,6 +80,7 @@ bench-scripts: $(TSTAMP)
 	@# boots the Soft-RoCE guest (root, qemu; ~15 min); exit 3 = no test bed here, noted in the summary
 	$(BIN)/python benchmarks/rdma_vs_perftest.py || test $$? -eq 3
 	$(BIN)/python benchmarks/rdma_post_cost.py || test $$? -eq 3
+	$(BIN)/python benchmarks/rdma_lat_sides.py || test $$? -eq 3
 
 ## gpu-check: the NCCL path on this machine's GPU(s), < 5 min, report in gpu-check.json (fails without a GPU);
 ## runs under the machine's own python3 (its CUDA build of torch), not the venv: see docs/bench-collective.md
