@@ -26,11 +26,10 @@ from typing import Any
 
 from ibdiag import __version__
 from ibdiag.errors import InputError
+from ibdiag.manifest import MANIFEST, MAX_MANIFEST_BYTES, read_manifest  # noqa: F401 - the snapshot's manifest, read by every --root
 from ibdiag.outfile import atomic_output
-from ibdiag.sysfs import Refused, SysfsRoot, read_inside
+from ibdiag.sysfs import SysfsRoot
 
-MANIFEST = "ibdiag-snapshot.json"
-MAX_MANIFEST_BYTES = 2**20
 
 #: PCI attributes ibdiag reads (topo) plus a few that help a person reading the snapshot.
 PCI_ATTRS = (
@@ -231,13 +230,3 @@ def extracted(archive: Path) -> Iterator[Path]:
         extract_snapshot(archive, Path(tmp), manifest=MANIFEST)
         yield Path(tmp)
 
-
-def read_manifest(root: Path) -> dict[str, Any] | None:
-    """``ROOT/ibdiag-snapshot.json`` of a snapshot or fixture, or None (also when it is a link out of
-    ``ROOT``, a FIFO or anything but a regular JSON file of at most 1 MiB: it is never believed then)."""
-    try:
-        raw = read_inside(Path(root) / MANIFEST, os.path.realpath(root), limit=MAX_MANIFEST_BYTES)
-        doc = json.loads(raw)
-    except (OSError, ValueError, Refused):
-        return None
-    return doc if isinstance(doc, dict) else None

@@ -62,6 +62,29 @@ def _opened_path(fd: int, path: str) -> str:
         return os.path.realpath(path)
 
 
+_O_PATH = getattr(os, "O_PATH", 0)  # Linux: a descriptor that only names the file, never opens it for I/O
+
+
+def realpath(path: str | os.PathLike[str]) -> str:
+    """``os.path.realpath(path)``, asked of the kernel where it can: one ``open(O_PATH)`` and one
+    readlink of ``/proc/self/fd`` instead of an lstat (and a readlink) per path component. The same
+    answer for a path that exists; O_PATH opens nothing for reading, so a FIFO or device is not
+    touched. Anything else (a dangling link, a loop, a name too long, no O_PATH or /proc) is left to
+    ``os.path.realpath``."""
+    if _O_PATH:
+        try:
+            fd = os.open(path, _O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return os.path.realpath(path)
+        try:
+            return os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return os.path.realpath(path)
+
+
 def open_inside(path: str | os.PathLike[str], base: str, *, directory: bool = False) -> int:
     """Open ``path`` read-only and non-blocking, and return the descriptor if it is a regular file
     (``directory``: a directory) that resolves inside the real directory ``base``.
@@ -97,11 +120,13 @@ def _read_capped(fd: int, limit: int) -> bytes:
     """Read until end of file or until more than ``limit`` bytes came (then ``limit + 1`` of them)."""
     data = b""
     while len(data) <= limit:
-        # sysfs hands over a whole value in one read; a regular file may need more.
-        chunk = os.read(fd, limit + 1 - len(data))
-        if not chunk:
-            break
+        want = limit + 1 - len(data)
+        chunk = os.read(fd, want)
         data += chunk
+        # sysfs hands over a whole value in one read, and a regular file gives less than asked only
+        # at its end: a short read is the end (no second read that returns nothing).
+        if len(chunk) < want:
+            break
     return data
 
 
@@ -154,7 +179,7 @@ class SysfsRoot:
                 f"{self.root}: no sys/ directory to read",
                 hint="--root takes the directory that contains sys/ (an extracted snapshot), or a snapshot .tar.gz",
             )
-        real_root = os.path.realpath(self.root)
+        real_root = realpath(self.root)
         if not _inside(self.base, real_root) or self.base == real_root:
             raise InputError(
                 f"{self.sys} is a link to {safe_value(self.base)}, outside {self.root}",
@@ -169,7 +194,7 @@ class SysfsRoot:
     def base(self) -> str:
         """The real path of ``<root>/sys``: every read must resolve inside it."""
         if self._real_sys is None:
-            self._real_sys = os.path.realpath(self.sys)
+            self._real_sys = realpath(self.sys)
         return self._real_sys
 
     # --- paths -----------------------------------------------------------------------------------
@@ -215,7 +240,7 @@ class SysfsRoot:
 
     def leads_outside(self, rel: str) -> bool:
         """True (and a ``refused`` problem recorded) when ``rel`` resolves outside ``<root>/sys``."""
-        return self._outside(rel, os.path.realpath(self._p(rel)))
+        return self._outside(rel, realpath(self._p(rel)))
 
     def _outside(self, rel: str, real: str) -> bool:
         if _inside(real, self.base):
@@ -233,7 +258,7 @@ class SysfsRoot:
         p = self._p(rel)
         if not os.path.lexists(p):
             return None
-        real = os.path.realpath(p)
+        real = realpath(p)
         if self._outside(rel, real) or not os.path.exists(real):
             return None
         return os.path.relpath(real, self.base)

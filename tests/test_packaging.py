@@ -88,6 +88,53 @@ def test_startup_imports_neither_pydantic_nor_rich(argv):
     assert "LOADED=\n" in res.stderr, res.stderr[-500:]
 
 
+def test_topo_on_a_directory_imports_neither_the_snapshot_writer_nor_socket():
+    """#15: a directory --root needs only the manifest's reader; the host name comes from uname."""
+    code = (
+        "import sys\nfrom ibdiag.cli.main import main\n"
+        "main(['topo', '--root', 'fixtures/sysfs/dgx-h100', '-o', 'json'])\n"
+        "sys.stderr.write('LOADED=' + ','.join(m for m in ('socket', 'ibdiag.snapshot', 'ibdiag.archive', 'tarfile') if m in sys.modules) + '\\n')\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert '"host": "dgx-h100-01"' in res.stdout  # the fixture's manifest is still read
+    assert "LOADED=\n" in res.stderr, res.stderr[-500:]
+
+
+def test_own_process_runs_the_command_with_the_collector_on_and_start_up_frozen():
+    """#15: run() pauses the cyclic collector for start-up and freezes what start-up made as the
+    command begins; the command itself (a long `bench serve` too) runs with the collector on."""
+    code = (
+        "import gc, sys\n"
+        "import ibdiag.topo.discover as d\n"
+        "seen = []\n"
+        "real = d.discover\n"
+        "def spy(*a, **k):\n"
+        "    seen.append((gc.isenabled(), gc.get_freeze_count() > 0))\n"
+        "    return real(*a, **k)\n"
+        "d.discover = spy\n"
+        "import atexit\n"
+        "atexit.register(lambda: sys.stderr.write(f'SEEN={seen}\\n'))\n"
+        "sys.argv = ['ibdiag', 'topo', '--root', 'fixtures/sysfs/dgx-h100', '-o', 'json']\n"
+        "from ibdiag.cli.main import run\n"
+        "run()\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert res.returncode == 0 and '"schema": "ibdiag.topo/1"' in res.stdout, res.stderr[-500:]
+    assert "SEEN=[(True, True)]" in res.stderr, res.stderr[-500:]
+
+
+def test_main_in_process_leaves_the_collector_alone():
+    import gc
+
+    from ibdiag.cli.main import main
+
+    frozen = gc.get_freeze_count()
+    assert gc.isenabled()
+    main(["topo", "--root", str(REPO / "fixtures/sysfs/dgx-h100"), "-o", "line"])
+    main(["--help"])
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
+
+
 def _modules_after(argv: list[str], env: dict[str, str] | None = None) -> set[str]:
     code = (
         "import sys\nfrom ibdiag.cli.main import main\n"

@@ -41,6 +41,36 @@ def test_json_turns_non_finite_into_null():
     assert doc["bw"] is None and doc["rows"] == [None, 1.5]
 
 
+def test_json_cleans_subclasses_and_other_mappings_like_plain_values():
+    """The clean pass takes plain types by exact type; enums, float subclasses, other mappings and
+    tuples still come out as json.dumps writes them, non-finite numbers as null."""
+    from enum import Enum, IntEnum
+    from types import MappingProxyType
+
+    class Colour(str, Enum):
+        red = "red"
+
+    class Count(IntEnum):
+        one = 1
+
+    class Gbps(float):
+        pass
+
+    data = {
+        "enum": Colour.red,
+        "int_enum": Count.one,
+        "nan": Gbps("nan"),
+        "rate": Gbps(2.5),
+        "proxy": MappingProxyType({1: (math.inf, "x", True, None)}),
+        Colour.red: [(-math.inf,), {"deep": [math.nan, 0.5]}],
+    }
+    doc = json.loads(render_json(Report("bench", data), META))
+    assert doc["enum"] == "red" and doc["int_enum"] == 1
+    assert doc["nan"] is None and doc["rate"] == 2.5
+    assert doc["proxy"] == {"1": [None, "x", True, None]}
+    assert doc[str(Colour.red)] == [[None], {"deep": [None, 0.5]}]
+
+
 def test_load_envelope_errors(tmp_path):
     p = tmp_path / "x.json"
     with pytest.raises(InputError, match="no such file"):

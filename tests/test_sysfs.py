@@ -71,3 +71,47 @@ def test_check_refuses_a_root_without_sys(tmp_path):
     with pytest.raises(InputError) as e:
         SysfsRoot(tmp_path).check()
     assert "no sys/" in e.value.message and "snapshot" in e.value.hint
+
+
+def test_realpath_answers_what_os_path_realpath_does(tmp_path):
+    """sysfs.realpath asks the kernel (O_PATH + /proc/self/fd); it must agree with os.path.realpath
+    for every kind of path a tree under --root can hold, and never open a FIFO for reading."""
+    from ibdiag.sysfs import realpath
+
+    d = tmp_path / "sys" / "devices" / "pci0000:00" / "0000:00:01.0"
+    d.mkdir(parents=True)
+    (d / "vendor").write_text("0x15b3\n")
+    links = tmp_path / "sys" / "bus" / "pci" / "devices"
+    links.mkdir(parents=True)
+    os.symlink("../../../devices/pci0000:00/0000:00:01.0", links / "rel")
+    os.symlink("rel", links / "chain")  # a link to a link
+    os.symlink("/etc", links / "absolute")
+    os.symlink("../../../devices/nowhere", links / "dangling")
+    os.symlink("loop", links / "loop")
+    os.mkfifo(links / "fifo")
+    paths = [
+        links / "rel",
+        links / "chain" / "vendor",
+        links / "chain" / ".." / "0000:00:01.0" / "vendor",  # '..' after a link: taken from the link's target
+        links / "absolute",
+        links / "dangling",
+        links / "dangling" / "vendor",
+        links / "loop",
+        links / "fifo",
+        links / "missing",
+        tmp_path / "sys",
+    ]
+    for p in paths:
+        assert realpath(p) == os.path.realpath(p), p
+        assert realpath(str(p)) == os.path.realpath(p), p
+
+
+def test_a_value_at_the_size_cap_is_read_and_one_byte_more_is_not(tmp_path):
+    from ibdiag.sysfs import MAX_VALUE_BYTES
+
+    s = make(tmp_path, {"a/full": "7" * MAX_VALUE_BYTES, "a/over": "7" * (MAX_VALUE_BYTES + 1), "a/short": "1\n"})
+    assert s.read("a/full") == "7" * MAX_VALUE_BYTES
+    assert s.read("a/short") == "1"
+    assert s.read("a/over") is None
+    (problem,) = s.problems
+    assert problem.kind == "malformed" and problem.path == "a/over"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-import socket
+import os
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -21,6 +21,7 @@ import typer
 from ibdiag import __version__
 from ibdiag.cli.env import Environment, current
 from ibdiag.cli.errors import _silence, error_text, write_error, write_to, write_warning
+from ibdiag.cli.main import command_starts
 from ibdiag.errors import ExitStatus, IbdiagError, UsageError
 from ibdiag.outfile import atomic_output, check_output_path, write_atomically  # noqa: F401 - the commands' one output writer
 from ibdiag.report.model import Report, RunMeta
@@ -147,6 +148,7 @@ def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
             session.junit = getattr(fmt, "value", fmt) == "junit"
         session.strict = bool(kwargs.get("strict", False))
         debug = debug_enabled(bool(kwargs.get("debug", False)))
+        command_starts()
         try:
             if "textfile" in kwargs:
                 session.textfile = None  # a path that cannot be written is a usage error now, not a second error at the end
@@ -183,9 +185,9 @@ def silence_stdout() -> None:
 
 def run_meta(root: Path | None = None) -> RunMeta:
     """Envelope metadata: this host (or the snapshot's host when reading one), version, UTC now."""
-    host = socket.gethostname()
+    host = os.uname().nodename  # what socket.gethostname() answers (gethostname(2) is uname's nodename), without importing socket
     if root is not None and str(root) != "/":
-        from ibdiag.snapshot import read_manifest
+        from ibdiag.manifest import read_manifest
 
         manifest = read_manifest(root)
         if manifest and manifest.get("host"):
@@ -197,9 +199,9 @@ def run_meta(root: Path | None = None) -> RunMeta:
 @contextmanager
 def open_root(root: Path) -> Iterator[Path]:
     """Yield a directory that contains ``sys/``: ``root`` itself, or a snapshot tarball extracted."""
-    from ibdiag.snapshot import extracted
-
     if root.is_file():
+        from ibdiag.snapshot import extracted
+
         with extracted(root) as directory:
             yield directory
         return

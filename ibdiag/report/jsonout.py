@@ -34,6 +34,17 @@ def envelope(report: Report, meta: RunMeta) -> dict[str, Any]:
 
 def _clean(value: Any) -> Any:
     # JSON has no NaN or Infinity; a value that is not a number is unknown, i.e. null.
+    # The plain types first, by exact type (a document is thousands of them; the ABC check below
+    # costs a few times more); subclasses and other mappings take the general path.
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is dict:
+        return {k if type(k) is str else str(k): _clean(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [_clean(v) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, Mapping):
