@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import random
-import shutil
 import statistics
 import subprocess
 import sys
@@ -207,22 +206,17 @@ def pairing(client: Side, server: Side) -> float:
 
 
 def in_guest(args: argparse.Namespace) -> int:
-    sys.path.insert(0, str(REPO / "benchmarks"))
+    from guest_c import build_c
     from rdma_vs_perftest import CLIENT_CPU, SERVER_CPU, perftest
 
     from ibdiag.bench.p2p.session import select_rdma
 
     sel = select_rdma("/", DEVICE, 1, None)
     addr = os.environ.get("IBDIAG_RDMAVM_ADDR", "10.77.0.1")
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        raise SystemExit("no C compiler in the guest")
     os.sched_setaffinity(0, {CLIENT_CPU})
     results: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(dir="/var/tmp") as d:
-        exe = Path(d) / "pingpong"
-        (Path(d) / "pingpong.c").write_text(C_PINGPONG)
-        subprocess.run([cc, "-O2", "-o", str(exe), str(Path(d) / "pingpong.c"), "-libverbs"], check=True, capture_output=True)
+        exe = build_c(C_PINGPONG, Path(d), "pingpong")
 
         def end(kind: str, role: str):
             cpu = CLIENT_CPU if role == "c" else SERVER_CPU
@@ -259,27 +253,12 @@ def render(doc: dict) -> list[str]:
 
 
 def on_host(args: argparse.Namespace) -> int:
-    sys.path.insert(0, str(REPO))
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from ratios import Paired, append_summary, report
+    from guest_c import run_in_guest
+    from ratios import Paired, report
 
-    from tests.rdmavm import vm
-
-    if shutil.which("cc") and not Path("/usr/include/infiniband/verbs.h").exists() and os.geteuid() == 0:
-        subprocess.run(["apt-get", "install", "-y", "-qq", "libibverbs-dev"], check=False, capture_output=True, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-    out = REPO / "build" / "rdmavm" / "lat-sides"
-    cmd = f"{sys.executable} benchmarks/rdma_lat_sides.py --in-guest --iters {args.iters} --rounds {args.rounds}"
-    try:
-        run = vm.run(cmd, out, timeout_s=900)
-    except vm.Unavailable as e:
-        print(f"rdma_lat_sides: cannot boot the RDMA test bed: {e}", file=sys.stderr)
-        append_summary(f"rdma_lat_sides: not measured (cannot boot the RDMA test bed: {e})")
-        return 3
-    result = out / "lat-sides.json"
-    if run.rc != 0 or not result.is_file():
-        print(f"the guest run failed (exit {run.rc}):\n{run.tail()}", file=sys.stderr)
-        return 1
-    doc = json.loads(result.read_text())
+    doc = run_in_guest("rdma_lat_sides.py", f"--iters {args.iters} --rounds {args.rounds}", "lat-sides.json")
+    if isinstance(doc, int):
+        return doc
     print("\n".join(render(doc)))
     res = doc["one_way_p50_us"]
     perf = tuple(res["ib_write_lat"])
@@ -296,6 +275,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.rounds < 5 or args.iters < 100:
         ap.error("at least 5 rounds of at least 100 round trips")
+    sys.path.insert(0, str(REPO / "benchmarks"))
     return in_guest(args) if args.in_guest else on_host(args)
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -131,16 +130,13 @@ def c_posts(exe: Path, gid_index: int, n: int) -> float:
 
 
 def in_guest(args: argparse.Namespace) -> int:
+    from guest_c import build_c
+
     from ibdiag.bench.p2p.session import select_rdma
 
     sel = select_rdma("/", DEVICE, 1, None)
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        raise SystemExit("no C compiler in the guest")
     with tempfile.TemporaryDirectory() as d:
-        src, exe = Path(d) / "posts.c", Path(d) / "posts"
-        src.write_text(C_POSTS)
-        subprocess.run([cc, "-O2", "-o", str(exe), str(src), "-libverbs"], check=True, capture_output=True)
+        exe = build_c(C_POSTS, Path(d), "posts")
         py: list[float] = []
         c: list[float] = []
         for i in range(args.pairs):
@@ -153,28 +149,12 @@ def in_guest(args: argparse.Namespace) -> int:
 
 
 def on_host(args: argparse.Namespace) -> int:
-    sys.path.insert(0, str(REPO))
-    from tests.rdmavm import vm
-
-    if shutil.which("cc") and not Path("/usr/include/infiniband/verbs.h").exists() and os.geteuid() == 0:
-        subprocess.run(["apt-get", "install", "-y", "-qq", "libibverbs-dev"], check=False, capture_output=True, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-    out = REPO / "build" / "rdmavm" / "post-cost"
-    cmd = f"{sys.executable} benchmarks/rdma_post_cost.py --in-guest --posts {args.posts} --pairs {args.pairs}"
-    try:
-        run = vm.run(cmd, out, timeout_s=900)
-    except vm.Unavailable as e:
-        from ratios import append_summary
-
-        print(f"rdma_post_cost: cannot boot the RDMA test bed: {e}", file=sys.stderr)
-        append_summary(f"rdma_post_cost: not measured (cannot boot the RDMA test bed: {e})")
-        return 3
-    result = out / "post-cost.json"
-    if run.rc != 0 or not result.is_file():
-        print(f"the guest run failed (exit {run.rc}):\n{run.tail()}", file=sys.stderr)
-        return 1
-    doc = json.loads(result.read_text())
+    from guest_c import run_in_guest
     from ratios import Paired, report
 
+    doc = run_in_guest("rdma_post_cost.py", f"--posts {args.posts} --pairs {args.pairs}", "post-cost.json")
+    if isinstance(doc, int):
+        return doc
     res = Paired(tuple(doc["python_ns"]), tuple(doc["c_ns"]))
     print(f"one unsignalled 8-byte inline WRITE post on an RC QP connected to itself, rxe0, median of {doc['posts']} posts per run, {len(res.ratios)} pairs:")
     print(f"  ibdiag (RdmaEndpoint.poster): {statistics.median(res.mine) / 1000:6.2f} us   C (ibv_post_send): {statistics.median(res.theirs) / 1000:6.2f} us")

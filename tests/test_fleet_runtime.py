@@ -195,9 +195,9 @@ def test_an_engine_the_pair_tests_cannot_run_is_a_usage_error(spec, message):
     assert message in e.value.message
 
 
-def test_an_rdma_pair_on_perftest_goes_through_perftest_and_fails_as_one_result(tmp_path):
-    """This host has perftest but no RDMA device: the pair's request goes to the perftest engine (no
-    warm-up: perftest warms up itself), which finds no port — one failed result, not an exception."""
+def _pair_without_rxe0(tmp_path):
+    """A two-node RDMA pair on loopback whose sysfs tree has no rxe0 (perftest installed): the runner,
+    the pair's test and the nodes."""
     import shutil
 
     from ibdiag.fleet.nodes import End, make_fleet
@@ -210,6 +210,15 @@ def test_an_rdma_pair_on_perftest_goes_through_perftest_and_fails_as_one_result(
     nodes = make_fleet(["a", "b"], ["rxe0"], addresses=["127.0.0.1", "127.0.0.1"])
     runner = P2PPairRunner({0: [_free_port()], 1: [_free_port()]}, b"t" * 32, sysfs_root=str(tmp_path))
     test = PairTest(0, Phase.FIRST, End(0, 0, "rxe0"), End(1, 0, "rxe0"))
+    return runner, test, nodes
+
+
+def test_an_rdma_pair_on_perftest_goes_through_perftest_and_fails_as_one_result(tmp_path):
+    """This host has perftest but no RDMA device: the pair's request goes to the perftest engine (no
+    warm-up: perftest warms up itself), which finds no port — one failed result, not an exception."""
+    from ibdiag.fleet.p2prunner import P2PPairRunner
+
+    runner, test, nodes = _pair_without_rxe0(tmp_path)
     res = runner.run_pair(test, nodes[0], nodes[1], PairSpec(transport="rdma", bytes=4096, duration_s=1, timeout_s=2, engine="perftest"))
     assert res.bw_gbs is None and res.error == "no RDMA device named rxe0 with that port", res.error  # sysfs, not pyverbs: the perftest path
     assert res.engine == "perftest"  # the engine that tried, recorded with its failure
@@ -222,19 +231,9 @@ def test_an_rdma_pair_on_perftest_goes_through_perftest_and_fails_as_one_result(
 def test_auto_records_what_this_node_chose_per_pair(tmp_path):
     """``--engine auto`` is decided by the measuring node: the pair records that node's choice (here:
     ibdiag's engine where pyverbs loads, else perftest, which is installed), never "auto"."""
-    import shutil
-
     from ibdiag.bench.p2p.perftest_engine import pyverbs_available
-    from ibdiag.fleet.nodes import End, make_fleet
-    from ibdiag.fleet.p2prunner import P2PPairRunner
-    from ibdiag.fleet.schedule import PairTest
 
-    if shutil.which("ib_write_bw") is None:
-        pytest.fail("perftest is not installed (make system-deps)")
-    (tmp_path / "sys" / "class" / "infiniband").mkdir(parents=True)
-    nodes = make_fleet(["a", "b"], ["rxe0"], addresses=["127.0.0.1", "127.0.0.1"])
-    runner = P2PPairRunner({0: [_free_port()], 1: [_free_port()]}, b"t" * 32, sysfs_root=str(tmp_path))
-    test = PairTest(0, Phase.FIRST, End(0, 0, "rxe0"), End(1, 0, "rxe0"))
+    runner, test, nodes = _pair_without_rxe0(tmp_path)
     res = runner.run_pair(test, nodes[0], nodes[1], PairSpec(transport="rdma", bytes=4096, duration_s=1, timeout_s=2, engine="auto"))
     assert res.error and res.engine == ("ibdiag" if pyverbs_available() else "perftest"), (res.error, res.engine)
 
