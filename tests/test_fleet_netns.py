@@ -126,9 +126,11 @@ def run_sweep_job(fab: Fabric, tmp_path: Path, *args: str, kill_rank: int | None
     marks.mkdir()
     save = tmp_path / "sweep.json"
     cfg = tmp_path / "ibdiag.toml"
-    # The six namespaces share two busy CPUs: healthy links vary more than on a fabric. Nothing within
-    # 25 % of the median is slow (floor_share 0.05 x z_limit 5); the planted faults are at a quarter.
-    cfg.write_text("[sweep]\nfloor_share = 0.05\nstart_timeout_s = 120\n")
+    # The six namespaces share two busy CPUs: healthy links vary more than on a fabric (0.019-0.024 GB/s
+    # in one CI run). Nothing within 25 % of the median is slow (floor_share 1/12 x z_limit 3); the
+    # planted faults are at a quarter. z_limit 3, not 5: a ring of 6 has 5 first-pass links, 2 of them
+    # slow, and the fleet-size false-alarm budget behind 5 does not apply to a 6-node test.
+    cfg.write_text("[sweep]\nfloor_share = 0.08333\nz_limit = 3\nstart_timeout_s = 120\n")
     port = 29000 + os.getpid() % 1000
     env = {**os.environ, "COLUMNS": "200", "IBDIAG_TEST_HOOK": f"mark:dir={marks}", "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     env.pop("IBDIAG_CONFIG", None)

@@ -2,7 +2,10 @@
 
 Per rail (rail k is compared with rail k only), every tested link gets its bandwidth (the median of
 its tests), its share of the line rate and its robust distance ``z`` from the rail's median
-(:mod:`ibdiag.fleet.stats`). A link is *slow* when ``z <= -z_limit`` (or its latency's ``z >=
+(:mod:`ibdiag.fleet.stats`; the MAD on the healthy side only). The rail's median and scale come from
+the links the first pass tested: the second pass is a biased sample by design (every suspect against
+good nodes, so a bad node adds slow links), and in a small fleet its links would drag the median
+toward the faults it is meant to confirm. A link is *slow* when ``z <= -z_limit`` (or its latency's ``z >=
 z_limit``), or when a test of it failed while both ends answered. Then, per node end (node, rail):
 
 * **bad node** (rail): slow with most of its partners (more than half), and confirmed: at least
@@ -267,6 +270,7 @@ def _analyse(nodes: Sequence[FleetNode], results: Iterable[PairResult], config: 
 
     # 1. Links: every answered test of (rail, a, b), whichever end served.
     acc: dict[tuple[int, int, int], list] = {}
+    first_pass: set[tuple[int, int, int]] = set()
     for res in results:
         if res.unreachable or not (0 <= res.a < n and 0 <= res.b < n) or res.a == res.b:
             continue
@@ -275,6 +279,8 @@ def _analyse(nodes: Sequence[FleetNode], results: Iterable[PairResult], config: 
         if entry is None:
             entry = acc[key] = [0, 0, [], []]
         entry[0] += 1
+        if res.phase is Phase.FIRST:
+            first_pass.add(key)
         if res.error is not None:
             entry[1] += 1
         else:
@@ -289,8 +295,12 @@ def _analyse(nodes: Sequence[FleetNode], results: Iterable[PairResult], config: 
         by_rail.setdefault(key[0], []).append((key, _median(bws), _median(lats)))
     rails: dict[int, RailStats] = {}
     for k in sorted(by_rail):
-        bw = robust_scale([v for _, v, _ in by_rail[k] if v is not None], floor_share=config.floor_share)
-        lat = robust_scale([v for _, _, v in by_rail[k] if v is not None], floor_share=config.floor_share)
+        # The reference: the first pass's links, where the rail has measured ones (module docstring).
+        ref = [row for row in by_rail[k] if row[0] in first_pass]
+        ref_bw = [v for _, v, _ in ref if v is not None] or [v for _, v, _ in by_rail[k] if v is not None]
+        ref_lat = [v for _, _, v in ref if v is not None] or [v for _, _, v in by_rail[k] if v is not None]
+        bw = robust_scale(ref_bw, floor_share=config.floor_share, healthy_side=+1)
+        lat = robust_scale(ref_lat, floor_share=config.floor_share, healthy_side=-1)
         rates = [r.rate_gbps for node in nodes if (r := node.rail(k)) is not None and r.rate_gbps]
         rails[k] = RailStats(
             rail=k,
