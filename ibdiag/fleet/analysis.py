@@ -94,9 +94,10 @@ class NodeStatus(str, Enum):
 class RailStats:
     rail: int
     bw: RobustScale
-    """Over the rail's links' bandwidths (GB/s)."""
+    """Over the bandwidths (GB/s) of the rail's links that the first pass tested (all its links where
+    the first pass measured none): the reference every link is judged against."""
     lat: RobustScale
-    """Over the rail's links' latencies (us); count 0 when latency was not measured."""
+    """The same over their latencies (us); count 0 when latency was not measured."""
     line_rate_gbps: float | None
     """Median line rate of the rail's ports, where known."""
     bw_limit_gbs: float | None
