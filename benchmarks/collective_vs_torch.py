@@ -46,7 +46,11 @@ def worker(rank: int, world: int, port: int, nbytes: int, iters: int, warmup: in
     import torch.distributed as dist
 
     dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120)
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=120),
     )
     t = torch.ones(nbytes // 4, dtype=torch.float32)
     for _ in range(warmup):
@@ -68,7 +72,20 @@ def bare(nbytes: int, iters: int, warmup: int) -> float:
     env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // 2))}
     procs = [
         subprocess.Popen(
-            [sys.executable, __file__, "--worker", str(r), "--port", str(port), "--bytes", str(nbytes), "--iters", str(iters), "--warmup", str(warmup)],
+            [
+                sys.executable,
+                __file__,
+                "--worker",
+                str(r),
+                "--port",
+                str(port),
+                "--bytes",
+                str(nbytes),
+                "--iters",
+                str(iters),
+                "--warmup",
+                str(warmup),
+            ],
             stdout=subprocess.PIPE,
             text=True,
             env=env,
@@ -84,7 +101,25 @@ def bare(nbytes: int, iters: int, warmup: int) -> float:
 
 def ibdiag(nbytes: int, iters: int, warmup: int) -> float:
     """busbw (GB/s) that ibdiag reports for the same all_reduce."""
-    cmd = [*IBDIAG, "bench", "collective", "--nproc", "2", "--backend", "gloo", "--op", "all_reduce", "--sizes", str(nbytes), "--iters", str(iters), "--warmup", str(warmup), "-o", "json"]
+    cmd = [
+        *IBDIAG,
+        "bench",
+        "collective",
+        "--nproc",
+        "2",
+        "--backend",
+        "gloo",
+        "--op",
+        "all_reduce",
+        "--sizes",
+        str(nbytes),
+        "--iters",
+        str(iters),
+        "--warmup",
+        str(warmup),
+        "-o",
+        "json",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=HERE.parent)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"ibdiag failed ({proc.returncode}): {proc.stderr}")
@@ -107,9 +142,9 @@ def main() -> int:
         return 0
     sys.path.insert(0, str(HERE.parent))
     sys.path.insert(0, str(HERE))
-    from ibdiag.units import parse_size
-
     from ratios import report, run_pairs
+
+    from ibdiag.units import parse_size
 
     nbytes = parse_size(args.size)
     # alternate which goes first, so a disturbance that follows one side's runs does not bias it
@@ -117,14 +152,22 @@ def main() -> int:
         lambda: ibdiag(nbytes, args.iters, args.warmup),
         lambda: bare(nbytes, args.iters, args.warmup),
         args.rounds,
-        on_pair=lambda r, a, b: print(f"round {r + 1}: ibdiag {a:.3f} GB/s, bare torch.distributed {b:.3f} GB/s", flush=True),
+        on_pair=lambda r, a, b: print(
+            f"round {r + 1}: ibdiag {a:.3f} GB/s, bare torch.distributed {b:.3f} GB/s", flush=True
+        ),
     )
     mine, theirs = list(res.mine), list(res.theirs)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"\n2-rank gloo all_reduce, {args.size} ({nbytes} B), {args.iters} iters, {args.warmup} warm-up, {args.rounds} rounds; {os.cpu_count()} CPUs, load {load:.2f}")
+    print(
+        f"\n2-rank gloo all_reduce, {args.size} ({nbytes} B), {args.iters} iters, {args.warmup} warm-up, {args.rounds} rounds; {os.cpu_count()} CPUs, load {load:.2f}"
+    )
     print(f"{'':32} {'median':>10} {'best':>10}")
-    print(f"  {'ibdiag bench collective busbw':30} {statistics.median(mine):10.3f} {max(mine):10.3f}  GB/s")
-    print(f"  {'bare torch.distributed busbw':30} {statistics.median(theirs):10.3f} {max(theirs):10.3f}  GB/s")
+    print(
+        f"  {'ibdiag bench collective busbw':30} {statistics.median(mine):10.3f} {max(mine):10.3f}  GB/s"
+    )
+    print(
+        f"  {'bare torch.distributed busbw':30} {statistics.median(theirs):10.3f} {max(theirs):10.3f}  GB/s"
+    )
     rm, rb = statistics.median(mine) / statistics.median(theirs), max(mine) / max(theirs)
     print(f"  {'ratio ibdiag / bare':30} {rm:10.3f} {rb:10.3f}")
     report("collective all_reduce busbw vs bare torch.distributed", res, ">=", 0.97, "GB/s")

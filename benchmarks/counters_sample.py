@@ -43,13 +43,24 @@ def build(root: Path, adapters: int) -> None:
         rp = hb.bridge(f"0000:10:{i + 1:02x}.0")
         dev = rp.add(f"0000:{0x11 + i:02x}:00.0", vendor=0x15B3, device=0x1021, cls=0x020700)
         guid = f"b83f:d203:00a1:{i:04x}"
-        ib = dev.rdma(f"mlx5_{i}", fw_ver="28.39.1002", board_id="MT_0000000838", hca_type="MT4129", node_guid=guid)
+        ib = dev.rdma(
+            f"mlx5_{i}",
+            fw_ver="28.39.1002",
+            board_id="MT_0000000838",
+            hca_type="MT4129",
+            node_guid=guid,
+        )
         dev.netdev(f"ibp{0x11 + i}s0")
         ib.port(
             1,
             lid=f"0x{0x10 + i:x}",
             gids=[(ib_gid(guid), "IB/RoCE v1", None)],
-            counters=zero_counters(port_xmit_data=81234567890 + i, port_rcv_data=80987654321 + i, port_xmit_wait=1234 + i, symbol_error=i),
+            counters=zero_counters(
+                port_xmit_data=81234567890 + i,
+                port_rcv_data=80987654321 + i,
+                port_xmit_wait=1234 + i,
+                symbol_error=i,
+            ),
             hw_counters=zero_hw_counters(out_of_sequence=i),
         )
     t.manifest("bench-node", "benchmark tree")
@@ -92,7 +103,10 @@ def main() -> int:
         for item in layout:
             for sub, names in (("counters", item.counters), ("hw_counters", item.hw_counters)):
                 files += [sysfs.path(f"{item.base}/{sub}/{n}") for n in names or ()]
-            files += [sysfs.path(f"{item.base}/{a}") for a in ("state", "phys_state", "rate", "link_layer", "lid", "sm_lid")]
+            files += [
+                sysfs.path(f"{item.base}/{a}")
+                for a in ("state", "phys_state", "rate", "link_layer", "lid", "sm_lid")
+            ]
 
         def raw() -> None:
             for f in files:
@@ -117,7 +131,9 @@ def main() -> int:
 
         def render() -> None:
             con = Console(file=io.StringIO(), width=160, force_terminal=True)
-            con.print(interval_table(b, span.totals, span.totals, findings, cfg, ports, title="bench"))
+            con.print(
+                interval_table(b, span.totals, span.totals, findings, cfg, ports, title="bench")
+            )
 
         def tick() -> None:
             s = read_sample(sysfs, layout)
@@ -126,24 +142,46 @@ def main() -> int:
             con = Console(file=io.StringIO(), width=160, force_terminal=True)
             con.print(interval_table(s, sp.totals, sp.totals, fs, cfg, ports, title="bench"))
 
-        results = {name: timed(fn, args.runs) for name, fn in (("raw", raw), ("read", read), ("cold", cold), ("judge", judge), ("render", render), ("tick", tick))}
+        results = {
+            name: timed(fn, args.runs)
+            for name, fn in (
+                ("raw", raw),
+                ("read", read),
+                ("cold", cold),
+                ("judge", judge),
+                ("render", render),
+                ("tick", tick),
+            )
+        }
         cpu0 = time.process_time()
         for _ in range(args.runs):
             tick()
-        cpu_tick = (time.process_time() - cpu0) / args.runs  # CPU time, what a 1 s --watch costs the node
+        cpu_tick = (
+            time.process_time() - cpu0
+        ) / args.runs  # CPU time, what a 1 s --watch costs the node
 
     ports = sum(1 for item in layout if item.port is not None)
-    print(f"tree: {args.adapters} adapters, {ports} ports, {len(files)} files per sample; runs: {args.runs}; Python {sys.version.split()[0]}")
+    print(
+        f"tree: {args.adapters} adapters, {ports} ports, {len(files)} files per sample; runs: {args.runs}; Python {sys.version.split()[0]}"
+    )
     for name, xs in results.items():
-        print(f"  {name:<7} min {min(xs) * 1e3:7.2f} ms   median {statistics.median(xs) * 1e3:7.2f} ms")
+        print(
+            f"  {name:<7} min {min(xs) * 1e3:7.2f} ms   median {statistics.median(xs) * 1e3:7.2f} ms"
+        )
     read_med = statistics.median(results["read"])
     raw_med = statistics.median(results["raw"])
     tick_med = statistics.median(results["tick"])
-    print(f"read / raw (median): {read_med / raw_med:.2f}x  (parsing, models and port state on top of the syscalls)")
-    print(f"one full sample (cold read + judge): {(statistics.median(results['cold']) + statistics.median(results['judge'])) * 1e3:.1f} ms "
-          f"(target < 50 ms: {'OK' if statistics.median(results['cold']) + statistics.median(results['judge']) < 0.05 else 'MISSED'})")
-    print(f"--watch at 1 s: one refresh takes {tick_med * 1e3:.1f} ms wall, {cpu_tick * 1e3:.1f} ms CPU = {cpu_tick * 100:.1f}% of one core "
-          f"(target < 5%: {'OK' if cpu_tick < 0.05 else 'MISSED'})")
+    print(
+        f"read / raw (median): {read_med / raw_med:.2f}x  (parsing, models and port state on top of the syscalls)"
+    )
+    print(
+        f"one full sample (cold read + judge): {(statistics.median(results['cold']) + statistics.median(results['judge'])) * 1e3:.1f} ms "
+        f"(target < 50 ms: {'OK' if statistics.median(results['cold']) + statistics.median(results['judge']) < 0.05 else 'MISSED'})"
+    )
+    print(
+        f"--watch at 1 s: one refresh takes {tick_med * 1e3:.1f} ms wall, {cpu_tick * 1e3:.1f} ms CPU = {cpu_tick * 100:.1f}% of one core "
+        f"(target < 5%: {'OK' if cpu_tick < 0.05 else 'MISSED'})"
+    )
     return 0
 
 

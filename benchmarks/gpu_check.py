@@ -37,7 +37,15 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "sendrecv")
+OPS = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "broadcast",
+    "reduce",
+    "all_to_all",
+    "sendrecv",
+)
 SIZES = "8:1G"
 SIZES_2 = "8:256M"
 BARE_SIZES = (8, 1 << 20, 64 << 20, 1 << 30)
@@ -66,13 +74,25 @@ class NoGpu(Exception):
 def run(cmd: Sequence[str], timeout: float, env: dict[str, str] | None = None) -> RunResult:
     t0 = time.monotonic()
     try:
-        p = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
+        p = subprocess.run(
+            list(cmd), capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO
+        )
         rc, out, err = p.returncode, p.stdout, p.stderr
     except FileNotFoundError as e:
         rc, out, err = 127, "", str(e)
     except subprocess.TimeoutExpired as e:
-        rc, out, err = 124, (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), f"timed out after {timeout:g} s"
-    return {"cmd": " ".join(cmd), "rc": rc, "seconds": round(time.monotonic() - t0, 2), "stdout": out, "stderr": err}
+        rc, out, err = (
+            124,
+            (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""),
+            f"timed out after {timeout:g} s",
+        )
+    return {
+        "cmd": " ".join(cmd),
+        "rc": rc,
+        "seconds": round(time.monotonic() - t0, 2),
+        "stdout": out,
+        "stderr": err,
+    }
 
 
 def ibdiag(*args: str) -> list[str]:
@@ -80,8 +100,14 @@ def ibdiag(*args: str) -> list[str]:
 
 
 def child_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_RANK", "IBDIAG_"))}
-    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_RANK", "IBDIAG_"))
+    }
+    env["PYTHONPATH"] = str(REPO) + (
+        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+    )
     env.update(extra)
     return env
 
@@ -91,9 +117,17 @@ def child_env(**extra: str) -> dict[str, str]:
 
 def gpu_presence(smi: RunResult | None, torch_count: int | None) -> dict[str, Any]:
     """The ``gpu`` check; NoGpu when no GPU is present."""
-    names = [ln.strip() for ln in (smi or {}).get("stdout", "").splitlines() if ln.strip().startswith("GPU ")]
+    names = [
+        ln.strip()
+        for ln in (smi or {}).get("stdout", "").splitlines()
+        if ln.strip().startswith("GPU ")
+    ]
     if smi is None or smi.get("rc") != 0 or not names or not torch_count:
-        why = "nvidia-smi not found" if smi is None else (f"nvidia-smi -L: {len(names)} GPU(s), rc {smi.get('rc')}")
+        why = (
+            "nvidia-smi not found"
+            if smi is None
+            else (f"nvidia-smi -L: {len(names)} GPU(s), rc {smi.get('rc')}")
+        )
         raise NoGpu(f"no GPU present ({why}; torch.cuda.device_count() = {torch_count})")
     return {"nvidia_smi": names, "torch_device_count": torch_count}
 
@@ -106,7 +140,11 @@ def norm_bus_id(text: str) -> str:
 
 def topo_problems(topo_doc: dict[str, Any], smi_bus_ids: Sequence[str]) -> list[str]:
     found = {norm_bus_id(g.get("pci", "")) for g in topo_doc.get("gpus", [])}
-    return [f"GPU {b} (nvidia-smi) is not in ibdiag topo's GPUs {sorted(found)}" for b in smi_bus_ids if norm_bus_id(b) not in found]
+    return [
+        f"GPU {b} (nvidia-smi) is not in ibdiag topo's GPUs {sorted(found)}"
+        for b in smi_bus_ids
+        if norm_bus_id(b) not in found
+    ]
 
 
 def collective_problems(doc: dict[str, Any], op: str, world: int) -> list[str]:
@@ -119,17 +157,25 @@ def collective_problems(doc: dict[str, Any], op: str, world: int) -> list[str]:
     rows = doc.get("results") or []
     if not rows:
         out.append("no rows")
-    bad = [f"{r.get('bytes')} B {'in' if r.get('in_place') else 'out-of'}-place: #wrong {r.get('wrong')}" for r in rows if r.get("wrong") != 0]
+    bad = [
+        f"{r.get('bytes')} B {'in' if r.get('in_place') else 'out-of'}-place: #wrong {r.get('wrong')}"
+        for r in rows
+        if r.get("wrong") != 0
+    ]
     if bad:
         out.append("validation: " + "; ".join(bad[:5]))
     devices = [str(p.get("device", "")) for p in doc.get("per_rank", [])]
-    if len(devices) != world or not all(d.startswith("cuda:") and "stand-in" not in d for d in devices):
+    if len(devices) != world or not all(
+        d.startswith("cuda:") and "stand-in" not in d for d in devices
+    ):
         out.append(f"devices {devices} are not {world} real CUDA devices")
     return out
 
 
 def in_place_times(doc: dict[str, Any]) -> dict[int, float]:
-    return {int(r["bytes"]): float(r["time_us"]) for r in doc.get("results", []) if r.get("in_place")}
+    return {
+        int(r["bytes"]): float(r["time_us"]) for r in doc.get("results", []) if r.get("in_place")
+    }
 
 
 def timing_summary(pairs: Sequence[tuple[dict[int, float], dict[int, float]]]) -> dict[str, Any]:
@@ -141,7 +187,17 @@ def timing_summary(pairs: Sequence[tuple[dict[int, float], dict[int, float]]]) -
         if not ratios:
             continue
         med = statistics.median(ratios)
-        rows.append({"bytes": s, "ibdiag_us": statistics.median(a[s] for a, _ in pairs), "bare_us": statistics.median(b[s] for _, b in pairs), "median_ratio": med, "min_ratio": min(ratios), "max_ratio": max(ratios), "pairs": len(ratios)})
+        rows.append(
+            {
+                "bytes": s,
+                "ibdiag_us": statistics.median(a[s] for a, _ in pairs),
+                "bare_us": statistics.median(b[s] for _, b in pairs),
+                "median_ratio": med,
+                "min_ratio": min(ratios),
+                "max_ratio": max(ratios),
+                "pairs": len(ratios),
+            }
+        )
         if s >= 64 << 20 and not RATIO_LIMITS[0] <= med <= RATIO_LIMITS[1]:
             problems.append(f"{s} B: ibdiag/bare median ratio {med:.3f} outside {RATIO_LIMITS}")
     if not rows:
@@ -166,7 +222,9 @@ def failure_problems(res: RunResult, timeout_s: float) -> list[str]:
 # --- the bare loop (run in its own process) ----------------------------------------------------------
 
 
-def bare_loop(sizes: Sequence[int], iters: int, warmup: int) -> dict[int, float]:  # pragma: no cover - needs a GPU
+def bare_loop(
+    sizes: Sequence[int], iters: int, warmup: int
+) -> dict[int, float]:  # pragma: no cover - needs a GPU
     import datetime
 
     import torch
@@ -174,7 +232,9 @@ def bare_loop(sizes: Sequence[int], iters: int, warmup: int) -> dict[int, float]
 
     torch.cuda.set_device(0)
     store = dist.TCPStore("127.0.0.1", 0, 1, True, timeout=datetime.timedelta(seconds=60))
-    dist.init_process_group("nccl", store=store, rank=0, world_size=1, device_id=torch.device("cuda", 0))
+    dist.init_process_group(
+        "nccl", store=store, rank=0, world_size=1, device_id=torch.device("cuda", 0)
+    )
     out = {}
     for size in sizes:
         t = torch.ones(max(1, size // 4), dtype=torch.float32, device="cuda")
@@ -197,7 +257,9 @@ def bare_loop(sizes: Sequence[int], iters: int, warmup: int) -> dict[int, float]
 
 
 def _check(report: dict[str, Any], name: str, problems: Sequence[str], **detail: Any) -> None:
-    report["checks"].append({"name": name, "ok": not problems, "problems": list(problems), **detail})
+    report["checks"].append(
+        {"name": name, "ok": not problems, "problems": list(problems), **detail}
+    )
 
 
 def _json(res: RunResult) -> dict[str, Any] | None:
@@ -208,7 +270,15 @@ def _json(res: RunResult) -> dict[str, Any] | None:
 
 
 def _torch_count(runner: Runner) -> int | None:
-    res = runner([sys.executable, "-c", "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"], 120, None)
+    res = runner(
+        [
+            sys.executable,
+            "-c",
+            "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)",
+        ],
+        120,
+        None,
+    )
     try:
         return int(res["stdout"].strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -218,7 +288,11 @@ def _torch_count(runner: Runner) -> int | None:
 def gpu_check(runner: Runner = run, *, pairs: int = PAIRS) -> dict[str, Any]:
     t0 = time.monotonic()
     report: dict[str, Any] = {"kind": "ibdiag.gpu-check/1", "checks": [], "world_size_1": WORLD_1}
-    smi = runner(["nvidia-smi", "-L"], 60, None) if shutil.which("nvidia-smi") or runner is not run else None
+    smi = (
+        runner(["nvidia-smi", "-L"], 60, None)
+        if shutil.which("nvidia-smi") or runner is not run
+        else None
+    )
     try:
         gpus = gpu_presence(smi, _torch_count(runner))
     except NoGpu as e:
@@ -226,25 +300,76 @@ def gpu_check(runner: Runner = run, *, pairs: int = PAIRS) -> dict[str, Any]:
         return report
     _check(report, "gpu", [], **gpus)
     ngpu = min(len(gpus["nvidia_smi"]), int(gpus["torch_device_count"]))
-    q = runner(["nvidia-smi", "--query-gpu=index,name,pci.bus_id,driver_version,memory.total", "--format=csv,noheader"], 60, None)
+    q = runner(
+        [
+            "nvidia-smi",
+            "--query-gpu=index,name,pci.bus_id,driver_version,memory.total",
+            "--format=csv,noheader",
+        ],
+        60,
+        None,
+    )
     report["machine"] = {"gpus": q["stdout"].strip().splitlines(), "python": sys.version.split()[0]}
-    vers = runner([sys.executable, "-c", "import torch; print(torch.__version__, torch.version.cuda, '.'.join(map(str, torch.cuda.nccl.version())))"], 120, None)
+    vers = runner(
+        [
+            sys.executable,
+            "-c",
+            "import torch; print(torch.__version__, torch.version.cuda, '.'.join(map(str, torch.cuda.nccl.version())))",
+        ],
+        120,
+        None,
+    )
     report["machine"]["torch_cuda_nccl"] = vers["stdout"].strip()
     topo = runner(ibdiag("topo", "-o", "json"), 120, child_env())
     smi_topo = runner(["nvidia-smi", "topo", "-m"], 60, None)
-    report["topo"] = {"ibdiag": _json(topo) or topo["stderr"][-2000:], "nvidia_smi_topo_m": smi_topo["stdout"]}
+    report["topo"] = {
+        "ibdiag": _json(topo) or topo["stderr"][-2000:],
+        "nvidia_smi_topo_m": smi_topo["stdout"],
+    }
     bus_ids = [ln.split(",")[2].strip() for ln in report["machine"]["gpus"] if ln.count(",") >= 2]
     tdoc = _json(topo)
-    _check(report, "topo", ["ibdiag topo failed: " + topo["stderr"][-300:]] if tdoc is None else topo_problems(tdoc, bus_ids))
+    _check(
+        report,
+        "topo",
+        ["ibdiag topo failed: " + topo["stderr"][-300:]]
+        if tdoc is None
+        else topo_problems(tdoc, bus_ids),
+    )
 
     def collective(op: str, n: int, sizes: str, iters: int, warmup: int, **env: str) -> RunResult:
-        args = ("bench", "collective", "--backend", "nccl", "--nproc", str(n), "--op", op, "--sizes", sizes, "--iters", str(iters), "--warmup", str(warmup), "--timeout", "60", "-o", "json")
+        args = (
+            "bench",
+            "collective",
+            "--backend",
+            "nccl",
+            "--nproc",
+            str(n),
+            "--op",
+            op,
+            "--sizes",
+            sizes,
+            "--iters",
+            str(iters),
+            "--warmup",
+            str(warmup),
+            "--timeout",
+            "60",
+            "-o",
+            "json",
+        )
         return runner(ibdiag(*args), 240, child_env(**env))
 
     for op in OPS:
         res = collective(op, 1, SIZES, 10, 2)
         doc = _json(res)
-        _check(report, f"collective.{op}", [f"exit {res['rc']}: {res['stderr'][-400:]}"] if doc is None else collective_problems(doc, op, 1), seconds=res["seconds"])
+        _check(
+            report,
+            f"collective.{op}",
+            [f"exit {res['rc']}: {res['stderr'][-400:]}"]
+            if doc is None
+            else collective_problems(doc, op, 1),
+            seconds=res["seconds"],
+        )
     measured: list[tuple[dict[int, float], dict[int, float]]] = []
     bare_cmd = [sys.executable, str(Path(__file__).resolve()), "--bare-loop"]
     problems: list[str] = []
@@ -253,11 +378,17 @@ def gpu_check(runner: Runner = run, *, pairs: int = PAIRS) -> dict[str, Any]:
         b = runner(bare_cmd, 180, child_env())
         da = _json(a)
         try:
-            db = {int(k): float(v) for k, v in json.loads(b["stdout"]).items()} if b["rc"] == 0 else None
+            db = (
+                {int(k): float(v) for k, v in json.loads(b["stdout"]).items()}
+                if b["rc"] == 0
+                else None
+            )
         except (json.JSONDecodeError, ValueError, AttributeError):
             db = None
         if da is None or db is None:
-            problems.append(f"pair failed: ibdiag exit {a['rc']} {a['stderr'][-200:]}; bare exit {b['rc']} {b['stderr'][-200:]}")
+            problems.append(
+                f"pair failed: ibdiag exit {a['rc']} {a['stderr'][-200:]}; bare exit {b['rc']} {b['stderr'][-200:]}"
+            )
             break
         measured.append((in_place_times(da), db))
     summary = timing_summary(measured) if measured else {"rows": [], "problems": []}
@@ -266,10 +397,38 @@ def gpu_check(runner: Runner = run, *, pairs: int = PAIRS) -> dict[str, Any]:
         for op in OPS:
             res = collective(op, 2, SIZES_2, 10, 2)
             doc = _json(res)
-            _check(report, f"collective2.{op}", [f"exit {res['rc']}: {res['stderr'][-400:]}"] if doc is None else collective_problems(doc, op, 2), seconds=res["seconds"])
-        args = ("bench", "collective", "--backend", "nccl", "--nproc", "2", "--sizes", "1M,2M,4M", "--iters", "5", "--warmup", "1", "--timeout", "10")
+            _check(
+                report,
+                f"collective2.{op}",
+                [f"exit {res['rc']}: {res['stderr'][-400:]}"]
+                if doc is None
+                else collective_problems(doc, op, 2),
+                seconds=res["seconds"],
+            )
+        args = (
+            "bench",
+            "collective",
+            "--backend",
+            "nccl",
+            "--nproc",
+            "2",
+            "--sizes",
+            "1M,2M,4M",
+            "--iters",
+            "5",
+            "--warmup",
+            "1",
+            "--timeout",
+            "10",
+        )
         res = runner(ibdiag(*args), 180, child_env(IBDIAG_TEST_HOOK="hang:rank=1,step=2"))
-        _check(report, "failure", failure_problems(res, 10), stderr=res["stderr"][-1500:], seconds=res["seconds"])
+        _check(
+            report,
+            "failure",
+            failure_problems(res, 10),
+            stderr=res["stderr"][-1500:],
+            seconds=res["seconds"],
+        )
     else:
         report["not_run"] = "2-rank runs and the hung-rank path: this machine has one GPU"
     report["seconds"] = round(time.monotonic() - t0, 1)
@@ -281,9 +440,14 @@ def gpu_check(runner: Runner = run, *, pairs: int = PAIRS) -> dict[str, Any]:
 def render_text(report: dict[str, Any]) -> str:
     lines = ["ibdiag gpu-check"]
     for c in report["checks"]:
-        lines.append(f"  {'PASS' if c['ok'] else 'FAIL'} {c['name']}" + ("" if c["ok"] else ": " + "; ".join(c["problems"])))
+        lines.append(
+            f"  {'PASS' if c['ok'] else 'FAIL'} {c['name']}"
+            + ("" if c["ok"] else ": " + "; ".join(c["problems"]))
+        )
     for r in next((c.get("rows", []) for c in report["checks"] if c["name"] == "timing"), []):
-        lines.append(f"    all_reduce {r['bytes']:>11} B  ibdiag {r['ibdiag_us']:10.1f} us  bare {r['bare_us']:10.1f} us  ratio {r['median_ratio']:.3f} [{r['min_ratio']:.3f}..{r['max_ratio']:.3f}] x{r['pairs']}")
+        lines.append(
+            f"    all_reduce {r['bytes']:>11} B  ibdiag {r['ibdiag_us']:10.1f} us  bare {r['bare_us']:10.1f} us  ratio {r['median_ratio']:.3f} [{r['min_ratio']:.3f}..{r['max_ratio']:.3f}] x{r['pairs']}"
+        )
     if report.get("not_run"):
         lines.append(f"  not run: {report['not_run']}")
     ok = bool(report["checks"]) and all(c["ok"] for c in report["checks"])

@@ -24,7 +24,9 @@ def build_c(source: str, workdir: Path, name: str) -> Path:
         raise SystemExit("no C compiler in the guest")
     src, exe = workdir / f"{name}.c", workdir / name
     src.write_text(source)
-    subprocess.run([cc, "-O2", "-o", str(exe), str(src), "-libverbs"], check=True, capture_output=True)
+    subprocess.run(
+        [cc, "-O2", "-o", str(exe), str(src), "-libverbs"], check=True, capture_output=True
+    )
     return exe
 
 
@@ -38,12 +40,23 @@ def run_in_guest(script: str, guest_args: str, result_name: str) -> dict | int:
 
     from tests.rdmavm import vm
 
-    if shutil.which("cc") and not Path("/usr/include/infiniband/verbs.h").exists() and os.geteuid() == 0:
-        subprocess.run(["apt-get", "install", "-y", "-qq", "libibverbs-dev"], check=False, capture_output=True, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    if (
+        shutil.which("cc")
+        and not Path("/usr/include/infiniband/verbs.h").exists()
+        and os.geteuid() == 0
+    ):
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "libibverbs-dev"],
+            check=False,
+            capture_output=True,
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
     name = script.removesuffix(".py")
     out = REPO / "build" / "rdmavm" / name
     try:
-        run = vm.run(f"{sys.executable} benchmarks/{script} --in-guest {guest_args}", out, timeout_s=900)
+        run = vm.run(
+            f"{sys.executable} benchmarks/{script} --in-guest {guest_args}", out, timeout_s=900
+        )
     except vm.Unavailable as e:
         print(f"{name}: cannot boot the RDMA test bed: {e}", file=sys.stderr)
         append_summary(f"{name}: not measured (cannot boot the RDMA test bed: {e})")

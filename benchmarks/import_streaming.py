@@ -30,10 +30,16 @@ def main(argv: list[str]) -> int:
         size = write(path, rows=rows, pad=pad)
         print(f"wrote {size / 1e9:.2f} GB, {rows} rows in {time.perf_counter() - t:.1f} s")
         t = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "ibdiag", "bench", "import", str(path), "-o", "json"], capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "ibdiag", "bench", "import", str(path), "-o", "json"],
+            capture_output=True,
+            text=True,
+        )
         wall = time.perf_counter() - t
         peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        print(f"import: exit {proc.returncode}, {wall:.1f} s ({rows / wall:,.0f} rows/s, {size / wall / 1e6:.0f} MB/s), peak RSS {peak_mib:.0f} MiB")
+        print(
+            f"import: exit {proc.returncode}, {wall:.1f} s ({rows / wall:,.0f} rows/s, {size / wall / 1e6:.0f} MB/s), peak RSS {peak_mib:.0f} MiB"
+        )
         if proc.returncode not in (0, 1):
             print(proc.stderr)
             return 1

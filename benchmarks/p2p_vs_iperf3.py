@@ -65,7 +65,13 @@ class Place:
         return [*self.client_prefix, *PIN["client"], *cmd]
 
     def wait_port(self, port: int, timeout: float = 10.0) -> None:
-        probe = self.client([sys.executable, "-c", f"import socket; socket.create_connection(({self.host!r}, {port}), timeout=1).close()"])
+        probe = self.client(
+            [
+                sys.executable,
+                "-c",
+                f"import socket; socket.create_connection(({self.host!r}, {port}), timeout=1).close()",
+            ]
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if subprocess.run(probe, capture_output=True).returncode == 0:
@@ -75,15 +81,34 @@ class Place:
 
 
 def run_json(cmd: list[str]) -> dict:
-    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "IBDIAG_TOKEN": TOKEN})
+    r = subprocess.run(
+        cmd, capture_output=True, text=True, env={**os.environ, "IBDIAG_TOKEN": TOKEN}
+    )
     if r.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()[-400:]}")
     return json.loads(r.stdout)
 
 
-def ibdiag_bw(exe: str, place: Place, port: int, streams: int, duration: float) -> tuple[float, float, float]:
+def ibdiag_bw(
+    exe: str, place: Place, port: int, streams: int, duration: float
+) -> tuple[float, float, float]:
     """(Gb/s, sender CPU s/GB, receiver CPU s/GB) of one run."""
-    cmd = [exe, "bench", "p2p", place.host, "--port", str(port), "--sizes", "1M", "--streams", str(streams), "--duration", str(duration), "-o", "json"]
+    cmd = [
+        exe,
+        "bench",
+        "p2p",
+        place.host,
+        "--port",
+        str(port),
+        "--sizes",
+        "1M",
+        "--streams",
+        str(streams),
+        "--duration",
+        str(duration),
+        "-o",
+        "json",
+    ]
     row = run_json(place.client(cmd))["results"][0]
     cpu = row["cpu_s_per_gb"]
     return row["bw_gbps"], cpu["client"], cpu["server"]
@@ -91,7 +116,20 @@ def ibdiag_bw(exe: str, place: Place, port: int, streams: int, duration: float) 
 
 def iperf3_bw(place: Place, port: int, streams: int, duration: float) -> tuple[float, float, float]:
     """The same from iperf3 -J: its CPU utilisation (-V's report) over the test, per GB received."""
-    cmd = ["iperf3", "-c", place.host, "-p", str(port), "-t", str(duration), "-l", "1M", "-P", str(streams), "-J"]
+    cmd = [
+        "iperf3",
+        "-c",
+        place.host,
+        "-p",
+        str(port),
+        "-t",
+        str(duration),
+        "-l",
+        "1M",
+        "-P",
+        str(streams),
+        "-J",
+    ]
     end = run_json(place.client(cmd))["end"]
     rx = end["sum_received"]
     gb = rx["bytes"] / 1e9
@@ -101,7 +139,22 @@ def iperf3_bw(place: Place, port: int, streams: int, duration: float) -> tuple[f
 
 
 def ibdiag_lat(exe: str, place: Place, port: int, size: int, duration: float) -> float:
-    cmd = [exe, "bench", "p2p", place.host, "--port", str(port), "--sizes", str(size), "--mode", "lat", "--duration", str(duration), "-o", "json"]
+    cmd = [
+        exe,
+        "bench",
+        "p2p",
+        place.host,
+        "--port",
+        str(port),
+        "--sizes",
+        str(size),
+        "--mode",
+        "lat",
+        "--duration",
+        str(duration),
+        "-o",
+        "json",
+    ]
     return run_json(place.client(cmd))["results"][0]["lat_us"]["p50"]
 
 
@@ -109,7 +162,17 @@ _QPERF_UNITS = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "sec": 1e6}
 
 
 def qperf_lat(place: Place, port: int, duration: float) -> float:
-    cmd = ["qperf", place.host, "-lp", str(port), "-m", "8", "-t", str(int(max(1, duration))), "tcp_lat"]
+    cmd = [
+        "qperf",
+        place.host,
+        "-lp",
+        str(port),
+        "-m",
+        "8",
+        "-t",
+        str(int(max(1, duration))),
+        "tcp_lat",
+    ]
     out = subprocess.run(place.client(cmd), capture_output=True, text=True, check=True).stdout
     m = re.search(r"latency\s*=\s*([\d.]+)\s*(ns|us|ms|sec)", out)
     if not m:
@@ -118,7 +181,19 @@ def qperf_lat(place: Place, port: int, duration: float) -> float:
 
 
 def sockperf_lat(place: Place, port: int, duration: float) -> float:
-    cmd = ["sockperf", "ping-pong", "--tcp", "-i", place.host, "-p", str(port), "-m", "14", "-t", str(int(max(1, duration)))]
+    cmd = [
+        "sockperf",
+        "ping-pong",
+        "--tcp",
+        "-i",
+        place.host,
+        "-p",
+        str(port),
+        "-m",
+        "14",
+        "-t",
+        str(int(max(1, duration))),
+    ]
     out = subprocess.run(place.client(cmd), capture_output=True, text=True, check=True).stdout
     m = re.search(r"percentile 50\.000 =\s*([\d.]+)", out)
     if not m:
@@ -139,7 +214,14 @@ def servers(exe: str, place: Place, which: set[str]) -> Iterator[dict[str, int]]
     procs = []
     try:
         for name in sorted(which):
-            procs.append(subprocess.Popen(place.server(cmds[name]), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "IBDIAG_TOKEN": TOKEN}))
+            procs.append(
+                subprocess.Popen(
+                    place.server(cmds[name]),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    env={**os.environ, "IBDIAG_TOKEN": TOKEN},
+                )
+            )
         for name in which:
             place.wait_port(ports[name])
         yield ports
@@ -183,17 +265,33 @@ def veth_pair() -> Iterator[Place]:
 
 def show_pair(name: str, unit: str) -> Callable[[int, float, float], None]:
     def show(i: int, mine: float, theirs: float) -> None:
-        print(f"  {name} pair {i + 1}: ibdiag {mine:.3g} {unit}, reference {theirs:.3g} {unit}, ratio {mine / theirs:.2f}", flush=True)
+        print(
+            f"  {name} pair {i + 1}: ibdiag {mine:.3g} {unit}, reference {theirs:.3g} {unit}, ratio {mine / theirs:.2f}",
+            flush=True,
+        )
 
     return show
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pairs", "--runs", type=int, default=5, help="A/B pairs per comparison (>= 5 for the README)")
+    ap.add_argument(
+        "--pairs",
+        "--runs",
+        type=int,
+        default=5,
+        help="A/B pairs per comparison (>= 5 for the README)",
+    )
     ap.add_argument("--duration", type=float, default=3.0, help="seconds per measurement")
-    ap.add_argument("--pin", choices=("none", "same", "split"), default="none", help="CPU placement of servers and clients (taskset)")
-    ap.add_argument("--only", default=",".join(CASES), help=f"comma-separated cases: {', '.join(CASES)}")
+    ap.add_argument(
+        "--pin",
+        choices=("none", "same", "split"),
+        default="none",
+        help="CPU placement of servers and clients (taskset)",
+    )
+    ap.add_argument(
+        "--only", default=",".join(CASES), help=f"comma-separated cases: {', '.join(CASES)}"
+    )
     ap.add_argument("-v", "--verbose", action="store_true", help="print every pair")
     args = ap.parse_args()
     cases = [c.strip() for c in args.only.split(",") if c.strip()]
@@ -216,7 +314,10 @@ def main() -> int:
         return 2
     assert exe is not None
     load = os.getloadavg()[0]
-    print(f"{args.pairs} pairs of {args.duration:g} s per comparison, pin {args.pin}, {len(cpus)} CPUs, load {load:.2f}", flush=True)
+    print(
+        f"{args.pairs} pairs of {args.duration:g} s per comparison, pin {args.pin}, {len(cpus)} CPUs, load {load:.2f}",
+        flush=True,
+    )
     d, n = args.duration, args.pairs
 
     def bw_cases(place: Place, tag: str) -> None:
@@ -230,7 +331,9 @@ def main() -> int:
                     lambda s=streams: ibdiag_bw(exe, place, ports["ibdiag"], s, d),
                     lambda s=streams: iperf3_bw(place, ports["iperf3"], s, d),
                     n,
-                    on_pair=(lambda i, a, b, c=case: show_pair(c, "Gb/s")(i, a[0], b[0])) if args.verbose else None,
+                    on_pair=(lambda i, a, b, c=case: show_pair(c, "Gb/s")(i, a[0], b[0]))
+                    if args.verbose
+                    else None,
                 )
                 report(case, Paired.of(mine, theirs, 0), ">=", 1.0, "Gb/s")
                 # CPU per byte does not depend on how much of the CPUs other work left to the run
@@ -245,16 +348,28 @@ def main() -> int:
         else:
             with veth_pair() as place:
                 bw_cases(place, "veth")
-    lat_refs = [(c, ref) for c, ref in (("lat-qperf", "qperf"), ("lat-sockperf", "sockperf")) if c in cases]
+    lat_refs = [
+        (c, ref) for c, ref in (("lat-qperf", "qperf"), ("lat-sockperf", "sockperf")) if c in cases
+    ]
     for case, ref in lat_refs:
         if ref in missing:
             print(f"{case}: skipped ({ref} is not installed; make system-deps)")
             continue
         with servers(exe, loop, {"ibdiag", ref}) as ports:
             if ref == "qperf":
-                res = run_pairs(lambda: ibdiag_lat(exe, loop, ports["ibdiag"], 8, d), lambda: qperf_lat(loop, ports["qperf"], d), n, on_pair=show_pair(case, "us") if args.verbose else None)
+                res = run_pairs(
+                    lambda: ibdiag_lat(exe, loop, ports["ibdiag"], 8, d),
+                    lambda: qperf_lat(loop, ports["qperf"], d),
+                    n,
+                    on_pair=show_pair(case, "us") if args.verbose else None,
+                )
             else:
-                res = run_pairs(lambda: ibdiag_lat(exe, loop, ports["ibdiag"], 14, d), lambda: sockperf_lat(loop, ports["sockperf"], d), n, on_pair=show_pair(case, "us") if args.verbose else None)
+                res = run_pairs(
+                    lambda: ibdiag_lat(exe, loop, ports["ibdiag"], 14, d),
+                    lambda: sockperf_lat(loop, ports["sockperf"], d),
+                    n,
+                    on_pair=show_pair(case, "us") if args.verbose else None,
+                )
             report(case, res, "<=", 1.1, "us")
     return 0
 

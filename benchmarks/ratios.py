@@ -37,14 +37,21 @@ class Paired:
     def spread(self) -> tuple[float, float]:
         return min(self.ratios), max(self.ratios)
 
-
     @classmethod
-    def of(cls, mine: Sequence[Sequence[float]], theirs: Sequence[Sequence[float]], index: int) -> Paired:
+    def of(
+        cls, mine: Sequence[Sequence[float]], theirs: Sequence[Sequence[float]], index: int
+    ) -> Paired:
         """Figure ``index`` of measurements that return several (bandwidth, CPU s/GB, ...)."""
         return cls(tuple(m[index] for m in mine), tuple(t[index] for t in theirs))
 
 
-def alternate(mine: Callable[[], T], theirs: Callable[[], T], pairs: int, *, on_pair: Callable[[int, T, T], None] | None = None) -> tuple[list[T], list[T]]:
+def alternate(
+    mine: Callable[[], T],
+    theirs: Callable[[], T],
+    pairs: int,
+    *,
+    on_pair: Callable[[int, T, T], None] | None = None,
+) -> tuple[list[T], list[T]]:
     """``pairs`` rounds of both; even rounds run ibdiag first, odd rounds the reference first."""
     a: list[T] = []
     b: list[T] = []
@@ -60,7 +67,13 @@ def alternate(mine: Callable[[], T], theirs: Callable[[], T], pairs: int, *, on_
     return a, b
 
 
-def run_pairs(mine: Callable[[], float], theirs: Callable[[], float], pairs: int, *, on_pair: Callable[[int, float, float], None] | None = None) -> Paired:
+def run_pairs(
+    mine: Callable[[], float],
+    theirs: Callable[[], float],
+    pairs: int,
+    *,
+    on_pair: Callable[[int, float, float], None] | None = None,
+) -> Paired:
     """:func:`alternate` for measurements of one figure."""
     a, b = alternate(mine, theirs, pairs, on_pair=on_pair)
     return Paired(tuple(a), tuple(b))
@@ -80,7 +93,11 @@ def report(name: str, result: Paired, op: str | None, target: float | None, unit
     """
     lo, hi = result.spread
     med_a, med_b = statistics.median(result.mine), statistics.median(result.theirs)
-    judged = f"target {op} {target:.2f}  {verdict(result.median_ratio, op, target)}" if op and target is not None else "(information, no target)"
+    judged = (
+        f"target {op} {target:.2f}  {verdict(result.median_ratio, op, target)}"
+        if op and target is not None
+        else "(information, no target)"
+    )
     line = (
         f"{name}: ratio {result.median_ratio:.2f} (pairs {lo:.2f}-{hi:.2f}, n={len(result.ratios)}; "
         f"medians {med_a:.3g} vs {med_b:.3g}{' ' + unit if unit else ''})  {judged}"

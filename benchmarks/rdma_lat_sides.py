@@ -131,7 +131,12 @@ class Side:
 
 
 def c_side(exe: Path, gid_index: int, iters: int, role: str, cpu: int) -> Side:
-    p = subprocess.Popen([str(exe), DEVICE, str(gid_index), str(iters), str(SIGNAL_EVERY), role, str(cpu)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [str(exe), DEVICE, str(gid_index), str(iters), str(SIGNAL_EVERY), role, str(cpu)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     return Side(p.stdin, p.stdout, lambda: p.wait(60))
 
 
@@ -153,7 +158,12 @@ def py_side(sel, iters: int, role: str, cpu: int) -> Side:
         os.close(to_child_w)
         os.close(from_child_r)
         os.sched_setaffinity(0, {cpu})
-        code = _py_end(sel, iters, role, Side(os.fdopen(from_child_w, "w"), os.fdopen(to_child_r, "r"), lambda: 0))
+        code = _py_end(
+            sel,
+            iters,
+            role,
+            Side(os.fdopen(from_child_w, "w"), os.fdopen(to_child_r, "r"), lambda: 0),
+        )
     except BaseException as e:  # noqa: BLE001 - the parent sees the exit status and the message
         print(f"python {role} end failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
     finally:
@@ -168,14 +178,38 @@ def _py_end(sel, iters: int, role: str, io: Side) -> int:
     from ibdiag.bench.p2p.rdma_loops import reset_areas, write_lat_initiator, write_lat_responder
 
     buf = allocate(2 * HALF)
-    ep = verbs.RdmaEndpoint(sel.device, sel.port, buf, send_offset=HALF, tx_depth=DEFAULT_TX_DEPTH, gid=sel.gid, gid_index=sel.gid_index, max_inline=AUTO_INLINE_LAT)
+    ep = verbs.RdmaEndpoint(
+        sel.device,
+        sel.port,
+        buf,
+        send_offset=HALF,
+        tx_depth=DEFAULT_TX_DEPTH,
+        gid=sel.gid,
+        gid_index=sel.gid_index,
+        max_inline=AUTO_INLINE_LAT,
+    )
     try:
         info = ep.local_info(random.randrange(1 << 24))
         io.say(f"{info.qpn} {info.psn} {info.rkey} {info.addr} {info.gid.replace(':', '')}")
         qpn, psn, rkey, addr, gid_hex = io.line().split()
         gid = ":".join(gid_hex[i : i + 4] for i in range(0, 32, 4))
-        remote = QpInfo(lid=0, qpn=int(qpn), psn=int(psn), gid=gid, link_layer=info.link_layer, rkey=int(rkey), addr=int(addr), length=HALF, mtu_bytes=info.mtu_bytes)
-        ep.connect(plan_connection(info, remote, port_num=sel.port, gid_index=sel.gid_index, needed_bytes=HALF), remote)
+        remote = QpInfo(
+            lid=0,
+            qpn=int(qpn),
+            psn=int(psn),
+            gid=gid,
+            link_layer=info.link_layer,
+            rkey=int(rkey),
+            addr=int(addr),
+            length=HALF,
+            mtu_bytes=info.mtu_bytes,
+        )
+        ep.connect(
+            plan_connection(
+                info, remote, port_num=sel.port, gid_index=sel.gid_index, needed_bytes=HALF
+            ),
+            remote,
+        )
         reset_areas(ep.view, 8, HALF)
         io.say("ready")
         io.line()
@@ -220,34 +254,62 @@ def in_guest(args: argparse.Namespace) -> int:
 
         def end(kind: str, role: str):
             cpu = CLIENT_CPU if role == "c" else SERVER_CPU
-            return (lambda: c_side(exe, sel.gid_index, args.iters, role, cpu)) if kind == "C" else (lambda: py_side(sel, args.iters, role, cpu))
+            return (
+                (lambda: c_side(exe, sel.gid_index, args.iters, role, cpu))
+                if kind == "C"
+                else (lambda: py_side(sel, args.iters, role, cpu))
+            )
 
-        tests = {f"{c} client + {s} server": (end(c, "c"), end(s, "s")) for c, s in (("C", "C"), ("Python", "C"), ("C", "Python"), ("Python", "Python"))}
+        tests = {
+            f"{c} client + {s} server": (end(c, "c"), end(s, "s"))
+            for c, s in (("C", "C"), ("Python", "C"), ("C", "Python"), ("Python", "Python"))
+        }
         names = [*tests, "ib_write_lat"]
         for r in range(args.rounds):
             for name in names[r % len(names) :] + names[: r % len(names)]:
                 if name == "ib_write_lat":
-                    value = perftest("ib_write_lat", addr, sel.gid_index, ["-s", "8", "-n", str(args.iters)]).lat_us.p50_us
+                    value = perftest(
+                        "ib_write_lat", addr, sel.gid_index, ["-s", "8", "-n", str(args.iters)]
+                    ).lat_us.p50_us
                 else:
                     make_client, make_server = tests[name]
-                    server = make_server()  # the server end first: it must be listening on its pipes
+                    server = (
+                        make_server()
+                    )  # the server end first: it must be listening on its pipes
                     value = pairing(make_client(), server)
                 results.setdefault(name, []).append(value)
-            print(f"round {r + 1}/{args.rounds}: " + json.dumps({n: round(v[-1], 2) for n, v in results.items()}), file=sys.stderr, flush=True)
+            print(
+                f"round {r + 1}/{args.rounds}: "
+                + json.dumps({n: round(v[-1], 2) for n, v in results.items()}),
+                file=sys.stderr,
+                flush=True,
+            )
     out = Path(os.environ.get("IBDIAG_RDMAVM_OUT", "."))
-    (out / "lat-sides.json").write_text(json.dumps({"iters": args.iters, "rounds": args.rounds, "one_way_p50_us": results}, indent=2))
+    (out / "lat-sides.json").write_text(
+        json.dumps(
+            {"iters": args.iters, "rounds": args.rounds, "one_way_p50_us": results}, indent=2
+        )
+    )
     return 0
 
 
 def render(doc: dict) -> list[str]:
     res = doc["one_way_p50_us"]
     cc = res["C client + C server"]
-    lines = [f"8-byte WRITE ping-pong on rxe0, one-way p50 (us), {doc['iters']} round trips per run, {doc['rounds']} rotating rounds:"]
+    lines = [
+        f"8-byte WRITE ping-pong on rxe0, one-way p50 (us), {doc['iters']} round trips per run, {doc['rounds']} rotating rounds:"
+    ]
     for name, values in res.items():
-        lines.append(f"  {name:28s} median {statistics.median(values):6.2f}  min {min(values):6.2f}  max {max(values):6.2f}")
+        lines.append(
+            f"  {name:28s} median {statistics.median(values):6.2f}  min {min(values):6.2f}  max {max(values):6.2f}"
+        )
     lines.append("added one-way over C/C (median of the per-round differences, min-max):")
-    for name in ("Python client + C server", "C client + Python server", "Python client + Python server"):
-        d = sorted(a - b for a, b in zip(res[name], cc))
+    for name in (
+        "Python client + C server",
+        "C client + Python server",
+        "Python client + Python server",
+    ):
+        d = sorted(a - b for a, b in zip(res[name], cc, strict=False))
         lines.append(f"  {name:28s} {statistics.median(d):+6.2f} us  ({d[0]:+.2f} .. {d[-1]:+.2f})")
     return lines
 
@@ -256,21 +318,40 @@ def on_host(args: argparse.Namespace) -> int:
     from guest_c import run_in_guest
     from ratios import Paired, report
 
-    doc = run_in_guest("rdma_lat_sides.py", f"--iters {args.iters} --rounds {args.rounds}", "lat-sides.json")
+    doc = run_in_guest(
+        "rdma_lat_sides.py", f"--iters {args.iters} --rounds {args.rounds}", "lat-sides.json"
+    )
     if isinstance(doc, int):
         return doc
     print("\n".join(render(doc)))
     res = doc["one_way_p50_us"]
     perf = tuple(res["ib_write_lat"])
-    report("rdma lat p50, C ping-pong with ibdiag's loop vs ib_write_lat (Soft-RoCE guest)", Paired(tuple(res["C client + C server"]), perf), None, None, "us")
-    report("rdma lat p50, ibdiag's loop at both ends vs ib_write_lat (Soft-RoCE guest)", Paired(tuple(res["Python client + Python server"]), perf), "<=", 1.5, "us")
+    report(
+        "rdma lat p50, C ping-pong with ibdiag's loop vs ib_write_lat (Soft-RoCE guest)",
+        Paired(tuple(res["C client + C server"]), perf),
+        None,
+        None,
+        "us",
+    )
+    report(
+        "rdma lat p50, ibdiag's loop at both ends vs ib_write_lat (Soft-RoCE guest)",
+        Paired(tuple(res["Python client + Python server"]), perf),
+        "<=",
+        1.5,
+        "us",
+    )
     return 0
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=3000, help="round trips per run")
-    ap.add_argument("--rounds", type=int, default=8, help="rounds; each runs every pairing and ib_write_lat once, the order rotating")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=8,
+        help="rounds; each runs every pairing and ib_write_lat once, the order rotating",
+    )
     ap.add_argument("--in-guest", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.rounds < 5 or args.iters < 100:

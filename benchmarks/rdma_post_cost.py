@@ -99,10 +99,24 @@ def python_posts(sel, n: int) -> float:
 
     half = 4096
     buf = allocate(2 * half)
-    ep = verbs.RdmaEndpoint(sel.device, sel.port, buf, send_offset=half, tx_depth=DEFAULT_TX_DEPTH, gid=sel.gid, gid_index=sel.gid_index, max_inline=64)
+    ep = verbs.RdmaEndpoint(
+        sel.device,
+        sel.port,
+        buf,
+        send_offset=half,
+        tx_depth=DEFAULT_TX_DEPTH,
+        gid=sel.gid,
+        gid_index=sel.gid_index,
+        max_inline=64,
+    )
     try:
         info = ep.local_info(random.randrange(1 << 24))
-        ep.connect(plan_connection(info, info, port_num=sel.port, gid_index=sel.gid_index, needed_bytes=half), info)  # to itself
+        ep.connect(
+            plan_connection(
+                info, info, port_num=sel.port, gid_index=sel.gid_index, needed_bytes=half
+            ),
+            info,
+        )  # to itself
         plain = ep.prepare("write", 8, signaled=False, inline=True)
         signaled = ep.prepare("write", 8, signaled=True, inline=True)
         fast = ep.poster(plain)
@@ -123,7 +137,12 @@ def python_posts(sel, n: int) -> float:
 
 
 def c_posts(exe: Path, gid_index: int, n: int) -> float:
-    r = subprocess.run([str(exe), DEVICE, str(gid_index), str(n), str(SIGNAL_EVERY)], capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [str(exe), DEVICE, str(gid_index), str(n), str(SIGNAL_EVERY)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if r.returncode != 0:
         raise SystemExit(f"the C poster failed ({r.returncode}): {r.stderr.strip()[-300:]}")
     return float(r.stdout.strip())
@@ -140,11 +159,16 @@ def in_guest(args: argparse.Namespace) -> int:
         py: list[float] = []
         c: list[float] = []
         for i in range(args.pairs):
-            order = [("py", lambda: python_posts(sel, args.posts)), ("c", lambda: c_posts(exe, sel.gid_index, args.posts))]
+            order = [
+                ("py", lambda: python_posts(sel, args.posts)),
+                ("c", lambda: c_posts(exe, sel.gid_index, args.posts)),
+            ]
             for name, fn in order if i % 2 == 0 else order[::-1]:
                 (py if name == "py" else c).append(fn())
     out = Path(os.environ.get("IBDIAG_RDMAVM_OUT", "."))
-    (out / "post-cost.json").write_text(json.dumps({"python_ns": py, "c_ns": c, "gid_index": sel.gid_index, "posts": args.posts}))
+    (out / "post-cost.json").write_text(
+        json.dumps({"python_ns": py, "c_ns": c, "gid_index": sel.gid_index, "posts": args.posts})
+    )
     return 0
 
 
@@ -152,12 +176,18 @@ def on_host(args: argparse.Namespace) -> int:
     from guest_c import run_in_guest
     from ratios import Paired, report
 
-    doc = run_in_guest("rdma_post_cost.py", f"--posts {args.posts} --pairs {args.pairs}", "post-cost.json")
+    doc = run_in_guest(
+        "rdma_post_cost.py", f"--posts {args.posts} --pairs {args.pairs}", "post-cost.json"
+    )
     if isinstance(doc, int):
         return doc
     res = Paired(tuple(doc["python_ns"]), tuple(doc["c_ns"]))
-    print(f"one unsignalled 8-byte inline WRITE post on an RC QP connected to itself, rxe0, median of {doc['posts']} posts per run, {len(res.ratios)} pairs:")
-    print(f"  ibdiag (RdmaEndpoint.poster): {statistics.median(res.mine) / 1000:6.2f} us   C (ibv_post_send): {statistics.median(res.theirs) / 1000:6.2f} us")
+    print(
+        f"one unsignalled 8-byte inline WRITE post on an RC QP connected to itself, rxe0, median of {doc['posts']} posts per run, {len(res.ratios)} pairs:"
+    )
+    print(
+        f"  ibdiag (RdmaEndpoint.poster): {statistics.median(res.mine) / 1000:6.2f} us   C (ibv_post_send): {statistics.median(res.theirs) / 1000:6.2f} us"
+    )
     report("rdma post, ibdiag vs C (Soft-RoCE guest)", res, None, None, "ns")
     return 0
 

@@ -83,7 +83,23 @@ def fork_server(addr: str, token_file: Path) -> int:
         os.dup2(devnull, 2)
         code = 0
         try:
-            app(["bench", "serve", "--bind", addr, "--port", str(SERVER_PORT), "--transport", "rdma", "--token-file", str(token_file), "--timeout", "20"], prog_name="ibdiag")
+            app(
+                [
+                    "bench",
+                    "serve",
+                    "--bind",
+                    addr,
+                    "--port",
+                    str(SERVER_PORT),
+                    "--transport",
+                    "rdma",
+                    "--token-file",
+                    str(token_file),
+                    "--timeout",
+                    "20",
+                ],
+                prog_name="ibdiag",
+            )
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else 1
         finally:
@@ -91,12 +107,22 @@ def fork_server(addr: str, token_file: Path) -> int:
     return pid
 
 
-def ibdiag_run(addr: str, token: bytes, mode: str, sizes: tuple[int, ...], *, duration: float | None = None, iters: int | None = None):
+def ibdiag_run(
+    addr: str,
+    token: bytes,
+    mode: str,
+    sizes: tuple[int, ...],
+    *,
+    duration: float | None = None,
+    iters: int | None = None,
+):
     from ibdiag.bench.p2p.client import ClientOptions, run_p2p
     from ibdiag.bench.p2p.params import RunRequest
 
     req = RunRequest("rdma", mode, sizes, iters=iters, duration_s=duration)
-    return run_p2p(req, ClientOptions(addr, SERVER_PORT, token=token, timeout_s=20, device=DEVICE)).results
+    return run_p2p(
+        req, ClientOptions(addr, SERVER_PORT, token=token, timeout_s=20, device=DEVICE)
+    ).results
 
 
 def perftest(tool: str, addr: str, gid_index: int, args: list[str]):
@@ -104,7 +130,7 @@ def perftest(tool: str, addr: str, gid_index: int, args: list[str]):
     and then prints ``inf`` for t_min) is repeated, up to three times."""
     from ibdiag.errors import InputError
 
-    for attempt in range(3):
+    for _attempt in range(3):
         try:
             return _perftest_once(tool, addr, gid_index, args)
         except InputError as e:
@@ -116,12 +142,33 @@ def _perftest_once(tool: str, addr: str, gid_index: int, args: list[str]):
     """One perftest measurement (server and client processes); its result through ibdiag's perftest importer."""
     from ibdiag.importers.perftest import parse_log
 
-    base = [tool, "-d", DEVICE, "-i", "1", "-x", str(gid_index), "-p", str(PERFTEST_PORT), "-F", *args]
-    server = subprocess.Popen(["taskset", "-c", str(SERVER_CPU), *base], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = [
+        tool,
+        "-d",
+        DEVICE,
+        "-i",
+        "1",
+        "-x",
+        str(gid_index),
+        "-p",
+        str(PERFTEST_PORT),
+        "-F",
+        *args,
+    ]
+    server = subprocess.Popen(
+        ["taskset", "-c", str(SERVER_CPU), *base],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         time.sleep(0.5)
-        for attempt in range(20):
-            r = subprocess.run(["taskset", "-c", str(CLIENT_CPU), *base, addr], capture_output=True, text=True, timeout=120)
+        for _attempt in range(20):
+            r = subprocess.run(
+                ["taskset", "-c", str(CLIENT_CPU), *base, addr],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             if r.returncode == 0:
                 break
             time.sleep(0.5)  # the server was not listening yet
@@ -140,8 +187,16 @@ def _perftest_once(tool: str, addr: str, gid_index: int, args: list[str]):
     return runs[0].results[0]
 
 
-def summarize(name: str, unit: str, ours: list[float], theirs: list[float], target: str, *, lower_is_better: bool = False) -> dict:
-    ratios = [a / b for a, b in zip(ours, theirs) if b]
+def summarize(
+    name: str,
+    unit: str,
+    ours: list[float],
+    theirs: list[float],
+    target: str,
+    *,
+    lower_is_better: bool = False,
+) -> dict:
+    ratios = [a / b for a, b in zip(ours, theirs, strict=False) if b]
     return {
         "metric": name, "unit": unit, "target": target,
         "ibdiag_median": statistics.median(ours), "perftest_median": statistics.median(theirs),
@@ -184,7 +239,15 @@ def in_guest(args: argparse.Namespace) -> int:
         return got
 
     def theirs_bw() -> dict:
-        return {s: perftest("ib_write_bw", addr, sel.gid_index, ["-s", str(s), "-n", str(max(100, counts.get(s, 1000)))]) for s in sizes}
+        return {
+            s: perftest(
+                "ib_write_bw",
+                addr,
+                sel.gid_index,
+                ["-s", str(s), "-n", str(max(100, counts.get(s, 1000)))],
+            )
+            for s in sizes
+        }
 
     try:
         wait_port(addr, SERVER_PORT, 120)
@@ -193,10 +256,14 @@ def in_guest(args: argparse.Namespace) -> int:
             if pair % 2 == 0:
                 ours, theirs = ours_bw(), theirs_bw()
                 (lat,) = ibdiag_run(addr, token, "lat", (8,), iters=args.lat_iters)
-                plat = perftest("ib_write_lat", addr, sel.gid_index, ["-s", "8", "-n", str(args.lat_iters)])
+                plat = perftest(
+                    "ib_write_lat", addr, sel.gid_index, ["-s", "8", "-n", str(args.lat_iters)]
+                )
             else:
                 theirs, ours = theirs_bw(), ours_bw()
-                plat = perftest("ib_write_lat", addr, sel.gid_index, ["-s", "8", "-n", str(args.lat_iters)])
+                plat = perftest(
+                    "ib_write_lat", addr, sel.gid_index, ["-s", "8", "-n", str(args.lat_iters)]
+                )
                 (lat,) = ibdiag_run(addr, token, "lat", (8,), iters=args.lat_iters)
             for s in sizes:
                 if s in bw_sizes:
@@ -204,7 +271,11 @@ def in_guest(args: argparse.Namespace) -> int:
                 if s in rate_sizes:
                     add(f"rate {s}", ours[s].msg_rate_mpps, theirs[s].msg_rate_mpps)
             add("lat 8", lat.lat_us.p50_us, plat.lat_us.p50_us)
-            print(f"pair {pair + 1}/{args.runs} in {time.monotonic() - t0:.0f} s: {json.dumps({k: (v[0][-1], v[1][-1]) for k, v in rows.items()})}", file=sys.stderr, flush=True)
+            print(
+                f"pair {pair + 1}/{args.runs} in {time.monotonic() - t0:.0f} s: {json.dumps({k: (v[0][-1], v[1][-1]) for k, v in rows.items()})}",
+                file=sys.stderr,
+                flush=True,
+            )
     finally:
         os.kill(pid, 9)
         os.waitpid(pid, 0)
@@ -215,12 +286,38 @@ def in_guest(args: argparse.Namespace) -> int:
         kind, size = key.split()
         label = f"{format_bytes(int(size))}"
         if kind == "bw":
-            summary.append(summarize(f"RDMA WRITE bandwidth {label}", "GB/s", ours_v, theirs_v, ">= 1.0 (issue 15)" if int(size) >= 65536 else "-"))
+            summary.append(
+                summarize(
+                    f"RDMA WRITE bandwidth {label}",
+                    "GB/s",
+                    ours_v,
+                    theirs_v,
+                    ">= 1.0 (issue 15)" if int(size) >= 65536 else "-",
+                )
+            )
         elif kind == "rate":
-            summary.append(summarize(f"message rate {label}", "Mpps", ours_v, theirs_v, ">= 0.5 (issue 15)"))
+            summary.append(
+                summarize(f"message rate {label}", "Mpps", ours_v, theirs_v, ">= 0.5 (issue 15)")
+            )
         else:
-            summary.append(summarize(f"latency p50 {label} (one-way)", "us", ours_v, theirs_v, "<= 1.5 (issue 15)", lower_is_better=True))
-    doc = {"device": DEVICE, "kernel": os.uname().release, "runs": args.runs, "duration_s": args.duration, "lat_iters": args.lat_iters, "results": summary}
+            summary.append(
+                summarize(
+                    f"latency p50 {label} (one-way)",
+                    "us",
+                    ours_v,
+                    theirs_v,
+                    "<= 1.5 (issue 15)",
+                    lower_is_better=True,
+                )
+            )
+    doc = {
+        "device": DEVICE,
+        "kernel": os.uname().release,
+        "runs": args.runs,
+        "duration_s": args.duration,
+        "lat_iters": args.lat_iters,
+        "results": summary,
+    }
     if args.profile_iters:
         try:
             doc["latency_profile"] = latency_profile(sel, args.profile_iters)
@@ -236,7 +333,9 @@ def in_guest(args: argparse.Namespace) -> int:
 
 def _pctl(values: list[int], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000.0 if ordered else float("nan")
+    return (
+        ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000.0 if ordered else float("nan")
+    )
 
 
 def latency_profile(sel, iters: int) -> dict:
@@ -248,7 +347,14 @@ def latency_profile(sel, iters: int) -> dict:
     from ibdiag.bench.buffers import allocate
     from ibdiag.bench.p2p.params import AUTO_INLINE_LAT, DEFAULT_TX_DEPTH
     from ibdiag.bench.p2p.rdma import QpInfo, plan_connection
-    from ibdiag.bench.p2p.rdma_loops import POLL_BATCH, _await_completion, lat_signal_interval, reset_areas, write_lat_initiator, write_lat_responder
+    from ibdiag.bench.p2p.rdma_loops import (
+        POLL_BATCH,
+        _await_completion,
+        lat_signal_interval,
+        reset_areas,
+        write_lat_initiator,
+        write_lat_responder,
+    )
 
     c2s_r, c2s_w = os.pipe()
     s2c_r, s2c_w = os.pipe()
@@ -273,11 +379,25 @@ def latency_profile(sel, iters: int) -> dict:
     result: dict = {}
     try:
         buf = allocate(2 * half)
-        ep = verbs.RdmaEndpoint(sel.device, sel.port, buf, send_offset=half, tx_depth=DEFAULT_TX_DEPTH, gid=sel.gid, gid_index=sel.gid_index, max_inline=AUTO_INLINE_LAT)
+        ep = verbs.RdmaEndpoint(
+            sel.device,
+            sel.port,
+            buf,
+            send_offset=half,
+            tx_depth=DEFAULT_TX_DEPTH,
+            gid=sel.gid,
+            gid_index=sel.gid_index,
+            max_inline=AUTO_INLINE_LAT,
+        )
         info = ep.local_info(random.randrange(1 << 24))
         send(info.to_json())
         remote = QpInfo.from_json(recv())
-        ep.connect(plan_connection(info, remote, port_num=sel.port, gid_index=sel.gid_index, needed_bytes=half), remote)
+        ep.connect(
+            plan_connection(
+                info, remote, port_num=sel.port, gid_index=sel.gid_index, needed_bytes=half
+            ),
+            remote,
+        )
         every = lat_signal_interval(DEFAULT_TX_DEPTH)
         view, last, mine = ep.view, size - 1, half + size - 1
 
@@ -424,8 +544,13 @@ def render(doc: dict) -> str:
         )
     prof = doc.get("latency_profile")
     if prof:
-        lines.append("8-byte WRITE ping-pong per call (us, p50; client and server ends pinned like the benchmark's):")
-        lines.extend(f"  {k:<38} {v:.3f}" if isinstance(v, float) else f"  {k:<38} {v}" for k, v in prof.items())
+        lines.append(
+            "8-byte WRITE ping-pong per call (us, p50; client and server ends pinned like the benchmark's):"
+        )
+        lines.extend(
+            f"  {k:<38} {v:.3f}" if isinstance(v, float) else f"  {k:<38} {v}"
+            for k, v in prof.items()
+        )
     return "\n".join(lines)
 
 
@@ -444,7 +569,9 @@ def on_host(args: argparse.Namespace, argv: list[str]) -> int:
         sys.path.insert(0, str(REPO / "benchmarks"))
         from ratios import append_summary
 
-        append_summary(f"rdma_vs_perftest: not measured (cannot boot the RDMA test bed: {e})")  # make bench: say why these ratios are missing
+        append_summary(
+            f"rdma_vs_perftest: not measured (cannot boot the RDMA test bed: {e})"
+        )  # make bench: say why these ratios are missing
         return 3
     sys.stdout.write(run.log)
     if run.rc != 0:
@@ -462,7 +589,13 @@ def report_ratios(doc: dict) -> None:
     for r in doc["results"]:
         target = r["target"].split()
         op, value = (target[0], float(target[1])) if len(target) >= 2 else (None, None)
-        report(f"rdma_vs_perftest {r['metric']}", Paired(tuple(r["ibdiag"]), tuple(r["perftest"])), op, value, r["unit"])
+        report(
+            f"rdma_vs_perftest {r['metric']}",
+            Paired(tuple(r["ibdiag"]), tuple(r["perftest"])),
+            op,
+            value,
+            r["unit"],
+        )
 
 
 def main() -> int:
@@ -471,9 +604,18 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=1.0, help="seconds per bandwidth measurement")
     ap.add_argument("--bw-sizes", default="64K,1M", help="bandwidth sizes (target at >= 64K)")
     ap.add_argument("--rate-sizes", default="8,4K", help="message-rate sizes")
-    ap.add_argument("--lat-iters", type=int, default=1000, help="latency ping-pongs per measurement")
-    ap.add_argument("--profile-iters", type=int, default=2000, help="ping-pongs of the per-call latency profile (0: none)")
-    ap.add_argument("--guest-timeout", type=float, default=1500, help="seconds before the guest is killed")
+    ap.add_argument(
+        "--lat-iters", type=int, default=1000, help="latency ping-pongs per measurement"
+    )
+    ap.add_argument(
+        "--profile-iters",
+        type=int,
+        default=2000,
+        help="ping-pongs of the per-call latency profile (0: none)",
+    )
+    ap.add_argument(
+        "--guest-timeout", type=float, default=1500, help="seconds before the guest is killed"
+    )
     ap.add_argument("--in-guest", action="store_true", help=argparse.SUPPRESS)
     argv = sys.argv[1:]
     args = ap.parse_args(argv)

@@ -31,8 +31,14 @@ sys.path.insert(0, str(REPO))
 
 from ibdiag.fleet.analysis import analyse, second_pass_plan  # noqa: E402
 from ibdiag.fleet.nodes import make_fleet  # noqa: E402
-from ibdiag.fleet.schedule import Pattern, Phase, first_pass, pairwise_partner, round_count  # noqa: E402
 from ibdiag.fleet.runner import PairSpec  # noqa: E402
+from ibdiag.fleet.schedule import (  # noqa: E402
+    Pattern,
+    Phase,
+    first_pass,
+    pairwise_partner,
+    round_count,
+)
 from ibdiag.fleet.sweep import run_round, run_sweep  # noqa: E402
 from ibdiag.fleet.synthetic import SyntheticFabric, plant_faults, score  # noqa: E402
 
@@ -62,10 +68,14 @@ def first_pass_results(nodes, pattern, faults, seed):
 
 
 def case(n: int, rails: int, pattern: Pattern, runs: int) -> dict:
-    nodes = make_fleet([f"node{i:05d}" for i in range(n)], [f"mlx5_{k}" for k in range(rails)], rate_gbps=400)
+    nodes = make_fleet(
+        [f"node{i:05d}" for i in range(n)], [f"mlx5_{k}" for k in range(rails)], rate_gbps=400
+    )
     tested = [p for r in first_pass(pattern, n, seed=1) for p in r]
     k = max(1, n // 100)
-    faults = plant_faults(nodes, tested, slow_nodes=k, slow_ends=k, slow_links=k, dead=max(1, n // 400), seed=1)
+    faults = plant_faults(
+        nodes, tested, slow_nodes=k, slow_ends=k, slow_links=k, dead=max(1, n // 400), seed=1
+    )
     del tested
     t0 = time.perf_counter()
     result = run_sweep(nodes, SyntheticFabric(faults, noise=0.02, seed=1), pattern=pattern, seed=1)
@@ -87,18 +97,41 @@ def case(n: int, rails: int, pattern: Pattern, runs: int) -> dict:
     gc.collect()
     # Memory: what rank 0 holds — the pair results (rebuilt under tracemalloc) and the analysis of them.
     tracemalloc.start()
-    held = [type(p)(p.round, p.phase, p.rail, p.a, p.b, None if p.bw_gbs is None else float(p.bw_gbs), p.lat_us, p.error, p.unreachable) for p in pairs]
+    held = [
+        type(p)(
+            p.round,
+            p.phase,
+            p.rail,
+            p.a,
+            p.b,
+            None if p.bw_gbs is None else float(p.bw_gbs),
+            p.lat_us,
+            p.error,
+            p.unreachable,
+        )
+        for p in pairs
+    ]
     results_bytes = tracemalloc.get_traced_memory()[0]
     tracemalloc.reset_peak()
     analysis = analyse(nodes, held)
     current, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return {
-        "nodes": n, "rails": rails, "pattern": pattern.value, "tests": len(pairs), "sweep_s": sweep_s,
-        "second_pass_plan_s": statistics.median(second_s), "analyse_s": statistics.median(analyse_s),
-        "results_mib": results_bytes / 2**20, "bytes_per_test": results_bytes / max(1, len(pairs)),
-        "analysis_mib": (current - results_bytes) / 2**20, "peak_mib": peak / 2**20, "json_mib": doc_bytes / 2**20,
-        "precision": s.precision, "recall": s.recall, "faults": s.true_positives + s.false_negatives,
+        "nodes": n,
+        "rails": rails,
+        "pattern": pattern.value,
+        "tests": len(pairs),
+        "sweep_s": sweep_s,
+        "second_pass_plan_s": statistics.median(second_s),
+        "analyse_s": statistics.median(analyse_s),
+        "results_mib": results_bytes / 2**20,
+        "bytes_per_test": results_bytes / max(1, len(pairs)),
+        "analysis_mib": (current - results_bytes) / 2**20,
+        "peak_mib": peak / 2**20,
+        "json_mib": doc_bytes / 2**20,
+        "precision": s.precision,
+        "recall": s.recall,
+        "faults": s.true_positives + s.false_negatives,
         "links": len(analysis.links),
     }
 
@@ -117,11 +150,15 @@ def main() -> int:
             limit = 200 if pattern is Pattern.PAIRWISE and n > 1024 else None
             dt, pairs, scaled = plan_time(pattern, n, limit)
             note = " (scaled from the first 200 rounds)" if scaled else ""
-            print(f"  {pattern.value:<9} {n:>6} nodes: {round_count(pattern, n):>6} rounds, {pairs:>10} pairs, {dt:9.3f} s{note}")
+            print(
+                f"  {pattern.value:<9} {n:>6} nodes: {round_count(pattern, n):>6} rounds, {pairs:>10} pairs, {dt:9.3f} s{note}"
+            )
         t0 = time.perf_counter()
         for r in range(round_count(Pattern.PAIRWISE, n)):
             pairwise_partner(n, r, n // 3)
-        print(f"  pairwise  {n:>6} nodes: one rank's partners in every round: {(time.perf_counter() - t0) * 1e3:.1f} ms")
+        print(
+            f"  pairwise  {n:>6} nodes: one rank's partners in every round: {(time.perf_counter() - t0) * 1e3:.1f} ms"
+        )
 
     print("\nsweep through the synthetic fabric (FAKE), second-pass planning, analysis, memory:")
     header = f"  {'pattern':<9}{'nodes':>6}{'rails':>6}{'tests':>9}{'sweep s':>9}{'2nd pass s':>11}{'analyse s':>10}{'results MiB':>12}{'B/test':>7}{'analysis MiB':>13}{'JSON MiB':>9}{'precision':>10}{'recall':>7}{'faults':>7}"

@@ -138,7 +138,14 @@ def two_process(pinger: str, ponger: str, n: int, size: int, exe: Path | None) -
     server = subprocess.Popen(cmd(ponger, "pong", port), stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert server.stdout is not None and server.stdout.readline().strip() == "ready"
-        out = subprocess.run(cmd(pinger, "ping", port), capture_output=True, text=True, check=True, env=env, timeout=600).stdout
+        out = subprocess.run(
+            cmd(pinger, "ping", port),
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+            timeout=600,
+        ).stdout
     finally:
         server.wait(timeout=60)
     return float(out.strip().splitlines()[-1])
@@ -166,15 +173,29 @@ def two_process_report(n: int, size: int, rounds: int) -> None:
             for pinger, ponger in combos[r % 4 :] + combos[: r % 4]:  # rotate the order each round
                 runs[(pinger, ponger)].append(two_process(pinger, ponger, n, size, exe))
     med = {c: statistics.median(v) for c, v in runs.items()}
-    print(f"two processes, {size} B messages, median of {n} round trips per run, {rounds} rounds (order rotated); ns per round trip:")
+    print(
+        f"two processes, {size} B messages, median of {n} round trips per run, {rounds} rounds (order rotated); ns per round trip:"
+    )
     for (pinger, ponger), v in runs.items():
-        print(f"  pinger {pinger:2s} ponger {ponger:2s}: median {med[(pinger, ponger)]:7.0f}  (runs {min(v):.0f}-{max(v):.0f})")
+        print(
+            f"  pinger {pinger:2s} ponger {ponger:2s}: median {med[(pinger, ponger)]:7.0f}  (runs {min(v):.0f}-{max(v):.0f})"
+        )
     base = med[("c", "c")]
-    print(f"  Python pinger adds {med[('py', 'c')] - base:.0f} ns, Python ponger adds {med[('c', 'py')] - base:.0f} ns, both {med[('py', 'py')] - base:.0f} ns")
-    print(f"  = {(med[('py', 'py')] - base) / 2000:.2f} us per one-way latency between two processes")
+    print(
+        f"  Python pinger adds {med[('py', 'c')] - base:.0f} ns, Python ponger adds {med[('c', 'py')] - base:.0f} ns, both {med[('py', 'py')] - base:.0f} ns"
+    )
+    print(
+        f"  = {(med[('py', 'py')] - base) / 2000:.2f} us per one-way latency between two processes"
+    )
     from ratios import Paired, report
 
-    report("tcp round trip between two processes, ibdiag loops vs C loops", Paired(tuple(runs[("py", "py")]), tuple(runs[("c", "c")])), None, None, "ns")
+    report(
+        "tcp round trip between two processes, ibdiag loops vs C loops",
+        Paired(tuple(runs[("py", "py")]), tuple(runs[("c", "c")])),
+        None,
+        None,
+        "ns",
+    )
 
 
 def python_loop(n: int) -> float:
@@ -214,25 +235,37 @@ def c_loop(n: int) -> float | None:
         src, exe = Path(d) / "loop.c", Path(d) / "loop"
         src.write_text(C_LOOP)
         subprocess.run([cc, "-O2", "-o", str(exe), str(src)], check=True, capture_output=True)
-        return float(subprocess.run([str(exe), str(n)], check=True, capture_output=True, text=True).stdout)
+        return float(
+            subprocess.run([str(exe), str(n)], check=True, capture_output=True, text=True).stdout
+        )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=200_000)
     ap.add_argument("--repeats", type=int, default=5, help="A/B pairs")
-    ap.add_argument("--two-process", action="store_true", help="also attribute the gap between two processes (see the docstring)")
+    ap.add_argument(
+        "--two-process",
+        action="store_true",
+        help="also attribute the gap between two processes (see the docstring)",
+    )
     ap.add_argument("--two-process-iters", type=int, default=50_000)
     args = ap.parse_args()
     from ratios import report, run_pairs
 
-    res = run_pairs(lambda: python_loop(args.iters), lambda: c_loop(args.iters) or float("nan"), args.repeats)
+    res = run_pairs(
+        lambda: python_loop(args.iters), lambda: c_loop(args.iters) or float("nan"), args.repeats
+    )
     py, c = statistics.median(res.mine), statistics.median(res.theirs)
-    print(f"one process, 4 socket calls per round trip, median of {args.iters} round trips, {args.repeats} pairs; Python {sys.version.split()[0]}")
+    print(
+        f"one process, 4 socket calls per round trip, median of {args.iters} round trips, {args.repeats} pairs; Python {sys.version.split()[0]}"
+    )
     print(f"  Python loop (tcp.ping + tcp.pong calls): {py:7.0f} ns per round trip")
     if c == c:
         print(f"  C loop (the system calls alone):         {c:7.0f} ns per round trip")
-        print(f"  Python adds {py - c:.0f} ns per round trip = {(py - c) / 2000:.2f} us per one-way latency")
+        print(
+            f"  Python adds {py - c:.0f} ns per round trip = {(py - c) / 2000:.2f} us per one-way latency"
+        )
         report("tcp round trip, Python calls vs C calls (in-process)", res, None, None, "ns")
     else:
         print("  no C compiler: the floor is not measured")

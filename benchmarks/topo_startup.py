@@ -24,8 +24,8 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
-import resource
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -69,12 +69,16 @@ def spread(xs: list[float]) -> float:
 
 def import_breakdown(cmd: list[str], top: int = 12) -> list[tuple[int, int, str]]:
     """(self µs, cumulative µs, module) of the `top` costliest imports nested at most 2 deep."""
-    res = subprocess.run([sys.executable, "-X", "importtime", *cmd], capture_output=True, text=True, check=False)
+    res = subprocess.run(
+        [sys.executable, "-X", "importtime", *cmd], capture_output=True, text=True, check=False
+    )
     rows = []
     for line in res.stderr.splitlines():
         m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)", line)
         if m and len(m.group(3)) // 2 <= 2:
-            rows.append((int(m.group(1)), int(m.group(2)), "  " * (len(m.group(3)) // 2) + m.group(4)))
+            rows.append(
+                (int(m.group(1)), int(m.group(2)), "  " * (len(m.group(3)) // 2) + m.group(4))
+            )
     return sorted(rows, key=lambda r: -r[1])[:top]
 
 
@@ -108,7 +112,9 @@ def main() -> int:
             wall, cpu = time_cmd(cmd)
             walls[name].append(wall)
             cpus[name].append(cpu)
-    print(f"fixture: {root.relative_to(REPO)} ({files} files)   runs: {args.runs}, interleaved   load: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(
+        f"fixture: {root.relative_to(REPO)} ({files} files)   runs: {args.runs}, interleaved   load: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
     floor = statistics.median(walls["python -c pass"])
     for name, xs in walls.items():
         med = statistics.median(xs)
@@ -117,12 +123,28 @@ def main() -> int:
             line += f"  (target <= {TARGETS[name] * 1e3:.0f} ms: {'OK' if med <= TARGETS[name] else 'MISSED'}; {med - floor:.3f} s above the bare interpreter)"
         print(line)
     for name, target in TARGETS.items():
-        report_value(f"start-up {name.removeprefix('ibdiag ')} (wall median, s)", statistics.median(walls[name]), "<=", target)
+        report_value(
+            f"start-up {name.removeprefix('ibdiag ')} (wall median, s)",
+            statistics.median(walls[name]),
+            "<=",
+            target,
+        )
     if args.against:
-        for mine, prev in (("ibdiag topo -o json", "previous topo -o json"), ("ibdiag --help", "previous --help")):
+        for mine, prev in (
+            ("ibdiag topo -o json", "previous topo -o json"),
+            ("ibdiag --help", "previous --help"),
+        ):
             result = Paired(tuple(walls[mine]), tuple(walls[prev]))
-            report(f"start-up {mine.removeprefix('ibdiag ')} vs {args.against.name} (wall)", result, None, None, "s")
-    print("\nwhere `ibdiag topo -o json` spends its imports (python -X importtime; self / cumulative):")
+            report(
+                f"start-up {mine.removeprefix('ibdiag ')} vs {args.against.name} (wall)",
+                result,
+                None,
+                None,
+                "s",
+            )
+    print(
+        "\nwhere `ibdiag topo -o json` spends its imports (python -X importtime; self / cumulative):"
+    )
     for self_us, cum_us, name in import_breakdown(["-m", "ibdiag", *topo_args]):
         print(f"  {self_us / 1e3:7.1f} ms {cum_us / 1e3:7.1f} ms  {name}")
     return 0

@@ -44,7 +44,9 @@ def verdict_work(sim, grad, strategy, ranks, rpn, backward, busbw, lat) -> float
         total += sim(grad, size, backward, f, busbw, lat).exposed_s
     for n in model.scaling_ranks(ranks, rpn, 16384):
         if n > rpn:
-            total += sim(grad, 25 * MIB, backward * ranks / n, model.traffic_factor(strategy, n), busbw, lat).exposed_s
+            total += sim(
+                grad, 25 * MIB, backward * ranks / n, model.traffic_factor(strategy, n), busbw, lat
+            ).exposed_s
     return total
 
 
@@ -75,15 +77,33 @@ def main() -> int:
         )
     exe = shutil.which("ibdiag", path=str(Path(sys.executable).parent)) or shutil.which("ibdiag")
     if exe:
-        cmd = [exe, "verdict", "--params", "70B", "--dtype", "fp32", "--ranks", "1024", "--compute-s", "1.2", "--busbw", "360",
-               "--root", str(REPO / "fixtures" / "sysfs" / "dgx-h100"), "-o", "json"]
+        cmd = [
+            exe,
+            "verdict",
+            "--params",
+            "70B",
+            "--dtype",
+            "fp32",
+            "--ranks",
+            "1024",
+            "--compute-s",
+            "1.2",
+            "--busbw",
+            "360",
+            "--root",
+            str(REPO / "fixtures" / "sysfs" / "dgx-h100"),
+            "-o",
+            "json",
+        ]
         subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
         times = []
         for _ in range(args.runs):
             t0 = time.perf_counter()
             subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
             times.append(time.perf_counter() - t0)
-        print(f"whole process: ibdiag verdict --params 70B --dtype fp32 ... --root dgx-h100 -o json: min {min(times) * 1e3:.0f} ms  median {statistics.median(times) * 1e3:.0f} ms")
+        print(
+            f"whole process: ibdiag verdict --params 70B --dtype fp32 ... --root dgx-h100 -o json: min {min(times) * 1e3:.0f} ms  median {statistics.median(times) * 1e3:.0f} ms"
+        )
     return 0
 
 

@@ -69,7 +69,13 @@ class _CappedStream:
         return data
 
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        target = offset if whence == os.SEEK_SET else self.inner.tell() + offset if whence == os.SEEK_CUR else None
+        target = (
+            offset
+            if whence == os.SEEK_SET
+            else self.inner.tell() + offset
+            if whence == os.SEEK_CUR
+            else None
+        )
         if target is None:
             raise io.UnsupportedOperation("seek from the end of a compressed stream")
         if target > self.limit:
@@ -98,7 +104,12 @@ class _Member:
     """``dir``, ``file`` or ``link``."""
 
 
-_KINDS = {tarfile.DIRTYPE: "dir", tarfile.REGTYPE: "file", tarfile.AREGTYPE: "file", tarfile.SYMTYPE: "link"}
+_KINDS = {
+    tarfile.DIRTYPE: "dir",
+    tarfile.REGTYPE: "file",
+    tarfile.AREGTYPE: "file",
+    tarfile.SYMTYPE: "link",
+}
 _TYPE_NAMES = {
     tarfile.LNKTYPE: "a hard link",
     tarfile.CHRTYPE: "a character device",
@@ -124,9 +135,13 @@ def _check_path(text: str, what: str) -> tuple[str, ...]:
     parts = tuple(text.split("/"))
     for part in parts:
         if part in ("", ".", ".."):
-            raise _Refused(f"{what} {safe_value(text)} is not a plain relative path (no '/' at the start, no '..', '.' or '//')")
+            raise _Refused(
+                f"{what} {safe_value(text)} is not a plain relative path (no '/' at the start, no '..', '.' or '//')"
+            )
         if len(part.encode("utf-8", "surrogateescape")) > MAX_COMPONENT_BYTES:
-            raise _Refused(f"{what} {safe_value(text)} has a component longer than {MAX_COMPONENT_BYTES} bytes")
+            raise _Refused(
+                f"{what} {safe_value(text)} has a component longer than {MAX_COMPONENT_BYTES} bytes"
+            )
     if len(parts) > MAX_DEPTH:
         raise _Refused(f"{what} {safe_value(text)} is deeper than {MAX_DEPTH} levels")
     return parts
@@ -137,7 +152,9 @@ def _member(info: tarfile.TarInfo, manifest: str) -> _Member:
     name = info.name
     if kind is None:
         what = _TYPE_NAMES.get(info.type, f"of tar type '{safe_excerpt(info.type)}'")
-        raise _Refused(f"entry {safe_value(name)} is {what}; a snapshot holds only directories, regular files and relative links")
+        raise _Refused(
+            f"entry {safe_value(name)} is {what}; a snapshot holds only directories, regular files and relative links"
+        )
     parts = _check_path(name, "entry")
     if name == manifest:
         if kind != "file":
@@ -145,14 +162,22 @@ def _member(info: tarfile.TarInfo, manifest: str) -> _Member:
     elif parts[0] != "sys":
         raise _NotSnapshot(name)
     if kind == "file" and info.size > MAX_FILE_BYTES:
-        raise _Refused(f"entry {safe_value(name)} has {info.size} bytes, more than {MAX_FILE_BYTES} (a sysfs value is at most a page)")
+        raise _Refused(
+            f"entry {safe_value(name)} has {info.size} bytes, more than {MAX_FILE_BYTES} (a sysfs value is at most a page)"
+        )
     if kind == "link":
         if len(parts) < 2:
             raise _Refused(f"link {safe_value(name)} is not inside sys/")
         if info.linkname.startswith("/"):
             raise _Refused(f"link {safe_value(name)} -> {safe_value(info.linkname)} is absolute")
-        if not info.linkname or len(info.linkname) > MAX_PATH_CHARS or not info.linkname.isprintable():
-            raise _Refused(f"link {safe_value(name)} has a malformed target {safe_value(info.linkname)}")
+        if (
+            not info.linkname
+            or len(info.linkname) > MAX_PATH_CHARS
+            or not info.linkname.isprintable()
+        ):
+            raise _Refused(
+                f"link {safe_value(name)} has a malformed target {safe_value(info.linkname)}"
+            )
     return _Member(info, parts, kind)
 
 
@@ -182,7 +207,9 @@ class _Members:
         for parent in self.implicit_dirs:
             m = self.by_path.get(parent)
             if m is not None and m.kind != "dir":
-                raise _Refused(f"entry {safe_value('/'.join(parent))} is a {m.kind} and also has entries below it")
+                raise _Refused(
+                    f"entry {safe_value('/'.join(parent))} is a {m.kind} and also has entries below it"
+                )
         for m in self.by_path.values():
             if m.kind == "link":
                 self.resolve(m.parts[:-1], m.info.linkname, hops=0, origin=m)
@@ -193,7 +220,9 @@ class _Members:
             return m.kind
         return "dir" if parts in self.implicit_dirs else None
 
-    def resolve(self, start: tuple[str, ...], target: str, *, hops: int, origin: _Member) -> tuple[str, ...]:
+    def resolve(
+        self, start: tuple[str, ...], target: str, *, hops: int, origin: _Member
+    ) -> tuple[str, ...]:
         """Where ``target`` (relative to the directory ``start``) leads, following link members; it must
         stay inside sys/ at every step and end at a member."""
         where = f"link {safe_value(origin.info.name)} -> {safe_value(origin.info.linkname)}"
@@ -217,8 +246,14 @@ class _Members:
             if kind == "link":
                 hops += 1
                 if hops > MAX_LINK_HOPS:
-                    raise _Refused(f"{where} goes through more than {MAX_LINK_HOPS} links (a loop?)")
-                parts = list(self.resolve(key[:-1], self.by_path[key].info.linkname, hops=hops, origin=origin))
+                    raise _Refused(
+                        f"{where} goes through more than {MAX_LINK_HOPS} links (a loop?)"
+                    )
+                parts = list(
+                    self.resolve(
+                        key[:-1], self.by_path[key].info.linkname, hops=hops, origin=origin
+                    )
+                )
             elif kind is None:
                 raise _Refused(f"{where} points to nothing in the archive")
         if self._kind(tuple(parts)) is None:  # pragma: no cover - every step above was checked
@@ -281,14 +316,20 @@ def extract_snapshot(archive: Path, dest: Path, *, manifest: str) -> None:
                 members = _scan(tar, manifest)
                 _extract(tar, members, dest)
     except _NotSnapshot as e:
-        raise InputError(f"{archive}: not an ibdiag snapshot (unexpected entry {safe_value(e.name)})", hint=_HINT) from None
+        raise InputError(
+            f"{archive}: not an ibdiag snapshot (unexpected entry {safe_value(e.name)})", hint=_HINT
+        ) from None
     except _Refused as e:
-        raise InputError(f"{archive}: cannot read snapshot: {e.what}", hint=f"{_HINT}; ibdiag refuses archives that could write outside their directory or exhaust the disk") from None
+        raise InputError(
+            f"{archive}: cannot read snapshot: {e.what}",
+            hint=f"{_HINT}; ibdiag refuses archives that could write outside their directory or exhaust the disk",
+        ) from None
     except _TooLarge:
         raise InputError(
             f"{archive}: cannot read snapshot: more than {MAX_UNCOMPRESSED_BYTES // 2**20} MiB once decompressed",
             hint=f"a real snapshot is a few MB; {_HINT}",
         ) from None
     except (tarfile.TarError, EOFError, OSError, lzma.LZMAError, zlib.error, ValueError) as e:
-        raise InputError(f"{archive}: cannot read snapshot: {safe_excerpt(e, 200)}", hint=_HINT) from None
-
+        raise InputError(
+            f"{archive}: cannot read snapshot: {safe_excerpt(e, 200)}", hint=_HINT
+        ) from None

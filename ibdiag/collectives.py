@@ -58,19 +58,92 @@ class OpSpec:
     @property
     def names_in_text(self) -> tuple[str, ...]:
         """How the op shows in a binary or file name: ``all_reduce``, ``allreduce``, ``alltoall``."""
-        return tuple(dict.fromkeys((self.name, self.name.replace("_", ""), self.nccl_tests.removesuffix("_perf"))))
+        return tuple(
+            dict.fromkeys(
+                (self.name, self.name.replace("_", ""), self.nccl_tests.removesuffix("_perf"))
+            )
+        )
 
 
 OPS: dict[str, OpSpec] = {
     s.name: s
     for s in (
-        OpSpec("all_reduce", "all_reduce_perf", True, False, False, 2, (True,), "every rank gets the element-wise sum (data-parallel gradients)", ("allreduce",)),
-        OpSpec("all_gather", "all_gather_perf", False, False, True, 1, (False, True), "every rank gets every rank's shard (ZeRO-3/FSDP parameters)", ("allgather",)),
-        OpSpec("reduce_scatter", "reduce_scatter_perf", True, False, True, 1, (False, True), "rank i gets the sum of shard i (ZeRO/FSDP gradients)", ("reducescatter",)),
-        OpSpec("broadcast", "broadcast_perf", False, True, False, None, (True,), "rank 0's buffer to every rank", ("bcast",)),
-        OpSpec("reduce", "reduce_perf", True, True, False, None, (True,), "the element-wise sum to rank 0"),
-        OpSpec("all_to_all", "alltoall_perf", False, False, True, 1, (False,), "rank i sends chunk j to rank j (expert parallelism)", ("alltoall", "all2all")),
-        OpSpec("sendrecv", "sendrecv_perf", False, False, False, None, (False,), "ring: each rank sends to rank+1 and receives from rank-1 (pipeline stages)", ("send_recv", "ring")),
+        OpSpec(
+            "all_reduce",
+            "all_reduce_perf",
+            True,
+            False,
+            False,
+            2,
+            (True,),
+            "every rank gets the element-wise sum (data-parallel gradients)",
+            ("allreduce",),
+        ),
+        OpSpec(
+            "all_gather",
+            "all_gather_perf",
+            False,
+            False,
+            True,
+            1,
+            (False, True),
+            "every rank gets every rank's shard (ZeRO-3/FSDP parameters)",
+            ("allgather",),
+        ),
+        OpSpec(
+            "reduce_scatter",
+            "reduce_scatter_perf",
+            True,
+            False,
+            True,
+            1,
+            (False, True),
+            "rank i gets the sum of shard i (ZeRO/FSDP gradients)",
+            ("reducescatter",),
+        ),
+        OpSpec(
+            "broadcast",
+            "broadcast_perf",
+            False,
+            True,
+            False,
+            None,
+            (True,),
+            "rank 0's buffer to every rank",
+            ("bcast",),
+        ),
+        OpSpec(
+            "reduce",
+            "reduce_perf",
+            True,
+            True,
+            False,
+            None,
+            (True,),
+            "the element-wise sum to rank 0",
+        ),
+        OpSpec(
+            "all_to_all",
+            "alltoall_perf",
+            False,
+            False,
+            True,
+            1,
+            (False,),
+            "rank i sends chunk j to rank j (expert parallelism)",
+            ("alltoall", "all2all"),
+        ),
+        OpSpec(
+            "sendrecv",
+            "sendrecv_perf",
+            False,
+            False,
+            False,
+            None,
+            (False,),
+            "ring: each rank sends to rank+1 and receives from rank-1 (pipeline stages)",
+            ("send_recv", "ring"),
+        ),
     )
 }
 
@@ -98,7 +171,9 @@ def op_in_text(text: str) -> str | None:
     """The op named in a binary or file name (``logs/allreduce-64n.log`` -> ``all_reduce``), longest name
     first so ``reduce_scatter`` is not read as ``reduce``; None when no op name is in it."""
     low = text.lower()
-    names = sorted(((n, s.name) for s in OPS.values() for n in s.names_in_text), key=lambda p: -len(p[0]))
+    names = sorted(
+        ((n, s.name) for s in OPS.values() for n in s.names_in_text), key=lambda p: -len(p[0])
+    )
     return next((op for needle, op in names if needle in low), None)
 
 

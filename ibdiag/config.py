@@ -92,7 +92,14 @@ class Bounds:
 DEFAULT_BOUNDS = Bounds()
 
 
-def bounded(default: Any = dataclasses.MISSING, *, low: float | None = 0, high: float | None = None, low_open: bool = False, **kw: Any) -> Any:
+def bounded(
+    default: Any = dataclasses.MISSING,
+    *,
+    low: float | None = 0,
+    high: float | None = None,
+    low_open: bool = False,
+    **kw: Any,
+) -> Any:
     """A dataclass field whose numbers must lie in ``[low, high]`` (``(low, high]`` with ``low_open``)::
 
         expected_rate_gbps: float | None = bounded(None, low=0, low_open=True, high=2400)
@@ -102,6 +109,7 @@ def bounded(default: Any = dataclasses.MISSING, *, low: float | None = 0, high: 
     if default is not dataclasses.MISSING:
         kw["default"] = default
     return dataclasses.field(metadata=metadata, **kw)
+
 
 _NOT_IN_FILE_KEY = "ibdiag.not_in_file"
 
@@ -128,10 +136,16 @@ def with_flags(obj: C, flags: Mapping[str, tuple[str, Any]]) -> C:
             continue
         bounds = fields[name].metadata.get(_BOUNDS_KEY, DEFAULT_BOUNDS)
         if isinstance(value, float) and not math.isfinite(value):
-            raise UsageError(f"{flag} {value} is not a finite number", hint=f"give a plain number, e.g. {flag} 400")
+            raise UsageError(
+                f"{flag} {value} is not a finite number",
+                hint=f"give a plain number, e.g. {flag} 400",
+            )
         why = bounds.check(value)
         if why:
-            raise UsageError(f"{flag} {value:g} {why}", hint="see the README's Configuration section for the range of the setting it overrides")
+            raise UsageError(
+                f"{flag} {value:g} {why}",
+                hint="see the README's Configuration section for the range of the setting it overrides",
+            )
         changes[name] = value
     return dataclasses.replace(obj, **changes) if changes else obj  # type: ignore[type-var]
 
@@ -151,9 +165,17 @@ class Config:
         if name not in SECTIONS:
             raise ValueError(f"unknown config section {name!r}")
         table = self.raw.get(name, {})
-        moved = "; ".join(f"{key} is now [{new_table}] {new_key}" for (old_table, key), (new_table, new_key) in MOVED_KEYS.items() if old_table == name)
-        written = {key: old for (table_name, key), old in self.origins.items() if table_name == name}
-        return build_dataclass(cls, table, where=f"[{name}]", source=self.source, moved=moved, written=written)
+        moved = "; ".join(
+            f"{key} is now [{new_table}] {new_key}"
+            for (old_table, key), (new_table, new_key) in MOVED_KEYS.items()
+            if old_table == name
+        )
+        written = {
+            key: old for (table_name, key), old in self.origins.items() if table_name == name
+        }
+        return build_dataclass(
+            cls, table, where=f"[{name}]", source=self.source, moved=moved, written=written
+        )
 
 
 def load_config(path: str | os.PathLike[str] | None) -> Config:
@@ -168,17 +190,29 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
         with open(p, "rb") as fh:
             data = fh.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
-        raise InputError(f"config file {p}: no such file", hint="check --config or $IBDIAG_CONFIG") from None
+        raise InputError(
+            f"config file {p}: no such file", hint="check --config or $IBDIAG_CONFIG"
+        ) from None
     except IsADirectoryError:
-        raise InputError(f"config file {p}: is a directory", hint="give the TOML file itself") from None
+        raise InputError(
+            f"config file {p}: is a directory", hint="give the TOML file itself"
+        ) from None
     except OSError as e:
-        raise InputError(f"config file {p}: cannot read: {e.strerror}", hint="check the file's permissions") from None
+        raise InputError(
+            f"config file {p}: cannot read: {e.strerror}", hint="check the file's permissions"
+        ) from None
     if len(data) > MAX_CONFIG_BYTES:
-        raise InputError(f"config file {p}: more than {MAX_CONFIG_BYTES // 1024} KiB", hint="a config file is a few TOML tables; is this the right file?")
+        raise InputError(
+            f"config file {p}: more than {MAX_CONFIG_BYTES // 1024} KiB",
+            hint="a config file is a few TOML tables; is this the right file?",
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise InputError(f"config file {p}: not UTF-8 text (byte {e.start}: '{safe_excerpt(data[e.start:e.start + 8])}')", hint="a config file is TOML text; is this the right file?") from None
+        raise InputError(
+            f"config file {p}: not UTF-8 text (byte {e.start}: '{safe_excerpt(data[e.start : e.start + 8])}')",
+            hint="a config file is TOML text; is this the right file?",
+        ) from None
     # Imported here: most runs have no config file, and the parser costs a few ms of start-up.
     if sys.version_info >= (3, 11):
         import tomllib  # novermin - guarded by the version check above
@@ -187,9 +221,15 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise InputError(f"config file {p}: not valid TOML: {safe_excerpt(e, 200)}", hint="see the README's Configuration section for an example") from None
+        raise InputError(
+            f"config file {p}: not valid TOML: {safe_excerpt(e, 200)}",
+            hint="see the README's Configuration section for an example",
+        ) from None
     except RecursionError:
-        raise InputError(f"config file {p}: nested too deeply", hint=f"ibdiag's tables nest at most 3 levels ([counters.thresholds]); this file nests more than {MAX_NESTING}") from None
+        raise InputError(
+            f"config file {p}: nested too deeply",
+            hint=f"ibdiag's tables nest at most 3 levels ([counters.thresholds]); this file nests more than {MAX_NESTING}",
+        ) from None
     _check_nesting(p, raw)
     unknown = sorted(set(raw) - set(SECTIONS) - set(MOVED_TABLES))
     if unknown:
@@ -199,7 +239,10 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
         )
     for name in (*SECTIONS, *MOVED_TABLES):
         if name in raw and not isinstance(raw[name], dict):
-            raise InputError(f"config file {p}: {name} must be a table ([{name}])", hint=f"write [{name}] on its own line, then key = value lines")
+            raise InputError(
+                f"config file {p}: {name} must be a table ([{name}])",
+                hint=f"write [{name}] on its own line, then key = value lines",
+            )
     return move_keys(raw, p)
 
 
@@ -216,9 +259,14 @@ def move_keys(raw: Mapping[str, Any], source: Path | None) -> Config:
         if old not in tables:
             continue
         if new in tables:
-            raise InputError(f"{src}[{old}] and [{new}] are both set", hint=f"[{old}] is the old name of [{new}]: keep [{new}] only")
+            raise InputError(
+                f"{src}[{old}] and [{new}] are both set",
+                hint=f"[{old}] is the old name of [{new}]: keep [{new}] only",
+            )
         tables[new] = tables.pop(old)
-        given.update({(new, key): f"[{old}] {key}" for key in tables[new]})  # errors name the key as written
+        given.update(
+            {(new, key): f"[{old}] {key}" for key in tables[new]}
+        )  # errors name the key as written
         notes.append(f"{src}[{old}] is deprecated: it is read as [{new}]; rename the table")
     for (old_table, old_key), (new_table, new_key) in MOVED_KEYS.items():
         if old_key not in tables.get(old_table, {}):
@@ -226,16 +274,24 @@ def move_keys(raw: Mapping[str, Any], source: Path | None) -> Config:
         value = tables[old_table].pop(old_key)
         new = tables.setdefault(new_table, {})
         old_name, new_name = f"[{old_table}] {old_key}", f"[{new_table}] {new_key}"
-        notes.append(f"{src}{old_name} is deprecated: it is read as {new_name}, which {old_table} and the other commands share")
+        notes.append(
+            f"{src}{old_name} is deprecated: it is read as {new_name}, which {old_table} and the other commands share"
+        )
         first = given.get((new_table, new_key))
         if new_key not in new:
             new[new_key] = value
         elif first is None:
-            raise InputError(f"{src}{old_name} and {new_name} are both set", hint=f"{old_name} is the old name of {new_name}: keep {new_name} only")
+            raise InputError(
+                f"{src}{old_name} and {new_name} are both set",
+                hint=f"{old_name} is the old name of {new_name}: keep {new_name} only",
+            )
         elif isinstance(value, list) and isinstance(new[new_key], list):
             new[new_key] = new[new_key] + [v for v in value if v not in new[new_key]]
         elif value != new[new_key]:
-            raise InputError(f"{src}{first} and {old_name} differ ({safe_value(new[new_key])} and {safe_value(value)})", hint=f"both are now {new_name}, one setting for every command: set it there once")
+            raise InputError(
+                f"{src}{first} and {old_name} differ ({safe_value(new[new_key])} and {safe_value(value)})",
+                hint=f"both are now {new_name}, one setting for every command: set it there once",
+            )
         given[(new_table, new_key)] = old_name
     return Config(source, tables, tuple(notes), dict(given))
 
@@ -246,7 +302,10 @@ def _check_nesting(path: Path, raw: Mapping[str, Any]) -> None:
     while stack:
         value, where, depth = stack.pop()
         if depth > MAX_NESTING:
-            raise InputError(f"config file {path}: {where.strip('.') or 'a value'} is nested more than {MAX_NESTING} levels deep", hint="ibdiag's tables nest at most 3 levels ([counters.thresholds])")
+            raise InputError(
+                f"config file {path}: {where.strip('.') or 'a value'} is nested more than {MAX_NESTING} levels deep",
+                hint="ibdiag's tables nest at most 3 levels ([counters.thresholds])",
+            )
         if isinstance(value, dict):
             stack.extend((v, f"{where}.{k}", depth + 1) for k, v in value.items())
         elif isinstance(value, list):
@@ -255,15 +314,26 @@ def _check_nesting(path: Path, raw: Mapping[str, Any]) -> None:
 
 def _check_number(value: float, bounds: Bounds, where: str, src: str) -> None:
     if isinstance(value, float) and not math.isfinite(value):
-        raise InputError(f"{src}{where} = {safe_value(value)} is not a finite number", hint="write a plain number such as 400 or 0.5 (nan and inf are not allowed)")
+        raise InputError(
+            f"{src}{where} = {safe_value(value)} is not a finite number",
+            hint="write a plain number such as 400 or 0.5 (nan and inf are not allowed)",
+        )
     if isinstance(value, int) and not -INT64_MAX - 1 <= value <= INT64_MAX:
-        raise InputError(f"{src}{where} = {safe_value(value)} does not fit a 64-bit integer", hint="TOML integers are 64-bit; no threshold or count needs more")
+        raise InputError(
+            f"{src}{where} = {safe_value(value)} does not fit a 64-bit integer",
+            hint="TOML integers are 64-bit; no threshold or count needs more",
+        )
     why = bounds.check(value)
     if why:
-        raise InputError(f"{src}{where} = {safe_value(value)} {why}", hint="see the README's Configuration section for each key's range")
+        raise InputError(
+            f"{src}{where} = {safe_value(value)} {why}",
+            hint="see the README's Configuration section for each key's range",
+        )
 
 
-def _coerce(value: Any, tp: Any, where: str, source: Path | None, bounds: Bounds = DEFAULT_BOUNDS) -> Any:
+def _coerce(
+    value: Any, tp: Any, where: str, source: Path | None, bounds: Bounds = DEFAULT_BOUNDS
+) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     src = f"config file {source}: " if source else "config: "
@@ -282,42 +352,75 @@ def _coerce(value: Any, tp: Any, where: str, source: Path | None, bounds: Bounds
     if tp is bool:
         if isinstance(value, bool):
             return value
-        raise InputError(f"{src}{where} must be true or false, not {safe_value(value)}", hint="write true or false without quotes")
+        raise InputError(
+            f"{src}{where} must be true or false, not {safe_value(value)}",
+            hint="write true or false without quotes",
+        )
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             _check_number(value, bounds, where, src)
             return value
-        raise InputError(f"{src}{where} must be a whole number, not {safe_value(value)}", hint="write a number without quotes")
+        raise InputError(
+            f"{src}{where} must be a whole number, not {safe_value(value)}",
+            hint="write a number without quotes",
+        )
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             _check_number(value, bounds, where, src)
             return float(value)
-        raise InputError(f"{src}{where} must be a number, not {safe_value(value)}", hint="write a number without quotes")
+        raise InputError(
+            f"{src}{where} must be a number, not {safe_value(value)}",
+            hint="write a number without quotes",
+        )
     if tp is str:
         if isinstance(value, str):
             if len(value) > MAX_STRING_CHARS or not value.isprintable():
-                raise InputError(f"{src}{where} = {safe_value(value)} is not a plain one-line string of at most {MAX_STRING_CHARS} characters", hint="write the value in double quotes, without control characters")
+                raise InputError(
+                    f"{src}{where} = {safe_value(value)} is not a plain one-line string of at most {MAX_STRING_CHARS} characters",
+                    hint="write the value in double quotes, without control characters",
+                )
             return value
-        raise InputError(f"{src}{where} must be a string, not {safe_value(value)}", hint='write the value in double quotes')
+        raise InputError(
+            f"{src}{where} must be a string, not {safe_value(value)}",
+            hint="write the value in double quotes",
+        )
     if origin is tuple:
         if not isinstance(value, list):
-            raise InputError(f"{src}{where} must be a list, not {safe_value(value)}", hint="write a list like [1, 2]")
+            raise InputError(
+                f"{src}{where} must be a list, not {safe_value(value)}",
+                hint="write a list like [1, 2]",
+            )
         if len(value) > MAX_LIST_ITEMS:
-            raise InputError(f"{src}{where} has {len(value)} items, more than {MAX_LIST_ITEMS}", hint="a config list names a few adapters or counters")
+            raise InputError(
+                f"{src}{where} has {len(value)} items, more than {MAX_LIST_ITEMS}",
+                hint="a config list names a few adapters or counters",
+            )
         elem = args[0] if args else Any
         return tuple(_coerce(v, elem, f"{where}[{i}]", source, bounds) for i, v in enumerate(value))
     if origin in (dict, Mapping, typing.Mapping) or tp in (dict,):
         if not isinstance(value, dict):
-            raise InputError(f"{src}{where} must be a table, not {safe_value(value)}", hint="write it as a [section.key] table")
+            raise InputError(
+                f"{src}{where} must be a table, not {safe_value(value)}",
+                hint="write it as a [section.key] table",
+            )
         vt = args[1] if len(args) == 2 else Any
-        return {str(k): _coerce(v, vt, f"{where}.{safe_excerpt(k)}", source, bounds) for k, v in value.items()}
+        return {
+            str(k): _coerce(v, vt, f"{where}.{safe_excerpt(k)}", source, bounds)
+            for k, v in value.items()
+        }
     if tp is Any:
         return value
     raise TypeError(f"unsupported config field type {tp!r}")
 
 
 def build_dataclass(
-    cls: type[C], table: Mapping[str, Any], *, where: str, source: Path | None = None, moved: str = "", written: Mapping[str, str] | None = None
+    cls: type[C],
+    table: Mapping[str, Any],
+    *,
+    where: str,
+    source: Path | None = None,
+    moved: str = "",
+    written: Mapping[str, str] | None = None,
 ) -> C:
     """``cls(**table)`` with type checks; mapping fields merge over their defaults (partial overrides).
     ``moved`` names keys that moved elsewhere, for the hint on an unknown key; ``written`` maps a key
@@ -329,8 +432,8 @@ def build_dataclass(
         src = f"config file {source}: " if source else "config: "
         raise InputError(
             f"{src}{where} has unknown key{'s' if len(unknown) > 1 else ''} {', '.join(safe_excerpt(u) for u in unknown[:8])}",
-            hint=f"the keys of {where} are: {', '.join(sorted(fields))}" + (f"; {moved}" if moved else ""),
-
+            hint=f"the keys of {where} are: {', '.join(sorted(fields))}"
+            + (f"; {moved}" if moved else ""),
         )
     kwargs: dict[str, Any] = {}
     for name, value in table.items():
@@ -339,7 +442,11 @@ def build_dataclass(
         coerced = _coerce(value, tp, (written or {}).get(name, f"{where} {name}"), source, bounds)
         if isinstance(coerced, dict):
             f = fields[name]
-            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else (f.default if f.default is not dataclasses.MISSING else {})  # type: ignore[misc]
+            default = (
+                f.default_factory()
+                if f.default_factory is not dataclasses.MISSING
+                else (f.default if f.default is not dataclasses.MISSING else {})
+            )  # type: ignore[misc]
             if isinstance(default, Mapping):
                 unknown_keys = sorted(set(coerced) - set(default)) if default else []
                 if unknown_keys:

@@ -26,7 +26,10 @@ EXIT_STATUS_TABLE: tuple[tuple[int, str], ...] = (
     (ExitStatus.OK, "no failing finding"),
     (ExitStatus.FAILED, "at least one failing finding (warnings too with --strict)"),
     (ExitStatus.USAGE, "usage error or unreadable input"),
-    (ExitStatus.CANNOT_RUN, "could not run: no device, peer unreachable, permission denied, timeout"),
+    (
+        ExitStatus.CANNOT_RUN,
+        "could not run: no device, peer unreachable, permission denied, timeout",
+    ),
     (ExitStatus.INTERRUPTED, "interrupted"),
 )
 

@@ -45,18 +45,30 @@ def _target(path: Path, option: str) -> tuple[Path, os.stat_result | None]:
     except FileNotFoundError:
         st = None
     except OSError as e:
-        raise UsageError(f"{shown}: cannot check the path: {e.strerror}", hint="give a path you can write") from None
+        raise UsageError(
+            f"{shown}: cannot check the path: {e.strerror}", hint="give a path you can write"
+        ) from None
     if st is not None and not stat.S_ISREG(st.st_mode):
         kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
         via = f" (the link leads to {real})" if real != path else ""
         if stat.S_ISDIR(st.st_mode):
-            raise UsageError(f"{shown}: is a directory{via}", hint="give a file name, e.g. run.json")
-        raise UsageError(f"{shown}: is {kind}{via}; ibdiag writes only over a regular file or a new one", hint="give the path of a regular file, e.g. run.json")
+            raise UsageError(
+                f"{shown}: is a directory{via}", hint="give a file name, e.g. run.json"
+            )
+        raise UsageError(
+            f"{shown}: is {kind}{via}; ibdiag writes only over a regular file or a new one",
+            hint="give the path of a regular file, e.g. run.json",
+        )
     parent = real.parent if str(real.parent) else Path(".")
     if not parent.is_dir():
-        raise UsageError(f"{shown}: directory {parent} does not exist", hint="create it first or give another path")
+        raise UsageError(
+            f"{shown}: directory {parent} does not exist",
+            hint="create it first or give another path",
+        )
     if not os.access(parent, os.W_OK):
-        raise UsageError(f"{shown}: directory {parent} is not writable", hint="give a path you can write")
+        raise UsageError(
+            f"{shown}: directory {parent} is not writable", hint="give a path you can write"
+        )
     return real, st
 
 
@@ -93,7 +105,9 @@ def _signals_raise() -> Iterator[None]:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         previous = {}
-        os.kill(os.getpid(), e.signum)  # the default action: the process ends by the signal, as it would have
+        os.kill(
+            os.getpid(), e.signum
+        )  # the default action: the process ends by the signal, as it would have
         raise
     finally:
         for signum, handler in previous.items():
@@ -142,7 +156,10 @@ def atomic_output(path: Path, option: str = "--save") -> Iterator[BinaryIO]:
                     except OSError:
                         pass
     except OSError as e:
-        raise CannotRunError(f"{option} {path}: cannot write: {e.strerror or e}", hint="check the path and free space") from None
+        raise CannotRunError(
+            f"{option} {path}: cannot write: {e.strerror or e}",
+            hint="check the path and free space",
+        ) from None
 
 
 def write_atomically(path: Path, data: str | bytes, option: str = "--save") -> None:

@@ -18,7 +18,7 @@ from ibdiag.text import safe_value
 
 #: Most digits of a decimal sysfs number: a u64 (18446744073709551615) has 20.
 MAX_DECIMAL_DIGITS = 20
-_INT_RE = re.compile(r"[+-]?[0-9]{1,%d}" % MAX_DECIMAL_DIGITS)
+_INT_RE = re.compile(rf"[+-]?[0-9]{{1,{MAX_DECIMAL_DIGITS}}}")
 _HEX_RE = re.compile(r"(?:0x)?([0-9a-f]{1,16})")
 U64_MAX = 2**64 - 1
 
@@ -75,7 +75,9 @@ def parse_numa_node(text: str) -> int | None:
     if n == -1:
         return None
     if not 0 <= n < MAX_NUMA_NODES:
-        raise ValueError(f"not a NUMA node: {safe_value(text.strip())} (the kernel has at most {MAX_NUMA_NODES})")
+        raise ValueError(
+            f"not a NUMA node: {safe_value(text.strip())} (the kernel has at most {MAX_NUMA_NODES})"
+        )
     return n
 
 
@@ -146,8 +148,12 @@ def parse_cpulist(text: str) -> CpuList:
         if m.group(3):
             used, group = int(m.group(3)), int(m.group(4))
             if group < 1 or used > group:
-                raise ValueError(f"bad CPU group {safe_value(part)}: the form is FIRST-LAST:USED/GROUP with 1 <= GROUP and USED <= GROUP")
-            spans.extend((start, min(start + used - 1, hi)) for start in range(lo, hi + 1, group) if used)
+                raise ValueError(
+                    f"bad CPU group {safe_value(part)}: the form is FIRST-LAST:USED/GROUP with 1 <= GROUP and USED <= GROUP"
+                )
+            spans.extend(
+                (start, min(start + used - 1, hi)) for start in range(lo, hi + 1, group) if used
+            )
         else:
             spans.append((lo, hi))
     return CpuList.of(spans)
@@ -222,20 +228,29 @@ def parse_ib_rate(text: str) -> IbRate:
     the rate being the lane rate times the width: a rate that is not (``400 Gb/sec (1X SDR)``), a
     width the kernel has no name for, or more than 2400 Gb/s is not a rate the kernel printed.
     """
-    m = re.fullmatch(r"\s*([0-9]{1,4}(?:\.[0-9]{1,2})?)\s*Gb/sec(?:\s*\(([0-9]{1,2})X\s*([A-Za-z0-9]{0,8})\))?\s*", text)
+    m = re.fullmatch(
+        r"\s*([0-9]{1,4}(?:\.[0-9]{1,2})?)\s*Gb/sec(?:\s*\(([0-9]{1,2})X\s*([A-Za-z0-9]{0,8})\))?\s*",
+        text,
+    )
     if not m:
         raise ValueError(f"not a port rate: {safe_value(text)}")
     rate = float(m.group(1))
     width = int(m.group(2)) if m.group(2) else None
     speed = m.group(3) or None
     if not 0 < rate <= MAX_IB_RATE_GBPS:
-        raise ValueError(f"port rate {m.group(1)} Gb/s is outside what the kernel prints (up to {MAX_IB_RATE_GBPS:g})")
+        raise ValueError(
+            f"port rate {m.group(1)} Gb/s is outside what the kernel prints (up to {MAX_IB_RATE_GBPS:g})"
+        )
     if width is not None:
         if width not in IB_WIDTHS:
-            raise ValueError(f"port width {width}X is not one the kernel prints ({', '.join(f'{w}X' for w in IB_WIDTHS)})")
+            raise ValueError(
+                f"port width {width}X is not one the kernel prints ({', '.join(f'{w}X' for w in IB_WIDTHS)})"
+            )
         lane = LANE_RATES_GBPS.get(speed or "SDR")  # no speed name: old kernels' SDR
         if lane is not None and abs(lane * width - rate) > 0.01:
-            raise ValueError(f"port rate {safe_value(text.strip())}: {width}X {speed or 'SDR'} is {lane * width:g} Gb/s")
+            raise ValueError(
+                f"port rate {safe_value(text.strip())}: {width}X {speed or 'SDR'} is {lane * width:g} Gb/s"
+            )
     return IbRate(rate, width, speed)
 
 
@@ -274,7 +289,9 @@ def parse_pci_speed(text: str) -> float | None:
         raise ValueError(f"not a PCIe link speed: {safe_value(text)}")
     gts = float(m.group(1))
     if gts not in PCIE_GEN_BY_GTS:
-        raise ValueError(f"{m.group(1)} GT/s is not a PCIe link speed ({', '.join(f'{g:g}' for g in PCIE_GEN_BY_GTS)})")
+        raise ValueError(
+            f"{m.group(1)} GT/s is not a PCIe link speed ({', '.join(f'{g:g}' for g in PCIE_GEN_BY_GTS)})"
+        )
     return gts
 
 
@@ -330,13 +347,15 @@ def pci_sort_key(address: str) -> tuple[int, int, int, int]:
 MAX_KERNEL_RELEASE_CHARS = 64
 #: ``6.8.0-45-generic``, ``5.14.0-427.13.1.el9_4.x86_64``, ``6.1.0-57-amd64``, ``6.9.0-rc1+``: printable
 #: ASCII without blanks (the build makes it from VERSION.PATCHLEVEL.SUBLEVEL plus CONFIG_LOCALVERSION).
-_KERNEL_RELEASE_RE = re.compile(r"[0-9A-Za-z][\x21-\x7e]{0,%d}" % (MAX_KERNEL_RELEASE_CHARS - 1))
+_KERNEL_RELEASE_RE = re.compile(rf"[0-9A-Za-z][\x21-\x7e]{{0,{MAX_KERNEL_RELEASE_CHARS - 1}}}")
 
 
 def parse_kernel_release(text: str) -> str:
     """``/proc/sys/kernel/osrelease`` (what ``uname -r`` prints): ``"6.8.0-45-generic"``."""
     if not _KERNEL_RELEASE_RE.fullmatch(text):
-        raise ValueError(f"not a kernel release (printable ASCII without blanks, at most {MAX_KERNEL_RELEASE_CHARS} characters): {safe_value(text)}")
+        raise ValueError(
+            f"not a kernel release (printable ASCII without blanks, at most {MAX_KERNEL_RELEASE_CHARS} characters): {safe_value(text)}"
+        )
     return text
 
 
@@ -344,7 +363,9 @@ def parse_kernel_release(text: str) -> str:
 #: the longest of Debian 12's 6.1 modules has 43 (``modinfo -F version``), MLNX_OFED's look like ``24.10-1.1.4``.
 MAX_MODULE_VERSION_CHARS = 64
 #: Printable ASCII, inner blanks allowed: real ones include ``0.29 04Jul2016`` and ``1.2.1[50983]-custom``.
-_MODULE_VERSION_RE = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]{0,%d}[\x21-\x7e])?" % (MAX_MODULE_VERSION_CHARS - 2))
+_MODULE_VERSION_RE = re.compile(
+    rf"[\x21-\x7e](?:[\x20-\x7e]{{0,{MAX_MODULE_VERSION_CHARS - 2}}}[\x21-\x7e])?"
+)
 #: ``srcversion``: modpost's digest of the module's sources, upper-case hex (23 digits on Linux 6.1:
 #: ``0716E17594E7E6D0EC026C5``; scripts/mod/sumversion.c); a little room either way.
 _SRCVERSION_RE = re.compile(r"[0-9A-F]{16,32}")
@@ -353,12 +374,16 @@ _SRCVERSION_RE = re.compile(r"[0-9A-F]{16,32}")
 def parse_module_version(text: str) -> str:
     """``/sys/module/<name>/version`` (MODULE_VERSION; ``modinfo -F version``): ``"24.10-1.1.4"``."""
     if not _MODULE_VERSION_RE.fullmatch(text):
-        raise ValueError(f"not a module version (printable ASCII, at most {MAX_MODULE_VERSION_CHARS} characters): {safe_value(text)}")
+        raise ValueError(
+            f"not a module version (printable ASCII, at most {MAX_MODULE_VERSION_CHARS} characters): {safe_value(text)}"
+        )
     return text
 
 
 def parse_srcversion(text: str) -> str:
     """``/sys/module/<name>/srcversion`` (``modinfo -F srcversion``): 16 to 32 upper-case hex digits."""
     if not _SRCVERSION_RE.fullmatch(text):
-        raise ValueError(f"not a module srcversion (16 to 32 upper-case hex digits): {safe_value(text)}")
+        raise ValueError(
+            f"not a module srcversion (16 to 32 upper-case hex digits): {safe_value(text)}"
+        )
     return text

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import platform
 import re
 import time
@@ -26,15 +25,28 @@ from typing import Any
 
 from ibdiag import __version__
 from ibdiag.errors import InputError
-from ibdiag.manifest import MANIFEST, MAX_MANIFEST_BYTES, read_manifest  # noqa: F401 - the snapshot's manifest, read by every --root
+from ibdiag.manifest import (  # noqa: F401 - the snapshot's manifest, read by every --root
+    MANIFEST,
+    MAX_MANIFEST_BYTES,
+    read_manifest,
+)
 from ibdiag.outfile import atomic_output
 from ibdiag.sysfs import SysfsRoot
 
-
 #: PCI attributes ibdiag reads (topo) plus a few that help a person reading the snapshot.
 PCI_ATTRS = (
-    "vendor", "device", "class", "subsystem_vendor", "subsystem_device", "revision", "numa_node",
-    "local_cpulist", "current_link_speed", "current_link_width", "max_link_speed", "max_link_width",
+    "vendor",
+    "device",
+    "class",
+    "subsystem_vendor",
+    "subsystem_device",
+    "revision",
+    "numa_node",
+    "local_cpulist",
+    "current_link_speed",
+    "current_link_width",
+    "max_link_speed",
+    "max_link_width",
 )
 NET_ATTRS = ("dev_port", "dev_id", "operstate", "mtu", "address", "speed", "carrier")
 #: ``version``/``srcversion``: the driver versions ``ibdiag topo`` reports (modinfo -F version/srcversion).
@@ -90,7 +102,10 @@ class _Collector:
         from ibdiag.archive import MAX_ENTRIES
 
         if len(self.files) + len(self.links) >= MAX_ENTRIES:
-            raise InputError(f"snapshot would hold more than {MAX_ENTRIES} entries", hint="this sysfs tree looks unusual; report it")
+            raise InputError(
+                f"snapshot would hold more than {MAX_ENTRIES} entries",
+                hint="this sysfs tree looks unusual; report it",
+            )
 
     def tree(self, rel: str) -> None:
         for f in self.sysfs.walk_files(rel):
@@ -156,7 +171,6 @@ def write_snapshot(sysfs: SysfsRoot, out: Path, *, host: str) -> SnapshotSummary
     import tarfile  # lazily: `ibdiag topo --root DIR` reads a manifest, never a tarball
 
     from ibdiag.archive import MAX_ENTRIES
-
     from ibdiag.topo.discover import read_kernel_release
 
     c = collect(sysfs)
@@ -184,9 +198,15 @@ def write_snapshot(sysfs: SysfsRoot, out: Path, *, host: str) -> SnapshotSummary
         for i in range(1, len(parts) + 1):
             dirs.add("/".join(parts[:i]))
     if len(dirs) + len(c.files) + len(c.links) + 1 > MAX_ENTRIES:
-        raise InputError(f"snapshot would hold more than {MAX_ENTRIES} entries", hint="this sysfs tree looks unusual; report it")
+        raise InputError(
+            f"snapshot would hold more than {MAX_ENTRIES} entries",
+            hint="this sysfs tree looks unusual; report it",
+        )
     now = time.time()
-    with atomic_output(out, "snapshot") as raw, tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+    with (
+        atomic_output(out, "snapshot") as raw,
+        tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar,
+    ):
         for d in sorted(dirs):
             info = tarfile.TarInfo(f"sys/{d}")
             info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, now
@@ -229,4 +249,3 @@ def extracted(archive: Path) -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="ibdiag-root-") as tmp:
         extract_snapshot(archive, Path(tmp), manifest=MANIFEST)
         yield Path(tmp)
-

@@ -35,7 +35,12 @@ MAX_VALUE_BYTES = 65536
 
 _OPEN_FILE = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 _OPEN_DIR = _OPEN_FILE | os.O_DIRECTORY
-_KIND_NAMES = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
+_KIND_NAMES = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
 
 
 class Refused(Exception):
@@ -62,7 +67,9 @@ def _opened_path(fd: int, path: str) -> str:
         return os.path.realpath(path)
 
 
-_O_PATH = getattr(os, "O_PATH", 0)  # Linux: a descriptor that only names the file, never opens it for I/O
+_O_PATH = getattr(
+    os, "O_PATH", 0
+)  # Linux: a descriptor that only names the file, never opens it for I/O
 
 
 def realpath(path: str | os.PathLike[str]) -> str:
@@ -235,7 +242,11 @@ class SysfsRoot:
         # characters (or not UTF-8) would carry them into subjects and tables.
         bad = [n for n in names if not n.isprintable()]
         for name in bad:
-            self._problem(rel, "malformed", f"entry {safe_value(name)} has control or non-UTF-8 characters; skipped")
+            self._problem(
+                rel,
+                "malformed",
+                f"entry {safe_value(name)} has control or non-UTF-8 characters; skipped",
+            )
         return sorted(n for n in names if n.isprintable())
 
     def leads_outside(self, rel: str) -> bool:
@@ -246,7 +257,11 @@ class SysfsRoot:
         if _inside(real, self.base):
             return False
         p = self._p(rel)
-        self._problem(rel, "refused", f"link points outside {self.sys}: {safe_value(os.readlink(p) if os.path.islink(p) else real)}")
+        self._problem(
+            rel,
+            "refused",
+            f"link points outside {self.sys}: {safe_value(os.readlink(p) if os.path.islink(p) else real)}",
+        )
         return True
 
     def resolve(self, rel: str) -> str | None:
@@ -265,7 +280,9 @@ class SysfsRoot:
 
     # --- values ----------------------------------------------------------------------------------
 
-    def _open(self, rel: str, *, directory: bool, quiet_kinds: tuple[type[OSError], ...] = ()) -> int | None:
+    def _open(
+        self, rel: str, *, directory: bool, quiet_kinds: tuple[type[OSError], ...] = ()
+    ) -> int | None:
         try:
             return open_inside(self._p(rel), self.base, directory=directory)
         except FileNotFoundError:
@@ -300,7 +317,11 @@ class SysfsRoot:
             return None
         base = os.path.realpath(proc)
         if not _inside(base, real_root) or base == real_root:
-            self._problem(key, "refused", f"{self.root / 'proc'} leads outside {self.root} (-> {safe_value(base)}); not read")
+            self._problem(
+                key,
+                "refused",
+                f"{self.root / 'proc'} leads outside {self.root} (-> {safe_value(base)}); not read",
+            )
             return None
         try:
             fd = open_inside(os.path.join(proc, rel), base)

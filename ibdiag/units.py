@@ -17,7 +17,9 @@ from ibdiag.errors import UsageError
 _BINARY = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
 _DECIMAL = {"K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15}
 
-_SIZE_RE = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*(?P<unit>[KMGTPkmgtp]?)(?P<suffix>(?:i?[Bb])?)\s*$")
+_SIZE_RE = re.compile(
+    r"^\s*(?P<num>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*(?P<unit>[KMGTPkmgtp]?)(?P<suffix>(?:i?[Bb])?)\s*$"
+)
 
 #: Largest size a user may ask for anywhere (1 PiB): beyond it the number is surely a typo.
 MAX_SIZE_BYTES = 2**50
@@ -45,7 +47,9 @@ def parse_size(text: str, *, what: str = "size") -> int:
         n = m.group("num")
         raise UsageError(
             f"{what} {text!r}: a lower-case b means bits, and sizes are bytes",
-            hint=f"write {n}{unit}B (decimal bytes) or {n}{unit}iB / {n}{unit} (binary bytes)" if unit else f"write {n} (bytes)",
+            hint=f"write {n}{unit}B (decimal bytes) or {n}{unit}iB / {n}{unit} (binary bytes)"
+            if unit
+            else f"write {n} (bytes)",
         )
     if suffix == "B" and unit:
         scale = _DECIMAL[unit]
@@ -55,11 +59,16 @@ def parse_size(text: str, *, what: str = "size") -> int:
     if not math.isfinite(value) or value > MAX_SIZE_BYTES:
         raise UsageError(f"{what} {text!r} is absurdly large", hint="sizes above 1 PiB are refused")
     if value != int(value):
-        raise UsageError(f"{what} {text!r} is not a whole number of bytes", hint="use a whole number of bytes, e.g. 4K")
+        raise UsageError(
+            f"{what} {text!r} is not a whole number of bytes",
+            hint="use a whole number of bytes, e.g. 4K",
+        )
     return int(value)
 
 
-def parse_size_spec(text: str, *, factor: float = 2.0, what: str = "--sizes", minimum: int = 1) -> tuple[int, ...]:
+def parse_size_spec(
+    text: str, *, factor: float = 2.0, what: str = "--sizes", minimum: int = 1
+) -> tuple[int, ...]:
     """A list (``"4K,64K,1M"``) or a range (``"4K:64M"``, multiplied by ``factor`` like nccl-tests' ``-f``).
 
     The range includes both ends when the steps land on the maximum; sizes come back ascending
@@ -67,36 +76,56 @@ def parse_size_spec(text: str, *, factor: float = 2.0, what: str = "--sizes", mi
     """
     text = str(text).strip()
     if not text:
-        raise UsageError(f"{what} is empty", hint="give a list like 4K,64K,1M or a range like 4K:64M")
+        raise UsageError(
+            f"{what} is empty", hint="give a list like 4K,64K,1M or a range like 4K:64M"
+        )
     if ":" in text:
         parts = text.split(":")
         if len(parts) != 2:
             raise UsageError(f"cannot read {what} {text!r}", hint="a range is MIN:MAX, e.g. 4K:64M")
         lo, hi = (parse_size(p, what=what) for p in parts)
         if lo < minimum:
-            raise UsageError(f"{what} {text!r} starts below {minimum} bytes", hint=f"start at {minimum} or more")
+            raise UsageError(
+                f"{what} {text!r} starts below {minimum} bytes", hint=f"start at {minimum} or more"
+            )
         if hi < lo:
-            raise UsageError(f"{what} {text!r} ends below its start", hint="write the range as MIN:MAX")
+            raise UsageError(
+                f"{what} {text!r} ends below its start", hint="write the range as MIN:MAX"
+            )
         if not factor > 1:
-            raise UsageError(f"size factor {factor} must be greater than 1", hint="use --factor 2 to double each step")
+            raise UsageError(
+                f"size factor {factor} must be greater than 1",
+                hint="use --factor 2 to double each step",
+            )
         sizes: list[int] = []
         size = float(lo)
         while size <= hi * (1 + 1e-12):
             sizes.append(int(round(size)))
             if len(sizes) > MAX_SIZES:
-                raise UsageError(f"{what} {text!r} expands to more than {MAX_SIZES} sizes", hint="narrow the range or raise --factor")
+                raise UsageError(
+                    f"{what} {text!r} expands to more than {MAX_SIZES} sizes",
+                    hint="narrow the range or raise --factor",
+                )
             size *= factor
         return tuple(sizes)
     sizes = []
     for part in text.split(","):
         if not part.strip():
-            raise UsageError(f"cannot read {what} {text!r}: empty item", hint="separate sizes with single commas: 4K,64K")
+            raise UsageError(
+                f"cannot read {what} {text!r}: empty item",
+                hint="separate sizes with single commas: 4K,64K",
+            )
         size = parse_size(part, what=what)
         if size < minimum:
-            raise UsageError(f"{what} item {part!r} is below {minimum} bytes", hint=f"use sizes of {minimum} bytes or more")
+            raise UsageError(
+                f"{what} item {part!r} is below {minimum} bytes",
+                hint=f"use sizes of {minimum} bytes or more",
+            )
         sizes.append(size)
     if len(sizes) > MAX_SIZES:
-        raise UsageError(f"{what} lists more than {MAX_SIZES} sizes", hint="measure fewer sizes per run")
+        raise UsageError(
+            f"{what} lists more than {MAX_SIZES} sizes", hint="measure fewer sizes per run"
+        )
     return tuple(sizes)
 
 
@@ -105,7 +134,13 @@ def format_bytes(n: int | float | None) -> str:
     if n is None:
         return "-"
     n = float(n)
-    for unit, scale in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+    for unit, scale in (
+        ("PiB", 2**50),
+        ("TiB", 2**40),
+        ("GiB", 2**30),
+        ("MiB", 2**20),
+        ("KiB", 2**10),
+    ):
         if abs(n) >= scale:
             value = n / scale
             return f"{value:.0f} {unit}" if value == int(value) else f"{value:.3g} {unit}"

@@ -13,7 +13,10 @@ HEADER = [
     "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 536870912 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0",
     "#",
     "# Using devices",
-    *[f"#  Rank {r:2d} Group  0 Pid {4000 + r:6d} on     node01 device {r:2d} [0x{0x18 + r:02x}] NVIDIA H100 80GB HBM3" for r in range(8)],
+    *[
+        f"#  Rank {r:2d} Group  0 Pid {4000 + r:6d} on     node01 device {r:2d} [0x{0x18 + r:02x}] NVIDIA H100 80GB HBM3"
+        for r in range(8)
+    ],
     "#",
     "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong",
     "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)",

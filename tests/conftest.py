@@ -124,4 +124,5 @@ def fixture_root():
     return get
 
 
-from tests.fleet_fixtures import fleet_dir  # noqa: E402,F401  (the fixture fleet of the ibdiag report tests)
+# the fixture fleet of the ibdiag report tests, made a fixture by importing it here
+from tests.fleet_fixtures import fleet_dir  # noqa: E402,F401

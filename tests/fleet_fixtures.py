@@ -50,15 +50,29 @@ def write_fleet(out: Path, cli: Callable, *, with_sweep: bool = True) -> Path:
             (json_dir / f"{host_of(variant)}.{command}.json").write_text(res.stdout)
             if command == "topo":
                 hca = json.loads(res.stdout)["nccl_ib_hca"]
-                rails[host_of(variant)] = [entry.split(":")[0] for entry in hca.lstrip("=").split(",")]
+                rails[host_of(variant)] = [
+                    entry.split(":")[0] for entry in hca.lstrip("=").split(",")
+                ]
     if with_sweep:
         hosts = sorted(rails)
-        nodes = check_fleet([FleetNode(i, h, f"10.0.0.{i + 1}", tuple(Rail(k, a, 1, 400.0) for k, a in enumerate(rails[h]))) for i, h in enumerate(hosts)])
+        nodes = check_fleet(
+            [
+                FleetNode(
+                    i,
+                    h,
+                    f"10.0.0.{i + 1}",
+                    tuple(Rail(k, a, 1, 400.0) for k, a in enumerate(rails[h])),
+                )
+                for i, h in enumerate(hosts)
+            ]
+        )
         narrow = hosts.index(host_of("narrow"))
         faults = PlantedFaults(slow_ends={(narrow, rails[host_of("narrow")].index("mlx5_7")): 0.5})
         result = run_sweep(nodes, SyntheticFabric(faults, noise=0.01, seed=4))
         meta = RunMeta(host=hosts[0], version="0.1.0", generated_at="2026-12-01T12:00:00Z")
-        (json_dir / "sweep.json").write_text(render_json(Report("sweep", result.to_json(), tuple(sweep_findings(result))), meta))
+        (json_dir / "sweep.json").write_text(
+            render_json(Report("sweep", result.to_json(), tuple(sweep_findings(result))), meta)
+        )
     return json_dir
 
 
@@ -73,6 +87,8 @@ def fleet_dir(tmp_path_factory):
 
     def cli(*args):
         res = runner.invoke(app, [str(a) for a in args])
-        return type("Result", (), {"exit_code": res.exit_code, "stdout": res.stdout, "stderr": res.stderr})
+        return type(
+            "Result", (), {"exit_code": res.exit_code, "stdout": res.stdout, "stderr": res.stderr}
+        )
 
     return write_fleet(tmp_path_factory.mktemp("fleet"), cli)

@@ -50,6 +50,9 @@ def selected(value: str | None, ports: Iterable[tuple[str, int, bool]]) -> list[
     def listed(dev: str, port: int) -> bool:
         if not entries:
             return True
-        return any((dev == name if exact else dev.startswith(name)) and (want is None or want == port) for name, want in entries)
+        return any(
+            (dev == name if exact else dev.startswith(name)) and (want is None or want == port)
+            for name, want in entries
+        )
 
     return [(dev, port) for dev, port, active in ports if active and (listed(dev, port) != exclude)]

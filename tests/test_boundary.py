@@ -33,7 +33,18 @@ def test_main_returns_an_exit_status_and_writes_only_to_the_given_streams(capsys
 
 
 def test_watch_runs_in_process_on_a_fake_terminal():
-    res = run_cli("counters", "--root", DGX, "--watch", "--interval", "0.1", "--count", "2", stdout_tty=True, columns=160)
+    res = run_cli(
+        "counters",
+        "--root",
+        DGX,
+        "--watch",
+        "--interval",
+        "0.1",
+        "--count",
+        "2",
+        stdout_tty=True,
+        columns=160,
+    )
     assert res.exit_code == 0, res.stderr
     screen = ANSI.sub("", res.stdout)
     assert "sample 1" in screen and "sample 2" in screen  # redrawn in place, once per sample
@@ -48,7 +59,18 @@ def test_watch_refuses_a_pipe_from_the_injected_environment():
 
 
 def test_progress_lines_only_on_a_terminal_stderr():
-    res = run_cli("counters", "--root", DGX, "--interval", "0.1", "--count", "2", "-o", "json", stderr_tty=True)
+    res = run_cli(
+        "counters",
+        "--root",
+        DGX,
+        "--interval",
+        "0.1",
+        "--count",
+        "2",
+        "-o",
+        "json",
+        stderr_tty=True,
+    )
     assert res.exit_code == 0, res.stderr
     assert "ibdiag: baseline read of 12 port(s); 2 sample(s) every 0.1 s" in res.stderr
     assert "sample 2/2 taken" in res.stderr and res.stdout.lstrip().startswith("{")
@@ -73,8 +95,20 @@ def test_width_comes_from_the_injected_terminal():
     assert max(map(len, wide.stdout.splitlines())) > 80
 
 
-BOUNDARY = {"main.py", "env.py", "completions.py"}  # completions.py is the `make completions` tool, not a command
-FORBIDDEN = {("sys", "stdout"), ("sys", "stderr"), ("sys", "stdin"), ("sys", "exit"), ("sys", "argv"), ("os", "environ"), ("os", "getenv")}
+BOUNDARY = {
+    "main.py",
+    "env.py",
+    "completions.py",
+}  # completions.py is the `make completions` tool, not a command
+FORBIDDEN = {
+    ("sys", "stdout"),
+    ("sys", "stderr"),
+    ("sys", "stdin"),
+    ("sys", "exit"),
+    ("sys", "argv"),
+    ("os", "environ"),
+    ("os", "getenv"),
+}
 
 
 def test_no_command_module_touches_the_process():
@@ -83,7 +117,11 @@ def test_no_command_module_touches_the_process():
         if path.name in BOUNDARY:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and (node.value.id, node.attr) in FORBIDDEN:
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and (node.value.id, node.attr) in FORBIDDEN
+            ):
                 offenders.append(f"{path.name}:{node.lineno} {node.value.id}.{node.attr}")
             if isinstance(node, ast.Attribute) and node.attr == "isatty":
                 offenders.append(f"{path.name}:{node.lineno} .isatty")
@@ -92,5 +130,7 @@ def test_no_command_module_touches_the_process():
 
 def test_one_error_writer():
     texts = {p.name: p.read_text() for p in (REPO / "ibdiag").rglob("*.py")}
-    writers = sorted(name for name, text in texts.items() if re.search(r"f\"ibdiag: error: \{", text))
+    writers = sorted(
+        name for name, text in texts.items() if re.search(r"f\"ibdiag: error: \{", text)
+    )
     assert writers == ["errors.py"]

@@ -12,7 +12,9 @@ from ibdiag.report.checks import CheckRegistry, all_checks, all_registries
 from ibdiag.report.model import Finding, Severity
 from tests.conftest import REPO, SYSFS_FIXTURES
 
-ID_RE = re.compile(r"(topo|port|counters|verdict|bench|collective|import|sweep|report)\.[a-z][a-z0-9_]*")
+ID_RE = re.compile(
+    r"(topo|port|counters|verdict|bench|collective|import|sweep|report)\.[a-z][a-z0-9_]*"
+)
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 
@@ -21,7 +23,11 @@ def _code_ids() -> dict[str, str]:
     out: dict[str, str] = {}
     for path in sorted((REPO / "ibdiag").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and ID_RE.fullmatch(node.value):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and ID_RE.fullmatch(node.value)
+            ):
                 out.setdefault(node.value, str(path.relative_to(REPO)))
     return out
 
@@ -39,7 +45,12 @@ def test_check_ids_are_literals():
     built = []
     for path in sorted((REPO / "ibdiag").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Finding" and node.args and isinstance(node.args[0], ast.JoinedStr):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) == "Finding"
+                and node.args
+                and isinstance(node.args[0], ast.JoinedStr)
+            ):
                 built.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert not built, built
 
@@ -53,17 +64,39 @@ def test_every_id_in_the_code_is_registered():
 def test_every_registered_id_is_documented():
     text = "\n".join(p.read_text() for p in DOCS)
     undocumented = [i for i in all_checks() if f"`{i}`" not in text]
-    assert not undocumented, f"check ids not documented (as `id`) in README.md or docs/: {undocumented}"
+    assert not undocumented, (
+        f"check ids not documented (as `id`) in README.md or docs/: {undocumented}"
+    )
 
 
-@pytest.mark.parametrize("fixture", sorted(p.name for p in SYSFS_FIXTURES.iterdir() if (p / "sys").is_dir()))
+@pytest.mark.parametrize(
+    "fixture", sorted(p.name for p in SYSFS_FIXTURES.iterdir() if (p / "sys").is_dir())
+)
 def test_every_id_emitted_on_the_fixtures_is_registered(cli, fixture):
     root = SYSFS_FIXTURES / fixture
     registered = all_checks()
     runs = [
         ["topo", "--root", root, "-o", "json"],
         ["counters", "--root", root, "-o", "json"],
-        ["verdict", "--params", "8e9", "--dtype", "bf16", "--ranks", "512", "--compute-s", "2", "--busbw", "40", "--link-gbps", "400", "--root", root, "-o", "json"],
+        [
+            "verdict",
+            "--params",
+            "8e9",
+            "--dtype",
+            "bf16",
+            "--ranks",
+            "512",
+            "--compute-s",
+            "2",
+            "--busbw",
+            "40",
+            "--link-gbps",
+            "400",
+            "--root",
+            root,
+            "-o",
+            "json",
+        ],
     ]
     emitted: set[str] = set()
     for args in runs:
@@ -72,7 +105,11 @@ def test_every_id_emitted_on_the_fixtures_is_registered(cli, fixture):
             continue
         doc = json.loads(res.stdout)
         emitted |= {f["check"] for f in doc["findings"]}
-        emitted |= {f["check"] for part in ("failing", "warnings") for f in (doc.get("fabric_health") or {}).get(part, [])}
+        emitted |= {
+            f["check"]
+            for part in ("failing", "warnings")
+            for f in (doc.get("fabric_health") or {}).get(part, [])
+        }
     assert emitted and not emitted - set(registered), emitted - set(registered)
 
 

@@ -51,7 +51,9 @@ def test_unknown_format_is_a_usage_error(cli):
 
 def test_missing_root_and_root_without_sys(cli, tmp_path):
     res = cli("topo", "--root", tmp_path / "nope")
-    assert res.exit_code == 2 and "no such file or directory" in res.stderr and "hint:" in res.stderr
+    assert (
+        res.exit_code == 2 and "no such file or directory" in res.stderr and "hint:" in res.stderr
+    )
     res = cli("topo", "--root", tmp_path)
     assert res.exit_code == 2 and "no sys/ directory" in res.stderr
 
@@ -68,7 +70,10 @@ def test_every_format(cli, fmt):
         assert json.loads(out)["status"] == "fail"
     elif fmt == "csv":
         lines = out.splitlines()
-        assert lines[0] == "gpu,gpu_pci,gpu_numa_node,adapter,adapter_pci,adapter_numa_node,path,nearest,gdr,nic_index"
+        assert (
+            lines[0]
+            == "gpu,gpu_pci,gpu_numa_node,adapter,adapter_pci,adapter_numa_node,path,nearest,gdr,nic_index"
+        )
         assert len(lines) == 1 + 8 * 12
         assert "2,0000:3a:00.0,0,mlx5_11,0000:e9:00.0,1,SYS,0,0,11" in lines
     elif fmt == "prom":
@@ -79,7 +84,11 @@ def test_every_format(cli, fmt):
         root = ET.fromstring(out.split("\n", 1)[1])
         suite = root.find("testsuite")
         assert suite.get("name") == "ibdiag.topo@dgx-h100-07" and suite.get("failures") == "3"
-        failed = {c.get("classname") + ":" + c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None}
+        failed = {
+            c.get("classname") + ":" + c.get("name")
+            for c in suite.iter("testcase")
+            if c.find("failure") is not None
+        }
         assert failed == {"topo.pcie_width:mlx5_6", "port.rate:mlx5_7:1", "port.state:mlx5_10:1"}
 
 
@@ -98,7 +107,11 @@ def test_config_file(cli, tmp_path):
     assert cli("topo", "--root", DGX, env={"IBDIAG_CONFIG": str(cfg)}).exit_code == 1
     cfg.write_text("[topo]\nexpected_rate = 800\n")
     res = cli("topo", "--root", DGX, "--config", cfg)
-    assert res.exit_code == 2 and "unknown key expected_rate" in res.stderr and "expected_rate_gbps" in res.stderr
+    assert (
+        res.exit_code == 2
+        and "unknown key expected_rate" in res.stderr
+        and "expected_rate_gbps" in res.stderr
+    )
     cfg.write_text("[topo]\ngdr_level = 'FAR'\n")
     res = cli("topo", "--root", DGX, "--config", cfg)
     assert res.exit_code == 2 and "gdr_level" in res.stderr
@@ -129,13 +142,17 @@ def test_this_machine(cli):
 
 
 def run_module(*args, **kw):
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120, cwd=REPO, **kw)
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=120, cwd=REPO, **kw
+    )
 
 
 HEAVY = ("pandas", "numpy", "torch", "pyverbs", "matplotlib")
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["topo", "--root", str(DGX)], ["topo", "--root", str(DGX), "-o", "json"]])
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["topo", "--root", str(DGX)], ["topo", "--root", str(DGX), "-o", "json"]]
+)
 def test_startup_does_not_import_heavy_modules(argv):
     code = (
         "import sys\n"
@@ -154,7 +171,11 @@ def test_startup_does_not_import_heavy_modules(argv):
 def test_python_dash_m_and_console_script(ibdiag_exe):
     res = run_module("-m", "ibdiag", "topo", "--root", str(DGX), "-o", "json")
     assert res.returncode == 0 and json.loads(res.stdout)["host"] == "dgx-h100-01"
-    res = subprocess.run([ibdiag_exe, "topo", "--root", str(FAULTY)], capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [ibdiag_exe, "topo", "--root", str(FAULTY)], capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == 1 and "status: FAIL" in res.stdout
-    res = subprocess.run([ibdiag_exe, "topo", "--format", "nope"], capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [ibdiag_exe, "topo", "--format", "nope"], capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == 2 and res.stderr.startswith("ibdiag: error:")

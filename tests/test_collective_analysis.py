@@ -17,15 +17,34 @@ from ibdiag.report.model import Severity
 CFG = CollectiveConfig()
 
 
-def _row(size: int, n: int, time_us: float, coll: list[float], *, op: str = "all_reduce", in_place: bool = True, wrong: int | None = 0, calls=None) -> MeasuredRow:
-    return MeasuredRow(plan_size(OPS[op], size, n, DTYPES["float32"]), in_place, tuple([time_us] * n), tuple(coll), wrong, calls)
+def _row(
+    size: int,
+    n: int,
+    time_us: float,
+    coll: list[float],
+    *,
+    op: str = "all_reduce",
+    in_place: bool = True,
+    wrong: int | None = 0,
+    calls=None,
+) -> MeasuredRow:
+    return MeasuredRow(
+        plan_size(OPS[op], size, n, DTYPES["float32"]),
+        in_place,
+        tuple([time_us] * n),
+        tuple(coll),
+        wrong,
+        calls,
+    )
 
 
 def _measurement(rows, hosts, *, op: str = "all_reduce", setup=None) -> Measurement:
     n = len(hosts)
     setup = setup or [0.5] * n
     ranks = tuple(RankInfo(r, hosts[r], r % 8, 1000 + r, "cpu", setup[r]) for r in range(n))
-    return Measurement(op, "gloo", "float32", n, 20, 5, False, True, "torchrun", "host timer", ranks, tuple(rows))
+    return Measurement(
+        op, "gloo", "float32", n, 20, 5, False, True, "torchrun", "host timer", ranks, tuple(rows)
+    )
 
 
 def test_late_share_is_the_wait_others_had_over_the_row_time():
@@ -39,7 +58,13 @@ def test_per_call_times_ignore_one_descheduled_call():
     n, calls = 3, 9
     per_call = [[500.0] * calls for _ in range(n)]
     per_call[1][4] = 100.0  # one call where rank 1 arrived late: jitter, not a straggler
-    row = _row(1 << 20, n, 500.0, [sum(c) / calls for c in per_call], calls=tuple(tuple(c) for c in per_call))
+    row = _row(
+        1 << 20,
+        n,
+        500.0,
+        [sum(c) / calls for c in per_call],
+        calls=tuple(tuple(c) for c in per_call),
+    )
     assert late_shares(row) == pytest.approx([0.0, 0.0, 0.0])
 
 
@@ -52,23 +77,33 @@ def test_a_consistently_late_rank_is_named_with_its_host():
         rows.append(_row(size, 8, 1000.0, coll))
     found = find_stragglers(rows, hosts, CFG)
     assert [(s.kind, s.ranks, s.host) for s in found] == [("rank", (5,), "node02")]
-    assert found[0].share == pytest.approx(0.37)  # the 2nd largest of 4 (0.38, 0.37, 0.36, 0.35): needed in half the rows
+    assert found[0].share == pytest.approx(
+        0.37
+    )  # the 2nd largest of 4 (0.38, 0.37, 0.36, 0.35): needed in half the rows
     assert (found[0].rows_late, found[0].rows_judged) == (4, 4)
 
 
 def test_late_in_one_row_of_four_is_not_consistent():
-    rows = [_row(1 << (20 + i), 4, 1000.0, [1000.0, 1000.0, 1000.0, 400.0 if i == 0 else 1000.0]) for i in range(4)]
+    rows = [
+        _row(1 << (20 + i), 4, 1000.0, [1000.0, 1000.0, 1000.0, 400.0 if i == 0 else 1000.0])
+        for i in range(4)
+    ]
     assert find_stragglers(rows, ["h"] * 4, CFG) == []
 
 
 def test_noise_is_not_a_straggler():
     rng = random.Random(7)
-    rows = [_row(1 << (16 + i), 8, 800.0, [800.0 * (1 + rng.uniform(-0.05, 0.05)) for _ in range(8)]) for i in range(8)]
+    rows = [
+        _row(1 << (16 + i), 8, 800.0, [800.0 * (1 + rng.uniform(-0.05, 0.05)) for _ in range(8)])
+        for i in range(8)
+    ]
     assert find_stragglers(rows, ["a"] * 4 + ["b"] * 4, CFG) == []
 
 
 def test_latency_bound_rows_are_not_judged():
-    rows = [_row(8 << i, 4, 20.0, [20.0, 20.0, 20.0, 2.0]) for i in range(4)]  # 20 µs rows: below 50 µs
+    rows = [
+        _row(8 << i, 4, 20.0, [20.0, 20.0, 20.0, 2.0]) for i in range(4)
+    ]  # 20 µs rows: below 50 µs
     assert find_stragglers(rows, ["h"] * 4, CFG) == []
     run, findings = to_bench_run(_measurement(rows, ["h"] * 4), CFG)
     straggler = [f for f in findings if f.check == "collective.straggler"]
@@ -102,7 +137,13 @@ def test_threshold_is_configurable():
 
 
 def test_config_refuses_nonsense():
-    for kw in ({"straggler_share": 0}, {"straggler_min_fraction": 1.5}, {"min_busbw_gbs": -1}, {"max_setup_s": 0}, {"straggler_min_time_us": -1}):
+    for kw in (
+        {"straggler_share": 0},
+        {"straggler_min_fraction": 1.5},
+        {"min_busbw_gbs": -1},
+        {"max_setup_s": 0},
+        {"straggler_min_time_us": -1},
+    ):
         with pytest.raises(InputError):
             CollectiveConfig(**kw)
 
@@ -110,8 +151,20 @@ def test_config_refuses_nonsense():
 def test_bench_run_rows_are_nccl_tests_arithmetic():
     n = 16
     rows = [
-        MeasuredRow(plan_size(OPS["all_reduce"], 1 << 30, n, DTYPES["float32"]), True, tuple([10000.0] * 8 + [10400.0] * 8), tuple([9000.0] * n), 0),
-        MeasuredRow(plan_size(OPS["all_reduce"], 1 << 20, n, DTYPES["float32"]), True, tuple([100.0] * n), tuple([90.0] * n), 0),
+        MeasuredRow(
+            plan_size(OPS["all_reduce"], 1 << 30, n, DTYPES["float32"]),
+            True,
+            tuple([10000.0] * 8 + [10400.0] * 8),
+            tuple([9000.0] * n),
+            0,
+        ),
+        MeasuredRow(
+            plan_size(OPS["all_reduce"], 1 << 20, n, DTYPES["float32"]),
+            True,
+            tuple([100.0] * n),
+            tuple([90.0] * n),
+            0,
+        ),
     ]
     run, findings = to_bench_run(_measurement(rows, ["a"] * 8 + ["b"] * 8), CFG)
     big = run.results[0]
@@ -120,14 +173,24 @@ def test_bench_run_rows_are_nccl_tests_arithmetic():
     assert big.algbw_gbs == pytest.approx((1 << 30) / 10200e-6 / 1e9)
     assert big.busbw_gbs == pytest.approx(big.algbw_gbs * 1.875)
     assert (big.dtype, big.redop, big.root, big.count) == ("float", "sum", None, 1 << 28)
-    assert run.meta.avg_busbw_gbs == pytest.approx((run.results[0].busbw_gbs + run.results[1].busbw_gbs) / 2)
-    assert (run.meta.world_size, run.meta.ranks_per_node, run.meta.nodes, run.meta.hosts) == (16, 8, 2, ("a", "b"))
+    assert run.meta.avg_busbw_gbs == pytest.approx(
+        (run.results[0].busbw_gbs + run.results[1].busbw_gbs) / 2
+    )
+    assert (run.meta.world_size, run.meta.ranks_per_node, run.meta.nodes, run.meta.hosts) == (
+        16,
+        8,
+        2,
+        ("a", "b"),
+    )
     assert len(run.meta.measured.per_rank) == 16 and len(run.meta.measured.per_rank[3].time_us) == 2
     assert [f.severity for f in findings if f.check == "collective.wrong"] == [Severity.OK]
 
 
 def test_wrong_elements_fail():
-    rows = [_row(1 << 20, 4, 500.0, [500.0] * 4, wrong=0), _row(1 << 22, 4, 900.0, [900.0] * 4, wrong=12)]
+    rows = [
+        _row(1 << 20, 4, 500.0, [500.0] * 4, wrong=0),
+        _row(1 << 22, 4, 900.0, [900.0] * 4, wrong=12),
+    ]
     _, findings = to_bench_run(_measurement(rows, ["h"] * 4), CFG)
     wrong = [f for f in findings if f.check == "collective.wrong"]
     assert len(wrong) == 1 and wrong[0].severity is Severity.FAIL and wrong[0].value == 12
@@ -147,9 +210,18 @@ def test_busbw_expectation_and_setup_limit():
     run, findings = to_bench_run(m, CollectiveConfig(min_busbw_gbs=10.0, max_setup_s=5.0))
     by = {f.check: f for f in findings}
     largest_busbw = run.results[1].busbw_gbs  # 64 MiB in 20 ms over 4 ranks: 5.03 GB/s
-    assert by["collective.busbw"].severity is Severity.FAIL and by["collective.busbw"].value == pytest.approx(largest_busbw, abs=1e-3)
-    assert by["collective.setup"].severity is Severity.WARN and "rank 2" in by["collective.setup"].message
-    assert (run.meta.measured.setup_s, run.meta.measured.setup_s_min, run.meta.measured.setup_slowest_rank) == (9.5, 1.0, 2)
+    assert by["collective.busbw"].severity is Severity.FAIL and by[
+        "collective.busbw"
+    ].value == pytest.approx(largest_busbw, abs=1e-3)
+    assert (
+        by["collective.setup"].severity is Severity.WARN
+        and "rank 2" in by["collective.setup"].message
+    )
+    assert (
+        run.meta.measured.setup_s,
+        run.meta.measured.setup_s_min,
+        run.meta.measured.setup_slowest_rank,
+    ) == (9.5, 1.0, 2)
     _, findings = to_bench_run(m, CollectiveConfig(min_busbw_gbs=1.0, max_setup_s=10.0))
     assert {f.check: f.severity for f in findings}["collective.busbw"] is Severity.OK
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ibdiag.bench.collective.plan import buffer_bytes, plan_size, plan_sizes
-from ibdiag.collectives import DTYPES, OPS, algbw_gbs, avg_busbw, get_op
-from ibdiag.collectives import collective_dtype
+from ibdiag.collectives import DTYPES, OPS, algbw_gbs, avg_busbw, collective_dtype, get_op
 from ibdiag.errors import UsageError
 
 F32 = DTYPES["float32"]
@@ -75,7 +74,9 @@ def test_sizes_that_round_to_the_same_plan_are_measured_once():
 def test_bandwidth_arithmetic():
     # 1 GiB in 10 ms = 107.37 GB/s (1e9 B/s, as nccl-tests prints)
     assert algbw_gbs(1 << 30, 0.01) == pytest.approx(107.374, rel=1e-4)
-    assert algbw_gbs(1 << 30, 0.01) * OPS["all_reduce"].busbw_factor(16) == pytest.approx(107.374 * 1.875, rel=1e-4)
+    assert algbw_gbs(1 << 30, 0.01) * OPS["all_reduce"].busbw_factor(16) == pytest.approx(
+        107.374 * 1.875, rel=1e-4
+    )
     assert algbw_gbs(100, 0) == 0.0
 
 
@@ -91,7 +92,16 @@ def test_buffer_bytes_counts_what_a_rank_allocates():
     assert buffer_bytes(OPS["all_gather"], p, F32, check=False) == (1 << 20) + (1 << 18)
 
 
-@pytest.mark.parametrize(("name", "canonical"), [("allreduce", "all_reduce"), ("all_reduce_perf", "all_reduce"), ("alltoall", "all_to_all"), ("All-Gather", "all_gather"), ("ring", "sendrecv")])
+@pytest.mark.parametrize(
+    ("name", "canonical"),
+    [
+        ("allreduce", "all_reduce"),
+        ("all_reduce_perf", "all_reduce"),
+        ("alltoall", "all_to_all"),
+        ("All-Gather", "all_gather"),
+        ("ring", "sendrecv"),
+    ],
+)
 def test_op_aliases(name, canonical):
     assert get_op(name).name == canonical
 
@@ -104,7 +114,10 @@ def test_unknown_op_and_dtype_are_usage_errors_with_the_choices():
         collective_dtype("int7")
 
 
-@pytest.mark.parametrize(("name", "torch_name", "nccl"), [("half", "float16", "half"), ("bf16", "bfloat16", "bfloat16"), ("float", "float32", "float")])
+@pytest.mark.parametrize(
+    ("name", "torch_name", "nccl"),
+    [("half", "float16", "half"), ("bf16", "bfloat16", "bfloat16"), ("float", "float32", "float")],
+)
 def test_dtype_aliases_use_nccl_tests_names(name, torch_name, nccl):
     d = collective_dtype(name)
     assert (d.name, d.nccl_name) == (torch_name, nccl)

@@ -44,20 +44,29 @@ def _run(op: str, n: int = 4, placements=None):
             t = 100.0 + size / 20e3 + i
             rows.append(MeasuredRow(plan, in_place, tuple([t] * n), tuple([t * 0.9] * n), 0))
     ranks = tuple(RankInfo(r, f"node{r // 2}", r % 2, 100 + r, "cpu", 0.25) for r in range(n))
-    m = Measurement(op, "gloo", "bfloat16", n, 20, 5, False, True, "ibdiag", "host timer", ranks, tuple(rows))
+    m = Measurement(
+        op, "gloo", "bfloat16", n, 20, 5, False, True, "ibdiag", "host timer", ranks, tuple(rows)
+    )
     return to_bench_run(m, CollectiveConfig())
 
 
-@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "sendrecv", "reduce"])
+@pytest.mark.parametrize(
+    "op",
+    ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "sendrecv", "reduce"],
+)
 def test_table_reads_back_through_the_nccl_tests_importer(op):
     run, _ = _run(op)
     lines = render.summary_lines(run) + render.table_lines(run)
     back = importers.parse_text("\n".join(lines) + "\n", "ibdiag-table.txt", op=op)
-    assert [(r.bytes, r.count, r.in_place, r.wrong) for r in back.results] == [(r.bytes, r.count, r.in_place, r.wrong) for r in run.results]
-    for a, b in zip(back.results, run.results):
+    assert [(r.bytes, r.count, r.in_place, r.wrong) for r in back.results] == [
+        (r.bytes, r.count, r.in_place, r.wrong) for r in run.results
+    ]
+    for a, b in zip(back.results, run.results, strict=False):
         assert a.busbw_gbs == pytest.approx(b.busbw_gbs, abs=0.006)
         assert a.time_us == pytest.approx(b.time_us, rel=1e-3)
-    assert back.meta.nccl_tests.avg_busbw_gbs_reported == pytest.approx(run.meta.avg_busbw_gbs, rel=1e-5)
+    assert back.meta.nccl_tests.avg_busbw_gbs_reported == pytest.approx(
+        run.meta.avg_busbw_gbs, rel=1e-5
+    )
 
 
 def test_table_layout():
@@ -98,8 +107,14 @@ def test_csv_loads_as_a_table():
 def test_metrics_render():
     run, _ = _run("reduce_scatter")
     text = render_prom(render.prom_metrics(run))
-    assert 'ibdiag_collective_busbw_bytes_per_second{op="reduce_scatter",backend="gloo",bytes="1048576",placement="out_of_place"}' in text
-    assert "ibdiag_collective_setup_seconds" in text and "ibdiag_collective_avg_busbw_bytes_per_second" in text
+    assert (
+        'ibdiag_collective_busbw_bytes_per_second{op="reduce_scatter",backend="gloo",bytes="1048576",placement="out_of_place"}'
+        in text
+    )
+    assert (
+        "ibdiag_collective_setup_seconds" in text
+        and "ibdiag_collective_avg_busbw_bytes_per_second" in text
+    )
 
 
 def test_chart_and_spread():

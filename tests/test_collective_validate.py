@@ -11,8 +11,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+# after importorskip: these modules need torch
 from ibdiag.bench.collective import validate  # noqa: E402
-from ibdiag.bench.collective.plan import plan_size
+from ibdiag.bench.collective.plan import plan_size  # noqa: E402
 from ibdiag.collectives import DTYPES, OPS  # noqa: E402
 
 
@@ -25,8 +26,12 @@ def _emulate(op: str, n: int, dtype: str, size: int, in_place: bool):
     ranks = []
     for r in range(n):
         send_buf = torch.ones(plan.send_elems, dtype=tdt)
-        recv_buf = send_buf if spec.placements == (True,) else torch.ones(plan.recv_elems, dtype=tdt)
-        inp, out = validate.views(op, r, plan.send_elems, plan.recv_elems, per, in_place, send_buf, recv_buf)
+        recv_buf = (
+            send_buf if spec.placements == (True,) else torch.ones(plan.recv_elems, dtype=tdt)
+        )
+        inp, out = validate.views(
+            op, r, plan.send_elems, plan.recv_elems, per, in_place, send_buf, recv_buf
+        )
         validate.prepare(op, r, n, inp, out, per)
         ranks.append((inp, out))
     inputs = [inp.clone() for inp, _ in ranks]
@@ -73,7 +78,9 @@ def test_one_corrupted_element_is_counted(op, in_place):
 def test_sums_stay_exact_in_bfloat16_at_large_world_sizes():
     # one contributor per element: adding zeros is exact whatever the number of ranks
     ranks, per = _emulate("all_reduce", 300, "bfloat16", 2 * 600, True)
-    assert all(validate.check("all_reduce", r, 300, out, per) == 0 for r, (_, out) in enumerate(ranks))
+    assert all(
+        validate.check("all_reduce", r, 300, out, per) == 0 for r, (_, out) in enumerate(ranks)
+    )
 
 
 def test_a_lost_contribution_is_wrong():
@@ -100,4 +107,6 @@ def test_swapped_chunks_are_wrong():
 def test_large_buffers_are_checked_in_chunks(monkeypatch):
     monkeypatch.setattr(validate, "CHUNK", 7)
     ranks, per = _emulate("reduce_scatter", 3, "float32", 3 * 4 * 50, True)
-    assert all(validate.check("reduce_scatter", r, 3, out, per) == 0 for r, (_, out) in enumerate(ranks))
+    assert all(
+        validate.check("reduce_scatter", r, 3, out, per) == 0 for r, (_, out) in enumerate(ranks)
+    )

@@ -14,7 +14,9 @@ class Demo:
     count: int | None = None
     names: tuple[str, ...] = ()
     flag: bool = False
-    thresholds: dict[str, int] = field(default_factory=lambda: {"symbol_error": 10, "link_downed": 10})
+    thresholds: dict[str, int] = field(
+        default_factory=lambda: {"symbol_error": 10, "link_downed": 10}
+    )
 
 
 def test_defaults_without_a_file(monkeypatch):
@@ -25,9 +27,17 @@ def test_defaults_without_a_file(monkeypatch):
 
 def test_values_are_typed_and_mappings_merge(tmp_path):
     p = tmp_path / "c.toml"
-    p.write_text("[counters]\nlimit = 2\ncount = 3\nnames = ['a']\nflag = true\n[counters.thresholds]\nlink_downed = 1\n")
+    p.write_text(
+        "[counters]\nlimit = 2\ncount = 3\nnames = ['a']\nflag = true\n[counters.thresholds]\nlink_downed = 1\n"
+    )
     d = load_config(p).section("counters", Demo)
-    assert d == Demo(limit=2.0, count=3, names=("a",), flag=True, thresholds={"symbol_error": 10, "link_downed": 1})
+    assert d == Demo(
+        limit=2.0,
+        count=3,
+        names=("a",),
+        flag=True,
+        thresholds={"symbol_error": 10, "link_downed": 1},
+    )
 
 
 @pytest.mark.parametrize(

@@ -34,15 +34,31 @@ def stubs(tmp_path):
         log = tmp_path / f"{name}.log"
         if not log.exists():
             return []
-        return [chunk.strip("\n").split("\n") for chunk in log.read_text().split("@@END@@\n") if chunk.strip()]
+        return [
+            chunk.strip("\n").split("\n")
+            for chunk in log.read_text().split("@@END@@\n")
+            if chunk.strip()
+        ]
 
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     return env, calls
 
 
 def _wrapper(env, ibdiag_exe, root, checks="topo"):
-    run_env = {**env, "IBDIAG": ibdiag_exe, "IBDIAG_CHECKS": checks, "IBDIAG_ARGS": f"--root {root}", "IBDIAG_NODENAME": "gpu-node-07"}
-    return subprocess.run([str(CONTRIB / "slurm" / "ibdiag-healthcheck")], env=run_env, capture_output=True, text=True, timeout=120)
+    run_env = {
+        **env,
+        "IBDIAG": ibdiag_exe,
+        "IBDIAG_CHECKS": checks,
+        "IBDIAG_ARGS": f"--root {root}",
+        "IBDIAG_NODENAME": "gpu-node-07",
+    }
+    return subprocess.run(
+        [str(CONTRIB / "slurm" / "ibdiag-healthcheck")],
+        env=run_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_slurm_wrapper_drains_with_the_line_on_a_failing_finding(stubs, ibdiag_exe):
@@ -69,7 +85,10 @@ def test_slurm_wrapper_only_logs_when_ibdiag_cannot_run(stubs, ibdiag_exe, tmp_p
     res = _wrapper(env, ibdiag_exe, NO_RDMA, checks="counters")  # no RDMA port: exit 3
     assert res.returncode == 0 and calls("scontrol") == []
     (log,) = calls("logger")
-    assert "ibdiag counters could not judge gpu-node-07 (exit 3): UNKNOWN ibdiag: no RDMA port" in " ".join(log)
+    assert (
+        "ibdiag counters could not judge gpu-node-07 (exit 3): UNKNOWN ibdiag: no RDMA port"
+        in " ".join(log)
+    )
     res = _wrapper(env, ibdiag_exe, tmp_path / "missing", checks="topo")  # usage error: exit 2
     assert res.returncode == 0 and calls("scontrol") == [] and "(exit 2)" in res.stderr
 
@@ -87,10 +106,18 @@ check_ibdiag "$@"
 
 def _nhc(env, ibdiag_exe, tmp_path, *args):
     harness = NHC_HARNESS.format(log=tmp_path / "nhc.log", script=CONTRIB / "nhc" / "ibdiag.nhc")
-    return subprocess.run(["bash", "-c", harness, "nhc", *args], env={**env, "IBDIAG": ibdiag_exe}, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        ["bash", "-c", harness, "nhc", *args],
+        env={**env, "IBDIAG": ibdiag_exe},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
-def test_nhc_check_fails_with_the_line_and_only_logs_when_it_cannot_run(stubs, ibdiag_exe, tmp_path):
+def test_nhc_check_fails_with_the_line_and_only_logs_when_it_cannot_run(
+    stubs, ibdiag_exe, tmp_path
+):
     env, calls = stubs
     res = _nhc(env, ibdiag_exe, tmp_path, "topo", "--root", str(FAULTY))
     assert res.returncode == 1
@@ -100,7 +127,9 @@ def test_nhc_check_fails_with_the_line_and_only_logs_when_it_cannot_run(stubs, i
     assert res.returncode == 0 and len(calls("scontrol")) == 1
     res = _nhc(env, ibdiag_exe, tmp_path, "counters", "--root", str(NO_RDMA))
     assert res.returncode == 0 and len(calls("scontrol")) == 1
-    assert "could not judge the node (exit 3): UNKNOWN ibdiag:" in (tmp_path / "nhc.log").read_text()
+    assert (
+        "could not judge the node (exit 3): UNKNOWN ibdiag:" in (tmp_path / "nhc.log").read_text()
+    )
 
 
 def test_npd_config_is_a_valid_custom_plugin_monitor(ibdiag_exe):
@@ -114,10 +143,21 @@ def test_npd_config_is_a_valid_custom_plugin_monitor(ibdiag_exe):
     assert all(c["reason"] and c["message"] for c in conditions.values())
     assert doc["rules"]
     for rule in doc["rules"]:
-        assert rule["type"] in ("temporary", "permanent") and rule["reason"] and rule["timeout"].endswith("s")
+        assert (
+            rule["type"] in ("temporary", "permanent")
+            and rule["reason"]
+            and rule["timeout"].endswith("s")
+        )
         if rule["type"] == "permanent":
             assert rule["condition"] in conditions
         assert Path(rule["path"]).name == "ibdiag" and rule["args"][-2:] == ["-o", "line"]
         # what NPD would read: exit 0/1 with one line within max_output_length, on a failing fixture
-        res = subprocess.run([ibdiag_exe, *rule["args"], "--root", str(FAULTY)], capture_output=True, text=True, timeout=120)
-        assert res.returncode == 1 and len(res.stdout.encode()) <= 81 and res.stdout.count("\n") == 1
+        res = subprocess.run(
+            [ibdiag_exe, *rule["args"], "--root", str(FAULTY)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert (
+            res.returncode == 1 and len(res.stdout.encode()) <= 81 and res.stdout.count("\n") == 1
+        )

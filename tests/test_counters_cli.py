@@ -26,7 +26,18 @@ def test_table(cli):
     assert res.exit_code == 1, res.stderr
     out = res.stdout
     assert "gpu-node-12: 6 RDMA port(s)" in out
-    for text in ("mlx5_1:1", "link_downed≥255", "symbol_error=4811", "FAIL errors", "DOWN/Polling", "FAIL port_state", "no counters/", "12 N/A", "out_of_seq=5821", "348 GiB"):
+    for text in (
+        "mlx5_1:1",
+        "link_downed≥255",
+        "symbol_error=4811",
+        "FAIL errors",
+        "DOWN/Polling",
+        "FAIL port_state",
+        "no counters/",
+        "12 N/A",
+        "out_of_seq=5821",
+        "348 GiB",
+    ):
         assert text in out, text
     assert "status: FAIL — 2 failing, 5 warnings" in out
     assert "ibdiag counters --interval 10" in out  # how to get a rate
@@ -36,15 +47,36 @@ def test_json_schema_and_port_records(cli):
     res = cli("counters", "--root", FAULTY, "-o", "json")
     assert res.exit_code == 1
     doc = json.loads(res.stdout)
-    assert doc["schema"] == "ibdiag.counters/1" and doc["host"] == "gpu-node-12" and doc["status"] == "fail"
-    assert doc["mode"] == "snapshot" and doc["interval_s"] is None and doc["sampled_at"].endswith("Z")
+    assert (
+        doc["schema"] == "ibdiag.counters/1"
+        and doc["host"] == "gpu-node-12"
+        and doc["status"] == "fail"
+    )
+    assert (
+        doc["mode"] == "snapshot" and doc["interval_s"] is None and doc["sampled_at"].endswith("Z")
+    )
     ports = {f"{p['adapter']}:{p['port']}": p for p in doc["ports"]}
     assert list(ports) == ["mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_3:1", "mlx5_4:1", "mlx5_5:1"]
     p0 = ports["mlx5_0:1"]
-    assert {"adapter", "port", "state", "rate_gbps", "link_layer", "counters", "saturated", "xmit_bytes", "rcv_bytes"} <= set(p0)
+    assert {
+        "adapter",
+        "port",
+        "state",
+        "rate_gbps",
+        "link_layer",
+        "counters",
+        "saturated",
+        "xmit_bytes",
+        "rcv_bytes",
+    } <= set(p0)
     assert p0["rate_gbps"] == 400.0 and p0["link_layer"] == "InfiniBand" and p0["state"] == "ACTIVE"
     assert p0["counters"]["port_xmit_data"] == 93415662203 and p0["xmit_bytes"] == 93415662203 * 4
-    assert sorted(ports["mlx5_1:1"]["saturated"]) == ["excessive_buffer_overrun_errors", "link_downed", "port_xmit_discards", "port_xmit_wait"]
+    assert sorted(ports["mlx5_1:1"]["saturated"]) == [
+        "excessive_buffer_overrun_errors",
+        "link_downed",
+        "port_xmit_discards",
+        "port_xmit_wait",
+    ]
     assert ports["mlx5_3:1"]["counters"] is None
     assert ports["mlx5_5:1"]["unavailable"]["symbol_error"] == "N/A (no PMA)"
     assert ports["mlx5_4:1"]["hw_counters"]["out_of_sequence"] == 5821
@@ -55,7 +87,22 @@ def test_csv_long_form_loads_in_pandas(cli):
     pd = pytest.importorskip("pandas")
     res = cli("counters", "--root", FAULTY, "-o", "csv")
     df = pd.read_csv(io.StringIO(res.stdout))
-    assert list(df.columns) == ["sample", "time", "elapsed_s", "interval_s", "adapter", "port", "link_layer", "source", "counter", "value", "delta", "rate_per_s", "saturated", "reset"]
+    assert list(df.columns) == [
+        "sample",
+        "time",
+        "elapsed_s",
+        "interval_s",
+        "adapter",
+        "port",
+        "link_layer",
+        "source",
+        "counter",
+        "value",
+        "delta",
+        "rate_per_s",
+        "saturated",
+        "reset",
+    ]
     row = df[(df.adapter == "mlx5_1") & (df.counter == "link_downed")].iloc[0]
     assert row.value == 255 and row.saturated == 1 and row.source == "counters"
     xb = df[(df.adapter == "mlx5_0") & (df.counter == "xmit_bytes")].iloc[0]
@@ -67,7 +114,9 @@ def _check_prom_text(text: str) -> dict[str, str]:
     """Exposition-format sanity: HELP/TYPE before samples, valid names, unique label sets. -> {name: type}"""
     types: dict[str, str] = {}
     seen = set()
-    sample_re = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? (\S+)$')
+    sample_re = re.compile(
+        r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? (\S+)$'
+    )
     for line in text.splitlines():
         if line.startswith("# TYPE "):
             _, _, name, typ = line.split(" ", 3)
@@ -91,15 +140,22 @@ def test_prom_node_exporter_names(cli):
     types = _check_prom_text(res.stdout)
     out = res.stdout
     assert types["node_infiniband_port_data_transmitted_bytes_total"] == "counter"
-    assert f'node_infiniband_port_data_transmitted_bytes_total{{device="mlx5_0",port="1"}} {93415662203 * 4}' in out
+    assert (
+        f'node_infiniband_port_data_transmitted_bytes_total{{device="mlx5_0",port="1"}} {93415662203 * 4}'
+        in out
+    )
     assert 'node_infiniband_link_downed_total{device="mlx5_1",port="1"} 255' in out
     assert 'node_infiniband_symbol_error_total{device="mlx5_1",port="1"} 4811' in out
     assert 'node_infiniband_port_transmit_wait_total{device="mlx5_1",port="1"} 4294967295' in out
     assert 'node_infiniband_state_id{device="mlx5_2",port="1"} 1' in out
     assert 'ibdiag_counters_saturated{device="mlx5_1",port="1",counter="link_downed"} 1' in out
-    assert 'ibdiag_counters_hw_total{device="mlx5_4",port="1",counter="out_of_sequence"} 5821' in out
+    assert (
+        'ibdiag_counters_hw_total{device="mlx5_4",port="1",counter="out_of_sequence"} 5821' in out
+    )
     assert 'ibdiag_status{command="counters"} 2' in out
-    assert 'mlx5_5' not in "".join(l for l in out.splitlines() if l.startswith("node_infiniband_symbol")), "N/A values are left out"
+    assert "mlx5_5" not in "".join(
+        line for line in out.splitlines() if line.startswith("node_infiniband_symbol")
+    ), "N/A values are left out"
 
 
 def test_prom_names_ibdiag_prefix_from_config(cli, tmp_path):
@@ -107,7 +163,10 @@ def test_prom_names_ibdiag_prefix_from_config(cli, tmp_path):
     cfg.write_text('[counters]\nprom_names = "ibdiag"\n')
     res = cli("counters", "--root", DGX, "-o", "prom", "--config", cfg)
     assert res.exit_code == 0
-    assert "node_infiniband_" not in res.stdout and "ibdiag_infiniband_symbol_error_total" in res.stdout
+    assert (
+        "node_infiniband_" not in res.stdout
+        and "ibdiag_infiniband_symbol_error_total" in res.stdout
+    )
     _check_prom_text(res.stdout)
 
 
@@ -115,7 +174,11 @@ def test_junit(cli):
     res = cli("counters", "--root", FAULTY, "-o", "junit")
     suite = ET.fromstring(res.stdout.split("\n", 1)[1]).find("testsuite")
     assert suite.get("name").startswith("ibdiag.counters@") and suite.get("failures") == "2"
-    failed = {c.get("classname") + ":" + c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None}
+    failed = {
+        c.get("classname") + ":" + c.get("name")
+        for c in suite.iter("testcase")
+        if c.find("failure") is not None
+    }
     assert failed == {"counters.errors:mlx5_1:1", "port.state:mlx5_2:1"}
 
 
@@ -129,7 +192,15 @@ def test_exit_statuses_and_strict(cli):
 
 
 def test_device_selection_still_judges_rate_against_the_whole_node(cli):
-    res = cli("counters", "--root", SYSFS_FIXTURES / "dgx-h100-faulty", "--device", "mlx5_7:1", "-o", "json")
+    res = cli(
+        "counters",
+        "--root",
+        SYSFS_FIXTURES / "dgx-h100-faulty",
+        "--device",
+        "mlx5_7:1",
+        "-o",
+        "json",
+    )
     assert res.exit_code == 1
     doc = json.loads(res.stdout)
     assert [p["adapter"] for p in doc["ports"]] == ["mlx5_7"]
@@ -138,7 +209,11 @@ def test_device_selection_still_judges_rate_against_the_whole_node(cli):
 
 def test_no_rdma_is_exit_3(cli):
     res = cli("counters", "--root", SYSFS_FIXTURES / "vm-no-rdma")
-    assert res.exit_code == 3 and res.stderr.startswith("ibdiag: error: no RDMA port") and "hint:" in res.stderr
+    assert (
+        res.exit_code == 3
+        and res.stderr.startswith("ibdiag: error: no RDMA port")
+        and "hint:" in res.stderr
+    )
 
 
 @pytest.mark.parametrize(
@@ -160,7 +235,9 @@ def test_no_rdma_is_exit_3(cli):
 def test_usage_errors_exit_2_with_hint(cli, args, needle):
     res = cli("counters", "--root", FAULTY, *args)
     assert res.exit_code == 2, (res.exit_code, res.stdout, res.stderr)
-    assert res.stderr.startswith("ibdiag: error:") and needle in res.stderr and "hint:" in res.stderr
+    assert (
+        res.stderr.startswith("ibdiag: error:") and needle in res.stderr and "hint:" in res.stderr
+    )
     assert "Traceback" not in res.stderr
 
 
@@ -178,7 +255,11 @@ def test_snapshot_tarball_root(cli, tmp_path):
 
 
 def test_since_across_a_job(cli, tmp_path):
-    node(tmp_path, {"counters": {"symbol_error": 3, "port_xmit_data": 1000, "port_xmit_wait": 10}}, {"counters": {"link_downed": 254}})
+    node(
+        tmp_path,
+        {"counters": {"symbol_error": 3, "port_xmit_data": 1000, "port_xmit_wait": 10}},
+        {"counters": {"link_downed": 254}},
+    )
     before = tmp_path / "before.json"
     res = cli("counters", "--root", tmp_path, "-o", "json")
     assert res.exit_code == 0  # symbol_error 3 only warns; link_downed 254 is not saturated
@@ -191,7 +272,9 @@ def test_since_across_a_job(cli, tmp_path):
     res = cli("counters", "--root", tmp_path, "--since", before, "-o", "json")
     assert res.exit_code == 1, res.stderr
     doc = json.loads(res.stdout)
-    assert doc["mode"] == "since" and doc["baseline"]["file"] == str(before) and doc["interval_s"] > 0
+    assert (
+        doc["mode"] == "since" and doc["baseline"]["file"] == str(before) and doc["interval_s"] > 0
+    )
     p0, p1 = doc["ports"]
     assert p0["deltas"]["symbol_error"] == 27 and p0["deltas"]["xmit_bytes"] == 10_000_000
     assert p0["rates"]["symbol_error"] == pytest.approx(27 / doc["interval_s"])
@@ -209,7 +292,10 @@ def test_since_refuses_another_hosts_baseline(cli, tmp_path):
     before.write_text(cli("counters", "--root", tmp_path / "a", "-o", "json").stdout)
     res = cli("counters", "--root", tmp_path / "b", "--since", before)
     assert res.exit_code == 2
-    assert "was written on host 'node-a', this is 'node-b'" in res.stderr and "hint: counters are per node" in res.stderr
+    assert (
+        "was written on host 'node-a', this is 'node-b'" in res.stderr
+        and "hint: counters are per node" in res.stderr
+    )
 
 
 @pytest.mark.parametrize(
@@ -219,10 +305,21 @@ def test_since_refuses_another_hosts_baseline(cli, tmp_path):
         (lambda d: json.dumps({**d, "schema": "ibdiag.topo/1"}), "expected ibdiag.counters/1"),
         (lambda d: json.dumps({k: v for k, v in d.items() if k != "ports"}), "no ports list"),
         (lambda d: json.dumps({**d, "sampled_at_epoch_s": "yesterday"}), "sampled_at_epoch_s"),
-        (lambda d: json.dumps({**d, "ports": [{**d["ports"][0], "counters": {"symbol_error": -4}}]}), "not a count"),
-        (lambda d: json.dumps({**d, "ports": [{**d["ports"][0], "port": "one"}]}), "not a port number"),
+        (
+            lambda d: json.dumps(
+                {**d, "ports": [{**d["ports"][0], "counters": {"symbol_error": -4}}]}
+            ),
+            "not a count",
+        ),
+        (
+            lambda d: json.dumps({**d, "ports": [{**d["ports"][0], "port": "one"}]}),
+            "not a port number",
+        ),
         (lambda d: json.dumps({**d, "ports": d["ports"] * 2}), "appears twice"),
-        (lambda d: json.dumps({**d, "sampled_at_epoch_s": time.time() + 3600}), "not older than this reading"),
+        (
+            lambda d: json.dumps({**d, "sampled_at_epoch_s": time.time() + 3600}),
+            "not older than this reading",
+        ),
     ],
 )
 def test_since_refuses_malformed_baselines(cli, tmp_path, mangle, needle):
@@ -263,9 +360,18 @@ def test_series_csv_rows_per_sample(cli, job):
     pd = pytest.importorskip("pandas")
     root, plan = job
     plan += [
-        lambda: (write(root, "mlx5_0", "symbol_error", 1), write(root, "mlx5_0", "port_xmit_data", 250_000)),
-        lambda: (write(root, "mlx5_0", "symbol_error", 3), write(root, "mlx5_0", "link_downed", 255)),
-        lambda: (write(root, "mlx5_0", "symbol_error", 1), write(root, "mlx5_0", "port_xmit_data", 100_000)),
+        lambda: (
+            write(root, "mlx5_0", "symbol_error", 1),
+            write(root, "mlx5_0", "port_xmit_data", 250_000),
+        ),
+        lambda: (
+            write(root, "mlx5_0", "symbol_error", 3),
+            write(root, "mlx5_0", "link_downed", 255),
+        ),
+        lambda: (
+            write(root, "mlx5_0", "symbol_error", 1),
+            write(root, "mlx5_0", "port_xmit_data", 100_000),
+        ),
     ]
     res = cli("counters", "--root", root, "--interval", "0.2", "--count", "3", "-o", "csv")
     assert res.exit_code == 1, res.stderr  # link_downed saturated
@@ -274,25 +380,39 @@ def test_series_csv_rows_per_sample(cli, job):
     assert sorted(df["sample"].unique()) == [1, 2, 3] and len(df) == 3 * per_sample
     sym = df[(df.adapter == "mlx5_0") & (df.counter == "symbol_error")].set_index("sample")
     assert list(sym["delta"]) == [1, 2, 1] and list(sym["reset"]) == [0, 0, 1]
-    assert sym["rate_per_s"].tolist() == pytest.approx((sym["delta"] / sym["interval_s"]).tolist(), rel=1e-3)
+    assert sym["rate_per_s"].tolist() == pytest.approx(
+        (sym["delta"] / sym["interval_s"]).tolist(), rel=1e-3
+    )
     assert sym["interval_s"].between(0.15, 2.0).all()
     xb = df[(df.adapter == "mlx5_0") & (df.counter == "xmit_bytes")].set_index("sample")
-    assert xb.loc[1, "delta"] == 1_000_000 and xb.loc[3, "delta"] == 400_000  # the reset sample counts from zero
+    assert (
+        xb.loc[1, "delta"] == 1_000_000 and xb.loc[3, "delta"] == 400_000
+    )  # the reset sample counts from zero
     assert xb.loc[3, "reset"] == 1
     ld = df[(df.adapter == "mlx5_0") & (df.counter == "link_downed")].set_index("sample")
-    assert ld.loc[2, "saturated"] == 1 and pd.isna(ld.loc[2, "delta"]) and pd.isna(ld.loc[3, "delta"])
+    assert (
+        ld.loc[2, "saturated"] == 1 and pd.isna(ld.loc[2, "delta"]) and pd.isna(ld.loc[3, "delta"])
+    )
 
 
 def test_series_json_has_samples_and_totals(cli, job):
     root, plan = job
-    plan += [lambda: write(root, "mlx5_1", "symbol_error", 4), lambda: write(root, "mlx5_1", "symbol_error", 9)]
+    plan += [
+        lambda: write(root, "mlx5_1", "symbol_error", 4),
+        lambda: write(root, "mlx5_1", "symbol_error", 9),
+    ]
     res = cli("counters", "--root", root, "--interval", "0.2", "--count", "2", "-o", "json")
     doc = json.loads(res.stdout)
     assert doc["mode"] == "series" and doc["samples_count"] == 2 and len(doc["samples"]) == 2
     p1 = doc["ports"][1]
-    assert p1["deltas"]["symbol_error"] == 9 and p1["peak_rates"]["symbol_error"] >= p1["rates"]["symbol_error"]
+    assert (
+        p1["deltas"]["symbol_error"] == 9
+        and p1["peak_rates"]["symbol_error"] >= p1["rates"]["symbol_error"]
+    )
     assert [s["ports"][1]["deltas"]["symbol_error"] for s in doc["samples"]] == [4, 5]
-    assert doc["interval_s"] == pytest.approx(sum(s["ports"][1]["interval_s"] for s in doc["samples"]), rel=1e-6)
+    assert doc["interval_s"] == pytest.approx(
+        sum(s["ports"][1]["interval_s"] for s in doc["samples"]), rel=1e-6
+    )
 
 
 def test_interval_table_and_prom_rates(cli, job):
@@ -300,12 +420,21 @@ def test_interval_table_and_prom_rates(cli, job):
     plan.append(lambda: write(root, "mlx5_1", "port_xmit_data", 125_000_000))  # 0.5 GB in ~0.3 s
     res = cli("counters", "--root", root, "--interval", "0.3", "-o", "prom")
     _check_prom_text(res.stdout)
-    m = re.search(r'ibdiag_counters_transmit_bytes_per_second\{device="mlx5_1",port="1"\} (\S+)', res.stdout)
-    assert m and 5 < float(m.group(1)) * 8 / 1e9 < 14  # 4 Gbit over 0.3 s (+ scheduling slack), in bytes/s
-    assert 'ibdiag_counters_rate_per_second{device="mlx5_1",port="1",counter="xmit_bytes"}' in res.stdout
+    m = re.search(
+        r'ibdiag_counters_transmit_bytes_per_second\{device="mlx5_1",port="1"\} (\S+)', res.stdout
+    )
+    assert (
+        m and 5 < float(m.group(1)) * 8 / 1e9 < 14
+    )  # 4 Gbit over 0.3 s (+ scheduling slack), in bytes/s
+    assert (
+        'ibdiag_counters_rate_per_second{device="mlx5_1",port="1",counter="xmit_bytes"}'
+        in res.stdout
+    )
     plan.append(lambda: write(root, "mlx5_0", "symbol_error", 2))
     res = cli("counters", "--root", root, "--interval", "0.2")
-    assert "rates over" in res.stdout and "symbol_error+2" in res.stdout and "est.wait" in res.stdout
+    assert (
+        "rates over" in res.stdout and "symbol_error+2" in res.stdout and "est.wait" in res.stdout
+    )
 
 
 def test_host_of_a_fixture_comes_from_its_manifest(cli, tmp_path):
@@ -317,7 +446,9 @@ def test_narrow_terminal_gets_compact_tables(cli):
     res = cli("counters", "--root", FAULTY, env={"COLUMNS": "80"})
     assert res.exit_code == 1
     assert max(len(line) for line in res.stdout.splitlines()) <= 80
-    assert "link_down≥255" in res.stdout and "error counters: " in res.stdout  # short names, explained
+    assert (
+        "link_down≥255" in res.stdout and "error counters: " in res.stdout
+    )  # short names, explained
     assert "hint: " in res.stdout  # findings as paragraphs with their hints
 
 
@@ -338,8 +469,13 @@ def _imports_after(code: str) -> str:
 
     from tests.conftest import REPO
 
-    probe = code + "\nimport sys\nprint(','.join(m for m in ('pandas', 'numpy', 'torch', 'pyverbs', 'matplotlib', 'rich') if m in sys.modules))\n"
-    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=REPO)
+    probe = (
+        code
+        + "\nimport sys\nprint(','.join(m for m in ('pandas', 'numpy', 'torch', 'pyverbs', 'matplotlib', 'rich') if m in sys.modules))\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
     assert res.returncode == 0, res.stderr
     return res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
 

@@ -31,6 +31,8 @@ def _profile(name):
     import importlib
 
     return importlib.import_module(f"tests.sysfsgen.profiles.{name}")
+
+
 BNXT = SYSFS_FIXTURES / "bnxt-roce"
 
 
@@ -40,10 +42,17 @@ BNXT = SYSFS_FIXTURES / "bnxt-roce"
 def test_every_meaning_has_a_group_and_every_counter_a_known_driver():
     assert set(MEANINGS) == set(Meaning)
     for name, spec in HW_COUNTERS.items():
-        assert spec.name == name and spec.drivers and set(spec.drivers) <= {"mlx5", "rxe", "bnxt_re", "irdma", "efa"}
+        assert (
+            spec.name == name
+            and spec.drivers
+            and set(spec.drivers) <= {"mlx5", "rxe", "bnxt_re", "irdma", "efa"}
+        )
         assert spec.desc and spec.label
     # Packet counts are the denominators, never judged; every other meaning is.
-    assert {h.meaning for h in HW_JUDGED.values()} == set(Meaning) - {Meaning.TX_PACKETS, Meaning.RX_PACKETS}
+    assert {h.meaning for h in HW_JUDGED.values()} == set(Meaning) - {
+        Meaning.TX_PACKETS,
+        Meaning.RX_PACKETS,
+    }
 
 
 @pytest.mark.parametrize(
@@ -80,7 +89,13 @@ def test_the_rxe_error_and_packet_counters_of_the_kernel_list_all_have_a_meaning
     informational = {"ack_deferred", "send_err", "rdma_sends", "rdma_recvs"}
     assert set(RXE_HW_COUNTERS) - informational <= set(HW_COUNTERS)
     assert all("rxe" in HW_COUNTERS[n].drivers for n in set(RXE_HW_COUNTERS) - informational)
-    assert {"to_retransmits", "seq_err_naks_rcvd", "rx_out_of_buffer", "rx_ecn_marked_pkts", "tx_pkts"} <= set(BNXT_HW_COUNTERS) & set(HW_COUNTERS)
+    assert {
+        "to_retransmits",
+        "seq_err_naks_rcvd",
+        "rx_out_of_buffer",
+        "rx_ecn_marked_pkts",
+        "tx_pkts",
+    } <= set(BNXT_HW_COUNTERS) & set(HW_COUNTERS)
 
 
 # --- drivers -------------------------------------------------------------------------------------------
@@ -110,11 +125,20 @@ def test_rxe_topology_empty_fw_ver_is_normal_and_rate_is_the_netdevs():
     assert (a0.driver, a0.software, a0.fw_ver, a0.pci) == ("rxe", True, None, None)
     p0, p1 = a0.ports[0], a1.ports[0]
     # rxe0's port file says 10 Gb/sec (1X FDR10); its netdev ens1f0 runs at 25000 Mb/s.
-    assert p0.software and p0.rate_gbps == 25.0 and p0.lanes is None and "ens1f0 speed 25000 Mb/s" in p0.rate_source
+    assert (
+        p0.software
+        and p0.rate_gbps == 25.0
+        and p0.lanes is None
+        and "ens1f0 speed 25000 Mb/s" in p0.rate_source
+    )
     # rxe1 runs over virtio (speed -1): the rate is unknown, not 10 Gb/s.
     assert p1.rate_gbps is None and "reports no speed" in p1.rate_source
     doc = a0.to_json()
-    assert doc["driver"] == "rxe" and doc["ports"][0]["software_device"] is True and doc["ports"][0]["rate_gbps"] == 25.0
+    assert (
+        doc["driver"] == "rxe"
+        and doc["ports"][0]["software_device"] is True
+        and doc["ports"][0]["rate_gbps"] == 25.0
+    )
     out = check_topology(topo)
     assert problems(out) == []  # no topo.sysfs_value for the empty fw_ver, no port.rate warning
     assert not [f for f in out if f.check == "topo.sysfs_value"]
@@ -135,7 +159,9 @@ def test_a_software_port_is_not_judged_against_the_nodes_hardware_ports(tmp_path
     out = check_topology(topo)
     rate = one(out, "port.rate", "rxe0:1")
     assert rate.severity is Severity.OK and rate.value == 10.0 and rate.limit is None
-    assert one(out, "port.rate", "mlx5_0:1").limit == 400.0  # the hardware ports still compare with each other
+    assert (
+        one(out, "port.rate", "mlx5_0:1").limit == 400.0
+    )  # the hardware ports still compare with each other
     # A node-wide expected rate is about the cabled ports, not the software device.
     cfg = PortsConfig(expected_rate_gbps=400.0)
     (rxe_port,) = [p for a in topo.adapters if a.name == "rxe0" for p in a.ports]
@@ -160,9 +186,15 @@ def test_bench_line_rate_of_an_rxe_port_is_its_netdevs_speed_or_unknown():
 
 def test_rxe_fixture_snapshot_findings():
     out = snapshot_findings(SysfsRoot(RXE))
-    assert problems(out) == [("warn", "counters.roce_errors", "rxe0:1"), ("warn", "counters.roce_errors", "rxe1:1")]
+    assert problems(out) == [
+        ("warn", "counters.roce_errors", "rxe0:1"),
+        ("warn", "counters.roce_errors", "rxe1:1"),
+    ]
     f0 = one(out, "counters.roce_errors", "rxe0:1")
-    assert "duplicate_request 864 (0.69% of 124904 packets)" in f0.message and "completer_retry_err 28" in f0.message
+    assert (
+        "duplicate_request 864 (0.69% of 124904 packets)" in f0.message
+        and "completer_retry_err 28" in f0.message
+    )
     assert "retry_exceeded_err 3" in one(out, "counters.roce_errors", "rxe1:1").message
     # No counters/ is normal for a software device (no PMA): OK, not a warning.
     assert one(out, "counters.unavailable", "rxe0:1").severity is Severity.OK
@@ -172,7 +204,12 @@ def test_bnxt_fixture_snapshot_findings():
     out = snapshot_findings(SysfsRoot(BNXT))
     assert problems(out) == [("warn", "counters.roce_errors", "bnxt_re1:1")]
     f = one(out, "counters.roce_errors", "bnxt_re1:1")
-    for text in ("to_retransmits 4211", "seq_err_naks_rcvd 380", "oos_drop_count 5120", "rx_out_of_buffer 1500"):
+    for text in (
+        "to_retransmits 4211",
+        "seq_err_naks_rcvd 380",
+        "oos_drop_count 5120",
+        "rx_out_of_buffer 1500",
+    ):
         assert text in f.message
     assert one(out, "counters.roce_errors", "bnxt_re0:1").severity is Severity.OK
     assert "rx_ecn_marked_pkts = 120" in one(out, "counters.roce_congestion", "bnxt_re0:1").message
@@ -191,7 +228,17 @@ def test_rxe_span_retries_of_a_clean_run_warn_by_share_not_fail_by_rate(tmp_path
     root = tmp_path / "rxe"
     shutil.copytree(RXE, root, symlinks=True)
     # What a clean 2 s ib_write_bw counted in the guest, over 10 s: 86 duplicates/s, far above 10/s.
-    span, out = span_after(root, _bump(root, "rxe0", sent_pkts=62452, rcvd_pkts=62452, duplicate_request=864, completer_retry_err=28))
+    span, out = span_after(
+        root,
+        _bump(
+            root,
+            "rxe0",
+            sent_pkts=62452,
+            rcvd_pkts=62452,
+            duplicate_request=864,
+            completer_retry_err=28,
+        ),
+    )
     f = one(out, "counters.roce_errors", "rxe0:1")
     assert f.severity is Severity.WARN and "0.69% of 124904 packets" in f.message
     assert one(out, "counters.roce_errors", "rxe1:1").severity is Severity.OK
@@ -200,18 +247,34 @@ def test_rxe_span_retries_of_a_clean_run_warn_by_share_not_fail_by_rate(tmp_path
 def test_rxe_span_loss_above_the_share_limit_fails(tmp_path):
     root = tmp_path / "rxe"
     shutil.copytree(RXE, root, symlinks=True)
-    span, out = span_after(root, _bump(root, "rxe1", sent_pkts=1000, rcvd_pkts=1000, completer_retry_err=150, retry_exceeded_err=1))
+    span, out = span_after(
+        root,
+        _bump(
+            root,
+            "rxe1",
+            sent_pkts=1000,
+            rcvd_pkts=1000,
+            completer_retry_err=150,
+            retry_exceeded_err=1,
+        ),
+    )
     f = one(out, "counters.roce_errors", "rxe1:1")
     assert f.severity is Severity.FAIL and f.unit == "%" and f.value == 7.5 and f.limit == 5.0
     # The limit is a setting.
-    _, out = span_after(root, _bump(root, "rxe1", sent_pkts=1000, rcvd_pkts=1000, completer_retry_err=150), cfg=CountersConfig(software_loss_pct=10))
+    _, out = span_after(
+        root,
+        _bump(root, "rxe1", sent_pkts=1000, rcvd_pkts=1000, completer_retry_err=150),
+        cfg=CountersConfig(software_loss_pct=10),
+    )
     assert one(out, "counters.roce_errors", "rxe1:1").severity is Severity.WARN
 
 
 def test_bnxt_span_is_judged_like_mlx5_by_rate(tmp_path):
     root = tmp_path / "bnxt"
     shutil.copytree(BNXT, root, symlinks=True)
-    _, out = span_after(root, _bump(root, "bnxt_re0", to_retransmits=500, tx_pkts=10**6, rx_pkts=10**6))
+    _, out = span_after(
+        root, _bump(root, "bnxt_re0", to_retransmits=500, tx_pkts=10**6, rx_pkts=10**6)
+    )
     f = one(out, "counters.roce_errors", "bnxt_re0:1")
     assert f.severity is Severity.FAIL and f.unit == "/s" and f.value == 50.0
     _, out = span_after(root, _bump(root, "bnxt_re0", rx_ecn_marked_pkts=5000, tx_cnp_pkts=4000))

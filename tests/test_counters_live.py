@@ -36,7 +36,9 @@ def read_until(fd: int, needle: bytes, timeout: float, buf: bytearray | None = N
             try:
                 chunk = os.read(fd, 65536)
             except OSError:  # EIO: the other side closed
-                raise AssertionError(f"{needle!r} not seen before the process closed the terminal; got {bytes(buf[-2000:])!r}") from None
+                raise AssertionError(
+                    f"{needle!r} not seen before the process closed the terminal; got {bytes(buf[-2000:])!r}"
+                ) from None
             if not chunk:
                 break
             buf.extend(chunk)
@@ -66,10 +68,14 @@ def test_interval_in_a_real_process_while_the_files_change(ibdiag_exe, tmp_path)
         {"counters": {"port_xmit_wait": 4294967000}},
         {"counters": {"link_error_recovery": 40, "port_rcv_data": 10**6}},
     )
-    master, slave = os.openpty()  # stderr on a terminal: the progress line tells us the baseline is read
+    master, slave = (
+        os.openpty()
+    )  # stderr on a terminal: the progress line tells us the baseline is read
     proc = subprocess.Popen(
         [ibdiag_exe, "counters", "--root", str(tmp_path), "--interval", "2", "-o", "json"],
-        stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        stdin=subprocess.DEVNULL,
     )
     os.close(slave)
     try:
@@ -90,12 +96,24 @@ def test_interval_in_a_real_process_while_the_files_change(ibdiag_exe, tmp_path)
     assert doc["mode"] == "interval" and 1.9 <= doc["interval_s"] <= 10
     p0, p1, p2 = doc["ports"]
     dt = p0["interval_s"]
-    assert p0["deltas"]["symbol_error"] == 25 and p0["rates"]["symbol_error"] == pytest.approx(25 / dt)
+    assert p0["deltas"]["symbol_error"] == 25 and p0["rates"]["symbol_error"] == pytest.approx(
+        25 / dt
+    )
     assert p0["deltas"]["xmit_bytes"] == 10**9 and p0["tx_gbps"] == pytest.approx(8 / dt)
     assert p0["tx_util_pct"] == pytest.approx(8 / dt / 400 * 100)
-    assert p0["deltas"]["port_xmit_wait"] == 4000 and p0["xmit_wait_est_pct"] == pytest.approx(4000 * 8 / (50e9 * dt) * 100)
-    assert p1["deltas"]["port_xmit_wait"] is None and p1["unknown"]["port_xmit_wait"] == "saturated" and "port_xmit_wait" in p1["saturated"]
-    assert p2["deltas"]["link_error_recovery"] == 3 and set(p2["resets"]) >= {"link_error_recovery", "port_rcv_data", "rcv_bytes"}
+    assert p0["deltas"]["port_xmit_wait"] == 4000 and p0["xmit_wait_est_pct"] == pytest.approx(
+        4000 * 8 / (50e9 * dt) * 100
+    )
+    assert (
+        p1["deltas"]["port_xmit_wait"] is None
+        and p1["unknown"]["port_xmit_wait"] == "saturated"
+        and "port_xmit_wait" in p1["saturated"]
+    )
+    assert p2["deltas"]["link_error_recovery"] == 3 and set(p2["resets"]) >= {
+        "link_error_recovery",
+        "port_rcv_data",
+        "rcv_bytes",
+    }
     assert p2["deltas"]["rcv_bytes"] == 40  # from zero after the reset
     assert all(v is None or v >= 0 for p in doc["ports"] for v in p["deltas"].values())
     sev = {(f["check"], f["subject"]): f["severity"] for f in doc["findings"]}
@@ -122,13 +140,17 @@ def _spawn_in_pty(argv: list[str], rows: int = 50, cols: int = 220) -> tuple[int
 
 def test_watch_in_a_terminal_refreshes_and_exits_130_on_ctrl_c(ibdiag_exe, tmp_path):
     node(tmp_path, {}, {})
-    pid, fd = _spawn_in_pty([ibdiag_exe, "counters", "--root", str(tmp_path), "--watch", "--interval", "0.3"])
+    pid, fd = _spawn_in_pty(
+        [ibdiag_exe, "counters", "--root", str(tmp_path), "--watch", "--interval", "0.3"]
+    )
     attrs_before = termios.tcgetattr(fd)
     buf = bytearray()
     try:
         read_until(fd, b"sample 1 ", 60, buf)
         write(tmp_path, "mlx5_1", "symbol_error", 7)
-        read_until(fd, b"symbol_error+7", 30, buf)  # the table refreshed in place with the new delta
+        read_until(
+            fd, b"symbol_error+7", 30, buf
+        )  # the table refreshed in place with the new delta
         read_until(fd, b"sample 3 ", 30, buf)
         os.write(fd, b"\x03")  # Ctrl-C through the terminal's line discipline
         read_to_eof(fd, 30, buf)
@@ -152,7 +174,19 @@ def test_watch_in_a_terminal_refreshes_and_exits_130_on_ctrl_c(ibdiag_exe, tmp_p
 
 def test_watch_with_count_stops_by_itself_with_the_findings_status(ibdiag_exe, tmp_path):
     node(tmp_path, {"state": "1: DOWN", "phys_state": "2: Polling"})
-    pid, fd = _spawn_in_pty([ibdiag_exe, "counters", "--root", str(tmp_path), "--watch", "--interval", "0.2", "--count", "2"])
+    pid, fd = _spawn_in_pty(
+        [
+            ibdiag_exe,
+            "counters",
+            "--root",
+            str(tmp_path),
+            "--watch",
+            "--interval",
+            "0.2",
+            "--count",
+            "2",
+        ]
+    )
     buf = read_to_eof(fd, 60, bytearray())
     _, status = os.waitpid(pid, 0)
     os.close(fd)
@@ -169,13 +203,30 @@ def _write_atomically(root, adapter: str, name: str, value: int) -> None:
     os.replace(tmp, path)
 
 
-def test_a_reset_between_samples_is_plus_150_with_the_reset_through_interval_count(ibdiag_exe, tmp_path):
+def test_a_reset_between_samples_is_plus_150_with_the_reset_through_interval_count(
+    ibdiag_exe, tmp_path
+):
     """Issue 13's second wrong answer, first half: 100 -> 0 (reset) -> 150 is +150, reset flagged."""
     node(tmp_path, {"counters": {"symbol_error": 100}})
-    master, slave = os.openpty()  # stderr on a terminal: the progress lines say when each sample is read
+    master, slave = (
+        os.openpty()
+    )  # stderr on a terminal: the progress lines say when each sample is read
     proc = subprocess.Popen(
-        [ibdiag_exe, "counters", "--root", str(tmp_path), "--interval", "1.5", "--count", "2", "-o", "json"],
-        stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL,
+        [
+            ibdiag_exe,
+            "counters",
+            "--root",
+            str(tmp_path),
+            "--interval",
+            "1.5",
+            "--count",
+            "2",
+            "-o",
+            "json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        stdin=subprocess.DEVNULL,
     )
     os.close(slave)
     try:
@@ -192,14 +243,29 @@ def test_a_reset_between_samples_is_plus_150_with_the_reset_through_interval_cou
     (port,) = doc["ports"]
     assert [s["ports"][0]["deltas"]["symbol_error"] for s in doc["samples"]] == [0, 150]
     assert port["deltas"]["symbol_error"] == 150 and "symbol_error" in port["resets"]
-    assert {f["check"] for f in doc["findings"] if f["severity"] != "ok"} == {"counters.errors", "counters.reset"}
+    assert {f["check"] for f in doc["findings"] if f["severity"] != "ok"} == {
+        "counters.errors",
+        "counters.reset",
+    }
 
 
 def test_a_reset_between_samples_is_plus_150_with_the_reset_through_watch(ibdiag_exe, tmp_path):
     """Issue 13's second wrong answer, second half: --watch said +50 and no reset (it compared the
     first sample with the last); it totals step by step like --interval --count now."""
     node(tmp_path, {"counters": {"symbol_error": 100}})
-    pid, fd = _spawn_in_pty([ibdiag_exe, "counters", "--root", str(tmp_path), "--watch", "--interval", "1.5", "--count", "2"])
+    pid, fd = _spawn_in_pty(
+        [
+            ibdiag_exe,
+            "counters",
+            "--root",
+            str(tmp_path),
+            "--watch",
+            "--interval",
+            "1.5",
+            "--count",
+            "2",
+        ]
+    )
     buf = bytearray()
     status = None
     try:
@@ -215,7 +281,7 @@ def test_a_reset_between_samples_is_plus_150_with_the_reset_through_watch(ibdiag
             os.waitpid(pid, 0)
         os.close(fd)
     text = buf.decode("utf-8", "replace")
-    last = text[text.rindex("sample 2 "):]
+    last = text[text.rindex("sample 2 ") :]
     assert os.WEXITSTATUS(status) == 1, text[-1500:]
     assert "symbol_error+150" in last and "symbol_error+50" not in last, last
     assert "mlx5_0:1 counters.reset: 1 counter(s) went down" in last, last
@@ -226,8 +292,20 @@ def test_csv_series_interrupted_is_still_valid_csv(ibdiag_exe, tmp_path):
     err_file = tmp_path / "stderr"
     with open(err_file, "wb") as err_fh:
         proc = subprocess.Popen(
-            [ibdiag_exe, "counters", "--root", str(tmp_path), "--interval", "0.2", "--count", "1000", "-o", "csv"],
-            stdout=subprocess.PIPE, stderr=err_fh,
+            [
+                ibdiag_exe,
+                "counters",
+                "--root",
+                str(tmp_path),
+                "--interval",
+                "0.2",
+                "--count",
+                "1000",
+                "-o",
+                "csv",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=err_fh,
         )
     lines = []
     try:
@@ -261,6 +339,22 @@ def test_benchmark_script_runs(tmp_path):
 
     from tests.conftest import REPO
 
-    res = subprocess.run([sys.executable, str(REPO / "benchmarks" / "counters_sample.py"), "--runs", "3", "--adapters", "2"], capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "counters_sample.py"),
+            "--runs",
+            "3",
+            "--adapters",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
-    assert "tree: 2 adapters, 2 ports" in res.stdout and "one full sample" in res.stdout and "--watch at 1 s" in res.stdout
+    assert (
+        "tree: 2 adapters, 2 ports" in res.stdout
+        and "one full sample" in res.stdout
+        and "--watch at 1 s" in res.stdout
+    )

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from ibdiag.counters.read import data_counter_bits, discover_layout, parse_counter, parse_device_filter, read_sample
+from ibdiag.counters.read import (
+    data_counter_bits,
+    discover_layout,
+    parse_counter,
+    parse_device_filter,
+    read_sample,
+)
 from ibdiag.counters.spec import IB_COUNTERS
 from ibdiag.errors import UsageError
 from ibdiag.sysfs import SysfsRoot
@@ -35,9 +41,18 @@ def node(root: Path, *ports: dict, host: str = HOST, device_hw: dict | None = No
     for i, spec in enumerate(ports):
         rp = hb.bridge(f"0000:20:0{i + 1}.0")
         eth = spec.get("link_layer", "InfiniBand") == "Ethernet"
-        dev = rp.add(f"0000:{0x21 + i:02x}:00.0", vendor=MELLANOX, device=0x1021, cls=0x020000 if eth else 0x020700)
+        dev = rp.add(
+            f"0000:{0x21 + i:02x}:00.0",
+            vendor=MELLANOX,
+            device=0x1021,
+            cls=0x020000 if eth else 0x020700,
+        )
         ib = dev.rdma(
-            f"mlx5_{i}", fw_ver="28.39.1002", board_id="MT_0000000838", hca_type="MT4129", node_guid=f"0000:0000:0000:{i + 1:04x}",
+            f"mlx5_{i}",
+            fw_ver="28.39.1002",
+            board_id="MT_0000000838",
+            hca_type="MT4129",
+            node_guid=f"0000:0000:0000:{i + 1:04x}",
             hw_counters=device_hw if i == 0 else None,
         )
         dev.netdev(f"ib{i}")
@@ -46,7 +61,12 @@ def node(root: Path, *ports: dict, host: str = HOST, device_hw: dict | None = No
         else:
             counters = zero_counters(**spec.get("counters", {}))
             if spec.get("extended", True) is False:
-                for n in ("unicast_xmit_packets", "unicast_rcv_packets", "multicast_xmit_packets", "multicast_rcv_packets"):
+                for n in (
+                    "unicast_xmit_packets",
+                    "unicast_rcv_packets",
+                    "multicast_xmit_packets",
+                    "multicast_rcv_packets",
+                ):
                     counters.pop(n)
         hw = None if spec.get("hw", {}) is None else zero_hw_counters(**spec.get("hw", {}))
         ib.port(
@@ -62,7 +82,16 @@ def node(root: Path, *ports: dict, host: str = HOST, device_hw: dict | None = No
     return t
 
 
-def write(root: Path, adapter: str, name: str, value: object, *, hw: bool = False, port: int = 1, attr: str | None = None) -> None:
+def write(
+    root: Path,
+    adapter: str,
+    name: str,
+    value: object,
+    *,
+    hw: bool = False,
+    port: int = 1,
+    attr: str | None = None,
+) -> None:
     """Change one counter (or a port attribute with ``attr``) in place, as the kernel would."""
     base = Path(root) / "sys" / "class" / "infiniband" / adapter / "ports" / str(port)
     path = base / attr if attr else base / ("hw_counters" if hw else "counters") / name
@@ -77,7 +106,9 @@ def sample_of(root: Path, **kw):
 # --- pure parsers ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text,value", [("0", 0), ("1234\n", 1234), ("18446744073709551615", 2**64 - 1), (" 42 ", 42)])
+@pytest.mark.parametrize(
+    "text,value", [("0", 0), ("1234\n", 1234), ("18446744073709551615", 2**64 - 1), (" 42 ", 42)]
+)
 def test_parse_counter(text, value):
     assert parse_counter(text) == value
 
@@ -89,8 +120,12 @@ def test_parse_counter_rejects(text):
 
 
 def test_data_counter_width_detection():
-    assert data_counter_bits({"port_xmit_data": 5, "unicast_xmit_packets": 1}) == 64  # extended-only file present
-    assert data_counter_bits({"port_xmit_data": 2**32, "port_rcv_data": 1}) == 64  # a value beyond 32 bits
+    assert (
+        data_counter_bits({"port_xmit_data": 5, "unicast_xmit_packets": 1}) == 64
+    )  # extended-only file present
+    assert (
+        data_counter_bits({"port_xmit_data": 2**32, "port_rcv_data": 1}) == 64
+    )  # a value beyond 32 bits
     assert data_counter_bits({"port_xmit_data": 2**32 - 1}) == 32  # no evidence: 32-bit
     assert data_counter_bits({"port_xmit_data": 2**40}, forced=32) == 32
 
@@ -99,7 +134,12 @@ def test_width_table_matches_the_kernel():
     # drivers/infiniband/core/sysfs.c PORT_PMA_ATTR widths.
     widths = {n: c.bits for n, c in IB_COUNTERS.items()}
     assert widths["symbol_error"] == widths["port_xmit_discards"] == widths["VL15_dropped"] == 16
-    assert widths["link_downed"] == widths["link_error_recovery"] == widths["port_rcv_constraint_errors"] == 8
+    assert (
+        widths["link_downed"]
+        == widths["link_error_recovery"]
+        == widths["port_rcv_constraint_errors"]
+        == 8
+    )
     assert widths["local_link_integrity_errors"] == widths["excessive_buffer_overrun_errors"] == 4
     assert widths["port_xmit_wait"] == 32
     assert widths["port_xmit_data"] is None and widths["unicast_rcv_packets"] == 64
@@ -134,12 +174,19 @@ def test_fixture_healthy_port_values_and_bytes(faulty):
     assert p.values()["xmit_bytes"] == p.xmit_bytes
     assert p.data_bits == 64 and not p.saturated and not p.unavailable
     assert p.info.state == "ACTIVE" and p.info.rate_gbps == 400.0
-    assert "lifespan" not in p.hw_counters and p.hw_lifespan_ms == 12  # a cache interval, not a counter
+    assert (
+        "lifespan" not in p.hw_counters and p.hw_lifespan_ms == 12
+    )  # a cache interval, not a counter
 
 
 def test_fixture_saturated_counters(faulty):
     p = port(faulty, "mlx5_1:1")
-    assert p.saturated == {"port_xmit_wait", "link_downed", "port_xmit_discards", "excessive_buffer_overrun_errors"}
+    assert p.saturated == {
+        "port_xmit_wait",
+        "link_downed",
+        "port_xmit_discards",
+        "excessive_buffer_overrun_errors",
+    }
     assert "symbol_error" not in p.saturated  # 4811 of 65535
 
 
@@ -170,7 +217,10 @@ def test_reading_keeps_sysfs_problems_empty(faulty):
 
 
 def test_32bit_data_counters_saturate_at_all_ones(tmp_path):
-    node(tmp_path, {"counters": {"port_xmit_data": 2**32 - 1, "port_rcv_data": 12}, "extended": False})
+    node(
+        tmp_path,
+        {"counters": {"port_xmit_data": 2**32 - 1, "port_rcv_data": 12}, "extended": False},
+    )
     p = sample_of(tmp_path).ports[0]
     assert p.data_bits == 32 and p.saturated == {"port_xmit_data"}
     assert p.saturated_keys() == {"port_xmit_data", "xmit_bytes"}
@@ -197,7 +247,9 @@ def test_unreadable_empty_and_malformed_files_are_tolerated(tmp_path):
     (counters / "VL15_dropped").mkdir()
     (counters / "VL15_dropped" / "x").write_text("0\n")
     p = sample_of(tmp_path).ports[0]
-    assert p.counters["symbol_error"] is None and p.unavailable["symbol_error"].startswith("malformed")
+    assert p.counters["symbol_error"] is None and p.unavailable["symbol_error"].startswith(
+        "malformed"
+    )
     assert p.unavailable["link_downed"] == "empty file"
     assert p.unavailable["VL15_dropped"].startswith("unreadable")
     assert p.counters["port_rcv_errors"] == 0  # the rest still read
@@ -217,7 +269,10 @@ def test_device_level_hw_counters(tmp_path):
     sample = sample_of(tmp_path)
     dev = [p for p in sample.ports if p.port is None]
     assert len(dev) == 1 and dev[0].adapter == "mlx5_0" and dev[0].subject == "mlx5_0"
-    assert dev[0].hw_counters == {"rx_vport_rdma_unicast_packets": 12345} and dev[0].hw_lifespan_ms == 10
+    assert (
+        dev[0].hw_counters == {"rx_vport_rdma_unicast_packets": 12345}
+        and dev[0].hw_lifespan_ms == 10
+    )
     assert dev[0].info is None and dev[0].counters is None
 
 

@@ -26,7 +26,11 @@ def fleet(n, rails=RAILS, host="gpu"):
 
 
 def problems(result):
-    return sorted((f.check, f.severity.value, f.subject) for f in sweep_findings(result) if f.severity is not Severity.OK)
+    return sorted(
+        (f.check, f.severity.value, f.subject)
+        for f in sweep_findings(result)
+        if f.severity is not Severity.OK
+    )
 
 
 def test_robust_scale_has_a_floor_so_a_uniform_fleet_flags_nothing():
@@ -52,7 +56,9 @@ def test_the_scale_is_taken_on_the_healthy_side_so_two_slow_links_of_five_cannot
     assert bw.median == both.median and bw.z(0.006) < -10 and bw.z(0.024) > 0
     lat = robust_scale([10.0, 10.4, 9.8, 40.0, 40.0], floor_share=0.05, healthy_side=-1)
     assert lat.z(40.0) > 10  # latency: faults lie above, the scale comes from below
-    assert robust_scale([1.0, 1.1, 0.9, 0.2, 1.05], floor_share=0.0, healthy_side=+1).mad == pytest.approx(0.05)
+    assert robust_scale(
+        [1.0, 1.1, 0.9, 0.2, 1.05], floor_share=0.0, healthy_side=+1
+    ).mad == pytest.approx(0.05)
 
 
 def test_a_small_noisy_ring_names_its_slow_node_slow_link_and_dead_node():
@@ -76,10 +82,23 @@ def test_the_rail_reference_is_the_first_pass_not_the_biased_second():
     """The second pass pairs suspects with good nodes, so a bad node adds slow links: they are judged
     against the first pass's median and scale and do not move them."""
     nodes = fleet(6, rails=["mlx5_0"])
-    first = [PairResult(0, Phase.FIRST, 0, a, b, bw) for a, b, bw in [(0, 1, 48.0), (2, 3, 12.0), (4, 5, 47.5), (1, 2, 12.1), (3, 4, 48.5), (0, 5, 48.2)]]
+    first = [
+        PairResult(0, Phase.FIRST, 0, a, b, bw)
+        for a, b, bw in [
+            (0, 1, 48.0),
+            (2, 3, 12.0),
+            (4, 5, 47.5),
+            (1, 2, 12.1),
+            (3, 4, 48.5),
+            (0, 5, 48.2),
+        ]
+    ]
     # a second pass as dense in slow links as the one a misjudged first pass produced in CI: over all
     # nine links (five of them slow) the median would be a slow one
-    second = [PairResult(2, Phase.SECOND, 0, a, b, bw) for a, b, bw in [(0, 2, 12.2), (2, 4, 11.9), (2, 5, 12.0)]]
+    second = [
+        PairResult(2, Phase.SECOND, 0, a, b, bw)
+        for a, b, bw in [(0, 2, 12.2), (2, 4, 11.9), (2, 5, 12.0)]
+    ]
     (rail,) = analyse(nodes, first + second).rails
     (alone,) = analyse(nodes, first).rails
     assert rail.bw == alone.bw and rail.bw.count == 6
@@ -92,14 +111,22 @@ def test_the_rail_reference_is_the_first_pass_not_the_biased_second():
 def test_names_the_slow_node_the_slow_link_and_the_dead_node_and_nothing_else(pattern):
     nodes = fleet(20)
     tested = [p for r in first_pass(pattern, 20, seed=3) for p in r]
-    link = next(p for p in tested if not {5, 11} & set(p) and not {p[0] - 1, p[0] + 1, p[1] - 1, p[1] + 1} & {5, 11})
+    link = next(
+        p
+        for p in tested
+        if not {5, 11} & set(p) and not {p[0] - 1, p[0] + 1, p[1] - 1, p[1] + 1} & {5, 11}
+    )
     faults = PlantedFaults(slow_nodes={5: 0.5}, slow_links={(2, *link): 0.45}, dead={11: 1})
     result = run_sweep(nodes, SyntheticFabric(faults, noise=0.01, seed=1), pattern=pattern, seed=3)
     a, b = link
     assert problems(result) == sorted(
         [
             ("sweep.node", "fail", "gpu-05 (rank 5)"),
-            ("sweep.link", "fail", f"gpu-{a:02d} (rank {a}) mlx5_2 <-> gpu-{b:02d} (rank {b}) mlx5_2"),
+            (
+                "sweep.link",
+                "fail",
+                f"gpu-{a:02d} (rank {a}) mlx5_2 <-> gpu-{b:02d} (rank {b}) mlx5_2",
+            ),
             ("sweep.unreachable", "fail", "gpu-11 (rank 11)"),
         ]
     )
@@ -107,7 +134,9 @@ def test_names_the_slow_node_the_slow_link_and_the_dead_node_and_nothing_else(pa
     assert (s.precision, s.recall) == (1.0, 1.0), (s.missed, s.spurious)
     node5 = result.analysis.nodes[5]
     assert node5.whole_node and node5.bad_rails == (0, 1, 2, 3)
-    assert all(link.verdict is LinkVerdict.NODE for link in result.analysis.links if 5 in (link.a, link.b))
+    assert all(
+        link.verdict is LinkVerdict.NODE for link in result.analysis.links if 5 in (link.a, link.b)
+    )
 
 
 def test_two_adjacent_bad_nodes_need_the_second_pass_to_be_confirmed():
@@ -115,14 +144,22 @@ def test_two_adjacent_bad_nodes_need_the_second_pass_to_be_confirmed():
     faults = PlantedFaults(slow_nodes={6: 0.5, 7: 0.5})
     without = run_sweep(nodes, SyntheticFabric(faults, noise=0.01), second_pass=False)
     # Ring alone: 6 and 7 are slow with each other and one fine-elsewhere neighbour each: one confirmation, not two.
-    assert [without.analysis.nodes[r].status for r in (6, 7)] == [NodeStatus.SUSPECT, NodeStatus.SUSPECT]
+    assert [without.analysis.nodes[r].status for r in (6, 7)] == [
+        NodeStatus.SUSPECT,
+        NodeStatus.SUSPECT,
+    ]
     assert ("sweep.node", "warn", "gpu-06 (rank 6)") in problems(without)
     with_second = run_sweep(nodes, SyntheticFabric(faults, noise=0.01))
     assert with_second.settings.second_pass_rounds == 2
-    assert problems(with_second) == [("sweep.node", "fail", "gpu-06 (rank 6)"), ("sweep.node", "fail", "gpu-07 (rank 7)")]
+    assert problems(with_second) == [
+        ("sweep.node", "fail", "gpu-06 (rank 6)"),
+        ("sweep.node", "fail", "gpu-07 (rank 7)"),
+    ]
     for r in (6, 7):  # each met two known-good nodes in the second pass, and was slow with both
         ends = with_second.analysis.nodes[r].ends
-        assert all(e.verdict is EndVerdict.BAD and e.partners == 4 and e.confirming >= 3 for e in ends)
+        assert all(
+            e.verdict is EndVerdict.BAD and e.partners == 4 and e.confirming >= 3 for e in ends
+        )
 
 
 def test_one_slow_rail_is_named_by_rail_and_adapter_not_as_the_whole_node():
@@ -137,8 +174,12 @@ def test_one_slow_rail_is_named_by_rail_and_adapter_not_as_the_whole_node():
 
 def test_a_failing_pair_with_both_ends_answering_is_a_bad_link():
     nodes = fleet(10, rails=["mlx5_0"])
-    result = run_sweep(nodes, SyntheticFabric(PlantedFaults(broken_links=frozenset({(0, 2, 3)})), noise=0.01))
-    assert problems(result) == [("sweep.link", "fail", "gpu-02 (rank 2) mlx5_0 <-> gpu-03 (rank 3) mlx5_0")]
+    result = run_sweep(
+        nodes, SyntheticFabric(PlantedFaults(broken_links=frozenset({(0, 2, 3)})), noise=0.01)
+    )
+    assert problems(result) == [
+        ("sweep.link", "fail", "gpu-02 (rank 2) mlx5_0 <-> gpu-03 (rank 3) mlx5_0")
+    ]
     (link,) = result.analysis.links_with(LinkVerdict.BAD)
     assert link.failed == 1 and link.bw_gbs is None
 
@@ -149,7 +190,9 @@ def test_the_dead_node_is_left_out_and_its_partners_are_not_blamed():
     assert problems(result) == [("sweep.unreachable", "fail", "gpu-03 (rank 3)")]
     f = next(f for f in sweep_findings(result) if f.check == "sweep.unreachable")
     assert "did not answer within 10 s from round 1" in f.message and "gpu-03" in f.message
-    assert all(3 not in (p.a, p.b) for p in result.pairs if p.round > 0)  # not asked again once silent
+    assert all(
+        3 not in (p.a, p.b) for p in result.pairs if p.round > 0
+    )  # not asked again once silent
 
 
 def test_latency_outlier_makes_a_link_slow():
@@ -176,7 +219,11 @@ def test_a_slow_fleet_is_a_fleet_warning_not_a_bad_node():
     result = run_sweep(nodes, SyntheticFabric(bw_gbs=30.0, noise=0.01))
     assert problems(result) == [("sweep.fleet", "warn", "rail 0")]
     f = next(f for f in sweep_findings(result) if f.check == "sweep.fleet")
-    assert "of the 400 Gb/s line rate" in f.message and f.value == pytest.approx(0.6, abs=0.02) and f.limit == 0.8
+    assert (
+        "of the 400 Gb/s line rate" in f.message
+        and f.value == pytest.approx(0.6, abs=0.02)
+        and f.limit == 0.8
+    )
 
 
 def test_a_node_with_fewer_rails_is_warned_and_tested_on_the_rails_it_has():
@@ -204,7 +251,9 @@ def test_unconfirmed_majority_is_a_suspect_and_its_links_unresolved():
 
 def test_config_thresholds_change_the_verdicts():
     nodes = fleet(10, rails=["mlx5_0"])
-    faults = PlantedFaults(slow_links={(0, 2, 3): 0.85})  # 15 % slower: beyond 5 x 2 % of the median
+    faults = PlantedFaults(
+        slow_links={(0, 2, 3): 0.85}
+    )  # 15 % slower: beyond 5 x 2 % of the median
     strict = run_sweep(nodes, SyntheticFabric(faults, noise=0.0))
     lenient = run_sweep(nodes, SyntheticFabric(faults, noise=0.0), config=SweepConfig(z_limit=10))
     assert [f[0] for f in problems(strict)] == ["sweep.link"]

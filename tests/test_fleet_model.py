@@ -8,6 +8,7 @@ import json
 import pytest
 
 from ibdiag.errors import InputError
+from ibdiag.fleet.checks import sweep_findings
 from ibdiag.fleet.model import PAIR_COLUMNS, SCHEMA, SweepResult
 from ibdiag.fleet.nodes import make_fleet
 from ibdiag.fleet.schedule import Pattern
@@ -15,7 +16,6 @@ from ibdiag.fleet.sweep import run_sweep
 from ibdiag.fleet.synthetic import PlantedFaults, SyntheticFabric
 from ibdiag.report.jsonout import render_json
 from ibdiag.report.model import Report, RunMeta
-from ibdiag.fleet.checks import sweep_findings
 
 META = RunMeta(host="head", version="0.1.0", generated_at="2026-12-01T00:00:00Z")
 
@@ -24,20 +24,40 @@ META = RunMeta(host="head", version="0.1.0", generated_at="2026-12-01T00:00:00Z"
 def result():
     nodes = make_fleet([f"gpu-{i:02d}" for i in range(12)], ["mlx5_0", "mlx5_1"], rate_gbps=400)
     faults = PlantedFaults(slow_nodes={4: 0.5}, slow_links={(1, 8, 9): 0.5}, dead={2: 1})
-    return run_sweep(nodes, SyntheticFabric(faults, noise=0.01, lat_us=2.0), pattern=Pattern.RANDOM, rounds=4, seed=9)
+    return run_sweep(
+        nodes,
+        SyntheticFabric(faults, noise=0.01, lat_us=2.0),
+        pattern=Pattern.RANDOM,
+        rounds=4,
+        seed=9,
+    )
 
 
 def test_document_round_trips_through_json(result):
-    doc = json.loads(render_json(Report("sweep", result.to_json(), tuple(sweep_findings(result))), META))
+    doc = json.loads(
+        render_json(Report("sweep", result.to_json(), tuple(sweep_findings(result))), META)
+    )
     assert doc["schema"] == SCHEMA == "ibdiag.sweep/1" and doc["status"] == "fail"
-    assert doc["sweep"]["pattern"] == "random" and doc["sweep"]["random_rounds"] == 4 and doc["sweep"]["tests"] == len(result.pairs)
+    assert (
+        doc["sweep"]["pattern"] == "random"
+        and doc["sweep"]["random_rounds"] == 4
+        and doc["sweep"]["tests"] == len(result.pairs)
+    )
     assert doc["pairs"]["columns"] == list(PAIR_COLUMNS)
     row = doc["pairs"]["rows"][0]
-    assert row[4] == result.adapter(row[3], row[2]) and row[6] == result.adapter(row[5], row[2])  # adapters on both ends
+    assert row[4] == result.adapter(row[3], row[2]) and row[6] == result.adapter(
+        row[5], row[2]
+    )  # adapters on both ends
     assert {n["status"] for n in doc["nodes"]} == {"ok", "bad", "unreachable"}
-    assert all(link["verdict"] != "ok" for link in doc["links"])  # only the interesting links are listed
+    assert all(
+        link["verdict"] != "ok" for link in doc["links"]
+    )  # only the interesting links are listed
     back = SweepResult.from_json(doc, "sweep.json")
-    assert back.pairs == result.pairs and back.nodes == result.nodes and back.settings == result.settings
+    assert (
+        back.pairs == result.pairs
+        and back.nodes == result.nodes
+        and back.settings == result.settings
+    )
     assert back.analysis == result.analysis
 
 
@@ -103,13 +123,25 @@ def _with_engines(result, requested, engines):
     """The result as if its pairs had been measured by ``engines`` (cycled) under ``--engine requested``."""
     from dataclasses import replace
 
-    pairs = tuple(replace(p, engine=None if p.unreachable else engines[i % len(engines)]) for i, p in enumerate(result.pairs))
-    return replace(result, settings=replace(result.settings, spec=replace(result.settings.spec, engine=requested)), pairs=pairs)
+    pairs = tuple(
+        replace(p, engine=None if p.unreachable else engines[i % len(engines)])
+        for i, p in enumerate(result.pairs)
+    )
+    return replace(
+        result,
+        settings=replace(result.settings, spec=replace(result.settings.spec, engine=requested)),
+        pairs=pairs,
+    )
 
 
 @pytest.mark.parametrize(
     ("requested", "engines", "summed"),
-    [("auto", ["ibdiag", "perftest"], "ibdiag+perftest"), ("auto", ["perftest"], "perftest"), ("perftest", ["perftest"], "perftest"), ("ibdiag", ["ibdiag"], "ibdiag")],
+    [
+        ("auto", ["ibdiag", "perftest"], "ibdiag+perftest"),
+        ("auto", ["perftest"], "perftest"),
+        ("perftest", ["perftest"], "perftest"),
+        ("ibdiag", ["ibdiag"], "ibdiag"),
+    ],
 )
 def test_each_pair_records_the_engine_that_measured_it(result, requested, engines, summed):
     """``--engine auto`` lets every measuring node choose: the document says per pair what measured it
@@ -120,12 +152,22 @@ def test_each_pair_records_the_engine_that_measured_it(result, requested, engine
     doc = json.loads(json.dumps(mixed.to_json()))
     assert doc["sweep"]["engine"] == summed and doc["sweep"]["engine_requested"] == requested
     measured = [row for row in doc["pairs"]["rows"] if not row[10]]
-    assert {row[11] for row in measured} == set(engines) and all(row[11] is None for row in doc["pairs"]["rows"] if row[10])
+    assert {row[11] for row in measured} == set(engines) and all(
+        row[11] is None for row in doc["pairs"]["rows"] if row[10]
+    )
     back = SweepResult.from_json(doc)
-    assert back.pairs == mixed.pairs and back.settings.spec.engine == requested and back.engine == summed
+    assert (
+        back.pairs == mixed.pairs
+        and back.settings.spec.engine == requested
+        and back.engine == summed
+    )
     rows = csv_rows(back)
-    assert CSV_HEADER[-1] == "engine" and [r["engine"] for r in rows] == [p.engine for p in mixed.pairs]
-    assert summary_lines(back)[0].endswith(f"(p2p, rdma, {summed})" if "perftest" in summed else "(p2p, rdma)")
+    assert CSV_HEADER[-1] == "engine" and [r["engine"] for r in rows] == [
+        p.engine for p in mixed.pairs
+    ]
+    assert summary_lines(back)[0].endswith(
+        f"(p2p, rdma, {summed})" if "perftest" in summed else "(p2p, rdma)"
+    )
 
 
 def test_no_pair_engine_is_a_null_sweep_engine(result):
@@ -135,7 +177,10 @@ def test_no_pair_engine_is_a_null_sweep_engine(result):
     assert SweepResult.from_json(doc).engine is None
 
 
-@pytest.mark.parametrize(("old_engine", "pair_engine"), [("perftest", "perftest"), ("ibdiag", "ibdiag"), ("auto", None), (None, "ibdiag")])
+@pytest.mark.parametrize(
+    ("old_engine", "pair_engine"),
+    [("perftest", "perftest"), ("ibdiag", "ibdiag"), ("auto", None), (None, "ibdiag")],
+)
 def test_older_files_without_per_pair_engines_read(result, old_engine, pair_engine):
     """Files written before each pair recorded its engine: ``sweep.engine`` was the option (absent
     before --engine: ibdiag's) and ``pairs`` had 11 columns. Each pair's engine is that option where it

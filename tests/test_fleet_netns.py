@@ -75,7 +75,20 @@ def fabric() -> Iterator[Fabric]:
         for i, ns in enumerate(fab.nodes):
             _ip("netns", "add", ns)
             created.append(ns)
-            _ip("-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", f"p{i}", "netns", fab.bridge_ns)
+            _ip(
+                "-n",
+                ns,
+                "link",
+                "add",
+                "eth0",
+                "type",
+                "veth",
+                "peer",
+                "name",
+                f"p{i}",
+                "netns",
+                fab.bridge_ns,
+            )
             _ip("-n", fab.bridge_ns, "link", "set", f"p{i}", "master", "br0", "up")
             _ip("-n", ns, "addr", "add", f"{addr(i)}/24", "dev", "eth0")
             _ip("-n", ns, "link", "set", "eth0", "up")
@@ -83,22 +96,103 @@ def fabric() -> Iterator[Fabric]:
         _shape(fab)
         yield fab
     finally:
-        for ns in reversed(created):  # deleting a namespace removes its veth ends, and with them the peers
+        for ns in reversed(
+            created
+        ):  # deleting a namespace removes its veth ends, and with them the peers
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
 
 
 def _shape(fab: Fabric) -> None:
     for i, ns in enumerate(fab.nodes):
-        if i == SLOW_NODE:  # the slow node: tbf on both ends of its veth (what it sends, what it receives)
-            _tc(ns, "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", SLOW_RATE, "burst", "64kb", "latency", "50ms")
-            _tc(fab.bridge_ns, "qdisc", "add", "dev", f"p{i}", "root", "tbf", "rate", SLOW_RATE, "burst", "64kb", "latency", "50ms")
+        if (
+            i == SLOW_NODE
+        ):  # the slow node: tbf on both ends of its veth (what it sends, what it receives)
+            _tc(
+                ns,
+                "qdisc",
+                "add",
+                "dev",
+                "eth0",
+                "root",
+                "tbf",
+                "rate",
+                SLOW_RATE,
+                "burst",
+                "64kb",
+                "latency",
+                "50ms",
+            )
+            _tc(
+                fab.bridge_ns,
+                "qdisc",
+                "add",
+                "dev",
+                f"p{i}",
+                "root",
+                "tbf",
+                "rate",
+                SLOW_RATE,
+                "burst",
+                "64kb",
+                "latency",
+                "50ms",
+            )
             continue
         _tc(ns, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "10")
-        _tc(ns, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate", BASE_RATE, "ceil", BASE_RATE)
+        _tc(
+            ns,
+            "class",
+            "add",
+            "dev",
+            "eth0",
+            "parent",
+            "1:",
+            "classid",
+            "1:10",
+            "htb",
+            "rate",
+            BASE_RATE,
+            "ceil",
+            BASE_RATE,
+        )
         if i in SLOW_LINK:  # the slow link: to the other end only, through its own class
             other = SLOW_LINK[1] if i == SLOW_LINK[0] else SLOW_LINK[0]
-            _tc(ns, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb", "rate", SLOW_RATE, "ceil", SLOW_RATE)
-            _tc(ns, "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip", "dst", f"{addr(other)}/32", "flowid", "1:20")
+            _tc(
+                ns,
+                "class",
+                "add",
+                "dev",
+                "eth0",
+                "parent",
+                "1:",
+                "classid",
+                "1:20",
+                "htb",
+                "rate",
+                SLOW_RATE,
+                "ceil",
+                SLOW_RATE,
+            )
+            _tc(
+                ns,
+                "filter",
+                "add",
+                "dev",
+                "eth0",
+                "parent",
+                "1:",
+                "protocol",
+                "ip",
+                "prio",
+                "1",
+                "u32",
+                "match",
+                "ip",
+                "dst",
+                f"{addr(other)}/32",
+                "flowid",
+                "1:20",
+            )
 
 
 def _children(pid: int) -> list[int]:
@@ -118,7 +212,13 @@ def _wait(predicate, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def run_sweep_job(fab: Fabric, tmp_path: Path, *args: str, kill_rank: int | None = DEAD_NODE, kill_at_round: int = 2) -> tuple[dict, str, str]:
+def run_sweep_job(
+    fab: Fabric,
+    tmp_path: Path,
+    *args: str,
+    kill_rank: int | None = DEAD_NODE,
+    kill_at_round: int = 2,
+) -> tuple[dict, str, str]:
     """Start one torchrun agent per namespace, kill ``kill_rank``'s worker when it reaches round
     ``kill_at_round`` (1-based), and return rank 0's saved JSON, stdout and stderr."""
     torchrun = str(Path(sys.executable).parent / "torchrun")
@@ -132,7 +232,13 @@ def run_sweep_job(fab: Fabric, tmp_path: Path, *args: str, kill_rank: int | None
     # slow, and the fleet-size false-alarm budget behind 5 does not apply to a 6-node test.
     cfg.write_text("[sweep]\nfloor_share = 0.08333\nz_limit = 3\nstart_timeout_s = 120\n")
     port = 29000 + os.getpid() % 1000
-    env = {**os.environ, "COLUMNS": "200", "IBDIAG_TEST_HOOK": f"mark:dir={marks}", "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "COLUMNS": "200",
+        "IBDIAG_TEST_HOOK": f"mark:dir={marks}",
+        "PYTHONPATH": str(REPO),
+        "OMP_NUM_THREADS": "1",
+    }
     env.pop("IBDIAG_CONFIG", None)
     agents: list[subprocess.Popen] = []
     outs = []
@@ -141,25 +247,70 @@ def run_sweep_job(fab: Fabric, tmp_path: Path, *args: str, kill_rank: int | None
             out, err = tmp_path / f"agent{i}.out", tmp_path / f"agent{i}.err"
             outs.append((out, err))
             cmd = [
-                "ip", "netns", "exec", ns, torchrun, "--nnodes", str(N), "--nproc-per-node", "1", "--node-rank", str(i),
-                "--master-addr", addr(0), "--master-port", str(port), "--max-restarts", "0", "--monitor-interval", "0.5",
-                "-m", "ibdiag", "sweep", "--transport", "tcp", "--sizes", "256K", "--duration", "1", "--timeout", "3",
-                "--config", str(cfg), "--save", str(save), "-o", "line", *args,
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                torchrun,
+                "--nnodes",
+                str(N),
+                "--nproc-per-node",
+                "1",
+                "--node-rank",
+                str(i),
+                "--master-addr",
+                addr(0),
+                "--master-port",
+                str(port),
+                "--max-restarts",
+                "0",
+                "--monitor-interval",
+                "0.5",
+                "-m",
+                "ibdiag",
+                "sweep",
+                "--transport",
+                "tcp",
+                "--sizes",
+                "256K",
+                "--duration",
+                "1",
+                "--timeout",
+                "3",
+                "--config",
+                str(cfg),
+                "--save",
+                str(save),
+                "-o",
+                "line",
+                *args,
             ]
             with open(out, "w") as fo, open(err, "w") as fe:
-                agents.append(subprocess.Popen(cmd, stdout=fo, stderr=fe, env=env, cwd=tmp_path, start_new_session=True))
+                agents.append(
+                    subprocess.Popen(
+                        cmd, stdout=fo, stderr=fe, env=env, cwd=tmp_path, start_new_session=True
+                    )
+                )
         if kill_rank is not None:
             mark = marks / f"rank{kill_rank}.step{kill_at_round}"
             _wait(mark.exists, 180, f"rank {kill_rank} to reach round {kill_at_round}")
             workers = _children(agents[kill_rank].pid)
-            workers = [p for p in workers if "ibdiag" in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")]
+            workers = [
+                p
+                for p in workers
+                if "ibdiag" in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")
+            ]
             assert workers, "rank's worker process not found"
             for p in workers:
                 os.kill(p, signal.SIGKILL)
         _wait(save.exists, 240, "rank 0 to save the sweep")
         # rank 0's worker has written its result; its agent (and the others') would now wait at
         # torchrun's exit barrier for the dead node's agent (300 s): wait for the worker, then end them.
-        _wait(lambda: not [p for p in _children(agents[0].pid) if "ibdiag" in _cmdline(p)], 60, "rank 0's worker to exit")
+        _wait(
+            lambda: not [p for p in _children(agents[0].pid) if "ibdiag" in _cmdline(p)],
+            60,
+            "rank 0's worker to exit",
+        )
     finally:
         for a in agents:
             if a.poll() is None:
@@ -209,7 +360,9 @@ def check_common(doc: dict, out: str, *, median=(0.018, 0.026), size=256 * 1024)
     statuses = {n["rank"]: n["status"] for n in doc["nodes"]}
     assert statuses == {0: "ok", 1: "unreachable", 2: "bad", 3: "ok", 4: "ok", 5: "ok"}
     rail = doc["rails"][0]
-    assert median[0] <= rail["median_bw_gbs"] <= median[1], rail  # 200 Mbit/s = 0.025 GB/s on the wire, less the headers
+    assert median[0] <= rail["median_bw_gbs"] <= median[1], (
+        rail
+    )  # 200 Mbit/s = 0.025 GB/s on the wire, less the headers
     assert doc["sweep"]["transport"] == "tcp" and doc["sweep"]["bytes"] == size
     assert out.startswith("sweep FAIL: drain"), out
 
@@ -235,7 +388,18 @@ def test_collective_ring_names_the_same_faults_through_2_rank_all_reduces(fabric
     """--test collective: each pair builds its own 2-rank gloo group and times all_reduce (bus bandwidth)."""
     # 1 MiB calls (a later --sizes wins): fewer calls per second, so per-call scheduling noise on the
     # shared CPUs weighs less; with one node dead, 2 of the ring's 5 first-pass links are slow.
-    doc, out, err = run_sweep_job(fabric, tmp_path, "--pattern", "ring", "--test", "collective", "--sizes", "1M", "--duration", "2")
+    doc, out, err = run_sweep_job(
+        fabric,
+        tmp_path,
+        "--pattern",
+        "ring",
+        "--test",
+        "collective",
+        "--sizes",
+        "1M",
+        "--duration",
+        "2",
+    )
     assert doc["sweep"]["test"] == "collective"
     # gloo's 2-rank all_reduce sends the whole buffer each way per call: about half the p2p figure
     check_common(doc, out, median=(0.008, 0.026), size=2**20)

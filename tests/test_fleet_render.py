@@ -28,7 +28,11 @@ def sweep(n=24, faults=PlantedFaults(), rails=("mlx5_0", "mlx5_1"), hosts=None):
 
 @pytest.fixture(scope="module")
 def faulty():
-    return sweep(faults=PlantedFaults(slow_nodes={3: 0.5, 9: 0.4, 15: 0.45}, slow_links={(1, 20, 21): 0.6}, dead={6: 1, 12: 0}))
+    return sweep(
+        faults=PlantedFaults(
+            slow_nodes={3: 0.5, 9: 0.4, 15: 0.45}, slow_links={(1, 20, 21): 0.6}, dead={6: 1, 12: 0}
+        )
+    )
 
 
 def test_line_view_is_one_ascii_line_of_at_most_80_characters(faulty):
@@ -51,16 +55,24 @@ def test_line_view_when_healthy_and_when_only_a_link_is_bad():
 
 
 def test_line_view_keeps_whole_names_and_counts_the_rest():
-    assert render.fit_line("drain", ["a" * 30, "b" * 30, "c" * 30], " end", width=80) == "drain " + "a" * 30 + " " + "b" * 30 + " +1 more end"
+    assert (
+        render.fit_line("drain", ["a" * 30, "b" * 30, "c" * 30], " end", width=80)
+        == "drain " + "a" * 30 + " " + "b" * 30 + " +1 more end"
+    )
     assert render.fit_line("drain", ["x" * 100], "", width=80) == "drain +1 more"
     shared = sweep(6, PlantedFaults(slow_nodes={1: 0.5}), hosts=["box"] * 6)
-    assert render.drain_hosts(shared) == ["box"]  # one host to drain, even if several ranks live on it
+    assert render.drain_hosts(shared) == [
+        "box"
+    ]  # one host to drain, even if several ranks live on it
 
 
 def test_matrix_grid_marks_slow_failed_and_untested_pairs(faulty):
     grid = render.matrix_grid(faulty, 1, max_cells=64)
     assert grid.size == 24 and grid.block == 1
-    assert grid.cells[20][21] == pytest.approx(0.6, abs=0.05) and grid.cells[21][20] == grid.cells[20][21]
+    assert (
+        grid.cells[20][21] == pytest.approx(0.6, abs=0.05)
+        and grid.cells[21][20] == grid.cells[20][21]
+    )
     assert grid.cells[0][12] is None  # ring: 0 and 12 never met
     assert grid.cells[2][3] == pytest.approx(0.5, abs=0.05)  # node 3 is slow with its neighbour
     small = render.matrix_grid(faulty, 1, max_cells=8)
@@ -104,8 +116,21 @@ def test_prom_has_one_status_per_node_and_bandwidth_per_rail(faulty):
     assert len(re.findall(r"^ibdiag_sweep_node_status\{", text, re.M)) == 24
     assert 'ibdiag_sweep_node_status{host="gpu-node-006",rank="6"} 3' in text
     assert 'ibdiag_sweep_node_status{host="gpu-node-003",rank="3"} 2' in text
-    assert re.search(r'^ibdiag_sweep_node_bw_bytes_per_second\{host="gpu-node-003",rank="3",rail="0",adapter="mlx5_0"\} 2[0-9]{9,10}(\.[0-9]+)?$', text, re.M)
-    assert len(re.findall(r'^ibdiag_check_severity\{command="sweep",check="sweep\.(node|unreachable)"', text, re.M)) == 24
+    assert re.search(
+        r'^ibdiag_sweep_node_bw_bytes_per_second\{host="gpu-node-003",rank="3",rail="0",adapter="mlx5_0"\} 2[0-9]{9,10}(\.[0-9]+)?$',
+        text,
+        re.M,
+    )
+    assert (
+        len(
+            re.findall(
+                r'^ibdiag_check_severity\{command="sweep",check="sweep\.(node|unreachable)"',
+                text,
+                re.M,
+            )
+        )
+        == 24
+    )
 
 
 def test_junit_has_a_case_per_node(faulty):
@@ -115,7 +140,13 @@ def test_junit_has_a_case_per_node(faulty):
     per_node = [c for c in cases if c.get("classname") in ("sweep.node", "sweep.unreachable")]
     assert sorted(c.get("name") for c in per_node) == sorted(n.label for n in faulty.nodes)
     failed = {c.get("name") for c in per_node if c.find("failure") is not None}
-    assert failed == {"gpu-node-003 (rank 3)", "gpu-node-009 (rank 9)", "gpu-node-015 (rank 15)", "gpu-node-006 (rank 6)", "gpu-node-012 (rank 12)"}
+    assert failed == {
+        "gpu-node-003 (rank 3)",
+        "gpu-node-009 (rank 9)",
+        "gpu-node-015 (rank 15)",
+        "gpu-node-006 (rank 6)",
+        "gpu-node-012 (rank 12)",
+    }
 
 
 def test_csv_is_one_row_per_pair_test(faulty):
@@ -145,5 +176,9 @@ def test_png_has_a_panel_per_rail(faulty):
     img = imread(io.BytesIO(png))
     assert img.shape[1] > img.shape[0]  # two panels side by side
     green = tuple(int(chart.PALETTE[0][1][i : i + 2], 16) / 255 for i in (1, 3, 5))
-    close = ((abs(img[..., 0] - green[0]) < 0.02) & (abs(img[..., 1] - green[1]) < 0.02) & (abs(img[..., 2] - green[2]) < 0.02)).sum()
+    close = (
+        (abs(img[..., 0] - green[0]) < 0.02)
+        & (abs(img[..., 1] - green[1]) < 0.02)
+        & (abs(img[..., 2] - green[2]) < 0.02)
+    ).sum()
     assert close > 100  # the typical links are drawn

@@ -30,8 +30,24 @@ def _free_port() -> int:
 
 
 def slurm_env(rank: int, world: int, port: int) -> dict[str, str]:
-    env = client_env({"SLURM_PROCID": str(rank), "SLURM_NTASKS": str(world), "SLURM_STEP_ID": "0", "SLURM_LOCALID": str(rank), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
-    for key in ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "IBDIAG_CONFIG", "IBDIAG_TEST_HOOK"):
+    env = client_env(
+        {
+            "SLURM_PROCID": str(rank),
+            "SLURM_NTASKS": str(world),
+            "SLURM_STEP_ID": "0",
+            "SLURM_LOCALID": str(rank),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+        }
+    )
+    for key in (
+        "RANK",
+        "WORLD_SIZE",
+        "OMPI_COMM_WORLD_RANK",
+        "PMI_RANK",
+        "IBDIAG_CONFIG",
+        "IBDIAG_TEST_HOOK",
+    ):
         env.pop(key, None)
     return env
 
@@ -39,23 +55,57 @@ def slurm_env(rank: int, world: int, port: int) -> dict[str, str]:
 @pytest.mark.slow
 def test_a_three_rank_slurm_job_on_loopback_sweeps_every_ring_pair(ibdiag_exe, tmp_path):
     port = _free_port()
-    args = [ibdiag_exe, "sweep", "--transport", "tcp", "--sizes", "64K", "--duration", "0.2", "--timeout", "5", "-o", "json"]
+    args = [
+        ibdiag_exe,
+        "sweep",
+        "--transport",
+        "tcp",
+        "--sizes",
+        "64K",
+        "--duration",
+        "0.2",
+        "--timeout",
+        "5",
+        "-o",
+        "json",
+    ]
     # --save is rank 0's: on the other nodes the directory need not exist (here it does not)
-    saves = [tmp_path / "sweep.json", tmp_path / "only-on-the-head-node" / "sweep.json", tmp_path / "only-on-the-head-node" / "sweep.json"]
-    procs = [subprocess.Popen([*args, "--save", str(saves[r])], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=slurm_env(r, 3, port)) for r in range(3)]
+    saves = [
+        tmp_path / "sweep.json",
+        tmp_path / "only-on-the-head-node" / "sweep.json",
+        tmp_path / "only-on-the-head-node" / "sweep.json",
+    ]
+    procs = [
+        subprocess.Popen(
+            [*args, "--save", str(saves[r])],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=slurm_env(r, 3, port),
+        )
+        for r in range(3)
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     codes = [p.returncode for p in procs]
     assert codes == [0, 0, 0], [o[1] for o in outs]
     assert outs[1] == ("", "") and outs[2] == ("", "")  # only rank 0 prints
     doc = json.loads(outs[0][0])
     assert doc["schema"] == "ibdiag.sweep/1"
-    assert [n["rank"] for n in doc["nodes"]] == [0, 1, 2] and all(n["address"] == "127.0.0.1" for n in doc["nodes"])
-    assert doc["sweep"]["transport"] == "tcp" and doc["sweep"]["first_pass_rounds"] == 3  # an odd ring: 3 rounds
+    assert [n["rank"] for n in doc["nodes"]] == [0, 1, 2] and all(
+        n["address"] == "127.0.0.1" for n in doc["nodes"]
+    )
+    assert (
+        doc["sweep"]["transport"] == "tcp" and doc["sweep"]["first_pass_rounds"] == 3
+    )  # an odd ring: 3 rounds
     # the ring's own rounds; a pair that loopback noise made look slow is re-tested in a second pass
     pairs = sorted((r[3], r[5]) for r in doc["pairs"]["rows"] if r[1] == "first")
     assert pairs == [(0, 1), (0, 2), (1, 2)]
-    assert all(r[7] is not None and r[7] > 0 and r[9] is None for r in doc["pairs"]["rows"])  # measured, no error
-    assert all(r[11] == "ibdiag" for r in doc["pairs"]["rows"]) and doc["sweep"]["engine"] == "ibdiag"  # TCP: ibdiag's own engine
+    assert all(
+        r[7] is not None and r[7] > 0 and r[9] is None for r in doc["pairs"]["rows"]
+    )  # measured, no error
+    assert (
+        all(r[11] == "ibdiag" for r in doc["pairs"]["rows"]) and doc["sweep"]["engine"] == "ibdiag"
+    )  # TCP: ibdiag's own engine
     assert doc["sweep"]["engine_requested"] == "auto"
     assert {n["status"] for n in doc["nodes"]} == {"ok"}
     saved = json.loads(saves[0].read_text())
@@ -66,18 +116,30 @@ def test_a_rank_without_its_rank_0_gives_up_with_exit_3(ibdiag_exe, tmp_path):
     cfg = tmp_path / "ibdiag.toml"
     cfg.write_text("[sweep]\nstart_timeout_s = 1\n")
     port = _free_port()
-    r = subprocess.run([ibdiag_exe, "sweep", "--transport", "tcp", "--timeout", "1", "--config", str(cfg)], capture_output=True, text=True, env=slurm_env(1, 2, port), timeout=60)
+    r = subprocess.run(
+        [ibdiag_exe, "sweep", "--transport", "tcp", "--timeout", "1", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        env=slurm_env(1, 2, port),
+        timeout=60,
+    )
     assert r.returncode == 3, r.stderr
     assert "rank 1: cannot reach the rendezvous store at 127.0.0.1" in r.stderr
     assert "Traceback" not in r.stderr
 
 
 def test_reported_results_are_checked_before_rank_0_uses_them():
-    good = [PairResult(4, Phase.FIRST, 0, 1, 3, 12.5), PairResult(4, Phase.FIRST, 1, 1, 3, None, error="nothing is listening")]
+    good = [
+        PairResult(4, Phase.FIRST, 0, 1, 3, 12.5),
+        PairResult(4, Phase.FIRST, 1, 1, 3, None, error="nothing is listening"),
+    ]
     rows = result_rows(good)
     assert read_results(json.loads(json.dumps(rows)), 4, Phase.FIRST, 3, 6, source="rank 3") == good
     for bad, message in (
-        ([[0, 1, 2, 12.5, None, None, None]], "rows[0][2]: 2 is outside 3..3"),  # a result for a test another rank measured
+        (
+            [[0, 1, 2, 12.5, None, None, None]],
+            "rows[0][2]: 2 is outside 3..3",
+        ),  # a result for a test another rank measured
         ([[0, 3, 3, 12.5, None, None, None]], "cannot be tested against itself"),
         ([[0, 9, 3, 12.5, None, None, None]], "rows[0][1]: 9 is outside 0..5"),
         ([[0, 1, 3, -1, None, None, None]], "rows[0][3]"),
@@ -103,9 +165,15 @@ def test_round_limit_and_progress_line():
     assert round_limit_s(PairSpec(mode="both", duration_s=1.0, timeout_s=3.0)) == 9.0
     done = RoundDone(1, 4, Phase.FIRST, 6, (3,))
     assert eta_s(done, 10.0) == 10.0
-    assert progress_line(done, 10.0) == "sweep: round 2/4 (first pass), 6 tests done, 1 unreachable, 10.0 s elapsed, ETA 10 s + second pass"
+    assert (
+        progress_line(done, 10.0)
+        == "sweep: round 2/4 (first pass), 6 tests done, 1 unreachable, 10.0 s elapsed, ETA 10 s + second pass"
+    )
     last = RoundDone(5, 6, Phase.SECOND, 11, ())
-    assert progress_line(last, 12.0) == "sweep: round 6/6 (second pass), 11 tests done, 12.0 s elapsed, ETA 0 s"
+    assert (
+        progress_line(last, 12.0)
+        == "sweep: round 6/6 (second pass), 11 tests done, 12.0 s elapsed, ETA 0 s"
+    )
 
 
 def test_coordinator_waits_are_bounded_and_values_are_json():
@@ -117,7 +185,9 @@ def test_coordinator_waits_are_bounded_and_values_are_json():
     from ibdiag.errors import CannotRunError
     from ibdiag.fleet.coord import Coordinator, poll_interval_s
 
-    store = dist.TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=5), wait_for_workers=False)
+    store = dist.TCPStore(
+        "127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=5), wait_for_workers=False
+    )
     c = Coordinator(dist.PrefixStore("t", store), 4)
     t0 = time.monotonic()
     assert c.wait_value("absent", time.monotonic() + 0.3) is None
@@ -144,21 +214,41 @@ def test_rails_are_the_gpus_ports_in_nic_order_and_fall_back_to_tcp(fixture_root
     root = str(fixture_root("dgx-h100"))
     rails, note = local_rails("rdma", "127.0.0.1", None, root, rdma_devices=lambda: DGX_DEVICES)
     # topo's GPU-nearest ports: the eight compute NICs, not the two storage NICs (mlx5_4, mlx5_5)
-    assert [r.adapter for r in rails] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9"]
-    assert [r.index for r in rails] == list(range(8)) and {r.rate_gbps for r in rails} == {400.0} and note is None
-    given, _ = local_rails("rdma", "127.0.0.1", ["mlx5_3", "mlx5_0"], root, rdma_devices=lambda: DGX_DEVICES)
+    assert [r.adapter for r in rails] == [
+        "mlx5_0",
+        "mlx5_1",
+        "mlx5_2",
+        "mlx5_3",
+        "mlx5_6",
+        "mlx5_7",
+        "mlx5_8",
+        "mlx5_9",
+    ]
+    assert (
+        [r.index for r in rails] == list(range(8))
+        and {r.rate_gbps for r in rails} == {400.0}
+        and note is None
+    )
+    given, _ = local_rails(
+        "rdma", "127.0.0.1", ["mlx5_3", "mlx5_0"], root, rdma_devices=lambda: DGX_DEVICES
+    )
     assert [(r.index, r.adapter) for r in given] == [(0, "mlx5_3"), (1, "mlx5_0")]
 
     def no_stack() -> list[str]:
         raise CannotRunError("pyverbs is not installed")
 
     tcp, note = local_rails("rdma", "127.0.0.1", None, root, rdma_devices=no_stack)
-    assert [r.adapter for r in tcp] == [None] and note == "RDMA is not usable (pyverbs is not installed): testing over TCP"
+    assert [r.adapter for r in tcp] == [
+        None
+    ] and note == "RDMA is not usable (pyverbs is not installed): testing over TCP"
     with pytest.raises(UsageError, match="--rails: no adapter mlx5_77 on this node"):
         local_rails("rdma", "127.0.0.1", ["mlx5_77"], root, rdma_devices=lambda: DGX_DEVICES)
     with pytest.raises(CannotRunError, match="libibverbs cannot open mlx5_9"):
         local_rails("rdma", "127.0.0.1", ["mlx5_9"], root, rdma_devices=lambda: DGX_DEVICES[:4])
-    assert local_rails("rdma", "127.0.0.1", None, str(fixture_root("vm-no-rdma")))[1] == "no RDMA adapter: testing over TCP"
+    assert (
+        local_rails("rdma", "127.0.0.1", None, str(fixture_root("vm-no-rdma")))[1]
+        == "no RDMA adapter: testing over TCP"
+    )
     assert local_rails("tcp", "127.0.0.1", None, root) == ((tcp[0],), None)
 
 
@@ -174,7 +264,12 @@ def test_a_pair_against_a_closed_port_is_a_failed_result_not_an_exception():
         port = s.getsockname()[1]
         nodes = make_fleet(["a", "b"], [None], addresses=["127.0.0.1", "127.0.0.1"])
         runner = P2PPairRunner({0: [port], 1: [port]}, b"t" * 32)
-        res = runner.run_pair(PairTest(3, Phase.SECOND, End(0, 0, None), End(1, 0, None)), nodes[0], nodes[1], PairSpec(transport="tcp", bytes=4096, duration_s=0.1, timeout_s=2))
+        res = runner.run_pair(
+            PairTest(3, Phase.SECOND, End(0, 0, None), End(1, 0, None)),
+            nodes[0],
+            nodes[1],
+            PairSpec(transport="tcp", bytes=4096, duration_s=0.1, timeout_s=2),
+        )
     assert (res.round, res.phase, res.a, res.b, res.bw_gbs) == (3, Phase.SECOND, 0, 1, None)
     assert res.error and "127.0.0.1" in res.error and res.unreachable == ()
 
@@ -208,7 +303,9 @@ def _pair_without_rxe0(tmp_path):
         pytest.fail("perftest is not installed (make system-deps)")
     (tmp_path / "sys" / "class" / "infiniband").mkdir(parents=True)
     nodes = make_fleet(["a", "b"], ["rxe0"], addresses=["127.0.0.1", "127.0.0.1"])
-    runner = P2PPairRunner({0: [_free_port()], 1: [_free_port()]}, b"t" * 32, sysfs_root=str(tmp_path))
+    runner = P2PPairRunner(
+        {0: [_free_port()], 1: [_free_port()]}, b"t" * 32, sysfs_root=str(tmp_path)
+    )
     test = PairTest(0, Phase.FIRST, End(0, 0, "rxe0"), End(1, 0, "rxe0"))
     return runner, test, nodes
 
@@ -219,11 +316,25 @@ def test_an_rdma_pair_on_perftest_goes_through_perftest_and_fails_as_one_result(
     from ibdiag.fleet.p2prunner import P2PPairRunner
 
     runner, test, nodes = _pair_without_rxe0(tmp_path)
-    res = runner.run_pair(test, nodes[0], nodes[1], PairSpec(transport="rdma", bytes=4096, duration_s=1, timeout_s=2, engine="perftest"))
-    assert res.bw_gbs is None and res.error == "no RDMA device named rxe0 with that port", res.error  # sysfs, not pyverbs: the perftest path
+    res = runner.run_pair(
+        test,
+        nodes[0],
+        nodes[1],
+        PairSpec(transport="rdma", bytes=4096, duration_s=1, timeout_s=2, engine="perftest"),
+    )
+    assert res.bw_gbs is None and res.error == "no RDMA device named rxe0 with that port", (
+        res.error
+    )  # sysfs, not pyverbs: the perftest path
     assert res.engine == "perftest"  # the engine that tried, recorded with its failure
-    empty = P2PPairRunner({0: [1]}, b"t" * 32, perftest_path=str(tmp_path))  # a PATH without perftest
-    res = empty.run_pair(test, nodes[0], nodes[1], PairSpec(transport="rdma", bytes=4096, duration_s=1, timeout_s=2, engine="perftest"))
+    empty = P2PPairRunner(
+        {0: [1]}, b"t" * 32, perftest_path=str(tmp_path)
+    )  # a PATH without perftest
+    res = empty.run_pair(
+        test,
+        nodes[0],
+        nodes[1],
+        PairSpec(transport="rdma", bytes=4096, duration_s=1, timeout_s=2, engine="perftest"),
+    )
     assert res.error and "ib_write_bw is not installed" in res.error, res.error
     assert res.engine == "perftest"
 
@@ -234,14 +345,30 @@ def test_auto_records_what_this_node_chose_per_pair(tmp_path):
     from ibdiag.bench.p2p.perftest_engine import pyverbs_available
 
     runner, test, nodes = _pair_without_rxe0(tmp_path)
-    res = runner.run_pair(test, nodes[0], nodes[1], PairSpec(transport="rdma", bytes=4096, duration_s=1, timeout_s=2, engine="auto"))
-    assert res.error and res.engine == ("ibdiag" if pyverbs_available() else "perftest"), (res.error, res.engine)
+    res = runner.run_pair(
+        test,
+        nodes[0],
+        nodes[1],
+        PairSpec(transport="rdma", bytes=4096, duration_s=1, timeout_s=2, engine="auto"),
+    )
+    assert res.error and res.engine == ("ibdiag" if pyverbs_available() else "perftest"), (
+        res.error,
+        res.engine,
+    )
 
 
 def test_the_engine_of_each_pair_travels_to_rank_0_checked():
-    rows = result_rows([PairResult(0, Phase.FIRST, 0, 0, 1, 5.0, engine="perftest"), PairResult(0, Phase.FIRST, 1, 0, 1, None, error="x")])
+    rows = result_rows(
+        [
+            PairResult(0, Phase.FIRST, 0, 0, 1, 5.0, engine="perftest"),
+            PairResult(0, Phase.FIRST, 1, 0, 1, None, error="x"),
+        ]
+    )
     assert [r[6] for r in rows] == ["perftest", None]
-    assert [p.engine for p in read_results(rows, 0, Phase.FIRST, 1, 2, source="rank 1")] == ["perftest", None]
+    assert [p.engine for p in read_results(rows, 0, Phase.FIRST, 1, 2, source="rank 1")] == [
+        "perftest",
+        None,
+    ]
     with pytest.raises(InputError, match=r"rows\[0\]\[6\]: must be one of ibdiag, perftest"):
         read_results([[0, 0, 1, 5.0, None, None, "auto"]], 0, Phase.FIRST, 1, 2, source="rank 1")
     with pytest.raises(InputError, match="must be \\[rail, a, b, bw_gbs, lat_us, error, engine\\]"):
@@ -249,7 +376,13 @@ def test_the_engine_of_each_pair_travels_to_rank_0_checked():
 
 
 def test_error_text_travels_as_one_printable_line():
-    rows = result_rows([PairResult(0, Phase.FIRST, 0, 0, 1, None, error="gloo: reset\nby peer \x1b[31m" + "x" * 600)])
+    rows = result_rows(
+        [
+            PairResult(
+                0, Phase.FIRST, 0, 0, 1, None, error="gloo: reset\nby peer \x1b[31m" + "x" * 600
+            )
+        ]
+    )
     text = rows[0][5]
     assert text.isprintable() and text.startswith("gloo: reset by peer  [31m") and len(text) == 500
     assert read_results(rows, 0, Phase.FIRST, 1, 2, source="rank 1")[0].error == text
@@ -270,8 +403,24 @@ def test_a_latency_pair_with_only_an_average_keeps_it(monkeypatch):
     averaged = P2PResult(bytes=8, iters=100, lat_avg_us=14.5)
     monkeypatch.setattr(client, "run_p2p", lambda req, opts: SimpleNamespace(results=(averaged,)))
     nodes = make_fleet(["a", "b"], [None], addresses=["127.0.0.1", "127.0.0.1"])
-    res = P2PPairRunner({0: [1], 1: [1]}, b"t" * 32).run_pair(PairTest(0, Phase.FIRST, End(0, 0, None), End(1, 0, None)), nodes[0], nodes[1], PairSpec(transport="tcp", mode="lat", bytes=8))
-    assert res.error is None and res.lat_us == 14.5 and res.bw_gbs is None and res.engine == "ibdiag"  # TCP: ibdiag's engine
-    monkeypatch.setattr(client, "run_p2p", lambda req, opts: SimpleNamespace(results=(P2PResult(bytes=8, iters=100),)))
-    res = P2PPairRunner({0: [1], 1: [1]}, b"t" * 32).run_pair(PairTest(0, Phase.FIRST, End(0, 0, None), End(1, 0, None)), nodes[0], nodes[1], PairSpec(transport="tcp", mode="lat", bytes=8))
+    res = P2PPairRunner({0: [1], 1: [1]}, b"t" * 32).run_pair(
+        PairTest(0, Phase.FIRST, End(0, 0, None), End(1, 0, None)),
+        nodes[0],
+        nodes[1],
+        PairSpec(transport="tcp", mode="lat", bytes=8),
+    )
+    assert (
+        res.error is None and res.lat_us == 14.5 and res.bw_gbs is None and res.engine == "ibdiag"
+    )  # TCP: ibdiag's engine
+    monkeypatch.setattr(
+        client,
+        "run_p2p",
+        lambda req, opts: SimpleNamespace(results=(P2PResult(bytes=8, iters=100),)),
+    )
+    res = P2PPairRunner({0: [1], 1: [1]}, b"t" * 32).run_pair(
+        PairTest(0, Phase.FIRST, End(0, 0, None), End(1, 0, None)),
+        nodes[0],
+        nodes[1],
+        PairSpec(transport="tcp", mode="lat", bytes=8),
+    )
     assert res.error == "the test returned no measurement"

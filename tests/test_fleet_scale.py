@@ -21,11 +21,33 @@ from ibdiag.fleet.synthetic import SyntheticFabric, plant_faults, score
 BAR = 0.98
 
 
-def _case(n: int, rails: int, pattern: Pattern, seed: int, *, slow_nodes: int, slow_ends: int, slow_links: int, dead: int):
-    nodes = make_fleet([f"node{i:05d}" for i in range(n)], [f"mlx5_{k}" for k in range(rails)], rate_gbps=400)
+def _case(
+    n: int,
+    rails: int,
+    pattern: Pattern,
+    seed: int,
+    *,
+    slow_nodes: int,
+    slow_ends: int,
+    slow_links: int,
+    dead: int,
+):
+    nodes = make_fleet(
+        [f"node{i:05d}" for i in range(n)], [f"mlx5_{k}" for k in range(rails)], rate_gbps=400
+    )
     tested = [p for r in first_pass(pattern, n, seed=seed) for p in r]
-    faults = plant_faults(nodes, tested, slow_nodes=slow_nodes, slow_ends=slow_ends, slow_links=slow_links, dead=dead, seed=seed)
-    result = run_sweep(nodes, SyntheticFabric(faults, noise=0.02, seed=seed), pattern=pattern, seed=seed)
+    faults = plant_faults(
+        nodes,
+        tested,
+        slow_nodes=slow_nodes,
+        slow_ends=slow_ends,
+        slow_links=slow_links,
+        dead=dead,
+        seed=seed,
+    )
+    result = run_sweep(
+        nodes, SyntheticFabric(faults, noise=0.02, seed=seed), pattern=pattern, seed=seed
+    )
     return score(faults, nodes, result.analysis)
 
 
@@ -33,19 +55,34 @@ def _total(scores):
     tp = sum(s.true_positives for s in scores)
     fp = sum(s.false_positives for s in scores)
     fn = sum(s.false_negatives for s in scores)
-    return tp / (tp + fp), tp / (tp + fn), [m for s in scores for m in s.missed], [x for s in scores for x in s.spurious]
+    return (
+        tp / (tp + fp),
+        tp / (tp + fn),
+        [m for s in scores for m in s.missed],
+        [x for s in scores for x in s.spurious],
+    )
 
 
-@pytest.mark.parametrize("pattern, rails", [(Pattern.RING, 8), (Pattern.PAIRWISE, 2), (Pattern.RANDOM, 8)])
+@pytest.mark.parametrize(
+    "pattern, rails", [(Pattern.RING, 8), (Pattern.PAIRWISE, 2), (Pattern.RANDOM, 8)]
+)
 def test_64_nodes(pattern, rails):
-    scores = [_case(64, rails, pattern, seed, slow_nodes=2, slow_ends=2, slow_links=2, dead=1) for seed in range(5)]
+    scores = [
+        _case(64, rails, pattern, seed, slow_nodes=2, slow_ends=2, slow_links=2, dead=1)
+        for seed in range(5)
+    ]
     precision, recall, missed, spurious = _total(scores)
-    assert sum(s.true_positives + s.false_negatives for s in scores) >= 5 * (2 * rails + 5)  # every rail of a slow node counts
+    assert sum(s.true_positives + s.false_negatives for s in scores) >= 5 * (
+        2 * rails + 5
+    )  # every rail of a slow node counts
     assert precision >= BAR and recall >= BAR, (missed, spurious)
 
 
 @pytest.mark.parametrize("pattern, rails", [(Pattern.RING, 8), (Pattern.RANDOM, 2)])
 def test_1024_nodes(pattern, rails):
-    scores = [_case(1024, rails, pattern, seed, slow_nodes=10, slow_ends=10, slow_links=10, dead=4) for seed in range(2)]
+    scores = [
+        _case(1024, rails, pattern, seed, slow_nodes=10, slow_ends=10, slow_links=10, dead=4)
+        for seed in range(2)
+    ]
     precision, recall, missed, spurious = _total(scores)
     assert precision >= BAR and recall >= BAR, (missed, spurious)

@@ -119,13 +119,22 @@ def test_pair_tests_are_rail_k_against_rail_k_naming_both_adapters():
         FleetNode(1, "b", "10.0.0.2", (Rail(0, "mlx5_4"), Rail(1, "mlx5_5"))),
     )
     tests = pair_tests(3, Phase.SECOND, [(0, 1)], nodes)
-    assert [(t.rail, t.a.adapter, t.b.adapter) for t in tests] == [(0, "mlx5_0", "mlx5_4"), (1, "mlx5_1", "mlx5_5")]
-    assert all(t.round == 3 and t.phase is Phase.SECOND and (t.a.rank, t.b.rank) == (0, 1) for t in tests)
+    assert [(t.rail, t.a.adapter, t.b.adapter) for t in tests] == [
+        (0, "mlx5_0", "mlx5_4"),
+        (1, "mlx5_1", "mlx5_5"),
+    ]
+    assert all(
+        t.round == 3 and t.phase is Phase.SECOND and (t.a.rank, t.b.rank) == (0, 1) for t in tests
+    )
 
 
 def test_fleet_checks():
     nodes = make_fleet(["h", "h", "h"], ["mlx5_0", "mlx5_1"], rate_gbps=400)
-    assert [n.label for n in nodes] == ["h (rank 0)", "h (rank 1)", "h (rank 2)"]  # shared hostname, ranks tell apart
+    assert [n.label for n in nodes] == [
+        "h (rank 0)",
+        "h (rank 1)",
+        "h (rank 2)",
+    ]  # shared hostname, ranks tell apart
     assert nodes[1].rails[1] == Rail(1, "mlx5_1", 1, 400)
     with pytest.raises(UsageError, match="at least 2 nodes"):
         make_fleet(["h"])

@@ -26,11 +26,23 @@ def test_fixture_trees_match_their_profiles(tmp_path):
     assert set(names) == set(profiles())
     for name in names:
         assert (SYSFS_FIXTURES / name / "README.md").exists(), f"{name} has no README"
-        fresh = {**_tree(tmp_path / name / "sys"), **{f"../proc/{k}": v for k, v in _tree(tmp_path / name / "proc").items()}}
-        committed = {**_tree(SYSFS_FIXTURES / name / "sys"), **{f"../proc/{k}": v for k, v in _tree(SYSFS_FIXTURES / name / "proc").items()}}
-        stale = sorted(set(fresh) ^ set(committed)) + sorted(k for k in fresh if k in committed and fresh[k] != committed[k])
+        fresh = {
+            **_tree(tmp_path / name / "sys"),
+            **{f"../proc/{k}": v for k, v in _tree(tmp_path / name / "proc").items()},
+        }
+        committed = {
+            **_tree(SYSFS_FIXTURES / name / "sys"),
+            **{f"../proc/{k}": v for k, v in _tree(SYSFS_FIXTURES / name / "proc").items()},
+        }
+        stale = sorted(set(fresh) ^ set(committed)) + sorted(
+            k for k in fresh if k in committed and fresh[k] != committed[k]
+        )
         assert not stale, f"fixtures/sysfs/{name} is stale (run `make fixtures`): {stale[:5]}"
-        assert filecmp.cmp(tmp_path / name / "ibdiag-snapshot.json", SYSFS_FIXTURES / name / "ibdiag-snapshot.json", shallow=False)
+        assert filecmp.cmp(
+            tmp_path / name / "ibdiag-snapshot.json",
+            SYSFS_FIXTURES / name / "ibdiag-snapshot.json",
+            shallow=False,
+        )
 
 
 def test_completion_scripts_are_current():

@@ -19,8 +19,13 @@ def test_table_has_nccl_tests_layout_and_chart(cli):
     res = cli("bench", "import", LOGS / "nccl-tests-2025_all_reduce_perf.log")
     assert res.exit_code == 0, res.stderr
     out = res.stdout
-    assert "nccl-tests all_reduce (2025 format)" in out and "32 ranks on 4 hosts (8 per host)" in out
-    assert "#       size         count      type   redop    root     time   algbw   busbw  #wrong" in out
+    assert (
+        "nccl-tests all_reduce (2025 format)" in out and "32 ranks on 4 hosts (8 per host)" in out
+    )
+    assert (
+        "#       size         count      type   redop    root     time   algbw   busbw  #wrong"
+        in out
+    )
     assert "  8589934592    2147483648     float     sum      -1" in out
     assert "# Avg bus bandwidth    : 139.068" in out and "busbw by size" in out
     assert "status: OK" in out
@@ -30,7 +35,13 @@ def test_json_envelope(cli):
     res = cli("bench", "import", LOGS / "nccl-tests-2023_all_gather_perf.log", "-o", "json")
     assert res.exit_code == 0
     doc = json.loads(res.stdout)
-    assert (doc["schema"], doc["kind"], doc["op"], doc["world_size"], doc["backend"]) == ("ibdiag.bench/1", "collective", "all_gather", 16, "nccl")
+    assert (doc["schema"], doc["kind"], doc["op"], doc["world_size"], doc["backend"]) == (
+        "ibdiag.bench/1",
+        "collective",
+        "all_gather",
+        16,
+        "nccl",
+    )
     assert doc["results"][0] == {
         "bytes": 1024,
         "count": 32,
@@ -49,13 +60,25 @@ def test_json_envelope(cli):
 
 def test_perftest_table_and_csv(cli):
     res = cli("bench", "import", LOGS / "perftest-ib_write_bw-MB.log")
-    assert res.exit_code == 0 and "perftest ib_write_bw (RDMA_Write BW Test)" in res.stdout and "read as MB/sec" in res.stdout
+    assert (
+        res.exit_code == 0
+        and "perftest ib_write_bw (RDMA_Write BW Test)" in res.stdout
+        and "read as MB/sec" in res.stdout
+    )
     res = cli("bench", "import", LOGS / "perftest-ib_write_lat.log", "-o", "csv")
     assert res.exit_code == 0
     lines = res.stdout.splitlines()
-    assert lines[0] == ",".join(P2P_CSV_HEADER) and len(lines) == 14  # the same columns as bench p2p -o csv
+    assert (
+        lines[0] == ",".join(P2P_CSV_HEADER) and len(lines) == 14
+    )  # the same columns as bench p2p -o csv
     first = next(csv.DictReader(io.StringIO(res.stdout)))
-    assert (first["test"], first["bytes"], first["iters"], first["bw_gbs"], first["lat_min_us"]) == ("ib_write_lat", "2", "1000", "", "0.96")
+    assert (
+        first["test"],
+        first["bytes"],
+        first["iters"],
+        first["bw_gbs"],
+        first["lat_min_us"],
+    ) == ("ib_write_lat", "2", "1000", "", "0.96")
     res = cli("bench", "import", LOGS / "perftest-ib_write_lat.log", "-o", "prom")
     assert res.exit_code == 2 and "cannot write prom" in res.stderr
 
@@ -64,7 +87,11 @@ def test_several_runs_are_refused_unless_one_is_picked(cli):
     log = LOGS / "nccl-tests-nompi-interleaved_all_reduce_perf.log"
     res = cli("bench", "import", log)
     assert res.exit_code == 2 and res.exception is None
-    assert "holds 2 runs, interleaved" in res.stderr and "not averaged" in res.stderr and "MPI=1" in res.stderr
+    assert (
+        "holds 2 runs, interleaved" in res.stderr
+        and "not averaged" in res.stderr
+        and "MPI=1" in res.stderr
+    )
     res = cli("bench", "import", log, "--run", "2", "-o", "json")
     assert res.exit_code == 0
     doc = json.loads(res.stdout)
@@ -86,7 +113,15 @@ def test_wrong_elements_fail_the_import(cli):
 def test_busbw_expectation_from_config(cli, tmp_path):
     cfg = tmp_path / "ibdiag.toml"
     cfg.write_text("[collective]\nmin_busbw_gbs = 450\n")
-    res = cli("bench", "import", LOGS / "nccl-tests-2025_all_reduce_perf.log", "--config", cfg, "-o", "json")
+    res = cli(
+        "bench",
+        "import",
+        LOGS / "nccl-tests-2025_all_reduce_perf.log",
+        "--config",
+        cfg,
+        "-o",
+        "json",
+    )
     assert res.exit_code == 1
     f = [x for x in json.loads(res.stdout)["findings"] if x["check"] == "collective.busbw"][0]
     assert f["severity"] == "fail" and f["limit"] == 450 and 390 < f["value"] < 402
@@ -112,7 +147,9 @@ def test_ambiguous_op_warns_and_option_resolves(cli):
     doc = json.loads(cli("bench", "import", log, "-o", "json").stdout)
     assert doc["op"] is None and {f["check"] for f in doc["findings"]} >= {"import.op_unknown"}
     doc = json.loads(cli("bench", "import", log, "--op", "alltoall", "-o", "json").stdout)
-    assert doc["op"] == "all_to_all" and "import.op_unknown" not in {f["check"] for f in doc["findings"]}
+    assert doc["op"] == "all_to_all" and "import.op_unknown" not in {
+        f["check"] for f in doc["findings"]
+    }
     assert cli("bench", "import", log, "--op", "allscatter").exit_code == 2
 
 
@@ -121,31 +158,59 @@ def test_stdin(cli):
     res = cli("bench", "import", "-", "-o", "json", input=text)
     assert res.exit_code == 0
     doc = json.loads(res.stdout)
-    assert doc["source"] == "<stdin>" and doc["link_layer"] == "Ethernet" and doc["gid_index"] == "3"
+    assert (
+        doc["source"] == "<stdin>" and doc["link_layer"] == "Ethernet" and doc["gid_index"] == "3"
+    )
 
 
 def test_save_is_a_bench_file_verdict_can_read(cli, tmp_path):
     out = tmp_path / "imported.json"
     res = cli("bench", "import", LOGS / "nccl-tests-2021_all_reduce_perf.log", "--save", out)
     assert res.exit_code == 0 and out.exists()
-    assert not [p for p in tmp_path.iterdir() if p.name != "imported.json"]  # no temporary file left
+    assert not [
+        p for p in tmp_path.iterdir() if p.name != "imported.json"
+    ]  # no temporary file left
     run = load_bench_file(out)
     assert run.kind == "collective" and run.meta.op == "all_reduce" and run.meta.world_size == 16
     assert run.results[0].max_error == 2e-07  # the old era's error column survives the round trip
     again = importers.load(out)  # the importer reads ibdiag's own files too
     assert again.results == run.results
-    res = cli("bench", "import", LOGS / "nccl-tests-2021_all_reduce_perf.log", "--save", tmp_path / "no" / "x.json")
+    res = cli(
+        "bench",
+        "import",
+        LOGS / "nccl-tests-2021_all_reduce_perf.log",
+        "--save",
+        tmp_path / "no" / "x.json",
+    )
     assert res.exit_code == 2 and "does not exist" in res.stderr
 
 
 def test_console_script(ibdiag_exe):
-    proc = subprocess.run([ibdiag_exe, "bench", "import", str(LOGS / "nccl-tests-tag-output_all_reduce_perf.log"), "-o", "json"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            ibdiag_exe,
+            "bench",
+            "import",
+            str(LOGS / "nccl-tests-tag-output_all_reduce_perf.log"),
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert (doc["tag"], doc["world_size"], doc["op"]) == ("1,0", 16, "all_reduce")
     assert "import.nccl_warnings" in {f["check"] for f in doc["findings"]}
-    proc = subprocess.run([ibdiag_exe, "bench", "import", "/dev/null"], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and proc.stderr.startswith("ibdiag: error:") and "Traceback" not in proc.stderr
+    proc = subprocess.run(
+        [ibdiag_exe, "bench", "import", "/dev/null"], capture_output=True, text=True, timeout=60
+    )
+    assert (
+        proc.returncode == 2
+        and proc.stderr.startswith("ibdiag: error:")
+        and "Traceback" not in proc.stderr
+    )
 
 
 def test_a_saved_p2p_run_prints_like_bench_p2p(cli, tmp_path):
@@ -155,13 +220,40 @@ def test_a_saved_p2p_run_prints_like_bench_p2p(cli, tmp_path):
     from ibdiag.report.jsonout import render_json
     from ibdiag.report.model import Report, RunMeta
 
-    setup = P2PSetup(peer="node-a:18516", server_host="node-a", server_version="0.1.0", duration_s=1.0, line_rate=LineRate(100.0, "--line-rate-gbps"))
-    run = BenchRun(P2PMeta(transport="tcp", mode="bw", measured=setup), (P2PResult(bytes=1 << 20, iters=900, bw_gbs=10.0, cpu_s_per_gb={"client": 0.2, "server": 0.1}),))
+    setup = P2PSetup(
+        peer="node-a:18516",
+        server_host="node-a",
+        server_version="0.1.0",
+        duration_s=1.0,
+        line_rate=LineRate(100.0, "--line-rate-gbps"),
+    )
+    run = BenchRun(
+        P2PMeta(transport="tcp", mode="bw", measured=setup),
+        (
+            P2PResult(
+                bytes=1 << 20, iters=900, bw_gbs=10.0, cpu_s_per_gb={"client": 0.2, "server": 0.1}
+            ),
+        ),
+    )
     saved = tmp_path / "ab.json"
-    saved.write_text(render_json(Report("bench", run.to_data(), ()), RunMeta(host="b", version="0.1.0", generated_at="2026-01-01T00:00:00Z")))
+    saved.write_text(
+        render_json(
+            Report("bench", run.to_data(), ()),
+            RunMeta(host="b", version="0.1.0", generated_at="2026-01-01T00:00:00Z"),
+        )
+    )
     res = cli("bench", "import", saved)
     assert res.exit_code == 0, res.stderr
-    assert "server node-a (ibdiag 0.1.0) at node-a:18516" in res.stdout and "line rate 100 Gb/s" in res.stdout
-    assert "ibdiag bench p2p: tcp bw, 1 MiB, 1 s per size to node-a:18516" in res.stdout and "perftest" not in res.stdout
+    assert (
+        "server node-a (ibdiag 0.1.0) at node-a:18516" in res.stdout
+        and "line rate 100 Gb/s" in res.stdout
+    )
+    assert (
+        "ibdiag bench p2p: tcp bw, 1 MiB, 1 s per size to node-a:18516" in res.stdout
+        and "perftest" not in res.stdout
+    )
     rows = list(csv.DictReader(io.StringIO(cli("bench", "import", saved, "-o", "csv").stdout)))
-    assert list(rows[0]) == list(P2P_CSV_HEADER) and (rows[0]["peer"], rows[0]["line_rate_share"]) == ("node-a:18516", "0.8")
+    assert list(rows[0]) == list(P2P_CSV_HEADER) and (
+        rows[0]["peer"],
+        rows[0]["line_rate_share"],
+    ) == ("node-a:18516", "0.8")

@@ -30,7 +30,11 @@ def test_a_50mb_log_is_read_in_bounded_memory(tmp_path):
     finally:
         tracemalloc.stop()
     log = run.meta.nccl_tests
-    assert len(run.results) == 2 * len(SIZES) and log.cycles == 1000 and all(c.cycles == 1000 for c in log.cycle_stats)
+    assert (
+        len(run.results) == 2 * len(SIZES)
+        and log.cycles == 1000
+        and all(c.cycles == 1000 for c in log.cycle_stats)
+    )
     assert run.provenance.nccl_path.info_lines == 10_000
     assert peak < 8 * 2**20, f"peak {peak / 2**20:.1f} MiB for a {size / 2**20:.0f} MiB log"
 

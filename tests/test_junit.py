@@ -36,7 +36,9 @@ def test_warnings_are_visible_without_failing(cli):
     assert res.exit_code == 0
     (suite,) = _suites(res.stdout)
     (warned,) = [c for c in suite if Skipped in _results(c)]
-    assert warned.classname == "topo.adapters" and warned.result[0].message.startswith("WARN: 8 GPU(s) but no RDMA adapter")
+    assert warned.classname == "topo.adapters" and warned.result[0].message.startswith(
+        "WARN: 8 GPU(s) but no RDMA adapter"
+    )
     assert suite.skipped == 1 and suite.failures == 0
     strict = cli("topo", "--root", F / "gpu-no-mlx5", "-o", "junit", "--strict")
     (suite,) = _suites(strict.stdout)
@@ -52,7 +54,9 @@ def test_exit_2_and_3_still_give_a_report_with_one_error_case(cli, tmp_path):
         res = cli(*argv, "-o", "junit")
         assert res.exit_code == status and "ibdiag: error:" in res.stderr
         (suite,) = _suites(res.stdout)
-        assert suite.errors == 1 and suite.tests == 1 and suite.name.startswith(f"ibdiag.{argv[0]}@")
+        assert (
+            suite.errors == 1 and suite.tests == 1 and suite.name.startswith(f"ibdiag.{argv[0]}@")
+        )
         (case,) = list(suite)
         (err,) = case.result
         assert isinstance(err, Error) and err.type == f"exit {status}" and err.message

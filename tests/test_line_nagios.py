@@ -15,7 +15,9 @@ F = SYSFS_FIXTURES
 
 
 def _report(n_fail: int, n_warn: int = 0) -> Report:
-    findings = [Finding(f"topo.check_{i}", Severity.FAIL, f"mlx5_{i}:1", "bad") for i in range(n_fail)]
+    findings = [
+        Finding(f"topo.check_{i}", Severity.FAIL, f"mlx5_{i}:1", "bad") for i in range(n_fail)
+    ]
     findings += [Finding("topo.adapters", Severity.WARN, "node", "meh") for _ in range(n_warn)]
     findings.append(Finding("topo.ok", Severity.OK, "x", "fine"))
     return Report("topo", {}, tuple(findings))
@@ -43,13 +45,41 @@ def test_line_word_follows_the_exit_status():
 @pytest.mark.parametrize(
     "argv,status,start",
     [
-        (["topo", "--root", F / "dgx-h100-faulty"], 1, "FAIL topo.pcie_width mlx5_6, port.rate mlx5_7:1, port.state mlx5_10:1"),
+        (
+            ["topo", "--root", F / "dgx-h100-faulty"],
+            1,
+            "FAIL topo.pcie_width mlx5_6, port.rate mlx5_7:1, port.state mlx5_10:1",
+        ),
         (["topo", "--root", F / "dgx-h100"], 0, "OK ibdiag topo: "),
         (["counters", "--root", F / "counters-faulty"], 1, "FAIL "),
-        (["counters", "--root", F / "vm-no-rdma"], 3, "UNKNOWN ibdiag: no RDMA port to read counters from"),
+        (
+            ["counters", "--root", F / "vm-no-rdma"],
+            3,
+            "UNKNOWN ibdiag: no RDMA port to read counters from",
+        ),
         (["topo", "--root", F / "missing"], 2, "UNKNOWN ibdiag: --root "),
-        (["topo", "--bogus", "--root", F / "dgx-h100"], 2, "UNKNOWN ibdiag: No such option: --bogus"),
-        (["verdict", "--params", "8e9", "--dtype", "bf16", "--ranks", "512", "--compute-s", "2", "--busbw", "360"], 0, "WARN verdict."),
+        (
+            ["topo", "--bogus", "--root", F / "dgx-h100"],
+            2,
+            "UNKNOWN ibdiag: No such option: --bogus",
+        ),
+        (
+            [
+                "verdict",
+                "--params",
+                "8e9",
+                "--dtype",
+                "bf16",
+                "--ranks",
+                "512",
+                "--compute-s",
+                "2",
+                "--busbw",
+                "360",
+            ],
+            0,
+            "WARN verdict.",
+        ),
         (["bench", "import", "/nonexistent.log"], 2, "UNKNOWN ibdiag: "),
     ],
 )
@@ -67,7 +97,11 @@ def test_line_on_every_command_keeps_the_exit_status(cli, argv, status, start):
     [
         (["topo", "--root", F / "dgx-h100"], 0, 0),  # OK
         (["topo", "--root", F / "gpu-no-mlx5"], 0, 1),  # warnings only: WARNING
-        (["topo", "--root", F / "gpu-no-mlx5", "--strict"], 1, 2),  # --strict: the warning fails, CRITICAL
+        (
+            ["topo", "--root", F / "gpu-no-mlx5", "--strict"],
+            1,
+            2,
+        ),  # --strict: the warning fails, CRITICAL
         (["topo", "--root", F / "dgx-h100-faulty"], 1, 2),  # CRITICAL
         (["counters", "--root", F / "vm-no-rdma"], 3, 3),  # could not run: UNKNOWN
         (["topo", "--root", F / "missing"], 2, 3),  # usage error: UNKNOWN
@@ -90,13 +124,32 @@ ASCII_ENV = {"PYTHONIOENCODING": "ascii", "LC_ALL": "C", "LANG": "C", "COLUMNS":
         ["topo", "--root", F / "dgx-h100-faulty"],
         ["topo", "--root", F / "epyc-nps2"],
         ["counters", "--root", F / "counters-faulty"],
-        ["verdict", "--params", "8e9", "--dtype", "bf16", "--ranks", "512", "--compute-s", "2", "--busbw", "360", "--root", F / "dgx-h100"],
+        [
+            "verdict",
+            "--params",
+            "8e9",
+            "--dtype",
+            "bf16",
+            "--ranks",
+            "512",
+            "--compute-s",
+            "2",
+            "--busbw",
+            "360",
+            "--root",
+            F / "dgx-h100",
+        ],
         ["topo", "--root", F / "dgx-h100-faulty", "-o", "junit"],
     ],
 )
 def test_ascii_only_stdout_never_crashes(ibdiag_exe, argv):
     """A cron or Slurm pipe with an ASCII locale: a real process, its real stdout encoding."""
-    res = subprocess.run([ibdiag_exe, *map(str, argv)], env={**os.environ, **ASCII_ENV}, capture_output=True, timeout=120)
+    res = subprocess.run(
+        [ibdiag_exe, *map(str, argv)],
+        env={**os.environ, **ASCII_ENV},
+        capture_output=True,
+        timeout=120,
+    )
     assert res.returncode in (0, 1), res.stderr.decode(errors="replace")
     assert res.stdout.isascii() and res.stderr.isascii()
     assert b"UnicodeEncodeError" not in res.stderr and len(res.stdout) > 100

@@ -40,29 +40,67 @@ def scanned(res, *literal):
 
 def test_topo_table(cli, odd_root):
     res = cli("topo", "--root", odd_root, env=WIDE)
-    out = scanned(res, "0000:ab:00.0", hgx_4switch.ODD_FW, "ib[bold]0", "[bold]mlx5_4", "mlx5_5[i]:ab:", "NIC9 mlx5_9[red]:1", "mlx5_9[red]:1")
+    out = scanned(
+        res,
+        "0000:ab:00.0",
+        hgx_4switch.ODD_FW,
+        "ib[bold]0",
+        "[bold]mlx5_4",
+        "mlx5_5[i]:ab:",
+        "NIC9 mlx5_9[red]:1",
+        "mlx5_9[red]:1",
+    )
     assert res.exit_code == 0, out
     gpu4 = next(line for line in out.splitlines() if "│ GPU4 " in line)
     assert "│ 0000:ab:00.0 │" in gpu4
 
 
 def test_counters_table(cli, odd_root):
-    scanned(cli("counters", "--root", odd_root, env=WIDE), "[bold]mlx5_4:1", "mlx5_5[i]:ab::1", "mlx5_9[red]:1")
+    scanned(
+        cli("counters", "--root", odd_root, env=WIDE),
+        "[bold]mlx5_4:1",
+        "mlx5_5[i]:ab::1",
+        "mlx5_9[red]:1",
+    )
 
 
 def test_counters_findings_table(cli, odd_root):
     # a failing finding per port puts the names in the findings table's subject and message too
-    out = scanned(cli("counters", "--root", odd_root, "--expect-rate", "800", env=WIDE), "[bold]mlx5_4:1", "mlx5_5[i]:ab::1")
+    out = scanned(
+        cli("counters", "--root", odd_root, "--expect-rate", "800", env=WIDE),
+        "[bold]mlx5_4:1",
+        "mlx5_5[i]:ab::1",
+    )
     assert "FAIL" in out
 
 
 def test_topo_findings_table(cli, odd_root):
-    out = scanned(cli("topo", "--root", odd_root, "--expect-rate", "800", env=WIDE), "[bold]mlx5_4:1", "mlx5_5[i]:ab::1", "mlx5_9[red]:1")
+    out = scanned(
+        cli("topo", "--root", odd_root, "--expect-rate", "800", env=WIDE),
+        "[bold]mlx5_4:1",
+        "mlx5_5[i]:ab::1",
+        "mlx5_9[red]:1",
+    )
     assert "port.rate" in out
 
 
 def test_verdict_table(cli, odd_root):
-    res = cli("verdict", "--params", "8e9", "--dtype", "bf16", "--ranks", "512", "--compute-s", "2", "--busbw", "360", "--root", odd_root, env=WIDE)
+    res = cli(
+        "verdict",
+        "--params",
+        "8e9",
+        "--dtype",
+        "bf16",
+        "--ranks",
+        "512",
+        "--compute-s",
+        "2",
+        "--busbw",
+        "360",
+        "--root",
+        odd_root,
+        env=WIDE,
+    )
     scanned(res, "mlx5_9[red]:1")
 
 
@@ -92,7 +130,12 @@ def test_console_itself_prints_data_verbatim():
     con.print("[bold]x:ab:")
     con.print(table)
     out = buf.getvalue()
-    assert "[bold]x:ab:" in out and "[bold]t:ab:" in out and "[red]c" in out and "0000:ab:00.0 [/] :smile:" in out
+    assert (
+        "[bold]x:ab:" in out
+        and "[bold]t:ab:" in out
+        and "[red]c" in out
+        and "0000:ab:00.0 [/] :smile:" in out
+    )
 
 
 def test_report_table(cli, tmp_path):

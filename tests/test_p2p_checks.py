@@ -8,9 +8,15 @@ import json
 import pytest
 
 from ibdiag.bench.p2p.checks import CHECK_BANDWIDTH, P2PConfig, bandwidth_findings
-from ibdiag.bench.p2p.linerate import LineRate, judged_line_rate, netdev_line_rate, rdma_line_rate, tcp_line_rate
-from ibdiag.bench.p2p.render import CSV_HEADER, bandwidth_chart, csv_rows, results_table
+from ibdiag.bench.p2p.linerate import (
+    LineRate,
+    judged_line_rate,
+    netdev_line_rate,
+    rdma_line_rate,
+    tcp_line_rate,
+)
 from ibdiag.bench.p2p.meta import P2PMeta, P2PSetup
+from ibdiag.bench.p2p.render import CSV_HEADER, bandwidth_chart, csv_rows, results_table
 from ibdiag.bench.results import BenchRun, LatencyStats, P2PResult, bench_run_from_json
 from ibdiag.config import load_config
 from ibdiag.errors import InputError
@@ -58,8 +64,12 @@ def test_judged_line_rate_precedence():
     assert judged_line_rate(none, none).gbps is None
     assert judged_line_rate(none, none, flag_gbps=400.0) == LineRate(400.0, "--line-rate-gbps")
     # the flag wins over the config, the config over both ends' facts
-    assert judged_line_rate(a, b, flag_gbps=400.0, config_gbps=200.0) == LineRate(400.0, "--line-rate-gbps")
-    assert judged_line_rate(a, b, config_gbps=200.0) == LineRate(200.0, "config [p2p] line_rate_gbps")
+    assert judged_line_rate(a, b, flag_gbps=400.0, config_gbps=200.0) == LineRate(
+        400.0, "--line-rate-gbps"
+    )
+    assert judged_line_rate(a, b, config_gbps=200.0) == LineRate(
+        200.0, "config [p2p] line_rate_gbps"
+    )
     assert LineRate.from_json({"gbps": True, "source": "x"}).gbps is None
     assert LineRate.from_json("junk").gbps is None
     assert LineRate.from_json(a.to_json()) == a
@@ -76,7 +86,14 @@ ROWS = [_row(4096, 1.0), _row(2**20, 9.0), _row(2**24, 11.0)]
 
 
 def _find(rows=ROWS, **kw):
-    args = dict(transport="rdma", subject="rdma node-a:18516", line_rate_gbps=100.0, line_rate_source="mlx5_0 port 1", bidir=False, cfg=P2PConfig())
+    args = dict(
+        transport="rdma",
+        subject="rdma node-a:18516",
+        line_rate_gbps=100.0,
+        line_rate_source="mlx5_0 port 1",
+        bidir=False,
+        cfg=P2PConfig(),
+    )
     args.update(kw)
     return bandwidth_findings(rows, **args)
 
@@ -116,11 +133,21 @@ def test_bidirectional_is_judged_against_both_directions():
 
 def test_p2p_config_table(tmp_path):
     p = tmp_path / "c.toml"
-    p.write_text('[p2p]\nmin_bw_share = 0.9\njudge_min_bytes = 65536\ntcp_severity = "fail"\nline_rate_gbps = 25\n')
+    p.write_text(
+        '[p2p]\nmin_bw_share = 0.9\njudge_min_bytes = 65536\ntcp_severity = "fail"\nline_rate_gbps = 25\n'
+    )
     loaded = load_config(p)
-    assert loaded.section("p2p", P2PConfig) == P2PConfig(min_bw_share=0.9, judge_min_bytes=65536, tcp_severity="fail", line_rate_gbps=25.0)
+    assert loaded.section("p2p", P2PConfig) == P2PConfig(
+        min_bw_share=0.9, judge_min_bytes=65536, tcp_severity="fail", line_rate_gbps=25.0
+    )
     assert loaded.notes == ()
-    for bad in ("min_bw_share = 1.5", 'tcp_severity = "error"', "judge_min_bytes = 0", "line_rate_gbps = -1", "speed = 1"):
+    for bad in (
+        "min_bw_share = 1.5",
+        'tcp_severity = "error"',
+        "judge_min_bytes = 0",
+        "line_rate_gbps = -1",
+        "speed = 1",
+    ):
         p.write_text(f"[p2p]\n{bad}\n")
         with pytest.raises(InputError):
             load_config(p).section("p2p", P2PConfig)
@@ -128,15 +155,17 @@ def test_p2p_config_table(tmp_path):
 
 def test_the_old_bench_table_is_read_as_p2p_with_a_note(tmp_path):
     p = tmp_path / "c.toml"
-    p.write_text('[bench]\nmin_bw_share = 0.9\n')
+    p.write_text("[bench]\nmin_bw_share = 0.9\n")
     loaded = load_config(p)
     assert loaded.section("p2p", P2PConfig).min_bw_share == 0.9
     (note,) = loaded.notes
     assert "[bench] is deprecated: it is read as [p2p]" in note and str(p) in note
     p.write_text('[bench]\nmin_bw_share = "high"\n')
-    with pytest.raises(InputError, match=r"\[bench\] min_bw_share must be a number"):  # named as written
+    with pytest.raises(
+        InputError, match=r"\[bench\] min_bw_share must be a number"
+    ):  # named as written
         load_config(p).section("p2p", P2PConfig)
-    p.write_text('[bench]\nmin_bw_share = 0.9\n[p2p]\nmin_bw_share = 0.7\n')
+    p.write_text("[bench]\nmin_bw_share = 0.9\n[p2p]\nmin_bw_share = 0.7\n")
     with pytest.raises(InputError, match=r"\[bench\] and \[p2p\] are both set"):
         load_config(p)
 
@@ -145,8 +174,25 @@ def test_the_old_bench_table_is_read_as_p2p_with_a_note(tmp_path):
 
 LAT = LatencyStats(min_us=4.0, p50_us=5.0, p99_us=9.0, p999_us=12.0, max_us=40.0, avg_us=5.5)
 FULL = [
-    P2PResult(bytes=4096, iters=1000, bw_gbs=1.25, msg_rate_mpps=0.305, lat_us=LAT, cpu_s_per_gb={"client": 0.5, "server": 0.25}, elapsed_s=1.0, lat_iters=5000),
-    P2PResult(bytes=2**20, iters=100, bw_gbs=10.0, msg_rate_mpps=0.0095, lat_us=None, cpu_s_per_gb={"client": 0.1, "server": None}, elapsed_s=1.0),
+    P2PResult(
+        bytes=4096,
+        iters=1000,
+        bw_gbs=1.25,
+        msg_rate_mpps=0.305,
+        lat_us=LAT,
+        cpu_s_per_gb={"client": 0.5, "server": 0.25},
+        elapsed_s=1.0,
+        lat_iters=5000,
+    ),
+    P2PResult(
+        bytes=2**20,
+        iters=100,
+        bw_gbs=10.0,
+        msg_rate_mpps=0.0095,
+        lat_us=None,
+        cpu_s_per_gb={"client": 0.1, "server": None},
+        elapsed_s=1.0,
+    ),
 ]
 
 
@@ -193,7 +239,10 @@ def test_chart_marks_the_line_rate():
     assert lines[0].startswith("4 KiB") and "10 Gb/s" in lines[0]
     assert lines[1].startswith("1 MiB") and "80 Gb/s" in lines[1]
     assert "100 Gb/s line rate" in lines[-1]
-    assert bandwidth_chart(_run([P2PResult(bytes=8, iters=1, lat_us=LAT)], line_rate_gbps=None)) is None
+    assert (
+        bandwidth_chart(_run([P2PResult(bytes=8, iters=1, lat_us=LAT)], line_rate_gbps=None))
+        is None
+    )
 
 
 def test_table_has_perftest_columns():
@@ -202,13 +251,24 @@ def test_table_has_perftest_columns():
     buf = io.StringIO()
     Console(file=buf, width=250).print(results_table(_run(FULL)))
     text = buf.getvalue()
-    for col in ("size", "BW GB/s", "BW Gb/s", "of line", "Mmsg/s", "lat iters", "p99.9 µs", "CPU s/GB client"):
+    for col in (
+        "size",
+        "BW GB/s",
+        "BW Gb/s",
+        "of line",
+        "Mmsg/s",
+        "lat iters",
+        "p99.9 µs",
+        "CPU s/GB client",
+    ):
         assert col in text
     assert "4 KiB" in text and "10.00" in text and "80%" in text
 
 
 def test_bench_json_round_trip_keeps_lat_iters():
-    run = BenchRun(P2PMeta(transport="tcp", mode="both", measured=P2PSetup(peer="h:1")), tuple(FULL))
+    run = BenchRun(
+        P2PMeta(transport="tcp", mode="both", measured=P2PSetup(peer="h:1")), tuple(FULL)
+    )
     doc = json.loads(json.dumps(run.to_data()))
     back = bench_run_from_json(doc)
     assert back.results == run.results

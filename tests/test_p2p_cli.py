@@ -47,7 +47,9 @@ def test_json_result_has_the_bench_schema(cli, server):
     for row in rows:
         assert row["iters"] == 20
         assert row["bw_gbs"] > 0 and row["bw_gbps"] == pytest.approx(row["bw_gbs"] * 8)
-        assert row["msg_rate_mpps"] == pytest.approx(row["bw_gbs"] * 1e9 / row["bytes"] / 1e6, rel=1e-6)
+        assert row["msg_rate_mpps"] == pytest.approx(
+            row["bw_gbs"] * 1e9 / row["bytes"] / 1e6, rel=1e-6
+        )
         assert set(row["cpu_s_per_gb"]) == {"client", "server"}
         assert row["lat_us"] is None
     assert r.stderr == ""  # silent with -o json
@@ -56,7 +58,21 @@ def test_json_result_has_the_bench_schema(cli, server):
 
 def test_both_modes_report_latency_percentiles(cli, server):
     port, _, _ = server
-    r = cli("bench", "p2p", "127.0.0.1", "--port", port, "--sizes", "8,64K", "--mode", "both", "--iters", "200", "-o", "json")
+    r = cli(
+        "bench",
+        "p2p",
+        "127.0.0.1",
+        "--port",
+        port,
+        "--sizes",
+        "8,64K",
+        "--mode",
+        "both",
+        "--iters",
+        "200",
+        "-o",
+        "json",
+    )
     assert r.exit_code == 0, r.stderr
     for row in json.loads(r.stdout)["results"]:
         lat = row["lat_us"]
@@ -67,7 +83,21 @@ def test_both_modes_report_latency_percentiles(cli, server):
 
 def test_latency_duration_mode(cli, server):
     port, _, _ = server
-    r = cli("bench", "p2p", "127.0.0.1", "--port", port, "--sizes", "8", "--mode", "lat", "--duration", "0.3", "-o", "json")
+    r = cli(
+        "bench",
+        "p2p",
+        "127.0.0.1",
+        "--port",
+        port,
+        "--sizes",
+        "8",
+        "--mode",
+        "lat",
+        "--duration",
+        "0.3",
+        "-o",
+        "json",
+    )
     assert r.exit_code == 0, r.stderr
     (row,) = json.loads(r.stdout)["results"]
     assert row["bw_gbs"] is None and row["lat_iters"] >= 10 and row["iters"] == row["lat_iters"]
@@ -82,7 +112,9 @@ def test_csv_loads_into_pandas(cli, server):
     df = pd.read_csv(io.StringIO(r.stdout))
     assert list(df["bytes"]) == [4096, 2**20]
     assert (df["bw_gbs"] > 0).all() and (df["transport"] == "tcp").all()
-    assert (df["test"] == "tcp_bw").all()  # what was run, named as the perftest importer names its tests
+    assert (
+        df["test"] == "tcp_bw"
+    ).all()  # what was run, named as the perftest importer names its tests
 
 
 def test_table_has_rows_chart_and_line_rate_note(cli, server):
@@ -98,7 +130,22 @@ def test_table_has_rows_chart_and_line_rate_note(cli, server):
 
 def test_streams_and_bidirectional(cli, server):
     port, log, _ = server
-    r = cli("bench", "p2p", "127.0.0.1", "--port", port, "--sizes", "64K", "--duration", "0.3", "--streams", "3", "--bidir", "-o", "json")
+    r = cli(
+        "bench",
+        "p2p",
+        "127.0.0.1",
+        "--port",
+        port,
+        "--sizes",
+        "64K",
+        "--duration",
+        "0.3",
+        "--streams",
+        "3",
+        "--bidir",
+        "-o",
+        "json",
+    )
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["streams"] == 3 and doc["bidir"] is True
@@ -118,17 +165,55 @@ def test_save_writes_the_json_atomically(cli, server, tmp_path):
 
 def test_line_rate_findings_and_exit_codes(cli, server, tmp_path):
     port, _, _ = server
-    ok = cli("bench", "p2p", "127.0.0.1", "--port", port, *QUICK, "--line-rate-gbps", "0.001", "-o", "json")
+    ok = cli(
+        "bench",
+        "p2p",
+        "127.0.0.1",
+        "--port",
+        port,
+        *QUICK,
+        "--line-rate-gbps",
+        "0.001",
+        "-o",
+        "json",
+    )
     assert ok.exit_code == 0
     (f,) = json.loads(ok.stdout)["findings"]
-    assert f["check"] == "bench.p2p_bandwidth" and f["severity"] == "ok" and f["subject"] == f"tcp 127.0.0.1:{port}"
+    assert (
+        f["check"] == "bench.p2p_bandwidth"
+        and f["severity"] == "ok"
+        and f["subject"] == f"tcp 127.0.0.1:{port}"
+    )
 
-    slow = cli("bench", "p2p", "127.0.0.1", "--port", port, *QUICK, "--line-rate-gbps", "100000", "-o", "json")
+    slow = cli(
+        "bench",
+        "p2p",
+        "127.0.0.1",
+        "--port",
+        port,
+        *QUICK,
+        "--line-rate-gbps",
+        "100000",
+        "-o",
+        "json",
+    )
     assert slow.exit_code == 0  # TCP below line rate warns by default
     (w,) = json.loads(slow.stdout)["findings"]
     assert w["severity"] == "warn" and w["limit"] == 80000.0
 
-    strict = cli("bench", "p2p", "127.0.0.1", "--port", port, *QUICK, "--line-rate-gbps", "100000", "--strict", "-o", "junit")
+    strict = cli(
+        "bench",
+        "p2p",
+        "127.0.0.1",
+        "--port",
+        port,
+        *QUICK,
+        "--line-rate-gbps",
+        "100000",
+        "--strict",
+        "-o",
+        "junit",
+    )
     assert strict.exit_code == 1
     assert "bench.p2p_bandwidth" in strict.stdout and "<failure" in strict.stdout
 
@@ -138,18 +223,35 @@ def test_line_rate_findings_and_exit_codes(cli, server, tmp_path):
     assert failing.exit_code == 1
     assert "FAIL" in failing.stdout and "config [p2p] line_rate_gbps" in failing.stdout
     assert "deprecated" not in failing.stderr
-    cfg.write_text('[bench]\ntcp_severity = "fail"\nline_rate_gbps = 100000\n')  # the old name: same result, and a note
+    cfg.write_text(
+        '[bench]\ntcp_severity = "fail"\nline_rate_gbps = 100000\n'
+    )  # the old name: same result, and a note
     old = cli("bench", "p2p", "127.0.0.1", "--port", port, *QUICK, "--config", cfg)
     assert old.exit_code == 1 and "config [p2p] line_rate_gbps" in old.stdout
-    assert "ibdiag: warning: config file" in old.stderr and "[bench] is deprecated: it is read as [p2p]" in old.stderr
+    assert (
+        "ibdiag: warning: config file" in old.stderr
+        and "[bench] is deprecated: it is read as [p2p]" in old.stderr
+    )
 
 
 def test_tokens_from_file_and_environment(cli, tmp_path):
     token = write_token(tmp_path / "tok", "abc-123")
     with server_thread(token=b"abc-123") as (port, log, _):
-        r = cli("bench", "p2p", "127.0.0.1", "--port", port, *QUICK, "--token-file", token, "-o", "json")
+        r = cli(
+            "bench", "p2p", "127.0.0.1", "--port", port, *QUICK, "--token-file", token, "-o", "json"
+        )
         assert r.exit_code == 0, r.stderr
-        r = cli("bench", "p2p", "127.0.0.1", "--port", port, *QUICK, "-o", "json", env={"IBDIAG_TOKEN": "abc-123"})
+        r = cli(
+            "bench",
+            "p2p",
+            "127.0.0.1",
+            "--port",
+            port,
+            *QUICK,
+            "-o",
+            "json",
+            env={"IBDIAG_TOKEN": "abc-123"},
+        )
         assert r.exit_code == 0, r.stderr
         bad = cli("bench", "p2p", "127.0.0.1", "--port", port, *QUICK, env={"IBDIAG_TOKEN": "nope"})
         assert bad.exit_code == 3
@@ -163,7 +265,9 @@ def test_world_readable_token_file_warns(cli, tmp_path):
     token = write_token(tmp_path / "tok", "abc-123")
     token.chmod(0o644)
     with server_thread(token=b"abc-123") as (port, _, _):
-        r = cli("bench", "p2p", "127.0.0.1", "--port", port, *QUICK, "--token-file", token, "-o", "json")
+        r = cli(
+            "bench", "p2p", "127.0.0.1", "--port", port, *QUICK, "--token-file", token, "-o", "json"
+        )
     assert r.exit_code == 0
     assert "can be read by other users" in r.stderr
 
@@ -175,7 +279,19 @@ def test_oversized_request_is_refused_with_exit_2(cli):
         assert "more than this server's --max-size of 64 KiB" in r.stderr
         assert "hint: use sizes up to 64 KiB" in r.stderr
         log.wait_for(r"refused: a 1 MiB message")
-        again = cli("bench", "p2p", "127.0.0.1", "--port", port, "--sizes", "4K", "--iters", "5", "-o", "json")
+        again = cli(
+            "bench",
+            "p2p",
+            "127.0.0.1",
+            "--port",
+            port,
+            "--sizes",
+            "4K",
+            "--iters",
+            "5",
+            "-o",
+            "json",
+        )
         assert again.exit_code == 0  # and the server keeps serving
 
 
@@ -191,13 +307,20 @@ def test_second_client_is_told_the_server_is_busy(cli):
     with server_thread() as (port, log, _):
         req = RunRequest(transport="tcp", mode="bw", sizes=(65536,), duration_s=2.0)
         done: dict[str, object] = {}
-        t = threading.Thread(target=lambda: done.setdefault("run", run_p2p(req, ClientOptions(host="127.0.0.1", port=port, timeout_s=5))))
+        t = threading.Thread(
+            target=lambda: done.setdefault(
+                "run", run_p2p(req, ClientOptions(host="127.0.0.1", port=port, timeout_s=5))
+            )
+        )
         t.start()
         log.wait_for(r"running tcp bw")
         r = cli("bench", "p2p", "127.0.0.1", "--port", port, *QUICK)
         t.join(10)
         assert r.exit_code == 3
-        assert "busy with a benchmark for 127.0.0.1:" in r.stderr and "one benchmark at a time" in r.stderr
+        assert (
+            "busy with a benchmark for 127.0.0.1:" in r.stderr
+            and "one benchmark at a time" in r.stderr
+        )
         assert done["run"].results[0].bw_gbs > 0
 
 
@@ -209,7 +332,14 @@ def test_server_without_rdma_device_says_so_to_the_client():
         sock = socket.create_connection(("127.0.0.1", port))
         ch = Channel(sock, "server", 5)
         client_handshake(ch, token=None, host="t", version="t")
-        ch.send({"type": "run", "request": RunRequest(transport="rdma", mode="bw", sizes=(4096,), iters=1).to_json()})
+        ch.send(
+            {
+                "type": "run",
+                "request": RunRequest(
+                    transport="rdma", mode="bw", sizes=(4096,), iters=1
+                ).to_json(),
+            }
+        )
         with pytest.raises(RemoteError) as e:
             ch.expect("ready", "ready")
         sock.close()
@@ -240,7 +370,11 @@ def test_server_without_rdma_device_says_so_to_the_client():
         (("--transport", "rdma", "--tclass", "256"), 2, "--tclass 256"),
         (("--transport", "rdma", "--sl", "16"), 2, "--sl 16"),
         (("--transport", "rdma", "--inline", "-1"), 2, "--inline -1"),
-        (("--transport", "rdma", "--verb", "read", "--inline", "64"), 2, "--inline does not apply to --verb read"),
+        (
+            ("--transport", "rdma", "--verb", "read", "--inline", "64"),
+            2,
+            "--inline does not apply to --verb read",
+        ),
         (("--save", "/nonexistent-dir/x.json"), 2, "does not exist"),
         (("--token-file", "/nonexistent-token"), 2, "no such file"),
         (("--socket-buffer", "lots"), 2, "cannot read --socket-buffer"),
@@ -309,19 +443,35 @@ def test_progress_reports_every_size_and_mode(server):
     port, _, _ = server
     events: list[tuple[int, int, str]] = []
     req = RunRequest(transport="tcp", mode="both", sizes=(4096, 65536), iters=20, warmup=1)
-    run = run_p2p(req, ClientOptions(host="127.0.0.1", port=port, timeout_s=5), lambda done, total, label: events.append((done, total, label)))
-    assert events == [(0, 4, "bw 4 KiB"), (1, 4, "lat 4 KiB"), (2, 4, "bw 64 KiB"), (3, 4, "lat 64 KiB"), (4, 4, "done")]
+    run = run_p2p(
+        req,
+        ClientOptions(host="127.0.0.1", port=port, timeout_s=5),
+        lambda done, total, label: events.append((done, total, label)),
+    )
+    assert events == [
+        (0, 4, "bw 4 KiB"),
+        (1, 4, "lat 4 KiB"),
+        (2, 4, "bw 64 KiB"),
+        (3, 4, "lat 64 KiB"),
+        (4, 4, "done"),
+    ]
     assert [r.bytes for r in run.results] == [4096, 65536]
 
 
 def test_default_bind_is_dual_stack(cli):
     """No --bind: one listening socket for IPv6 and IPv4 clients ([::] with IPV6_V6ONLY off)."""
-    if not socket.has_ipv6 or not os.path.exists("/proc/net/if_inet6") or "00000000000000000000000000000001" not in open("/proc/net/if_inet6").read():
+    if (
+        not socket.has_ipv6
+        or not os.path.exists("/proc/net/if_inet6")
+        or "00000000000000000000000000000001" not in open("/proc/net/if_inet6").read()
+    ):
         pytest.skip("no IPv6 loopback here")
     with server_thread(bind=None) as (port, log, server):
         assert server.address is not None and server.address[0] == "::"
         for host in ("127.0.0.1", "::1"):
-            r = cli("bench", "p2p", host, "--port", port, "--sizes", "4K", "--iters", "5", "-o", "json")
+            r = cli(
+                "bench", "p2p", host, "--port", port, "--sizes", "4K", "--iters", "5", "-o", "json"
+            )
             assert r.exit_code == 0, r.stderr
         assert json.loads(r.stdout)["peer"] == f"[::1]:{port}"
         log.wait_for(r"\[::1\]:\d+: running")

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from ibdiag.bench.jsonfields import Fields
 from ibdiag.bench.p2p import perftest_engine as pe
 from ibdiag.bench.p2p.client import ClientOptions, run_p2p
 from ibdiag.bench.p2p.meta import P2PSetup, PerftestEngine
 from ibdiag.bench.p2p.params import RequestError, RunRequest
 from ibdiag.bench.p2p.protocol import Channel, RemoteError, client_handshake
-from ibdiag.bench.jsonfields import Fields
 from ibdiag.errors import CannotRunError
 from tests.test_p2p_support import perftest_processes, server_thread
 
@@ -35,7 +35,12 @@ NO_RDMA = not (os.path.isdir("/sys/class/infiniband") and os.listdir("/sys/class
 
 
 def req(**kw: object) -> RunRequest:
-    base: dict[str, object] = {"transport": "rdma", "mode": "bw", "sizes": (65536,), "engine": "perftest"}
+    base: dict[str, object] = {
+        "transport": "rdma",
+        "mode": "bw",
+        "sizes": (65536,),
+        "engine": "perftest",
+    }
     base.update(kw)
     return RunRequest(**base)  # type: ignore[arg-type]
 
@@ -45,7 +50,17 @@ def req(**kw: object) -> RunRequest:
 
 def test_bandwidth_argv_maps_every_option():
     r = req(iters=1000, qps=4, bidir=True, tx_depth=64, inline=64, tclass=106, sl=3)
-    argv = pe.perftest_argv("/usr/bin/ib_write_bw", r, "bw", 65536, device="mlx5_0", ib_port=2, gid_index=3, tcp_port=40000, server="10.0.0.2")
+    argv = pe.perftest_argv(
+        "/usr/bin/ib_write_bw",
+        r,
+        "bw",
+        65536,
+        device="mlx5_0",
+        ib_port=2,
+        gid_index=3,
+        tcp_port=40000,
+        server="10.0.0.2",
+    )
     assert argv == [
         "/usr/bin/ib_write_bw", "-d", "mlx5_0", "-i", "2", "-x", "3", "-s", "65536", "-p", "40000", "-F",
         "-n", "1000", "-t", "64", "-q", "4", "-b", "-I", "64", "--tclass=106", "-S", "3", "10.0.0.2",
@@ -53,20 +68,41 @@ def test_bandwidth_argv_maps_every_option():
 
 
 def test_server_argv_has_no_host_and_duration_is_whole_seconds():
-    argv = pe.perftest_argv("ib_send_bw", req(duration_s=3.0, verb="send"), "bw", 4096, device="rxe0", ib_port=1, gid_index=None, tcp_port=1234)
+    argv = pe.perftest_argv(
+        "ib_send_bw",
+        req(duration_s=3.0, verb="send"),
+        "bw",
+        4096,
+        device="rxe0",
+        ib_port=1,
+        gid_index=None,
+        tcp_port=1234,
+    )
     assert argv[-1] != "10.0.0.2" and "-x" not in argv
     assert argv[argv.index("-D") + 1] == "3" and "-n" not in argv
     assert argv[argv.index("-s") + 1] == "4096" and argv[argv.index("-p") + 1] == "1234"
 
 
 def test_latency_argv_leaves_out_the_bandwidth_only_options():
-    argv = pe.perftest_argv("ib_write_lat", req(mode="both", bidir=True, tx_depth=32), "lat", 8, device="rxe0", ib_port=1, gid_index=1, tcp_port=5, server="h")
+    argv = pe.perftest_argv(
+        "ib_write_lat",
+        req(mode="both", bidir=True, tx_depth=32),
+        "lat",
+        8,
+        device="rxe0",
+        ib_port=1,
+        gid_index=1,
+        tcp_port=5,
+        server="h",
+    )
     assert "-t" not in argv and "-q" not in argv and "-b" not in argv and argv[-1] == "h"
     assert "-n" not in argv and "-D" not in argv  # perftest's own default iterations
 
 
 def test_read_never_gets_inline_and_default_options_add_nothing():
-    argv = pe.perftest_argv("ib_read_bw", req(verb="read"), "bw", 64, device="d", ib_port=1, gid_index=None, tcp_port=9)
+    argv = pe.perftest_argv(
+        "ib_read_bw", req(verb="read"), "bw", 64, device="d", ib_port=1, gid_index=None, tcp_port=9
+    )
     assert argv == ["ib_read_bw", "-d", "d", "-i", "1", "-s", "64", "-p", "9", "-F", "-t", "128"]
     assert pe.binary("read", "lat") == "ib_read_lat" and pe.binary("send", "bw") == "ib_send_bw"
 
@@ -88,7 +124,11 @@ def test_read_never_gets_inline_and_default_options_add_nothing():
 def test_options_without_a_perftest_equivalent_are_refused(kw, text):
     with pytest.raises(RequestError) as e:
         req(**kw)
-    assert text in e.value.message and e.value.exit_status == 2 and "--engine ibdiag" in (e.value.hint or "")
+    assert (
+        text in e.value.message
+        and e.value.exit_status == 2
+        and "--engine ibdiag" in (e.value.hint or "")
+    )
 
 
 def test_mappable_requests_pass_and_the_wire_carries_the_engine():
@@ -135,26 +175,45 @@ def test_version_and_error_lines():
     assert pe.parse_version("Version: 6.06\n") == "6.06"
     assert pe.parse_version("nothing") is None
     out = "---\n Did not detect devices \n If device exists, check if driver is up\n Unable to find the Infiniband/RoCE device\n"
-    assert "Did not detect devices" in pe.error_lines(out) and "Unable to find" in pe.error_lines(out)
+    assert "Did not detect devices" in pe.error_lines(out) and "Unable to find" in pe.error_lines(
+        out
+    )
     glued = " 65536      0                0.00               0.00   \t\t   0.000000ethernet_read_keys: Couldn't read remote address\n"
     assert pe.error_lines(glued) == "ethernet_read_keys: Couldn't read remote address"
-    assert pe.status_text(-9) == "killed by signal 9 (SIGKILL)" and pe.status_text(1) == "exit status 1"
+    assert (
+        pe.status_text(-9) == "killed by signal 9 (SIGKILL)"
+        and pe.status_text(1) == "exit status 1"
+    )
 
 
 def test_results_come_from_the_perftest_importer():
-    bw = pe.read_result((LOGS / "perftest-ib_write_bw-MiB-roce.log").read_text(), 65536, "bw", "write", "t")
-    assert bw.bw_gbs == pytest.approx(11433.41 * 2**20 / 1e9) and bw.msg_rate_mpps == pytest.approx(0.182935) and bw.iters == 5000
+    bw = pe.read_result(
+        (LOGS / "perftest-ib_write_bw-MiB-roce.log").read_text(), 65536, "bw", "write", "t"
+    )
+    assert (
+        bw.bw_gbs == pytest.approx(11433.41 * 2**20 / 1e9)
+        and bw.msg_rate_mpps == pytest.approx(0.182935)
+        and bw.iters == 5000
+    )
     lat = pe.read_result((LOGS / "perftest-ib_write_lat.log").read_text(), 8, "lat", "write", "t")
     assert lat.lat_us is not None and lat.lat_us.p50_us == 1.00 and lat.lat_us.p999_us == 3.94
     read = pe.read_result((LOGS / "perftest-ib_write_lat.log").read_text(), 8, "lat", "read", "t")
-    assert read.lat_us is not None and read.lat_us.p50_us == 0.5 and read.lat_us.max_us == 3.94 / 2  # READ: perftest's round trip halved
+    assert (
+        read.lat_us is not None and read.lat_us.p50_us == 0.5 and read.lat_us.max_us == 3.94 / 2
+    )  # READ: perftest's round trip halved
     row = pe.merge(8, None, lat)
     assert row.lat_iters == 1000 and row.bw_gbs is None and row.lat_us == lat.lat_us
 
 
 def test_output_without_the_size_is_a_cannot_run_error():
     with pytest.raises(CannotRunError, match="no 1 MiB row"):
-        pe.read_result((LOGS / "perftest-ib_write_lat.log").read_text(), 2**20, "lat", "write", "ib_write_lat 1 MiB")
+        pe.read_result(
+            (LOGS / "perftest-ib_write_lat.log").read_text(),
+            2**20,
+            "lat",
+            "write",
+            "ib_write_lat 1 MiB",
+        )
     with pytest.raises(CannotRunError, match="no result"):
         pe.read_result(" Did not detect devices\n", 8, "lat", "write", "x")
 
@@ -168,7 +227,11 @@ class FlakyPerftestSide:
 
     def run(self, size: int, kind: str):
         self.runs += 1
-        text = " 8       1000     inf     3.94     1.00\n" if self.runs <= self.unreadable else (LOGS / "perftest-ib_write_lat.log").read_text()
+        text = (
+            " 8       1000     inf     3.94     1.00\n"
+            if self.runs <= self.unreadable
+            else (LOGS / "perftest-ib_write_lat.log").read_text()
+        )
         return pe.read_result(text, size, kind, "write", f"ib_write_lat run {self.runs}")
 
 
@@ -177,16 +240,27 @@ def test_an_unreadable_perftest_result_is_run_again_at_most_twice():
     (row,) = pe.run_all(side, [8], ("lat",), None)
     assert side.runs == 3 and row.lat_us is not None and row.lat_us.p50_us == 1.00
     side = FlakyPerftestSide(unreadable=3)
-    with pytest.raises(pe.UnreadableResult, match="^ib_write_lat run 3: perftest.s output has no result"):
+    with pytest.raises(
+        pe.UnreadableResult, match="^ib_write_lat run 3: perftest.s output has no result"
+    ):
         pe.run_all(side, [8], ("lat",), None)
     assert side.runs == 3
 
 
 def test_the_provenance_round_trips_through_the_saved_json():
-    info = PerftestEngine("6.06", "6.10", ("ib_write_bw -d rxe0 -s 8 -p 1 -F 10.0.0.1",), ("ib_write_bw -d rxe0 -s 8 -p 1 -F",))
+    info = PerftestEngine(
+        "6.06",
+        "6.10",
+        ("ib_write_bw -d rxe0 -s 8 -p 1 -F 10.0.0.1",),
+        ("ib_write_bw -d rxe0 -s 8 -p 1 -F",),
+    )
     setup = P2PSetup(peer="h:1", engine="perftest", perftest=info)
     doc = setup.to_json("rdma")
-    assert doc["engine"] == "perftest" and doc["perftest_version"] == "6.06" and doc["perftest_commands"] == list(info.commands)
+    assert (
+        doc["engine"] == "perftest"
+        and doc["perftest_version"] == "6.06"
+        and doc["perftest_commands"] == list(info.commands)
+    )
     assert P2PSetup.read(Fields(doc, "t")) == setup
 
 
@@ -197,10 +271,17 @@ def test_auto_picks_perftest_only_where_pyverbs_is_missing_and_perftest_can_run(
     none = {"have_pyverbs": False}
     assert pe.resolve_engine(plain, str(tmp_path), **none) == "perftest"
     assert pe.resolve_engine(plain, str(tmp_path), have_pyverbs=True) == "ibdiag"
-    assert pe.resolve_engine(req(engine="ibdiag", warmup=3), str(tmp_path), **none) == "ibdiag"  # perftest cannot do it
-    assert pe.resolve_engine(req(engine="ibdiag", mode="both"), str(tmp_path), **none) == "ibdiag"  # no ib_write_lat there
+    assert (
+        pe.resolve_engine(req(engine="ibdiag", warmup=3), str(tmp_path), **none) == "ibdiag"
+    )  # perftest cannot do it
+    assert (
+        pe.resolve_engine(req(engine="ibdiag", mode="both"), str(tmp_path), **none) == "ibdiag"
+    )  # no ib_write_lat there
     assert pe.resolve_engine(plain, str(tmp_path / "none"), **none) == "ibdiag"
-    assert pe.resolve_engine(RunRequest(transport="tcp", mode="bw", sizes=(8,)), str(tmp_path), **none) == "ibdiag"
+    assert (
+        pe.resolve_engine(RunRequest(transport="tcp", mode="bw", sizes=(8,)), str(tmp_path), **none)
+        == "ibdiag"
+    )
     assert pe.pyverbs_available() in (True, False)
 
 
@@ -210,10 +291,22 @@ def test_auto_picks_perftest_only_where_pyverbs_is_missing_and_perftest_can_run(
 @pytest.mark.parametrize(
     "args,code,text",
     [
-        (("--transport", "tcp", "--engine", "perftest"), 2, "--engine perftest applies to --transport rdma"),
-        (("--transport", "rdma", "--engine", "perftest", "--warmup", "3"), 2, "--warmup has no perftest equivalent"),
+        (
+            ("--transport", "tcp", "--engine", "perftest"),
+            2,
+            "--engine perftest applies to --transport rdma",
+        ),
+        (
+            ("--transport", "rdma", "--engine", "perftest", "--warmup", "3"),
+            2,
+            "--warmup has no perftest equivalent",
+        ),
         (("--transport", "rdma", "--engine", "perftest", "--duration", "1.5"), 2, "whole seconds"),
-        (("--transport", "rdma", "--engine", "perftest", "--mode", "lat", "--qps", "2"), 2, "one queue pair"),
+        (
+            ("--transport", "rdma", "--engine", "perftest", "--mode", "lat", "--qps", "2"),
+            2,
+            "one queue pair",
+        ),
         (("--transport", "rdma", "--engine", "perftest", "--iters", "3"), 2, "-n takes 5"),
         (("--transport", "rdma", "--engine", "nccl"), 2, "nccl"),
     ],
@@ -225,9 +318,25 @@ def test_cli_refuses_before_connecting(cli, args, code, text):
 
 
 def test_cli_missing_perftest_is_exit_3_with_the_install_hint(cli, tmp_path):
-    r = cli("bench", "p2p", "127.0.0.1", "--port", "1", "--transport", "rdma", "--engine", "perftest", "--sizes", "4K", env={"PATH": str(tmp_path)})
+    r = cli(
+        "bench",
+        "p2p",
+        "127.0.0.1",
+        "--port",
+        "1",
+        "--transport",
+        "rdma",
+        "--engine",
+        "perftest",
+        "--sizes",
+        "4K",
+        env={"PATH": str(tmp_path)},
+    )
     assert r.exit_code == 3, r.stderr
-    assert "ib_write_bw is not installed on this host" in r.stderr and "apt install perftest" in r.stderr
+    assert (
+        "ib_write_bw is not installed on this host" in r.stderr
+        and "apt install perftest" in r.stderr
+    )
 
 
 def test_cli_help_documents_the_engine(cli):
@@ -238,7 +347,10 @@ def test_cli_help_documents_the_engine(cli):
 # --- real processes --------------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not HAVE_PERFTEST or not NO_RDMA, reason="needs perftest installed and no RDMA device (the real ib_write_bw then fails)")
+@pytest.mark.skipif(
+    not HAVE_PERFTEST or not NO_RDMA,
+    reason="needs perftest installed and no RDMA device (the real ib_write_bw then fails)",
+)
 def test_the_real_perftest_fails_on_the_server_and_the_client_hears_why():
     """The server's ib_write_bw (real, on a sysfs fixture naming rxe0) exits before it listens: the
     client gets perftest's own words and the server's command, exit 3; no process is left."""
@@ -249,7 +361,10 @@ def test_the_real_perftest_fails_on_the_server_and_the_client_hears_why():
         log.wait_for(r"dropped: perftest on the server")
     err = e.value
     assert err.exit_status == 3
-    assert "perftest on the server (ib_write_bw) failed before the client could connect (exit status 1)" in err.message
+    assert (
+        "perftest on the server (ib_write_bw) failed before the client could connect (exit status 1)"
+        in err.message
+    )
     assert "Did not detect devices" in err.message or "Unable to find" in err.message
     assert "-d rxe0" in (err.hint or "") and " -F" in (err.hint or "")
     assert pe.live_count() == 0 and perftest_processes(os.getpid()) == []
@@ -262,7 +377,10 @@ def test_perftest_missing_on_the_server_is_a_clear_error(tmp_path):
         with pytest.raises(RemoteError) as e:
             run_p2p(req(iters=5, mode="lat", sizes=(8,)), opts)
         log.wait_for(r"dropped: perftest's ib_write_lat is not installed on the server")
-    assert e.value.exit_status == 3 and "ib_write_lat is not installed on the server" in e.value.message
+    assert (
+        e.value.exit_status == 3
+        and "ib_write_lat is not installed on the server" in e.value.message
+    )
     assert "apt install perftest" in (e.value.hint or "")
 
 
@@ -277,7 +395,11 @@ def test_a_dead_client_gets_the_servers_perftest_killed(tmp_path):
         "p = int(sys.argv[sys.argv.index('-p') + 1])\ns = socket.socket(); s.bind(('', p)); s.listen(1)\ntime.sleep(300)\n"
     )
     script.chmod(0o755)
-    with server_thread(sysfs_root=RXE_ROOT, perftest_path=str(tmp_path), timeout_s=2.0) as (port, log, _):
+    with server_thread(sysfs_root=RXE_ROOT, perftest_path=str(tmp_path), timeout_s=2.0) as (
+        port,
+        log,
+        _,
+    ):
         sock = socket.create_connection(("127.0.0.1", port))
         ch = Channel(sock, "server", 5)
         client_handshake(ch, token=None, host="t", version="t")
@@ -347,9 +469,13 @@ def test_a_perftest_process_dies_with_its_sigkilled_parent(in_thread):
     thread that waits on it; the parent is SIGKILLed: the kernel kills the child too."""
     start = "p = PerftestProcess(['sleep', '300']); print(p.proc.pid, flush=True); time.sleep(300)"
     if in_thread:
-        start = f"threading.Thread(target=lambda: exec({start!r}, globals())).start(); time.sleep(300)"
+        start = (
+            f"threading.Thread(target=lambda: exec({start!r}, globals())).start(); time.sleep(300)"
+        )
     code = f"import threading, time\nfrom ibdiag.bench.p2p.perftest_engine import PerftestProcess\n{start}\n"
-    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO
+    )
     child = None
     try:
         child = int(parent.stdout.readline())  # type: ignore[union-attr]
@@ -394,7 +520,7 @@ def _stand_in_perftest_server(directory: Path) -> None:
         "p = int(sys.argv[sys.argv.index('-p') + 1])\ns = socket.socket()\n"
         "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
         "try:\n    s.bind(('', p)); s.listen(1)\n"
-        "except OSError:\n    print(f\"Couldn't listen to port {p}\"); sys.exit(1)\n"
+        'except OSError:\n    print(f"Couldn\'t listen to port {p}"); sys.exit(1)\n'
         "time.sleep(300)\n"
     )
     script.chmod(0o755)
@@ -420,7 +546,9 @@ def taken_port():
         yield s.getsockname()[1]
 
 
-def test_a_perftest_port_taken_before_perftest_binds_it_is_replaced_by_another(tmp_path, monkeypatch, taken_port):
+def test_a_perftest_port_taken_before_perftest_binds_it_is_replaced_by_another(
+    tmp_path, monkeypatch, taken_port
+):
     """The race between picking a free port and perftest binding it, made certain: the first pick is a
     port another socket listens on (the kernel's pick is replaced for the first call only). perftest
     (the stand-in) cannot listen there; the server starts it on a new port and tells the client that
@@ -428,15 +556,25 @@ def test_a_perftest_port_taken_before_perftest_binds_it_is_replaced_by_another(t
     _stand_in_perftest_server(tmp_path)
     real = pe.free_port
     picks: list[int] = []
-    monkeypatch.setattr(pe, "free_port", lambda: picks.append(taken_port if not picks else real()) or picks[-1])
-    with server_thread(sysfs_root=RXE_ROOT, perftest_path=str(tmp_path), timeout_s=5.0) as (port, log, _):
+    monkeypatch.setattr(
+        pe, "free_port", lambda: picks.append(taken_port if not picks else real()) or picks[-1]
+    )
+    with server_thread(sysfs_root=RXE_ROOT, perftest_path=str(tmp_path), timeout_s=5.0) as (
+        port,
+        log,
+        _,
+    ):
         ch = _phase_client(port)
         go = ch.expect("go", "go")
         assert picks[0] == taken_port and go["perftest_port"] == picks[1] != taken_port
         assert f"-p {picks[1]} " in go["command"]
         (proc,) = list(pe._live)
-        assert pe.listens_on(proc.proc.pid, picks[1]) and not pe.listens_on(proc.proc.pid, taken_port)
-        log.wait_for(rf"could not listen on port {taken_port} \(taken since it was picked free\); starting it on another")
+        assert pe.listens_on(proc.proc.pid, picks[1]) and not pe.listens_on(
+            proc.proc.pid, taken_port
+        )
+        log.wait_for(
+            rf"could not listen on port {taken_port} \(taken since it was picked free\); starting it on another"
+        )
         ch.sock.close()
     assert perftest_processes(os.getpid()) == [] and pe.live_count() == 0
 
@@ -445,7 +583,11 @@ def test_a_perftest_port_taken_every_time_is_a_clear_exit_3(tmp_path, monkeypatc
     """Every pick taken: after LISTEN_TRIES tries the client hears why (exit 3, a hint), nothing is left."""
     _stand_in_perftest_server(tmp_path)
     monkeypatch.setattr(pe, "free_port", lambda: taken_port)
-    with server_thread(sysfs_root=RXE_ROOT, perftest_path=str(tmp_path), timeout_s=5.0) as (port, log, _):
+    with server_thread(sysfs_root=RXE_ROOT, perftest_path=str(tmp_path), timeout_s=5.0) as (
+        port,
+        log,
+        _,
+    ):
         ch = _phase_client(port)
         with pytest.raises(RemoteError) as e:
             ch.expect("go", "go")
@@ -453,7 +595,10 @@ def test_a_perftest_port_taken_every_time_is_a_clear_exit_3(tmp_path, monkeypatc
         log.wait_for(r"dropped: perftest on the server")
     err = e.value
     assert err.exit_status == 3
-    assert f"perftest on the server (ib_write_bw) could not listen on its TCP port: {pe.LISTEN_TRIES} ports picked free ({', '.join([str(taken_port)] * pe.LISTEN_TRIES)})" in err.message
+    assert (
+        f"perftest on the server (ib_write_bw) could not listen on its TCP port: {pe.LISTEN_TRIES} ports picked free ({', '.join([str(taken_port)] * pe.LISTEN_TRIES)})"
+        in err.message
+    )
     assert "ss -tlnp" in (err.hint or "")
     assert perftest_processes(os.getpid()) == [] and pe.live_count() == 0
 
@@ -473,6 +618,8 @@ def test_listening_sockets_and_who_holds_them():
         assert pe.listens_on(os.getpid(), s.getsockname()[1])
         with subprocess.Popen(["sleep", "30"]) as other:
             try:
-                assert not pe.listens_on(other.pid, s.getsockname()[1])  # someone listens there, not it
+                assert not pe.listens_on(
+                    other.pid, s.getsockname()[1]
+                )  # someone listens there, not it
             finally:
                 other.kill()

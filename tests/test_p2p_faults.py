@@ -41,12 +41,28 @@ def serve(ibdiag_exe):
         s.stop()
 
 
-def _client(exe: str, port: int, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen([exe, "bench", "p2p", "127.0.0.1", "--port", str(port), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=client_env(env))
+def _client(
+    exe: str, port: int, *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [exe, "bench", "p2p", "127.0.0.1", "--port", str(port), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=client_env(env),
+    )
 
 
-def _run_client(exe: str, port: int, *args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([exe, "bench", "p2p", "127.0.0.1", "--port", str(port), *args], capture_output=True, text=True, env=client_env(env), timeout=timeout)
+def _run_client(
+    exe: str, port: int, *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [exe, "bench", "p2p", "127.0.0.1", "--port", str(port), *args],
+        capture_output=True,
+        text=True,
+        env=client_env(env),
+        timeout=timeout,
+    )
 
 
 def _good_run(exe: str, port: int, **kw: object) -> None:
@@ -96,7 +112,9 @@ def test_server_hung_mid_run_client_times_out(serve, ibdiag_exe):
     waited = time.monotonic() - t0
     assert rc == 3, err
     assert waited <= 2 + 2
-    assert "no answer from 127.0.0.1:" in err and "within 2 s" in err and "1 MiB bandwidth test" in err
+    assert (
+        "no answer from 127.0.0.1:" in err and "within 2 s" in err and "1 MiB bandwidth test" in err
+    )
 
 
 def test_client_killed_mid_run_server_keeps_serving(serve, ibdiag_exe):
@@ -136,7 +154,10 @@ def test_wrong_token_is_refused_and_the_server_goes_on(serve, ibdiag_exe, tmp_pa
     s = serve("--token-file", str(token))
     r = _run_client(ibdiag_exe, s.port, *QUICK, env={"IBDIAG_TOKEN": "wrong-token"})
     assert r.returncode == 3
-    assert "authentication failed: the tokens differ" in r.stderr and "hint: give both sides the same token" in r.stderr
+    assert (
+        "authentication failed: the tokens differ" in r.stderr
+        and "hint: give both sides the same token" in r.stderr
+    )
     s.log.wait_for(r"refused: wrong token")
     assert "right-token" not in s.log.text() and "wrong-token" not in s.log.text()
     _good_run(ibdiag_exe, s.port, env={"IBDIAG_TOKEN": "right-token"})
@@ -160,13 +181,17 @@ def test_garbage_hello_is_refused(serve, ibdiag_exe):
 def test_wrong_protocol_version_is_refused(serve, ibdiag_exe):
     s = serve()
     with socket.create_connection(("127.0.0.1", s.port), timeout=5) as raw:
-        body = json.dumps({"type": "hello", "proto": "ibdiag-p2p", "version": 99, "nonce": "00" * 32}).encode()
+        body = json.dumps(
+            {"type": "hello", "proto": "ibdiag-p2p", "version": 99, "nonce": "00" * 32}
+        ).encode()
         raw.sendall(struct.pack("!I", len(body)) + body)
         data = b""
         while chunk := raw.recv(4096):
             data += chunk
     assert b'"code":"version"' in data
-    s.log.wait_for(r"refused: protocol version mismatch: the client speaks 99, this server speaks 2")
+    s.log.wait_for(
+        r"refused: protocol version mismatch: the client speaks 99, this server speaks 2"
+    )
     _good_run(ibdiag_exe, s.port)
 
 
@@ -187,7 +212,10 @@ def test_stalled_handshake_blocks_nobody_and_is_dropped(serve, ibdiag_exe):
         t0 = time.monotonic()
         _good_run(ibdiag_exe, s.port)  # served while the staller hangs on
         assert time.monotonic() - t0 < 4
-        line = s.log.wait_for(r"dropped: no answer from the client within 4 s while waiting for the client's hello", timeout=4 + 2)
+        line = s.log.wait_for(
+            r"dropped: no answer from the client within 4 s while waiting for the client's hello",
+            timeout=4 + 2,
+        )
         assert line
     finally:
         staller.close()

@@ -29,8 +29,16 @@ class NetnsPair:
     server_if: str
     client_if: str
 
-    def run(self, ns: str, *cmd: str, timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["ip", "netns", "exec", ns, *cmd], capture_output=True, text=True, timeout=timeout, env=env)
+    def run(
+        self, ns: str, *cmd: str, timeout: float = 60, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["ip", "netns", "exec", ns, *cmd],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+        )
 
 
 def _ip(*args: str) -> None:
@@ -52,7 +60,10 @@ def netns_pair() -> Iterator[NetnsPair]:
         _ip("link", "add", pair.server_if, "type", "veth", "peer", "name", pair.client_if)
         _ip("link", "set", pair.server_if, "netns", pair.server_ns)
         _ip("link", "set", pair.client_if, "netns", pair.client_ns)
-        for ns, ifname, addr in ((pair.server_ns, pair.server_if, SERVER_IP), (pair.client_ns, pair.client_if, CLIENT_IP)):
+        for ns, ifname, addr in (
+            (pair.server_ns, pair.server_if, SERVER_IP),
+            (pair.client_ns, pair.client_if, CLIENT_IP),
+        ):
             _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", ifname)
             _ip("-n", ns, "link", "set", ifname, "up")
             _ip("-n", ns, "link", "set", "lo", "up")
@@ -66,22 +77,69 @@ def netns_pair() -> Iterator[NetnsPair]:
 def _shape(pair: NetnsPair, rate: str = "1gbit") -> None:
     # burst must cover rate/HZ and a few GSO segments, or tbf itself caps below the rate.
     for ns, ifname in ((pair.server_ns, pair.server_if), (pair.client_ns, pair.client_if)):
-        subprocess.run(["tc", "-n", ns, "qdisc", "add", "dev", ifname, "root", "tbf", "rate", rate, "burst", "256kb", "latency", "50ms"], check=True, capture_output=True, timeout=30)
+        subprocess.run(
+            [
+                "tc",
+                "-n",
+                ns,
+                "qdisc",
+                "add",
+                "dev",
+                ifname,
+                "root",
+                "tbf",
+                "rate",
+                rate,
+                "burst",
+                "256kb",
+                "latency",
+                "50ms",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
 
 
 def _iperf3_gbps(pair: NetnsPair, seconds: int) -> float:
     """iperf3's receiver rate from the client namespace to a one-off server in the server namespace."""
     iperf3 = need_tool("iperf3")
     srv = subprocess.Popen(
-        ["ip", "netns", "exec", pair.server_ns, iperf3, "-s", "-B", SERVER_IP, "-p", "5201", "-1", "--forceflush"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            "ip",
+            "netns",
+            "exec",
+            pair.server_ns,
+            iperf3,
+            "-s",
+            "-B",
+            SERVER_IP,
+            "-p",
+            "5201",
+            "-1",
+            "--forceflush",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         assert srv.stdout is not None
         for line in srv.stdout:  # iperf3 prints this once it listens
             if "Server listening" in line:
                 break
-        r = pair.run(pair.client_ns, iperf3, "-c", SERVER_IP, "-p", "5201", "-t", str(seconds), "-J", timeout=seconds + 30)
+        r = pair.run(
+            pair.client_ns,
+            iperf3,
+            "-c",
+            SERVER_IP,
+            "-p",
+            "5201",
+            "-t",
+            str(seconds),
+            "-J",
+            timeout=seconds + 30,
+        )
         assert r.returncode == 0, r.stdout + r.stderr
         return json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9
     finally:
@@ -94,11 +152,37 @@ def test_shaped_link_ibdiag_matches_iperf3(netns_pair, ibdiag_exe, tmp_path):
     pair = netns_pair
     _shape(pair)
     token = write_token(tmp_path / "token")
-    server = ServerProcess(ibdiag_exe, "--bind", SERVER_IP, "--port", "0", "--token-file", str(token), netns=pair.server_ns)
+    server = ServerProcess(
+        ibdiag_exe,
+        "--bind",
+        SERVER_IP,
+        "--port",
+        "0",
+        "--token-file",
+        str(token),
+        netns=pair.server_ns,
+    )
     try:
         r = pair.run(
-            pair.client_ns, ibdiag_exe, "bench", "p2p", SERVER_IP, "--port", str(server.port), "--token-file", str(token),
-            "--sizes", "1M", "--duration", "3", "--line-rate-gbps", "1", "-o", "json", env=client_env(), timeout=90,
+            pair.client_ns,
+            ibdiag_exe,
+            "bench",
+            "p2p",
+            SERVER_IP,
+            "--port",
+            str(server.port),
+            "--token-file",
+            str(token),
+            "--sizes",
+            "1M",
+            "--duration",
+            "3",
+            "--line-rate-gbps",
+            "1",
+            "-o",
+            "json",
+            env=client_env(),
+            timeout=90,
         )
         assert r.returncode == 0, r.stderr
         doc = json.loads(r.stdout)
@@ -124,11 +208,27 @@ def test_without_token_a_remote_client_is_refused(netns_pair, ibdiag_exe):
     server = ServerProcess(ibdiag_exe, "--bind", SERVER_IP, "--port", "0", netns=pair.server_ns)
     try:
         server.log.wait_for(r"no token: accepting clients on this host \(loopback\) only")
-        r = pair.run(pair.client_ns, ibdiag_exe, "bench", "p2p", SERVER_IP, "--port", str(server.port), "--sizes", "4K", "--iters", "5", env=client_env(), timeout=60)
+        r = pair.run(
+            pair.client_ns,
+            ibdiag_exe,
+            "bench",
+            "p2p",
+            SERVER_IP,
+            "--port",
+            str(server.port),
+            "--sizes",
+            "4K",
+            "--iters",
+            "5",
+            env=client_env(),
+            timeout=60,
+        )
         assert r.returncode == 3
         assert "accepts clients from its own host (loopback) only" in r.stderr
         assert "hint: start the server and the client with the same --token-file" in r.stderr
-        server.log.wait_for(rf"{CLIENT_IP}:\d+: refused: not a loopback client and this server has no token")
+        server.log.wait_for(
+            rf"{CLIENT_IP}:\d+: refused: not a loopback client and this server has no token"
+        )
     finally:
         server.stop()
 
@@ -138,11 +238,35 @@ def test_veth_speed_is_the_line_rate_and_slow_tcp_warns(netns_pair, ibdiag_exe, 
     pair = netns_pair
     _shape(pair, "500mbit")
     token = write_token(tmp_path / "token")
-    server = ServerProcess(ibdiag_exe, "--bind", SERVER_IP, "--port", "0", "--token-file", str(token), netns=pair.server_ns)
+    server = ServerProcess(
+        ibdiag_exe,
+        "--bind",
+        SERVER_IP,
+        "--port",
+        "0",
+        "--token-file",
+        str(token),
+        netns=pair.server_ns,
+    )
     try:
         r = pair.run(
-            pair.client_ns, ibdiag_exe, "bench", "p2p", SERVER_IP, "--port", str(server.port), "--token-file", str(token),
-            "--sizes", "1M", "--duration", "1", "-o", "json", env=client_env(), timeout=90,
+            pair.client_ns,
+            ibdiag_exe,
+            "bench",
+            "p2p",
+            SERVER_IP,
+            "--port",
+            str(server.port),
+            "--token-file",
+            str(token),
+            "--sizes",
+            "1M",
+            "--duration",
+            "1",
+            "-o",
+            "json",
+            env=client_env(),
+            timeout=90,
         )
     finally:
         server.stop()

@@ -53,7 +53,9 @@ def test_encode_decode_round_trip():
     assert decode(framed[4:]) == msg
 
 
-@pytest.mark.parametrize("payload", [b"not json", b"[1,2]", b'{"no":"type"}', b'{"type":3}', b"\xff\xfe"])
+@pytest.mark.parametrize(
+    "payload", [b"not json", b"[1,2]", b'{"no":"type"}', b'{"type":3}', b"\xff\xfe"]
+)
 def test_decode_refuses_non_messages(payload):
     with pytest.raises(ValueError):
         decode(payload)
@@ -134,7 +136,16 @@ def test_expect_refuses_unexpected_types(pair):
 
 @pytest.mark.parametrize(
     "host,expected",
-    [("127.0.0.1", True), ("127.3.4.5", True), ("::1", True), ("::ffff:127.0.0.1", True), ("10.0.0.1", False), ("::ffff:10.0.0.1", False), ("fe80::1%eth0", False), ("nonsense", False)],
+    [
+        ("127.0.0.1", True),
+        ("127.3.4.5", True),
+        ("::1", True),
+        ("::ffff:127.0.0.1", True),
+        ("10.0.0.1", False),
+        ("::ffff:10.0.0.1", False),
+        ("fe80::1%eth0", False),
+        ("nonsense", False),
+    ],
 )
 def test_is_loopback(host, expected):
     assert is_loopback(host) is expected
@@ -174,14 +185,23 @@ def _handshake(pair, *, server_token, client_token, client_ip="127.0.0.1"):
 
     def serve() -> None:
         try:
-            out["server"] = server_handshake(Channel(b, "client", 2), token=server_token, client_ip=client_ip, host="srv", version="9.9", transports=("tcp",))
+            out["server"] = server_handshake(
+                Channel(b, "client", 2),
+                token=server_token,
+                client_ip=client_ip,
+                host="srv",
+                version="9.9",
+                transports=("tcp",),
+            )
         except Exception as e:  # noqa: BLE001
             out["server"] = e
 
     t = threading.Thread(target=serve)
     t.start()
     try:
-        out["client"] = client_handshake(Channel(a, "server", 2), token=client_token, host="cli", version="9.9")
+        out["client"] = client_handshake(
+            Channel(a, "server", 2), token=client_token, host="cli", version="9.9"
+        )
     except Exception as e:  # noqa: BLE001
         out["client"] = e
         a.shutdown(socket.SHUT_RDWR)  # a client that gives up hangs up, as the real one does
@@ -229,7 +249,14 @@ def test_handshake_wrong_version(pair, monkeypatch):
 
     def serve() -> None:
         try:
-            server_handshake(Channel(b, "client", 2), token=None, client_ip="127.0.0.1", host="srv", version="9", transports=("tcp",))
+            server_handshake(
+                Channel(b, "client", 2),
+                token=None,
+                client_ip="127.0.0.1",
+                host="srv",
+                version="9",
+                transports=("tcp",),
+            )
         except Refused as e:
             out["r"] = e
 
@@ -237,7 +264,9 @@ def test_handshake_wrong_version(pair, monkeypatch):
     t.start()
     hello = ch.recv("hello")
     assert hello["version"] == protocol.VERSION and hello["auth"] == "none"
-    ch.send({"type": "hello", "proto": protocol.PROTO, "version": 99, "nonce": "00" * 32, "mac": None})
+    ch.send(
+        {"type": "hello", "proto": protocol.PROTO, "version": 99, "nonce": "00" * 32, "mac": None}
+    )
     with pytest.raises(RemoteError) as e:
         ch.expect("welcome", "welcome")
     t.join(5)
@@ -251,7 +280,17 @@ def test_client_detects_a_server_that_does_not_know_the_token(pair):
     fake = Channel(b, "client", 2)
 
     def impostor() -> None:
-        fake.send({"type": "hello", "proto": protocol.PROTO, "version": protocol.VERSION, "auth": "hmac-sha256", "nonce": "11" * 32, "host": "x", "ibdiag": "1"})
+        fake.send(
+            {
+                "type": "hello",
+                "proto": protocol.PROTO,
+                "version": protocol.VERSION,
+                "auth": "hmac-sha256",
+                "nonce": "11" * 32,
+                "host": "x",
+                "ibdiag": "1",
+            }
+        )
         fake.recv("hello")
         fake.send({"type": "welcome", "mac": "00" * 32})
 
@@ -277,13 +316,18 @@ def test_connect_errors_are_exit_3():
 
 
 def test_run_request_round_trip_and_limits():
-    req = RunRequest(transport="tcp", mode="both", sizes=(4096, 2**20), duration_s=0.5, streams=2, bidir=True)
+    req = RunRequest(
+        transport="tcp", mode="both", sizes=(4096, 2**20), duration_s=0.5, streams=2, bidir=True
+    )
     again = RunRequest.from_json(req.to_json())
     assert again == req
     assert again.kinds == ("bw", "lat")
     assert again.buffer_problem(2**20) is None
     assert "more than this server's --max-size of 512 KiB" in again.buffer_problem(2**19)
-    assert "tcp bw+lat, 2 sizes 4 KiB..1 MiB, 2 streams, bidirectional, 0.5 s per size" == again.describe()
+    assert (
+        "tcp bw+lat, 2 sizes 4 KiB..1 MiB, 2 streams, bidirectional, 0.5 s per size"
+        == again.describe()
+    )
 
 
 @pytest.mark.parametrize(

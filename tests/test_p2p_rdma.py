@@ -71,7 +71,12 @@ def test_roce_gid_prefers_v2_link_local_over_v1_ipv4(tmp_path):
     """Without an IPv4 address on the netdev, RoCE v2 (link-local) still beats RoCE v1."""
     t = Tree(tmp_path)
     base = "class/infiniband/mlx5_0/ports/1"
-    for name, value in (("state", "4: ACTIVE"), ("phys_state", "5: LinkUp"), ("rate", "200 Gb/sec (4X HDR)"), ("link_layer", "Ethernet")):
+    for name, value in (
+        ("state", "4: ACTIVE"),
+        ("phys_state", "5: LinkUp"),
+        ("rate", "200 Gb/sec (4X HDR)"),
+        ("link_layer", "Ethernet"),
+    ):
         t.file(f"{base}/{name}", value)
     gids = [
         ("fe80:0000:0000:0000:0e42:a1ff:fe00:0001", "IB/RoCE v1"),
@@ -131,8 +136,28 @@ def test_ensure_port_active():
 
 # --- what the two sides exchange --------------------------------------------------------------------
 
-ROCE_A = QpInfo(lid=0, qpn=0x1A2, psn=0x123456, gid="0000:0000:0000:0000:0000:ffff:0a00:0105", link_layer="Ethernet", rkey=0xDEAD, addr=0x7F00_0000_1000, length=2**20, mtu_bytes=4096)
-ROCE_B = QpInfo(lid=0, qpn=0x3B4, psn=0x654321, gid="0000:0000:0000:0000:0000:ffff:0a00:0205", link_layer="Ethernet", rkey=0xBEEF, addr=0x7F00_0000_9000, length=2**20, mtu_bytes=1024)
+ROCE_A = QpInfo(
+    lid=0,
+    qpn=0x1A2,
+    psn=0x123456,
+    gid="0000:0000:0000:0000:0000:ffff:0a00:0105",
+    link_layer="Ethernet",
+    rkey=0xDEAD,
+    addr=0x7F00_0000_1000,
+    length=2**20,
+    mtu_bytes=4096,
+)
+ROCE_B = QpInfo(
+    lid=0,
+    qpn=0x3B4,
+    psn=0x654321,
+    gid="0000:0000:0000:0000:0000:ffff:0a00:0205",
+    link_layer="Ethernet",
+    rkey=0xBEEF,
+    addr=0x7F00_0000_9000,
+    length=2**20,
+    mtu_bytes=1024,
+)
 
 
 def test_qp_info_json_round_trip():
@@ -141,7 +166,17 @@ def test_qp_info_json_round_trip():
 
 @pytest.mark.parametrize(
     "field,value",
-    [("qpn", 2**24), ("psn", -1), ("lid", 70000), ("rkey", "1"), ("addr", 2**64), ("gid", "10.0.0.1"), ("link_layer", "iWARP"), ("mtu", 1500), ("length", True)],
+    [
+        ("qpn", 2**24),
+        ("psn", -1),
+        ("lid", 70000),
+        ("rkey", "1"),
+        ("addr", 2**64),
+        ("gid", "10.0.0.1"),
+        ("link_layer", "iWARP"),
+        ("mtu", 1500),
+        ("length", True),
+    ],
 )
 def test_qp_info_rejects_bad_fields(field, value):
     doc = ROCE_A.to_json()
@@ -191,7 +226,9 @@ def test_plan_refusals():
     with pytest.raises(CannotRunError, match="registered"):
         plan_connection(ROCE_B, ROCE_A, port_num=1, gid_index=3, needed_bytes=2**21)
     with pytest.raises(CannotRunError, match="LID 0"):
-        plan_connection(replace(ib, lid=5), replace(ib, lid=0), port_num=1, gid_index=None, needed_bytes=1)
+        plan_connection(
+            replace(ib, lid=5), replace(ib, lid=0), port_num=1, gid_index=None, needed_bytes=1
+        )
     plan = plan_connection(replace(ib, lid=5), ib, port_num=2, gid_index=None, needed_bytes=1)
     assert not plan.is_global and plan.dlid == 0x12 and plan.port_num == 2 and plan.dgid is None
 
@@ -203,7 +240,16 @@ def test_plan_refusals():
 def test_write_bw_iterations_respect_queue_depth_and_signal_selectively(tx_depth):
     ep = FakeRdmaEndpoint(4096, tx_depth, delay_polls=3)
     starts = []
-    stats = write_bw(ep, 4096, warmup=10, iters=1000, duration_s=None, tx_depth=tx_depth, timeout_s=5, on_measure_start=lambda: starts.append(1))
+    stats = write_bw(
+        ep,
+        4096,
+        warmup=10,
+        iters=1000,
+        duration_s=None,
+        tx_depth=tx_depth,
+        timeout_s=5,
+        on_measure_start=lambda: starts.append(1),
+    )
     assert stats.messages == 1000 and stats.bytes == 1000 * 4096 and stats.seconds > 0
     assert starts == [1]
     assert ep.max_outstanding <= tx_depth
@@ -216,7 +262,9 @@ def test_write_bw_iterations_respect_queue_depth_and_signal_selectively(tx_depth
     assert ep.outstanding == 0
 
 
-@pytest.mark.parametrize("tx_depth,iters,warmup", [(128, 1000, 0), (16, 1000, 10), (1, 50, 0), (7, 101, 3)])
+@pytest.mark.parametrize(
+    "tx_depth,iters,warmup", [(128, 1000, 0), (16, 1000, 10), (1, 50, 0), (7, 101, 3)]
+)
 def test_write_bw_posts_one_chain_per_signalled_request(tx_depth, iters, warmup):
     """Post lists: one ibv_post_send per chain of cq_mod WRITEs, not one per WRITE; each chain ends signalled."""
     ep = FakeRdmaEndpoint(64, tx_depth)
@@ -224,7 +272,9 @@ def test_write_bw_posts_one_chain_per_signalled_request(tx_depth, iters, warmup)
     cq_mod = signal_interval(tx_depth, 64)
     chains = -(-iters // cq_mod) + -(-warmup // cq_mod)
     assert ep.post_calls == chains == sum(1 for _, s in ep.posted if s)
-    assert len(ep.posted) == iters + warmup and ep.max_outstanding <= tx_depth and ep.outstanding == 0
+    assert (
+        len(ep.posted) == iters + warmup and ep.max_outstanding <= tx_depth and ep.outstanding == 0
+    )
     # polls: at most one that finds nothing per chain here (the stand-in completes at once), never one per WRITE
     assert ep.poll_calls <= 2 * chains + 2 < iters + warmup or cq_mod == 1
 
@@ -242,8 +292,21 @@ def test_write_bw_sends_heartbeats_while_it_runs(mode):
     """The server only waits on the control channel during RDMA WRITEs: the client must keep it informed."""
     ep = FakeRdmaEndpoint(64, 16)
     beats = []
-    kw = {"iters": 200_000, "duration_s": None} if mode == "iters" else {"iters": None, "duration_s": 0.2}
-    write_bw(ep, 64, warmup=0, tx_depth=16, timeout_s=5, heartbeat=lambda: beats.append(1), heartbeat_s=0.02, **kw)
+    kw = (
+        {"iters": 200_000, "duration_s": None}
+        if mode == "iters"
+        else {"iters": None, "duration_s": 0.2}
+    )
+    write_bw(
+        ep,
+        64,
+        warmup=0,
+        tx_depth=16,
+        timeout_s=5,
+        heartbeat=lambda: beats.append(1),
+        heartbeat_s=0.02,
+        **kw,
+    )
     assert len(beats) >= 3
 
 
@@ -292,7 +355,9 @@ def test_write_latency_ping_pong_between_two_threads(fast_gil_handover):
 
 
 @pytest.mark.parametrize("tx_depth,n", [(4, 301), (128, 200), (1, 20)])
-def test_write_latency_signals_every_nth_write_and_polls_once_per_batch(fast_gil_handover, tx_depth, n):
+def test_write_latency_signals_every_nth_write_and_polls_once_per_batch(
+    fast_gil_handover, tx_depth, n
+):
     a, b = FakeRdmaEndpoint(256, tx_depth), FakeRdmaEndpoint(256, tx_depth)
     a.peer, b.peer = b, a
     errors = []
@@ -311,8 +376,12 @@ def test_write_latency_signals_every_nth_write_and_polls_once_per_batch(fast_gil
     every = lat_signal_interval(tx_depth)
     for ep in (a, b):
         signalled = [w for w, s in ep.posted if s]
-        assert signalled == sorted(set(range(every - 1, n, every)) | {n - 1})  # the last always signalled
-        assert ep.poll_calls == len(signalled)  # the completion is there once the answer came: one poll each
+        assert signalled == sorted(
+            set(range(every - 1, n, every)) | {n - 1}
+        )  # the last always signalled
+        assert ep.poll_calls == len(
+            signalled
+        )  # the completion is there once the answer came: one poll each
         assert ep.max_outstanding <= max(1, every) <= tx_depth and ep.outstanding == 0
 
 
@@ -334,7 +403,9 @@ def test_write_latency_posts_again_through_post_when_the_bare_post_fails(fast_gi
     samples = write_lat_initiator(a, 8, 0, 30, timeout_s=5)
     t.join(5)
     assert len(samples) == 30 and len(a.posted) == len(b.posted) == 30 == a.post_calls
-    a.post = lambda wr, wr_id: (_ for _ in ()).throw(CannotRunError("posting an RDMA work request on rxe0 failed"))
+    a.post = lambda wr, wr_id: (_ for _ in ()).throw(
+        CannotRunError("posting an RDMA work request on rxe0 failed")
+    )
     with pytest.raises(CannotRunError, match="posting an RDMA work request"):
         write_lat_initiator(a, 8, 30, 2, timeout_s=1)
 
@@ -354,7 +425,9 @@ def test_round_trips_run_from_the_previous_stamp_or_from_after_the_reaped_comple
     assert _round_trips(5, [], {}) == []
 
 
-def test_write_latency_waits_past_the_inline_spins_for_a_late_answer(fast_gil_handover, monkeypatch):
+def test_write_latency_waits_past_the_inline_spins_for_a_late_answer(
+    fast_gil_handover, monkeypatch
+):
     """An answer later than the loops' inline spins goes to the wait that keeps the timeout, and the
     ping-pong goes on; the slow round trips show in the samples."""
     from ibdiag.bench.p2p import rdma_loops
@@ -393,7 +466,12 @@ def test_message_sizes_checked_against_max_msg_sz_and_the_sge_length():
 
     assert message_size_problem([8, 2**31], 2**31, "rxe0", 1) is None
     problem = message_size_problem([8, 2**31 + 1, 4096], 2**31, "rxe0", 1)
-    assert problem is not None and "rxe0 port 1" in problem and "max_msg_sz" in problem and "2 GiB" in problem
+    assert (
+        problem is not None
+        and "rxe0 port 1" in problem
+        and "max_msg_sz" in problem
+        and "2 GiB" in problem
+    )
     # a port that allows more than a 32-bit SGE length: the SGE length is the limit
     assert message_size_problem([2**32], 2**40, "mlx5_0", 1) == (
         "a 4 GiB message is larger than one RDMA WRITE on mlx5_0 port 1 can carry (4294967295 bytes, the 32-bit SGE length)"
@@ -402,7 +480,9 @@ def test_message_sizes_checked_against_max_msg_sz_and_the_sge_length():
     with pytest.raises(UsageError) as e:
         check_message_sizes([4 * 2**30], 2**31, "rxe0", 1)
     assert int(e.value.exit_status) == 2
-    assert e.value.message.startswith("a 4 GiB message is larger than one RDMA WRITE on rxe0 port 1")
+    assert e.value.message.startswith(
+        "a 4 GiB message is larger than one RDMA WRITE on rxe0 port 1"
+    )
     assert e.value.hint == "use sizes up to 2 GiB with --transport rdma, e.g. --sizes 8:2147483648"
 
 

@@ -52,7 +52,9 @@ class FakeVerbsEndpoint:
         self.tx_depth = tx_depth
         self.lanes = lanes
         self.peer: FakeVerbsEndpoint | None = None
-        self.posted: list[tuple[str, int, int, bool, bool]] = []  # verb, lane, wr_id, signalled, inline
+        self.posted: list[
+            tuple[str, int, int, bool, bool]
+        ] = []  # verb, lane, wr_id, signalled, inline
         self.outstanding = [0] * lanes
         self.max_outstanding = [0] * lanes
         self._unsignalled: list[list[int]] = [[] for _ in range(lanes)]
@@ -61,10 +63,14 @@ class FakeVerbsEndpoint:
         self._recv_done: list[tuple[int, int]] = []
         self._lock = threading.Lock()
 
-    def prepare(self, verb: str, length: int, *, signaled: bool, lane: int = 0, inline: bool = False):
+    def prepare(
+        self, verb: str, length: int, *, signaled: bool, lane: int = 0, inline: bool = False
+    ):
         return (verb, length, signaled, lane, inline, 1)
 
-    def prepare_chain(self, verb: str, length: int, count: int, *, lane: int = 0, inline: bool = False):
+    def prepare_chain(
+        self, verb: str, length: int, count: int, *, lane: int = 0, inline: bool = False
+    ):
         """A post list: ``count`` requests, only the last signalled, the chain's id on the last."""
         return (verb, length, True, lane, inline, count)
 
@@ -74,7 +80,10 @@ class FakeVerbsEndpoint:
         verb, length, signaled, lane, inline, count = wr
         self.post_calls += 1
         for k in range(count):
-            self._post_one((verb, length, signaled and k == count - 1, lane, inline), wr_id - (count - 1 - k) * self.lanes)
+            self._post_one(
+                (verb, length, signaled and k == count - 1, lane, inline),
+                wr_id - (count - 1 - k) * self.lanes,
+            )
 
     def _post_one(self, wr, wr_id: int) -> None:
         verb, length, signaled, lane, inline = wr
@@ -82,7 +91,9 @@ class FakeVerbsEndpoint:
         with self._lock:
             self.outstanding[lane] += 1
             if self.outstanding[lane] > self.tx_depth:
-                raise AssertionError(f"send queue {lane} overflow: {self.outstanding[lane]} > {self.tx_depth}")
+                raise AssertionError(
+                    f"send queue {lane} overflow: {self.outstanding[lane]} > {self.tx_depth}"
+                )
             self.max_outstanding[lane] = max(self.max_outstanding[lane], self.outstanding[lane])
             self.posted.append((verb, lane, wr_id, signaled, inline))
             peer = self.peer
@@ -92,7 +103,9 @@ class FakeVerbsEndpoint:
                 elif verb == "read":
                     self.view[0:length] = peer.view[peer.send_offset : peer.send_offset + length]
                 else:
-                    peer._deliver(lane, bytes(self.view[self.send_offset : self.send_offset + length]))
+                    peer._deliver(
+                        lane, bytes(self.view[self.send_offset : self.send_offset + length])
+                    )
             self._unsignalled[lane].append(wr_id)
             if signaled:
                 self.outstanding[lane] -= len(self._unsignalled[lane])
@@ -145,10 +158,14 @@ def _pair(half: int, tx_depth: int, lanes: int = 1) -> tuple[FakeVerbsEndpoint, 
 @pytest.mark.parametrize("lanes,iters", [(4, 1000), (3, 1001), (8, 5)])
 def test_several_queue_pairs_share_the_messages_each_within_its_depth(lanes, iters):
     a, _ = _pair(4096, 16, lanes)
-    stats = write_bw(a, 4096, warmup=0, iters=iters, duration_s=None, tx_depth=16, timeout_s=5, lanes=lanes)
+    stats = write_bw(
+        a, 4096, warmup=0, iters=iters, duration_s=None, tx_depth=16, timeout_s=5, lanes=lanes
+    )
     assert stats.messages == iters and stats.bytes == iters * 4096
     per_lane = [[w for _, k, w, _, _ in a.posted if k == lane] for lane in range(lanes)]
-    assert sorted(len(p) for p in per_lane) == sorted(iters // lanes + (1 if k < iters % lanes else 0) for k in range(lanes))
+    assert sorted(len(p) for p in per_lane) == sorted(
+        iters // lanes + (1 if k < iters % lanes else 0) for k in range(lanes)
+    )
     cq_mod = signal_interval(16, 4096)
     for lane, ids in enumerate(per_lane):
         seqs = [w // lanes for w in ids]
@@ -165,11 +182,24 @@ def test_every_verb_posts_chains_one_per_signalled_request_on_each_queue_pair(ve
     lanes, iters, tx_depth = 3, 301, 16
     a, b = _pair(4096, tx_depth, lanes)
     rx = Receiver(b, lanes, iters) if verb == "send" else None
-    stats = write_bw(a, 64, warmup=0, iters=iters, duration_s=None, tx_depth=tx_depth, timeout_s=5, verb=verb, lanes=lanes, idle=None)
+    stats = write_bw(
+        a,
+        64,
+        warmup=0,
+        iters=iters,
+        duration_s=None,
+        tx_depth=tx_depth,
+        timeout_s=5,
+        verb=verb,
+        lanes=lanes,
+        idle=None,
+    )
     assert stats.messages == iters and len(a.posted) == iters and {p[0] for p in a.posted} == {verb}
     cq_mod = signal_interval(tx_depth, 64)
     per_lane = [iters // lanes + (1 if k < iters % lanes else 0) for k in range(lanes)]
-    assert a.post_calls == sum(-(-c // cq_mod) for c in per_lane) == sum(1 for p in a.posted if p[3])
+    assert (
+        a.post_calls == sum(-(-c // cq_mod) for c in per_lane) == sum(1 for p in a.posted if p[3])
+    )
     assert max(a.max_outstanding) <= tx_depth and a.outstanding == [0] * lanes
     if rx is not None:
         assert rx.drain() == min(iters, 32)  # one poll returns up to POLL_BATCH receives ...
@@ -217,7 +247,18 @@ def test_send_bandwidth_against_posted_receives_counts_every_message():
     t = threading.Thread(target=receiver)
     t.start()
     fill_pattern(a.view, a.send_offset, 4096, "c2s")
-    stats = write_bw(a, 4096, warmup=10, iters=500, duration_s=None, tx_depth=16, timeout_s=5, verb="send", lanes=2, idle=None)
+    stats = write_bw(
+        a,
+        4096,
+        warmup=10,
+        iters=500,
+        duration_s=None,
+        tx_depth=16,
+        timeout_s=5,
+        verb="send",
+        lanes=2,
+        idle=None,
+    )
     done.set()
     t.join(5)
     assert not errors and stats.messages == 500
@@ -256,7 +297,9 @@ def test_send_latency_ping_pong_between_two_threads(fast_gil_handover):
 def test_read_latency_reports_the_whole_read():
     a, _ = _pair(256, 4)
     samples = read_lat(a, 128, 0, 20, timeout_s=5)
-    assert len(samples) == 20 and all(s > 0 and s % 2 == 0 for s in samples)  # x2: one-way stats = the READ's time
+    assert len(samples) == 20 and all(
+        s > 0 and s % 2 == 0 for s in samples
+    )  # x2: one-way stats = the READ's time
     assert [p[0] for p in a.posted] == ["read"] * 20 and all(p[3] for p in a.posted)
 
 
@@ -307,7 +350,9 @@ def test_rdma_options_with_tcp_are_refused():
 def test_request_round_trips_and_an_old_client_means_write_on_one_qp():
     req = _rdma(verb="send", qps=4, inline=64, tclass=106, sl=3, bidir=True)
     assert RunRequest.from_json(req.to_json()) == req
-    old = {k: v for k, v in req.to_json().items() if k not in ("verb", "qps", "inline", "tclass", "sl")}
+    old = {
+        k: v for k, v in req.to_json().items() if k not in ("verb", "qps", "inline", "tclass", "sl")
+    }
     back = RunRequest.from_json(old)
     assert (back.verb, back.qps, back.inline, back.tclass, back.sl) == ("write", 1, None, 0, 0)
     for key, bad in (("verb", "atomic"), ("qps", 0), ("qps", "4"), ("tclass", -1), ("inline", 1.5)):
@@ -319,7 +364,11 @@ def test_request_round_trips_and_an_old_client_means_write_on_one_qp():
 def test_inline_sizes():
     auto = _rdma()
     assert auto.inline_cap == AUTO_INLINE_LAT
-    assert auto.inline_for(8, "lat", 256) == 8 and auto.inline_for(220, "lat", 256) == 220 and auto.inline_for(221, "lat", 256) == 0
+    assert (
+        auto.inline_for(8, "lat", 256) == 8
+        and auto.inline_for(220, "lat", 256) == 220
+        and auto.inline_for(221, "lat", 256) == 0
+    )
     assert auto.inline_for(8, "lat", 0) == 0  # the device (or the fallback) gives none
     assert auto.inline_for(8, "bw", 256) == 0  # bandwidth posts from the MR, like perftest
     explicit = _rdma(inline=64)
@@ -337,9 +386,25 @@ def test_queue_pair_numbers_cross_and_each_lane_targets_its_peer():
     b = replace(ROCE_B, qpns=(0x3B4, 0x3B5, 0x3B6))
     assert QpInfo.from_json(a.to_json()) == a and a.to_json()["qpns"] == [0x1A2, 0x1A3, 0x1A4]
     assert ROCE_A.to_json()["qpns"] == [0x1A2] and ROCE_A.all_qpns == (0x1A2,)
-    plans = [plan_connection(a, b, port_num=1, gid_index=3, needed_bytes=4096, lane=k, traffic_class=106, sl=3, rd_atomic=16, remote_read=True) for k in range(3)]
+    plans = [
+        plan_connection(
+            a,
+            b,
+            port_num=1,
+            gid_index=3,
+            needed_bytes=4096,
+            lane=k,
+            traffic_class=106,
+            sl=3,
+            rd_atomic=16,
+            remote_read=True,
+        )
+        for k in range(3)
+    ]
     assert [p.dest_qp_num for p in plans] == [0x3B4, 0x3B5, 0x3B6]
-    assert {(p.traffic_class, p.sl, p.max_rd_atomic, p.max_dest_rd_atomic, p.remote_read) for p in plans} == {(106, 3, 16, 16, True)}
+    assert {
+        (p.traffic_class, p.sl, p.max_rd_atomic, p.max_dest_rd_atomic, p.remote_read) for p in plans
+    } == {(106, 3, 16, 16, True)}
     with pytest.raises(CannotRunError, match="1 queue pair"):
         plan_connection(a, ROCE_B, port_num=1, gid_index=3, needed_bytes=4096, lane=1)
     for bad in ([0x3B4] * 65, [0x3B5, 1], [2**24], "x", [True]):
@@ -350,16 +415,41 @@ def test_queue_pair_numbers_cross_and_each_lane_targets_its_peer():
 def test_client_checks_the_server_runs_what_it_asked():
     req = _rdma(verb="read", qps=2)
     check_server_run({"rdma_run": run_options(req)}, req, "srv:1")
-    for ready in ({}, {"rdma_run": {**run_options(req), "verb": "write"}}, {"rdma_run": {**run_options(req), "qps": 1}}):
+    for ready in (
+        {},
+        {"rdma_run": {**run_options(req), "verb": "write"}},
+        {"rdma_run": {**run_options(req), "qps": 1}},
+    ):
         with pytest.raises(ProtocolError, match="does not run RDMA the way this client asked"):
             check_server_run(ready, req, "srv:1")
 
 
 def test_rdma_options_in_the_result_json():
-    end = RdmaEnd("rxe0", 1, 1, None, "auto", "Ethernet", 1024, relaxed_ordering=True, max_inline=220)
-    setup = P2PSetup(peer="n:1", rdma=RdmaPath(end, replace(end, relaxed_ordering=False), 1024, 128, verb="send", qps=4, inline=None, tclass=106, sl=3))
+    end = RdmaEnd(
+        "rxe0", 1, 1, None, "auto", "Ethernet", 1024, relaxed_ordering=True, max_inline=220
+    )
+    setup = P2PSetup(
+        peer="n:1",
+        rdma=RdmaPath(
+            end,
+            replace(end, relaxed_ordering=False),
+            1024,
+            128,
+            verb="send",
+            qps=4,
+            inline=None,
+            tclass=106,
+            sl=3,
+        ),
+    )
     doc = setup.to_json("rdma")
-    assert (doc["verb"], doc["qps"], doc["inline"], doc["tclass"], doc["sl"]) == ("send", 4, "auto", 106, 3)
+    assert (doc["verb"], doc["qps"], doc["inline"], doc["tclass"], doc["sl"]) == (
+        "send",
+        4,
+        "auto",
+        106,
+        3,
+    )
     assert doc["client"]["relaxed_ordering"] is True and doc["server"]["max_inline"] == 220
     assert P2PSetup.read(Fields(doc, "doc")).rdma == setup.rdma
     explicit = P2PSetup.read(Fields({**doc, "inline": 64}, "doc")).rdma
@@ -384,13 +474,35 @@ def _pv():
 def test_read_send_and_inline_work_requests():
     verbs, pv = _pv()
     e = pv.enums
-    read = verbs.build_send_wr(pv, "read", addr=0x1000, length=4096, lkey=1, remote_addr=0x9000, rkey=2, signaled=True)
-    send = verbs.build_send_wr(pv, "send", addr=0x1000, length=64, lkey=1, signaled=False, inline=True)
-    write = verbs.build_send_wr(pv, "write", addr=0x1000, length=64, lkey=1, remote_addr=0x9000, rkey=2, signaled=True, inline=True)
+    read = verbs.build_send_wr(
+        pv, "read", addr=0x1000, length=4096, lkey=1, remote_addr=0x9000, rkey=2, signaled=True
+    )
+    send = verbs.build_send_wr(
+        pv, "send", addr=0x1000, length=64, lkey=1, signaled=False, inline=True
+    )
+    write = verbs.build_send_wr(
+        pv,
+        "write",
+        addr=0x1000,
+        length=64,
+        lkey=1,
+        remote_addr=0x9000,
+        rkey=2,
+        signaled=True,
+        inline=True,
+    )
     assert read.opcode == e.IBV_WR_RDMA_READ and read.send_flags == e.IBV_SEND_SIGNALED
     assert send.opcode == e.IBV_WR_SEND and send.send_flags == e.IBV_SEND_INLINE
-    assert write.opcode == e.IBV_WR_RDMA_WRITE and write.send_flags == e.IBV_SEND_SIGNALED | e.IBV_SEND_INLINE
-    assert verbs.build_send_wr(pv, "read", addr=0, length=8, lkey=1, signaled=False, inline=True).send_flags == 0  # READ is never inline
+    assert (
+        write.opcode == e.IBV_WR_RDMA_WRITE
+        and write.send_flags == e.IBV_SEND_SIGNALED | e.IBV_SEND_INLINE
+    )
+    assert (
+        verbs.build_send_wr(
+            pv, "read", addr=0, length=8, lkey=1, signaled=False, inline=True
+        ).send_flags
+        == 0
+    )  # READ is never inline
 
 
 def test_queue_pair_attributes_carry_tclass_sl_read_access_inline_and_receives():
@@ -398,9 +510,16 @@ def test_queue_pair_attributes_carry_tclass_sl_read_access_inline_and_receives()
     from tests.test_verbs import PLAN
 
     e = pv.enums
-    attr = verbs.build_qp_attr(replace(PLAN, traffic_class=106, sl=3, max_rd_atomic=16, max_dest_rd_atomic=16, remote_read=True))
+    attr = verbs.build_qp_attr(
+        replace(
+            PLAN, traffic_class=106, sl=3, max_rd_atomic=16, max_dest_rd_atomic=16, remote_read=True
+        )
+    )
     assert attr.ah_attr.traffic_class == 106 and attr.ah_attr.sl == 3
-    assert attr.qp_access_flags == e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
+    assert (
+        attr.qp_access_flags
+        == e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
+    )
     assert attr.max_rd_atomic == 16 and attr.max_dest_rd_atomic == 16
     init = verbs.build_qp_init_attr(pv, None, 64, rx_depth=512, max_inline=220)
     assert init.cap.max_inline_data == 220 and init.cap.max_recv_wr == 512 and init.sq_sig_all == 0

@@ -79,6 +79,7 @@ def test_cpu_meter_counts_busy_threads_and_first_start_wins():
     meter = CpuMeter()
     assert meter.stop() is None
     meter.start()
+
     # A busy loop in another thread is CPU of this process too. It spins until the thread itself has
     # used 0.3 s of CPU (not 0.3 s of wall time: on a loaded machine that can be far less CPU).
     def spin() -> None:

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from ibdiag.bench.p2p.serve import ServeOptions, Server
 
@@ -45,7 +44,10 @@ class LogLines:
                         return line
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise AssertionError(f"no log line matching {pattern!r} within {timeout} s; got:\n" + "\n".join(self.lines))
+                    raise AssertionError(
+                        f"no log line matching {pattern!r} within {timeout} s; got:\n"
+                        + "\n".join(self.lines)
+                    )
                 self._cond.wait(left)
 
     def text(self) -> str:
@@ -72,14 +74,18 @@ def server_thread(**opts: object) -> Iterator[tuple[int, LogLines, Server]]:
 class ServerProcess:
     """``ibdiag bench serve`` as a real process; its stderr is collected line by line."""
 
-    def __init__(self, exe: str, *args: str, env: dict[str, str] | None = None, netns: str | None = None) -> None:
+    def __init__(
+        self, exe: str, *args: str, env: dict[str, str] | None = None, netns: str | None = None
+    ) -> None:
         cmd = [exe, "bench", "serve", *args]
         if netns:
             cmd = ["ip", "netns", "exec", netns, *cmd]
         full_env = dict(os.environ)
         full_env.pop("IBDIAG_TOKEN", None)
         full_env.update(env or {})
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env
+        )
         self.log = LogLines()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -156,11 +162,15 @@ class FakeRdmaEndpoint:
         self._wait = 0
         self._lock = threading.Lock()
 
-    def prepare(self, verb: str, length: int, *, signaled: bool, lane: int = 0, inline: bool = False) -> tuple[int, int, bool]:
+    def prepare(
+        self, verb: str, length: int, *, signaled: bool, lane: int = 0, inline: bool = False
+    ) -> tuple[int, int, bool]:
         assert verb == "write" and lane == 0, "this stand-in does WRITEs on one queue pair"
         return (length, 1, signaled)
 
-    def prepare_chain(self, verb: str, length: int, count: int, *, lane: int = 0, inline: bool = False) -> tuple[int, int, bool]:
+    def prepare_chain(
+        self, verb: str, length: int, count: int, *, lane: int = 0, inline: bool = False
+    ) -> tuple[int, int, bool]:
         assert verb == "write" and lane == 0 and count >= 1
         return (length, count, True)
 
@@ -216,9 +226,16 @@ def perftest_processes(parent: int | None = None) -> list[str]:
         comm = stat[stat.index("(") + 1 : stat.rindex(")")]
         fields = stat[stat.rindex(")") + 2 :].split()
         try:
-            user_space = bool(Path(f"/proc/{pid}/cmdline").read_bytes())  # kernel threads (ib_mad, ib-comp-wq ...) have none
+            user_space = bool(
+                Path(f"/proc/{pid}/cmdline").read_bytes()
+            )  # kernel threads (ib_mad, ib-comp-wq ...) have none
         except OSError:
             continue
-        if comm.startswith("ib_") and user_space and fields[0] != "Z" and (parent is None or int(fields[1]) == parent):
+        if (
+            comm.startswith("ib_")
+            and user_space
+            and fields[0] != "Z"
+            and (parent is None or int(fields[1]) == parent)
+        ):
             found.append(pid)
     return found

@@ -24,7 +24,9 @@ PROJECT = PYPROJECT["project"]
 def test_collective_extra_pulls_numpy_and_never_pins_torch():
     extra = PROJECT["optional-dependencies"]["collective"]
     torch = [d for d in extra if d.startswith("torch")]
-    assert torch and all("==" not in d and ">=" in d for d in torch), extra  # a CUDA torch already there is kept
+    assert torch and all("==" not in d and ">=" in d for d in torch), (
+        extra
+    )  # a CUDA torch already there is kept
     assert any(re.match(r"numpy\b", d) for d in extra), extra  # torch's object collectives need it
 
 
@@ -40,7 +42,12 @@ def test_no_syntax_or_library_newer_than_python_310():
     exe = str(vermin) if vermin.exists() else shutil.which("vermin")
     if exe is None:
         pytest.fail("vermin is not installed (it is in the test extras: make test-venv)")
-    out = subprocess.run([exe, "--no-tips", "--eval-annotations", str(REPO / "ibdiag")], capture_output=True, text=True, timeout=240).stdout
+    out = subprocess.run(
+        [exe, "--no-tips", "--eval-annotations", str(REPO / "ibdiag")],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    ).stdout
     found = re.search(r"Minimum required versions: ([0-9.]+)", out)
     assert found, out
     assert tuple(int(x) for x in found.group(1).split(".")) <= (3, 10), out
@@ -52,7 +59,11 @@ def test_typer_pinned_to_the_tested_minor_series():
     (dep,) = [d for d in PROJECT["dependencies"] if d.startswith("typer")]
     low, high = re.fullmatch(r"typer>=([0-9.]+),<([0-9.]+)", dep).groups()  # type: ignore[union-attr]
     version = tuple(int(x) for x in typer.__version__.split(".")[:2])
-    assert tuple(int(x) for x in low.split(".")[:2]) <= version < tuple(int(x) for x in high.split(".")[:2])
+    assert (
+        tuple(int(x) for x in low.split(".")[:2])
+        <= version
+        < tuple(int(x) for x in high.split(".")[:2])
+    )
 
 
 def test_license_urls_and_classifiers():
@@ -72,11 +83,15 @@ def test_help_summaries_are_not_cut_at_80_columns(cli, argv):
     assert len(commands) >= 4
     for line in commands:
         name, summary = line.split(None, 1)
-        assert summary == SHORT_HELP[name], line  # whole, not "...": every command has a short summary
+        assert summary == SHORT_HELP[name], (
+            line
+        )  # whole, not "...": every command has a short summary
         assert len(line) <= 78
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["topo", "--root", "fixtures/sysfs/dgx-h100", "-o", "json"]])
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["topo", "--root", "fixtures/sysfs/dgx-h100", "-o", "json"]]
+)
 def test_startup_imports_neither_pydantic_nor_rich(argv):
     """#15: typer's pydantic coercion and rich's tables were the largest share of start-up."""
     code = (
@@ -84,7 +99,9 @@ def test_startup_imports_neither_pydantic_nor_rich(argv):
         f"main({argv!r})\n"
         "sys.stderr.write('LOADED=' + ','.join(m for m in ('pydantic', 'rich') if m in sys.modules) + '\\n')\n"
     )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
     assert "LOADED=\n" in res.stderr, res.stderr[-500:]
 
 
@@ -95,7 +112,9 @@ def test_topo_on_a_directory_imports_neither_the_snapshot_writer_nor_socket():
         "main(['topo', '--root', 'fixtures/sysfs/dgx-h100', '-o', 'json'])\n"
         "sys.stderr.write('LOADED=' + ','.join(m for m in ('socket', 'ibdiag.snapshot', 'ibdiag.archive', 'tarfile') if m in sys.modules) + '\\n')\n"
     )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
     assert '"host": "dgx-h100-01"' in res.stdout  # the fixture's manifest is still read
     assert "LOADED=\n" in res.stderr, res.stderr[-500:]
 
@@ -118,7 +137,9 @@ def test_own_process_runs_the_command_with_the_collector_on_and_start_up_frozen(
         "from ibdiag.cli.main import run\n"
         "run()\n"
     )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
     assert res.returncode == 0 and '"schema": "ibdiag.topo/1"' in res.stdout, res.stderr[-500:]
     assert "SEEN=[(True, True)]" in res.stderr, res.stderr[-500:]
 
@@ -141,7 +162,9 @@ def _modules_after(argv: list[str], env: dict[str, str] | None = None) -> set[st
         f"status = main({argv!r})\n"
         "sys.stderr.write('LOADED=' + ','.join(sorted(m for m in sys.modules if m.startswith('ibdiag.cli.'))) + '\\n')\n"
     )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO, env=env
+    )
     line = [x for x in res.stderr.splitlines() if x.startswith("LOADED=")]
     assert line, res.stderr[-800:]
     return set(line[-1].removeprefix("LOADED=").split(","))
@@ -153,7 +176,9 @@ def test_command_modules_load_only_when_their_command_runs():
 
     every = {m for group in COMMANDS.values() for m in group.values()}
     assert _modules_after(["--help"]) & every == set()
-    assert _modules_after(["topo", "--root", "fixtures/sysfs/dgx-h100", "-o", "json"]) & every == {"ibdiag.cli.topo"}
+    assert _modules_after(["topo", "--root", "fixtures/sysfs/dgx-h100", "-o", "json"]) & every == {
+        "ibdiag.cli.topo"
+    }
     assert _modules_after(["bench", "p2p", "--help"]) & every == {"ibdiag.cli.bench_p2p"}
 
 
@@ -176,6 +201,18 @@ def test_a_typo_is_answered_with_the_unloaded_command_names(cli):
 
 
 def test_shell_completion_reaches_a_command_that_is_not_loaded_yet():
-    env = {**__import__("os").environ, "_IBDIAG_COMPLETE": "complete_bash", "COMP_WORDS": "ibdiag bench p2p --tra", "COMP_CWORD": "3"}
-    res = subprocess.run([sys.executable, "-m", "ibdiag"], capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
+    env = {
+        **__import__("os").environ,
+        "_IBDIAG_COMPLETE": "complete_bash",
+        "COMP_WORDS": "ibdiag bench p2p --tra",
+        "COMP_CWORD": "3",
+    }
+    res = subprocess.run(
+        [sys.executable, "-m", "ibdiag"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env=env,
+    )
     assert "--transport" in res.stdout, (res.stdout, res.stderr[-500:])

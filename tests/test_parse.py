@@ -22,7 +22,9 @@ def test_ib_rate(text, expected):
     assert (r.rate_gbps, r.width, r.speed) == expected
 
 
-@pytest.mark.parametrize("text", ["", "fast", "400 Gbit/s", "Gb/sec (4X NDR)", "400 Gb/sec (4X NDR"])
+@pytest.mark.parametrize(
+    "text", ["", "fast", "400 Gbit/s", "Gb/sec (4X NDR)", "400 Gb/sec (4X NDR"]
+)
 def test_ib_rate_rejects(text):
     with pytest.raises(ValueError):
         parse.parse_ib_rate(text)
@@ -30,7 +32,13 @@ def test_ib_rate_rejects(text):
 
 @pytest.mark.parametrize(
     "text, expected",
-    [("4: ACTIVE", (4, "ACTIVE")), ("1: DOWN", (1, "DOWN")), ("5: LinkUp", (5, "LinkUp")), ("7: Phy Test", (7, "Phy Test")), (" 2: Polling\n", (2, "Polling"))],
+    [
+        ("4: ACTIVE", (4, "ACTIVE")),
+        ("1: DOWN", (1, "DOWN")),
+        ("5: LinkUp", (5, "LinkUp")),
+        ("7: Phy Test", (7, "Phy Test")),
+        (" 2: Polling\n", (2, "Polling")),
+    ],
 )
 def test_enum_state(text, expected):
     assert parse.parse_enum_state(text) == expected
@@ -44,7 +52,14 @@ def test_enum_state_rejects(text):
 
 @pytest.mark.parametrize(
     "text, expected",
-    [("32.0 GT/s PCIe", 32.0), ("8 GT/s", 8.0), ("2.5 GT/s PCIe", 2.5), ("64.0 GT/s PCIe", 64.0), ("Unknown", None), ("Unknown speed", None)],
+    [
+        ("32.0 GT/s PCIe", 32.0),
+        ("8 GT/s", 8.0),
+        ("2.5 GT/s PCIe", 2.5),
+        ("64.0 GT/s PCIe", 64.0),
+        ("Unknown", None),
+        ("Unknown speed", None),
+    ],
 )
 def test_pci_speed(text, expected):
     assert parse.parse_pci_speed(text) == expected
@@ -104,5 +119,10 @@ def test_pci_addresses():
     assert parse.is_pci_address("10000:e1:00.0")  # VMD domains are wider
     assert not parse.is_pci_address("pci0000:17")
     addrs = ["0000:9a:00.0", "0000:18:00.0", "0001:00:00.0", "0000:18:00.1"]
-    assert sorted(addrs, key=parse.pci_sort_key) == ["0000:18:00.0", "0000:18:00.1", "0000:9a:00.0", "0001:00:00.0"]
+    assert sorted(addrs, key=parse.pci_sort_key) == [
+        "0000:18:00.0",
+        "0000:18:00.1",
+        "0000:9a:00.0",
+        "0001:00:00.0",
+    ]
     assert parse.pcie_gen(32.0) == 5 and parse.pcie_gen(2.5) == 1 and parse.pcie_gen(None) is None

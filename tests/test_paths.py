@@ -9,29 +9,57 @@ from ibdiag.topo.paths import classify, parse_gdr_level
 def dev(path: str, numa: int | None = 0) -> PciDevice:
     """``"pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0"`` -> PciDevice."""
     parts = path.split("/")
-    return PciDevice(parts[-1], "devices/" + path, parts[0], tuple(parts[1:-1]), 0x10DE, 0, 0x030200, numa, (), PcieLink())
+    return PciDevice(
+        parts[-1],
+        "devices/" + path,
+        parts[0],
+        tuple(parts[1:-1]),
+        0x10DE,
+        0,
+        0x030200,
+        numa,
+        (),
+        PcieLink(),
+    )
 
 
 SWITCH = "pci0000:15/0000:15:01.0/0000:16:00.0"
 
 
 def test_same_switch_is_pix():
-    assert classify(dev(f"{SWITCH}/0000:17:00.0/0000:18:00.0"), dev(f"{SWITCH}/0000:17:01.0/0000:19:00.0")) is PathClass.PIX
+    assert (
+        classify(
+            dev(f"{SWITCH}/0000:17:00.0/0000:18:00.0"), dev(f"{SWITCH}/0000:17:01.0/0000:19:00.0")
+        )
+        is PathClass.PIX
+    )
 
 
 def test_two_switch_levels_is_pxb():
-    gpu = dev("pci0000:40/0000:40:01.1/0000:41:00.0/0000:42:00.0/0000:43:00.0/0000:44:00.0/0000:45:00.0")
+    gpu = dev(
+        "pci0000:40/0000:40:01.1/0000:41:00.0/0000:42:00.0/0000:43:00.0/0000:44:00.0/0000:45:00.0"
+    )
     nic = dev("pci0000:40/0000:40:01.1/0000:41:00.0/0000:42:01.0/0000:47:00.0")
     assert classify(gpu, nic) is PathClass.PXB
     assert classify(nic, gpu) is PathClass.PXB
 
 
 def test_different_root_ports_of_one_host_bridge_is_phb():
-    assert classify(dev("pci0000:c0/0000:c0:01.1/0000:c1:00.0"), dev("pci0000:c0/0000:c0:05.1/0000:c3:00.0")) is PathClass.PHB
+    assert (
+        classify(
+            dev("pci0000:c0/0000:c0:01.1/0000:c1:00.0"), dev("pci0000:c0/0000:c0:05.1/0000:c3:00.0")
+        )
+        is PathClass.PHB
+    )
 
 
 def test_functions_of_one_device_are_pix():
-    assert classify(dev("pci0000:c0/0000:c0:05.1/0000:c3:00.0"), dev("pci0000:c0/0000:c0:05.1/0000:c3:00.1")) is PathClass.PIX
+    assert (
+        classify(
+            dev("pci0000:c0/0000:c0:05.1/0000:c3:00.0"), dev("pci0000:c0/0000:c0:05.1/0000:c3:00.1")
+        )
+        is PathClass.PIX
+    )
 
 
 def test_host_bridges_in_one_numa_node_is_node_else_sys():

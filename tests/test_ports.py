@@ -19,12 +19,28 @@ from tests.conftest import SYSFS_FIXTURES
 
 DGX = SYSFS_FIXTURES / "dgx-h100"
 FAULTY = SYSFS_FIXTURES / "dgx-h100-faulty"
-VERDICT = ["verdict", "--params", "8e9", "--dtype", "bf16", "--ranks", "512", "--compute-s", "2", "--busbw", "330"]
+VERDICT = [
+    "verdict",
+    "--params",
+    "8e9",
+    "--dtype",
+    "bf16",
+    "--ranks",
+    "512",
+    "--compute-s",
+    "2",
+    "--busbw",
+    "330",
+]
 ALL_PORTS = sorted(f"mlx5_{i}:1" for i in range(12))
 
 
 def _slow(doc):
-    return sorted(f["subject"] for f in doc["findings"] if f["check"] == "port.rate" and f["severity"] == "fail")
+    return sorted(
+        f["subject"]
+        for f in doc["findings"]
+        if f["check"] == "port.rate" and f["severity"] == "fail"
+    )
 
 
 @pytest.mark.parametrize(
@@ -46,13 +62,22 @@ def test_topo_counters_and_verdict_give_one_answer_for_a_port(cli, tmp_path, tom
     assert topo.exit_code == counters.exit_code == verdict.exit_code == 1
     assert _slow(json.loads(topo.stdout)) == _slow(json.loads(counters.stdout)) == ALL_PORTS
     health = json.loads(verdict.stdout)["fabric_health"]
-    in_verdict = [(f["check"], f["subject"]) for f in health["failing"] if f["check"].startswith("port.")]
-    assert in_verdict == [("port.rate", p) for p in sorted(ALL_PORTS, key=lambda s: int(s[5:-2]))]  # each port once
+    in_verdict = [
+        (f["check"], f["subject"]) for f in health["failing"] if f["check"].startswith("port.")
+    ]
+    assert in_verdict == [
+        ("port.rate", p) for p in sorted(ALL_PORTS, key=lambda s: int(s[5:-2]))
+    ]  # each port once
     f = next(f for f in json.loads(topo.stdout)["findings"] if f["check"] == "port.rate")
-    assert f["value"] == 400.0 and f["limit"] == 800.0 and "[ports] expected_rate_gbps" in f["message"]
+    assert (
+        f["value"] == 400.0 and f["limit"] == 800.0 and "[ports] expected_rate_gbps" in f["message"]
+    )
     for res in (topo, counters, verdict):
         if deprecated:
-            assert f"ibdiag: warning: config file {cfg}: {deprecated} is deprecated: it is read as [ports] expected_rate_gbps" in res.stderr
+            assert (
+                f"ibdiag: warning: config file {cfg}: {deprecated} is deprecated: it is read as [ports] expected_rate_gbps"
+                in res.stderr
+            )
         else:
             assert "warning" not in res.stderr
 
@@ -61,19 +86,33 @@ def test_expected_rate_per_pattern_and_peers(tmp_path):
     ports = node_ports(SysfsRoot(FAULTY))
     # Default: mlx5_7 (200 Gb/s) is slower than the fastest InfiniBand port; mlx5_10 is down.
     out = check_ports(ports, PortsConfig())
-    assert sorted((f.check, f.subject) for f in out if f.severity is Severity.FAIL) == [("port.rate", "mlx5_7:1"), ("port.state", "mlx5_10:1")]
+    assert sorted((f.check, f.subject) for f in out if f.severity is Severity.FAIL) == [
+        ("port.rate", "mlx5_7:1"),
+        ("port.state", "mlx5_10:1"),
+    ]
     slow = next(f for f in out if f.subject == "mlx5_7:1" and f.check == "port.rate")
     assert "the fastest active InfiniBand port on this node" in slow.message and slow.limit == 400.0
     # A pattern expects mlx5_7 at 200: it passes, and the others are still judged against each other.
     cfg = PortsConfig(rates_gbps={"mlx5_7:1": 200, "mlx5_1*": 800})
     out = check_ports(ports, cfg)
     fails = sorted((f.check, f.subject, f.limit) for f in out if f.severity is Severity.FAIL)
-    assert fails == [("port.rate", "mlx5_11:1", 800.0), ("port.rate", "mlx5_1:1", 800.0), ("port.state", "mlx5_10:1", "ACTIVE/LinkUp")]
-    assert '[ports] rates_gbps "mlx5_1*"' in next(f for f in out if f.subject == "mlx5_1:1" and f.check == "port.rate").message
+    assert fails == [
+        ("port.rate", "mlx5_11:1", 800.0),
+        ("port.rate", "mlx5_1:1", 800.0),
+        ("port.state", "mlx5_10:1", "ACTIVE/LinkUp"),
+    ]
+    assert (
+        '[ports] rates_gbps "mlx5_1*"'
+        in next(f for f in out if f.subject == "mlx5_1:1" and f.check == "port.rate").message
+    )
     # A selection is judged against the node's ports (peers), not against itself.
     only7 = [p for p in ports if p.adapter == "mlx5_7"]
-    assert [f.severity for f in check_ports(only7, PortsConfig()) if f.check == "port.rate"] == [Severity.OK]
-    assert [f.severity for f in check_ports(only7, PortsConfig(), peers=ports) if f.check == "port.rate"] == [Severity.FAIL]
+    assert [f.severity for f in check_ports(only7, PortsConfig()) if f.check == "port.rate"] == [
+        Severity.OK
+    ]
+    assert [
+        f.severity for f in check_ports(only7, PortsConfig(), peers=ports) if f.check == "port.rate"
+    ] == [Severity.FAIL]
     # No active peer with a rate: nothing to compare with, the rate is reported, not judged.
     (unjudged,) = [f for f in check_ports(only7, PortsConfig(), peers=()) if f.check == "port.rate"]
     assert unjudged.severity is Severity.OK and unjudged.value == 200.0 and unjudged.limit is None
@@ -86,21 +125,31 @@ def test_ignore_patterns_name_adapters_or_ports(cli, tmp_path):
     assert {f["subject"] for f in topo["findings"] if f["severity"] == "fail"} == {"mlx5_6"}
     assert not [f for f in topo["findings"] if f["subject"] in ("mlx5_7", "mlx5_7:1", "mlx5_10:1")]
     # mlx5_10:1 names a port, not the adapter: mlx5_10's PCIe link is still judged.
-    assert [f["check"] for f in topo["findings"] if f["subject"] == "mlx5_10"] == ["topo.pcie_width", "topo.pcie_speed"]
+    assert [f["check"] for f in topo["findings"] if f["subject"] == "mlx5_10"] == [
+        "topo.pcie_width",
+        "topo.pcie_speed",
+    ]
     counters = json.loads(cli("counters", "--root", FAULTY, "--config", cfg, "-o", "json").stdout)
     assert not [f for f in counters["findings"] if f["subject"] in ("mlx5_7:1", "mlx5_10:1")]
 
 
 def test_old_keys_of_both_tables_merge_and_conflicts_are_refused(tmp_path):
     p = tmp_path / "c.toml"
-    p.write_text("[topo]\nignore_adapters = ['mlx5_1*']\nexpected_rate_gbps = 400\n[counters]\nignore_adapters = ['mlx5_3:1', 'mlx5_1*']\nexpected_rate_gbps = 400\n")
+    p.write_text(
+        "[topo]\nignore_adapters = ['mlx5_1*']\nexpected_rate_gbps = 400\n[counters]\nignore_adapters = ['mlx5_3:1', 'mlx5_1*']\nexpected_rate_gbps = 400\n"
+    )
     cfg = load_config(p)
-    assert cfg.section("ports", PortsConfig) == PortsConfig(expected_rate_gbps=400, ignore=("mlx5_1*", "mlx5_3:1"))
+    assert cfg.section("ports", PortsConfig) == PortsConfig(
+        expected_rate_gbps=400, ignore=("mlx5_1*", "mlx5_3:1")
+    )
     assert len(cfg.notes) == 4 and all("deprecated" in n for n in cfg.notes)
     p.write_text("[topo]\nexpected_rate_gbps = 800\n[counters]\nexpected_rate_gbps = 400\n")
     with pytest.raises(InputError) as e:
         load_config(p)
-    assert "[topo] expected_rate_gbps and [counters] expected_rate_gbps differ" in e.value.message and "[ports] expected_rate_gbps" in e.value.hint
+    assert (
+        "[topo] expected_rate_gbps and [counters] expected_rate_gbps differ" in e.value.message
+        and "[ports] expected_rate_gbps" in e.value.hint
+    )
     p.write_text("[ports]\nignore = ['a']\n[topo]\nignore_adapters = ['b']\n")
     with pytest.raises(InputError) as e:
         load_config(p)
@@ -128,8 +177,13 @@ def test_an_unreadable_rate_warns(tmp_path):
     root = tmp_path / "node"
     shutil.copytree(DGX, root, symlinks=True)
     for i in range(12):
-        rate = (root / "sys" / "class" / "infiniband" / f"mlx5_{i}").resolve() / "ports" / "1" / "rate"
+        rate = (
+            (root / "sys" / "class" / "infiniband" / f"mlx5_{i}").resolve() / "ports" / "1" / "rate"
+        )
         rate.write_text("fast\n")
     out = check_ports(node_ports(SysfsRoot(root)), PortsConfig())
-    assert {(f.check, f.severity) for f in out} == {("port.state", Severity.OK), ("port.rate", Severity.WARN)}
+    assert {(f.check, f.severity) for f in out} == {
+        ("port.state", Severity.OK),
+        ("port.rate", Severity.WARN),
+    }
     assert all("could not be read" in f.message for f in out if f.check == "port.rate")

@@ -29,12 +29,21 @@ kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko.xz: kernel/drivers/infiniband/core/
 
 
 def test_module_closure_puts_dependencies_first_and_skips_builtins():
-    order = vm.module_closure(MODULES_DEP, ["virtio_pci", "9pnet_virtio", "9p", "overlay", "virtio-net"])
+    order = vm.module_closure(
+        MODULES_DEP, ["virtio_pci", "9pnet_virtio", "9p", "overlay", "virtio-net"]
+    )
     names = [p.rsplit("/", 1)[-1] for p in order]
     assert len(names) == len(set(names))  # each once
-    for mod, dep in [("virtio_pci.ko", "virtio_pci_modern_dev.ko"), ("9pnet_virtio.ko", "9pnet.ko"), ("9pnet.ko", "netfs.ko"), ("9p.ko", "fscache.ko")]:
+    for mod, dep in [
+        ("virtio_pci.ko", "virtio_pci_modern_dev.ko"),
+        ("9pnet_virtio.ko", "9pnet.ko"),
+        ("9pnet.ko", "netfs.ko"),
+        ("9p.ko", "fscache.ko"),
+    ]:
         assert names.index(dep) < names.index(mod)
-    assert "overlay.ko" in names and not any("virtio_net" in n for n in names)  # virtio_net built in here
+    assert "overlay.ko" in names and not any(
+        "virtio_net" in n for n in names
+    )  # virtio_net built in here
     assert vm.module_closure(MODULES_DEP, ["rdma-rxe"])[-1].endswith("rdma_rxe.ko.xz")
 
 
@@ -42,13 +51,22 @@ def test_guest_scripts_mount_the_host_read_only_and_create_rxe0():
     init = vm.init_script(["virtio.ko", "9p.ko"])
     assert init.startswith("#!/bin/busybox sh\n")
     assert "insmod /mods/virtio.ko" in init.split("insmod /mods/9p.ko")[0]
-    assert "hostroot /lower" in init and ",ro," in init and "lowerdir=/lower,upperdir=/rw/up" in init
+    assert (
+        "hostroot /lower" in init and ",ro," in init and "lowerdir=/lower,upperdir=/rw/up" in init
+    )
     assert "exec switch_root /newroot /bin/sh /mnt/out/stage.sh" in init
     kernel = vm.Kernel("6.1.0-57-amd64", REPO / "nonexistent")
     single = vm.stage_script(kernel, vm.Node.single(), "echo hi", {"X": "a b"})
     assert "mount -t tmpfs tmpfs /tmp" in single  # /tmp in the guest is its own
-    assert "ip link add veth0 type veth peer name veth1" in single and "rdma link add rxe0 type rxe netdev veth0" in single
-    assert "export X='a b'" in single and "IBDIAG_TEST_STRICT=1" in single and "echo $? >/mnt/out/rc" in single
+    assert (
+        "ip link add veth0 type veth peer name veth1" in single
+        and "rdma link add rxe0 type rxe netdev veth0" in single
+    )
+    assert (
+        "export X='a b'" in single
+        and "IBDIAG_TEST_STRICT=1" in single
+        and "echo $? >/mnt/out/rc" in single
+    )
     pair = vm.Node.pair(1, 12399)
     assert pair.netdev == "eth0" and pair.addr == vm.PAIR_ADDRS[1] and pair.peer == vm.PAIR_ADDRS[0]
     assert "socket,id=n0,connect=127.0.0.1:12399" in pair.qemu_net
@@ -69,13 +87,23 @@ def test_junit_and_log_of_a_guest_run_are_read_back(tmp_path):
         ("test_rdma_p2p.py", "test_a", "passed"), ("test_rdma_p2p.py", "test_b", "failed"), ("test_serve_leak.py", "test_c", "skipped"),
     ]  # fmt: skip
     assert "boom" in cases[1].text
-    log = "tests/rdmavm/guest/test_a.py::test_x PASSED [ 10%]\ntests/rdmavm/guest/test_a.py::test_y "
-    assert progress(log) == "1 finished; running when it stopped: tests/rdmavm/guest/test_a.py::test_y"
+    log = (
+        "tests/rdmavm/guest/test_a.py::test_x PASSED [ 10%]\ntests/rdmavm/guest/test_a.py::test_y "
+    )
+    assert (
+        progress(log) == "1 finished; running when it stopped: tests/rdmavm/guest/test_a.py::test_y"
+    )
 
 
 def test_make_test_collects_no_guest_test():
     """Without IBDIAG_RDMAVM=1 nothing under tests/rdmavm is collected: the default suite boots no guest."""
-    r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "tests/rdmavm"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "tests/rdmavm"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert "no tests collected" in r.stdout or r.returncode == 5, r.stdout
     env_boot = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "tests/rdmavm"], capture_output=True, text=True, cwd=REPO, timeout=120,
@@ -116,7 +144,9 @@ def test_pair_agent_answers_a_request_per_line_and_ends_on_done(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     rc: list[int] = []
-    t = threading.Thread(target=lambda: rc.append(agent.serve("127.0.0.1", port, tmp_path / "token")), daemon=True)
+    t = threading.Thread(
+        target=lambda: rc.append(agent.serve("127.0.0.1", port, tmp_path / "token")), daemon=True
+    )
     t.start()
     for _ in range(100):
         try:

@@ -30,7 +30,16 @@ def test_envelope_has_the_contract_keys_and_rejects_collisions():
     doc = envelope(Report("topo", {"gpus": []}, (WARN,)), META)
     assert list(doc)[:6] == ["schema", "version", "host", "generated_at", "status", "findings"]
     assert doc["schema"] == "ibdiag.topo/1" and doc["status"] == "warn" and doc["gpus"] == []
-    assert doc["findings"][0] == {"check": "x.warn", "severity": "warn", "subject": "b", "message": "meh", "value": 3, "limit": 1, "unit": "errors", "hint": "look"}
+    assert doc["findings"][0] == {
+        "check": "x.warn",
+        "severity": "warn",
+        "subject": "b",
+        "message": "meh",
+        "value": 3,
+        "limit": 1,
+        "unit": "errors",
+        "hint": "look",
+    }
     with pytest.raises(ValueError):
         envelope(Report("topo", {"host": "x"}), META)
 
@@ -90,7 +99,12 @@ def test_load_envelope_errors(tmp_path):
 def test_prom_escaping_and_types():
     text = render_prom(
         [
-            Metric("ibdiag_x_bytes_total", "Bytes\\sent\nnow.", "counter", (PromSample({"device": 'a"b\\c\nd'}, 12), PromSample({"device": "e"}, 1.5))),
+            Metric(
+                "ibdiag_x_bytes_total",
+                "Bytes\\sent\nnow.",
+                "counter",
+                (PromSample({"device": 'a"b\\c\nd'}, 12), PromSample({"device": "e"}, 1.5)),
+            ),
             Metric("ibdiag_y", "y", "gauge", (PromSample({}, math.nan),)),
         ]
     )
@@ -115,12 +129,18 @@ def test_finding_metrics_keep_the_worst_per_subject():
 def test_junit_cases_and_strict():
     xml = render_junit(Report("topo", {}, (OK, WARN, FAIL)), META)
     suite = ET.fromstring(xml.split("\n", 1)[1]).find("testsuite")
-    assert suite.get("tests") == "3" and suite.get("failures") == "1" and suite.get("hostname") == "node17"
+    assert (
+        suite.get("tests") == "3"
+        and suite.get("failures") == "1"
+        and suite.get("hostname") == "node17"
+    )
     cases = {c.get("classname"): c for c in suite.iter("testcase")}
     assert cases["x.fail"].find("failure").get("message") == "bad\nline"
     assert "hint: fix it" in cases["x.fail"].find("failure").text
     assert cases["x.warn"].find("system-out").text.startswith("WARN: meh")
-    strict = ET.fromstring(render_junit(Report("topo", {}, (OK, WARN)), META, strict=True).split("\n", 1)[1]).find("testsuite")
+    strict = ET.fromstring(
+        render_junit(Report("topo", {}, (OK, WARN)), META, strict=True).split("\n", 1)[1]
+    ).find("testsuite")
     assert strict.get("failures") == "1"
     empty = ET.fromstring(render_junit(Report("verdict"), META).split("\n", 1)[1]).find("testsuite")
     assert empty.get("tests") == "1" and empty.find("testcase").get("name") == "verdict"

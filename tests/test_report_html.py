@@ -21,10 +21,21 @@ def _chromium(page: Path, shot: Path, profile: Path) -> list[str]:
     """Load ``page``, write a screenshot, return the console messages Chromium logged."""
     exe = need_tool("chromium")
     cmd = [
-        exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-        "--enable-logging=stderr", "--v=0", "--hide-scrollbars", "--window-size=1400,2200",
-        f"--screenshot={shot}", page.resolve().as_uri(),
+        exe,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--hide-scrollbars",
+        "--window-size=1400,2200",
+        f"--screenshot={shot}",
+        page.resolve().as_uri(),
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -40,7 +51,11 @@ def _palette_pixels(shot: Path) -> dict[str, int]:
     out = {}
     for _, colour in PALETTE:
         rgb = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
-        match = (abs(img[..., 0] - rgb[0]) < 0.01) & (abs(img[..., 1] - rgb[1]) < 0.01) & (abs(img[..., 2] - rgb[2]) < 0.01)
+        match = (
+            (abs(img[..., 0] - rgb[0]) < 0.01)
+            & (abs(img[..., 1] - rgb[1]) < 0.01)
+            & (abs(img[..., 2] - rgb[2]) < 0.01)
+        )
         out[colour] = int(match.sum())
     return out
 

@@ -37,7 +37,10 @@ def test_snapshot_round_trip_gives_the_same_topology(cli, tmp_path, name):
     assert manifest["kernel_release"] == fixture_release
     code, doc = topo_json(cli, out)
     fixture_code, fixture = topo_json(cli, SYSFS_FIXTURES / name)
-    assert (doc.pop("kernel_release_source"), fixture.pop("kernel_release_source")) == ("snapshot manifest", "/proc/sys/kernel/osrelease")
+    assert (doc.pop("kernel_release_source"), fixture.pop("kernel_release_source")) == (
+        "snapshot manifest",
+        "/proc/sys/kernel/osrelease",
+    )
     assert (code, doc) == (fixture_code, fixture)
     assert doc["kernel_release"] == fixture_release
 
@@ -49,10 +52,20 @@ def test_snapshot_of_this_machine_reads_back(cli, tmp_path):
     code, doc = topo_json(cli, out)
     live_code, live = topo_json(cli, "/")
     assert code == live_code
-    assert doc["gpus"] == live["gpus"] and doc["adapters"] == live["adapters"] and doc["numa_nodes"] == live["numa_nodes"]
+    assert (
+        doc["gpus"] == live["gpus"]
+        and doc["adapters"] == live["adapters"]
+        and doc["numa_nodes"] == live["numa_nodes"]
+    )
     # This machine's /proc says its release; the snapshot keeps it in its manifest.
-    assert live["kernel_release"] == platform.release() and live["kernel_release_source"] == "/proc/sys/kernel/osrelease"
-    assert doc["kernel_release"] == platform.release() and doc["kernel_release_source"] == "snapshot manifest"
+    assert (
+        live["kernel_release"] == platform.release()
+        and live["kernel_release_source"] == "/proc/sys/kernel/osrelease"
+    )
+    assert (
+        doc["kernel_release"] == platform.release()
+        and doc["kernel_release_source"] == "snapshot manifest"
+    )
 
 
 def test_snapshot_refuses_to_overwrite(cli, tmp_path):
@@ -85,7 +98,10 @@ def _tar(tmp_path, entries):
     [
         ([("etc/passwd", "file", "x")], "not an ibdiag snapshot"),
         ([("sys/../../evil", "file", "x")], "cannot read snapshot"),
-        ([("sys/class/infiniband/mlx5_0", "link", "/sys/devices/pci0000:00")], "cannot read snapshot"),
+        (
+            [("sys/class/infiniband/mlx5_0", "link", "/sys/devices/pci0000:00")],
+            "cannot read snapshot",
+        ),
     ],
 )
 def test_malicious_or_foreign_archives_are_refused(cli, tmp_path, entries, words):

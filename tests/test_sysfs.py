@@ -55,8 +55,12 @@ def test_real_einval_read_on_this_machine():
 def test_resolve_follows_relative_links_and_refuses_escapes(tmp_path):
     s = make(tmp_path, {"devices/pci0000:00/0000:00:01.0/vendor": "0x15b3\n"})
     (tmp_path / "sys/bus/pci/devices").mkdir(parents=True)
-    os.symlink("../../../devices/pci0000:00/0000:00:01.0", tmp_path / "sys/bus/pci/devices/0000:00:01.0")
-    os.symlink("/etc", tmp_path / "sys/bus/pci/devices/0000:00:02.0")  # absolute: would read the host
+    os.symlink(
+        "../../../devices/pci0000:00/0000:00:01.0", tmp_path / "sys/bus/pci/devices/0000:00:01.0"
+    )
+    os.symlink(
+        "/etc", tmp_path / "sys/bus/pci/devices/0000:00:02.0"
+    )  # absolute: would read the host
     os.symlink("../../../devices/nowhere", tmp_path / "sys/bus/pci/devices/0000:00:03.0")
     assert s.resolve("bus/pci/devices/0000:00:01.0") == "devices/pci0000:00/0000:00:01.0"
     assert s.read("bus/pci/devices/0000:00:01.0/vendor") == "0x15b3"
@@ -92,7 +96,11 @@ def test_realpath_answers_what_os_path_realpath_does(tmp_path):
     paths = [
         links / "rel",
         links / "chain" / "vendor",
-        links / "chain" / ".." / "0000:00:01.0" / "vendor",  # '..' after a link: taken from the link's target
+        links
+        / "chain"
+        / ".."
+        / "0000:00:01.0"
+        / "vendor",  # '..' after a link: taken from the link's target
         links / "absolute",
         links / "dangling",
         links / "dangling" / "vendor",
@@ -109,7 +117,10 @@ def test_realpath_answers_what_os_path_realpath_does(tmp_path):
 def test_a_value_at_the_size_cap_is_read_and_one_byte_more_is_not(tmp_path):
     from ibdiag.sysfs import MAX_VALUE_BYTES
 
-    s = make(tmp_path, {"a/full": "7" * MAX_VALUE_BYTES, "a/over": "7" * (MAX_VALUE_BYTES + 1), "a/short": "1\n"})
+    s = make(
+        tmp_path,
+        {"a/full": "7" * MAX_VALUE_BYTES, "a/over": "7" * (MAX_VALUE_BYTES + 1), "a/short": "1\n"},
+    )
     assert s.read("a/full") == "7" * MAX_VALUE_BYTES
     assert s.read("a/short") == "1"
     assert s.read("a/over") is None

@@ -9,11 +9,16 @@ def test_control_and_format_characters_are_escaped():
     assert safe_excerpt("a\nb\rc\td") == "a\\nb\\rc\\td"
     assert safe_excerpt("\x1b[31mred\x07") == "\\x1b[31mred\\x07"
     assert safe_excerpt("x\u202ey\u200bz\x85") == "x\\u202ey\\u200bz\\x85"
-    assert safe_excerpt("back\\slash") == "back\\\\slash"  # an escape in the output always means an escaped character
+    assert (
+        safe_excerpt("back\\slash") == "back\\\\slash"
+    )  # an escape in the output always means an escaped character
 
 
 def test_printable_text_is_kept():
-    assert safe_excerpt("node-a.example (ibdiag 0.1.0) µs ² 日本") == "node-a.example (ibdiag 0.1.0) µs ² 日本"
+    assert (
+        safe_excerpt("node-a.example (ibdiag 0.1.0) µs ² 日本")
+        == "node-a.example (ibdiag 0.1.0) µs ² 日本"
+    )
 
 
 def test_bytes_and_other_values():
@@ -34,5 +39,9 @@ def test_safe_value_quotes_strings_and_shows_numbers_as_numbers():
     from ibdiag.text import safe_value
 
     assert safe_value("mlx5_\n0") == "'mlx5_\\n0'"
-    assert safe_value(4) == "4" and safe_value(float("nan")) == "nan" and safe_value([1, "a"]) == "[1, 'a']"
+    assert (
+        safe_value(4) == "4"
+        and safe_value(float("nan")) == "nan"
+        and safe_value([1, "a"]) == "[1, 'a']"
+    )
     assert safe_value("x" * 100, 10) == "'" + "x" * 10 + "… (90 more characters)'"

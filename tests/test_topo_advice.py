@@ -33,19 +33,42 @@ def nccl_opens(topo):
 
 
 def problems(findings):
-    return sorted((f.severity.value, f.check, f.subject) for f in findings if f.severity is not Severity.OK)
+    return sorted(
+        (f.severity.value, f.check, f.subject) for f in findings if f.severity is not Severity.OK
+    )
 
 
 # --- the NCCL model itself -------------------------------------------------------------------------
 
 
 def test_nccl_model_reads_prefixes_exact_names_and_ports_as_nccl_does():
-    ports = [("mlx5_1", 1, True), ("mlx5_10", 1, True), ("mlx5_11", 1, True), ("mlx4_0", 1, True), ("mlx4_0", 2, True), ("mlx5_2", 1, False)]
-    assert nccl_hca.selected("mlx5_1", ports) == [("mlx5_1", 1), ("mlx5_10", 1), ("mlx5_11", 1)]  # a prefix
+    ports = [
+        ("mlx5_1", 1, True),
+        ("mlx5_10", 1, True),
+        ("mlx5_11", 1, True),
+        ("mlx4_0", 1, True),
+        ("mlx4_0", 2, True),
+        ("mlx5_2", 1, False),
+    ]
+    assert nccl_hca.selected("mlx5_1", ports) == [
+        ("mlx5_1", 1),
+        ("mlx5_10", 1),
+        ("mlx5_11", 1),
+    ]  # a prefix
     assert nccl_hca.selected("=mlx5_1", ports) == [("mlx5_1", 1)]
-    assert nccl_hca.selected("=mlx4_0", ports) == [("mlx4_0", 1), ("mlx4_0", 2)]  # a bare name: every active port
-    assert nccl_hca.selected("=mlx4_0:2,mlx5_2:1", ports) == [("mlx4_0", 2)]  # inactive ports are never opened
-    assert nccl_hca.selected("^=mlx5_1", ports) == [("mlx5_10", 1), ("mlx5_11", 1), ("mlx4_0", 1), ("mlx4_0", 2)]
+    assert nccl_hca.selected("=mlx4_0", ports) == [
+        ("mlx4_0", 1),
+        ("mlx4_0", 2),
+    ]  # a bare name: every active port
+    assert nccl_hca.selected("=mlx4_0:2,mlx5_2:1", ports) == [
+        ("mlx4_0", 2)
+    ]  # inactive ports are never opened
+    assert nccl_hca.selected("^=mlx5_1", ports) == [
+        ("mlx5_10", 1),
+        ("mlx5_11", 1),
+        ("mlx4_0", 1),
+        ("mlx4_0", 2),
+    ]
     assert nccl_hca.selected(None, ports) == [p[:2] for p in ports if p[2]]
     many = ",".join(f"d{i}" for i in range(40))
     assert len(nccl_hca.parse(many)[2]) == 32  # MAX_IB_DEVS
@@ -71,12 +94,23 @@ NIC Legend:
 def test_two_gpus_two_adapters_per_switch_all_eight_compute_ports():
     topo = topo_of("hgx-4switch")
     assert matrix_text(topo) == HGX_4SWITCH_MATRIX
-    assert topo.nccl_ib_hca == "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1"
+    assert (
+        topo.nccl_ib_hca
+        == "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1"
+    )
     # NCCL reading that value opens the eight compute ports and neither storage port
     assert nccl_opens(topo) == [(f"mlx5_{i}", 1) for i in (0, 1, 2, 3, 6, 7, 8, 9)]
     ties = {p.gpu: [f"{q.adapter}:{q.port}" for q in p.ports] for p in topo.pairings}
-    assert ties == {0: ["mlx5_0:1", "mlx5_1:1"], 1: ["mlx5_0:1", "mlx5_1:1"], 2: ["mlx5_2:1", "mlx5_3:1"], 3: ["mlx5_2:1", "mlx5_3:1"],
-                    4: ["mlx5_6:1", "mlx5_7:1"], 5: ["mlx5_6:1", "mlx5_7:1"], 6: ["mlx5_8:1", "mlx5_9:1"], 7: ["mlx5_8:1", "mlx5_9:1"]}
+    assert ties == {
+        0: ["mlx5_0:1", "mlx5_1:1"],
+        1: ["mlx5_0:1", "mlx5_1:1"],
+        2: ["mlx5_2:1", "mlx5_3:1"],
+        3: ["mlx5_2:1", "mlx5_3:1"],
+        4: ["mlx5_6:1", "mlx5_7:1"],
+        5: ["mlx5_6:1", "mlx5_7:1"],
+        6: ["mlx5_8:1", "mlx5_9:1"],
+        7: ["mlx5_8:1", "mlx5_9:1"],
+    }
     assert problems(check_topology(topo)) == []
 
 
@@ -87,8 +121,13 @@ def test_pairing_table_shows_every_tied_port_with_its_nic_column(cli):
     assert "0000:ac:00.0" in gpu5 and "NIC6 mlx5_6:1, NIC7 mlx5_7:1" in gpu5 and "PIX" in gpu5
     assert "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1" in res.stdout
     doc = json.loads(cli("topo", "--root", SYSFS_FIXTURES / "hgx-4switch", "-o", "json").stdout)
-    assert doc["pairings"][0]["ports"] == ["mlx5_0:1", "mlx5_1:1"] and doc["pairings"][0]["nearest"] == ["mlx5_0", "mlx5_1"]
-    assert doc["nccl_ib_hca"] == "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1"
+    assert doc["pairings"][0]["ports"] == ["mlx5_0:1", "mlx5_1:1"] and doc["pairings"][0][
+        "nearest"
+    ] == ["mlx5_0", "mlx5_1"]
+    assert (
+        doc["nccl_ib_hca"]
+        == "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1"
+    )
 
 
 def test_value_printed_on_one_line_whatever_the_width(cli):
@@ -122,18 +161,35 @@ def test_dual_port_cards_both_functions_and_nvidia_smi_numbering():
     assert nccl_opens(topo) == [(f"mlx5_{i}", 1) for i in range(16)]
     assert [f"{q.adapter}:{q.port}" for q in topo.pairings[2].ports] == ["mlx5_2:1", "mlx5_10:1"]
     # NIC1 is mlx5_1 (as nvidia-smi numbers it), though mlx5_8 has the next PCI address after mlx5_0
-    assert topo.adapter("mlx5_8").pci.address == "0000:19:00.1" and topo.adapter("mlx5_1").pci.address == "0000:2a:00.0"
-    assert (topo.nic_index("mlx5_1"), topo.nic_index("mlx5_8"), topo.nic_index("mlx5_10")) == (1, 8, 10)
+    assert (
+        topo.adapter("mlx5_8").pci.address == "0000:19:00.1"
+        and topo.adapter("mlx5_1").pci.address == "0000:2a:00.0"
+    )
+    assert (topo.nic_index("mlx5_1"), topo.nic_index("mlx5_8"), topo.nic_index("mlx5_10")) == (
+        1,
+        8,
+        10,
+    )
 
 
 def test_machine_formats_carry_the_same_nic_index(cli):
     root = SYSFS_FIXTURES / "hgx-dualport"
     doc = json.loads(cli("topo", "--root", root, "-o", "json").stdout)
-    assert [(a["nic_index"], a["name"]) for a in doc["adapters"]] == [(i, f"mlx5_{i}") for i in range(16)]
+    assert [(a["nic_index"], a["name"]) for a in doc["adapters"]] == [
+        (i, f"mlx5_{i}") for i in range(16)
+    ]
     rows = list(csv.DictReader(io.StringIO(cli("topo", "--root", root, "-o", "csv").stdout)))
     gpu0 = {r["adapter"]: r for r in rows if r["gpu"] == "0"}
-    assert (gpu0["mlx5_8"]["nic_index"], gpu0["mlx5_8"]["path"], gpu0["mlx5_8"]["nearest"]) == ("8", "PIX", "1")
-    assert (gpu0["mlx5_1"]["nic_index"], gpu0["mlx5_1"]["path"], gpu0["mlx5_1"]["nearest"]) == ("1", "NODE", "0")
+    assert (gpu0["mlx5_8"]["nic_index"], gpu0["mlx5_8"]["path"], gpu0["mlx5_8"]["nearest"]) == (
+        "8",
+        "PIX",
+        "1",
+    )
+    assert (gpu0["mlx5_1"]["nic_index"], gpu0["mlx5_1"]["path"], gpu0["mlx5_1"]["nearest"]) == (
+        "1",
+        "NODE",
+        "0",
+    )
 
 
 def _two_port_device(tmp_path, port2_state="4: ACTIVE", port2_layer="InfiniBand"):
@@ -146,10 +202,23 @@ def _two_port_device(tmp_path, port2_state="4: ACTIVE", port2_layer="InfiniBand"
     usp = hb.bridge("0000:10:01.0").bridge("0000:11:00.0")
     usp.bridge("0000:12:00.0").add("0000:13:00.0", vendor=0x10DE, device=0x2330, cls=0x030200)
     dev = usp.bridge("0000:12:01.0").add("0000:14:00.0", vendor=0x15B3, device=0x1007, cls=0x020700)
-    ib = dev.rdma("mlx4_0", fw_ver="2.42.5000", board_id="MT_1090120019", hca_type="MT4099", node_guid="0002:c903:0001:0001")
+    ib = dev.rdma(
+        "mlx4_0",
+        fw_ver="2.42.5000",
+        board_id="MT_1090120019",
+        hca_type="MT4099",
+        node_guid="0002:c903:0001:0001",
+    )
     ib.port(1, rate="56 Gb/sec (4X FDR)", counters=zero_counters())
     up = port2_state.startswith("4")
-    ib.port(2, state=port2_state, phys_state="5: LinkUp" if up else "2: Polling", rate="56 Gb/sec (4X FDR)", link_layer=port2_layer, counters=zero_counters())
+    ib.port(
+        2,
+        state=port2_state,
+        phys_state="5: LinkUp" if up else "2: Polling",
+        rate="56 Gb/sec (4X FDR)",
+        link_layer=port2_layer,
+        counters=zero_counters(),
+    )
     return discover(SysfsRoot(tmp_path))
 
 
@@ -163,15 +232,24 @@ def test_two_port_device_lists_each_active_port(tmp_path):
 
 
 def test_existing_fixtures_values():
-    assert topo_of("dgx-h100").nccl_ib_hca == "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1"
+    assert (
+        topo_of("dgx-h100").nccl_ib_hca
+        == "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1"
+    )
     faulty = topo_of("dgx-h100-faulty")
     # GPU2's rail is on the other socket: its nearest InfiniBand ports are the three NODE ones of socket 0
     # (the Ethernet storage ports mlx5_3/mlx5_4, NODE as well, are not the GPUs' fabric and stay out)
-    assert [f"{q.adapter}:{q.port}" for q in faulty.pairings[2].ports] == ["mlx5_0:1", "mlx5_1:1", "mlx5_2:1"]
+    assert [f"{q.adapter}:{q.port}" for q in faulty.pairings[2].ports] == [
+        "mlx5_0:1",
+        "mlx5_1:1",
+        "mlx5_2:1",
+    ]
     assert faulty.nccl_ib_hca == "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_5:1,mlx5_6:1,mlx5_7:1,mlx5_8:1"
     # roce-node: GPU0/1 tie on both functions of the first card, GPU2/3 on both of the second
     roce = topo_of("roce-node")
-    assert [p.nearest for p in roce.pairings] == [("mlx5_0", "mlx5_1")] * 2 + [("mlx5_2", "mlx5_3")] * 2
+    assert [p.nearest for p in roce.pairings] == [("mlx5_0", "mlx5_1")] * 2 + [
+        ("mlx5_2", "mlx5_3")
+    ] * 2
     assert roce.nccl_ib_hca == "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1"
 
 
@@ -183,8 +261,12 @@ def test_a_name_nccl_cannot_parse_is_left_out(tmp_path):
     usp = hb.bridge("0000:10:01.0").bridge("0000:11:00.0")
     usp.bridge("0000:12:00.0").add("0000:13:00.0", vendor=0x10DE, device=0x2330, cls=0x030200)
     for k, name in enumerate(("mlx5_0", "rail:1")):
-        dev = usp.bridge(f"0000:12:0{k + 1}.0").add(f"0000:1{4 + k}:00.0", vendor=0x15B3, device=0x1021, cls=0x020700)
-        dev.rdma(name, fw_ver="1", board_id="b", hca_type="MT4129", node_guid=f"0000:0000:0000:000{k}").port(1, counters=zero_counters())
+        dev = usp.bridge(f"0000:12:0{k + 1}.0").add(
+            f"0000:1{4 + k}:00.0", vendor=0x15B3, device=0x1021, cls=0x020700
+        )
+        dev.rdma(
+            name, fw_ver="1", board_id="b", hca_type="MT4129", node_guid=f"0000:0000:0000:000{k}"
+        ).port(1, counters=zero_counters())
     topo = discover(SysfsRoot(tmp_path))
     assert topo.pairings[0].nearest == ("mlx5_0", "rail:1")
     assert topo.nccl_ib_hca == "=mlx5_0:1"  # "rail:1:1" would read as device "rail", port 1
@@ -210,9 +292,15 @@ def test_two_numa_nodes_per_socket():
     assert matrix_text(topo) == EPYC_NPS2_MATRIX
     assert topo.nccl_ib_hca == "=mlx5_0:1,mlx5_1:1"
     out = check_topology(topo)
-    assert problems(out) == [("fail", "topo.gpu_nic_path", "GPU1/mlx5_0"), ("fail", "topo.gpu_nic_path", "GPU3/mlx5_0")]
+    assert problems(out) == [
+        ("fail", "topo.gpu_nic_path", "GPU1/mlx5_0"),
+        ("fail", "topo.gpu_nic_path", "GPU3/mlx5_0"),
+    ]
     gpu1 = next(f for f in out if f.subject == "GPU1/mlx5_0")
-    assert "between NUMA nodes" in gpu1.message and "GPU on NUMA node 1, adapter on NUMA node 0, 2" in gpu1.message
+    assert (
+        "between NUMA nodes" in gpu1.message
+        and "GPU on NUMA node 1, adapter on NUMA node 0, 2" in gpu1.message
+    )
     assert "socket" not in gpu1.message  # mlx5_0 is on GPU1's own socket
     assert "between NUMA nodes" in LEGEND and "inter-socket" not in LEGEND
 
@@ -227,7 +315,8 @@ def test_sys_wording_in_the_table(cli):
 # --- item 5: a GPU node without adapters; expectations on the command line ----------------------------
 
 NO_MLX5_MATRIX = "      CPU Affinity    NUMA Affinity\n" + "\n".join(
-    f"GPU{i}  {'0-55,112-167  ' if i < 4 else '56-111,168-223'}  {0 if i < 4 else 1}" for i in range(8)
+    f"GPU{i}  {'0-55,112-167  ' if i < 4 else '56-111,168-223'}  {0 if i < 4 else 1}"
+    for i in range(8)
 )
 
 
@@ -235,12 +324,21 @@ def test_gpu_node_without_adapters_warns_and_names_the_functions():
     topo = topo_of("gpu-no-mlx5")
     assert matrix_text(topo) == NO_MLX5_MATRIX
     assert topo.adapters == () and topo.nccl_ib_hca is None
-    assert topo.functions_without_rdma[:2] == ("0000:19:00.0", "0000:2a:00.0") and len(topo.functions_without_rdma) == 12
+    assert (
+        topo.functions_without_rdma[:2] == ("0000:19:00.0", "0000:2a:00.0")
+        and len(topo.functions_without_rdma) == 12
+    )
     out = check_topology(topo)
     assert problems(out) == [("warn", "topo.adapters", "node")]
     (f,) = [f for f in out if f.check == "topo.adapters"]
-    assert "8 GPU(s) but no RDMA adapter" in f.message and "12 Mellanox PCI function(s)" in f.message and "mlx5_ib" in f.hint
-    assert problems(check_topology(topo, TopoConfig(expect_adapters=8))) == [("fail", "topo.adapters", "node")]
+    assert (
+        "8 GPU(s) but no RDMA adapter" in f.message
+        and "12 Mellanox PCI function(s)" in f.message
+        and "mlx5_ib" in f.hint
+    )
+    assert problems(check_topology(topo, TopoConfig(expect_adapters=8))) == [
+        ("fail", "topo.adapters", "node")
+    ]
 
 
 def test_node_without_gpus_or_adapters_stays_quiet():
@@ -277,12 +375,35 @@ def test_flags_override_the_config_file(cli, tmp_path):
     root = SYSFS_FIXTURES / "hgx-4switch"
     doc = json.loads(cli("topo", "--root", root, "--config", cfg, "-o", "json").stdout)
     assert doc["status"] == "ok"
-    res = cli("topo", "--root", root, "--config", cfg, "--expect-rate", "400", "--expect-adapters", "11", "-o", "json")
+    res = cli(
+        "topo",
+        "--root",
+        root,
+        "--config",
+        cfg,
+        "--expect-rate",
+        "400",
+        "--expect-adapters",
+        "11",
+        "-o",
+        "json",
+    )
     assert res.exit_code == 1
-    fails = {(f["check"], f["subject"]): f for f in json.loads(res.stdout)["findings"] if f["severity"] == "fail"}
+    fails = {
+        (f["check"], f["subject"]): f
+        for f in json.loads(res.stdout)["findings"]
+        if f["severity"] == "fail"
+    }
     # the storage ports run at 200 Gb/s: --expect-rate 400 is every port's expectation now
-    assert set(fails) == {("topo.adapters", "node"), ("port.rate", "mlx5_4:1"), ("port.rate", "mlx5_5:1")}
-    assert "(--expect-rate)" in fails[("port.rate", "mlx5_4:1")]["message"] and fails[("topo.adapters", "node")]["limit"] == 11
+    assert set(fails) == {
+        ("topo.adapters", "node"),
+        ("port.rate", "mlx5_4:1"),
+        ("port.rate", "mlx5_5:1"),
+    }
+    assert (
+        "(--expect-rate)" in fails[("port.rate", "mlx5_4:1")]["message"]
+        and fails[("topo.adapters", "node")]["limit"] == 11
+    )
 
 
 def test_counters_expect_rate(cli):
@@ -290,7 +411,9 @@ def test_counters_expect_rate(cli):
     assert cli("counters", "--root", root).exit_code == 0
     res = cli("counters", "--root", root, "--expect-rate", "400", "-o", "json")
     assert res.exit_code == 1
-    failing = sorted(f["subject"] for f in json.loads(res.stdout)["findings"] if f["severity"] == "fail")
+    failing = sorted(
+        f["subject"] for f in json.loads(res.stdout)["findings"] if f["severity"] == "fail"
+    )
     assert failing == ["mlx5_4:1", "mlx5_5:1"]
 
 

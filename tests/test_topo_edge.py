@@ -14,7 +14,17 @@ from tests.sysfsgen.builder import Link, Tree, zero_counters
 NVIDIA, MELLANOX = 0x10DE, 0x15B3
 
 
-def node(tmp_path, *, gpu_numa=0, nic_numa=0, same_switch=True, nic_state="4: ACTIVE", gpu_link=Link(), rate="400 Gb/sec (4X NDR)", peermem=True):
+def node(
+    tmp_path,
+    *,
+    gpu_numa=0,
+    nic_numa=0,
+    same_switch=True,
+    nic_state="4: ACTIVE",
+    gpu_link=Link(),
+    rate="400 Gb/sec (4X NDR)",
+    peermem=True,
+):
     t = Tree(tmp_path)
     t.numa(0, "0-3")
     t.numa(1, "4-7")
@@ -24,7 +34,9 @@ def node(tmp_path, *, gpu_numa=0, nic_numa=0, same_switch=True, nic_state="4: AC
     hb = t.host_bridge("0000:10")
     hb.numa, hb.cpulist = gpu_numa, "0-7"
     usp = hb.bridge("0000:10:01.0").bridge("0000:11:00.0")
-    usp.bridge("0000:12:00.0").add("0000:13:00.0", vendor=NVIDIA, device=0x2330, cls=0x030200, link=gpu_link)
+    usp.bridge("0000:12:00.0").add(
+        "0000:13:00.0", vendor=NVIDIA, device=0x2330, cls=0x030200, link=gpu_link
+    )
     if same_switch:
         parent = usp.bridge("0000:12:01.0")
         addr = "0000:14:00.0"
@@ -34,9 +46,17 @@ def node(tmp_path, *, gpu_numa=0, nic_numa=0, same_switch=True, nic_state="4: AC
         parent = hb2.bridge("0000:80:01.0")
         addr = "0000:81:00.0"
     dev = parent.add(addr, vendor=MELLANOX, device=0x1021, cls=0x020700)
-    ib = dev.rdma("mlx5_0", fw_ver="1", board_id="b", hca_type="MT4129", node_guid="0000:0000:0000:0001")
+    ib = dev.rdma(
+        "mlx5_0", fw_ver="1", board_id="b", hca_type="MT4129", node_guid="0000:0000:0000:0001"
+    )
     dev.netdev("ib0")
-    ib.port(1, state=nic_state, phys_state="5: LinkUp" if nic_state.startswith("4") else "2: Polling", rate=rate, counters=zero_counters())
+    ib.port(
+        1,
+        state=nic_state,
+        phys_state="5: LinkUp" if nic_state.startswith("4") else "2: Polling",
+        rate=rate,
+        counters=zero_counters(),
+    )
     return t
 
 
@@ -46,7 +66,9 @@ def run(tmp_path):
 
 
 def problems(findings):
-    return sorted((f.severity.value, f.check, f.subject) for f in findings if f.severity is not Severity.OK)
+    return sorted(
+        (f.severity.value, f.check, f.subject) for f in findings if f.severity is not Severity.OK
+    )
 
 
 def test_nearest_adapter_across_sockets_fails(tmp_path):
@@ -73,13 +95,19 @@ def test_no_active_adapter(tmp_path):
     node(tmp_path, nic_state="1: DOWN")
     topo, out = run(tmp_path)
     assert topo.pairings[0].nearest == () and topo.nccl_ib_hca is None
-    assert problems(out) == [("fail", "port.state", "mlx5_0:1"), ("warn", "topo.gpu_nic_path", "GPU0")]
+    assert problems(out) == [
+        ("fail", "port.state", "mlx5_0:1"),
+        ("warn", "topo.gpu_nic_path", "GPU0"),
+    ]
 
 
 def test_gpu_link_width_fails_speed_warns_with_idle_hint(tmp_path):
     node(tmp_path, gpu_link=Link("2.5 GT/s PCIe", 8, "32.0 GT/s PCIe", 16))
     _, out = run(tmp_path)
-    assert problems(out) == [("fail", "topo.pcie_width", "GPU0"), ("warn", "topo.pcie_speed", "GPU0")]
+    assert problems(out) == [
+        ("fail", "topo.pcie_width", "GPU0"),
+        ("warn", "topo.pcie_speed", "GPU0"),
+    ]
     speed = next(f for f in out if f.check == "topo.pcie_speed")
     assert "idle" in speed.hint and speed.value == 2.5 and speed.limit == 32.0
 
@@ -96,7 +124,9 @@ def test_malformed_and_unreadable_values(tmp_path):
     t = node(tmp_path)
     port = "devices/pci0000:10/0000:10:01.0/0000:11:00.0/0000:12:01.0/0000:14:00.0/infiniband/mlx5_0/ports/1"
     t.file(f"{port}/rate", "fast")
-    t.file("devices/pci0000:10/0000:10:01.0/0000:11:00.0/0000:12:00.0/0000:13:00.0/numa_node", "zero")
+    t.file(
+        "devices/pci0000:10/0000:10:01.0/0000:11:00.0/0000:12:00.0/0000:13:00.0/numa_node", "zero"
+    )
     state = t.p(f"{port}/phys_state")
     state.unlink()
     state.mkdir()  # a read that fails (like EINVAL on a live node)
@@ -107,7 +137,11 @@ def test_malformed_and_unreadable_values(tmp_path):
     assert topo.gpus[0].pci.numa_node is None
     assert problems(out) == [
         ("warn", "port.state", "mlx5_0:1"),
-        ("warn", "topo.sysfs_value", "/sys/devices/pci0000:10/0000:10:01.0/0000:11:00.0/0000:12:00.0/0000:13:00.0/numa_node"),
+        (
+            "warn",
+            "topo.sysfs_value",
+            "/sys/devices/pci0000:10/0000:10:01.0/0000:11:00.0/0000:12:00.0/0000:13:00.0/numa_node",
+        ),
     ]
 
 
@@ -122,7 +156,10 @@ def test_software_rdma_device_without_pci(tmp_path):
     topo, out = run(tmp_path)
     rxe = topo.adapter("rxe0")
     assert rxe.pci is None and topo.path(0, "rxe0") is PathClass.SYS
-    assert [a.name for a in topo.adapters] == ["mlx5_0", "rxe0"]  # NIC order: the names' natural order
+    assert [a.name for a in topo.adapters] == [
+        "mlx5_0",
+        "rxe0",
+    ]  # NIC order: the names' natural order
     assert problems(out) == []
 
 

@@ -13,7 +13,16 @@ from ibdiag.topo.discover import discover
 from ibdiag.topo.render import matrix_text
 from tests.conftest import SYSFS_FIXTURES
 
-PROFILES = ["dgx-h100", "dgx-h100-faulty", "roce-node", "vm-no-rdma", "hgx-4switch", "hgx-dualport", "epyc-nps2", "gpu-no-mlx5"]
+PROFILES = [
+    "dgx-h100",
+    "dgx-h100-faulty",
+    "roce-node",
+    "vm-no-rdma",
+    "hgx-4switch",
+    "hgx-dualport",
+    "epyc-nps2",
+    "gpu-no-mlx5",
+]
 
 
 def readme_matrix(name: str) -> str:
@@ -41,21 +50,36 @@ def test_healthy_dgx_has_no_problem():
     assert topo.gdr.state == "nvidia_peermem" and topo.gdr.nvidia_driver == "550.90.07"
     assert [p.nearest for p in topo.pairings] == [(f"mlx5_{i}",) for i in (0, 1, 2, 3, 6, 7, 8, 9)]
     assert all(p.gdr for p in topo.pairings)
-    assert topo.nccl_ib_hca == "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1"
+    assert (
+        topo.nccl_ib_hca
+        == "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1"
+    )
     # GPUs numbered in PCI order (NVML's), NUMA node and CPU list from sysfs
     assert [g.pci.address for g in topo.gpus][:2] == ["0000:18:00.0", "0000:29:00.0"]
     assert topo.gpus[4].pci.numa_node == 1
     assert topo.gpus[0].pci.bridges == ("0000:15:01.0", "0000:16:00.0", "0000:17:00.0")
     mlx5_4 = topo.adapter("mlx5_4")
     port = mlx5_4.ports[0]
-    assert port.link_layer == "Ethernet" and port.netdev == "enp90s0f0np0" and port.gid_types == ("IB/RoCE v1", "RoCE v2")
+    assert (
+        port.link_layer == "Ethernet"
+        and port.netdev == "enp90s0f0np0"
+        and port.gid_types == ("IB/RoCE v1", "RoCE v2")
+    )
     ib = topo.adapter("mlx5_0").ports[0]
-    assert (ib.rate_gbps, ib.lanes, ib.lane_speed, ib.lid, ib.netdev) == (400.0, 4, "NDR", 0x10, "ibp25s0")
+    assert (ib.rate_gbps, ib.lanes, ib.lane_speed, ib.lid, ib.netdev) == (
+        400.0,
+        4,
+        "NDR",
+        0x10,
+        "ibp25s0",
+    )
 
 
 def test_faulty_dgx_one_finding_per_planted_fault():
     _, out = findings("dgx-h100-faulty")
-    problems = sorted((f.severity.value, f.check, f.subject) for f in out if f.severity is not Severity.OK)
+    problems = sorted(
+        (f.severity.value, f.check, f.subject) for f in out if f.severity is not Severity.OK
+    )
     assert problems == [
         ("fail", "port.rate", "mlx5_7:1"),
         ("fail", "port.state", "mlx5_10:1"),
@@ -103,27 +127,56 @@ def test_config_expected_rate_and_ignore():
 
 
 def test_gdr_level_config_changes_pairing():
-    topo = discover(SysfsRoot(SYSFS_FIXTURES / "roce-node"), gdr_level=TopoConfig(gdr_level="PHB").gdr_path_class)
+    topo = discover(
+        SysfsRoot(SYSFS_FIXTURES / "roce-node"),
+        gdr_level=TopoConfig(gdr_level="PHB").gdr_path_class,
+    )
     assert all(p.gdr for p in topo.pairings)
 
 
 @pytest.mark.parametrize(
     "name, code",
-    [("dgx-h100", 0), ("dgx-h100-faulty", 1), ("roce-node", 0), ("vm-no-rdma", 0), ("hgx-4switch", 0), ("hgx-dualport", 0), ("epyc-nps2", 1), ("gpu-no-mlx5", 0)],
+    [
+        ("dgx-h100", 0),
+        ("dgx-h100-faulty", 1),
+        ("roce-node", 0),
+        ("vm-no-rdma", 0),
+        ("hgx-4switch", 0),
+        ("hgx-dualport", 0),
+        ("epyc-nps2", 1),
+        ("gpu-no-mlx5", 0),
+    ],
 )
 def test_cli_exit_codes_and_json(cli, name, code):
     res = cli("topo", "--root", SYSFS_FIXTURES / name, "-o", "json")
     assert res.exit_code == code, res.stderr
     doc = json.loads(res.stdout)
     assert doc["schema"] == "ibdiag.topo/1"
-    for key in ("version", "host", "generated_at", "status", "findings", "gpus", "adapters", "paths", "gdr"):
+    for key in (
+        "version",
+        "host",
+        "generated_at",
+        "status",
+        "findings",
+        "gpus",
+        "adapters",
+        "paths",
+        "gdr",
+    ):
         assert key in doc
     if doc["gpus"]:
         assert set(doc["gpus"][0]) >= {"index", "pci", "numa_node", "link"}
     if doc["adapters"]:
         a = doc["adapters"][0]
         assert set(a) >= {"name", "pci", "numa_node", "fw_ver", "ports"}
-        assert set(a["ports"][0]) >= {"port", "state", "phys_state", "rate_gbps", "link_layer", "netdev"}
+        assert set(a["ports"][0]) >= {
+            "port",
+            "state",
+            "phys_state",
+            "rate_gbps",
+            "link_layer",
+            "netdev",
+        }
     if doc["paths"]:
         assert set(doc["paths"][0]) == {"gpu", "adapter", "path"}
 

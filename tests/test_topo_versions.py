@@ -28,12 +28,17 @@ def topo_doc(cli, root):
 
 
 def drivers(doc):
-    return {(a["driver_module"], a["driver_version"], a["driver_version_kind"]) for a in doc["adapters"]}
+    return {
+        (a["driver_module"], a["driver_version"], a["driver_version_kind"]) for a in doc["adapters"]
+    }
 
 
 def test_mofed_node_reports_kernel_and_mlx5_core_version(cli):
     doc = topo_doc(cli, SYSFS_FIXTURES / "dgx-h100")
-    assert (doc["kernel_release"], doc["kernel_release_source"]) == ("5.15.0-1063-nvidia", "/proc/sys/kernel/osrelease")
+    assert (doc["kernel_release"], doc["kernel_release_source"]) == (
+        "5.15.0-1063-nvidia",
+        "/proc/sys/kernel/osrelease",
+    )
     # The out-of-tree module has both files: the version is reported, and said to be one.
     assert drivers(doc) == {("mlx5_core", "24.07-0.6.1", "version")}
     assert len(doc["adapters"]) == 12
@@ -52,7 +57,10 @@ def test_real_kernel_capture_rdma_rxe_has_neither_file_and_the_manifest_has_the_
     root = SYSFS_FIXTURES / "rxe-guest"
     assert not (root / "sys/module/rdma_rxe/version").exists() and not (root / "proc").exists()
     doc = topo_doc(cli, root)
-    assert (doc["kernel_release"], doc["kernel_release_source"]) == ("6.1.0-57-amd64", "snapshot manifest")
+    assert (doc["kernel_release"], doc["kernel_release_source"]) == (
+        "6.1.0-57-amd64",
+        "snapshot manifest",
+    )
     assert drivers(doc) == {("rdma_rxe", None, None)}
     assert not [f for f in doc["findings"] if f["check"] == "topo.sysfs_value"]
 
@@ -67,16 +75,28 @@ def test_driver_module_found_through_the_bound_drivers_module_link(cli):
 
 def test_text_and_prometheus_show_the_versions(cli):
     res = cli("topo", "--root", SYSFS_FIXTURES / "dgx-h100")
-    assert "Kernel: 5.15.0-1063-nvidia   RDMA driver: mlx5_core 24.07-0.6.1 (12 adapters)" in res.stdout
+    assert (
+        "Kernel: 5.15.0-1063-nvidia   RDMA driver: mlx5_core 24.07-0.6.1 (12 adapters)"
+        in res.stdout
+    )
     res = cli("topo", "--root", SYSFS_FIXTURES / "roce-node")
     assert "RDMA driver: mlx5_core srcversion A1F3E8C27D45B9066C1E2D4 (4 adapters)" in res.stdout
     res = cli("topo", "--root", SYSFS_FIXTURES / "rxe-guest")
-    assert "Kernel: 6.1.0-57-amd64 (from the snapshot manifest)   RDMA driver: rdma_rxe, no version or srcversion (rxe0)" in res.stdout
+    assert (
+        "Kernel: 6.1.0-57-amd64 (from the snapshot manifest)   RDMA driver: rdma_rxe, no version or srcversion (rxe0)"
+        in res.stdout
+    )
     prom = cli("topo", "--root", SYSFS_FIXTURES / "roce-node", "-o", "prom").stdout
     assert 'ibdiag_topo_kernel_info{release="5.15.0-119-generic"} 1' in prom
-    assert 'ibdiag_topo_rdma_driver_info{device="mlx5_0",module="mlx5_core",version="A1F3E8C27D45B9066C1E2D4",version_kind="srcversion"} 1' in prom
+    assert (
+        'ibdiag_topo_rdma_driver_info{device="mlx5_0",module="mlx5_core",version="A1F3E8C27D45B9066C1E2D4",version_kind="srcversion"} 1'
+        in prom
+    )
     prom = cli("topo", "--root", SYSFS_FIXTURES / "rxe-guest", "-o", "prom").stdout
-    assert 'ibdiag_topo_rdma_driver_info{device="rxe0",module="rdma_rxe",version="",version_kind="unknown"} 1' in prom
+    assert (
+        'ibdiag_topo_rdma_driver_info{device="rxe0",module="rdma_rxe",version="",version_kind="unknown"} 1'
+        in prom
+    )
 
 
 # --- hostile and broken trees ------------------------------------------------------------------------
@@ -90,22 +110,47 @@ def mlx5_node(tmp_path, *, version="24.10-1.1.4", srcversion=None, release="6.8.
         t.kernel(release)
     hb = t.host_bridge("0000:10")
     hb.numa, hb.cpulist = 0, "0-7"
-    dev = hb.bridge("0000:10:01.0").add("0000:11:00.0", vendor=MELLANOX, device=0x1021, cls=0x020700)
-    ib = dev.rdma("mlx5_0", fw_ver="28.39.1002", board_id="b", hca_type="MT4129", node_guid="0000:0000:0000:0001")
-    ib.port(1, state="4: ACTIVE", phys_state="5: LinkUp", rate="400 Gb/sec (4X NDR)", counters=zero_counters())
+    dev = hb.bridge("0000:10:01.0").add(
+        "0000:11:00.0", vendor=MELLANOX, device=0x1021, cls=0x020700
+    )
+    ib = dev.rdma(
+        "mlx5_0",
+        fw_ver="28.39.1002",
+        board_id="b",
+        hca_type="MT4129",
+        node_guid="0000:0000:0000:0001",
+    )
+    ib.port(
+        1,
+        state="4: ACTIVE",
+        phys_state="5: LinkUp",
+        rate="400 Gb/sec (4X NDR)",
+        counters=zero_counters(),
+    )
     return t
 
 
 def warnings(topo):
-    return sorted((f.subject, f.message) for f in check_topology(topo) if f.severity is Severity.WARN and f.check == "topo.sysfs_value")
+    return sorted(
+        (f.subject, f.message)
+        for f in check_topology(topo)
+        if f.severity is Severity.WARN and f.check == "topo.sysfs_value"
+    )
 
 
 def test_a_good_tree_reads_clean(tmp_path):
     mlx5_node(tmp_path)
     topo = discover(SysfsRoot(tmp_path))
-    assert (topo.kernel_release, topo.kernel_release_source) == ("6.8.0-45-generic", "/proc/sys/kernel/osrelease")
+    assert (topo.kernel_release, topo.kernel_release_source) == (
+        "6.8.0-45-generic",
+        "/proc/sys/kernel/osrelease",
+    )
     (a,) = topo.adapters
-    assert (a.module.name, a.module.version_text, a.module.version_kind) == ("mlx5_core", "24.10-1.1.4", "version")
+    assert (a.module.name, a.module.version_text, a.module.version_kind) == (
+        "mlx5_core",
+        "24.10-1.1.4",
+        "version",
+    )
     assert warnings(topo) == [] and topo.problems == ()
 
 
@@ -129,7 +174,9 @@ def test_malformed_or_oversized_kernel_release_is_a_warning_and_unknown(tmp_path
 
 def test_a_bad_osrelease_is_not_replaced_by_the_manifests_word(tmp_path):
     mlx5_node(tmp_path, release="bad release")
-    (tmp_path / "ibdiag-snapshot.json").write_text(json.dumps({"schema": "ibdiag.snapshot/1", "kernel_release": "6.8.0-45-generic"}))
+    (tmp_path / "ibdiag-snapshot.json").write_text(
+        json.dumps({"schema": "ibdiag.snapshot/1", "kernel_release": "6.8.0-45-generic"})
+    )
     topo = discover(SysfsRoot(tmp_path))
     assert topo.kernel_release is None
 
@@ -144,11 +191,17 @@ def test_a_bad_osrelease_is_not_replaced_by_the_manifests_word(tmp_path):
         (None, "XYZ", "not a module srcversion"),
     ],
 )
-def test_malformed_or_oversized_module_version_is_a_warning_and_unknown(tmp_path, version, srcversion, words):
+def test_malformed_or_oversized_module_version_is_a_warning_and_unknown(
+    tmp_path, version, srcversion, words
+):
     mlx5_node(tmp_path, version=version, srcversion=srcversion)
     topo = discover(SysfsRoot(tmp_path))
     (a,) = topo.adapters
-    assert a.module.name == "mlx5_core" and a.module.version_text is None and a.module.version_kind is None
+    assert (
+        a.module.name == "mlx5_core"
+        and a.module.version_text is None
+        and a.module.version_kind is None
+    )
     (warning,) = warnings(topo)
     assert warning[0].startswith("/sys/module/mlx5_core/") and words in warning[1]
     assert a.to_json()["driver_version"] is None and a.to_json()["driver_version_kind"] is None
@@ -157,20 +210,37 @@ def test_malformed_or_oversized_module_version_is_a_warning_and_unknown(tmp_path
 def test_version_falls_back_to_srcversion(tmp_path):
     mlx5_node(tmp_path, version=None, srcversion="0716E17594E7E6D0EC026C5")
     (a,) = discover(SysfsRoot(tmp_path)).adapters
-    assert (a.module.version_text, a.module.version_kind) == ("0716E17594E7E6D0EC026C5", "srcversion")
+    assert (a.module.version_text, a.module.version_kind) == (
+        "0716E17594E7E6D0EC026C5",
+        "srcversion",
+    )
 
 
 def test_a_module_shared_by_adapters_is_read_once(tmp_path):
     t = mlx5_node(tmp_path, version="bad\x01")
     hb = t.host_bridge("0000:20")
     hb.numa, hb.cpulist = 0, "0-7"
-    dev = hb.bridge("0000:20:01.0").add("0000:21:00.0", vendor=MELLANOX, device=0x1021, cls=0x020700)
-    dev.rdma("mlx5_1", fw_ver="28.39.1002", board_id="b", hca_type="MT4129", node_guid="0000:0000:0000:0002").port(
-        1, state="4: ACTIVE", phys_state="5: LinkUp", rate="400 Gb/sec (4X NDR)", counters=zero_counters()
+    dev = hb.bridge("0000:20:01.0").add(
+        "0000:21:00.0", vendor=MELLANOX, device=0x1021, cls=0x020700
+    )
+    dev.rdma(
+        "mlx5_1",
+        fw_ver="28.39.1002",
+        board_id="b",
+        hca_type="MT4129",
+        node_guid="0000:0000:0000:0002",
+    ).port(
+        1,
+        state="4: ACTIVE",
+        phys_state="5: LinkUp",
+        rate="400 Gb/sec (4X NDR)",
+        counters=zero_counters(),
     )
     topo = discover(SysfsRoot(tmp_path))
     assert [a.module.name for a in topo.adapters] == ["mlx5_core", "mlx5_core"]
-    assert [w[0] for w in warnings(topo)] == ["/sys/module/mlx5_core/version"]  # once, not per adapter
+    assert [w[0] for w in warnings(topo)] == [
+        "/sys/module/mlx5_core/version"
+    ]  # once, not per adapter
 
 
 def test_proc_linked_to_the_hosts_proc_is_refused(tmp_path):
@@ -198,18 +268,32 @@ def test_osrelease_linked_out_of_the_tree_or_a_fifo_is_refused(tmp_path):
 @pytest.mark.parametrize(
     "manifest, expected, warned",
     [
-        ({"kernel_release": "6.8.0-45-generic", "kernel": "6.1.0-1-amd64", "source_root": "/srv/x"}, "6.8.0-45-generic", False),
+        (
+            {
+                "kernel_release": "6.8.0-45-generic",
+                "kernel": "6.1.0-1-amd64",
+                "source_root": "/srv/x",
+            },
+            "6.8.0-45-generic",
+            False,
+        ),
         ({"kernel": "6.1.0-57-amd64", "source_root": "/"}, "6.1.0-57-amd64", False),
         # An older snapshot of another tree: its "kernel" was the capturing machine's, not the tree's.
         ({"kernel": "6.1.0-57-amd64", "source_root": "/work/fixtures/x"}, None, False),
-        ({"kernel_release": None, "kernel": "6.1.0-57-amd64", "source_root": "/work/x"}, None, False),
+        (
+            {"kernel_release": None, "kernel": "6.1.0-57-amd64", "source_root": "/work/x"},
+            None,
+            False,
+        ),
         ({"kernel_release": "6.8 \x1b[31m"}, None, True),
         ({"kernel_release": ["6.8.0"]}, None, True),
     ],
 )
 def test_snapshot_manifest_release(tmp_path, manifest, expected, warned):
     mlx5_node(tmp_path, release=None)
-    (tmp_path / "ibdiag-snapshot.json").write_text(json.dumps({"schema": "ibdiag.snapshot/1", **manifest}))
+    (tmp_path / "ibdiag-snapshot.json").write_text(
+        json.dumps({"schema": "ibdiag.snapshot/1", **manifest})
+    )
     topo = discover(SysfsRoot(tmp_path))
     assert topo.kernel_release == expected
     assert topo.kernel_release_source == ("snapshot manifest" if expected else None)
@@ -223,7 +307,12 @@ def test_prom_info_metrics_without_a_kernel_or_module(tmp_path):
     metrics = {m.name: m for m in prom_metrics(topo)}
     assert metrics["ibdiag_topo_kernel_info"].samples == ()
     (sample,) = metrics["ibdiag_topo_rdma_driver_info"].samples
-    assert sample.labels == {"device": "mlx5_0", "module": "", "version": "", "version_kind": "unknown"}
+    assert sample.labels == {
+        "device": "mlx5_0",
+        "module": "",
+        "version": "",
+        "version_kind": "unknown",
+    }
     assert topo.adapters[0].to_json()["driver_module"] is None
 
 

@@ -31,7 +31,9 @@ def test_parse_size_rejects(text):
     assert e.value.hint
 
 
-@pytest.mark.parametrize(("text", "suggest"), [("8Gb", "8GB"), ("2kb", "2KB"), ("64Kib", "64KiB"), ("512b", "512")])
+@pytest.mark.parametrize(
+    ("text", "suggest"), [("8Gb", "8GB"), ("2kb", "2KB"), ("64Kib", "64KiB"), ("512b", "512")]
+)
 def test_a_size_in_bits_is_refused(text, suggest):
     """Gb is bits everywhere else in ibdiag (400 Gb/s links): 8Gb is not silently 8e9 bytes."""
     with pytest.raises(UsageError) as e:

@@ -141,7 +141,9 @@ def test_lid_routed_plan_has_no_grh():
     _need_pyverbs()
     from dataclasses import replace
 
-    attr = verbs.build_qp_attr(replace(PLAN, is_global=False, dgid=None, sgid_index=None, dlid=0x12, path_mtu_bytes=4096))
+    attr = verbs.build_qp_attr(
+        replace(PLAN, is_global=False, dgid=None, sgid_index=None, dlid=0x12, path_mtu_bytes=4096)
+    )
     assert attr.ah_attr.is_global == 0 and attr.ah_attr.dlid == 0x12
     assert attr.path_mtu == verbs.import_pyverbs().enums.IBV_MTU_4096
 
@@ -150,8 +152,12 @@ def test_write_work_requests_are_real_and_selectively_signalled():
     _need_pyverbs()
     pv = verbs.import_pyverbs()
     e = pv.enums
-    plain = verbs.build_write_wr(pv, addr=0x1000, length=4096, lkey=0x11, remote_addr=0x2000, rkey=0x22, signaled=False)
-    signaled = verbs.build_write_wr(pv, addr=0x1000, length=4096, lkey=0x11, remote_addr=0x2000, rkey=0x22, signaled=True)
+    plain = verbs.build_write_wr(
+        pv, addr=0x1000, length=4096, lkey=0x11, remote_addr=0x2000, rkey=0x22, signaled=False
+    )
+    signaled = verbs.build_write_wr(
+        pv, addr=0x1000, length=4096, lkey=0x11, remote_addr=0x2000, rkey=0x22, signaled=True
+    )
     assert plain.opcode == e.IBV_WR_RDMA_WRITE and plain.num_sge == 1
     assert plain.send_flags == 0 and signaled.send_flags == e.IBV_SEND_SIGNALED
     plain.wr_id = 41
@@ -159,10 +165,20 @@ def test_write_work_requests_are_real_and_selectively_signalled():
 
 
 def test_port_attributes_map_to_sysfs_names():
-    state = verbs.port_state_from_attr(SimpleNamespace(state=4, phys_state=5, link_layer=2, lid=0, active_mtu=3))
+    state = verbs.port_state_from_attr(
+        SimpleNamespace(state=4, phys_state=5, link_layer=2, lid=0, active_mtu=3)
+    )
     assert state == verbs.PortState("ACTIVE", "LinkUp", "Ethernet", 0, 1024)
-    ib = verbs.port_state_from_attr(SimpleNamespace(state=1, phys_state=2, link_layer=1, lid=0x3A4, active_mtu=5))
-    assert (ib.state, ib.phys_state, ib.link_layer, ib.lid, ib.active_mtu_bytes) == ("DOWN", "Polling", "InfiniBand", 0x3A4, 4096)
+    ib = verbs.port_state_from_attr(
+        SimpleNamespace(state=1, phys_state=2, link_layer=1, lid=0x3A4, active_mtu=5)
+    )
+    assert (ib.state, ib.phys_state, ib.link_layer, ib.lid, ib.active_mtu_bytes) == (
+        "DOWN",
+        "Polling",
+        "InfiniBand",
+        0x3A4,
+        4096,
+    )
 
 
 def test_qp_init_attr_turns_off_signal_all():
@@ -174,7 +190,9 @@ def test_qp_init_attr_turns_off_signal_all():
     assert init.sq_sig_all == 0
     assert init.qp_type == pv.enums.IBV_QPT_RC
     assert init.cap.max_send_wr == 128 and init.cap.max_send_sge == 1
-    assert pv.qp.QPInitAttr(qp_type=pv.enums.IBV_QPT_RC).sq_sig_all == 1  # the library default this overrides
+    assert (
+        pv.qp.QPInitAttr(qp_type=pv.enums.IBV_QPT_RC).sq_sig_all == 1
+    )  # the library default this overrides
 
 
 #: A pyverbs without ``pyverbs.enums`` (rdma-core >= 59): the real modules (loaded first), except that importing
@@ -230,7 +248,13 @@ def test_flatten_enums_takes_class_members_and_module_constants():
 
 @pytest.mark.parametrize(
     ("status", "words"),
-    [(2, "port or netdev went down"), (12, "transport retries exceeded"), (13, "no receive posted"), (5, "first error above"), (99, "peer went away")],
+    [
+        (2, "port or netdev went down"),
+        (12, "transport retries exceeded"),
+        (13, "no receive posted"),
+        (5, "first error above"),
+        (99, "peer went away"),
+    ],
 )
 def test_a_failed_completion_is_explained_by_its_status(status, words):
     """A link going down on Soft-RoCE ends WRITEs with status 2 (local QP operation error), not a

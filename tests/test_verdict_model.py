@@ -7,7 +7,6 @@ import random
 import pytest
 
 from ibdiag.verdict import model
-from tests.verdict_oracle import simulate_overlap_stepwise
 from ibdiag.verdict.model import (
     COMPUTE_BOUND,
     NETWORK_BOUND,
@@ -23,6 +22,7 @@ from ibdiag.verdict.model import (
     traffic_factor,
     transfer_s,
 )
+from tests.verdict_oracle import simulate_overlap_stepwise
 
 S = 16_000_000_000  # 8e9 bf16 parameters (seed 000)
 MIB = 2**20
@@ -100,7 +100,14 @@ def test_closed_form_matches_the_step_by_step_definition():
         bucket = rng.choice([1, 7, MIB, 25 * MIB, rng.randint(1, grad)])
         if grad // bucket > 50_000:
             continue
-        args = (grad, bucket, rng.choice([1e-4, 0.01, 0.5, 2.0, 10.0]), rng.choice([0.0, 1.0, 1.5, 2.0]), rng.choice([0.1, 1.0, 50.0, 400.0, math.inf]), rng.choice([0.0, 1e-6, 5e-5, 1e-3]))
+        args = (
+            grad,
+            bucket,
+            rng.choice([1e-4, 0.01, 0.5, 2.0, 10.0]),
+            rng.choice([0.0, 1.0, 1.5, 2.0]),
+            rng.choice([0.1, 1.0, 50.0, 400.0, math.inf]),
+            rng.choice([0.0, 1e-6, 5e-5, 1e-3]),
+        )
         fast, slow = simulate_overlap(*args), simulate_overlap_stepwise(*args)
         assert fast.buckets == slow.buckets, args
         assert fast.comm_end_s == pytest.approx(slow.comm_end_s, rel=1e-9, abs=1e-12), args
@@ -122,7 +129,7 @@ def test_bad_model_inputs_raise():
 def test_candidate_buckets_are_powers_of_two_from_1mib_to_s():
     c = candidate_buckets(S)
     assert c[0] == MIB and c[-1] == 2**34 and c[-2] < S <= c[-1]
-    assert all(b == 2 * a for a, b in zip(c, c[1:]))
+    assert all(b == 2 * a for a, b in zip(c, c[1:], strict=False))
     assert candidate_buckets(1000) == (MIB,)
 
 
@@ -136,7 +143,9 @@ def test_best_bucket_balances_latency_against_the_exposed_tail():
     assert size_lat > 16 * MIB
     # No candidate beats the chosen one.
     for c in candidate_buckets(S):
-        assert simulate_overlap(S, c, 2.0, f, 50.0, 20e-3).exposed_s >= best_bucket(S, 2.0, f, 50.0, 20e-3)[1].exposed_s * (1 - 1e-9)
+        assert simulate_overlap(S, c, 2.0, f, 50.0, 20e-3).exposed_s >= best_bucket(
+            S, 2.0, f, 50.0, 20e-3
+        )[1].exposed_s * (1 - 1e-9)
 
 
 def test_best_bucket_ties_go_to_the_larger_size():
@@ -146,20 +155,46 @@ def test_best_bucket_ties_go_to_the_larger_size():
 
 
 def test_scaling_ranks_double_from_ranks_per_node_and_include_the_job():
-    assert scaling_ranks(512, 8, 16384) == (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+    assert scaling_ranks(512, 8, 16384) == (
+        8,
+        16,
+        32,
+        64,
+        128,
+        256,
+        512,
+        1024,
+        2048,
+        4096,
+        8192,
+        16384,
+    )
     assert scaling_ranks(24, 8, 64) == (8, 16, 24, 32, 64)
     assert scaling_ranks(32768, 8, 16384)[-1] == 32768
 
 
 def test_scaling_table_fixed_global_batch_and_the_wall():
     rows = scaling_table(
-        grad_bytes=S, strategy="ddp", ranks=512, ranks_per_node=1, backward_s=2.0, forward_s=1.0,
-        bucket_bytes=25 * MIB, busbw_gbs=50.0, latency_s=0.0, network_bound_share=0.10, max_ranks=16384,
+        grad_bytes=S,
+        strategy="ddp",
+        ranks=512,
+        ranks_per_node=1,
+        backward_s=2.0,
+        forward_s=1.0,
+        bucket_bytes=25 * MIB,
+        busbw_gbs=50.0,
+        latency_s=0.0,
+        network_bound_share=0.10,
+        max_ranks=16384,
     )
     by = {r.ranks: r for r in rows}
     assert by[1].verdict == SINGLE_NODE and by[1].exposed_s is None
     assert by[512].anchor and by[512].compute_s == 2.0 and by[512].forward_s == 1.0
-    assert by[1024].compute_s == 1.0 and by[256].compute_s == 4.0 and by[16384].compute_s == pytest.approx(2.0 / 32)
+    assert (
+        by[1024].compute_s == 1.0
+        and by[256].compute_s == 4.0
+        and by[16384].compute_s == pytest.approx(2.0 / 32)
+    )
     assert by[2].factor == 1.0 and by[512].factor == pytest.approx(2 * 511 / 512)
     assert by[512].verdict == COMPUTE_BOUND
     # Per-rank traffic stays ~2 x S: at 0.5 s of backward (2048 ranks) it no longer hides.
@@ -172,8 +207,17 @@ def test_scaling_table_fixed_global_batch_and_the_wall():
 
 def test_scaling_wall_none_when_communication_always_hides():
     rows = scaling_table(
-        grad_bytes=10**6, strategy="ddp", ranks=16, ranks_per_node=8, backward_s=100.0, forward_s=0.0,
-        bucket_bytes=25 * MIB, busbw_gbs=400.0, latency_s=0.0, network_bound_share=0.10, max_ranks=1024,
+        grad_bytes=10**6,
+        strategy="ddp",
+        ranks=16,
+        ranks_per_node=8,
+        backward_s=100.0,
+        forward_s=0.0,
+        bucket_bytes=25 * MIB,
+        busbw_gbs=400.0,
+        latency_s=0.0,
+        network_bound_share=0.10,
+        max_ranks=1024,
     )
     assert rows[0].ranks == 8 and rows[0].verdict == SINGLE_NODE
     assert scaling_wall(rows) is None

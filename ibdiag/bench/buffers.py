@@ -76,5 +76,7 @@ class Buffer:
 def allocate(size: int, kind: str = "host") -> Buffer:
     """A benchmark buffer of ``size`` bytes in memory of ``kind`` (only ``host`` today)."""
     if kind != "host":
-        raise NotSupportedError(f"{kind} buffers are not supported yet", hint="benchmarks use host memory today")
+        raise NotSupportedError(
+            f"{kind} buffers are not supported yet", hint="benchmarks use host memory today"
+        )
     return Buffer(size)

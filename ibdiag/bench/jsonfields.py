@@ -49,7 +49,9 @@ class Fields:
             raise ValueError(f"{self._name(key)} is missing")
         return value
 
-    def integer(self, key: str, lo: int = 0, hi: int = MAX_INT, *, required: bool = False) -> int | None:
+    def integer(
+        self, key: str, lo: int = 0, hi: int = MAX_INT, *, required: bool = False
+    ) -> int | None:
         v = self._get(key, required)
         if v is None:
             return None
@@ -59,7 +61,9 @@ class Fields:
             raise ValueError(f"{self._name(key)} {v} is outside {lo}..{hi}")
         return v
 
-    def number(self, key: str, lo: float = -math.inf, hi: float = math.inf, *, required: bool = False) -> float | None:
+    def number(
+        self, key: str, lo: float = -math.inf, hi: float = math.inf, *, required: bool = False
+    ) -> float | None:
         v = self._get(key, required)
         if v is None:
             return None
@@ -69,7 +73,9 @@ class Fields:
             raise ValueError(f"{self._name(key)} {v:g} is outside {lo:g}..{hi:g}")
         return float(v)
 
-    def text(self, key: str, *, choices: tuple[str, ...] | None = None, required: bool = False) -> str | None:
+    def text(
+        self, key: str, *, choices: tuple[str, ...] | None = None, required: bool = False
+    ) -> str | None:
         v = self._get(key, required)
         if v is None:
             return None
@@ -97,18 +103,32 @@ class Fields:
             raise ValueError(f"{self._name(key)} has {len(v)} entries, more than {max_items}")
         return v
 
-    def objects(self, key: str, parse: Callable[[Fields], T], max_items: int = MAX_ITEMS) -> tuple[T, ...]:
+    def objects(
+        self, key: str, parse: Callable[[Fields], T], max_items: int = MAX_ITEMS
+    ) -> tuple[T, ...]:
         """Every object of list ``key``, each read by ``parse``."""
-        return tuple(parse(Fields(item, f"{self._name(key)}[{i}]")) for i, item in enumerate(self.items(key, max_items)))
+        return tuple(
+            parse(Fields(item, f"{self._name(key)}[{i}]"))
+            for i, item in enumerate(self.items(key, max_items))
+        )
 
     def texts(self, key: str, max_items: int = MAX_ITEMS) -> tuple[str, ...]:
-        return tuple(check_text(v, f"{self._name(key)}[{i}]") for i, v in enumerate(self.items(key, max_items)))
+        return tuple(
+            check_text(v, f"{self._name(key)}[{i}]")
+            for i, v in enumerate(self.items(key, max_items))
+        )
 
     def integers(self, key: str, lo: int = 0, hi: int = MAX_INT) -> tuple[int, ...]:
-        return tuple(Fields({"v": v}, f"{self._name(key)}[{i}]").integer("v", lo, hi, required=True) for i, v in enumerate(self.items(key)))  # type: ignore[misc]
+        return tuple(
+            Fields({"v": v}, f"{self._name(key)}[{i}]").integer("v", lo, hi, required=True)
+            for i, v in enumerate(self.items(key))
+        )  # type: ignore[misc]
 
     def numbers(self, key: str, lo: float = -math.inf, hi: float = math.inf) -> tuple[float, ...]:
-        return tuple(Fields({"v": v}, f"{self._name(key)}[{i}]").number("v", lo, hi, required=True) for i, v in enumerate(self.items(key)))  # type: ignore[misc]
+        return tuple(
+            Fields({"v": v}, f"{self._name(key)}[{i}]").number("v", lo, hi, required=True)
+            for i, v in enumerate(self.items(key))
+        )  # type: ignore[misc]
 
     def scalars(self, key: str) -> dict[str, Scalar]:
         """An object of plain values (numbers, text, booleans, null), e.g. a tool's parameters."""

@@ -41,7 +41,9 @@ def _prctl() -> Callable[..., int] | None:
         return None
 
 
-def die_with_parent(parent_pid: int | None = None, sig: int = signal.SIGKILL) -> Callable[[], None] | None:
+def die_with_parent(
+    parent_pid: int | None = None, sig: int = signal.SIGKILL
+) -> Callable[[], None] | None:
     """A ``preexec_fn`` that makes the child get ``sig`` when its parent dies; None where that is not available.
 
     ``parent_pid`` is the process the child must not outlive: this one by default (tests give another

@@ -76,10 +76,19 @@ class ImportInfo:
     """Set when the file holds several runs."""
 
     def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"tool": self.tool, "source": self.source, "format": self.format, "first_line": self.first_line}
+        doc: dict[str, Any] = {
+            "tool": self.tool,
+            "source": self.source,
+            "format": self.format,
+            "first_line": self.first_line,
+        }
         put(doc, "tag", self.tag)
         if self.position is not None:
-            doc.update(run_index=self.position.index, run_count=self.position.count, separation=self.position.separation)
+            doc.update(
+                run_index=self.position.index,
+                run_count=self.position.count,
+                separation=self.position.separation,
+            )
         return doc
 
     @classmethod

@@ -25,7 +25,11 @@ def provenance_lines(run: BenchRun) -> list[str]:
     cmd = prov.command
     if cmd is not None:
         out.append(f"# command: {safe_excerpt(cmd.text, 200)}")
-        where = [f"{cmd.ranks} ranks" if cmd.ranks else None, f"{cmd.nodes} nodes" if cmd.nodes else None, f"{cmd.tasks_per_node} per node" if cmd.tasks_per_node else None]
+        where = [
+            f"{cmd.ranks} ranks" if cmd.ranks else None,
+            f"{cmd.nodes} nodes" if cmd.nodes else None,
+            f"{cmd.tasks_per_node} per node" if cmd.tasks_per_node else None,
+        ]
         env = [f"{k}={safe_excerpt(v, 60)}" for k, v in list(cmd.env.items())[:6]]
         bits = [b for b in where if b] + env
         if bits:
@@ -48,12 +52,18 @@ def provenance_lines(run: BenchRun) -> list[str]:
         ]
         out.append(f"{head}: " + ", ".join(f for f in facts if f))
     elif prov.nccl_version:
-        out.append(f"# NCCL {safe_excerpt(prov.nccl_version, 40)} (no NCCL INFO lines: run with NCCL_DEBUG=INFO to see the path)")
+        out.append(
+            f"# NCCL {safe_excerpt(prov.nccl_version, 40)} (no NCCL INFO lines: run with NCCL_DEBUG=INFO to see the path)"
+        )
     log: Any = getattr(run.meta, "nccl_tests", None) or getattr(run.meta, "perftest", None)
     if log is not None and getattr(log, "header", None):
         out.append(f"# header incomplete ({log.header}): columns told from the rows")
     if log is not None and getattr(log, "cycles", None):
-        out.append(f"# {log.cycles} cycles (-N): rows are the first cycle's; every cycle's spread is in cycle_stats (-o json)")
+        out.append(
+            f"# {log.cycles} cycles (-N): rows are the first cycle's; every cycle's spread is in cycle_stats (-o json)"
+        )
     if prov.skipped_lines:
-        out.append(f"# {prov.skipped_lines} line(s) around the table skipped (prompts, launcher output, other text)")
+        out.append(
+            f"# {prov.skipped_lines} line(s) around the table skipped (prompts, launcher output, other text)"
+        )
     return out

@@ -62,7 +62,9 @@ class LatencyStats:
     @classmethod
     def read(cls, f: Fields) -> LatencyStats:
         need = {k: f.number(k, 0.0, required=True) for k in ("min", "p50", "p99", "p999", "max")}
-        return cls(need["min"], need["p50"], need["p99"], need["p999"], need["max"], f.number("avg", 0.0))  # type: ignore[arg-type]
+        return cls(
+            need["min"], need["p50"], need["p99"], need["p999"], need["max"], f.number("avg", 0.0)
+        )  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,9 @@ class P2PResult:
             bw_peak_gbs=f.number("bw_peak_gbs", 0.0),
             msg_rate_mpps=f.number("msg_rate_mpps", 0.0),
             lat_us=None if lat is None else LatencyStats.read(lat),
-            cpu_s_per_gb={} if cpu is None else {side: cpu.number(side, 0.0) for side in cpu.doc if side in ("client", "server")},
+            cpu_s_per_gb={}
+            if cpu is None
+            else {side: cpu.number(side, 0.0) for side in cpu.doc if side in ("client", "server")},
             elapsed_s=f.number("elapsed_s", 0.0),
             lat_iters=f.integer("lat_iters"),
             lat_avg_us=f.number("lat_avg_us", 0.0),
@@ -229,7 +233,11 @@ class BenchRun:
         return self.provenance.imported is not None
 
     def to_data(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"kind": self.kind, **self.provenance.to_json(), **self.meta.to_json()}
+        data: dict[str, Any] = {
+            "kind": self.kind,
+            **self.provenance.to_json(),
+            **self.meta.to_json(),
+        }
         data["results"] = [r.to_json() for r in self.results]
         return data
 
@@ -245,7 +253,10 @@ class BenchRun:
 
 #: The result kinds: ``kind`` -> (its metadata class, its row class). A new kind (issue 14's fleet
 #: results) is one entry here, one ``read`` on its metadata class, and one view in ``ibdiag.bench.views``.
-KINDS: dict[str, tuple[Any, Any]] = {"p2p": (P2PMeta, P2PResult), "collective": (CollectiveMeta, CollectiveResult)}
+KINDS: dict[str, tuple[Any, Any]] = {
+    "p2p": (P2PMeta, P2PResult),
+    "collective": (CollectiveMeta, CollectiveResult),
+}
 
 _HINT = "give a file written by ibdiag bench ... --save"
 
@@ -256,7 +267,10 @@ def bench_run_from_json(doc: Mapping[str, Any], *, source: str = "bench JSON") -
     kind = doc.get("kind")
     rows = doc.get("results")
     if kind not in KINDS:
-        raise InputError(f"{source}: kind is {kind!r}, expected {' or '.join(repr(k) for k in KINDS)}", hint=_HINT)
+        raise InputError(
+            f"{source}: kind is {kind!r}, expected {' or '.join(repr(k) for k in KINDS)}",
+            hint=_HINT,
+        )
     if not isinstance(rows, list):
         raise InputError(f"{source}: no results list", hint=_HINT)
     meta_cls, row_cls = KINDS[kind]

@@ -26,7 +26,9 @@ def percentile_sorted(values: Sequence[float], p: float) -> float:
         raise ValueError("percentile of no samples")
     if not 0.0 <= p <= 100.0:
         raise ValueError(f"percentile {p} outside 0..100")
-    rank = max(1, math.ceil(round(p / 100.0 * n, 9)))  # round: 0.999 * 1000 is 999.0000000000001 in binary
+    rank = max(
+        1, math.ceil(round(p / 100.0 * n, 9))
+    )  # round: 0.999 * 1000 is 999.0000000000001 in binary
     return float(values[min(rank, n) - 1])
 
 

@@ -71,7 +71,9 @@ def import_pyverbs() -> SimpleNamespace:
             import pyverbs  # noqa: F401,F811
         except ImportError as second:
             detail = second if str(second) != str(first) else first
-            raise CannotRunError(f"pyverbs is not installed ({detail})", hint=PYVERBS_HINT) from None
+            raise CannotRunError(
+                f"pyverbs is not installed ({detail})", hint=PYVERBS_HINT
+            ) from None
     try:
         import pyverbs.addr as addr
         import pyverbs.cq as cq
@@ -85,8 +87,20 @@ def import_pyverbs() -> SimpleNamespace:
         enums = _import_enums()
     except ImportError as e:
         # e.g. bindings built for another Python version than the one running ibdiag
-        raise CannotRunError(f"pyverbs is installed but cannot be loaded: {e}", hint=PYVERBS_HINT) from None
-    _PV = SimpleNamespace(addr=addr, cq=cq, device=device, enums=enums, mr=mr, pd=pd, error=pyverbs_error, qp=qp, wr=wr)
+        raise CannotRunError(
+            f"pyverbs is installed but cannot be loaded: {e}", hint=PYVERBS_HINT
+        ) from None
+    _PV = SimpleNamespace(
+        addr=addr,
+        cq=cq,
+        device=device,
+        enums=enums,
+        mr=mr,
+        pd=pd,
+        error=pyverbs_error,
+        qp=qp,
+        wr=wr,
+    )
     return _PV
 
 
@@ -155,7 +169,9 @@ class PortState:
 
 def port_state_from_attr(attr: Any) -> PortState:
     """A pyverbs ``PortAttr`` -> :class:`PortState` (state names as sysfs prints them)."""
-    link = {2: "Ethernet"}.get(int(attr.link_layer), "InfiniBand")  # IBV_LINK_LAYER_ETHERNET = 2; 0/1 are IB
+    link = {2: "Ethernet"}.get(
+        int(attr.link_layer), "InfiniBand"
+    )  # IBV_LINK_LAYER_ETHERNET = 2; 0/1 are IB
     return PortState(
         state=PORT_STATES.get(int(attr.state), str(attr.state)),
         phys_state=PHYS_STATES.get(int(attr.phys_state)),
@@ -175,17 +191,30 @@ def build_qp_attr(plan: ConnectPlan) -> Any:
     attr = pv.qp.QPAttr(qp_state=e.IBV_QPS_INIT)
     attr.pkey_index = plan.pkey_index
     attr.port_num = plan.port_num
-    attr.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | (e.IBV_ACCESS_REMOTE_READ if plan.remote_read else 0)
+    attr.qp_access_flags = (
+        e.IBV_ACCESS_LOCAL_WRITE
+        | e.IBV_ACCESS_REMOTE_WRITE
+        | (e.IBV_ACCESS_REMOTE_READ if plan.remote_read else 0)
+    )
     attr.path_mtu = MTU_ENUM[plan.path_mtu_bytes]
     attr.dest_qp_num = plan.dest_qp_num
     attr.rq_psn = plan.rq_psn
     attr.max_dest_rd_atomic = plan.max_dest_rd_atomic
     attr.min_rnr_timer = plan.min_rnr_timer
     if plan.is_global:
-        gr = pv.addr.GlobalRoute(dgid=pv.addr.GID(plan.dgid), sgid_index=plan.sgid_index, hop_limit=plan.hop_limit, traffic_class=plan.traffic_class)
-        attr.ah_attr = pv.addr.AHAttr(gr=gr, is_global=1, port_num=plan.port_num, dlid=plan.dlid, sl=plan.sl)
+        gr = pv.addr.GlobalRoute(
+            dgid=pv.addr.GID(plan.dgid),
+            sgid_index=plan.sgid_index,
+            hop_limit=plan.hop_limit,
+            traffic_class=plan.traffic_class,
+        )
+        attr.ah_attr = pv.addr.AHAttr(
+            gr=gr, is_global=1, port_num=plan.port_num, dlid=plan.dlid, sl=plan.sl
+        )
     else:
-        attr.ah_attr = pv.addr.AHAttr(is_global=0, port_num=plan.port_num, dlid=plan.dlid, sl=plan.sl)
+        attr.ah_attr = pv.addr.AHAttr(
+            is_global=0, port_num=plan.port_num, dlid=plan.dlid, sl=plan.sl
+        )
     attr.timeout = plan.timeout
     attr.retry_cnt = plan.retry_cnt
     attr.rnr_retry = plan.rnr_retry
@@ -194,7 +223,15 @@ def build_qp_attr(plan: ConnectPlan) -> Any:
     return attr
 
 
-def build_qp_init_attr(pv: SimpleNamespace, cq: Any, tx_depth: int, *, rcq: Any = None, rx_depth: int = 1, max_inline: int = 0) -> Any:
+def build_qp_init_attr(
+    pv: SimpleNamespace,
+    cq: Any,
+    tx_depth: int,
+    *,
+    rcq: Any = None,
+    rx_depth: int = 1,
+    max_inline: int = 0,
+) -> Any:
     """``ibv_qp_init_attr`` of the RC QP: ``tx_depth`` send WRs, ``rx_depth`` receives (SEND), up to
     ``max_inline`` bytes inline, and ``sq_sig_all = 0``.
 
@@ -202,8 +239,16 @@ def build_qp_init_attr(pv: SimpleNamespace, cq: Any, tx_depth: int, *, rcq: Any 
     selective signalling of the bandwidth loop (perftest sets it to 0 too). Needs no device
     (``cq`` may be None in tests).
     """
-    cap = pv.qp.QPCap(max_send_wr=tx_depth, max_recv_wr=max(1, rx_depth), max_send_sge=1, max_recv_sge=1, max_inline_data=max_inline)
-    return pv.qp.QPInitAttr(qp_type=pv.enums.IBV_QPT_RC, scq=cq, rcq=cq if rcq is None else rcq, cap=cap, sq_sig_all=0)
+    cap = pv.qp.QPCap(
+        max_send_wr=tx_depth,
+        max_recv_wr=max(1, rx_depth),
+        max_send_sge=1,
+        max_recv_sge=1,
+        max_inline_data=max_inline,
+    )
+    return pv.qp.QPInitAttr(
+        qp_type=pv.enums.IBV_QPT_RC, scq=cq, rcq=cq if rcq is None else rcq, cap=cap, sq_sig_all=0
+    )
 
 
 def mr_access(pv: SimpleNamespace, *, relaxed: bool) -> int:
@@ -223,27 +268,64 @@ def port_max_msg_bytes(device: str, port: int) -> int:
     try:
         ctx = pv.device.Context(name=device)
     except errs as e:
-        raise CannotRunError(f"cannot open RDMA device {device}: {e}", hint="check the name with ibv_devices or ibdiag topo; opening needs access to /dev/infiniband/uverbs*") from None
+        raise CannotRunError(
+            f"cannot open RDMA device {device}: {e}",
+            hint="check the name with ibv_devices or ibdiag topo; opening needs access to /dev/infiniband/uverbs*",
+        ) from None
     try:
         return int(ctx.query_port(port).max_msg_sz)
     except errs as e:
-        raise CannotRunError(f"{device} has no port {port}: {e}", hint="pick the port with --ib-port (ibv_devinfo lists them)") from None
+        raise CannotRunError(
+            f"{device} has no port {port}: {e}",
+            hint="pick the port with --ib-port (ibv_devinfo lists them)",
+        ) from None
     finally:
         ctx.close()
 
 
-def build_write_wr(pv: SimpleNamespace, *, addr: int, length: int, lkey: int, remote_addr: int, rkey: int, signaled: bool) -> Any:
+def build_write_wr(
+    pv: SimpleNamespace,
+    *,
+    addr: int,
+    length: int,
+    lkey: int,
+    remote_addr: int,
+    rkey: int,
+    signaled: bool,
+) -> Any:
     """One RDMA WRITE work request (``IBV_WR_RDMA_WRITE``), signaled or not (selective signalling)."""
-    return build_send_wr(pv, "write", addr=addr, length=length, lkey=lkey, remote_addr=remote_addr, rkey=rkey, signaled=signaled)
+    return build_send_wr(
+        pv,
+        "write",
+        addr=addr,
+        length=length,
+        lkey=lkey,
+        remote_addr=remote_addr,
+        rkey=rkey,
+        signaled=signaled,
+    )
 
 
-def build_send_wr(pv: SimpleNamespace, verb: str, *, addr: int, length: int, lkey: int, remote_addr: int = 0, rkey: int = 0, signaled: bool, inline: bool = False) -> Any:
+def build_send_wr(
+    pv: SimpleNamespace,
+    verb: str,
+    *,
+    addr: int,
+    length: int,
+    lkey: int,
+    remote_addr: int = 0,
+    rkey: int = 0,
+    signaled: bool,
+    inline: bool = False,
+) -> Any:
     """One send-queue work request: ``write`` (``IBV_WR_RDMA_WRITE``), ``read`` (``IBV_WR_RDMA_READ``,
     into ``addr`` from the peer's ``remote_addr``) or ``send`` (``IBV_WR_SEND``); ``inline`` copies the
     data into the WR (``IBV_SEND_INLINE``, WRITE and SEND only)."""
     e = pv.enums
     opcode = {"write": e.IBV_WR_RDMA_WRITE, "read": e.IBV_WR_RDMA_READ, "send": e.IBV_WR_SEND}[verb]
-    flags = (e.IBV_SEND_SIGNALED if signaled else 0) | (e.IBV_SEND_INLINE if inline and verb != "read" else 0)
+    flags = (e.IBV_SEND_SIGNALED if signaled else 0) | (
+        e.IBV_SEND_INLINE if inline and verb != "read" else 0
+    )
     sge = pv.wr.SGE(addr, length, lkey)
     wr = pv.wr.SendWR(wr_id=0, opcode=opcode, num_sge=1, sg=[sge], send_flags=flags)
     if verb != "send":
@@ -271,7 +353,7 @@ class PostList:
 
 def link(wrs: list[Any] | tuple[Any, ...]) -> None:
     """``wrs[i].next_wr = wrs[i + 1]``: one post list (pyverbs ``SendWR``/``RecvWR``)."""
-    for a, b in zip(wrs, wrs[1:]):
+    for a, b in zip(wrs, wrs[1:], strict=False):
         a.next_wr = b
 
 
@@ -313,12 +395,18 @@ class RdmaEndpoint:
         try:
             self.ctx = pv.device.Context(name=device)
         except errs as e:
-            raise CannotRunError(f"cannot open RDMA device {device}: {e}", hint="check the name with ibv_devices or ibdiag topo; opening needs access to /dev/infiniband/uverbs*") from None
+            raise CannotRunError(
+                f"cannot open RDMA device {device}: {e}",
+                hint="check the name with ibv_devices or ibdiag topo; opening needs access to /dev/infiniband/uverbs*",
+            ) from None
         try:
             try:
                 self.port_state = port_state_from_attr(self.ctx.query_port(port))
             except errs as e:
-                raise CannotRunError(f"{device} has no port {port}: {e}", hint="pick the port with --ib-port (ibv_devinfo lists them)") from None
+                raise CannotRunError(
+                    f"{device} has no port {port}: {e}",
+                    hint="pick the port with --ib-port (ibv_devinfo lists them)",
+                ) from None
             from ibdiag.bench.p2p.rdma import ensure_port_active
 
             ensure_port_active(device, port, self.port_state.state, self.port_state.phys_state)
@@ -327,28 +415,68 @@ class RdmaEndpoint:
             self.max_rd_atomic = max(1, min(int(dev.max_qp_rd_atom), int(dev.max_qp_init_rd_atom)))
             self.pd = pv.pd.PD(self.ctx)
             self.cq = pv.cq.CQ(self.ctx, max(16, tx_depth * qps), None, None, 0)
-            self.rcq = pv.cq.CQ(self.ctx, max(16, rx_depth * qps), None, None, 0) if rx_depth else None
+            self.rcq = (
+                pv.cq.CQ(self.ctx, max(16, rx_depth * qps), None, None, 0) if rx_depth else None
+            )
             self.max_msg_bytes = int(self.ctx.query_port(port).max_msg_sz)
             self.max_inline = max_inline
             try:
-                self.qps.append(pv.qp.QP(self.pd, build_qp_init_attr(pv, self.cq, tx_depth, rcq=self.rcq, rx_depth=rx_depth, max_inline=max_inline)))
+                self.qps.append(
+                    pv.qp.QP(
+                        self.pd,
+                        build_qp_init_attr(
+                            pv,
+                            self.cq,
+                            tx_depth,
+                            rcq=self.rcq,
+                            rx_depth=rx_depth,
+                            max_inline=max_inline,
+                        ),
+                    )
+                )
             except errs:
                 if not (inline_optional and max_inline):
                     raise
-                self.max_inline = 0  # the automatic inline size is more than this device offers: post from the MR
-                self.qps.append(pv.qp.QP(self.pd, build_qp_init_attr(pv, self.cq, tx_depth, rcq=self.rcq, rx_depth=rx_depth)))
+                self.max_inline = (
+                    0  # the automatic inline size is more than this device offers: post from the MR
+                )
+                self.qps.append(
+                    pv.qp.QP(
+                        self.pd,
+                        build_qp_init_attr(pv, self.cq, tx_depth, rcq=self.rcq, rx_depth=rx_depth),
+                    )
+                )
             for _ in range(qps - 1):
-                self.qps.append(pv.qp.QP(self.pd, build_qp_init_attr(pv, self.cq, tx_depth, rcq=self.rcq, rx_depth=rx_depth, max_inline=self.max_inline)))
+                self.qps.append(
+                    pv.qp.QP(
+                        self.pd,
+                        build_qp_init_attr(
+                            pv,
+                            self.cq,
+                            tx_depth,
+                            rcq=self.rcq,
+                            rx_depth=rx_depth,
+                            max_inline=self.max_inline,
+                        ),
+                    )
+                )
             self.qp = self.qps[0]
             try:
-                self.mr = pv.mr.MR(self.pd, buffer.size, mr_access(pv, relaxed=True), address=buffer.address)
+                self.mr = pv.mr.MR(
+                    self.pd, buffer.size, mr_access(pv, relaxed=True), address=buffer.address
+                )
                 self.relaxed_ordering = hasattr(pv.enums, "IBV_ACCESS_RELAXED_ORDERING")
             except errs:
-                self.mr = pv.mr.MR(self.pd, buffer.size, mr_access(pv, relaxed=False), address=buffer.address)
+                self.mr = pv.mr.MR(
+                    self.pd, buffer.size, mr_access(pv, relaxed=False), address=buffer.address
+                )
                 self.relaxed_ordering = False
         except errs as err:
             self.close()
-            raise CannotRunError(f"cannot set up an RDMA queue pair on {device} port {port}: {err}", hint="check ulimit -l (locked memory), --inline and --qps against ibv_devinfo -v") from None
+            raise CannotRunError(
+                f"cannot set up an RDMA queue pair on {device} port {port}: {err}",
+                hint="check ulimit -l (locked memory), --inline and --qps against ibv_devinfo -v",
+            ) from None
         except BaseException:
             self.close()
             raise
@@ -390,16 +518,22 @@ class RdmaEndpoint:
                 ) from None
         self._remote = (remote.addr, remote.rkey, remote.length)
 
-    def prepare(self, verb: str, length: int, *, signaled: bool, lane: int = 0, inline: bool = False) -> PostList:
+    def prepare(
+        self, verb: str, length: int, *, signaled: bool, lane: int = 0, inline: bool = False
+    ) -> PostList:
         """A reusable work request on QP ``lane``: WRITE or SEND from the send half (to the start of the
         peer's buffer), or READ of the peer's send half into this side's receive half."""
         return self._post_list(verb, length, 1, signaled=signaled, lane=lane, inline=inline)
 
-    def prepare_chain(self, verb: str, length: int, count: int, *, lane: int = 0, inline: bool = False) -> PostList:
+    def prepare_chain(
+        self, verb: str, length: int, count: int, *, lane: int = 0, inline: bool = False
+    ) -> PostList:
         """``count`` such work requests linked into one post list, only the last one signalled."""
         return self._post_list(verb, length, count, signaled=True, lane=lane, inline=inline)
 
-    def _post_list(self, verb: str, length: int, count: int, *, signaled: bool, lane: int, inline: bool) -> PostList:
+    def _post_list(
+        self, verb: str, length: int, count: int, *, signaled: bool, lane: int, inline: bool
+    ) -> PostList:
         if self._remote is None:
             raise RuntimeError("connect() first")
         raddr, rkey, rlen = self._remote
@@ -407,7 +541,17 @@ class RdmaEndpoint:
         local, remote = (base, raddr + rlen) if verb == "read" else (base + self.send_offset, raddr)
         lkey = int(self.mr.lkey)
         wrs = [
-            build_send_wr(self._pv, verb, addr=local, length=length, lkey=lkey, remote_addr=remote, rkey=rkey, signaled=signaled and k == count - 1, inline=inline)
+            build_send_wr(
+                self._pv,
+                verb,
+                addr=local,
+                length=length,
+                lkey=lkey,
+                remote_addr=remote,
+                rkey=rkey,
+                signaled=signaled and k == count - 1,
+                inline=inline,
+            )
             for k in range(count)
         ]
         link(wrs)
@@ -419,7 +563,10 @@ class RdmaEndpoint:
         try:
             wr.qp.post_send(wr.head)
         except _errors(self._pv) as e:
-            raise CannotRunError(f"posting an RDMA work request on {self.device} failed: {e}", hint="the send queue overflowed or the QP is in error; rerun with --debug") from None
+            raise CannotRunError(
+                f"posting an RDMA work request on {self.device} failed: {e}",
+                hint="the send queue overflowed or the QP is in error; rerun with --debug",
+            ) from None
 
     def poster(self, wr: PostList) -> Callable[[], None]:
         """The bare ``ibv_post_send`` of ``wr`` as it is (ids unchanged), for the latency loops'
@@ -442,13 +589,18 @@ class RdmaEndpoint:
         try:
             chain.qp.post_recv(chain.head)
         except _errors(self._pv) as e:
-            raise CannotRunError(f"posting a receive on {self.device} failed: {e}", hint="the receive queue overflowed or the QP is in error") from None
+            raise CannotRunError(
+                f"posting a receive on {self.device} failed: {e}",
+                hint="the receive queue overflowed or the QP is in error",
+            ) from None
 
     def _poll(self, cq: Any, max_entries: int, what: str) -> list[Any]:
         try:
             n, wcs = cq.poll(max_entries)
         except _errors(self._pv) as e:
-            raise CannotRunError(f"polling the completion queue on {self.device} failed: {e}") from None
+            raise CannotRunError(
+                f"polling the completion queue on {self.device} failed: {e}"
+            ) from None
         if not n:
             return []
         ok = self._ok
@@ -474,7 +626,14 @@ class RdmaEndpoint:
 
     def close(self) -> None:
         """Destroy the QPs, MR, CQs, PD and close the device, in that order."""
-        for obj in (*self.qps, getattr(self, "mr", None), getattr(self, "rcq", None), getattr(self, "cq", None), getattr(self, "pd", None), getattr(self, "ctx", None)):
+        for obj in (
+            *self.qps,
+            getattr(self, "mr", None),
+            getattr(self, "rcq", None),
+            getattr(self, "cq", None),
+            getattr(self, "pd", None),
+            getattr(self, "ctx", None),
+        ):
             if obj is None:
                 continue
             try:
@@ -519,4 +678,6 @@ _WC_HINT = {
 
 
 def _wc_status_hint(status: int) -> str:
-    return _WC_HINT.get(status, "the peer went away or the path is broken; check both ports with ibdiag counters")
+    return _WC_HINT.get(
+        status, "the peer went away or the path is broken; check both ports with ibdiag counters"
+    )

@@ -34,7 +34,11 @@ def _p2p() -> View:
 def _collective() -> View:
     from ibdiag.bench.collective import render
 
-    return View(table=render.table_items, csv=lambda run: (render.CSV_HEADER, render.csv_rows(run)), prom=render.prom_metrics)
+    return View(
+        table=render.table_items,
+        csv=lambda run: (render.CSV_HEADER, render.csv_rows(run)),
+        prom=render.prom_metrics,
+    )
 
 
 #: ``kind`` -> its view (built on first use: the renderers import rich and the chart code).

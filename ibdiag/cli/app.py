@@ -8,14 +8,16 @@ from difflib import get_close_matches
 from typing import Annotated, Any
 
 import typer
-from typer import _click as click  # typer vendors click; this is the same click its exceptions come from (typer pinned in pyproject)
+from typer import (
+    _click as click,  # typer vendors click; this is the same click its exceptions come from (typer pinned in pyproject)
+)
 from typer._completion_classes import completion_init
 from typer.core import TyperGroup
 
 from ibdiag import __version__
-from ibdiag.errors import EXIT_STATUS_TABLE, ExitStatus
 from ibdiag.cli.env import current
 from ibdiag.cli.errors import write_error, write_to
+from ibdiag.errors import EXIT_STATUS_TABLE, ExitStatus
 
 #: Which module defines each command, per group, in the order ``--help`` lists them. A command's
 #: module is imported (and its typer signature turned into a click command) only when the command
@@ -86,10 +88,16 @@ class LazyGroup(TyperGroup):
         typer_app = TYPER_APPS[self.name or ""]
         for info in typer_app.registered_commands:
             if (info.name or get_command_name(info.callback.__name__)) == name:  # type: ignore[union-attr]
-                cmd = get_command_from_info(info, pretty_exceptions_short=typer_app.pretty_exceptions_short, rich_markup_mode=typer_app.rich_markup_mode)
+                cmd = get_command_from_info(
+                    info,
+                    pretty_exceptions_short=typer_app.pretty_exceptions_short,
+                    rich_markup_mode=typer_app.rich_markup_mode,
+                )
                 self.add_command(cmd, name)
                 return cmd
-        raise RuntimeError(f"{module} does not register the command {name!r} (ibdiag.cli.app.COMMANDS is wrong)")
+        raise RuntimeError(
+            f"{module} does not register the command {name!r} (ibdiag.cli.app.COMMANDS is wrong)"
+        )
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         names = self.list_commands(ctx)
@@ -113,12 +121,19 @@ class LazyGroup(TyperGroup):
         except click.exceptions.UsageError as e:
             matches = get_close_matches(args[0], self.list_commands(ctx)) if args else []
             if matches:
-                e.message = e.message.rstrip(".") + ". Did you mean " + ", ".join(repr(m) for m in matches) + "?"
+                e.message = (
+                    e.message.rstrip(".")
+                    + ". Did you mean "
+                    + ", ".join(repr(m) for m in matches)
+                    + "?"
+                )
             raise
 
 
 # "\b" keeps click from re-wrapping the table (click's no-rewrap paragraph marker).
-EXIT_STATUS_HELP = "Exit status:\n\n\b\n" + "\n".join(f"  {code:>3}  {text}" for code, text in EXIT_STATUS_TABLE)
+EXIT_STATUS_HELP = "Exit status:\n\n\b\n" + "\n".join(
+    f"  {code:>3}  {text}" for code, text in EXIT_STATUS_TABLE
+)
 
 
 class IbdiagGroup(LazyGroup):
@@ -129,15 +144,30 @@ class IbdiagGroup(LazyGroup):
     goes through the boundary, :func:`ibdiag.cli.main.main`, like the console script.
     """
 
-    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         if standalone_mode and complete_var is None and not extra:
             from ibdiag.cli.main import main
 
             raise SystemExit(int(main(args)))
         session = current()
         try:
-            rv = super().main(args=args, prog_name=prog_name or "ibdiag", complete_var=complete_var, standalone_mode=False, **extra)
-        except click.exceptions.NoArgsIsHelpError as e:  # `ibdiag` / `ibdiag bench` alone: show help, exit 2
+            rv = super().main(
+                args=args,
+                prog_name=prog_name or "ibdiag",
+                complete_var=complete_var,
+                standalone_mode=False,
+                **extra,
+            )
+        except (
+            click.exceptions.NoArgsIsHelpError
+        ) as e:  # `ibdiag` / `ibdiag bench` alone: show help, exit 2
             write_to(session.env.stdout, e.ctx.get_help() + "\n")
             rv = int(ExitStatus.USAGE)
         except click.exceptions.UsageError as e:
@@ -185,8 +215,15 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
-    debug: Annotated[bool, typer.Option("--debug", help="Show Python tracebacks for errors (any command).")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show Python tracebacks for errors (any command).")
+    ] = False,
 ) -> None:
     if debug:
         current().debug = True

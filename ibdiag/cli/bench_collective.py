@@ -15,25 +15,25 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
 from ibdiag.cli.app import bench_app
 from ibdiag.cli.common import (
-    check_output_path,
     ConfigOption,
-    console,
     DebugOption,
-    env,
-    emit,
     FormatOption,
-    handle_errors,
     OutputFormat,
+    StrictOption,
+    check_output_path,
+    console,
+    emit,
+    env,
+    handle_errors,
     print_error,
     read_config,
     run_meta,
-    StrictOption,
     table_width,
     write_atomically,
 )
@@ -59,10 +59,21 @@ class _ProgressBar:
 
     def __enter__(self) -> _ProgressBar:
         if env().stderr_isatty:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
 
             self.progress = Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console("stderr"), transient=True
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console("stderr"),
+                transient=True,
             )
             self.progress.start()
             # until rank 0 reports, the ranks are starting and meeting (minutes at thousands of ranks)
@@ -101,7 +112,15 @@ def _emit_run(run: Any, findings: Any, fmt: OutputFormat, save: Path | None, str
         return [*view.table(run), *findings_block(report, strict=strict, width=table_width())]
 
     prom = view.prom
-    status = emit(report, fmt, meta, strict=strict, table=table, csv=lambda: view.csv(run), prom=None if prom is None else lambda: prom(run))
+    status = emit(
+        report,
+        fmt,
+        meta,
+        strict=strict,
+        table=table,
+        csv=lambda: view.csv(run),
+        prom=None if prom is None else lambda: prom(run),
+    )
     if save_error is not None:
         raise save_error
     return status
@@ -126,7 +145,9 @@ def _die_from_watchdog(report_dir: str | None, rank: int) -> Any:
 
     def expire(message: str) -> None:
         hint = "check the named ranks' hosts; raise --timeout only if the sizes are huge"
-        if report_dir and not Path(report_dir, f"error.rank{rank}.json").exists():  # never over the diagnosis written before a teardown
+        if (
+            report_dir and not Path(report_dir, f"error.rank{rank}.json").exists()
+        ):  # never over the diagnosis written before a teardown
             from ibdiag.bench.collective.spawn import write_error
 
             try:
@@ -160,29 +181,98 @@ class _FailureReport:
         if isinstance(err, IbdiagError):
             print_error(err.message, err.hint)
         else:
-            print_error(f"rank {self.rank}: internal error: {type(err).__name__}: {err}", "rerun with --debug for the traceback and report it")
+            print_error(
+                f"rank {self.rank}: internal error: {type(err).__name__}: {err}",
+                "rerun with --debug for the traceback and report it",
+            )
         self.done = True
 
 
 @bench_app.command("collective")
 @handle_errors
 def collective_command(
-    op: Annotated[str, typer.Option("--op", metavar="OP", help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, sendrecv (ring).")] = "all_reduce",
-    backend: Annotated[Backend, typer.Option("--backend", case_sensitive=False, help="auto: NCCL with one GPU per local rank when CUDA is available, else gloo.")] = Backend.auto,
-    dtype: Annotated[str, typer.Option("--dtype", metavar="TYPE", help="float32, bfloat16 or float16 (nccl-tests -d float/bfloat16/half).")] = "float32",
+    op: Annotated[
+        str,
+        typer.Option(
+            "--op",
+            metavar="OP",
+            help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, sendrecv (ring).",
+        ),
+    ] = "all_reduce",
+    backend: Annotated[
+        Backend,
+        typer.Option(
+            "--backend",
+            case_sensitive=False,
+            help="auto: NCCL with one GPU per local rank when CUDA is available, else gloo.",
+        ),
+    ] = Backend.auto,
+    dtype: Annotated[
+        str,
+        typer.Option(
+            "--dtype",
+            metavar="TYPE",
+            help="float32, bfloat16 or float16 (nccl-tests -d float/bfloat16/half).",
+        ),
+    ] = "float32",
     sizes: Annotated[
         str,
-        typer.Option("--sizes", metavar="LIST|MIN:MAX", help="Message sizes like nccl-tests -b/-e: 4K,1M,64M or 1M:256M (x --factor). Per-rank buffer for all_reduce, total for all_gather/reduce_scatter/all_to_all."),
+        typer.Option(
+            "--sizes",
+            metavar="LIST|MIN:MAX",
+            help="Message sizes like nccl-tests -b/-e: 4K,1M,64M or 1M:256M (x --factor). Per-rank buffer for all_reduce, total for all_gather/reduce_scatter/all_to_all.",
+        ),
     ] = DEFAULT_SIZES,
-    factor: Annotated[float, typer.Option("--factor", metavar="F", help="Step between MIN and MAX (nccl-tests -f).")] = 2.0,
-    iters: Annotated[int, typer.Option("--iters", metavar="N", help="Timed calls per size (nccl-tests -n).")] = 20,
-    warmup: Annotated[int, typer.Option("--warmup", metavar="N", help="Untimed calls before each size (nccl-tests -w).")] = 5,
-    blocking: Annotated[bool, typer.Option("--blocking", help="Wait for each call and barrier after it (nccl-tests -z 1).")] = False,
-    no_check: Annotated[bool, typer.Option("--no-check", help="Skip result validation (nccl-tests -c 0): #wrong shows N/A.")] = False,
-    nproc: Annotated[Optional[int], typer.Option("--nproc", metavar="N", help="Start N local ranks here (one node); without it, run under torchrun, srun or mpirun.")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", metavar="S", help="Longest wait on any rank, seconds: a dead or stuck rank ends the run with exit 3 naming it.")] = DEFAULT_TIMEOUT_S,
+    factor: Annotated[
+        float,
+        typer.Option("--factor", metavar="F", help="Step between MIN and MAX (nccl-tests -f)."),
+    ] = 2.0,
+    iters: Annotated[
+        int, typer.Option("--iters", metavar="N", help="Timed calls per size (nccl-tests -n).")
+    ] = 20,
+    warmup: Annotated[
+        int,
+        typer.Option(
+            "--warmup", metavar="N", help="Untimed calls before each size (nccl-tests -w)."
+        ),
+    ] = 5,
+    blocking: Annotated[
+        bool,
+        typer.Option(
+            "--blocking", help="Wait for each call and barrier after it (nccl-tests -z 1)."
+        ),
+    ] = False,
+    no_check: Annotated[
+        bool,
+        typer.Option(
+            "--no-check", help="Skip result validation (nccl-tests -c 0): #wrong shows N/A."
+        ),
+    ] = False,
+    nproc: Annotated[
+        int | None,
+        typer.Option(
+            "--nproc",
+            metavar="N",
+            help="Start N local ranks here (one node); without it, run under torchrun, srun or mpirun.",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            metavar="S",
+            help="Longest wait on any rank, seconds: a dead or stuck rank ends the run with exit 3 naming it.",
+        ),
+    ] = DEFAULT_TIMEOUT_S,
     fmt: FormatOption = OutputFormat.table,
-    save: Annotated[Optional[Path], typer.Option("--save", metavar="FILE", help="Also write the JSON result (ibdiag.bench/1) to FILE, atomically (for ibdiag verdict --bench).")] = None,
+    save: Annotated[
+        Path | None,
+        typer.Option(
+            "--save",
+            metavar="FILE",
+            help="Also write the JSON result (ibdiag.bench/1) to FILE, atomically (for ibdiag verdict --bench).",
+        ),
+    ] = None,
     config: ConfigOption = None,
     strict: StrictOption = False,
     debug: DebugOption = False,
@@ -208,7 +298,10 @@ def collective_command(
     launch = detect_launch(env().environ)
     if report_dir:
         if launch is None:
-            raise UsageError(f"{REPORT_DIR_ENV} is set but no rank environment", hint=f"{REPORT_DIR_ENV} is for ranks started by --nproc; unset it")
+            raise UsageError(
+                f"{REPORT_DIR_ENV} is set but no rank environment",
+                hint=f"{REPORT_DIR_ENV} is for ranks started by --nproc; unset it",
+            )
         return _supervised_rank(launch, report_dir)
     # The spec checks its own fields (ibdiag/bench/collective/spec.py), naming the flag.
     spec = RunSpec(
@@ -223,7 +316,10 @@ def collective_command(
         timeout_s=timeout,
     )
     if nproc is not None and not 1 <= nproc <= 4096:
-        raise UsageError(f"--nproc {nproc} is out of range", hint="start 1 to 4096 local ranks (one per GPU for NCCL)")
+        raise UsageError(
+            f"--nproc {nproc} is out of range",
+            hint="start 1 to 4096 local ranks (one per GPU for NCCL)",
+        )
     cfg = read_config(config).section("collective", CollectiveConfig)
     check_output_path(save, "--save")
     if nproc is not None:
@@ -238,7 +334,9 @@ def collective_command(
 
         child_env = {**env().environ, JOB_ENV: RankJob(spec, cfg).to_env()}
         with _ProgressBar() as bar:
-            doc = spawn.run_local(nproc, ["bench", "collective"], timeout_s=timeout, on_progress=bar, env=child_env)
+            doc = spawn.run_local(
+                nproc, ["bench", "collective"], timeout_s=timeout, on_progress=bar, env=child_env
+            )
         run = bench_run_from_json(doc["run"], source="rank 0's result")
         findings = [Finding.from_json(f) for f in doc.get("findings", [])]
         return _emit_run(run, findings, fmt, save, strict)
@@ -306,7 +404,9 @@ def _supervised_rank(launch: Any, report_dir: str) -> int:
             )
         if measurement is not None:
             run, findings = to_bench_run(measurement, job.config)
-            spawn.write_result(report_dir, {"run": run.to_data(), "findings": [f.to_json() for f in findings]})
+            spawn.write_result(
+                report_dir, {"run": run.to_data(), "findings": [f.to_json() for f in findings]}
+            )
     except BaseException as e:
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
@@ -320,11 +420,37 @@ def _supervised_rank(launch: Any, report_dir: str) -> int:
 @bench_app.command("import")
 @handle_errors
 def import_command(
-    file: Annotated[str, typer.Argument(metavar="FILE", help="nccl-tests or perftest output (text, JSON, .gz), or - for stdin.")],
-    run_index: Annotated[Optional[int], typer.Option("--run", metavar="N", help="The file holds several runs: import run N (1-based); they are never averaged.")] = None,
-    op: Annotated[Optional[str], typer.Option("--op", metavar="OP", help="The collective, when an old nccl-tests log does not say (all_gather and alltoall look alike).")] = None,
+    file: Annotated[
+        str,
+        typer.Argument(
+            metavar="FILE", help="nccl-tests or perftest output (text, JSON, .gz), or - for stdin."
+        ),
+    ],
+    run_index: Annotated[
+        int | None,
+        typer.Option(
+            "--run",
+            metavar="N",
+            help="The file holds several runs: import run N (1-based); they are never averaged.",
+        ),
+    ] = None,
+    op: Annotated[
+        str | None,
+        typer.Option(
+            "--op",
+            metavar="OP",
+            help="The collective, when an old nccl-tests log does not say (all_gather and alltoall look alike).",
+        ),
+    ] = None,
     fmt: FormatOption = OutputFormat.table,
-    save: Annotated[Optional[Path], typer.Option("--save", metavar="FILE", help="Also write the JSON result (ibdiag.bench/1) to FILE, atomically.")] = None,
+    save: Annotated[
+        Path | None,
+        typer.Option(
+            "--save",
+            metavar="FILE",
+            help="Also write the JSON result (ibdiag.bench/1) to FILE, atomically.",
+        ),
+    ] = None,
     config: ConfigOption = None,
     strict: StrictOption = False,
     debug: DebugOption = False,

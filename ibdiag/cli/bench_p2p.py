@@ -9,32 +9,34 @@ from __future__ import annotations
 import time
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
 from ibdiag.cli.app import bench_app
 from ibdiag.cli.common import (
+    ConfigOption,
+    DebugOption,
+    FormatOption,
+    OutputFormat,
+    StrictOption,
     atomic_output,
     check_output_path,
-    ConfigOption,
     console,
-    DebugOption,
     emit,
     env,
-    FormatOption,
     handle_errors,
-    OutputFormat,
     print_warning,
     read_config,
     run_meta,
-    StrictOption,
     table_width,
     write_atomically,
 )
 from ibdiag.errors import UsageError
 
-DEFAULT_PORT = 18516  # ibdiag.bench.p2p.protocol.DEFAULT_PORT (kept literal so --help imports nothing)
+DEFAULT_PORT = (
+    18516  # ibdiag.bench.p2p.protocol.DEFAULT_PORT (kept literal so --help imports nothing)
+)
 DEFAULT_TIMEOUT_S = 10.0
 
 
@@ -67,24 +69,59 @@ class Verb(str, Enum):
     send = "send"
 
 
-PortOption = Annotated[int, typer.Option("--port", "-p", metavar="N", help="Control port (TCP). The server's 0 picks a free one and logs it.")]
+PortOption = Annotated[
+    int,
+    typer.Option(
+        "--port",
+        "-p",
+        metavar="N",
+        help="Control port (TCP). The server's 0 picks a free one and logs it.",
+    ),
+]
 TimeoutOption = Annotated[
     float,
-    typer.Option("--timeout", metavar="S", help="Longest wait on the peer, seconds; a dead peer ends the run with exit 3 after this."),
+    typer.Option(
+        "--timeout",
+        metavar="S",
+        help="Longest wait on the peer, seconds; a dead peer ends the run with exit 3 after this.",
+    ),
 ]
 TokenFileOption = Annotated[
-    Optional[Path],
-    typer.Option("--token-file", metavar="FILE", help="Shared secret (same file on both hosts; default: $IBDIAG_TOKEN). Never sent on the wire."),
+    Path | None,
+    typer.Option(
+        "--token-file",
+        metavar="FILE",
+        help="Shared secret (same file on both hosts; default: $IBDIAG_TOKEN). Never sent on the wire.",
+    ),
 ]
-DeviceOption = Annotated[Optional[str], typer.Option("--device", "-d", metavar="DEV", help="RDMA device, e.g. mlx5_0 (default: the first with an active port).")]
-IbPortOption = Annotated[int, typer.Option("--ib-port", "-i", metavar="N", help="Port of the RDMA device (perftest -i).")]
+DeviceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--device",
+        "-d",
+        metavar="DEV",
+        help="RDMA device, e.g. mlx5_0 (default: the first with an active port).",
+    ),
+]
+IbPortOption = Annotated[
+    int, typer.Option("--ib-port", "-i", metavar="N", help="Port of the RDMA device (perftest -i).")
+]
 GidIndexOption = Annotated[
-    Optional[int],
-    typer.Option("--gid-index", "-x", metavar="N", help="GID table index (perftest -x); default: RoCE v2 IPv4-mapped GID like perftest, none on InfiniBand."),
+    int | None,
+    typer.Option(
+        "--gid-index",
+        "-x",
+        metavar="N",
+        help="GID table index (perftest -x); default: RoCE v2 IPv4-mapped GID like perftest, none on InfiniBand.",
+    ),
 ]
 SocketBufferOption = Annotated[
-    Optional[str],
-    typer.Option("--socket-buffer", metavar="SIZE", help="TCP: fixed SO_SNDBUF/SO_RCVBUF (iperf3 -w). Default: kernel autotuning."),
+    str | None,
+    typer.Option(
+        "--socket-buffer",
+        metavar="SIZE",
+        help="TCP: fixed SO_SNDBUF/SO_RCVBUF (iperf3 -w). Default: kernel autotuning.",
+    ),
 ]
 
 
@@ -103,7 +140,9 @@ def _token(token_file: Path | None) -> bytes | None:
     try:
         mode = token_file.stat().st_mode
         if mode & 0o077:
-            print_warning(f"token file {token_file} can be read by other users (mode {mode & 0o777:o}); chmod 600 {token_file}")
+            print_warning(
+                f"token file {token_file} can be read by other users (mode {mode & 0o777:o}); chmod 600 {token_file}"
+            )
     except OSError:
         pass
     return token
@@ -126,16 +165,36 @@ def _size(text: str | None, what: str) -> int | None:
 @bench_app.command("serve")
 @handle_errors
 def serve_command(
-    bind: Annotated[Optional[str], typer.Option("--bind", metavar="ADDR", help="Address to listen on (default: all interfaces).")] = None,
+    bind: Annotated[
+        str | None,
+        typer.Option(
+            "--bind", metavar="ADDR", help="Address to listen on (default: all interfaces)."
+        ),
+    ] = None,
     port: PortOption = DEFAULT_PORT,
-    transport: Annotated[ServeTransport, typer.Option("--transport", "-t", case_sensitive=False, help="Which transports clients may use.")] = ServeTransport.any,
+    transport: Annotated[
+        ServeTransport,
+        typer.Option(
+            "--transport", "-t", case_sensitive=False, help="Which transports clients may use."
+        ),
+    ] = ServeTransport.any,
     device: DeviceOption = None,
     ib_port: IbPortOption = 1,
     gid_index: GidIndexOption = None,
     token_file: TokenFileOption = None,
-    max_size: Annotated[str, typer.Option("--max-size", metavar="SIZE", help="Largest buffer a client may ask for (per buffer).")] = "1GiB",
+    max_size: Annotated[
+        str,
+        typer.Option(
+            "--max-size", metavar="SIZE", help="Largest buffer a client may ask for (per buffer)."
+        ),
+    ] = "1GiB",
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
-    once: Annotated[bool, typer.Option("--once", help="Exit after one client's run (exit 0 if it completed, 3 if it failed).")] = False,
+    once: Annotated[
+        bool,
+        typer.Option(
+            "--once", help="Exit after one client's run (exit 0 if it completed, 3 if it failed)."
+        ),
+    ] = False,
     socket_buffer: SocketBufferOption = None,
     debug: DebugOption = False,
 ) -> int:
@@ -150,7 +209,10 @@ def serve_command(
 
     transports = TRANSPORTS if transport is ServeTransport.any else (transport.value,)
     if transport is ServeTransport.tcp and (device or gid_index is not None):
-        raise UsageError("--device and --gid-index apply to RDMA", hint="drop them, or use --transport rdma or any")
+        raise UsageError(
+            "--device and --gid-index apply to RDMA",
+            hint="drop them, or use --transport rdma or any",
+        )
     check_rdma_port(ib_port, gid_index)
     max_bytes = _size(max_size, "--max-size")
     assert max_bytes is not None
@@ -170,7 +232,9 @@ def serve_command(
     )
     rdma_line = None
     if transport is ServeTransport.rdma:
-        rdma_line = preflight_rdma(opts)  # pyverbs, device, port, GID: fail now, not at the first client
+        rdma_line = preflight_rdma(
+            opts
+        )  # pyverbs, device, port, GID: fail now, not at the first client
     with Server(opts, _log_line) as server:
         host, real_port = server.address or ("?", port)
         shown = f"[{host}]" if ":" in host else host
@@ -180,8 +244,13 @@ def serve_command(
         if rdma_line:
             _log_line(f"RDMA: {rdma_line}")
         if opts.token is None:
-            _log_line("no token: accepting clients on this host (loopback) only; give --token-file or IBDIAG_TOKEN to serve other hosts")
-        _log_line("serving one client at a time" + ("; exiting after one run" if once else "; Ctrl-C stops"))
+            _log_line(
+                "no token: accepting clients on this host (loopback) only; give --token-file or IBDIAG_TOKEN to serve other hosts"
+            )
+        _log_line(
+            "serving one client at a time"
+            + ("; exiting after one run" if once else "; Ctrl-C stops")
+        )
         return server.serve()
 
 
@@ -193,14 +262,64 @@ def serve_command(
 def p2p_command(
     host: Annotated[str, typer.Argument(metavar="HOST", help="Host running 'ibdiag bench serve'.")],
     port: PortOption = DEFAULT_PORT,
-    transport: Annotated[Transport, typer.Option("--transport", "-t", case_sensitive=False, help="rdma: RDMA over pyverbs (ib_write_bw/ib_write_lat, --verb); tcp: sockets (iperf3/qperf).")] = Transport.tcp,
-    sizes: Annotated[str, typer.Option("--sizes", "-s", metavar="LIST|MIN:MAX", help="Message sizes: 4K,64K,1M,25MiB or a doubling range 4K:64M.")] = "4K:64M",
-    mode: Annotated[Mode, typer.Option("--mode", "-m", case_sensitive=False, help="bw (bandwidth), lat (ping-pong latency) or both.")] = Mode.bw,
-    iters: Annotated[Optional[int], typer.Option("--iters", "-n", metavar="N", help="Iterations per size (instead of --duration).")] = None,
-    duration: Annotated[Optional[float], typer.Option("--duration", "-D", metavar="S", help="Seconds per size and mode [default: 1].")] = None,
-    warmup: Annotated[Optional[int], typer.Option("--warmup", "-w", metavar="N", help="Warm-up iterations per size [default: enough for ~32 MiB (bw) / 8 MiB (lat)].")] = None,
-    streams: Annotated[int, typer.Option("--streams", "-P", metavar="N", help="Parallel TCP connections (iperf3 -P).")] = 1,
-    bidir: Annotated[bool, typer.Option("--bidir", help="Both directions at once (perftest -b); bandwidth is the sum.")] = False,
+    transport: Annotated[
+        Transport,
+        typer.Option(
+            "--transport",
+            "-t",
+            case_sensitive=False,
+            help="rdma: RDMA over pyverbs (ib_write_bw/ib_write_lat, --verb); tcp: sockets (iperf3/qperf).",
+        ),
+    ] = Transport.tcp,
+    sizes: Annotated[
+        str,
+        typer.Option(
+            "--sizes",
+            "-s",
+            metavar="LIST|MIN:MAX",
+            help="Message sizes: 4K,64K,1M,25MiB or a doubling range 4K:64M.",
+        ),
+    ] = "4K:64M",
+    mode: Annotated[
+        Mode,
+        typer.Option(
+            "--mode",
+            "-m",
+            case_sensitive=False,
+            help="bw (bandwidth), lat (ping-pong latency) or both.",
+        ),
+    ] = Mode.bw,
+    iters: Annotated[
+        int | None,
+        typer.Option(
+            "--iters", "-n", metavar="N", help="Iterations per size (instead of --duration)."
+        ),
+    ] = None,
+    duration: Annotated[
+        float | None,
+        typer.Option(
+            "--duration", "-D", metavar="S", help="Seconds per size and mode [default: 1]."
+        ),
+    ] = None,
+    warmup: Annotated[
+        int | None,
+        typer.Option(
+            "--warmup",
+            "-w",
+            metavar="N",
+            help="Warm-up iterations per size [default: enough for ~32 MiB (bw) / 8 MiB (lat)].",
+        ),
+    ] = None,
+    streams: Annotated[
+        int,
+        typer.Option("--streams", "-P", metavar="N", help="Parallel TCP connections (iperf3 -P)."),
+    ] = 1,
+    bidir: Annotated[
+        bool,
+        typer.Option(
+            "--bidir", help="Both directions at once (perftest -b); bandwidth is the sum."
+        ),
+    ] = False,
     engine: Annotated[
         Engine,
         typer.Option(
@@ -209,21 +328,82 @@ def p2p_command(
             help="RDMA: who measures: ibdiag (its own loops, needs pyverbs), perftest (ib_*_bw/ib_*_lat on both ends, started by bench serve), or auto: ibdiag where pyverbs is installed, else perftest where it is.",
         ),
     ] = Engine.auto,
-    verb: Annotated[Verb, typer.Option("--verb", case_sensitive=False, help="RDMA: write, read or send (ib_write_*, ib_read_*, ib_send_*).")] = Verb.write,
-    qps: Annotated[int, typer.Option("--qps", "-q", metavar="N", help="RDMA: queue pairs (perftest -q); bandwidth is their sum.")] = 1,
-    inline: Annotated[Optional[int], typer.Option("--inline", "-I", metavar="BYTES", help="RDMA: post messages up to BYTES inline (perftest -I); 0 never [default: latency WRITE/SEND up to 220 B where the device allows].")] = None,
-    tclass: Annotated[int, typer.Option("--tclass", metavar="N", help="RDMA: GRH traffic class (perftest --tclass; RoCE v2: DSCP << 2 | ECN).")] = 0,
-    sl: Annotated[int, typer.Option("--sl", metavar="N", help="RDMA: service level (perftest --sl; InfiniBand).")] = 0,
+    verb: Annotated[
+        Verb,
+        typer.Option(
+            "--verb",
+            case_sensitive=False,
+            help="RDMA: write, read or send (ib_write_*, ib_read_*, ib_send_*).",
+        ),
+    ] = Verb.write,
+    qps: Annotated[
+        int,
+        typer.Option(
+            "--qps",
+            "-q",
+            metavar="N",
+            help="RDMA: queue pairs (perftest -q); bandwidth is their sum.",
+        ),
+    ] = 1,
+    inline: Annotated[
+        int | None,
+        typer.Option(
+            "--inline",
+            "-I",
+            metavar="BYTES",
+            help="RDMA: post messages up to BYTES inline (perftest -I); 0 never [default: latency WRITE/SEND up to 220 B where the device allows].",
+        ),
+    ] = None,
+    tclass: Annotated[
+        int,
+        typer.Option(
+            "--tclass",
+            metavar="N",
+            help="RDMA: GRH traffic class (perftest --tclass; RoCE v2: DSCP << 2 | ECN).",
+        ),
+    ] = 0,
+    sl: Annotated[
+        int,
+        typer.Option("--sl", metavar="N", help="RDMA: service level (perftest --sl; InfiniBand)."),
+    ] = 0,
     device: DeviceOption = None,
     ib_port: IbPortOption = 1,
     gid_index: GidIndexOption = None,
-    tx_depth: Annotated[int, typer.Option("--tx-depth", metavar="N", help="RDMA: WRITEs in flight (perftest -t); a completion is requested every N/2.")] = 128,
+    tx_depth: Annotated[
+        int,
+        typer.Option(
+            "--tx-depth",
+            metavar="N",
+            help="RDMA: WRITEs in flight (perftest -t); a completion is requested every N/2.",
+        ),
+    ] = 128,
     token_file: TokenFileOption = None,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
-    line_rate_gbps: Annotated[Optional[float], typer.Option("--line-rate-gbps", metavar="GBPS", help="Judge bandwidth against this rate (Gb/s) instead of the port's/interface's.")] = None,
+    line_rate_gbps: Annotated[
+        float | None,
+        typer.Option(
+            "--line-rate-gbps",
+            metavar="GBPS",
+            help="Judge bandwidth against this rate (Gb/s) instead of the port's/interface's.",
+        ),
+    ] = None,
     socket_buffer: SocketBufferOption = None,
-    save: Annotated[Optional[Path], typer.Option("--save", metavar="FILE", help="Also write the JSON result (ibdiag.bench/1) to FILE, atomically.")] = None,
-    png: Annotated[Optional[Path], typer.Option("--png", metavar="FILE", help="Write a bandwidth-by-size chart as PNG (needs matplotlib).")] = None,
+    save: Annotated[
+        Path | None,
+        typer.Option(
+            "--save",
+            metavar="FILE",
+            help="Also write the JSON result (ibdiag.bench/1) to FILE, atomically.",
+        ),
+    ] = None,
+    png: Annotated[
+        Path | None,
+        typer.Option(
+            "--png",
+            metavar="FILE",
+            help="Write a bandwidth-by-size chart as PNG (needs matplotlib).",
+        ),
+    ] = None,
     fmt: FormatOption = OutputFormat.table,
     config: ConfigOption = None,
     strict: StrictOption = False,
@@ -245,20 +425,35 @@ def p2p_command(
 
     # Everything that can be refused is refused before a single byte is measured.
     if fmt is OutputFormat.prom:
-        raise UsageError("ibdiag bench p2p cannot write prom", hint="use -o json or --save for machines (ibdiag counters -o prom exports node metrics)")
+        raise UsageError(
+            "ibdiag bench p2p cannot write prom",
+            hint="use -o json or --save for machines (ibdiag counters -o prom exports node metrics)",
+        )
     size_list = parse_size_spec(sizes, what="--sizes")
     if line_rate_gbps is not None and not 0 < line_rate_gbps < 1e6:
-        raise UsageError(f"--line-rate-gbps {line_rate_gbps:g} must be a positive rate below 1e6 Gb/s", hint="e.g. 400 for an NDR port, 100 for 100GbE")
+        raise UsageError(
+            f"--line-rate-gbps {line_rate_gbps:g} must be a positive rate below 1e6 Gb/s",
+            hint="e.g. 400 for an NDR port, 100 for 100GbE",
+        )
     if transport is Transport.tcp and (device is not None or gid_index is not None):
-        raise UsageError("--device and --gid-index apply to --transport rdma", hint="drop them, or add --transport rdma")
+        raise UsageError(
+            "--device and --gid-index apply to --transport rdma",
+            hint="drop them, or add --transport rdma",
+        )
     if transport is Transport.rdma and socket_buffer is not None:
         raise UsageError("--socket-buffer applies to --transport tcp", hint="drop it")
     check_output_path(save, "--save")
     check_output_path(png, "--png")
     if png is not None and not render.png_available():
-        raise UsageError("--png needs matplotlib, which is not installed", hint="pip install 'ibdiag[chart]' (or matplotlib), or use the terminal chart of -o table")
+        raise UsageError(
+            "--png needs matplotlib, which is not installed",
+            hint="pip install 'ibdiag[chart]' (or matplotlib), or use the terminal chart of -o table",
+        )
     if transport is Transport.tcp and engine is Engine.perftest:
-        raise UsageError("--engine perftest applies to --transport rdma", hint="add --transport rdma (perftest measures RDMA), or drop --engine")
+        raise UsageError(
+            "--engine perftest applies to --transport rdma",
+            hint="add --transport rdma (perftest measures RDMA), or drop --engine",
+        )
     path = env().environ.get("PATH")
     cfg = read_config(config).section("p2p", P2PConfig)
     # The request and where it goes check their own fields, naming the flag (ibdiag/bench/p2p/params.py).
@@ -303,11 +498,19 @@ def p2p_command(
     else:
         run = run_p2p(req, opts)
 
-    rate = judged_line_rate(run.local_rate, run.remote_rate, flag_gbps=line_rate_gbps, config_gbps=cfg.line_rate_gbps)
+    rate = judged_line_rate(
+        run.local_rate, run.remote_rate, flag_gbps=line_rate_gbps, config_gbps=cfg.line_rate_gbps
+    )
     bench = run.to_bench_run(rate)
     subject = f"{transport.value} {run.peer}"
     findings = bandwidth_findings(
-        run.results, transport=transport.value, subject=subject, line_rate_gbps=rate.gbps, line_rate_source=rate.source, bidir=bidir, cfg=cfg
+        run.results,
+        transport=transport.value,
+        subject=subject,
+        line_rate_gbps=rate.gbps,
+        line_rate_source=rate.source,
+        bidir=bidir,
+        cfg=cfg,
     )
     report = Report("bench", bench.to_data(), tuple(findings))
     meta = run_meta()
@@ -337,7 +540,14 @@ class _progress_bar:
     def __enter__(self) -> Any:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self._p = Progress(TextColumn("{task.description:>14}"), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(), console=console("stderr"), transient=True)
+        self._p = Progress(
+            TextColumn("{task.description:>14}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+            console=console("stderr"),
+            transient=True,
+        )
         self._p.start()
         self._task = None
 

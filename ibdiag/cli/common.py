@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -23,7 +23,11 @@ from ibdiag.cli.env import Environment, current
 from ibdiag.cli.errors import _silence, error_text, write_error, write_to, write_warning
 from ibdiag.cli.main import command_starts
 from ibdiag.errors import ExitStatus, IbdiagError, UsageError
-from ibdiag.outfile import atomic_output, check_output_path, write_atomically  # noqa: F401 - the commands' one output writer
+from ibdiag.outfile import (  # noqa: F401 - the commands' one output writer
+    atomic_output,
+    check_output_path,
+    write_atomically,
+)
 from ibdiag.report.model import Report, RunMeta
 
 
@@ -46,16 +50,29 @@ RootOption = Annotated[
 ]
 FormatOption = Annotated[
     OutputFormat,
-    typer.Option("--format", "-o", case_sensitive=False, help="table for people; json, csv, prom, junit for machines; line: one ASCII line (drain reason, NHC, NPD)."),
+    typer.Option(
+        "--format",
+        "-o",
+        case_sensitive=False,
+        help="table for people; json, csv, prom, junit for machines; line: one ASCII line (drain reason, NHC, NPD).",
+    ),
 ]
 ConfigOption = Annotated[
-    Optional[Path],
-    typer.Option("--config", metavar="FILE", help="TOML thresholds and expectations (default: $IBDIAG_CONFIG, else built-in)."),
+    Path | None,
+    typer.Option(
+        "--config",
+        metavar="FILE",
+        help="TOML thresholds and expectations (default: $IBDIAG_CONFIG, else built-in).",
+    ),
 ]
 StrictOption = Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")]
 ExpectRateOption = Annotated[
-    Optional[float],
-    typer.Option("--expect-rate", metavar="GBPS", help="Rate every RDMA port must reach, Gb/s (overrides [ports] expected_rate_gbps; default: the node's fastest port)."),
+    float | None,
+    typer.Option(
+        "--expect-rate",
+        metavar="GBPS",
+        help="Rate every RDMA port must reach, Gb/s (overrides [ports] expected_rate_gbps; default: the node's fastest port).",
+    ),
 ]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks for errors.")]
 
@@ -67,11 +84,19 @@ class ExitCodes(str, Enum):
 
 ExitCodesOption = Annotated[
     ExitCodes,
-    typer.Option("--exit-codes", case_sensitive=False, help="nagios: 0 OK, 1 WARNING (warnings only), 2 CRITICAL (a failing finding), 3 UNKNOWN (could not run)."),
+    typer.Option(
+        "--exit-codes",
+        case_sensitive=False,
+        help="nagios: 0 OK, 1 WARNING (warnings only), 2 CRITICAL (a failing finding), 3 UNKNOWN (could not run).",
+    ),
 ]
 TextfileOption = Annotated[
-    Optional[Path],
-    typer.Option("--textfile", metavar="FILE.prom", help="Also write the metrics (-o prom) to FILE atomically, for node_exporter's textfile collector; a run that cannot judge writes ibdiag_up 0."),
+    Path | None,
+    typer.Option(
+        "--textfile",
+        metavar="FILE.prom",
+        help="Also write the metrics (-o prom) to FILE atomically, for node_exporter's textfile collector; a run that cannot judge writes ibdiag_up 0.",
+    ),
 ]
 
 
@@ -124,7 +149,12 @@ def _with_boundary_options(fn: Callable[..., Any], wrapper: Callable[..., Any]) 
     sig = inspect.signature(fn, eval_str=True)
     if "exit_codes" in sig.parameters:
         return
-    extra = inspect.Parameter("exit_codes", inspect.Parameter.KEYWORD_ONLY, default=ExitCodes.ibdiag, annotation=ExitCodesOption)
+    extra = inspect.Parameter(
+        "exit_codes",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=ExitCodes.ibdiag,
+        annotation=ExitCodesOption,
+    )
     wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), extra])  # type: ignore[attr-defined]
     wrapper.__annotations__ = {**getattr(fn, "__annotations__", {}), "exit_codes": ExitCodesOption}
 
@@ -162,7 +192,9 @@ def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
                 traceback.print_exc(file=env().stderr)
             raise typer.Exit(write_error(session, e.message, e.hint, e.exit_status)) from None
         except KeyboardInterrupt:
-            raise typer.Exit(write_error(session, "interrupted", None, ExitStatus.INTERRUPTED)) from None
+            raise typer.Exit(
+                write_error(session, "interrupted", None, ExitStatus.INTERRUPTED)
+            ) from None
         except BrokenPipeError:
             # `ibdiag ... | head`: the reader went away; nothing more to say to it.
             silence_stdout()
@@ -170,7 +202,12 @@ def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
         except Exception as e:  # a bug: say so plainly
             if debug:
                 traceback.print_exc(file=env().stderr)
-            status = write_error(session, f"internal error: {type(e).__name__}: {e}", "rerun with --debug for the traceback and report it", ExitStatus.CANNOT_RUN)
+            status = write_error(
+                session,
+                f"internal error: {type(e).__name__}: {e}",
+                "rerun with --debug for the traceback and report it",
+                ExitStatus.CANNOT_RUN,
+            )
             raise typer.Exit(status) from None
         raise typer.Exit(int(status or 0))
 
@@ -206,7 +243,10 @@ def open_root(root: Path) -> Iterator[Path]:
             yield directory
         return
     if not root.exists():
-        raise UsageError(f"--root {root}: no such file or directory", hint="give a directory containing sys/ or a snapshot .tar.gz")
+        raise UsageError(
+            f"--root {root}: no such file or directory",
+            hint="give a directory containing sys/ or a snapshot .tar.gz",
+        )
     yield root
 
 
@@ -278,7 +318,10 @@ def record(report: Report, *, strict: bool, prom: Callable[[], list[Any]] | None
     session.report, session.strict = report, strict
     if session.textfile is not None:
         if prom is None:
-            raise UsageError(f"ibdiag {report.command} has no metrics for --textfile", hint="use --textfile with ibdiag topo or ibdiag counters")
+            raise UsageError(
+                f"ibdiag {report.command} has no metrics for --textfile",
+                hint="use --textfile with ibdiag topo or ibdiag counters",
+            )
         from ibdiag.report.prom import render_prom
 
         session.prom_text = render_prom(_metrics(report, prom))
@@ -289,10 +332,23 @@ def _metrics(report: Report, prom: Callable[[], list[Any]]) -> list[Any]:
 
     from ibdiag.report.prom import finding_metrics, run_metrics
 
-    return [*prom(), *finding_metrics(report), *run_metrics(report.command, up=True, timestamp=time.time())]
+    return [
+        *prom(),
+        *finding_metrics(report),
+        *run_metrics(report.command, up=True, timestamp=time.time()),
+    ]
 
 
-def _write(report: Report, fmt: OutputFormat, meta: RunMeta, *, strict: bool, table: Any, csv: Any, prom: Any) -> None:
+def _write(
+    report: Report,
+    fmt: OutputFormat,
+    meta: RunMeta,
+    *,
+    strict: bool,
+    table: Any,
+    csv: Any,
+    prom: Any,
+) -> None:
     out = env().stdout
     if fmt is OutputFormat.json:
         from ibdiag.report.jsonout import render_json
@@ -308,14 +364,19 @@ def _write(report: Report, fmt: OutputFormat, meta: RunMeta, *, strict: bool, ta
         out.write(render_junit(report, meta, strict=strict, time_s=current().elapsed()))
     elif fmt is OutputFormat.csv:
         if csv is None:
-            raise UsageError(f"ibdiag {report.command} cannot write csv", hint="use -o table or -o json")
+            raise UsageError(
+                f"ibdiag {report.command} cannot write csv", hint="use -o table or -o json"
+            )
         from ibdiag.report.csvout import render_csv
 
         header, rows = csv()
         out.write(render_csv(header, rows))
     elif fmt is OutputFormat.prom:
         if prom is None:
-            raise UsageError(f"ibdiag {report.command} cannot write prom", hint="use -o json, or a command that reads the node (topo, counters)")
+            raise UsageError(
+                f"ibdiag {report.command} cannot write prom",
+                hint="use -o json, or a command that reads the node (topo, counters)",
+            )
         from ibdiag.report.prom import render_prom
 
         out.write(render_prom(_metrics(report, prom)))

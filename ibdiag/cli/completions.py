@@ -18,7 +18,14 @@ SCRIPTS = {"bash": "ibdiag.bash", "zsh": "_ibdiag", "fish": "ibdiag.fish"}
 
 def script(shell: str) -> str:
     env = {**os.environ, "_IBDIAG_COMPLETE": f"source_{shell}"}
-    out = subprocess.run([sys.executable, "-m", "ibdiag"], env=env, capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "ibdiag"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     if not out.stdout.strip():
         raise RuntimeError(f"no completion script for {shell}: {out.stderr.strip()}")
     return out.stdout if out.stdout.endswith("\n") else out.stdout + "\n"

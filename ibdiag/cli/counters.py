@@ -3,30 +3,30 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
 from ibdiag.cli.app import app
 from ibdiag.cli.common import (
     ConfigOption,
-    console,
     DebugOption,
-    env,
-    emit,
     ExpectRateOption,
-    exit_status,
     FormatOption,
+    OutputFormat,
+    RootOption,
+    StrictOption,
+    TextfileOption,
+    console,
+    emit,
+    env,
+    exit_status,
     handle_errors,
     open_root,
-    OutputFormat,
     read_config,
     record,
-    RootOption,
     run_meta,
-    StrictOption,
     table_width,
-    TextfileOption,
     warn_refused,
 )
 
@@ -37,21 +37,47 @@ MAX_INTERVAL_S = 86400.0
 MAX_COUNT = 1_000_000
 
 DeviceOption = Annotated[
-    Optional[list[str]],
-    typer.Option("--device", "-d", metavar="DEV[:PORT]", help="Only these ports: mlx5_3:1, mlx5_3 (all its ports), a pattern like 'mlx5_*'; repeat or separate with commas."),
+    list[str] | None,
+    typer.Option(
+        "--device",
+        "-d",
+        metavar="DEV[:PORT]",
+        help="Only these ports: mlx5_3:1, mlx5_3 (all its ports), a pattern like 'mlx5_*'; repeat or separate with commas.",
+    ),
 ]
 IntervalOption = Annotated[
-    Optional[float],
-    typer.Option("--interval", "-i", metavar="SECONDS", help="Read twice, SECONDS apart, and judge the deltas: errors/s, Gb/s, backpressure."),
+    float | None,
+    typer.Option(
+        "--interval",
+        "-i",
+        metavar="SECONDS",
+        help="Read twice, SECONDS apart, and judge the deltas: errors/s, Gb/s, backpressure.",
+    ),
 ]
 CountOption = Annotated[
-    Optional[int],
-    typer.Option("--count", "-c", metavar="N", help="With --interval: N samples (a series; csv/json rows per sample). With --watch: stop after N."),
+    int | None,
+    typer.Option(
+        "--count",
+        "-c",
+        metavar="N",
+        help="With --interval: N samples (a series; csv/json rows per sample). With --watch: stop after N.",
+    ),
 ]
-WatchOption = Annotated[bool, typer.Option("--watch", "-w", help="Live table refreshed every --interval (default 1 s) until Ctrl-C (exit 130).")]
+WatchOption = Annotated[
+    bool,
+    typer.Option(
+        "--watch",
+        "-w",
+        help="Live table refreshed every --interval (default 1 s) until Ctrl-C (exit 130).",
+    ),
+]
 SinceOption = Annotated[
-    Optional[Path],
-    typer.Option("--since", metavar="BEFORE.json", help="Judge what the counters did since a saved `ibdiag counters -o json` of this node (e.g. across a job)."),
+    Path | None,
+    typer.Option(
+        "--since",
+        metavar="BEFORE.json",
+        help="Judge what the counters did since a saved `ibdiag counters -o json` of this node (e.g. across a job).",
+    ),
 ]
 
 
@@ -63,7 +89,9 @@ def _progress(text: str, *, end: str = "\n") -> None:
         e.stderr.flush()
 
 
-def _validate(fmt: OutputFormat, interval: float | None, count: int | None, watch: bool, since: Path | None) -> None:
+def _validate(
+    fmt: OutputFormat, interval: float | None, count: int | None, watch: bool, since: Path | None
+) -> None:
     from ibdiag.errors import UsageError
 
     if interval is not None and not (MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S):
@@ -73,16 +101,30 @@ def _validate(fmt: OutputFormat, interval: float | None, count: int | None, watc
         )
     if count is not None:
         if count < 1 or count > MAX_COUNT:
-            raise UsageError(f"--count {count} is out of range", hint=f"give 1 to {MAX_COUNT} samples")
+            raise UsageError(
+                f"--count {count} is out of range", hint=f"give 1 to {MAX_COUNT} samples"
+            )
         if interval is None and not watch:
-            raise UsageError("--count needs --interval (or --watch)", hint="e.g. ibdiag counters --interval 1 --count 60 -o csv")
+            raise UsageError(
+                "--count needs --interval (or --watch)",
+                hint="e.g. ibdiag counters --interval 1 --count 60 -o csv",
+            )
     if since is not None and (interval is not None or watch or count is not None):
-        raise UsageError("--since cannot be combined with --interval, --count or --watch", hint="--since compares a saved reading with one reading now")
+        raise UsageError(
+            "--since cannot be combined with --interval, --count or --watch",
+            hint="--since compares a saved reading with one reading now",
+        )
     if watch:
         if fmt is not OutputFormat.table:
-            raise UsageError(f"--watch draws a live table; it cannot write {fmt.value}", hint="for machines use --interval S --count N -o csv (or json)")
+            raise UsageError(
+                f"--watch draws a live table; it cannot write {fmt.value}",
+                hint="for machines use --interval S --count N -o csv (or json)",
+            )
         if not env().stdout_isatty:
-            raise UsageError("--watch needs a terminal on stdout", hint="for a log use --interval S --count N -o csv")
+            raise UsageError(
+                "--watch needs a terminal on stdout",
+                hint="for a log use --interval S --count N -o csv",
+            )
 
 
 @app.command("counters")
@@ -109,7 +151,10 @@ def counters_command(
 
     _validate(fmt, interval, count, watch, since)
     if watch and textfile is not None:
-        raise UsageError("--watch draws a live table; it cannot write --textfile", hint="for node_exporter run ibdiag counters --textfile FILE.prom from cron or a timer")
+        raise UsageError(
+            "--watch draws a live table; it cannot write --textfile",
+            hint="for node_exporter run ibdiag counters --textfile FILE.prom from cron or a timer",
+        )
     judge = Judging.from_config(read_config(config)).with_expected_rate(expect_rate)
     patterns = parse_device_filter(device or [])
     with open_root(root) as directory:
@@ -133,7 +178,9 @@ def counters_command(
         return _snapshot(sysfs, layout, judge, meta, fmt, strict)
 
 
-def _report_items(report: Any, strict: bool, head: list[Any], table: Any, hint: str | None, legend: str) -> list[Any]:
+def _report_items(
+    report: Any, strict: bool, head: list[Any], table: Any, hint: str | None, legend: str
+) -> list[Any]:
     from rich.text import Text
 
     from ibdiag.report.table import findings_block
@@ -146,11 +193,14 @@ def _report_items(report: Any, strict: bool, head: list[Any], table: Any, hint: 
     return items
 
 
-def _snapshot(sysfs: Any, layout: Any, judge: Any, meta: Any, fmt: OutputFormat, strict: bool) -> int:
+def _snapshot(
+    sysfs: Any, layout: Any, judge: Any, meta: Any, fmt: OutputFormat, strict: bool
+) -> int:
     from rich.text import Text
 
     from ibdiag.counters.read import read_sample
-    from ibdiag.counters.views import csv_rows, json_data, prom_metrics, table as view
+    from ibdiag.counters.views import csv_rows, json_data, prom_metrics
+    from ibdiag.counters.views import table as view
     from ibdiag.report.model import Report
 
     cfg = judge.cfg
@@ -159,9 +209,20 @@ def _snapshot(sysfs: Any, layout: Any, judge: Any, meta: Any, fmt: OutputFormat,
     n_ports = sum(1 for p in sample.ports if p.port is not None)
 
     def table() -> list[Any]:
-        head = [Text(f"{meta.host}: {n_ports} RDMA port(s); counts since the last counter reset (the time of that reset is unknown).")]
+        head = [
+            Text(
+                f"{meta.host}: {n_ports} RDMA port(s); counts since the last counter reset (the time of that reset is unknown)."
+            )
+        ]
         hint = "for rates: ibdiag counters --interval 10 · across a job: ibdiag counters -o json > before.json; <job>; ibdiag counters --since before.json"
-        return _report_items(report, strict, head, view.snapshot_table(sample, report.findings, cfg, judge.ports, width=table_width()), hint, view.legend(sample, cfg, interval=False, width=table_width()))
+        return _report_items(
+            report,
+            strict,
+            head,
+            view.snapshot_table(sample, report.findings, cfg, judge.ports, width=table_width()),
+            hint,
+            view.legend(sample, cfg, interval=False, width=table_width()),
+        )
 
     return emit(
         report,
@@ -174,21 +235,53 @@ def _snapshot(sysfs: Any, layout: Any, judge: Any, meta: Any, fmt: OutputFormat,
     )
 
 
-def _span_output(span: Any, judge: Any, meta: Any, fmt: OutputFormat, strict: bool, *, title: str, baseline: Any = None) -> int:
-    from ibdiag.counters.views import csv_rows, json_data, prom_metrics, table as view
+def _span_output(
+    span: Any,
+    judge: Any,
+    meta: Any,
+    fmt: OutputFormat,
+    strict: bool,
+    *,
+    title: str,
+    baseline: Any = None,
+) -> int:
+    from ibdiag.counters.views import csv_rows, json_data, prom_metrics
+    from ibdiag.counters.views import table as view
     from ibdiag.report.model import Report
 
     cfg = judge.cfg
-    report = Report("counters", json_data.span_data(span, cfg, baseline=baseline), tuple(judge.span(span)))
+    report = Report(
+        "counters", json_data.span_data(span, cfg, baseline=baseline), tuple(judge.span(span))
+    )
 
     def table() -> list[Any]:
         from rich.text import Text
 
-        t = view.interval_table(span.last, span.totals, span.totals, report.findings, cfg, judge.ports, title=title, width=table_width())
-        head = [Text(f"{meta.host}: {sum(1 for p in span.last.ports if p.port is not None)} RDMA port(s)")]
+        t = view.interval_table(
+            span.last,
+            span.totals,
+            span.totals,
+            report.findings,
+            cfg,
+            judge.ports,
+            title=title,
+            width=table_width(),
+        )
+        head = [
+            Text(
+                f"{meta.host}: {sum(1 for p in span.last.ports if p.port is not None)} RDMA port(s)"
+            )
+        ]
         if span.missing:
             head.append(Text(f"gone since the baseline: {', '.join(span.missing)}", style="yellow"))
-        return _report_items(report, strict, head, t, None, view.legend(span.last, cfg, interval=True, width=table_width(), span=span))
+        return _report_items(
+            report,
+            strict,
+            head,
+            t,
+            None,
+            view.legend(span.last, cfg, interval=True, width=table_width(), span=span),
+        )
 
     def csv() -> tuple[Any, Any]:
         rows = []
@@ -196,10 +289,27 @@ def _span_output(span: Any, judge: Any, meta: Any, fmt: OutputFormat, strict: bo
             rows.extend(csv_rows.csv_rows_step(step))
         return csv_rows.CSV_HEADER, rows
 
-    return emit(report, fmt, meta, strict=strict, table=table, csv=csv, prom=lambda: prom_metrics.prom_metrics(span.last, cfg, span))
+    return emit(
+        report,
+        fmt,
+        meta,
+        strict=strict,
+        table=table,
+        csv=csv,
+        prom=lambda: prom_metrics.prom_metrics(span.last, cfg, span),
+    )
 
 
-def _since(sysfs: Any, layout: Any, judge: Any, meta: Any, since: Path, patterns: list[str], fmt: OutputFormat, strict: bool) -> int:
+def _since(
+    sysfs: Any,
+    layout: Any,
+    judge: Any,
+    meta: Any,
+    since: Path,
+    patterns: list[str],
+    fmt: OutputFormat,
+    strict: bool,
+) -> int:
     import dataclasses
 
     from ibdiag.counters.baseline import check_comparable, load_baseline
@@ -211,24 +321,37 @@ def _since(sysfs: Any, layout: Any, judge: Any, meta: Any, since: Path, patterns
     now = read_sample(sysfs, layout, data_bits=judge.cfg.data_bits)
     if patterns:
         # --device narrows both sides: baseline ports outside it are not "gone".
-        before = dataclasses.replace(before, ports=tuple(p for p in before.ports if selected(p.adapter, p.port, patterns)))
+        before = dataclasses.replace(
+            before, ports=tuple(p for p in before.ports if selected(p.adapter, p.port, patterns))
+        )
     check_comparable(since, before, now)
     span = build_span([before, now], mode="since")
     title = f"since {info.get('sampled_at') or info.get('generated_at')} ({duration_text(span.interval_s)}; baseline {since})"
     return _span_output(span, judge, meta, fmt, strict, title=title, baseline=info)
 
 
-def _interval(sysfs: Any, layout: Any, judge: Any, meta: Any, interval: float, count: int, fmt: OutputFormat, strict: bool) -> int:
+def _interval(
+    sysfs: Any,
+    layout: Any,
+    judge: Any,
+    meta: Any,
+    interval: float,
+    count: int,
+    fmt: OutputFormat,
+    strict: bool,
+) -> int:
     from ibdiag.counters.sampler import Sampler, run_series
+    from ibdiag.counters.text import duration_text
     from ibdiag.counters.views import csv_rows, prom_metrics
     from ibdiag.report.csvout import render_csv
     from ibdiag.report.model import Report
-    from ibdiag.counters.text import duration_text
 
     sampler = Sampler(sysfs, layout, interval_s=interval, data_bits=judge.cfg.data_bits)
     first = sampler.first()
     n_ports = sum(1 for p in first.ports if p.port is not None)
-    _progress(f"baseline read of {n_ports} port(s); {count} sample(s) every {interval:g} s — Ctrl-C stops")
+    _progress(
+        f"baseline read of {n_ports} port(s); {count} sample(s) every {interval:g} s — Ctrl-C stops"
+    )
     stream_csv = fmt is OutputFormat.csv
     header_written = [False]
 
@@ -245,10 +368,21 @@ def _interval(sysfs: Any, layout: Any, judge: Any, meta: Any, interval: float, c
             out.flush()
 
     mode = "series" if count > 1 else "interval"
-    span = run_series(sampler, count, mode=mode, keep_steps=fmt is OutputFormat.json or (count == 1 and not stream_csv), on_step=on_step, first=first)
+    span = run_series(
+        sampler,
+        count,
+        mode=mode,
+        keep_steps=fmt is OutputFormat.json or (count == 1 and not stream_csv),
+        on_step=on_step,
+        first=first,
+    )
     if stream_csv:
         report = Report("counters", {}, tuple(judge.span(span)))
-        record(report, strict=strict, prom=lambda: prom_metrics.prom_metrics(span.last, judge.cfg, span))
+        record(
+            report,
+            strict=strict,
+            prom=lambda: prom_metrics.prom_metrics(span.last, judge.cfg, span),
+        )
         return exit_status(report, strict)
     if count > 1:
         title = f"{count} samples every {interval:g} s ({duration_text(span.interval_s)}): rates over the whole run, error increases in total"
@@ -257,16 +391,18 @@ def _interval(sysfs: Any, layout: Any, judge: Any, meta: Any, interval: float, c
     return _span_output(span, judge, meta, fmt, strict, title=title)
 
 
-def _watch(sysfs: Any, layout: Any, judge: Any, meta: Any, interval: float, count: int | None, strict: bool) -> int:
+def _watch(
+    sysfs: Any, layout: Any, judge: Any, meta: Any, interval: float, count: int | None, strict: bool
+) -> int:
     from rich.console import Group
     from rich.live import Live
     from rich.text import Text
 
     from ibdiag.counters.delta import Accumulator
     from ibdiag.counters.sampler import Sampler
+    from ibdiag.counters.text import duration_text
     from ibdiag.counters.views.table import interval_table
     from ibdiag.report.model import Report
-    from ibdiag.counters.text import duration_text
     from ibdiag.report.table import findings_paragraphs, summary_line
 
     sampler = Sampler(sysfs, layout, interval_s=interval, data_bits=judge.cfg.data_bits)
@@ -274,7 +410,14 @@ def _watch(sysfs: Any, layout: Any, judge: Any, meta: Any, interval: float, coun
     status = 0
     con = console("stdout")
     # Live hides the cursor and redraws in place; leaving the block (Ctrl-C included) shows it again.
-    with Live(Text(f"ibdiag counters --watch: first sample taken; rates in {interval:g} s (Ctrl-C to stop)"), console=con, auto_refresh=False, transient=False) as live:
+    with Live(
+        Text(
+            f"ibdiag counters --watch: first sample taken; rates in {interval:g} s (Ctrl-C to stop)"
+        ),
+        console=con,
+        auto_refresh=False,
+        transient=False,
+    ) as live:
         i = 0
         while count is None or i < count:
             i += 1
@@ -282,10 +425,28 @@ def _watch(sysfs: Any, layout: Any, judge: Any, meta: Any, interval: float, coun
             span = acc.span()
             report = Report("counters", {}, tuple(judge.span(span)))
             title = f"{meta.host} · sample {i} · rates over the last {interval:g} s · error increases since start ({duration_text(span.interval_s)}) · Ctrl-C stops"
-            items: list[Any] = [interval_table(step.sample, step.deltas, span.totals, report.findings, judge.cfg, judge.ports, title=title, width=con.width)]
+            items: list[Any] = [
+                interval_table(
+                    step.sample,
+                    step.deltas,
+                    span.totals,
+                    report.findings,
+                    judge.cfg,
+                    judge.ports,
+                    title=title,
+                    width=con.width,
+                )
+            ]
             problems = report.problems()
             if problems:
-                items.append(findings_paragraphs(problems, limit=8, hints=False, more="(ibdiag counters --interval N for the full report with hints)"))
+                items.append(
+                    findings_paragraphs(
+                        problems,
+                        limit=8,
+                        hints=False,
+                        more="(ibdiag counters --interval N for the full report with hints)",
+                    )
+                )
             items.append(summary_line(report, strict=strict))
             live.update(Group(*items), refresh=True)
             status = exit_status(report, strict)

@@ -125,7 +125,9 @@ class Environment:
         """Columns to lay out in: the injected width, the terminal's (None: rich asks it), or $COLUMNS/200."""
         if self.columns is not None:
             return self.columns
-        if stream in ("stdout", "stderr") and (self.stdout_isatty if stream == "stdout" else self.stderr_isatty):
+        if stream in ("stdout", "stderr") and (
+            self.stdout_isatty if stream == "stdout" else self.stderr_isatty
+        ):
             return None
         try:
             return max(20, int(self.environ.get("COLUMNS") or 200))

@@ -76,7 +76,9 @@ def _junit_error(session: Session, message: str, hint: str | None, status: int) 
 
     now = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
     meta = RunMeta(host=socket.gethostname(), version=__version__, generated_at=now)
-    return render_junit_error(session.command or "ibdiag", meta, message, hint, status=status, time_s=session.elapsed())
+    return render_junit_error(
+        session.command or "ibdiag", meta, message, hint, status=status, time_s=session.elapsed()
+    )
 
 
 def write_warning(session: Session, message: str) -> None:
@@ -90,7 +92,11 @@ def nagios_status(status: int, report: Any, strict: bool) -> int:
         return NAGIOS_CRITICAL
     if status != ExitStatus.OK:
         return NAGIOS_UNKNOWN
-    if report is not None and not strict and any(f.severity.value == "warn" for f in report.findings):
+    if (
+        report is not None
+        and not strict
+        and any(f.severity.value == "warn" for f in report.findings)
+    ):
         return NAGIOS_WARNING
     return NAGIOS_OK
 
@@ -112,7 +118,11 @@ def _write_textfile(session: Session, status: int) -> int:
     assert session.textfile is not None
     command = session.command or "ibdiag"
     judged = status in (ExitStatus.OK, ExitStatus.FAILED) and session.prom_text is not None
-    text = session.prom_text if judged else render_prom(run_metrics(command, up=False, timestamp=time.time()))
+    text = (
+        session.prom_text
+        if judged
+        else render_prom(run_metrics(command, up=False, timestamp=time.time()))
+    )
     try:
         write_atomically(session.textfile, text or "", "--textfile")
     except IbdiagError as e:

@@ -30,7 +30,9 @@ def _prescan(argv: Sequence[str], session: Session) -> None:
         fmt = None
         if word in ("-o", "--format"):
             fmt = nxt.lower()
-        elif word.startswith("--format=") or (word.startswith("-o") and not word.startswith("--") and len(word) > 2):
+        elif word.startswith("--format=") or (
+            word.startswith("-o") and not word.startswith("--") and len(word) > 2
+        ):
             fmt = word.split("=", 1)[-1].removeprefix("-o").lower()
         if fmt is not None:
             session.line, session.junit = fmt == "line", fmt == "junit"

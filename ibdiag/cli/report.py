@@ -4,12 +4,24 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
 from ibdiag.cli.app import app
-from ibdiag.cli.common import DebugOption, OutputFormat, StrictOption, check_output_path, emit, env, exit_status, handle_errors, run_meta, table_width, write_atomically
+from ibdiag.cli.common import (
+    DebugOption,
+    OutputFormat,
+    StrictOption,
+    check_output_path,
+    emit,
+    env,
+    exit_status,
+    handle_errors,
+    run_meta,
+    table_width,
+    write_atomically,
+)
 
 
 class ReportFormat(str, Enum):
@@ -25,10 +37,39 @@ class ReportFormat(str, Enum):
 @app.command("report")
 @handle_errors
 def report_command(
-    inputs: Annotated[list[str], typer.Argument(metavar="PATH", help="Directories (their *.json, recursively), files, or quoted patterns like 'nodes/*.json'.", show_default=False)],
-    fmt: Annotated[ReportFormat, typer.Option("--format", "-o", case_sensitive=False, help="table for people; html (one self-contained page), json, csv, prom, junit, line (one-line drain list).")] = ReportFormat.table,
-    png: Annotated[Optional[Path], typer.Option("--png", metavar="FILE", help="Write the sweep's node x node matrix per rail as a PNG (needs matplotlib).")] = None,
-    max_file_size: Annotated[str, typer.Option("--max-file-size", metavar="SIZE", help="Largest input file read; a larger one is skipped.")] = "256M",
+    inputs: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="PATH",
+            help="Directories (their *.json, recursively), files, or quoted patterns like 'nodes/*.json'.",
+            show_default=False,
+        ),
+    ],
+    fmt: Annotated[
+        ReportFormat,
+        typer.Option(
+            "--format",
+            "-o",
+            case_sensitive=False,
+            help="table for people; html (one self-contained page), json, csv, prom, junit, line (one-line drain list).",
+        ),
+    ] = ReportFormat.table,
+    png: Annotated[
+        Path | None,
+        typer.Option(
+            "--png",
+            metavar="FILE",
+            help="Write the sweep's node x node matrix per rail as a PNG (needs matplotlib).",
+        ),
+    ] = None,
+    max_file_size: Annotated[
+        str,
+        typer.Option(
+            "--max-file-size",
+            metavar="SIZE",
+            help="Largest input file read; a larger one is skipped.",
+        ),
+    ] = "256M",
     strict: StrictOption = False,
     debug: DebugOption = False,
 ) -> int:
@@ -52,7 +93,9 @@ def report_command(
 
     max_bytes = parse_size(max_file_size, what="--max-file-size")
     if max_bytes < 1024:
-        raise UsageError(f"--max-file-size {max_file_size} is below 1 KiB", hint="the default is 256M")
+        raise UsageError(
+            f"--max-file-size {max_file_size} is below 1 KiB", hint="the default is 256M"
+        )
     check_output_path(png, "--png")
     docs, skipped = read_all(inputs, max_bytes=max_bytes)
     view = build_view(docs, skipped)
@@ -77,7 +120,11 @@ def report_command(
 
         # The nodes table already shows every node's status: the findings block lists the rest.
         rest = Report("report", {}, tuple(f for f in report.findings if f.check != "report.node"))
-        return [*tables(view), *findings_block(rest, strict=strict, width=table_width())[:-1], summary_line(report, strict=strict)]
+        return [
+            *tables(view),
+            *findings_block(rest, strict=strict, width=table_width())[:-1],
+            summary_line(report, strict=strict),
+        ]
 
     def csv() -> tuple[Any, Any]:
         from ibdiag.fleetreport.render import CSV_HEADER, csv_rows
@@ -89,7 +136,9 @@ def report_command(
 
         return prom_metrics(view)
 
-    return emit(report, OutputFormat(fmt.value), meta, strict=strict, table=table, csv=csv, prom=prom)
+    return emit(
+        report, OutputFormat(fmt.value), meta, strict=strict, table=table, csv=csv, prom=prom
+    )
 
 
 def _write_png(view: Any, path: Path) -> None:
@@ -98,6 +147,11 @@ def _write_png(view: Any, path: Path) -> None:
     from ibdiag.fleet.render import matrix_grid
 
     if not view.sweeps:
-        raise UsageError("--png draws a sweep's matrix, and no sweep file was given", hint="add the sweep's JSON (ibdiag sweep --save FILE) to the inputs")
+        raise UsageError(
+            "--png draws a sweep's matrix, and no sweep file was given",
+            hint="add the sweep's JSON (ibdiag sweep --save FILE) to the inputs",
+        )
     result = view.sweeps[-1].result
-    write_atomically(path, matrix_png([matrix_grid(result, k) for k in range(result.rails)]), "--png")
+    write_atomically(
+        path, matrix_png([matrix_grid(result, k) for k in range(result.rails)]), "--png"
+    )

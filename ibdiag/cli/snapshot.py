@@ -16,8 +16,12 @@ from ibdiag.cli.common import DebugOption, env, handle_errors
 @handle_errors
 def snapshot_command(
     output: Annotated[Path, typer.Argument(metavar="FILE.tar.gz", help="Archive to write.")],
-    root: Annotated[Path, typer.Option("--root", metavar="DIR", help="Capture DIR/sys instead of /sys.")] = Path("/"),
-    force: Annotated[bool, typer.Option("--force", "-f", help="Overwrite FILE if it exists.")] = False,
+    root: Annotated[
+        Path, typer.Option("--root", metavar="DIR", help="Capture DIR/sys instead of /sys.")
+    ] = Path("/"),
+    force: Annotated[
+        bool, typer.Option("--force", "-f", help="Overwrite FILE if it exists.")
+    ] = False,
     debug: DebugOption = False,
 ) -> int:
     """Capture the sysfs subset ibdiag reads into a .tar.gz, for `--root` on another machine."""
@@ -26,9 +30,13 @@ def snapshot_command(
     from ibdiag.snapshot import read_manifest, write_snapshot
     from ibdiag.sysfs import SysfsRoot
 
-    check_output_path(output, "snapshot")  # a directory, device, FIFO or socket: refused even with --force
+    check_output_path(
+        output, "snapshot"
+    )  # a directory, device, FIFO or socket: refused even with --force
     if output.exists() and not force:
-        raise UsageError(f"{output} exists", hint="pass --force to overwrite it, or choose another name")
+        raise UsageError(
+            f"{output} exists", hint="pass --force to overwrite it, or choose another name"
+        )
     sysfs = SysfsRoot(root).check()
     manifest = read_manifest(root) if str(root) != "/" else None
     host = str(manifest["host"]) if manifest and manifest.get("host") else socket.gethostname()
@@ -40,5 +48,7 @@ def snapshot_command(
         f"read it back with: ibdiag topo --root {summary.path}\n"
     )
     if summary.unreadable:
-        out.write(f"{len(summary.unreadable)} attribute(s) could not be read and are left out (listed in the manifest)\n")
+        out.write(
+            f"{len(summary.unreadable)} attribute(s) could not be read and are left out (listed in the manifest)\n"
+        )
     return 0

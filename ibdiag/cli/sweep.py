@@ -9,12 +9,22 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
 from ibdiag.cli.app import app
-from ibdiag.cli.common import ConfigOption, DebugOption, StrictOption, console, debug_enabled, env, handle_errors, read_config, run_meta
+from ibdiag.cli.common import (
+    ConfigOption,
+    DebugOption,
+    StrictOption,
+    console,
+    debug_enabled,
+    env,
+    handle_errors,
+    read_config,
+    run_meta,
+)
 
 
 class SweepFormat(str, Enum):
@@ -35,24 +45,135 @@ class PatternChoice(str, Enum):
 @app.command("sweep")
 @handle_errors
 def sweep_command(
-    pattern: Annotated[Optional[PatternChoice], typer.Option("--pattern", case_sensitive=False, help="ring: each node with its neighbours (2 rounds); pairwise: all pairs (N-1 rounds); random: --rounds random pairings. Default: [sweep] pattern, else ring.")] = None,
-    rounds: Annotated[Optional[int], typer.Option("--rounds", metavar="K", help="Rounds of --pattern random (default 8).")] = None,
-    seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of --pattern random (every rank plans the same pairs).")] = 0,
-    second_pass: Annotated[bool, typer.Option("--second-pass/--no-second-pass", help="Re-test each suspect against >= 2 nodes known good (tells a bad node from a bad link).")] = True,
-    test: Annotated[str, typer.Option("--test", metavar="p2p|collective", help="p2p: ibdiag's bench p2p per pair; collective: a 2-rank gloo all_reduce per pair (host TCP path).")] = "p2p",
-    transport: Annotated[Optional[str], typer.Option("--transport", metavar="rdma|tcp", help="rdma: rail k against rail k (TCP where a node has no adapter); tcp: the nodes' addresses.")] = None,
-    engine: Annotated[str, typer.Option("--engine", metavar="auto|ibdiag|perftest", help="Who measures RDMA pairs, as bench p2p --engine: auto (ibdiag where pyverbs is installed, else perftest), ibdiag, perftest.")] = "auto",
-    sizes: Annotated[Optional[str], typer.Option("--sizes", metavar="SIZE", help="Message size of each bandwidth test (binary units; default 64M).")] = None,
-    mode: Annotated[str, typer.Option("--mode", metavar="bw|lat|both", help="Measure bandwidth, latency or both per pair.")] = "bw",
-    rails: Annotated[Optional[str], typer.Option("--rails", metavar="LIST", help="Adapters to test, in rail order (mlx5_0,mlx5_1,...); default: the GPUs' adapters from topo.")] = None,
-    duration: Annotated[Optional[float], typer.Option("--duration", metavar="S", help="Measured seconds per pair test (default 1).")] = None,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="S", help="Longest wait on a peer (default 10): a node silent that long is named unreachable and the sweep goes on.")] = None,
-    plan: Annotated[bool, typer.Option("--plan", help="Print the schedule and its cost; run nothing.")] = False,
-    nodes: Annotated[Optional[int], typer.Option("--nodes", metavar="N", help="With --plan: plan for N nodes (default: the job's world size).")] = None,
-    pair_seconds: Annotated[Optional[float], typer.Option("--pair-seconds", metavar="S", help="With --plan: seconds one pair test takes (default: --duration + 1 s of set-up).")] = None,
-    fmt: Annotated[SweepFormat, typer.Option("--format", "-o", case_sensitive=False, help="table for people; json, csv, prom, junit, line (one-line drain list) for machines.")] = SweepFormat.table,
-    save: Annotated[Optional[Path], typer.Option("--save", metavar="FILE", help="Also write the JSON result (ibdiag.sweep/1) to FILE, atomically.")] = None,
-    png: Annotated[Optional[Path], typer.Option("--png", metavar="FILE", help="Write the node x node matrix per rail as a PNG (needs matplotlib).")] = None,
+    pattern: Annotated[
+        PatternChoice | None,
+        typer.Option(
+            "--pattern",
+            case_sensitive=False,
+            help="ring: each node with its neighbours (2 rounds); pairwise: all pairs (N-1 rounds); random: --rounds random pairings. Default: [sweep] pattern, else ring.",
+        ),
+    ] = None,
+    rounds: Annotated[
+        int | None,
+        typer.Option("--rounds", metavar="K", help="Rounds of --pattern random (default 8)."),
+    ] = None,
+    seed: Annotated[
+        int,
+        typer.Option(
+            "--seed",
+            metavar="N",
+            help="Seed of --pattern random (every rank plans the same pairs).",
+        ),
+    ] = 0,
+    second_pass: Annotated[
+        bool,
+        typer.Option(
+            "--second-pass/--no-second-pass",
+            help="Re-test each suspect against >= 2 nodes known good (tells a bad node from a bad link).",
+        ),
+    ] = True,
+    test: Annotated[
+        str,
+        typer.Option(
+            "--test",
+            metavar="p2p|collective",
+            help="p2p: ibdiag's bench p2p per pair; collective: a 2-rank gloo all_reduce per pair (host TCP path).",
+        ),
+    ] = "p2p",
+    transport: Annotated[
+        str | None,
+        typer.Option(
+            "--transport",
+            metavar="rdma|tcp",
+            help="rdma: rail k against rail k (TCP where a node has no adapter); tcp: the nodes' addresses.",
+        ),
+    ] = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            metavar="auto|ibdiag|perftest",
+            help="Who measures RDMA pairs, as bench p2p --engine: auto (ibdiag where pyverbs is installed, else perftest), ibdiag, perftest.",
+        ),
+    ] = "auto",
+    sizes: Annotated[
+        str | None,
+        typer.Option(
+            "--sizes",
+            metavar="SIZE",
+            help="Message size of each bandwidth test (binary units; default 64M).",
+        ),
+    ] = None,
+    mode: Annotated[
+        str,
+        typer.Option(
+            "--mode", metavar="bw|lat|both", help="Measure bandwidth, latency or both per pair."
+        ),
+    ] = "bw",
+    rails: Annotated[
+        str | None,
+        typer.Option(
+            "--rails",
+            metavar="LIST",
+            help="Adapters to test, in rail order (mlx5_0,mlx5_1,...); default: the GPUs' adapters from topo.",
+        ),
+    ] = None,
+    duration: Annotated[
+        float | None,
+        typer.Option("--duration", metavar="S", help="Measured seconds per pair test (default 1)."),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            metavar="S",
+            help="Longest wait on a peer (default 10): a node silent that long is named unreachable and the sweep goes on.",
+        ),
+    ] = None,
+    plan: Annotated[
+        bool, typer.Option("--plan", help="Print the schedule and its cost; run nothing.")
+    ] = False,
+    nodes: Annotated[
+        int | None,
+        typer.Option(
+            "--nodes",
+            metavar="N",
+            help="With --plan: plan for N nodes (default: the job's world size).",
+        ),
+    ] = None,
+    pair_seconds: Annotated[
+        float | None,
+        typer.Option(
+            "--pair-seconds",
+            metavar="S",
+            help="With --plan: seconds one pair test takes (default: --duration + 1 s of set-up).",
+        ),
+    ] = None,
+    fmt: Annotated[
+        SweepFormat,
+        typer.Option(
+            "--format",
+            "-o",
+            case_sensitive=False,
+            help="table for people; json, csv, prom, junit, line (one-line drain list) for machines.",
+        ),
+    ] = SweepFormat.table,
+    save: Annotated[
+        Path | None,
+        typer.Option(
+            "--save",
+            metavar="FILE",
+            help="Also write the JSON result (ibdiag.sweep/1) to FILE, atomically.",
+        ),
+    ] = None,
+    png: Annotated[
+        Path | None,
+        typer.Option(
+            "--png",
+            metavar="FILE",
+            help="Write the node x node matrix per rail as a PNG (needs matplotlib).",
+        ),
+    ] = None,
     config: ConfigOption = None,
     strict: StrictOption = False,
     debug: DebugOption = False,
@@ -76,8 +197,15 @@ def sweep_command(
     file = read_config(config).section("sweep", SweepSettingsFile)
     chosen = pattern.value if pattern is not None else file.pattern
     if rounds is not None and chosen != "random":
-        raise UsageError(f"--rounds is for --pattern random, not {chosen}", hint=f"{chosen} has a fixed number of rounds")
-    size = parse_size(sizes, what="--sizes") if sizes is not None else parse_size(file.sizes, what="config [sweep] sizes")
+        raise UsageError(
+            f"--rounds is for --pattern random, not {chosen}",
+            hint=f"{chosen} has a fixed number of rounds",
+        )
+    size = (
+        parse_size(sizes, what="--sizes")
+        if sizes is not None
+        else parse_size(file.sizes, what="config [sweep] sizes")
+    )
     spec = PairSpec(
         test=test,
         transport=transport if transport is not None else file.transport,
@@ -90,18 +218,50 @@ def sweep_command(
     rail_names = _rail_list(rails)
     if plan:
         if fmt not in (SweepFormat.table, SweepFormat.json):
-            raise UsageError(f"--plan prints a table or JSON, not {fmt.value}", hint="use -o table or -o json with --plan")
+            raise UsageError(
+                f"--plan prints a table or JSON, not {fmt.value}",
+                hint="use -o table or -o json with --plan",
+            )
         if save is not None or png is not None:
-            raise UsageError("--plan runs nothing: there is nothing to --save or --png", hint="drop --save/--png, or drop --plan")
-        return _print_plan(chosen, rounds, seed, spec, rail_names, nodes, pair_seconds, as_json=fmt is SweepFormat.json)
+            raise UsageError(
+                "--plan runs nothing: there is nothing to --save or --png",
+                hint="drop --save/--png, or drop --plan",
+            )
+        return _print_plan(
+            chosen,
+            rounds,
+            seed,
+            spec,
+            rail_names,
+            nodes,
+            pair_seconds,
+            as_json=fmt is SweepFormat.json,
+        )
     if nodes is not None or pair_seconds is not None:
-        raise UsageError("--nodes and --pair-seconds are for --plan", hint="a running sweep takes its nodes from the launcher")
+        raise UsageError(
+            "--nodes and --pair-seconds are for --plan",
+            hint="a running sweep takes its nodes from the launcher",
+        )
     if spec.test == "collective" and spec.mode != "bw":
-        raise UsageError(f"--test collective measures bandwidth only, not --mode {spec.mode}", hint="drop --mode, or use --test p2p for latency")
+        raise UsageError(
+            f"--test collective measures bandwidth only, not --mode {spec.mode}",
+            hint="drop --mode, or use --test p2p for latency",
+        )
     from ibdiag.cli.sweep_run import run_sweep_command
 
     return run_sweep_command(
-        chosen, rounds, seed, second_pass, spec, file, rail_names, fmt=fmt.value, save=save, png=png, strict=strict, debug=debug_enabled(debug)
+        chosen,
+        rounds,
+        seed,
+        second_pass,
+        spec,
+        file,
+        rail_names,
+        fmt=fmt.value,
+        save=save,
+        png=png,
+        strict=strict,
+        debug=debug_enabled(debug),
     )
 
 
@@ -114,13 +274,28 @@ def _rail_list(text: str | None) -> tuple[str, ...] | None:
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     bad = [n for n in names if not valid_adapter(n)]
     if not names or bad:
-        raise UsageError(f"--rails {text!r}: give adapter names separated by commas", hint="e.g. --rails mlx5_0,mlx5_1,mlx5_2,mlx5_3")
+        raise UsageError(
+            f"--rails {text!r}: give adapter names separated by commas",
+            hint="e.g. --rails mlx5_0,mlx5_1,mlx5_2,mlx5_3",
+        )
     if len(set(names)) != len(names):
-        raise UsageError(f"--rails {text!r} names an adapter twice", hint="each adapter is one rail")
+        raise UsageError(
+            f"--rails {text!r} names an adapter twice", hint="each adapter is one rail"
+        )
     return names
 
 
-def _print_plan(pattern: str, rounds: int | None, seed: int, spec: Any, rails: tuple[str, ...] | None, nodes: int | None, pair_seconds: float | None, *, as_json: bool) -> int:
+def _print_plan(
+    pattern: str,
+    rounds: int | None,
+    seed: int,
+    spec: Any,
+    rails: tuple[str, ...] | None,
+    nodes: int | None,
+    pair_seconds: float | None,
+    *,
+    as_json: bool,
+) -> int:
     from ibdiag.bench.collective.launch import detect_launch
     from ibdiag.errors import UsageError
     from ibdiag.fleet.plan import plan_data, plan_lines
@@ -131,10 +306,15 @@ def _print_plan(pattern: str, rounds: int | None, seed: int, spec: Any, rails: t
     if n is None:
         launch = detect_launch(env().environ)
         if launch is None:
-            raise UsageError("--plan needs a node count: give --nodes N, or run it under the job's launcher", hint="e.g. ibdiag sweep --plan --nodes 64")
+            raise UsageError(
+                "--plan needs a node count: give --nodes N, or run it under the job's launcher",
+                hint="e.g. ibdiag sweep --plan --nodes 64",
+            )
         n = launch.world_size
     pair_s = pair_seconds if pair_seconds is not None else spec.duration_s + 1.0
-    data = plan_data(pattern, n, rounds=rounds, seed=seed, rails=len(rails) if rails else 1, pair_s=pair_s)
+    data = plan_data(
+        pattern, n, rounds=rounds, seed=seed, rails=len(rails) if rails else 1, pair_s=pair_s
+    )
     report = Report("sweep-plan", data, ())
     meta = run_meta()
     if as_json:
@@ -144,4 +324,3 @@ def _print_plan(pattern: str, rounds: int | None, seed: int, spec: Any, rails: t
         for line in plan_lines(data, rails_given=rails is not None):
             con.print(line, highlight=False, markup=False)
     return 0
-

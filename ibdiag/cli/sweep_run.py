@@ -9,7 +9,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ibdiag.cli.common import OutputFormat, check_output_path, emit, env, run_meta, table_width, write_atomically, write_stdout
+from ibdiag.cli.common import (
+    OutputFormat,
+    check_output_path,
+    emit,
+    env,
+    run_meta,
+    table_width,
+    write_atomically,
+    write_stdout,
+)
 
 
 def run_sweep_command(
@@ -49,8 +58,20 @@ def run_sweep_command(
     if launch.rank == 0 and launch.local_world_size is not None and launch.local_world_size > 1:
         from ibdiag.cli.common import print_warning
 
-        print_warning(f"{launch.local_world_size} ranks per node: a sweep tests nodes, one process per node (--ntasks-per-node 1, --nproc-per-node 1); ranks on one host test each other over loopback")
-    job = SweepJob(Pattern(pattern), rounds, seed, second_pass, spec, file.thresholds(), rails, file.start_timeout_s, perftest_path=env().environ.get("PATH"))
+        print_warning(
+            f"{launch.local_world_size} ranks per node: a sweep tests nodes, one process per node (--ntasks-per-node 1, --nproc-per-node 1); ranks on one host test each other over loopback"
+        )
+    job = SweepJob(
+        Pattern(pattern),
+        rounds,
+        seed,
+        second_pass,
+        spec,
+        file.thresholds(),
+        rails,
+        file.start_timeout_s,
+        perftest_path=env().environ.get("PATH"),
+    )
     started = time.monotonic()
     on_round = None
     if launch.rank == 0 and env().stderr_isatty:
@@ -64,7 +85,9 @@ def run_sweep_command(
         if debug:
             env().stderr.write(f"rank {launch.rank}: {line}\n")
 
-    result = run_distributed(job, launch, log=log, on_round=on_round, hooks=TestHooks.from_env(env().environ))
+    result = run_distributed(
+        job, launch, log=log, on_round=on_round, hooks=TestHooks.from_env(env().environ)
+    )
     if on_round is not None:
         env().stderr.write("\r\x1b[2K")
         env().stderr.flush()
@@ -86,7 +109,9 @@ def _outputs(result: Any, *, fmt: str, save: Path | None, png: Path | None, stri
         from ibdiag.fleet.chart import matrix_png
         from ibdiag.fleet.render import matrix_grid
 
-        write_atomically(png, matrix_png([matrix_grid(result, k) for k in range(result.rails)]), "--png")
+        write_atomically(
+            png, matrix_png([matrix_grid(result, k) for k in range(result.rails)]), "--png"
+        )
     if fmt == "line":
         from ibdiag.cli.common import exit_status
         from ibdiag.fleet.render import line_view

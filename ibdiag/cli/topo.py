@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -11,23 +11,27 @@ from ibdiag.cli.app import app
 from ibdiag.cli.common import (
     ConfigOption,
     DebugOption,
-    emit,
     ExpectRateOption,
     FormatOption,
+    OutputFormat,
+    RootOption,
+    StrictOption,
+    TextfileOption,
+    emit,
     handle_errors,
     open_root,
-    OutputFormat,
     read_config,
-    RootOption,
     run_meta,
-    StrictOption,
     table_width,
-    TextfileOption,
 )
 
 ExpectAdaptersOption = Annotated[
-    Optional[int],
-    typer.Option("--expect-adapters", metavar="N", help="RDMA adapters this node must have: fewer fail (overrides [topo] expect_adapters)."),
+    int | None,
+    typer.Option(
+        "--expect-adapters",
+        metavar="N",
+        help="RDMA adapters this node must have: fewer fail (overrides [topo] expect_adapters).",
+    ),
 ]
 
 
@@ -53,7 +57,10 @@ def topo_command(
     from ibdiag.topo.discover import discover
 
     cfg_file = read_config(config)
-    cfg = with_flags(cfg_file.section("topo", TopoConfig), {"expect_adapters": ("--expect-adapters", expect_adapters)})
+    cfg = with_flags(
+        cfg_file.section("topo", TopoConfig),
+        {"expect_adapters": ("--expect-adapters", expect_adapters)},
+    )
     ports = cfg_file.section("ports", PortsConfig).with_expected_rate(expect_rate)
     with open_root(root) as directory:
         sysfs = SysfsRoot(directory).check()
@@ -69,7 +76,12 @@ def topo_command(
         items: list[Any] = [Text(line, no_wrap=True) for line in render.summary_lines(topo)]
         matrix = render.matrix_text(topo)
         if matrix:
-            items += [Text(""), Text(matrix, no_wrap=True), Text(""), Text(render.LEGEND, style="dim")]
+            items += [
+                Text(""),
+                Text(matrix, no_wrap=True),
+                Text(""),
+                Text(render.LEGEND, style="dim"),
+            ]
         if topo.gpus and topo.adapters:
             items.append(render.pairing_table(topo))
         if topo.adapters:

@@ -3,24 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
 from ibdiag.cli.app import app
 from ibdiag.cli.common import (
-    atomic_output,
-    check_output_path,
     ConfigOption,
     DebugOption,
-    emit,
     FormatOption,
+    OutputFormat,
+    StrictOption,
+    atomic_output,
+    check_output_path,
+    emit,
     handle_errors,
     open_root,
-    OutputFormat,
     read_config,
     run_meta,
-    StrictOption,
     table_width,
 )
 
@@ -33,23 +33,154 @@ _O = "Output"
 @app.command("verdict")
 @handle_errors
 def verdict_command(
-    params: Annotated[Optional[str], typer.Option("--params", metavar="N", help="Parameters whose gradients are reduced: 8e9, 8B, 70B (B = billion).", rich_help_panel=_W)] = None,
-    dtype: Annotated[Optional[str], typer.Option("--dtype", metavar="TYPE", help="Gradient type with --params: fp32, bf16, fp16, fp8.", rich_help_panel=_W)] = None,
-    grad_bytes: Annotated[Optional[str], typer.Option("--grad-bytes", metavar="SIZE", help="Gradient size instead of --params/--dtype: 16GB (decimal), 15GiB (binary).", rich_help_panel=_W)] = None,
-    ranks: Annotated[int, typer.Option("--ranks", metavar="N", help="Ranks (GPUs) in the job.", rich_help_panel=_W)] = ...,  # type: ignore[assignment]
-    ranks_per_node: Annotated[Optional[int], typer.Option("--ranks-per-node", metavar="N", help="Ranks per node (default: the GPUs under --root, else 1).", rich_help_panel=_W)] = None,
-    strategy: Annotated[str, typer.Option("--strategy", metavar="S", help="ddp, zero1, zero2 (2(n-1)/n x S per rank) or fsdp/zero3 (3(n-1)/n x S).", rich_help_panel=_W)] = "ddp",
-    compute_s: Annotated[float, typer.Option("--compute-s", metavar="SECONDS", help="Backward-pass time per step, seconds.", rich_help_panel=_W)] = ...,  # type: ignore[assignment]
-    forward_s: Annotated[Optional[float], typer.Option("--forward-s", metavar="SECONDS", help="Forward-pass time per step, seconds (default 0: the share is then an upper bound).", rich_help_panel=_W)] = None,
-    bucket: Annotated[str, typer.Option("--bucket", metavar="SIZE", help="Gradient bucket size (DDP's default 25MiB).", rich_help_panel=_W)] = "25MiB",
-    busbw: Annotated[Optional[float], typer.Option("--busbw", metavar="GB/S", help="Measured bus bandwidth, GB/s (nccl-tests' busbw at the bucket size).", rich_help_panel=_M)] = None,
-    bench: Annotated[Optional[Path], typer.Option("--bench", metavar="FILE", help="An ibdiag bench JSON (bench p2p/collective --save): busbw at the size closest to the bucket.", rich_help_panel=_M)] = None,
-    nccl_tests: Annotated[Optional[Path], typer.Option("--nccl-tests", metavar="FILE", help="An nccl-tests log (all_reduce_perf output), read by the bench importer.", rich_help_panel=_M)] = None,
-    latency_us: Annotated[Optional[float], typer.Option("--latency-us", metavar="US", help="Per-collective latency, µs (default: from --bench/--nccl-tests, else [verdict] latency_us).", rich_help_panel=_M)] = None,
-    link_gbps: Annotated[Optional[float], typer.Option("--link-gbps", metavar="GBIT/S", help="Rail link rate, Gb/s (400 for NDR; default: from --root).", rich_help_panel=_C)] = None,
-    rails_per_node: Annotated[Optional[int], typer.Option("--rails-per-node", metavar="N", help="Rails (adapters) per node carrying the job (default: from --root, else 1).", rich_help_panel=_C)] = None,
-    root: Annotated[Optional[Path], typer.Option("--root", metavar="DIR|TAR", help="Also judge this node's fabric health and read its rails: / for this node, a fixture or snapshot.", rich_help_panel=_C)] = None,
-    chart: Annotated[Optional[Path], typer.Option("--chart", metavar="PNG", help="Also write the scaling-wall chart as a PNG (needs matplotlib).", rich_help_panel=_O)] = None,
+    params: Annotated[
+        str | None,
+        typer.Option(
+            "--params",
+            metavar="N",
+            help="Parameters whose gradients are reduced: 8e9, 8B, 70B (B = billion).",
+            rich_help_panel=_W,
+        ),
+    ] = None,
+    dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--dtype",
+            metavar="TYPE",
+            help="Gradient type with --params: fp32, bf16, fp16, fp8.",
+            rich_help_panel=_W,
+        ),
+    ] = None,
+    grad_bytes: Annotated[
+        str | None,
+        typer.Option(
+            "--grad-bytes",
+            metavar="SIZE",
+            help="Gradient size instead of --params/--dtype: 16GB (decimal), 15GiB (binary).",
+            rich_help_panel=_W,
+        ),
+    ] = None,
+    ranks: Annotated[
+        int,
+        typer.Option("--ranks", metavar="N", help="Ranks (GPUs) in the job.", rich_help_panel=_W),
+    ] = ...,  # type: ignore[assignment]
+    ranks_per_node: Annotated[
+        int | None,
+        typer.Option(
+            "--ranks-per-node",
+            metavar="N",
+            help="Ranks per node (default: the GPUs under --root, else 1).",
+            rich_help_panel=_W,
+        ),
+    ] = None,
+    strategy: Annotated[
+        str,
+        typer.Option(
+            "--strategy",
+            metavar="S",
+            help="ddp, zero1, zero2 (2(n-1)/n x S per rank) or fsdp/zero3 (3(n-1)/n x S).",
+            rich_help_panel=_W,
+        ),
+    ] = "ddp",
+    compute_s: Annotated[
+        float,
+        typer.Option(
+            "--compute-s",
+            metavar="SECONDS",
+            help="Backward-pass time per step, seconds.",
+            rich_help_panel=_W,
+        ),
+    ] = ...,  # type: ignore[assignment]
+    forward_s: Annotated[
+        float | None,
+        typer.Option(
+            "--forward-s",
+            metavar="SECONDS",
+            help="Forward-pass time per step, seconds (default 0: the share is then an upper bound).",
+            rich_help_panel=_W,
+        ),
+    ] = None,
+    bucket: Annotated[
+        str,
+        typer.Option(
+            "--bucket",
+            metavar="SIZE",
+            help="Gradient bucket size (DDP's default 25MiB).",
+            rich_help_panel=_W,
+        ),
+    ] = "25MiB",
+    busbw: Annotated[
+        float | None,
+        typer.Option(
+            "--busbw",
+            metavar="GB/S",
+            help="Measured bus bandwidth, GB/s (nccl-tests' busbw at the bucket size).",
+            rich_help_panel=_M,
+        ),
+    ] = None,
+    bench: Annotated[
+        Path | None,
+        typer.Option(
+            "--bench",
+            metavar="FILE",
+            help="An ibdiag bench JSON (bench p2p/collective --save): busbw at the size closest to the bucket.",
+            rich_help_panel=_M,
+        ),
+    ] = None,
+    nccl_tests: Annotated[
+        Path | None,
+        typer.Option(
+            "--nccl-tests",
+            metavar="FILE",
+            help="An nccl-tests log (all_reduce_perf output), read by the bench importer.",
+            rich_help_panel=_M,
+        ),
+    ] = None,
+    latency_us: Annotated[
+        float | None,
+        typer.Option(
+            "--latency-us",
+            metavar="US",
+            help="Per-collective latency, µs (default: from --bench/--nccl-tests, else [verdict] latency_us).",
+            rich_help_panel=_M,
+        ),
+    ] = None,
+    link_gbps: Annotated[
+        float | None,
+        typer.Option(
+            "--link-gbps",
+            metavar="GBIT/S",
+            help="Rail link rate, Gb/s (400 for NDR; default: from --root).",
+            rich_help_panel=_C,
+        ),
+    ] = None,
+    rails_per_node: Annotated[
+        int | None,
+        typer.Option(
+            "--rails-per-node",
+            metavar="N",
+            help="Rails (adapters) per node carrying the job (default: from --root, else 1).",
+            rich_help_panel=_C,
+        ),
+    ] = None,
+    root: Annotated[
+        Path | None,
+        typer.Option(
+            "--root",
+            metavar="DIR|TAR",
+            help="Also judge this node's fabric health and read its rails: / for this node, a fixture or snapshot.",
+            rich_help_panel=_C,
+        ),
+    ] = None,
+    chart: Annotated[
+        Path | None,
+        typer.Option(
+            "--chart",
+            metavar="PNG",
+            help="Also write the scaling-wall chart as a PNG (needs matplotlib).",
+            rich_help_panel=_O,
+        ),
+    ] = None,
     fmt: FormatOption = OutputFormat.table,
     config: ConfigOption = None,
     strict: StrictOption = False,
@@ -80,12 +211,19 @@ def verdict_command(
     cfg_file = read_config(config)
     cfg = cfg_file.section("verdict", VerdictConfig)
     source = inputs.choose_source(busbw, bench, nccl_tests)
-    inputs.check_positive("--link-gbps", link_gbps, maximum=inputs.MAX_LINK_GBPS, unit="Gb/s", example="400")
-    inputs.check_positive("--latency-us", latency_us, maximum=inputs.MAX_LATENCY_US, unit="µs", allow_zero=True)
+    inputs.check_positive(
+        "--link-gbps", link_gbps, maximum=inputs.MAX_LINK_GBPS, unit="Gb/s", example="400"
+    )
+    inputs.check_positive(
+        "--latency-us", latency_us, maximum=inputs.MAX_LATENCY_US, unit="µs", allow_zero=True
+    )
     if rails_per_node is not None and not 1 <= rails_per_node <= inputs.MAX_RAILS:
         from ibdiag.errors import UsageError
 
-        raise UsageError(f"--rails-per-node must be between 1 and {inputs.MAX_RAILS}, not {rails_per_node}", hint="the adapters per node that carry the job's traffic, e.g. 8 on a DGX H100")
+        raise UsageError(
+            f"--rails-per-node must be between 1 and {inputs.MAX_RAILS}, not {rails_per_node}",
+            hint="the adapters per node that carry the job's traffic, e.g. 8 on a DGX H100",
+        )
 
     node = None
     if root is not None:
@@ -116,7 +254,11 @@ def verdict_command(
         rails=node.rails if node else None,
         payload_share=cfg.link_payload_share,
     )
-    kw: dict[str, Any] = {"bucket_bytes": work.bucket_bytes, "ranks": work.ranks, "rails_used": ceil.rails_used}
+    kw: dict[str, Any] = {
+        "bucket_bytes": work.bucket_bytes,
+        "ranks": work.ranks,
+        "rails_used": ceil.rails_used,
+    }
     if source == "--busbw":
         measured = inputs.from_flag(busbw)  # type: ignore[arg-type]
     elif source == "--bench":
@@ -125,7 +267,14 @@ def verdict_command(
         measured = inputs.load_nccl_tests(nccl_tests, **kw)  # type: ignore[arg-type]
     inputs.check_positive("busbw", measured.busbw_gbs, maximum=inputs.MAX_GBS, unit="GB/s")
 
-    v = judge(work, measured, ceil, health=node.health if node else None, config=cfg, latency_us=latency_us)
+    v = judge(
+        work,
+        measured,
+        ceil,
+        health=node.health if node else None,
+        config=cfg,
+        latency_us=latency_us,
+    )
     report = Report("verdict", v.to_json(), tuple(findings(v)))
     if chart is not None:
         with atomic_output(chart, "--chart") as fh:

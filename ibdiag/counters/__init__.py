@@ -16,7 +16,13 @@ from ibdiag.sysfs import SysfsRoot
 __all__ = ["CountersConfig", "snapshot_findings"]
 
 
-def snapshot_findings(sysfs: SysfsRoot, config: CountersConfig | None = None, ports: PortsConfig | None = None, *, port_health: bool = True) -> list[Finding]:
+def snapshot_findings(
+    sysfs: SysfsRoot,
+    config: CountersConfig | None = None,
+    ports: PortsConfig | None = None,
+    *,
+    port_health: bool = True,
+) -> list[Finding]:
     """The findings ``ibdiag counters --root X`` judges from one reading, without printing.
 
     For other commands (``ibdiag verdict``) that need the node's counter health; ``port_health`` False
@@ -31,4 +37,6 @@ def snapshot_findings(sysfs: SysfsRoot, config: CountersConfig | None = None, po
     layout = discover_layout(sysfs)
     if not any(item.port is not None for item in layout):
         return no_ports()
-    return check_snapshot(read_sample(sysfs, layout, data_bits=cfg.data_bits), cfg, ports, port_health=port_health)
+    return check_snapshot(
+        read_sample(sysfs, layout, data_bits=cfg.data_bits), cfg, ports, port_health=port_health
+    )

@@ -49,11 +49,15 @@ def _count(path: Path, where: str, value: Any, bits: int) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise _bad(path, f"{where} is {safe_value(value)}, not a count")
     if value > max_value(bits):
-        raise _bad(path, f"{where} is {safe_value(value)}, more than its {bits}-bit counter can hold")
+        raise _bad(
+            path, f"{where} is {safe_value(value)}, more than its {bits}-bit counter can hold"
+        )
     return value
 
 
-def _counter_map(path: Path, where: str, value: Any, width: Callable[[str], int]) -> dict[str, int | None] | None:
+def _counter_map(
+    path: Path, where: str, value: Any, width: Callable[[str], int]
+) -> dict[str, int | None] | None:
     if value is None:
         return None
     if not isinstance(value, Mapping):
@@ -81,23 +85,44 @@ def _port(path: Path, i: int, doc: Any, *, device: bool) -> PortCounters:
     bits = doc.get("data_counter_bits") or 64
     if bits not in (32, 64):
         raise _bad(path, f"{where}.data_counter_bits is {safe_value(bits)}")
-    counters = _counter_map(path, f"{where}.counters", doc.get("counters"), lambda name: width_bits(name, data_bits=bits) or 64)
-    hw = _counter_map(path, f"{where}.hw_counters", doc.get("hw_counters"), lambda name: 64)  # rdma_hw_stats values are u64
+    counters = _counter_map(
+        path,
+        f"{where}.counters",
+        doc.get("counters"),
+        lambda name: width_bits(name, data_bits=bits) or 64,
+    )
+    hw = _counter_map(
+        path, f"{where}.hw_counters", doc.get("hw_counters"), lambda name: 64
+    )  # rdma_hw_stats values are u64
     saturated = doc.get("saturated", [])
-    if not isinstance(saturated, list) or not all(isinstance(s, str) and s.isprintable() and len(s) <= MAX_TEXT for s in saturated):
+    if not isinstance(saturated, list) or not all(
+        isinstance(s, str) and s.isprintable() and len(s) <= MAX_TEXT for s in saturated
+    ):
         raise _bad(path, f"{where}.saturated is not a list of counter names")
     derived: dict[str, int | None] = {}
-    for src, key in DATA_BYTES.items():
+    for _src, key in DATA_BYTES.items():
         v = doc.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= max_value(bits) * BYTES_PER_DATA_WORD):
-            raise _bad(path, f"{where}.{key} is {safe_value(v)}, not a byte count its {bits}-bit counter can give")
+        if v is not None and (
+            isinstance(v, bool)
+            or not isinstance(v, int)
+            or not 0 <= v <= max_value(bits) * BYTES_PER_DATA_WORD
+        ):
+            raise _bad(
+                path,
+                f"{where}.{key} is {safe_value(v)}, not a byte count its {bits}-bit counter can give",
+            )
         derived[key] = v
     for key in ("hw_counters_lifespan_ms",):
         _count(path, f"{where}.{key}", doc.get(key), 64)
     info = None
     if not device:
         rate = doc.get("rate_gbps")
-        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate) or not 0 < rate <= MAX_IB_RATE_GBPS):
+        if rate is not None and (
+            isinstance(rate, bool)
+            or not isinstance(rate, (int, float))
+            or not math.isfinite(rate)
+            or not 0 < rate <= MAX_IB_RATE_GBPS
+        ):
             raise _bad(path, f"{where}.rate_gbps is {safe_value(rate)}, not a port rate")
         info = Port(
             adapter=adapter,
@@ -147,7 +172,9 @@ def _when(path: Path, key: str, value: Any, now: float) -> float:
     return epoch_s
 
 
-def load_baseline(path: Path | str, *, host: str, now: float | None = None) -> tuple[Sample, dict[str, Any]]:
+def load_baseline(
+    path: Path | str, *, host: str, now: float | None = None
+) -> tuple[Sample, dict[str, Any]]:
     """The baseline sample and ``{"file", "host", "generated_at", "sampled_at"}`` to report it by.
 
     ``now`` (epoch seconds, default this node's clock): times later than it plus :data:`CLOCK_SKEW_S`
@@ -164,7 +191,12 @@ def load_baseline(path: Path | str, *, host: str, now: float | None = None) -> t
             hint="counters are per node: compare with a baseline saved on this node (`ibdiag counters -o json > before.json`)",
         )
     taken = doc.get("sampled_at_epoch_s")
-    if isinstance(taken, bool) or not isinstance(taken, (int, float)) or not math.isfinite(taken) or taken <= 0:
+    if (
+        isinstance(taken, bool)
+        or not isinstance(taken, (int, float))
+        or not math.isfinite(taken)
+        or taken <= 0
+    ):
         raise _bad(p, "sampled_at_epoch_s is missing")
     # A sampled_at_epoch_s later than this reading is refused where the interval is computed (delta.py).
     if "generated_at" in doc:
@@ -184,7 +216,12 @@ def load_baseline(path: Path | str, *, host: str, now: float | None = None) -> t
         if r.key in seen:
             raise _bad(p, f"{r.subject} appears twice")
         seen.add(r.key)
-    meta = {"file": str(p), "host": their_host, "generated_at": doc.get("generated_at"), "sampled_at": doc.get("sampled_at")}
+    meta = {
+        "file": str(p),
+        "host": their_host,
+        "generated_at": doc.get("generated_at"),
+        "sampled_at": doc.get("sampled_at"),
+    }
     return Sample(taken_at_s=float(taken), monotonic_s=None, ports=tuple(records)), meta
 
 

@@ -58,18 +58,27 @@ def _judged_ports(sample: Sample, ports: PortsConfig) -> list[PortCounters]:
     return [p for p in sample.ports if not ports.ignored(p.adapter, p.port)]
 
 
-def port_findings(sample: Sample, ports: PortsConfig, peers: Sequence[Port] | None = None) -> list[Finding]:
+def port_findings(
+    sample: Sample, ports: PortsConfig, peers: Sequence[Port] | None = None
+) -> list[Finding]:
     """``port.state``/``port.rate`` of the sample's ports (:func:`ibdiag.ports.checks.check_ports`)."""
     return check_ports([p.info for p in sample.ports if p.info is not None], ports, peers=peers)
 
 
-@CHECKS.check("counters.unavailable", "no counters/, N/A (no PMA), unreadable or malformed counters: warn")
+@CHECKS.check(
+    "counters.unavailable", "no counters/, N/A (no PMA), unreadable or malformed counters: warn"
+)
 def unavailable(p: PortCounters) -> Finding | None:
     """Counters that have no value, reported once per port (not once per sample)."""
     if p.port is not None and p.counters is None and p.info is not None and p.info.software:
         # rxe and siw have no PMA (no process_mad), so the rdma core makes no counters/ for them
         # (drivers/infiniband/core/sysfs.c setup_port): normal, and their hw_counters are judged.
-        return Finding("counters.unavailable", Severity.OK, p.subject, "no counters/ directory, as for every software device (no PMA); its transport counters in hw_counters are judged")
+        return Finding(
+            "counters.unavailable",
+            Severity.OK,
+            p.subject,
+            "no counters/ directory, as for every software device (no PMA); its transport counters in hw_counters are judged",
+        )
     if p.port is not None and p.counters is None:
         return Finding(
             "counters.unavailable",
@@ -87,21 +96,45 @@ def unavailable(p: PortCounters) -> Finding | None:
     parts = []
     for why, names in by_reason.items():
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-        parts.append(f"{len(names)} counter(s) {why!r}: {shown}" if why.startswith("N/A") else f"{shown}: {why}")
+        parts.append(
+            f"{len(names)} counter(s) {why!r}: {shown}"
+            if why.startswith("N/A")
+            else f"{shown}: {why}"
+        )
     no_pma = any(why.startswith("N/A") for why in by_reason)
     hint = (
         "this kernel has no PMA for the device (old kernels print N/A (no PMA) for RoCE devices): use `ethtool -S <netdev>` or upgrade the kernel/driver"
         if no_pma
         else "the driver refused or garbled these reads (EINVAL/EIO on some firmware); they are treated as unknown, compare with a healthy node"
     )
-    return Finding("counters.unavailable", Severity.WARN, p.subject, "; ".join(parts), value=len(p.unavailable), unit="counters", hint=hint)
+    return Finding(
+        "counters.unavailable",
+        Severity.WARN,
+        p.subject,
+        "; ".join(parts),
+        value=len(p.unavailable),
+        unit="counters",
+        hint=hint,
+    )
 
 
-@CHECKS.check("counters.throughput", "tx/rx Gb/s and utilisation over a span; saturated data counters: warn")
+@CHECKS.check(
+    "counters.throughput", "tx/rx Gb/s and utilisation over a span; saturated data counters: warn"
+)
 def throughput(p: PortCounters, d: PortDelta, cfg: CountersConfig) -> Finding | None:
-    if p.port is None or not p.counters or not any(k in p.counters for k in ("port_xmit_data", "port_rcv_data")):
+    if (
+        p.port is None
+        or not p.counters
+        or not any(k in p.counters for k in ("port_xmit_data", "port_rcv_data"))
+    ):
         return None
-    sat = [k for k in ("port_xmit_data", "port_rcv_data") if d.unknown.get({"port_xmit_data": "xmit_bytes", "port_rcv_data": "rcv_bytes"}[k]) == "saturated" or k in p.saturated]
+    sat = [
+        k
+        for k in ("port_xmit_data", "port_rcv_data")
+        if d.unknown.get({"port_xmit_data": "xmit_bytes", "port_rcv_data": "rcv_bytes"}[k])
+        == "saturated"
+        or k in p.saturated
+    ]
     if sat:
         bits = p.data_bits
         return Finding(
@@ -113,13 +146,17 @@ def throughput(p: PortCounters, d: PortDelta, cfg: CountersConfig) -> Finding | 
             limit=max_value(bits),
             unit="words",
             hint=f"32-bit data counters saturate after 16 GiB; reset them (`perfquery -C {p.adapter} -P {p.port} -R`) before measuring, "
-            "or set [counters] extended_counters = \"yes\" if this adapter has 64-bit counters",
+            'or set [counters] extended_counters = "yes" if this adapter has 64-bit counters',
         )
     rate_gbps = p.info.rate_gbps if p.info else None
     fig = figures(d, rate_gbps, xmit_wait_bytes_per_count=cfg.xmit_wait_bytes_per_count)
     if fig.tx_gbps is None and fig.rx_gbps is None:
         return None
-    util = f" ({count_text(fig.tx_util_pct)}% / {count_text(fig.rx_util_pct)}% of {count_text(rate_gbps)} Gb/s)" if fig.tx_util_pct is not None and fig.rx_util_pct is not None else ""
+    util = (
+        f" ({count_text(fig.tx_util_pct)}% / {count_text(fig.rx_util_pct)}% of {count_text(rate_gbps)} Gb/s)"
+        if fig.tx_util_pct is not None and fig.rx_util_pct is not None
+        else ""
+    )
     return Finding(
         "counters.throughput",
         Severity.OK,
@@ -131,11 +168,16 @@ def throughput(p: PortCounters, d: PortDelta, cfg: CountersConfig) -> Finding | 
     )
 
 
-@CHECKS.check("counters.reset", "counters went down during the span (reset): warn, the deltas are lower bounds")
+@CHECKS.check(
+    "counters.reset",
+    "counters went down during the span (reset): warn, the deltas are lower bounds",
+)
 def reset(p: PortCounters, d: PortDelta, dur: str) -> Finding | None:
     if not d.resets:
         return None
-    shown = ", ".join(d.resets[:5]) + (f" and {len(d.resets) - 5} more" if len(d.resets) > 5 else "")
+    shown = ", ".join(d.resets[:5]) + (
+        f" and {len(d.resets) - 5} more" if len(d.resets) > 5 else ""
+    )
     return Finding(
         "counters.reset",
         Severity.WARN,
@@ -150,31 +192,42 @@ def reset(p: PortCounters, d: PortDelta, dur: str) -> Finding | None:
 # --- the checks: one function per id, a snapshot or a span -----------------------------------------
 
 
-def _by_mode(name: str, snapshot: Callable[..., Finding | None], span: Callable[..., Finding | None]) -> Callable[[PortReading], Finding | None]:
+def _by_mode(
+    name: str, snapshot: Callable[..., Finding | None], span: Callable[..., Finding | None]
+) -> Callable[[PortReading], Finding | None]:
     """A check that judges a snapshot by one rule and a span by the other (:mod:`ibdiag.counters.rules`)."""
 
     def judge(r: PortReading) -> Finding | None:
-        return snapshot(r.port, r.cfg) if r.delta is None else span(r.port, r.delta, r.cfg, r.duration)
+        return (
+            snapshot(r.port, r.cfg) if r.delta is None else span(r.port, r.delta, r.cfg, r.duration)
+        )
 
     judge.__name__ = judge.__qualname__ = name
     return judge
 
 
-errors = CHECKS.check("counters.errors", "IBA error counters: non-zero (snapshot) or increasing: warn; over the threshold or rate limit, or saturated: fail")(
-    _by_mode("errors", rules.errors_snapshot, rules.errors_span)
-)
-xmit_wait = CHECKS.check("counters.xmit_wait", "backpressure (port_xmit_wait) over its threshold per interval, or saturated: warn")(
-    _by_mode("xmit_wait", rules.xmit_wait_snapshot, rules.xmit_wait_span)
-)
-roce_errors = CHECKS.check("counters.roce_errors", "transport loss and receive-buffer hw_counters non-zero or increasing: warn; loss above the rate limit: fail")(
-    _by_mode("roce_errors", rules.roce_errors_snapshot, rules.roce_errors_span)
-)
-roce_congestion = CHECKS.check("counters.roce_congestion", "ECN marks and CNPs: history in a snapshot (ok), increasing over a span: warn (congestion)")(
-    _by_mode("roce_congestion", rules.roce_congestion_snapshot, rules.roce_congestion_span)
-)
+errors = CHECKS.check(
+    "counters.errors",
+    "IBA error counters: non-zero (snapshot) or increasing: warn; over the threshold or rate limit, or saturated: fail",
+)(_by_mode("errors", rules.errors_snapshot, rules.errors_span))
+xmit_wait = CHECKS.check(
+    "counters.xmit_wait",
+    "backpressure (port_xmit_wait) over its threshold per interval, or saturated: warn",
+)(_by_mode("xmit_wait", rules.xmit_wait_snapshot, rules.xmit_wait_span))
+roce_errors = CHECKS.check(
+    "counters.roce_errors",
+    "transport loss and receive-buffer hw_counters non-zero or increasing: warn; loss above the rate limit: fail",
+)(_by_mode("roce_errors", rules.roce_errors_snapshot, rules.roce_errors_span))
+roce_congestion = CHECKS.check(
+    "counters.roce_congestion",
+    "ECN marks and CNPs: history in a snapshot (ok), increasing over a span: warn (congestion)",
+)(_by_mode("roce_congestion", rules.roce_congestion_snapshot, rules.roce_congestion_span))
 
 
-@CHECKS.check("counters.baseline", "a port the --since baseline has and this reading does not, or the reverse: warn")
+@CHECKS.check(
+    "counters.baseline",
+    "a port the --since baseline has and this reading does not, or the reverse: warn",
+)
 def baseline(subject: str, *, gone: bool) -> Finding:
     if gone:
         return Finding(
@@ -193,9 +246,18 @@ def baseline(subject: str, *, gone: bool) -> Finding:
     )
 
 
-@CHECKS.check("counters.ports", "no RDMA port at all (ibdiag.counters.snapshot_findings): ok, nothing to judge")
+@CHECKS.check(
+    "counters.ports",
+    "no RDMA port at all (ibdiag.counters.snapshot_findings): ok, nothing to judge",
+)
 def no_ports() -> Finding:
-    return Finding("counters.ports", Severity.OK, "node", "no RDMA port under /sys/class/infiniband: no counters to judge", value=0)
+    return Finding(
+        "counters.ports",
+        Severity.OK,
+        "node",
+        "no RDMA port under /sys/class/infiniband: no counters to judge",
+        value=0,
+    )
 
 
 def check_snapshot(
@@ -221,10 +283,20 @@ def check_snapshot(
 
 
 def _no_baseline(d: PortDelta) -> bool:
-    return bool(d.deltas) and len(d.unknown) == len(d.deltas) and all(w == "no baseline" for w in d.unknown.values())
+    return (
+        bool(d.deltas)
+        and len(d.unknown) == len(d.deltas)
+        and all(w == "no baseline" for w in d.unknown.values())
+    )
 
 
-def check_span(span: Span, cfg: CountersConfig | None = None, ports: PortsConfig | None = None, *, peers: Sequence[Port] | None = None) -> list[Finding]:
+def check_span(
+    span: Span,
+    cfg: CountersConfig | None = None,
+    ports: PortsConfig | None = None,
+    *,
+    peers: Sequence[Port] | None = None,
+) -> list[Finding]:
     """Findings of counting over time (``--interval``, ``--count``, ``--since``, ``--watch``), judged on
     the totals (port state and rate on the last reading)."""
     cfg = cfg or CountersConfig()
@@ -239,7 +311,14 @@ def check_span(span: Span, cfg: CountersConfig | None = None, ports: PortsConfig
             out += baseline(p.subject, gone=False)
         else:
             r = PortReading(p, cfg, d, dur)
-            out += [*errors(r), *xmit_wait(r), *roce_errors(r), *roce_congestion(r), *throughput(p, d, cfg), *reset(p, d, dur)]
+            out += [
+                *errors(r),
+                *xmit_wait(r),
+                *roce_errors(r),
+                *roce_congestion(r),
+                *throughput(p, d, cfg),
+                *reset(p, d, dur),
+            ]
         out += unavailable(p)
     for subject in span.missing:
         adapter, _, port = subject.partition(":")

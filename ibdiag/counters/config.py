@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ibdiag.counters.spec import ERROR_COUNTERS, HW_JUDGED, HwGroup, IB_COUNTERS
+from ibdiag.counters.spec import ERROR_COUNTERS, HW_JUDGED, IB_COUNTERS, HwGroup
 from ibdiag.errors import InputError
 
 #: Counts per interval above which a counter fails. Source: infiniband-diags' default
@@ -40,7 +40,13 @@ IBDIAGS_THRESHOLDS: dict[str, int] = {
 
 #: Counters whose rate above ``rate_limit_per_s`` is excessive (issue 3: symbol errors, link error
 #: recovery, receive errors, local link integrity and transmit discards).
-RATE_LIMITED: tuple[str, ...] = ("symbol_error", "link_error_recovery", "port_rcv_errors", "local_link_integrity_errors", "port_xmit_discards")
+RATE_LIMITED: tuple[str, ...] = (
+    "symbol_error",
+    "link_error_recovery",
+    "port_rcv_errors",
+    "local_link_integrity_errors",
+    "port_xmit_discards",
+)
 
 #: RoCE/transport hw_counters: counts per interval above which the port warns. 0 (any increase)
 #: because RoCE for RDMA is deployed lossless (PFC/ECN), so a retransmission means a drop
@@ -78,19 +84,40 @@ class CountersConfig:
     def __post_init__(self) -> None:
         for name, value in {**self.thresholds, **self.roce_thresholds}.items():
             if value < 0:
-                raise InputError(f"config [counters] threshold {name} = {value} is negative", hint="thresholds are counts per interval, 0 or more")
+                raise InputError(
+                    f"config [counters] threshold {name} = {value} is negative",
+                    hint="thresholds are counts per interval, 0 or more",
+                )
         if not self.rate_limit_per_s > 0:
-            raise InputError("config [counters] rate_limit_per_s must be positive", hint="e.g. rate_limit_per_s = 10")
+            raise InputError(
+                "config [counters] rate_limit_per_s must be positive",
+                hint="e.g. rate_limit_per_s = 10",
+            )
         if not 0 < self.software_loss_pct <= 100:
-            raise InputError("config [counters] software_loss_pct must be in (0, 100]", hint="a percentage of packets, e.g. software_loss_pct = 5")
+            raise InputError(
+                "config [counters] software_loss_pct must be in (0, 100]",
+                hint="a percentage of packets, e.g. software_loss_pct = 5",
+            )
         if not self.xmit_wait_bytes_per_count > 0:
-            raise InputError("config [counters] xmit_wait_bytes_per_count must be positive", hint="8 for NVIDIA Quantum (tick 7)")
+            raise InputError(
+                "config [counters] xmit_wait_bytes_per_count must be positive",
+                hint="8 for NVIDIA Quantum (tick 7)",
+            )
         if self.extended_counters not in ("auto", "yes", "no"):
-            raise InputError(f"config [counters] extended_counters = {self.extended_counters!r}", hint='use "auto", "yes" or "no"')
+            raise InputError(
+                f"config [counters] extended_counters = {self.extended_counters!r}",
+                hint='use "auto", "yes" or "no"',
+            )
         if self.prom_names not in ("node_exporter", "ibdiag"):
-            raise InputError(f"config [counters] prom_names = {self.prom_names!r}", hint='use "node_exporter" or "ibdiag"')
+            raise InputError(
+                f"config [counters] prom_names = {self.prom_names!r}",
+                hint='use "node_exporter" or "ibdiag"',
+            )
         known = set(IB_COUNTERS) | set(HW_JUDGED)
-        for key, names in (("rate_limited", self.rate_limited), ("ignore_counters", self.ignore_counters)):
+        for key, names in (
+            ("rate_limited", self.rate_limited),
+            ("ignore_counters", self.ignore_counters),
+        ):
             unknown = sorted(set(names) - known)
             if unknown:
                 raise InputError(

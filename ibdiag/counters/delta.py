@@ -15,12 +15,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ibdiag.counters.model import Figures, PortCounters, PortDelta, Sample, SeriesStep, Span, is_variable_width
+from ibdiag.counters.model import (
+    Figures,
+    PortCounters,
+    PortDelta,
+    Sample,
+    SeriesStep,
+    Span,
+    is_variable_width,
+)
 from ibdiag.counters.spec import max_value
 from ibdiag.errors import InputError
 
 
-def counter_delta(before: int | None, after: int | None, *, saturated_before: bool, saturated_after: bool, saturating: bool) -> tuple[int | None, str | None, bool]:
+def counter_delta(
+    before: int | None,
+    after: int | None,
+    *,
+    saturated_before: bool,
+    saturated_after: bool,
+    saturating: bool,
+) -> tuple[int | None, str | None, bool]:
     """One counter: ``(delta, why unknown, went down)``.
 
     >>> counter_delta(10, 25, saturated_before=False, saturated_after=False, saturating=True)
@@ -80,7 +95,9 @@ def port_delta(before: PortCounters | None, after: PortCounters, interval_s: flo
         if down:
             resets.append(key)
     rates = {k: (None if d is None else d / interval_s) for k, d in deltas.items()}
-    return PortDelta(after.adapter, after.port, interval_s, deltas, rates, dict(rates), unknown, tuple(resets), 1)
+    return PortDelta(
+        after.adapter, after.port, interval_s, deltas, rates, dict(rates), unknown, tuple(resets), 1
+    )
 
 
 def sample_interval_s(before: Sample, after: Sample) -> float:
@@ -144,7 +161,17 @@ class _PortTotal:
                 unknown[k] = f"partly {self.why[k]}"
         secs = self.interval_s
         rates = {k: (None if v is None or not secs else v / secs) for k, v in deltas.items()}
-        return PortDelta(adapter, port, secs, deltas, rates, dict(self.peaks), unknown, tuple(self.resets), self.steps)
+        return PortDelta(
+            adapter,
+            port,
+            secs,
+            deltas,
+            rates,
+            dict(self.peaks),
+            unknown,
+            tuple(self.resets),
+            self.steps,
+        )
 
 
 class Accumulator:
@@ -185,9 +212,22 @@ class Accumulator:
         """Everything so far, totals per port of the last sample."""
         if not self.count:
             raise ValueError("a span needs two samples")
-        totals = tuple(self._ports[p.key].delta(p.adapter, p.port) for p in self.last.ports if p.key in self._ports)
+        totals = tuple(
+            self._ports[p.key].delta(p.adapter, p.port)
+            for p in self.last.ports
+            if p.key in self._ports
+        )
         interval = sample_interval_s(self.first, self.last)
-        return Span(self.mode, self.first, self.last, tuple(self._steps), totals, interval, self.count, tuple(self._missing))
+        return Span(
+            self.mode,
+            self.first,
+            self.last,
+            tuple(self._steps),
+            totals,
+            interval,
+            self.count,
+            tuple(self._missing),
+        )
 
 
 def build_span(samples: Sequence[Sample], *, mode: str, keep_steps: bool = True) -> Span:
@@ -200,7 +240,13 @@ def build_span(samples: Sequence[Sample], *, mode: str, keep_steps: bool = True)
     return acc.span()
 
 
-def figures(delta: PortDelta, rate_gbps: float | None, *, xmit_wait_bytes_per_count: float, peak: bool = False) -> Figures:
+def figures(
+    delta: PortDelta,
+    rate_gbps: float | None,
+    *,
+    xmit_wait_bytes_per_count: float,
+    peak: bool = False,
+) -> Figures:
     """tx/rx Gb/s, utilisation of the port rate, xmit_wait per second and the estimated wait share.
 
     The wait share is ``xmit_wait x bytes-per-count / (rate x interval)``: the bytes the port could
@@ -220,5 +266,7 @@ def figures(delta: PortDelta, rate_gbps: float | None, *, xmit_wait_bytes_per_co
         tx_util_pct=(tx / rate_gbps * 100) if tx is not None and usable else None,  # type: ignore[operator]
         rx_util_pct=(rx / rate_gbps * 100) if rx is not None and usable else None,  # type: ignore[operator]
         xmit_wait_per_s=wait,
-        xmit_wait_est_pct=(wait * xmit_wait_bytes_per_count / (rate_gbps * 1e9 / 8) * 100) if wait is not None and usable else None,  # type: ignore[operator]
+        xmit_wait_est_pct=(wait * xmit_wait_bytes_per_count / (rate_gbps * 1e9 / 8) * 100)
+        if wait is not None and usable
+        else None,  # type: ignore[operator]
     )

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ibdiag.counters.model import PortCounters, Sample
 from ibdiag.counters.spec import (
     BYTES_PER_DATA_WORD,
     EXTENDED_ONLY,
@@ -22,7 +23,6 @@ from ibdiag.counters.spec import (
     max_value,
     width_bits,
 )
-from ibdiag.counters.model import PortCounters, Sample
 from ibdiag.errors import UsageError
 from ibdiag.sysfs import SysfsRoot
 from ibdiag.text import safe_value
@@ -72,9 +72,15 @@ def parse_device_filter(specs: Sequence[str]) -> list[str]:
         for item in str(spec).split(","):
             item = item.strip()
             if not item:
-                raise UsageError(f"--device {spec!r} has an empty item", hint="give DEV or DEV:PORT, e.g. --device mlx5_0:1,mlx5_3")
+                raise UsageError(
+                    f"--device {spec!r} has an empty item",
+                    hint="give DEV or DEV:PORT, e.g. --device mlx5_0:1,mlx5_3",
+                )
             if not _DEVICE_RE.fullmatch(item):
-                raise UsageError(f"--device {item!r} is not DEV or DEV:PORT", hint="e.g. --device mlx5_3:1 (port numbers start at 1), or a pattern such as mlx5_*")
+                raise UsageError(
+                    f"--device {item!r} is not DEV or DEV:PORT",
+                    hint="e.g. --device mlx5_3:1 (port numbers start at 1), or a pattern such as mlx5_*",
+                )
             out.append(item)
     return out
 
@@ -104,7 +110,15 @@ def discover_layout(sysfs: SysfsRoot, devices: Sequence[str] = ()) -> tuple[Port
             if not selected(adapter, port, devices):
                 continue
             base = f"class/infiniband/{adapter}/ports/{port}"
-            ports.append(PortLayout(adapter, port, base, _files(sysfs, f"{base}/counters"), _files(sysfs, f"{base}/hw_counters")))
+            ports.append(
+                PortLayout(
+                    adapter,
+                    port,
+                    base,
+                    _files(sysfs, f"{base}/counters"),
+                    _files(sysfs, f"{base}/hw_counters"),
+                )
+            )
         base = f"class/infiniband/{adapter}"
         # Device-level hw_counters (rdma core: ib_setup_device_attrs) belong to the adapter as a whole.
         if selected(adapter, None, devices) and sysfs.is_dir(f"{base}/hw_counters"):
@@ -114,8 +128,12 @@ def discover_layout(sysfs: SysfsRoot, devices: Sequence[str] = ()) -> tuple[Port
     if devices:
         for pat in devices:
             if not any(selected(p.adapter, p.port, [pat]) for p in ports):
-                known = ", ".join(f"{a}:{p}" for a in adapters for p in list_ports(sysfs, a)) or "none"
-                raise UsageError(f"--device {pat}: no such RDMA port", hint=f"ports on this node: {known}")
+                known = (
+                    ", ".join(f"{a}:{p}" for a in adapters for p in list_ports(sysfs, a)) or "none"
+                )
+                raise UsageError(
+                    f"--device {pat}: no such RDMA port", hint=f"ports on this node: {known}"
+                )
     return tuple(ports + devices_level)
 
 
@@ -125,7 +143,14 @@ def _files(sysfs: SysfsRoot, rel: str) -> tuple[str, ...] | None:
     return tuple(sysfs.listdir(rel))
 
 
-def _read_values(sysfs: SysfsRoot, rel: str, names: Sequence[str], unavailable: dict[str, str], *, known_widths: bool) -> dict[str, int | None]:
+def _read_values(
+    sysfs: SysfsRoot,
+    rel: str,
+    names: Sequence[str],
+    unavailable: dict[str, str],
+    *,
+    known_widths: bool,
+) -> dict[str, int | None]:
     """Values of ``rel/<name>``; ``known_widths``: IB counters, each checked against its width (the
     variable-width data counters and every hw_counter, a u64 in the kernel, against 64 bits)."""
     values: dict[str, int | None] = {}
@@ -147,7 +172,9 @@ def _read_values(sysfs: SysfsRoot, rel: str, names: Sequence[str], unavailable: 
             unavailable[name] = NO_PMA
             continue
         try:
-            values[name] = parse_counter(text, (width_bits(name, data_bits=64) or 64) if known_widths else 64)
+            values[name] = parse_counter(
+                text, (width_bits(name, data_bits=64) or 64) if known_widths else 64
+            )
         except ValueError as e:
             values[name] = None
             unavailable[name] = f"malformed: {e}"
@@ -172,16 +199,22 @@ def data_counter_bits(counters: dict[str, int | None], forced: int | None = None
     return 32
 
 
-def read_port_counters(sysfs: SysfsRoot, layout: PortLayout, *, data_bits: int | None = None) -> PortCounters:
+def read_port_counters(
+    sysfs: SysfsRoot, layout: PortLayout, *, data_bits: int | None = None
+) -> PortCounters:
     unavailable: dict[str, str] = {}
     counters = None
     if layout.counters is not None:
-        counters = _read_values(sysfs, f"{layout.base}/counters", layout.counters, unavailable, known_widths=True)
+        counters = _read_values(
+            sysfs, f"{layout.base}/counters", layout.counters, unavailable, known_widths=True
+        )
     hw = None
     lifespan = None
     if layout.hw_counters is not None:
         names = [n for n in layout.hw_counters if n != HW_LIFESPAN]
-        hw = _read_values(sysfs, f"{layout.base}/hw_counters", names, unavailable, known_widths=False)
+        hw = _read_values(
+            sysfs, f"{layout.base}/hw_counters", names, unavailable, known_widths=False
+        )
         if HW_LIFESPAN in layout.hw_counters:
             text = sysfs.read(f"{layout.base}/hw_counters/{HW_LIFESPAN}")
             try:
@@ -196,7 +229,11 @@ def read_port_counters(sysfs: SysfsRoot, layout: PortLayout, *, data_bits: int |
             saturated.add(name)
     xmit = (counters or {}).get("port_xmit_data")
     rcv = (counters or {}).get("port_rcv_data")
-    info = read_port(sysfs, layout.adapter, layout.port, with_gids=False) if layout.port is not None else None
+    info = (
+        read_port(sysfs, layout.adapter, layout.port, with_gids=False)
+        if layout.port is not None
+        else None
+    )
     return PortCounters(
         adapter=layout.adapter,
         port=layout.port,

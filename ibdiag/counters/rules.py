@@ -43,9 +43,21 @@ class _Item:
     """What the counter means, said once after the list."""
 
 
-def combine(check: str, subject: str, items: Iterable[_Item], ok: str, *, prefix: str = "", sep: str = ", ", ok_value: Any = None, ok_unit: str | None = None) -> Finding:
+def combine(
+    check: str,
+    subject: str,
+    items: Iterable[_Item],
+    ok: str,
+    *,
+    prefix: str = "",
+    sep: str = ", ",
+    ok_value: Any = None,
+    ok_unit: str | None = None,
+) -> Finding:
     """One finding per check and port: the worst item decides severity, value and hint; the message lists every problem."""
-    bad = sorted((i for i in items if i.severity is not Severity.OK), key=lambda i: -i.severity.rank)
+    bad = sorted(
+        (i for i in items if i.severity is not Severity.OK), key=lambda i: -i.severity.rank
+    )
     if not bad:
         return Finding(check, Severity.OK, subject, ok, value=ok_value, unit=ok_unit)
     worst = bad[0]
@@ -56,7 +68,16 @@ def combine(check: str, subject: str, items: Iterable[_Item], ok: str, *, prefix
             notes.append(i.note)
     if notes:
         message += " — " + "; ".join(notes)
-    return Finding(check, worst.severity, subject, message, value=worst.value, limit=worst.limit, unit=worst.unit, hint=worst.hint)
+    return Finding(
+        check,
+        worst.severity,
+        subject,
+        message,
+        value=worst.value,
+        limit=worst.limit,
+        unit=worst.unit,
+        hint=worst.hint,
+    )
 
 
 def saturated_at(name: str, p: PortCounters) -> tuple[int, int]:
@@ -91,8 +112,16 @@ def errors_snapshot(p: PortCounters, cfg: CountersConfig) -> Finding | None:
                 )
             )
         elif v > 0:
-            items.append(_Item(Severity.WARN, f"{name} {v}", value=v, hint=f"{HINTS[name]}; {SNAPSHOT_HINT}"))
-    return combine("counters.errors", p.subject, items, f"all {len(present)} error counters are 0 since the last reset", prefix="error counters since the last reset: ")
+            items.append(
+                _Item(Severity.WARN, f"{name} {v}", value=v, hint=f"{HINTS[name]}; {SNAPSHOT_HINT}")
+            )
+    return combine(
+        "counters.errors",
+        p.subject,
+        items,
+        f"all {len(present)} error counters are 0 since the last reset",
+        prefix="error counters since the last reset: ",
+    )
 
 
 def xmit_wait_snapshot(p: PortCounters, cfg: CountersConfig) -> Finding | None:
@@ -113,7 +142,14 @@ def xmit_wait_snapshot(p: PortCounters, cfg: CountersConfig) -> Finding | None:
             unit="ticks",
             hint=f"{HINTS['port_xmit_wait']}; reset with `perfquery -C {p.adapter} -P {p.port} -R`, then `ibdiag counters --interval 10`",
         )
-    return Finding("counters.xmit_wait", Severity.OK, p.subject, f"port_xmit_wait = {v} ticks since the last reset (use --interval for a rate)", value=v, unit="ticks")
+    return Finding(
+        "counters.xmit_wait",
+        Severity.OK,
+        p.subject,
+        f"port_xmit_wait = {v} ticks since the last reset (use --interval for a rate)",
+        value=v,
+        unit="ticks",
+    )
 
 
 _GROUP_NOTE = {
@@ -155,12 +191,18 @@ def _span_packets(p: PortCounters, d: PortDelta) -> int | None:
     return sum(v for v in got if v is not None) if any(v is not None for v in got) else None
 
 
-def _roce_judged(p: PortCounters, cfg: CountersConfig, *, congestion: bool, with_value: bool) -> list[str]:
+def _roce_judged(
+    p: PortCounters, cfg: CountersConfig, *, congestion: bool, with_value: bool
+) -> list[str]:
     """The judged hw_counters this port has, of the congestion group or of the others."""
     hw = p.hw_counters or {}
     return [
-        n for n in HW_JUDGED
-        if n in hw and cfg.judged(n) and (hw[n] is not None or not with_value) and (HW_JUDGED[n].group is HwGroup.CONGESTION) == congestion
+        n
+        for n in HW_JUDGED
+        if n in hw
+        and cfg.judged(n)
+        and (hw[n] is not None or not with_value)
+        and (HW_JUDGED[n].group is HwGroup.CONGESTION) == congestion
     ]
 
 
@@ -171,11 +213,23 @@ def roce_errors_snapshot(p: PortCounters, cfg: CountersConfig) -> Finding | None
         return None
     packets = _snapshot_packets(p)
     items = [
-        _Item(Severity.WARN, f"{n} {hw[n]}{_share_text(hw[n] or 0, packets)}", value=hw[n], hint=f"{HW_JUDGED[n].hint}; {SNAPSHOT_HINT}", note=_GROUP_NOTE[HW_JUDGED[n].group])
+        _Item(
+            Severity.WARN,
+            f"{n} {hw[n]}{_share_text(hw[n] or 0, packets)}",
+            value=hw[n],
+            hint=f"{HW_JUDGED[n].hint}; {SNAPSHOT_HINT}",
+            note=_GROUP_NOTE[HW_JUDGED[n].group],
+        )
         for n in errs
         if (hw[n] or 0) > 0
     ]
-    return combine("counters.roce_errors", p.subject, items, "no transport retransmission, sequence or receive-buffer errors since the last reset", prefix="since the last reset: ")
+    return combine(
+        "counters.roce_errors",
+        p.subject,
+        items,
+        "no transport retransmission, sequence or receive-buffer errors since the last reset",
+        prefix="since the last reset: ",
+    )
 
 
 def roce_congestion_snapshot(p: PortCounters, cfg: CountersConfig) -> Finding | None:
@@ -185,9 +239,21 @@ def roce_congestion_snapshot(p: PortCounters, cfg: CountersConfig) -> Finding | 
         return None
     active = [n for n in cong if (hw[n] or 0) > 0]
     if active:
-        text = "congestion control has acted since the last reset: " + ", ".join(f"{n} = {hw[n]}" for n in active)
-        return Finding("counters.roce_congestion", Severity.OK, p.subject, text + " (use --interval to see whether it is happening now)")
-    return Finding("counters.roce_congestion", Severity.OK, p.subject, "no ECN marks or CNPs since the last reset")
+        text = "congestion control has acted since the last reset: " + ", ".join(
+            f"{n} = {hw[n]}" for n in active
+        )
+        return Finding(
+            "counters.roce_congestion",
+            Severity.OK,
+            p.subject,
+            text + " (use --interval to see whether it is happening now)",
+        )
+    return Finding(
+        "counters.roce_congestion",
+        Severity.OK,
+        p.subject,
+        "no ECN marks or CNPs since the last reset",
+    )
 
 
 # --- interval, series, --since ---------------------------------------------------------------------------
@@ -199,7 +265,13 @@ def _increase(d: int, lower_bound: bool) -> str:
 
 def errors_span(p: PortCounters, d: PortDelta, cfg: CountersConfig, dur: str) -> Finding | None:
     counters = p.counters or {}
-    present = [n for n in ERROR_COUNTERS if n in counters and cfg.judged(n) and (d.deltas.get(n) is not None or n in p.saturated or d.unknown.get(n) == "saturated")]
+    present = [
+        n
+        for n in ERROR_COUNTERS
+        if n in counters
+        and cfg.judged(n)
+        and (d.deltas.get(n) is not None or n in p.saturated or d.unknown.get(n) == "saturated")
+    ]
     if not present:
         return None
     items = []
@@ -226,17 +298,53 @@ def errors_span(p: PortCounters, d: PortDelta, cfg: CountersConfig, dur: str) ->
         rate = d.rates.get(name) or 0.0
         peak = d.peak_rates.get(name) or 0.0
         thr = cfg.thresholds.get(name)
-        per_s = f"{count_text(rate)}/s" + (f", peak {count_text(peak)}/s" if d.samples > 1 and peak > rate else "")
+        per_s = f"{count_text(rate)}/s" + (
+            f", peak {count_text(peak)}/s" if d.samples > 1 and peak > rate else ""
+        )
         reset_note = "counters were reset during the interval: + N or more" if lower else None
         if thr is not None and delta > thr:
-            items.append(_Item(Severity.FAIL, f"{name} {_increase(delta, lower)} ({per_s}) over the threshold of {thr} per interval", value=delta, limit=thr, hint=HINTS[name], note=reset_note))
+            items.append(
+                _Item(
+                    Severity.FAIL,
+                    f"{name} {_increase(delta, lower)} ({per_s}) over the threshold of {thr} per interval",
+                    value=delta,
+                    limit=thr,
+                    hint=HINTS[name],
+                    note=reset_note,
+                )
+            )
         elif name in cfg.rate_limited and peak > cfg.rate_limit_per_s:
             items.append(
-                _Item(Severity.FAIL, f"{name} at {count_text(peak)}/s over the rate limit of {count_text(cfg.rate_limit_per_s)}/s", value=round(peak, 3), limit=cfg.rate_limit_per_s, unit="/s", hint=HINTS[name], note=reset_note)
+                _Item(
+                    Severity.FAIL,
+                    f"{name} at {count_text(peak)}/s over the rate limit of {count_text(cfg.rate_limit_per_s)}/s",
+                    value=round(peak, 3),
+                    limit=cfg.rate_limit_per_s,
+                    unit="/s",
+                    hint=HINTS[name],
+                    note=reset_note,
+                )
             )
         elif delta > 0:
-            items.append(_Item(Severity.WARN, f"{name} {_increase(delta, lower)} ({per_s})", value=delta, limit=thr, hint=HINTS[name], note=reset_note))
-    return combine("counters.errors", p.subject, items, f"no error counter increased in {dur} ({len(present)} checked)", prefix=f"in {dur}: ", sep="; ", ok_value=0)
+            items.append(
+                _Item(
+                    Severity.WARN,
+                    f"{name} {_increase(delta, lower)} ({per_s})",
+                    value=delta,
+                    limit=thr,
+                    hint=HINTS[name],
+                    note=reset_note,
+                )
+            )
+    return combine(
+        "counters.errors",
+        p.subject,
+        items,
+        f"no error counter increased in {dur} ({len(present)} checked)",
+        prefix=f"in {dur}: ",
+        sep="; ",
+        ok_value=0,
+    )
 
 
 def xmit_wait_span(p: PortCounters, d: PortDelta, cfg: CountersConfig, dur: str) -> Finding | None:
@@ -258,7 +366,11 @@ def xmit_wait_span(p: PortCounters, d: PortDelta, cfg: CountersConfig, dur: str)
         return None
     rate_gbps = p.info.rate_gbps if p.info else None
     fig = figures(d, rate_gbps, xmit_wait_bytes_per_count=cfg.xmit_wait_bytes_per_count)
-    share = f"; est. {pct(fig.xmit_wait_est_pct)} of the time waiting for credits (assuming {count_text(cfg.xmit_wait_bytes_per_count)} B per count)" if fig.xmit_wait_est_pct is not None else ""
+    share = (
+        f"; est. {pct(fig.xmit_wait_est_pct)} of the time waiting for credits (assuming {count_text(cfg.xmit_wait_bytes_per_count)} B per count)"
+        if fig.xmit_wait_est_pct is not None
+        else ""
+    )
     thr = cfg.thresholds.get("port_xmit_wait")
     if thr is not None and delta > thr:
         return Finding(
@@ -271,7 +383,15 @@ def xmit_wait_span(p: PortCounters, d: PortDelta, cfg: CountersConfig, dur: str)
             unit="ticks",
             hint=HINTS["port_xmit_wait"],
         )
-    return Finding("counters.xmit_wait", Severity.OK, p.subject, f"port_xmit_wait +{delta} ticks in {dur}{share}", value=delta, limit=thr, unit="ticks")
+    return Finding(
+        "counters.xmit_wait",
+        Severity.OK,
+        p.subject,
+        f"port_xmit_wait +{delta} ticks in {dur}{share}",
+        value=delta,
+        limit=thr,
+        unit="ticks",
+    )
 
 
 def _hw_deltas(p: PortCounters, d: PortDelta, names: list[str]) -> list[tuple[str, str, int]]:
@@ -285,7 +405,9 @@ def _hw_deltas(p: PortCounters, d: PortDelta, names: list[str]) -> list[tuple[st
     return out
 
 
-def roce_errors_span(p: PortCounters, d: PortDelta, cfg: CountersConfig, dur: str) -> Finding | None:
+def roce_errors_span(
+    p: PortCounters, d: PortDelta, cfg: CountersConfig, dur: str
+) -> Finding | None:
     errs = _roce_judged(p, cfg, congestion=False, with_value=False)
     if not errs:
         return None
@@ -301,30 +423,90 @@ def roce_errors_span(p: PortCounters, d: PortDelta, cfg: CountersConfig, dur: st
         share = 100.0 * delta / packets if packets else None
         if by_share and spec.group is HwGroup.LOSS:
             if share is not None and share > cfg.software_loss_pct:
-                items.append(_Item(Severity.FAIL, f"{n} +{delta}{_share_text(delta, packets)} over the software-device limit of {cfg.software_loss_pct:g}% of packets", value=round(share, 4), limit=cfg.software_loss_pct, unit="%", hint=spec.hint, note=_GROUP_NOTE[spec.group]))
+                items.append(
+                    _Item(
+                        Severity.FAIL,
+                        f"{n} +{delta}{_share_text(delta, packets)} over the software-device limit of {cfg.software_loss_pct:g}% of packets",
+                        value=round(share, 4),
+                        limit=cfg.software_loss_pct,
+                        unit="%",
+                        hint=spec.hint,
+                        note=_GROUP_NOTE[spec.group],
+                    )
+                )
             elif delta > thr:
-                items.append(_Item(Severity.WARN, f"{n} +{delta}{_share_text(delta, packets)}", value=delta, limit=thr, hint=spec.hint, note=_GROUP_NOTE[spec.group]))
+                items.append(
+                    _Item(
+                        Severity.WARN,
+                        f"{n} +{delta}{_share_text(delta, packets)}",
+                        value=delta,
+                        limit=thr,
+                        hint=spec.hint,
+                        note=_GROUP_NOTE[spec.group],
+                    )
+                )
             continue
         if spec.group is HwGroup.LOSS and peak > cfg.rate_limit_per_s:
-            items.append(_Item(Severity.FAIL, f"{n} at {count_text(peak)}/s over the rate limit of {count_text(cfg.rate_limit_per_s)}/s", value=round(peak, 3), limit=cfg.rate_limit_per_s, unit="/s", hint=spec.hint, note=_GROUP_NOTE[spec.group]))
+            items.append(
+                _Item(
+                    Severity.FAIL,
+                    f"{n} at {count_text(peak)}/s over the rate limit of {count_text(cfg.rate_limit_per_s)}/s",
+                    value=round(peak, 3),
+                    limit=cfg.rate_limit_per_s,
+                    unit="/s",
+                    hint=spec.hint,
+                    note=_GROUP_NOTE[spec.group],
+                )
+            )
         elif delta > thr:
-            items.append(_Item(Severity.WARN, f"{n} +{delta} ({count_text(d.rates.get(key))}/s){_share_text(delta, packets)}", value=delta, limit=thr, hint=spec.hint, note=_GROUP_NOTE[spec.group]))
-    return combine("counters.roce_errors", p.subject, items, f"no transport retransmission, sequence or receive-buffer errors in {dur}", prefix=f"in {dur}: ", sep="; ", ok_value=0)
+            items.append(
+                _Item(
+                    Severity.WARN,
+                    f"{n} +{delta} ({count_text(d.rates.get(key))}/s){_share_text(delta, packets)}",
+                    value=delta,
+                    limit=thr,
+                    hint=spec.hint,
+                    note=_GROUP_NOTE[spec.group],
+                )
+            )
+    return combine(
+        "counters.roce_errors",
+        p.subject,
+        items,
+        f"no transport retransmission, sequence or receive-buffer errors in {dur}",
+        prefix=f"in {dur}: ",
+        sep="; ",
+        ok_value=0,
+    )
 
 
-def roce_congestion_span(p: PortCounters, d: PortDelta, cfg: CountersConfig, dur: str) -> Finding | None:
+def roce_congestion_span(
+    p: PortCounters, d: PortDelta, cfg: CountersConfig, dur: str
+) -> Finding | None:
     cong = _roce_judged(p, cfg, congestion=True, with_value=False)
     if not cong:
         return None
-    active = [(n, delta, d.rates.get(key)) for n, key, delta in _hw_deltas(p, d, cong) if delta > cfg.roce_thresholds.get(n, 0)]
+    active = [
+        (n, delta, d.rates.get(key))
+        for n, key, delta in _hw_deltas(p, d, cong)
+        if delta > cfg.roce_thresholds.get(n, 0)
+    ]
     if not active:
-        return Finding("counters.roce_congestion", Severity.OK, p.subject, f"no ECN marks or CNPs in {dur}", value=0)
+        return Finding(
+            "counters.roce_congestion",
+            Severity.OK,
+            p.subject,
+            f"no ECN marks or CNPs in {dur}",
+            value=0,
+        )
     worst = max(active, key=lambda t: t[1])
     return Finding(
         "counters.roce_congestion",
         Severity.WARN,
         p.subject,
-        f"congestion in {dur}: " + ", ".join(f"{n} {count_text(r)}/s" for n, _, r in active) + " (ECN/CNP: switches queued this traffic and DCQCN slowed the sender)",
+        f"congestion in {dur}: "
+        + ", ".join(f"{n} {count_text(r)}/s" for n, _, r in active)
+        + " (ECN/CNP: switches queued this traffic and DCQCN slowed the sender)",
         value=worst[1],
         limit=cfg.roce_thresholds.get(worst[0], 0),
         hint=CONGESTION_HINT,

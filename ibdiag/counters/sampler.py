@@ -20,7 +20,14 @@ def wait(seconds: float) -> None:
 class Sampler:
     """Reads ``layout`` at ``t0``, ``t0 + interval``, ``t0 + 2 x interval`` ... (monotonic clock)."""
 
-    def __init__(self, sysfs: SysfsRoot, layout: Sequence[PortLayout], *, interval_s: float, data_bits: int | None = None) -> None:
+    def __init__(
+        self,
+        sysfs: SysfsRoot,
+        layout: Sequence[PortLayout],
+        *,
+        interval_s: float,
+        data_bits: int | None = None,
+    ) -> None:
         self.sysfs = sysfs
         self.layout = tuple(layout)
         self.interval_s = interval_s
@@ -56,7 +63,9 @@ def run_series(
     first: Sample | None = None,
 ) -> Span:
     """Take ``count`` samples after the first; ``on_step`` sees each as it arrives (CSV streams from it)."""
-    acc = Accumulator(first if first is not None else sampler.first(), mode=mode, keep_steps=keep_steps)
+    acc = Accumulator(
+        first if first is not None else sampler.first(), mode=mode, keep_steps=keep_steps
+    )
     for _ in range(count):
         step = acc.add(sampler.next())
         if on_step is not None:

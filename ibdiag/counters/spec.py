@@ -47,29 +47,171 @@ _C = CounterSpec
 IB_COUNTERS: dict[str, CounterSpec] = {
     c.name: c
     for c in (
-        _C("symbol_error", "SymbolErrorCounter", 16, Kind.ERROR, "symbol_error_total", "minor link errors on the physical lanes"),
-        _C("link_error_recovery", "LinkErrorRecoveryCounter", 8, Kind.ERROR, "link_error_recovery_total", "link retrained after an error (recovered)"),
-        _C("link_downed", "LinkDownedCounter", 8, Kind.ERROR, "link_downed_total", "link failed to recover and went down"),
-        _C("port_rcv_errors", "PortRcvErrors", 16, Kind.ERROR, "port_errors_received_total", "received packets with errors"),
-        _C("port_rcv_remote_physical_errors", "PortRcvRemotePhysicalErrors", 16, Kind.ERROR, "port_receive_remote_physical_errors_total", "received packets marked bad (EBP) upstream"),
-        _C("port_rcv_switch_relay_errors", "PortRcvSwitchRelayErrors", 16, Kind.ERROR, "port_receive_switch_relay_errors_total", "packets a switch could not forward"),
-        _C("port_xmit_discards", "PortXmitDiscards", 16, Kind.ERROR, "port_discards_transmitted_total", "outbound packets discarded (port down or congestion timeout)"),
-        _C("port_xmit_constraint_errors", "PortXmitConstraintErrors", 8, Kind.ERROR, "port_constraint_errors_transmitted_total", "outbound packets dropped by partition/filter constraints"),
-        _C("port_rcv_constraint_errors", "PortRcvConstraintErrors", 8, Kind.ERROR, "port_constraint_errors_received_total", "inbound packets dropped by partition/filter constraints"),
-        _C("local_link_integrity_errors", "LocalLinkIntegrityErrors", 4, Kind.ERROR, "local_link_integrity_errors_total", "local physical errors exceeded LocalPhyErrors"),
-        _C("excessive_buffer_overrun_errors", "ExcessiveBufferOverrunErrors", 4, Kind.ERROR, "excessive_buffer_overrun_errors_total", "consecutive receive buffer overruns"),
-        _C("VL15_dropped", "VL15Dropped", 16, Kind.ERROR, "vl15_dropped_total", "subnet management packets dropped"),
-        _C("port_xmit_data", "PortXmitData", None, Kind.DATA, None, "data transmitted, in 4-octet words"),
-        _C("port_rcv_data", "PortRcvData", None, Kind.DATA, None, "data received, in 4-octet words"),
-        _C("port_xmit_packets", "PortXmitPkts", None, Kind.PACKETS, "port_packets_transmitted_total", "packets transmitted"),
-        _C("port_rcv_packets", "PortRcvPkts", None, Kind.PACKETS, "port_packets_received_total", "packets received"),
+        _C(
+            "symbol_error",
+            "SymbolErrorCounter",
+            16,
+            Kind.ERROR,
+            "symbol_error_total",
+            "minor link errors on the physical lanes",
+        ),
+        _C(
+            "link_error_recovery",
+            "LinkErrorRecoveryCounter",
+            8,
+            Kind.ERROR,
+            "link_error_recovery_total",
+            "link retrained after an error (recovered)",
+        ),
+        _C(
+            "link_downed",
+            "LinkDownedCounter",
+            8,
+            Kind.ERROR,
+            "link_downed_total",
+            "link failed to recover and went down",
+        ),
+        _C(
+            "port_rcv_errors",
+            "PortRcvErrors",
+            16,
+            Kind.ERROR,
+            "port_errors_received_total",
+            "received packets with errors",
+        ),
+        _C(
+            "port_rcv_remote_physical_errors",
+            "PortRcvRemotePhysicalErrors",
+            16,
+            Kind.ERROR,
+            "port_receive_remote_physical_errors_total",
+            "received packets marked bad (EBP) upstream",
+        ),
+        _C(
+            "port_rcv_switch_relay_errors",
+            "PortRcvSwitchRelayErrors",
+            16,
+            Kind.ERROR,
+            "port_receive_switch_relay_errors_total",
+            "packets a switch could not forward",
+        ),
+        _C(
+            "port_xmit_discards",
+            "PortXmitDiscards",
+            16,
+            Kind.ERROR,
+            "port_discards_transmitted_total",
+            "outbound packets discarded (port down or congestion timeout)",
+        ),
+        _C(
+            "port_xmit_constraint_errors",
+            "PortXmitConstraintErrors",
+            8,
+            Kind.ERROR,
+            "port_constraint_errors_transmitted_total",
+            "outbound packets dropped by partition/filter constraints",
+        ),
+        _C(
+            "port_rcv_constraint_errors",
+            "PortRcvConstraintErrors",
+            8,
+            Kind.ERROR,
+            "port_constraint_errors_received_total",
+            "inbound packets dropped by partition/filter constraints",
+        ),
+        _C(
+            "local_link_integrity_errors",
+            "LocalLinkIntegrityErrors",
+            4,
+            Kind.ERROR,
+            "local_link_integrity_errors_total",
+            "local physical errors exceeded LocalPhyErrors",
+        ),
+        _C(
+            "excessive_buffer_overrun_errors",
+            "ExcessiveBufferOverrunErrors",
+            4,
+            Kind.ERROR,
+            "excessive_buffer_overrun_errors_total",
+            "consecutive receive buffer overruns",
+        ),
+        _C(
+            "VL15_dropped",
+            "VL15Dropped",
+            16,
+            Kind.ERROR,
+            "vl15_dropped_total",
+            "subnet management packets dropped",
+        ),
+        _C(
+            "port_xmit_data",
+            "PortXmitData",
+            None,
+            Kind.DATA,
+            None,
+            "data transmitted, in 4-octet words",
+        ),
+        _C(
+            "port_rcv_data", "PortRcvData", None, Kind.DATA, None, "data received, in 4-octet words"
+        ),
+        _C(
+            "port_xmit_packets",
+            "PortXmitPkts",
+            None,
+            Kind.PACKETS,
+            "port_packets_transmitted_total",
+            "packets transmitted",
+        ),
+        _C(
+            "port_rcv_packets",
+            "PortRcvPkts",
+            None,
+            Kind.PACKETS,
+            "port_packets_received_total",
+            "packets received",
+        ),
         # PortXmitWait stays the 32-bit PortCounters field even where the extended set is used (sysfs.c).
-        _C("port_xmit_wait", "PortXmitWait", 32, Kind.WAIT, "port_transmit_wait_total", "ticks with data to send but no flow-control credits"),
+        _C(
+            "port_xmit_wait",
+            "PortXmitWait",
+            32,
+            Kind.WAIT,
+            "port_transmit_wait_total",
+            "ticks with data to send but no flow-control credits",
+        ),
         # Only in the extended set (pma_attrs_ext in sysfs.c): their presence proves 64-bit counters.
-        _C("unicast_xmit_packets", "PortUnicastXmitPkts", 64, Kind.PACKETS, "unicast_packets_transmitted_total", "unicast packets transmitted"),
-        _C("unicast_rcv_packets", "PortUnicastRcvPkts", 64, Kind.PACKETS, "unicast_packets_received_total", "unicast packets received"),
-        _C("multicast_xmit_packets", "PortMulticastXmitPkts", 64, Kind.PACKETS, "multicast_packets_transmitted_total", "multicast packets transmitted"),
-        _C("multicast_rcv_packets", "PortMulticastRcvPkts", 64, Kind.PACKETS, "multicast_packets_received_total", "multicast packets received"),
+        _C(
+            "unicast_xmit_packets",
+            "PortUnicastXmitPkts",
+            64,
+            Kind.PACKETS,
+            "unicast_packets_transmitted_total",
+            "unicast packets transmitted",
+        ),
+        _C(
+            "unicast_rcv_packets",
+            "PortUnicastRcvPkts",
+            64,
+            Kind.PACKETS,
+            "unicast_packets_received_total",
+            "unicast packets received",
+        ),
+        _C(
+            "multicast_xmit_packets",
+            "PortMulticastXmitPkts",
+            64,
+            Kind.PACKETS,
+            "multicast_packets_transmitted_total",
+            "multicast packets transmitted",
+        ),
+        _C(
+            "multicast_rcv_packets",
+            "PortMulticastRcvPkts",
+            64,
+            Kind.PACKETS,
+            "multicast_packets_received_total",
+            "multicast packets received",
+        ),
     )
 }
 
@@ -77,7 +219,12 @@ ERROR_COUNTERS: tuple[str, ...] = tuple(n for n, c in IB_COUNTERS.items() if c.k
 #: Counters whose width is 32 or 64 bits depending on extended-counter support.
 VARIABLE_WIDTH: tuple[str, ...] = tuple(n for n, c in IB_COUNTERS.items() if c.bits is None)
 #: Files that exist only when the kernel uses PortCountersExtended (64-bit data and packet counters).
-EXTENDED_ONLY: tuple[str, ...] = ("unicast_xmit_packets", "unicast_rcv_packets", "multicast_xmit_packets", "multicast_rcv_packets")
+EXTENDED_ONLY: tuple[str, ...] = (
+    "unicast_xmit_packets",
+    "unicast_rcv_packets",
+    "multicast_xmit_packets",
+    "multicast_rcv_packets",
+)
 
 #: The data counters and the byte values the reader derives from them (x 4: they count 4-octet words).
 DATA_BYTES: dict[str, str] = {"port_xmit_data": "xmit_bytes", "port_rcv_data": "rcv_bytes"}
@@ -143,13 +290,23 @@ class MeaningSpec:
 #: One entry per meaning: how it is judged (group) and what an operator does about it (hint).
 MEANINGS: dict[Meaning, MeaningSpec] = {
     Meaning.RETRANSMIT: MeaningSpec(HwGroup.LOSS, "retransmit/timeout", _LOSS_HINT),
-    Meaning.RETRY_EXCEEDED: MeaningSpec(HwGroup.LOSS, "retries exhausted (QP in error)", _LOSS_HINT),
+    Meaning.RETRY_EXCEEDED: MeaningSpec(
+        HwGroup.LOSS, "retries exhausted (QP in error)", _LOSS_HINT
+    ),
     Meaning.SEQUENCE: MeaningSpec(HwGroup.LOSS, "sequence error", _LOSS_HINT),
-    Meaning.DUPLICATE: MeaningSpec(HwGroup.LOSS, "duplicate request (a retransmission arrived)", _LOSS_HINT),
+    Meaning.DUPLICATE: MeaningSpec(
+        HwGroup.LOSS, "duplicate request (a retransmission arrived)", _LOSS_HINT
+    ),
     Meaning.RX_DROP: MeaningSpec(HwGroup.LOSS, "received packets dropped", _LOSS_HINT),
-    Meaning.LINK_DOWN: MeaningSpec(HwGroup.LOSS, "link went down", "the netdev under the RDMA device lost its link: check `ip link`, the cable and the switch port"),
+    Meaning.LINK_DOWN: MeaningSpec(
+        HwGroup.LOSS,
+        "link went down",
+        "the netdev under the RDMA device lost its link: check `ip link`, the cable and the switch port",
+    ),
     Meaning.RNR: MeaningSpec(HwGroup.HOST, "receiver not ready (RNR NAK)", _RNR_HINT),
-    Meaning.RNR_EXCEEDED: MeaningSpec(HwGroup.HOST, "RNR retries exhausted (QP in error)", _RNR_HINT),
+    Meaning.RNR_EXCEEDED: MeaningSpec(
+        HwGroup.HOST, "RNR retries exhausted (QP in error)", _RNR_HINT
+    ),
     Meaning.OUT_OF_BUFFER: MeaningSpec(HwGroup.HOST, "out of receive buffers", _OOB_HINT),
     Meaning.ECN: MeaningSpec(HwGroup.CONGESTION, "ECN-marked packets", ""),
     Meaning.CNP: MeaningSpec(HwGroup.CONGESTION, "congestion notification packets", ""),
@@ -197,68 +354,204 @@ HW_COUNTERS: dict[str, HwSpec] = {
     h.name: h
     for h in (
         # mlx5
-        _H("local_ack_timeout_err", _M.RETRANSMIT, MLX5, "the sender's ACK timer expired and it retransmitted", "ack_timeout"),
-        _H("packet_seq_err", _M.SEQUENCE, MLX5, "NAK sequence errors received (the peer saw a gap and asked for a retransmission)", "seq_err"),
-        _H("out_of_sequence", _M.SEQUENCE, MLX5, "packets received out of sequence (a packet before them was lost)", "out_of_seq"),
-        _H("implied_nak_seq_err", _M.SEQUENCE, MLX5, "responses with a later PSN than expected (implied loss of a READ response or ACK)", "implied_nak"),
-        _H("rnr_nak_retry_err", _M.RNR_EXCEEDED, MLX5, "receiver-not-ready retries exhausted (the QP went to the error state)", "rnr_retry"),
-        _H("out_of_buffer", _M.OUT_OF_BUFFER, MLX5, "packets dropped because no receive buffer was posted", "out_of_buf"),
+        _H(
+            "local_ack_timeout_err",
+            _M.RETRANSMIT,
+            MLX5,
+            "the sender's ACK timer expired and it retransmitted",
+            "ack_timeout",
+        ),
+        _H(
+            "packet_seq_err",
+            _M.SEQUENCE,
+            MLX5,
+            "NAK sequence errors received (the peer saw a gap and asked for a retransmission)",
+            "seq_err",
+        ),
+        _H(
+            "out_of_sequence",
+            _M.SEQUENCE,
+            MLX5,
+            "packets received out of sequence (a packet before them was lost)",
+            "out_of_seq",
+        ),
+        _H(
+            "implied_nak_seq_err",
+            _M.SEQUENCE,
+            MLX5,
+            "responses with a later PSN than expected (implied loss of a READ response or ACK)",
+            "implied_nak",
+        ),
+        _H(
+            "rnr_nak_retry_err",
+            _M.RNR_EXCEEDED,
+            MLX5,
+            "receiver-not-ready retries exhausted (the QP went to the error state)",
+            "rnr_retry",
+        ),
+        _H(
+            "out_of_buffer",
+            _M.OUT_OF_BUFFER,
+            MLX5,
+            "packets dropped because no receive buffer was posted",
+            "out_of_buf",
+        ),
         _H("np_ecn_marked_roce_packets", _M.ECN, MLX5, "ECN-marked RoCE packets received", "ecn"),
-        _H("np_cnp_sent", _M.CNP, MLX5, "congestion notification packets sent to senders", "cnp_sent"),
-        _H("rp_cnp_handled", _M.CNP, MLX5, "congestion notification packets handled (this sender slowed down)", "cnp_handled"),
+        _H(
+            "np_cnp_sent",
+            _M.CNP,
+            MLX5,
+            "congestion notification packets sent to senders",
+            "cnp_sent",
+        ),
+        _H(
+            "rp_cnp_handled",
+            _M.CNP,
+            MLX5,
+            "congestion notification packets handled (this sender slowed down)",
+            "cnp_handled",
+        ),
         # mlx5, rxe
-        _H("duplicate_request", _M.DUPLICATE, MLX5 + RXE, "duplicate requests received (the sender retransmitted a request this side had seen)", "dup_req"),
+        _H(
+            "duplicate_request",
+            _M.DUPLICATE,
+            MLX5 + RXE,
+            "duplicate requests received (the sender retransmitted a request this side had seen)",
+            "dup_req",
+        ),
         # rxe (Soft-RoCE)
         _H("sent_pkts", _M.TX_PACKETS, RXE, "packets sent"),
         _H("rcvd_pkts", _M.RX_PACKETS, RXE, "packets received"),
-        _H("completer_retry_err", _M.RETRANSMIT, RXE, "the requester's retry timer or a NAK made it resend (rxe_comp.c)", "retry"),
-        _H("retry_exceeded_err", _M.RETRY_EXCEEDED, RXE, "transport retries exhausted: the QP went to the error state", "retry_exceeded"),
-        _H("rcvd_seq_err", _M.SEQUENCE, RXE, "NAK sequence errors received by the requester", "seq_err"),
-        _H("out_of_seq_request", _M.SEQUENCE, RXE, "requests received out of sequence by the responder", "out_of_seq"),
-        _H("rcvd_rnr_err", _M.RNR, RXE, "RNR NAKs received (the peer had no receive posted)", "rnr_rcvd"),
-        _H("send_rnr_err", _M.RNR, RXE, "RNR NAKs sent (this side had no receive posted)", "rnr_sent"),
-        _H("retry_rnr_exceeded_err", _M.RNR_EXCEEDED, RXE, "RNR retries exhausted: the QP went to the error state", "rnr_exceeded"),
+        _H(
+            "completer_retry_err",
+            _M.RETRANSMIT,
+            RXE,
+            "the requester's retry timer or a NAK made it resend (rxe_comp.c)",
+            "retry",
+        ),
+        _H(
+            "retry_exceeded_err",
+            _M.RETRY_EXCEEDED,
+            RXE,
+            "transport retries exhausted: the QP went to the error state",
+            "retry_exceeded",
+        ),
+        _H(
+            "rcvd_seq_err",
+            _M.SEQUENCE,
+            RXE,
+            "NAK sequence errors received by the requester",
+            "seq_err",
+        ),
+        _H(
+            "out_of_seq_request",
+            _M.SEQUENCE,
+            RXE,
+            "requests received out of sequence by the responder",
+            "out_of_seq",
+        ),
+        _H(
+            "rcvd_rnr_err",
+            _M.RNR,
+            RXE,
+            "RNR NAKs received (the peer had no receive posted)",
+            "rnr_rcvd",
+        ),
+        _H(
+            "send_rnr_err",
+            _M.RNR,
+            RXE,
+            "RNR NAKs sent (this side had no receive posted)",
+            "rnr_sent",
+        ),
+        _H(
+            "retry_rnr_exceeded_err",
+            _M.RNR_EXCEEDED,
+            RXE,
+            "RNR retries exhausted: the QP went to the error state",
+            "rnr_exceeded",
+        ),
         _H("link_downed", _M.LINK_DOWN, RXE, "the netdev under the rxe device went down"),
         # bnxt_re (Broadcom)
         _H("tx_pkts", _M.TX_PACKETS, BNXT + EFA, "packets sent"),
         _H("rx_pkts", _M.RX_PACKETS, BNXT + EFA, "packets received"),
         _H("to_retransmits", _M.RETRANSMIT, BNXT, "retransmissions after a timeout", "to_retrans"),
-        _H("max_retry_exceeded", _M.RETRY_EXCEEDED, BNXT, "transport retries exhausted", "retry_exceeded"),
+        _H(
+            "max_retry_exceeded",
+            _M.RETRY_EXCEEDED,
+            BNXT,
+            "transport retries exhausted",
+            "retry_exceeded",
+        ),
         _H("seq_err_naks_rcvd", _M.SEQUENCE, BNXT, "NAK sequence errors received", "seq_nak"),
         _H("oos_drop_count", _M.SEQUENCE, BNXT, "out-of-sequence packets dropped", "oos_drop"),
-        _H("missing_resp", _M.SEQUENCE, BNXT, "responses that never arrived (implied loss)", "missing_resp"),
+        _H(
+            "missing_resp",
+            _M.SEQUENCE,
+            BNXT,
+            "responses that never arrived (implied loss)",
+            "missing_resp",
+        ),
         _H("dup_req", _M.DUPLICATE, BNXT, "duplicate requests received", "dup_req"),
         _H("rx_roce_discards", _M.RX_DROP, BNXT, "received RoCE packets discarded", "rx_discard"),
         _H("rnr_naks_rcvd", _M.RNR, BNXT, "RNR NAKs received", "rnr_rcvd"),
-        _H("rx_out_of_buffer", _M.OUT_OF_BUFFER, BNXT, "packets dropped for lack of a receive buffer", "out_of_buf"),
+        _H(
+            "rx_out_of_buffer",
+            _M.OUT_OF_BUFFER,
+            BNXT,
+            "packets dropped for lack of a receive buffer",
+            "out_of_buf",
+        ),
         _H("rx_ecn_marked_pkts", _M.ECN, BNXT, "ECN-marked packets received", "ecn"),
         _H("tx_cnp_pkts", _M.CNP, BNXT, "CNPs sent", "cnp_sent"),
         _H("rx_cnp_pkts", _M.CNP, BNXT, "CNPs received (this sender slowed down)", "cnp_rcvd"),
         # irdma (Intel E810/X722; iWARP counts TCP segments)
         _H("ip4OutPkts", _M.TX_PACKETS, IRDMA, "IPv4 packets sent"),
         _H("ip4InPkts", _M.RX_PACKETS, IRDMA, "IPv4 packets received"),
-        _H("tcpRetransSegs", _M.RETRANSMIT, IRDMA, "iWARP TCP segments retransmitted", "tcp_retrans"),
+        _H(
+            "tcpRetransSegs",
+            _M.RETRANSMIT,
+            IRDMA,
+            "iWARP TCP segments retransmitted",
+            "tcp_retrans",
+        ),
         _H("ip4InDiscards", _M.RX_DROP, IRDMA, "received IPv4 packets discarded", "ip4_discard"),
         _H("ip6InDiscards", _M.RX_DROP, IRDMA, "received IPv6 packets discarded", "ip6_discard"),
         _H("RxECNMrkd", _M.ECN, IRDMA, "ECN-marked packets received", "ecn"),
         _H("cnpSent", _M.CNP, IRDMA, "CNPs sent", "cnp_sent"),
         _H("cnpHandled", _M.CNP, IRDMA, "CNPs handled (this sender slowed down)", "cnp_handled"),
         # efa (AWS; SRD retransmits in the device)
-        _H("retrans_pkts", _M.RETRANSMIT, EFA, "packets the SRD transport retransmitted", "retrans"),
-        _H("retrans_timeout_events", _M.RETRANSMIT, EFA, "SRD retransmission timeouts (the path was changed)", "retrans_to"),
+        _H(
+            "retrans_pkts", _M.RETRANSMIT, EFA, "packets the SRD transport retransmitted", "retrans"
+        ),
+        _H(
+            "retrans_timeout_events",
+            _M.RETRANSMIT,
+            EFA,
+            "SRD retransmission timeouts (the path was changed)",
+            "retrans_to",
+        ),
         _H("rx_drops", _M.RX_DROP, EFA, "received packets dropped", "rx_drops"),
     )
 }
 
 #: The judged hw_counters: every known one but the packet counts.
-HW_JUDGED: dict[str, HwSpec] = {n: h for n, h in HW_COUNTERS.items() if h.group is not HwGroup.TRAFFIC}
+HW_JUDGED: dict[str, HwSpec] = {
+    n: h for n, h in HW_COUNTERS.items() if h.group is not HwGroup.TRAFFIC
+}
 
 
 def packet_counters(names: object) -> tuple[str | None, str | None]:
     """(sent, received) hw_counter names among ``names`` (an iterable of the port's hw_counters)."""
     present = set(names)  # type: ignore[call-overload]
-    tx = next((n for n, h in HW_COUNTERS.items() if h.meaning is Meaning.TX_PACKETS and n in present), None)
-    rx = next((n for n, h in HW_COUNTERS.items() if h.meaning is Meaning.RX_PACKETS and n in present), None)
+    tx = next(
+        (n for n, h in HW_COUNTERS.items() if h.meaning is Meaning.TX_PACKETS and n in present),
+        None,
+    )
+    rx = next(
+        (n for n, h in HW_COUNTERS.items() if h.meaning is Meaning.RX_PACKETS and n in present),
+        None,
+    )
     return tx, rx
 
 

@@ -9,7 +9,11 @@ from ibdiag.units import format_seconds
 
 def iso_utc(epoch_s: float) -> str:
     """``2026-11-29T09:14:00.123456Z``: the precise time of a sample (the envelope's is to the second)."""
-    return datetime.fromtimestamp(epoch_s, timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return (
+        datetime.fromtimestamp(epoch_s, timezone.utc)
+        .isoformat(timespec="microseconds")
+        .replace("+00:00", "Z")
+    )
 
 
 def duration_text(seconds: float) -> str:

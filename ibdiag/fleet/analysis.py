@@ -147,9 +147,18 @@ class LinkStat:
 
     def to_json(self) -> dict[str, object]:
         return {
-            "rail": self.rail, "a": self.a, "b": self.b, "tests": self.tests, "failed": self.failed,
-            "bw_gbs": self.bw_gbs, "lat_us": self.lat_us, "line_rate_share": self.share, "z": self.z,
-            "lat_z": self.lat_z, "slow": self.slow, "verdict": self.verdict.value,
+            "rail": self.rail,
+            "a": self.a,
+            "b": self.b,
+            "tests": self.tests,
+            "failed": self.failed,
+            "bw_gbs": self.bw_gbs,
+            "lat_us": self.lat_us,
+            "line_rate_share": self.share,
+            "z": self.z,
+            "lat_z": self.lat_z,
+            "slow": self.slow,
+            "verdict": self.verdict.value,
         }
 
 
@@ -171,9 +180,14 @@ class EndStat:
 
     def to_json(self) -> dict[str, object]:
         return {
-            "rail": self.rail, "partners": self.partners, "slow_partners": self.slow_partners,
-            "confirming_partners": self.confirming, "bw_gbs": self.bw_gbs, "line_rate_share": self.share,
-            "z": self.z, "verdict": self.verdict.value,
+            "rail": self.rail,
+            "partners": self.partners,
+            "slow_partners": self.slow_partners,
+            "confirming_partners": self.confirming,
+            "bw_gbs": self.bw_gbs,
+            "line_rate_share": self.share,
+            "z": self.z,
+            "verdict": self.verdict.value,
         }
 
 
@@ -237,7 +251,9 @@ def share_of(bw_gbs: float | None, rate_gbps: float | None) -> float | None:
 
 def _median(values: Sequence[float]) -> float | None:
     if len(values) <= 2:  # most links are tested once or twice: skip the sort
-        return None if not values else (values[0] if len(values) == 1 else (values[0] + values[1]) / 2)
+        return (
+            None if not values else (values[0] if len(values) == 1 else (values[0] + values[1]) / 2)
+        )
     return statistics.median(values)
 
 
@@ -258,13 +274,17 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def analyse(nodes: Sequence[FleetNode], results: Iterable[PairResult], config: SweepConfig = SweepConfig()) -> Analysis:
+def analyse(
+    nodes: Sequence[FleetNode], results: Iterable[PairResult], config: SweepConfig = SweepConfig()
+) -> Analysis:
     """The whole attribution (module docstring) of ``results`` of a sweep over ``nodes``."""
     with _collector_paused():
         return _analyse(nodes, results, config)
 
 
-def _analyse(nodes: Sequence[FleetNode], results: Iterable[PairResult], config: SweepConfig) -> Analysis:
+def _analyse(
+    nodes: Sequence[FleetNode], results: Iterable[PairResult], config: SweepConfig
+) -> Analysis:
     n = len(nodes)
     results = list(results)
     dead = unreachable_ranks(results, n)
@@ -298,8 +318,12 @@ def _analyse(nodes: Sequence[FleetNode], results: Iterable[PairResult], config: 
     for k in sorted(by_rail):
         # The reference: the first pass's links, where the rail has measured ones (module docstring).
         ref = [row for row in by_rail[k] if row[0] in first_pass]
-        ref_bw = [v for _, v, _ in ref if v is not None] or [v for _, v, _ in by_rail[k] if v is not None]
-        ref_lat = [v for _, _, v in ref if v is not None] or [v for _, _, v in by_rail[k] if v is not None]
+        ref_bw = [v for _, v, _ in ref if v is not None] or [
+            v for _, v, _ in by_rail[k] if v is not None
+        ]
+        ref_lat = [v for _, _, v in ref if v is not None] or [
+            v for _, _, v in by_rail[k] if v is not None
+        ]
         bw = robust_scale(ref_bw, floor_share=config.floor_share, healthy_side=+1)
         lat = robust_scale(ref_lat, floor_share=config.floor_share, healthy_side=-1)
         rates = [r.rate_gbps for node in nodes if (r := node.rail(k)) is not None and r.rate_gbps]
@@ -308,13 +332,29 @@ def _analyse(nodes: Sequence[FleetNode], results: Iterable[PairResult], config: 
             bw=bw,
             lat=lat,
             line_rate_gbps=_median(rates),
-            bw_limit_gbs=None if bw.median is None or bw.scale is None else bw.median - config.z_limit * bw.scale,
-            lat_limit_us=None if lat.median is None or lat.scale is None else lat.median + config.z_limit * lat.scale,
+            bw_limit_gbs=None
+            if bw.median is None or bw.scale is None
+            else bw.median - config.z_limit * bw.scale,
+            lat_limit_us=None
+            if lat.median is None or lat.scale is None
+            else lat.median + config.z_limit * lat.scale,
         )
 
     # 3. Slow links, and who each end met.
     rate = {(node.rank, r.index): r.rate_gbps for node in nodes for r in node.rails if r.rate_gbps}
-    link_rows: list[tuple[tuple[int, int, int], int, int, float | None, float | None, float | None, float | None, float | None, bool]] = []
+    link_rows: list[
+        tuple[
+            tuple[int, int, int],
+            int,
+            int,
+            float | None,
+            float | None,
+            float | None,
+            float | None,
+            float | None,
+            bool,
+        ]
+    ] = []
     adjacency: dict[tuple[int, int], list[tuple[int, bool]]] = {}
     for k, rows in by_rail.items():
         stats = rails[k]
@@ -322,11 +362,17 @@ def _analyse(nodes: Sequence[FleetNode], results: Iterable[PairResult], config: 
             tests, failed = acc[key][0], acc[key][1]
             z = stats.bw.z(bw_med)
             lat_z = stats.lat.z(lat_med)
-            slow = failed > 0 or (z is not None and z <= -config.z_limit) or (lat_z is not None and lat_z >= config.z_limit)
+            slow = (
+                failed > 0
+                or (z is not None and z <= -config.z_limit)
+                or (lat_z is not None and lat_z >= config.z_limit)
+            )
             _, a, b = key
             ra, rb = rate.get((a, k)), rate.get((b, k))
             slower = min(ra, rb) if ra and rb else (ra or rb)
-            link_rows.append((key, tests, failed, bw_med, lat_med, share_of(bw_med, slower), z, lat_z, slow))
+            link_rows.append(
+                (key, tests, failed, bw_med, lat_med, share_of(bw_med, slower), z, lat_z, slow)
+            )
             adjacency.setdefault((a, k), []).append((b, slow))
             adjacency.setdefault((b, k), []).append((a, slow))
 
@@ -339,7 +385,9 @@ def _analyse(nodes: Sequence[FleetNode], results: Iterable[PairResult], config: 
         slow_partners = [p for p, slow in met if slow]
         confirming = sum(1 for p in slow_partners if fine_count.get((p, end[1]), 0) > 0)
         if 2 * len(slow_partners) > len(met):
-            verdict = EndVerdict.BAD if confirming >= config.confirm_partners else EndVerdict.SUSPECT
+            verdict = (
+                EndVerdict.BAD if confirming >= config.confirm_partners else EndVerdict.SUSPECT
+            )
         else:
             verdict = EndVerdict.OK
         end_verdict[end] = verdict
@@ -347,7 +395,9 @@ def _analyse(nodes: Sequence[FleetNode], results: Iterable[PairResult], config: 
 
     # 5. Links: explained by a bad end, a bad link, or unresolved.
     links: list[LinkStat] = []
-    for key, tests, failed, bw_med, lat_med, share, z, lat_z, slow in sorted(link_rows, key=lambda row: row[0]):
+    for key, tests, failed, bw_med, lat_med, share, z, lat_z, slow in sorted(
+        link_rows, key=lambda row: row[0]
+    ):
         k, a, b = key
         verdict = LinkVerdict.OK
         if slow:
@@ -360,7 +410,9 @@ def _analyse(nodes: Sequence[FleetNode], results: Iterable[PairResult], config: 
                 verdict = LinkVerdict.BAD
             else:
                 verdict = LinkVerdict.UNRESOLVED
-        links.append(LinkStat(k, a, b, tests, failed, bw_med, lat_med, share, z, lat_z, slow, verdict))
+        links.append(
+            LinkStat(k, a, b, tests, failed, bw_med, lat_med, share, z, lat_z, slow, verdict)
+        )
 
     # 6. Ends' own values (median over their links) and nodes.
     end_bws: dict[tuple[int, int], list[float]] = {}
@@ -378,7 +430,19 @@ def _analyse(nodes: Sequence[FleetNode], results: Iterable[PairResult], config: 
             partners, slow_partners, confirming = end_counts[end]
             bw_med = _median(end_bws.get(end, []))
             stats = rails.get(rail.index)
-            ends.append(EndStat(node.rank, rail.index, partners, slow_partners, confirming, bw_med, share_of(bw_med, rail.rate_gbps), stats.bw.z(bw_med) if stats else None, end_verdict[end]))
+            ends.append(
+                EndStat(
+                    node.rank,
+                    rail.index,
+                    partners,
+                    slow_partners,
+                    confirming,
+                    bw_med,
+                    share_of(bw_med, rail.rate_gbps),
+                    stats.bw.z(bw_med) if stats else None,
+                    end_verdict[end],
+                )
+            )
         if node.rank in dead:
             status = NodeStatus.UNREACHABLE
         elif not ends:
@@ -407,7 +471,11 @@ def suspects_and_good(analysis: Analysis) -> tuple[list[int], list[int]]:
     return suspects, good
 
 
-def second_pass_plan(nodes: Sequence[FleetNode], first_results: Sequence[PairResult], config: SweepConfig = SweepConfig()) -> list[Round]:
+def second_pass_plan(
+    nodes: Sequence[FleetNode],
+    first_results: Sequence[PairResult],
+    config: SweepConfig = SweepConfig(),
+) -> list[Round]:
     """The second pass's rounds from the first pass's results: each suspect against known-good nodes."""
     analysis = analyse(nodes, first_results, config)
     suspects, good = suspects_and_good(analysis)

@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from ibdiag.fleet.analysis import EndStat, EndVerdict, LinkStat, LinkVerdict, NodeStatus, NodeVerdict, RailStats
+from ibdiag.fleet.analysis import (
+    EndStat,
+    EndVerdict,
+    LinkStat,
+    LinkVerdict,
+    NodeStatus,
+    NodeVerdict,
+    RailStats,
+)
 from ibdiag.fleet.model import SweepResult
 from ibdiag.fleet.stats import gbs_text
 from ibdiag.report.checks import CheckRegistry
@@ -54,21 +62,34 @@ def _ratio(bw_gbs: float | None, rail: RailStats | None) -> float | None:
 
 def _end_text(result: SweepResult, end: EndStat, rail: RailStats | None) -> str:
     median = rail.bw.median if rail else None
-    ratio = f", {end.bw_gbs / median:.2f} x the rail's {_gbs(median)}" if end.bw_gbs is not None and median else ""
+    ratio = (
+        f", {end.bw_gbs / median:.2f} x the rail's {_gbs(median)}"
+        if end.bw_gbs is not None and median
+        else ""
+    )
     return (
         f"{_rail_name(result, end.rank, end.rail)}: median {_gbs(end.bw_gbs)}{ratio}{_z(end.z)}, "
         f"slow with {end.slow_partners} of {end.partners} partners ({end.confirming} of them fine with others)"
     )
 
 
-@CHECKS.check("sweep.node", "a node's rails slow with most partners, confirmed against partners fine with others: fail; suspect or untested: warn")
+@CHECKS.check(
+    "sweep.node",
+    "a node's rails slow with most partners, confirmed against partners fine with others: fail; suspect or untested: warn",
+)
 def node_health(result: SweepResult, verdict: NodeVerdict) -> Finding | None:
     if verdict.status is NodeStatus.UNREACHABLE:
         return None
     node = result.nodes[verdict.rank]
     a = result.analysis
     if verdict.status is NodeStatus.UNTESTED:
-        return Finding("sweep.node", Severity.WARN, node.label, "not tested: every partner it was given did not answer", hint="rerun the sweep once the unreachable nodes are back or left out")
+        return Finding(
+            "sweep.node",
+            Severity.WARN,
+            node.label,
+            "not tested: every partner it was given did not answer",
+            hint="rerun the sweep once the unreachable nodes are back or left out",
+        )
     if verdict.status is NodeStatus.BAD:
         bad = [e for e in verdict.ends if e.verdict is EndVerdict.BAD]
         worst = min(bad, key=lambda e: e.bw_gbs if e.bw_gbs is not None else -1.0)
@@ -76,19 +97,53 @@ def node_health(result: SweepResult, verdict: NodeVerdict) -> Finding | None:
         limit = worst_rail.bw_limit_gbs if worst_rail else None
         if verdict.whole_node:
             ratios = sorted(r for e in bad if (r := _ratio(e.bw_gbs, a.rail(e.rail))) is not None)
-            span = (f"{ratios[0]:.2f}" if ratios[-1] - ratios[0] < 0.005 else f"{ratios[0]:.2f}-{ratios[-1]:.2f}") if ratios else ""
+            span = (
+                (
+                    f"{ratios[0]:.2f}"
+                    if ratios[-1] - ratios[0] < 0.005
+                    else f"{ratios[0]:.2f}-{ratios[-1]:.2f}"
+                )
+                if ratios
+                else ""
+            )
             share = f", {span} x the rails' medians" if ratios else ""
             partners = max(e.partners for e in bad)
             msg = f"slow on {len(bad)} of {len(verdict.ends)} rails{share}, slow with most of its {partners} partners, who are fine with others"
-            return Finding("sweep.node", Severity.FAIL, node.label, msg, value=worst.bw_gbs, limit=limit, unit="GB/s", hint=NODE_HINT)
+            return Finding(
+                "sweep.node",
+                Severity.FAIL,
+                node.label,
+                msg,
+                value=worst.bw_gbs,
+                limit=limit,
+                unit="GB/s",
+                hint=NODE_HINT,
+            )
         msg = "; ".join(_end_text(result, e, a.rail(e.rail)) for e in bad)
         dev = result.adapter(worst.rank, worst.rail) or "<adapter>"
-        return Finding("sweep.node", Severity.FAIL, node.label, msg, value=worst.bw_gbs, limit=limit, unit="GB/s", hint=RAIL_HINT.format(dev=dev))
+        return Finding(
+            "sweep.node",
+            Severity.FAIL,
+            node.label,
+            msg,
+            value=worst.bw_gbs,
+            limit=limit,
+            unit="GB/s",
+            hint=RAIL_HINT.format(dev=dev),
+        )
     if verdict.status is NodeStatus.SUSPECT:
         sus = [e for e in verdict.ends if e.verdict is EndVerdict.SUSPECT]
-        msg = "; ".join(_end_text(result, e, a.rail(e.rail)) for e in sus) + f": not confirmed (needs {a.config.confirm_partners} slow partners fine with others)"
+        msg = (
+            "; ".join(_end_text(result, e, a.rail(e.rail)) for e in sus)
+            + f": not confirmed (needs {a.config.confirm_partners} slow partners fine with others)"
+        )
         return Finding(
-            "sweep.node", Severity.WARN, node.label, msg, value=sus[0].bw_gbs, unit="GB/s",
+            "sweep.node",
+            Severity.WARN,
+            node.label,
+            msg,
+            value=sus[0].bw_gbs,
+            unit="GB/s",
             hint="too few known-good partners to tell this node from its links: keep the second pass on, add --rounds, or sweep these nodes with --pattern pairwise",
         )
     worst = verdict.worst_end()
@@ -96,7 +151,14 @@ def node_health(result: SweepResult, verdict: NodeVerdict) -> Finding | None:
     msg = f"{len(verdict.ends)} rail{'s' if len(verdict.ends) != 1 else ''} within range of the fleet, {partners} partner{'s' if partners != 1 else ''} each"
     if worst is not None and worst.bw_gbs is not None:
         msg += f"; slowest {_rail_name(result, worst.rank, worst.rail)}: median {_gbs(worst.bw_gbs)}{_z(worst.z)}"
-    return Finding("sweep.node", Severity.OK, node.label, msg, value=None if worst is None else worst.bw_gbs, unit="GB/s")
+    return Finding(
+        "sweep.node",
+        Severity.OK,
+        node.label,
+        msg,
+        value=None if worst is None else worst.bw_gbs,
+        unit="GB/s",
+    )
 
 
 def link_subject(result: SweepResult, link: LinkStat) -> str:
@@ -112,24 +174,55 @@ def _link_text(link: LinkStat, rail: RailStats | None) -> str:
         text = f"rail {link.rail}: {link.failed} of {link.tests} test{'s' if link.tests != 1 else ''} failed"
         return text + (f", the others gave {_gbs(link.bw_gbs)}" if link.bw_gbs is not None else "")
     median = rail.bw.median if rail else None
-    ratio = f", {link.bw_gbs / median:.2f} x the rail's median {_gbs(median)}" if link.bw_gbs is not None and median else ""
+    ratio = (
+        f", {link.bw_gbs / median:.2f} x the rail's median {_gbs(median)}"
+        if link.bw_gbs is not None and median
+        else ""
+    )
     text = f"rail {link.rail}: {_gbs(link.bw_gbs)}{ratio}{_z(link.z)}"
-    if link.lat_z is not None and rail is not None and rail.lat_limit_us is not None and link.lat_us is not None and link.lat_us >= rail.lat_limit_us:
+    if (
+        link.lat_z is not None
+        and rail is not None
+        and rail.lat_limit_us is not None
+        and link.lat_us is not None
+        and link.lat_us >= rail.lat_limit_us
+    ):
         text += f", latency {link.lat_us:.1f} us (z {link.lat_z:+.1f})"
     return text
 
 
-@CHECKS.check("sweep.link", "a slow or failing pair whose ends are both fine with other partners: fail; slow but not attributable: warn")
+@CHECKS.check(
+    "sweep.link",
+    "a slow or failing pair whose ends are both fine with other partners: fail; slow but not attributable: warn",
+)
 def link_health(result: SweepResult, link: LinkStat) -> Finding | None:
     rail = result.analysis.rail(link.rail)
     limit = rail.bw_limit_gbs if rail else None
     if link.verdict is LinkVerdict.BAD:
         msg = _link_text(link, rail) + "; both ends are fine with other partners"
-        return Finding("sweep.link", Severity.FAIL, link_subject(result, link), msg, value=link.bw_gbs, limit=limit, unit="GB/s", hint=LINK_HINT)
-    if link.verdict is LinkVerdict.UNRESOLVED:
-        msg = _link_text(link, rail) + "; an end has no fine partner to compare with, so link and node cannot be told apart"
         return Finding(
-            "sweep.link", Severity.WARN, link_subject(result, link), msg, value=link.bw_gbs, limit=limit, unit="GB/s",
+            "sweep.link",
+            Severity.FAIL,
+            link_subject(result, link),
+            msg,
+            value=link.bw_gbs,
+            limit=limit,
+            unit="GB/s",
+            hint=LINK_HINT,
+        )
+    if link.verdict is LinkVerdict.UNRESOLVED:
+        msg = (
+            _link_text(link, rail)
+            + "; an end has no fine partner to compare with, so link and node cannot be told apart"
+        )
+        return Finding(
+            "sweep.link",
+            Severity.WARN,
+            link_subject(result, link),
+            msg,
+            value=link.bw_gbs,
+            limit=limit,
+            unit="GB/s",
             hint="rerun with the second pass on and more --rounds, or test the two nodes against others with bench p2p",
         )
     return None
@@ -145,47 +238,79 @@ def first_silent_rounds(result: SweepResult) -> dict[int, int]:
     return out
 
 
-@CHECKS.check("sweep.unreachable", "a node that did not answer within --timeout: fail (the sweep goes on without it)")
+@CHECKS.check(
+    "sweep.unreachable",
+    "a node that did not answer within --timeout: fail (the sweep goes on without it)",
+)
 def unreachable(result: SweepResult, verdict: NodeVerdict, first: int | None) -> Finding | None:
     if verdict.status is not NodeStatus.UNREACHABLE:
         return None
     node = result.nodes[verdict.rank]
-    when = f" from round {first + 1} of {result.settings.first_pass_rounds + result.settings.second_pass_rounds}" if first is not None else ""
+    when = (
+        f" from round {first + 1} of {result.settings.first_pass_rounds + result.settings.second_pass_rounds}"
+        if first is not None
+        else ""
+    )
     return Finding(
-        "sweep.unreachable", Severity.FAIL, node.label,
+        "sweep.unreachable",
+        Severity.FAIL,
+        node.label,
         f"did not answer within {result.settings.spec.timeout_s:g} s{when} ({node.address}); the sweep went on without it",
-        value=result.settings.spec.timeout_s, unit="s",
+        value=result.settings.spec.timeout_s,
+        unit="s",
         hint="check that the node is up and its ibdiag process is running (the launcher's log for that rank); then sweep again",
     )
 
 
-@CHECKS.check("sweep.fleet", "a rail's median bandwidth below min_bw_share of its line rate: warn (the whole fleet, not one node)")
+@CHECKS.check(
+    "sweep.fleet",
+    "a rail's median bandwidth below min_bw_share of its line rate: warn (the whole fleet, not one node)",
+)
 def fleet_rail(result: SweepResult, rail: RailStats) -> Finding | None:
     share = rail.share
     subject = f"rail {rail.rail}"
     if rail.bw.median is None:
         return None
     if share is None:
-        return Finding("sweep.fleet", Severity.OK, subject, f"median {_gbs(rail.bw.median)} over {rail.bw.count} links; line rate unknown", value=rail.bw.median, unit="GB/s")
+        return Finding(
+            "sweep.fleet",
+            Severity.OK,
+            subject,
+            f"median {_gbs(rail.bw.median)} over {rail.bw.count} links; line rate unknown",
+            value=rail.bw.median,
+            unit="GB/s",
+        )
     msg = f"median {_gbs(rail.bw.median)} over {rail.bw.count} links = {share:.0%} of the {rail.line_rate_gbps:g} Gb/s line rate"
     limit = result.analysis.config.min_bw_share
     if share < limit:
         return Finding(
-            "sweep.fleet", Severity.WARN, subject, msg + ": the whole rail is slow, not one node", value=round(share, 4), limit=limit,
+            "sweep.fleet",
+            Severity.WARN,
+            subject,
+            msg + ": the whole rail is slow, not one node",
+            value=round(share, 4),
+            limit=limit,
             hint="a fleet-wide setting or the test itself: message size (--sizes), transport (tcp is host-bound), NCCL/adapter settings, or congestion from other jobs",
         )
     return Finding("sweep.fleet", Severity.OK, subject, msg, value=round(share, 4), limit=limit)
 
 
-@CHECKS.check("sweep.rails", "a node with fewer rails than most nodes: warn (its missing rails were not tested)")
+@CHECKS.check(
+    "sweep.rails",
+    "a node with fewer rails than most nodes: warn (its missing rails were not tested)",
+)
 def missing_rails(result: SweepResult, usual: int, rank: int) -> Finding | None:
     node = result.nodes[rank]
     if len(node.rails) >= usual:
         return None
     return Finding(
-        "sweep.rails", Severity.WARN, node.label,
+        "sweep.rails",
+        Severity.WARN,
+        node.label,
         f"has {len(node.rails)} rail{'s' if len(node.rails) != 1 else ''}, most nodes have {usual}: rails {len(node.rails)}..{usual - 1} were not tested",
-        value=len(node.rails), limit=usual, hint="run `ibdiag topo` on it: an adapter is missing, down, or left out of the rail list",
+        value=len(node.rails),
+        limit=usual,
+        hint="run `ibdiag topo` on it: an adapter is missing, down, or left out of the rail list",
     )
 
 

@@ -32,7 +32,16 @@ MAX_CALLS = 100_000
 BLOCKS = 3
 
 
-def pair_allreduce(store: Any, address: str, round_index: int, phase: Phase, a: int, b: int, me: int, spec: PairSpec) -> PairResult | None:
+def pair_allreduce(
+    store: Any,
+    address: str,
+    round_index: int,
+    phase: Phase,
+    a: int,
+    b: int,
+    me: int,
+    spec: PairSpec,
+) -> PairResult | None:
     """Run this node's side of the pair's all_reduce; the measuring end (``b``) returns the result,
     the serving end (``a``) None. Never raises for a failed or silent peer: the error goes in the result."""
     try:
@@ -43,7 +52,9 @@ def pair_allreduce(store: Any, address: str, round_index: int, phase: Phase, a: 
         from ibdiag.bench.collective.torchdist import first_line
 
         text = "".join(c if c.isprintable() else " " for c in first_line(e))
-        return PairResult(round_index, phase, 0, a, b, None, error=f"all_reduce with rank {a}: {text}"[:500])
+        return PairResult(
+            round_index, phase, 0, a, b, None, error=f"all_reduce with rank {a}: {text}"[:500]
+        )
     return PairResult(round_index, phase, 0, a, b, busbw) if me == b else None
 
 
@@ -52,17 +63,24 @@ def _measure(store: Any, address: str, prefix: str, pair_rank: int, spec: PairSp
 
     torch, dist = import_dist()
     gloo = dist.ProcessGroupGloo
-    opts = gloo._Options()  # the only way to give gloo a device on a chosen address (GLOO_SOCKET_IFNAME is per process)
+    opts = (
+        gloo._Options()
+    )  # the only way to give gloo a device on a chosen address (GLOO_SOCKET_IFNAME is per process)
     opts._devices = [gloo.create_device(hostname=address)]
     opts._timeout = datetime.timedelta(seconds=spec.timeout_s)
     pg = gloo(dist.PrefixStore(prefix, store), pair_rank, 2, opts)
     try:
-        buf = torch.ones(max(1, spec.bytes // 4), dtype=torch.float32)  # ones: no denormals to slow the sum
+        buf = torch.ones(
+            max(1, spec.bytes // 4), dtype=torch.float32
+        )  # ones: no denormals to slow the sum
         t0 = time.perf_counter()
         for _ in range(WARMUP_CALLS):
             pg.allreduce([buf]).wait()
         per_call = (time.perf_counter() - t0) / WARMUP_CALLS
-        proposal = torch.tensor([min(MAX_CALLS, max(1, math.ceil(spec.duration_s / max(per_call, 1e-6))))], dtype=torch.int64)
+        proposal = torch.tensor(
+            [min(MAX_CALLS, max(1, math.ceil(spec.duration_s / max(per_call, 1e-6))))],
+            dtype=torch.int64,
+        )
         agree = dist.AllreduceOptions()
         agree.reduceOp = dist.ReduceOp.MAX
         pg.allreduce([proposal], agree).wait()

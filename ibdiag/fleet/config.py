@@ -48,9 +48,15 @@ class SweepSettingsFile:
 
     def __post_init__(self) -> None:
         if self.pattern not in PATTERNS:
-            raise InputError(f"config [sweep] pattern {self.pattern!r} is not one of {', '.join(PATTERNS)}", hint='e.g. pattern = "ring"')
+            raise InputError(
+                f"config [sweep] pattern {self.pattern!r} is not one of {', '.join(PATTERNS)}",
+                hint='e.g. pattern = "ring"',
+            )
         if self.transport not in TRANSPORTS:
-            raise InputError(f"config [sweep] transport {self.transport!r} is not one of {', '.join(TRANSPORTS)}", hint='e.g. transport = "rdma"')
+            raise InputError(
+                f"config [sweep] transport {self.transport!r} is not one of {', '.join(TRANSPORTS)}",
+                hint='e.g. transport = "rdma"',
+            )
 
     def thresholds(self) -> SweepConfig:
         return SweepConfig(

@@ -57,7 +57,10 @@ class Coordinator:
         except Exception as e:  # noqa: BLE001 - the store raises RuntimeError subclasses, OSError, ValueError
             from ibdiag.bench.collective.torchdist import first_line
 
-            raise CannotRunError(f"the rendezvous store failed while {what}: {first_line(e)}", hint="rank 0 or the launcher's agent that serves the store is gone; check rank 0's output") from None
+            raise CannotRunError(
+                f"the rendezvous store failed while {what}: {first_line(e)}",
+                hint="rank 0 or the launcher's agent that serves the store is gone; check rank 0's output",
+            ) from None
 
     def put(self, key: str, value: Any) -> None:
         self._call(f"writing {key}", self.store.set, key, json.dumps(value, separators=(",", ":")))
@@ -71,7 +74,7 @@ class Coordinator:
         if multi is not None:
             self._call(f"writing {keys[0]} and {len(keys) - 1} more", multi, keys, values)
         else:
-            for k, v in zip(keys, values):
+            for k, v in zip(keys, values, strict=False):
                 self._call(f"writing {k}", self.store.set, k, v)
 
     def has(self, key: str) -> bool:
@@ -81,11 +84,17 @@ class Coordinator:
         """The JSON value of a key known to be there (CannotRunError when it is not JSON)."""
         raw = self._call(f"reading {key}", self.store.get, key)
         if len(raw) > MAX_VALUE_BYTES:
-            raise CannotRunError(f"store key {key}: {len(raw)} bytes, more than a sweep writes", hint="is another job using the same rendezvous store and port?")
+            raise CannotRunError(
+                f"store key {key}: {len(raw)} bytes, more than a sweep writes",
+                hint="is another job using the same rendezvous store and port?",
+            )
         try:
             return json.loads(bytes(raw).decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
-            raise CannotRunError(f"store key {key} does not hold JSON", hint="is another job using the same rendezvous store and port?") from None
+            raise CannotRunError(
+                f"store key {key} does not hold JSON",
+                hint="is another job using the same rendezvous store and port?",
+            ) from None
 
     def count(self, key: str, by: int = 1) -> int:
         return int(self._call(f"counting {key}", self.store.add, key, by))
@@ -123,4 +132,6 @@ class Coordinator:
         """Publish this rank's results of a round and count it; the last one sets ``done/<i>/all``."""
         self.put(f"done/{round_index}/{rank}", results)
         if self.count(f"done/{round_index}") >= expect:
-            self._call(f"writing done/{round_index}/all", self.store.set, f"done/{round_index}/all", "1")
+            self._call(
+                f"writing done/{round_index}/all", self.store.set, f"done/{round_index}/all", "1"
+            )

@@ -72,7 +72,9 @@ def round_limit_s(spec: PairSpec) -> float:
     """How long rank 0 waits for a round's reports: one test's time (measured time per kind, plus set-up)
     plus ``--timeout``, the longest a peer may be silent."""
     kinds = 2 if spec.mode == "both" else 1
-    silences = 2 if spec.test == "collective" else 1  # gloo: connecting, then each call, may wait --timeout
+    silences = (
+        2 if spec.test == "collective" else 1
+    )  # gloo: connecting, then each call, may wait --timeout
     return kinds * (spec.duration_s + TEST_SETUP_S) + silences * spec.timeout_s
 
 
@@ -82,13 +84,19 @@ def route_address(master_addr: str, port: int) -> str:
     try:
         infos = socket.getaddrinfo(master_addr, port, type=socket.SOCK_DGRAM)
     except socket.gaierror as e:
-        raise CannotRunError(f"cannot resolve the rendezvous host {master_addr!r}: {e.strerror}", hint="check MASTER_ADDR / the launcher's rendezvous endpoint") from None
+        raise CannotRunError(
+            f"cannot resolve the rendezvous host {master_addr!r}: {e.strerror}",
+            hint="check MASTER_ADDR / the launcher's rendezvous endpoint",
+        ) from None
     family, _, _, _, addr = infos[0]
     with socket.socket(family, socket.SOCK_DGRAM) as s:
         try:
             s.connect(addr)
         except OSError as e:
-            raise CannotRunError(f"no route to the rendezvous host {master_addr}: {e.strerror}", hint="check the network, or MASTER_ADDR") from None
+            raise CannotRunError(
+                f"no route to the rendezvous host {master_addr}: {e.strerror}",
+                hint="check the network, or MASTER_ADDR",
+            ) from None
         return str(s.getsockname()[0])
 
 
@@ -99,7 +107,14 @@ def connect_store(launch: LaunchEnv, timeout_s: float) -> Any:
     _, dist = import_dist()
     is_master = launch.rank == 0 and not launch.agent_store
     try:
-        store = dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size, is_master, timeout=datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
+        store = dist.TCPStore(
+            launch.master_addr,
+            launch.master_port,
+            launch.world_size,
+            is_master,
+            timeout=datetime.timedelta(seconds=timeout_s),
+            wait_for_workers=False,
+        )
     except Exception as e:  # noqa: BLE001 - connect and bind failures have several types across versions
         verb = "serve" if is_master else "reach"
         raise CannotRunError(
@@ -110,7 +125,14 @@ def connect_store(launch: LaunchEnv, timeout_s: float) -> Any:
 
 
 class _Rank:
-    def __init__(self, job: SweepJob, launch: LaunchEnv, coord: Coordinator, log: Callable[[str], None], hooks: TestHooks) -> None:
+    def __init__(
+        self,
+        job: SweepJob,
+        launch: LaunchEnv,
+        coord: Coordinator,
+        log: Callable[[str], None],
+        hooks: TestHooks,
+    ) -> None:
         self.job, self.launch, self.coord, self.log, self.hooks = job, launch, coord, log, hooks
         self.rank, self.world = launch.rank, launch.world_size
         self.servers: RailServers | None = None
@@ -128,7 +150,10 @@ class _Rank:
         else:
             value = self.coord.wait_value("token", deadline)
             if not isinstance(value, str) or not 32 <= len(value) <= 256:
-                raise CannotRunError(f"rank {self.rank}: no sweep token from rank 0 in the store within {self.job.start_timeout_s:g} s", hint="did rank 0 start? is another job using the same rendezvous port?")
+                raise CannotRunError(
+                    f"rank {self.rank}: no sweep token from rank 0 in the store within {self.job.start_timeout_s:g} s",
+                    hint="did rank 0 start? is another job using the same rendezvous port?",
+                )
         return value.encode()
 
     def publish(self, token: bytes) -> None:
@@ -136,16 +161,29 @@ class _Rank:
         address = route_address(self.launch.master_addr, self.launch.master_port)
         self.address, self.token_bytes = address, token
         ports: list[int] = []
-        if job.spec.test == "collective":  # gloo between the nodes' addresses: one TCP rail, no p2p servers
+        if (
+            job.spec.test == "collective"
+        ):  # gloo between the nodes' addresses: one TCP rail, no p2p servers
             rails, _ = local_rails("tcp", address, None, job.sysfs_root)
         else:
             rails, fallback = local_rails(job.spec.transport, address, job.adapters, job.sysfs_root)
             if fallback:
                 self.log(fallback)
-            self.servers = RailServers(address, rails, token, job.spec.bytes, job.spec.timeout_s, self.log, job.sysfs_root, job.perftest_path)
+            self.servers = RailServers(
+                address,
+                rails,
+                token,
+                job.spec.bytes,
+                job.spec.timeout_s,
+                self.log,
+                job.sysfs_root,
+                job.perftest_path,
+            )
             ports = self.servers.start()
         host = socket.gethostname().split(".")[0]
-        node = FleetNode(self.rank, host if valid_host(host) else f"rank{self.rank}", address, rails)
+        node = FleetNode(
+            self.rank, host if valid_host(host) else f"rank{self.rank}", address, rails
+        )
         self.coord.put(f"node/{self.rank}", {**node.to_json(), "ports": ports})
 
     def gather_fleet(self, deadline: float) -> set[int]:
@@ -170,7 +208,10 @@ class _Rank:
         for --test collective). One bad description makes that rank unreachable, not the sweep fail."""
         if not isinstance(doc, dict) or doc.get("rank") != r:
             return False
-        probe = [{**{k: doc.get(k) for k in ("host", "address", "rails")}, "rank": 0}, FleetNode(1, "probe", "probe", (Rail(0, None),)).to_json()]
+        probe = [
+            {**{k: doc.get(k) for k in ("host", "address", "rails")}, "rank": 0},
+            FleetNode(1, "probe", "probe", (Rail(0, None),)).to_json(),
+        ]
         try:
             node = nodes_from_json(JsonReader(f"rank {r}'s description"), probe)[0]
         except InputError as e:
@@ -178,23 +219,48 @@ class _Rank:
             return False
         ports = doc.get("ports")
         want = 0 if self.job.spec.test == "collective" else len(node.rails)
-        return isinstance(ports, list) and len(ports) == want and all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= 65535 for x in ports)
+        return (
+            isinstance(ports, list)
+            and len(ports) == want
+            and all(
+                isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= 65535 for x in ports
+            )
+        )
 
     def read_fleet(self, deadline: float) -> set[int]:
         doc = self.coord.wait_value("fleet", deadline)
         if doc is None:
-            raise CannotRunError(f"rank {self.rank}: rank 0 did not publish the fleet within {self.job.start_timeout_s:g} s", hint="check rank 0's output")
+            raise CannotRunError(
+                f"rank {self.rank}: rank 0 did not publish the fleet within {self.job.start_timeout_s:g} s",
+                hint="check rank 0's output",
+            )
         r = JsonReader("the sweep's fleet (store key fleet)")
         doc = r.obj(doc, "fleet")
         self.fleet = nodes_from_json(r, doc.get("nodes"))
         ports = r.items(doc.get("ports"), "ports", max_items=len(self.fleet))
-        table = {i: [r.integer(p, f"ports[{i}][{k}]", lo=1, hi=65535) for k, p in enumerate(r.items(v, f"ports[{i}]", max_items=64))] for i, v in enumerate(ports)}
-        self.runner = P2PPairRunner(table, self.token_bytes, sysfs_root=self.job.sysfs_root, perftest_path=self.job.perftest_path)
-        return {r.integer(x, "missing", lo=0, hi=len(self.fleet) - 1) for x in r.items(doc.get("missing"), "missing", max_items=len(self.fleet))}
+        table = {
+            i: [
+                r.integer(p, f"ports[{i}][{k}]", lo=1, hi=65535)
+                for k, p in enumerate(r.items(v, f"ports[{i}]", max_items=64))
+            ]
+            for i, v in enumerate(ports)
+        }
+        self.runner = P2PPairRunner(
+            table,
+            self.token_bytes,
+            sysfs_root=self.job.sysfs_root,
+            perftest_path=self.job.perftest_path,
+        )
+        return {
+            r.integer(x, "missing", lo=0, hi=len(self.fleet) - 1)
+            for x in r.items(doc.get("missing"), "missing", max_items=len(self.fleet))
+        }
 
     # --- a round, on every rank ---------------------------------------------------------------------
 
-    def measure(self, tests: Sequence[Sequence[Any]], round_index: int, phase: Phase) -> list[PairResult]:
+    def measure(
+        self, tests: Sequence[Sequence[Any]], round_index: int, phase: Phase
+    ) -> list[PairResult]:
         """This rank's measuring ends of a round (``[rail, serving rank]``), every rail at once."""
         from ibdiag.fleet.nodes import End
         from ibdiag.fleet.schedule import PairTest
@@ -205,10 +271,18 @@ class _Rank:
 
         def one(i: int, rail: int, peer: int) -> None:
             a = self.fleet[peer]
-            test = PairTest(round_index, phase, End(peer, rail, a.rails[rail].adapter), End(self.rank, rail, me.rails[rail].adapter))
+            test = PairTest(
+                round_index,
+                phase,
+                End(peer, rail, a.rails[rail].adapter),
+                End(self.rank, rail, me.rails[rail].adapter),
+            )
             out[i] = self.runner.run_pair(test, a, me, self.job.spec)  # type: ignore[union-attr]
 
-        threads = [threading.Thread(target=one, args=(i, int(t[0]), int(t[1])), daemon=True) for i, t in enumerate(tests)]
+        threads = [
+            threading.Thread(target=one, args=(i, int(t[0]), int(t[1])), daemon=True)
+            for i, t in enumerate(tests)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -218,19 +292,40 @@ class _Rank:
     def take_part(self, task: dict[str, Any], round_index: int) -> None:
         self.hooks.before_step(self.rank, round_index + 1)
         phase = Phase.SECOND if task.get("phase") == "second" else Phase.FIRST
-        tests = [t for t in task.get("tests", []) if isinstance(t, list) and len(t) == 2 and all(isinstance(x, int) for x in t)]
-        tests = [t for t in tests if 0 <= t[1] < len(self.fleet) and t[1] != self.rank and 0 <= t[0] < min(len(self.fleet[t[1]].rails), len(self.fleet[self.rank].rails))]
+        tests = [
+            t
+            for t in task.get("tests", [])
+            if isinstance(t, list) and len(t) == 2 and all(isinstance(x, int) for x in t)
+        ]
+        tests = [
+            t
+            for t in tests
+            if 0 <= t[1] < len(self.fleet)
+            and t[1] != self.rank
+            and 0 <= t[0] < min(len(self.fleet[t[1]].rails), len(self.fleet[self.rank].rails))
+        ]
         if self.job.spec.test == "collective":
             from ibdiag.fleet.collrunner import pair_allreduce
 
             results = []
             for _, peer in tests:
                 a, b = min(self.rank, peer), max(self.rank, peer)
-                res = pair_allreduce(self.coord.store, self.address, round_index, phase, a, b, self.rank, self.job.spec)
+                res = pair_allreduce(
+                    self.coord.store,
+                    self.address,
+                    round_index,
+                    phase,
+                    a,
+                    b,
+                    self.rank,
+                    self.job.spec,
+                )
                 results += [res] if res is not None else []
         else:
             results = self.measure(tests, round_index, phase)
-        self.coord.report(round_index, self.rank, result_rows(results), int(task.get("expect", self.world)))
+        self.coord.report(
+            round_index, self.rank, result_rows(results), int(task.get("expect", self.world))
+        )
 
     def worker_loop(self) -> None:
         limit = 2 * round_limit_s(self.job.spec) + self.job.start_timeout_s
@@ -240,7 +335,10 @@ class _Rank:
             # "end" too: a rank rank 0 stopped waiting for (it reported too late) gets no more rounds
             found = self.coord.wait_any([key, "end"], time.monotonic() + limit)
             if found is None:
-                raise CannotRunError(f"rank {self.rank}: rank 0 gave no work for round {i + 1} within {limit:g} s", hint="rank 0 or the rendezvous store is gone; check rank 0's output")
+                raise CannotRunError(
+                    f"rank {self.rank}: rank 0 gave no work for round {i + 1} within {limit:g} s",
+                    hint="rank 0 or the rendezvous store is gone; check rank 0's output",
+                )
             task = self.coord.read(found)
             if found == "end" or not isinstance(task, dict) or task.get("end"):
                 self.coord.put(f"bye/{self.rank}", 1)
@@ -267,7 +365,15 @@ class _Rank:
         for j, pairs in enumerate(extra):
             results += self.run_round(first + j, Phase.SECOND, pairs, dead, named)
             if on_round:
-                on_round(RoundDone(first + j, first + len(extra), Phase.SECOND, len(results), tuple(sorted(dead))))
+                on_round(
+                    RoundDone(
+                        first + j,
+                        first + len(extra),
+                        Phase.SECOND,
+                        len(results),
+                        tuple(sorted(dead)),
+                    )
+                )
         end = first + len(extra)
         alive = [r for r in range(self.world) if r not in dead]
         self.coord.put_many([(f"round/{end}/{r}", {"end": True}) for r in alive])
@@ -278,8 +384,16 @@ class _Rank:
                 self.coord.wait_for(f"bye/{r}", bye_deadline)
         results = [unanswered(p, dead) for p in results]
         return build_result(
-            fleet, results, pattern=job.pattern, rounds=job.rounds, seed=job.seed, spec=self.used_spec(), config=job.config,
-            second_pass=job.second_pass, first_rounds=first, second_rounds=len(extra),
+            fleet,
+            results,
+            pattern=job.pattern,
+            rounds=job.rounds,
+            seed=job.seed,
+            spec=self.used_spec(),
+            config=job.config,
+            second_pass=job.second_pass,
+            first_rounds=first,
+            second_rounds=len(extra),
         )
 
     def used_spec(self) -> PairSpec:
@@ -287,14 +401,25 @@ class _Rank:
         from dataclasses import replace
 
         spec = self.job.spec
-        if spec.transport == "rdma" and (spec.test == "collective" or all(r.adapter is None for n in self.fleet for r in n.rails)):
+        if spec.transport == "rdma" and (
+            spec.test == "collective" or all(r.adapter is None for n in self.fleet for r in n.rails)
+        ):
             return replace(spec, transport="tcp")
         return spec
 
-    def run_round(self, i: int, phase: Phase, pairs: Sequence[tuple[int, int]], dead: set[int], named: set[int]) -> list[PairResult]:
+    def run_round(
+        self,
+        i: int,
+        phase: Phase,
+        pairs: Sequence[tuple[int, int]],
+        dead: set[int],
+        named: set[int],
+    ) -> list[PairResult]:
         fleet = self.fleet
         collective = self.job.spec.test == "collective"
-        tests = [t for t in pair_tests(i, phase, pairs, fleet) if not collective or t.rail == 0]  # one all_reduce per node pair
+        tests = [
+            t for t in pair_tests(i, phase, pairs, fleet) if not collective or t.rail == 0
+        ]  # one all_reduce per node pair
         out: list[PairResult] = []
         live = []
         for t in tests:
@@ -303,7 +428,18 @@ class _Rank:
                 fresh = tuple(r for r in silent if r not in named)
                 if fresh:
                     named.update(fresh)
-                    out.append(PairResult(i, phase, t.rail, t.a.rank, t.b.rank, None, error="did not answer", unreachable=fresh))
+                    out.append(
+                        PairResult(
+                            i,
+                            phase,
+                            t.rail,
+                            t.a.rank,
+                            t.b.rank,
+                            None,
+                            error="did not answer",
+                            unreachable=fresh,
+                        )
+                    )
                 continue
             live.append(t)
         by_rank: dict[int, list[list[int]]] = {r: [] for r in range(self.world) if r not in dead}
@@ -313,7 +449,13 @@ class _Rank:
                 by_rank[t.a.rank].append([t.rail, t.b.rank])
         expect = len(by_rank)
         kind = phase.value
-        self.coord.put_many([(f"round/{i}/{r}", {"phase": kind, "expect": expect, "tests": tl}) for r, tl in by_rank.items() if r != 0])
+        self.coord.put_many(
+            [
+                (f"round/{i}/{r}", {"phase": kind, "expect": expect, "tests": tl})
+                for r, tl in by_rank.items()
+                if r != 0
+            ]
+        )
         started = time.monotonic()
         self.take_part({"phase": kind, "expect": expect, "tests": by_rank.get(0, [])}, i)
         self.coord.wait_for(f"done/{i}/all", started + round_limit_s(self.job.spec))
@@ -323,8 +465,18 @@ class _Rank:
             key = f"done/{i}/{r}"
             if r == 0 or self.coord.has(key):
                 try:
-                    reported[r] = read_results(self.coord.read(key), i, phase, r, len(fleet), source=f"rank {r}'s results of round {i + 1}")
-                except (InputError, CannotRunError) as e:  # one rank's bad report fails its tests, not the sweep
+                    reported[r] = read_results(
+                        self.coord.read(key),
+                        i,
+                        phase,
+                        r,
+                        len(fleet),
+                        source=f"rank {r}'s results of round {i + 1}",
+                    )
+                except (
+                    InputError,
+                    CannotRunError,
+                ) as e:  # one rank's bad report fails its tests, not the sweep
                     refused[r] = e.message
                     self.log(f"refused: {e.message}")
             else:
@@ -335,10 +487,24 @@ class _Rank:
                 out.append(got[0])
                 continue
             if t.b.rank in refused:
-                out.append(PairResult(i, phase, t.rail, t.a.rank, t.b.rank, None, error=f"report refused: {refused[t.b.rank]}"[:500]))
+                out.append(
+                    PairResult(
+                        i,
+                        phase,
+                        t.rail,
+                        t.a.rank,
+                        t.b.rank,
+                        None,
+                        error=f"report refused: {refused[t.b.rank]}"[:500],
+                    )
+                )
                 continue
             why = f"rank {t.b.rank} did not report within {round_limit_s(self.job.spec):g} s"
-            out.append(PairResult(i, phase, t.rail, t.a.rank, t.b.rank, None, error=why, unreachable=(t.b.rank,)))
+            out.append(
+                PairResult(
+                    i, phase, t.rail, t.a.rank, t.b.rank, None, error=why, unreachable=(t.b.rank,)
+                )
+            )
         # A test that failed because its server went silent this round is that node's silence: so
         # the second pass, planned from these results, does not count it as a suspect link.
         out = [unanswered(p, dead) for p in out]
@@ -360,7 +526,10 @@ def run_distributed(
     when the store cannot be reached or rank 0 went away.
     """
     if launch.world_size < 2:
-        raise UsageError(f"a sweep needs at least 2 nodes; this job has {launch.world_size} rank", hint="start one ibdiag sweep per node: srun -N 2 ..., torchrun --nnodes 2 ...")
+        raise UsageError(
+            f"a sweep needs at least 2 nodes; this job has {launch.world_size} rank",
+            hint="start one ibdiag sweep per node: srun -N 2 ..., torchrun --nnodes 2 ...",
+        )
     store = connect_store(launch, max(job.start_timeout_s, job.spec.timeout_s))
     coord = Coordinator(store, launch.world_size)
     rank = _Rank(job, launch, coord, log, hooks or TestHooks())

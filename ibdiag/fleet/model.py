@@ -30,15 +30,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ibdiag.fleet.analysis import Analysis, LinkVerdict, SweepConfig, analyse
 from ibdiag.errors import UsageError
+from ibdiag.fleet.analysis import Analysis, LinkVerdict, SweepConfig, analyse
 from ibdiag.fleet.nodes import ADAPTER_RE, HOST_RE, FleetNode, Rail, check_fleet
 from ibdiag.fleet.runner import PAIR_ENGINES, PairResult, PairSpec
 from ibdiag.fleet.schedule import MAX_NODES, MAX_RANDOM_ROUNDS, Pattern, Phase
 from ibdiag.fleet.untrusted import JsonReader
 
 SCHEMA = "ibdiag.sweep/1"
-PAIR_COLUMNS = ("round", "phase", "rail", "a", "a_adapter", "b", "b_adapter", "bw_gbs", "lat_us", "error", "unreachable", "engine")
+PAIR_COLUMNS = (
+    "round",
+    "phase",
+    "rail",
+    "a",
+    "a_adapter",
+    "b",
+    "b_adapter",
+    "bw_gbs",
+    "lat_us",
+    "error",
+    "unreachable",
+    "engine",
+)
 #: The columns of files written before each pair recorded its engine.
 PAIR_COLUMNS_WITHOUT_ENGINE = PAIR_COLUMNS[:-1]
 #: ``sweep.engine``: the engines the pairs used, joined with ``+`` (null: none recorded).
@@ -107,7 +120,7 @@ class SweepResult:
             },
         }
         nodes = []
-        for node, verdict in zip(self.nodes, self.analysis.nodes):
+        for node, verdict in zip(self.nodes, self.analysis.nodes, strict=False):
             doc = node.to_json()
             doc.update(
                 {
@@ -120,14 +133,29 @@ class SweepResult:
             )
             nodes.append(doc)
         rows = [
-            [p.round, p.phase.value, p.rail, p.a, self.adapter(p.a, p.rail), p.b, self.adapter(p.b, p.rail), p.bw_gbs, p.lat_us, p.error, list(p.unreachable), p.engine]
+            [
+                p.round,
+                p.phase.value,
+                p.rail,
+                p.a,
+                self.adapter(p.a, p.rail),
+                p.b,
+                self.adapter(p.b, p.rail),
+                p.bw_gbs,
+                p.lat_us,
+                p.error,
+                list(p.unreachable),
+                p.engine,
+            ]
             for p in self.pairs
         ]
         return {
             "sweep": sweep,
             "nodes": nodes,
             "rails": [r.to_json() for r in self.analysis.rails],
-            "links": [link.to_json() for link in self.analysis.links if link.verdict is not LinkVerdict.OK],
+            "links": [
+                link.to_json() for link in self.analysis.links if link.verdict is not LinkVerdict.OK
+            ],
             "pairs": {"columns": list(PAIR_COLUMNS), "rows": rows},
         }
 
@@ -143,10 +171,21 @@ class SweepResult:
         th = r.obj(sw.get("thresholds"), f"{top}.thresholds")
         config = SweepConfig(
             z_limit=r.number(th.get("z_limit"), f"{top}.thresholds.z_limit", lo=0.5, hi=1000),
-            floor_share=r.number(th.get("floor_share"), f"{top}.thresholds.floor_share", lo=0, hi=1),
-            confirm_partners=r.integer(th.get("confirm_partners"), f"{top}.thresholds.confirm_partners", lo=1, hi=1000),
-            second_pass_partners=r.integer(th.get("second_pass_partners"), f"{top}.thresholds.second_pass_partners", lo=0, hi=1000),
-            min_bw_share=r.number(th.get("min_bw_share"), f"{top}.thresholds.min_bw_share", lo=0, hi=1),
+            floor_share=r.number(
+                th.get("floor_share"), f"{top}.thresholds.floor_share", lo=0, hi=1
+            ),
+            confirm_partners=r.integer(
+                th.get("confirm_partners"), f"{top}.thresholds.confirm_partners", lo=1, hi=1000
+            ),
+            second_pass_partners=r.integer(
+                th.get("second_pass_partners"),
+                f"{top}.thresholds.second_pass_partners",
+                lo=0,
+                hi=1000,
+            ),
+            min_bw_share=r.number(
+                th.get("min_bw_share"), f"{top}.thresholds.min_bw_share", lo=0, hi=1
+            ),
         )
         spec = PairSpec(
             test=r.choice(sw.get("test"), f"{top}.test", ("p2p", "collective")),
@@ -160,12 +199,18 @@ class SweepResult:
         pattern = Pattern(r.choice(sw.get("pattern"), f"{top}.pattern", [p.value for p in Pattern]))
         settings = SweepSettings(
             pattern=pattern,
-            random_rounds=r.opt_integer(sw.get("random_rounds"), f"{top}.random_rounds", lo=1, hi=MAX_RANDOM_ROUNDS),
+            random_rounds=r.opt_integer(
+                sw.get("random_rounds"), f"{top}.random_rounds", lo=1, hi=MAX_RANDOM_ROUNDS
+            ),
             seed=r.integer(sw.get("seed"), f"{top}.seed", lo=-(2**63), hi=2**63),
             spec=spec,
             second_pass=r.flag(sw.get("second_pass"), f"{top}.second_pass"),
-            first_pass_rounds=r.integer(sw.get("first_pass_rounds"), f"{top}.first_pass_rounds", lo=0, hi=MAX_NODES),
-            second_pass_rounds=r.integer(sw.get("second_pass_rounds"), f"{top}.second_pass_rounds", lo=0, hi=MAX_NODES),
+            first_pass_rounds=r.integer(
+                sw.get("first_pass_rounds"), f"{top}.first_pass_rounds", lo=0, hi=MAX_NODES
+            ),
+            second_pass_rounds=r.integer(
+                sw.get("second_pass_rounds"), f"{top}.second_pass_rounds", lo=0, hi=MAX_NODES
+            ),
         )
         fleet = nodes_from_json(r, doc.get("nodes"))
         pairs = _pairs_from_json(r, doc.get("pairs"), fleet, spec)
@@ -185,7 +230,9 @@ def nodes_from_json(r: JsonReader, value: Any, where: str = "nodes") -> tuple[Fl
             rails.append(
                 Rail(
                     index=r.integer(rd.get("rail"), f"{rw}.rail", lo=j, hi=j),
-                    adapter=r.opt_text(rd.get("adapter"), f"{rw}.adapter", max_len=64, pattern=ADAPTER_RE),
+                    adapter=r.opt_text(
+                        rd.get("adapter"), f"{rw}.adapter", max_len=64, pattern=ADAPTER_RE
+                    ),
                     port=r.opt_integer(rd.get("port"), f"{rw}.port", lo=0, hi=255),
                     rate_gbps=r.opt_number(rd.get("rate_gbps"), f"{rw}.rate_gbps", lo=0, hi=1e5),
                 )
@@ -203,6 +250,7 @@ def nodes_from_json(r: JsonReader, value: Any, where: str = "nodes") -> tuple[Fl
     except UsageError as e:  # the node checks' complaint is, here, bad input
         raise r.error(where, e.message) from None
 
+
 def _requested_engine(r: JsonReader, sw: Mapping[str, Any], top: str) -> str:
     """``--engine`` as given: ``engine_requested``; in older files ``engine`` was that (absent before
     ``--engine``: ibdiag's). ``engine`` in a newer file is derived from the pairs, checked only for its form."""
@@ -214,7 +262,9 @@ def _requested_engine(r: JsonReader, sw: Mapping[str, Any], top: str) -> str:
     return r.choice(sw.get("engine_requested"), f"{top}.engine_requested", requested)
 
 
-def _older_pair_engine(spec: PairSpec, a_adapter: Any, b_adapter: Any, unreachable: tuple[int, ...]) -> str | None:
+def _older_pair_engine(
+    spec: PairSpec, a_adapter: Any, b_adapter: Any, unreachable: tuple[int, ...]
+) -> str | None:
     """A pair's engine in a file without the column: ibdiag's over TCP, else ``--engine`` where it named one."""
     if spec.test != "p2p" or unreachable:
         return None
@@ -223,7 +273,9 @@ def _older_pair_engine(spec: PairSpec, a_adapter: Any, b_adapter: Any, unreachab
     return spec.engine if spec.engine in PAIR_ENGINES else None
 
 
-def _pairs_from_json(r: JsonReader, value: Any, nodes: tuple[FleetNode, ...], spec: PairSpec) -> tuple[PairResult, ...]:
+def _pairs_from_json(
+    r: JsonReader, value: Any, nodes: tuple[FleetNode, ...], spec: PairSpec
+) -> tuple[PairResult, ...]:
     table = r.obj(value, "pairs")
     columns = tuple(r.items(table.get("columns"), "pairs.columns", max_items=len(PAIR_COLUMNS)))
     if columns not in (PAIR_COLUMNS, PAIR_COLUMNS_WITHOUT_ENGINE):
@@ -245,8 +297,13 @@ def _pairs_from_json(r: JsonReader, value: Any, nodes: tuple[FleetNode, ...], sp
         for end, adapter, col in ((a, a_adapter, 4), (b, b_adapter, 6)):
             have = nodes[end].rail(rail)
             if have is None or have.adapter != adapter:
-                raise r.error(f"{where}[{col}]", f"rank {end} has no rail {rail} with adapter {adapter!r}")
-        unreachable = tuple(r.integer(x, f"{where}[10][{k}]", lo=0, hi=n - 1) for k, x in enumerate(r.items(silent, f"{where}[10]", max_items=2)))
+                raise r.error(
+                    f"{where}[{col}]", f"rank {end} has no rail {rail} with adapter {adapter!r}"
+                )
+        unreachable = tuple(
+            r.integer(x, f"{where}[10][{k}]", lo=0, hi=n - 1)
+            for k, x in enumerate(r.items(silent, f"{where}[10]", max_items=2))
+        )
         if width == len(PAIR_COLUMNS):
             engine = None if row[11] is None else r.choice(row[11], f"{where}[11]", PAIR_ENGINES)
         else:

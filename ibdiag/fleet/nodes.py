@@ -44,7 +44,12 @@ class Rail:
         return self.adapter if self.adapter is not None else "tcp"
 
     def to_json(self) -> dict[str, object]:
-        return {"rail": self.index, "adapter": self.adapter, "port": self.port, "rate_gbps": self.rate_gbps}
+        return {
+            "rail": self.index,
+            "adapter": self.adapter,
+            "port": self.port,
+            "rate_gbps": self.rate_gbps,
+        }
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,12 @@ class FleetNode:
         return self.rails[index] if 0 <= index < len(self.rails) else None
 
     def to_json(self) -> dict[str, object]:
-        return {"rank": self.rank, "host": self.host, "address": self.address, "rails": [r.to_json() for r in self.rails]}
+        return {
+            "rank": self.rank,
+            "host": self.host,
+            "address": self.address,
+            "rails": [r.to_json() for r in self.rails],
+        }
 
 
 @dataclass(frozen=True)
@@ -82,28 +92,55 @@ def check_fleet(nodes: Sequence[FleetNode]) -> tuple[FleetNode, ...]:
     numbered 0..R-1, names ibdiag will show. Raises :class:`UsageError` naming the first problem."""
     out = tuple(nodes)
     if len(out) < 2:
-        raise UsageError(f"a sweep needs at least 2 nodes, got {len(out)}", hint="start one ibdiag sweep process per node (srun -N, torchrun --nnodes)")
+        raise UsageError(
+            f"a sweep needs at least 2 nodes, got {len(out)}",
+            hint="start one ibdiag sweep process per node (srun -N, torchrun --nnodes)",
+        )
     for i, node in enumerate(out):
         if node.rank != i:
-            raise UsageError(f"node {i} has rank {node.rank}: ranks must be 0..{len(out) - 1} in order", hint="this is a bug in whatever built the node list")
+            raise UsageError(
+                f"node {i} has rank {node.rank}: ranks must be 0..{len(out) - 1} in order",
+                hint="this is a bug in whatever built the node list",
+            )
         if not valid_host(node.host) or not valid_host(node.address):
-            raise UsageError(f"rank {node.rank}: hostname or address {node.host!r}/{node.address!r} is not a plain name", hint="hostnames and addresses are letters, digits and _.:-")
+            raise UsageError(
+                f"rank {node.rank}: hostname or address {node.host!r}/{node.address!r} is not a plain name",
+                hint="hostnames and addresses are letters, digits and _.:-",
+            )
         if not node.rails:
-            raise UsageError(f"{node.label} has no rail", hint="give at least one adapter, or the TCP rail (adapter None)")
+            raise UsageError(
+                f"{node.label} has no rail",
+                hint="give at least one adapter, or the TCP rail (adapter None)",
+            )
         for k, rail in enumerate(node.rails):
             if rail.index != k:
-                raise UsageError(f"{node.label}: rail {k} has index {rail.index}", hint="rails are numbered 0..R-1 in topo order")
+                raise UsageError(
+                    f"{node.label}: rail {k} has index {rail.index}",
+                    hint="rails are numbered 0..R-1 in topo order",
+                )
             if rail.adapter is not None and not valid_adapter(rail.adapter):
-                raise UsageError(f"{node.label}: adapter name {rail.adapter!r} is not a device name", hint="adapter names look like mlx5_3")
+                raise UsageError(
+                    f"{node.label}: adapter name {rail.adapter!r} is not a device name",
+                    hint="adapter names look like mlx5_3",
+                )
     return out
 
 
-def make_fleet(hosts: Sequence[str], adapters: Sequence[Sequence[str | None]] | Sequence[str | None] = (None,), *, rate_gbps: float | None = None, addresses: Sequence[str] | None = None) -> tuple[FleetNode, ...]:
+def make_fleet(
+    hosts: Sequence[str],
+    adapters: Sequence[Sequence[str | None]] | Sequence[str | None] = (None,),
+    *,
+    rate_gbps: float | None = None,
+    addresses: Sequence[str] | None = None,
+) -> tuple[FleetNode, ...]:
     """Nodes for ``hosts`` (rank = position); ``adapters`` is one list for every node or one per node."""
     per_node = adapters and not isinstance(adapters[0], (str, type(None)))
     nodes = []
     for rank, host in enumerate(hosts):
         names = adapters[rank] if per_node else adapters  # type: ignore[index]
-        rails = tuple(Rail(k, name, 1 if name is not None else None, rate_gbps) for k, name in enumerate(names))  # type: ignore[arg-type]
+        rails = tuple(
+            Rail(k, name, 1 if name is not None else None, rate_gbps)
+            for k, name in enumerate(names)
+        )  # type: ignore[arg-type]
         nodes.append(FleetNode(rank, host, addresses[rank] if addresses else host, rails))
     return check_fleet(nodes)

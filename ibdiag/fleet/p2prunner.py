@@ -31,7 +31,12 @@ def warmup_messages(size: int) -> int:
 
 
 def local_rails(
-    transport: str, address: str, adapters: Sequence[str] | None, sysfs_root: str = "/", *, rdma_devices: Callable[[], list[str]] | None = None
+    transport: str,
+    address: str,
+    adapters: Sequence[str] | None,
+    sysfs_root: str = "/",
+    *,
+    rdma_devices: Callable[[], list[str]] | None = None,
 ) -> tuple[tuple[Rail, ...], str | None]:
     """This node's rails, and why it fell back to TCP (None when it did not).
 
@@ -60,7 +65,10 @@ def local_rails(
         return tcp, f"RDMA is not usable ({e.message}): testing over TCP"
     missing = [r.adapter for r in rails if r.adapter not in usable]
     if missing and adapters:
-        raise CannotRunError(f"--rails: libibverbs cannot open {', '.join(str(m) for m in missing)}", hint="check ibv_devices on this node, or leave --rails out")
+        raise CannotRunError(
+            f"--rails: libibverbs cannot open {', '.join(str(m) for m in missing)}",
+            hint="check ibv_devices on this node, or leave --rails out",
+        )
     kept = [r for r in rails if r.adapter in usable]
     if not kept:
         return tcp, "libibverbs opens none of the adapters topo found: testing over TCP"
@@ -74,14 +82,19 @@ def _rdma_rails(sysfs: object, adapters: Sequence[str] | None) -> tuple[Rail, ..
         present = set(list_adapters(sysfs))  # type: ignore[arg-type]
         absent = [a for a in adapters if a not in present]
         if absent:
-            raise UsageError(f"--rails: no adapter {', '.join(absent)} on this node", hint="see ibdiag topo for the adapters, or leave --rails out")
+            raise UsageError(
+                f"--rails: no adapter {', '.join(absent)} on this node",
+                hint="see ibdiag topo for the adapters, or leave --rails out",
+            )
         out = []
         for k, name in enumerate(adapters):
             p = read_port(sysfs, name, 1, with_gids=False)  # type: ignore[arg-type]
             out.append(Rail(k, name, 1, p.rate_gbps))
         return tuple(out)
     topo = discover(sysfs)  # type: ignore[arg-type]
-    ports = list(topo.nccl_ports) or [p for a in topo.adapters for p in a.ports if p.state == "ACTIVE"]
+    ports = list(topo.nccl_ports) or [
+        p for a in topo.adapters for p in a.ports if p.state == "ACTIVE"
+    ]
     return tuple(Rail(k, p.adapter, p.port, p.rate_gbps) for k, p in enumerate(ports))
 
 
@@ -108,15 +121,27 @@ class RailServers:
         for rail in self.rails:
             transports = ("tcp",) if rail.adapter is None else ("rdma", "tcp")
             opts = ServeOptions(
-                bind=self.address, port=0, transports=transports, device=rail.adapter, ib_port=rail.port or 1,
-                token=self.token, max_size=self.max_bytes, timeout_s=self.timeout_s, sysfs_root=self.sysfs_root,
+                bind=self.address,
+                port=0,
+                transports=transports,
+                device=rail.adapter,
+                ib_port=rail.port or 1,
+                token=self.token,
+                max_size=self.max_bytes,
+                timeout_s=self.timeout_s,
+                sysfs_root=self.sysfs_root,
                 perftest_path=self.perftest_path,
             )
             server = Server(opts, lambda line, k=rail.index: self.log(f"rail {k} server: {line}"))
             _, port = server.start()
             self._servers.append(server)
             self.ports.append(port)
-            t = threading.Thread(target=self._serve, args=(server,), name=f"ibdiag-sweep-rail{rail.index}", daemon=True)
+            t = threading.Thread(
+                target=self._serve,
+                args=(server,),
+                name=f"ibdiag-sweep-rail{rail.index}",
+                daemon=True,
+            )
             self._threads.append(t)
             t.start()
         return self.ports
@@ -140,7 +165,14 @@ class P2PPairRunner:
     """:class:`~ibdiag.fleet.runner.PairRunner` over ibdiag's p2p: the measuring end (``b``) connects to
     the serving end's (``a``) server of the test's rail, at ``ports[a][rail]``."""
 
-    def __init__(self, ports: Mapping[int, Sequence[int]], token: bytes, *, sysfs_root: str = "/", perftest_path: str | None = None) -> None:
+    def __init__(
+        self,
+        ports: Mapping[int, Sequence[int]],
+        token: bytes,
+        *,
+        sysfs_root: str = "/",
+        perftest_path: str | None = None,
+    ) -> None:
         self.ports = ports
         self.token = token
         self.sysfs_root = sysfs_root
@@ -153,30 +185,86 @@ class P2PPairRunner:
         rail_a, rail_b = a.rail(test.rail), b.rail(test.rail)
         ports = self.ports.get(a.rank, ())
         if rail_a is None or rail_b is None or test.rail >= len(ports):
-            return PairResult(test.round, test.phase, test.rail, a.rank, b.rank, None, error=f"no rail {test.rail} on both nodes")
-        transport = "rdma" if rail_a.adapter is not None and rail_b.adapter is not None and spec.transport == "rdma" else "tcp"
+            return PairResult(
+                test.round,
+                test.phase,
+                test.rail,
+                a.rank,
+                b.rank,
+                None,
+                error=f"no rail {test.rail} on both nodes",
+            )
+        transport = (
+            "rdma"
+            if rail_a.adapter is not None
+            and rail_b.adapter is not None
+            and spec.transport == "rdma"
+            else "tcp"
+        )
         engine: str | None = None
         try:
-            req = RunRequest(transport=transport, mode=spec.mode, sizes=(spec.bytes,), duration_s=spec.duration_s, warmup=warmup_messages(spec.bytes))
+            req = RunRequest(
+                transport=transport,
+                mode=spec.mode,
+                sizes=(spec.bytes,),
+                duration_s=spec.duration_s,
+                warmup=warmup_messages(spec.bytes),
+            )
             if transport == "rdma" and spec.engine != "ibdiag":
                 req = self._perftest_or(req, spec.engine)
             engine = req.engine  # type: ignore[attr-defined] # what measures: the server runs the client's engine or refuses
             opts = ClientOptions(
-                host=a.address, port=ports[test.rail], token=self.token, timeout_s=spec.timeout_s,
-                device=rail_b.adapter if transport == "rdma" else None, ib_port=rail_b.port or 1, sysfs_root=self.sysfs_root,
+                host=a.address,
+                port=ports[test.rail],
+                token=self.token,
+                timeout_s=spec.timeout_s,
+                device=rail_b.adapter if transport == "rdma" else None,
+                ib_port=rail_b.port or 1,
+                sysfs_root=self.sysfs_root,
                 perftest_path=self.perftest_path,
             )
             run = run_p2p(req, opts)
         except IbdiagError as e:
-            return PairResult(test.round, test.phase, test.rail, a.rank, b.rank, None, error=e.message[:500], engine=engine)
-        except OSError as e:  # a socket error the client did not wrap: still this pair's failure only
-            return PairResult(test.round, test.phase, test.rail, a.rank, b.rank, None, error=f"{type(e).__name__}: {e}"[:500], engine=engine)
+            return PairResult(
+                test.round,
+                test.phase,
+                test.rail,
+                a.rank,
+                b.rank,
+                None,
+                error=e.message[:500],
+                engine=engine,
+            )
+        except (
+            OSError
+        ) as e:  # a socket error the client did not wrap: still this pair's failure only
+            return PairResult(
+                test.round,
+                test.phase,
+                test.rail,
+                a.rank,
+                b.rank,
+                None,
+                error=f"{type(e).__name__}: {e}"[:500],
+                engine=engine,
+            )
         res = run.results[0]
         # perftest's latency in duration mode (the sweep's --duration) prints only the average
         lat = res.lat_us.p50_us if res.lat_us is not None else res.lat_avg_us
         if res.bw_gbs is None and lat is None:
-            return PairResult(test.round, test.phase, test.rail, a.rank, b.rank, None, error="the test returned no measurement", engine=engine)
-        return PairResult(test.round, test.phase, test.rail, a.rank, b.rank, res.bw_gbs, lat_us=lat, engine=engine)
+            return PairResult(
+                test.round,
+                test.phase,
+                test.rail,
+                a.rank,
+                b.rank,
+                None,
+                error="the test returned no measurement",
+                engine=engine,
+            )
+        return PairResult(
+            test.round, test.phase, test.rail, a.rank, b.rank, res.bw_gbs, lat_us=lat, engine=engine
+        )
 
     def _perftest_or(self, req: object, engine: str) -> object:
         """The request on perftest (``--engine perftest``, or ``auto`` where perftest is this node's

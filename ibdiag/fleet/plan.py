@@ -19,20 +19,54 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def plan_data(pattern: str, n: int, *, rounds: int | None, seed: int, rails: int, pair_s: float, round_overhead_s: float = 0.5) -> dict[str, Any]:
+def plan_data(
+    pattern: str,
+    n: int,
+    *,
+    rounds: int | None,
+    seed: int,
+    rails: int,
+    pair_s: float,
+    round_overhead_s: float = 0.5,
+) -> dict[str, Any]:
     """JSON-ready plan: the chosen pattern's cost and rounds (when small enough), and all patterns' costs."""
-    chosen = estimate(Pattern(pattern), n, rails=rails, rounds=rounds, pair_s=pair_s, round_overhead_s=round_overhead_s)
+    chosen = estimate(
+        Pattern(pattern),
+        n,
+        rails=rails,
+        rounds=rounds,
+        pair_s=pair_s,
+        round_overhead_s=round_overhead_s,
+    )
     costs = [
-        estimate(p, n, rails=rails, rounds=(rounds or DEFAULT_RANDOM_ROUNDS) if p is Pattern.RANDOM else None, pair_s=pair_s, round_overhead_s=round_overhead_s).to_json()
+        estimate(
+            p,
+            n,
+            rails=rails,
+            rounds=(rounds or DEFAULT_RANDOM_ROUNDS) if p is Pattern.RANDOM else None,
+            pair_s=pair_s,
+            round_overhead_s=round_overhead_s,
+        ).to_json()
         for p in Pattern
     ]
     listed = pair_count(Pattern(pattern), n, rounds) <= MAX_LISTED_PAIRS
     data: dict[str, Any] = {
         "plan": {**chosen.to_json(), "seed": seed if Pattern(pattern) is Pattern.RANDOM else None},
         "patterns": costs,
-        "rounds": [[list(p) for p in r] for r in first_pass(Pattern(pattern), n, rounds=rounds, seed=seed)] if listed else None,
+        "rounds": [
+            [list(p) for p in r] for r in first_pass(Pattern(pattern), n, rounds=rounds, seed=seed)
+        ]
+        if listed
+        else None,
     }
-    data["first_rounds"] = data["rounds"][:3] if listed else [[list(p) for p in r] for r in islice(first_pass(Pattern(pattern), n, rounds=rounds, seed=seed), 3)]
+    data["first_rounds"] = (
+        data["rounds"][:3]
+        if listed
+        else [
+            [list(p) for p in r]
+            for r in islice(first_pass(Pattern(pattern), n, rounds=rounds, seed=seed), 3)
+        ]
+    )
     return data
 
 
@@ -54,5 +88,7 @@ def plan_lines(data: dict[str, Any], *, rails_given: bool) -> list[str]:
         lines.append(f"round {i + 1}: {shown}{more}")
     lines += ["", f"{'pattern':<10} {'rounds':>8} {'pair tests':>12} {'wall time':>10}"]
     for c in data["patterns"]:
-        lines.append(f"{c['pattern']:<10} {c['rounds'] + c['second_pass_rounds']:>8} {c['pairs']:>12} {_duration(c['wall_s']):>10}")
+        lines.append(
+            f"{c['pattern']:<10} {c['rounds'] + c['second_pass_rounds']:>8} {c['pairs']:>12} {_duration(c['wall_s']):>10}"
+        )
     return lines

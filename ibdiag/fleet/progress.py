@@ -20,7 +20,10 @@ def progress_line(done: RoundDone, elapsed_s: float) -> str:
     is the first pass's and the ETA does not include the second pass (it says so)."""
     phase = "first pass" if done.phase.value == "first" else "second pass"
     eta = eta_s(done, elapsed_s)
-    parts = [f"sweep: round {done.round + 1}/{done.rounds_planned} ({phase})", f"{done.tests_done} tests done"]
+    parts = [
+        f"sweep: round {done.round + 1}/{done.rounds_planned} ({phase})",
+        f"{done.tests_done} tests done",
+    ]
     if done.unreachable:
         parts.append(f"{len(done.unreachable)} unreachable")
     parts.append(f"{elapsed_s:.1f} s elapsed")

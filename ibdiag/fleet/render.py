@@ -23,7 +23,9 @@ from ibdiag.units import format_bytes
 LINE_WIDTH = 80
 
 
-def fit_line(head: str, items: Sequence[str], tails: Sequence[str] | str = "", width: int = LINE_WIDTH) -> str:
+def fit_line(
+    head: str, items: Sequence[str], tails: Sequence[str] | str = "", width: int = LINE_WIDTH
+) -> str:
     """``head item item ... +N more tail`` in at most ``width`` characters (items kept in order).
 
     ``tails`` are alternatives, most detailed first: the one that lets the most items show is used
@@ -70,7 +72,11 @@ def line_view(result: SweepResult, *, width: int = LINE_WIDTH) -> str:
     if unresolved:
         extra.append(f"{unresolved} unresolved link{'s' if unresolved != 1 else ''}")
     count = f" ({len(result.nodes)} nodes)"
-    tails = [(("; " + ", ".join(extra)) if extra else "") + count, *([f"; {extra[0]}{count}"] if extra else []), count]
+    tails = [
+        (("; " + ", ".join(extra)) if extra else "") + count,
+        *([f"; {extra[0]}{count}"] if extra else []),
+        count,
+    ]
     if hosts:
         return _ascii(fit_line("sweep FAIL: drain", hosts, tails, width))
     status = "FAIL" if bad_links else ("WARN" if extra else "OK")
@@ -163,7 +169,9 @@ def matrix_lines(grid: MatrixGrid, *, ascii_only: bool = False) -> list[Any]:
 
     label_w = len(str(max(0, grid.nodes - 1)))
     out: list[Any] = []
-    what = f"rail {grid.rail}" + (f", each cell the worst pair of {grid.block} x {grid.block} ranks" if grid.block > 1 else "")
+    what = f"rail {grid.rail}" + (
+        f", each cell the worst pair of {grid.block} x {grid.block} ranks" if grid.block > 1 else ""
+    )
     median = gbs_text(grid.median_gbs)
     out.append(Text(f"node x node bandwidth, {what} (median {median})"))
     ticks = "".join("|" if c % 10 == 0 else " " for c in range(grid.size))
@@ -210,7 +218,13 @@ def node_severity(status: NodeStatus) -> Severity:
 
 def worst_nodes(result: SweepResult, limit: int = 10) -> list[int]:
     """Ranks, worst first: unreachable and bad, then suspects, then the slowest by robust distance."""
-    order = {NodeStatus.UNREACHABLE: 0, NodeStatus.BAD: 1, NodeStatus.SUSPECT: 2, NodeStatus.UNTESTED: 3, NodeStatus.OK: 4}
+    order = {
+        NodeStatus.UNREACHABLE: 0,
+        NodeStatus.BAD: 1,
+        NodeStatus.SUSPECT: 2,
+        NodeStatus.UNTESTED: 3,
+        NodeStatus.OK: 4,
+    }
 
     def key(v: Any) -> tuple[int, float]:
         worst = v.worst_end()
@@ -234,8 +248,12 @@ def summary_lines(result: SweepResult) -> list[str]:
         f"{rounds}{second}, {len(result.pairs)} tests of {format_bytes(s.spec.bytes)} ({s.spec.test}, {s.spec.transport}{_engine_text(result)})",
     ]
     for rail in a.rails:
-        share = f" = {rail.share:.0%} of {rail.line_rate_gbps:g} Gb/s" if rail.share is not None else ""
-        limit = f", slow below {gbs_text(rail.bw_limit_gbs)}" if rail.bw_limit_gbs is not None else ""
+        share = (
+            f" = {rail.share:.0%} of {rail.line_rate_gbps:g} Gb/s" if rail.share is not None else ""
+        )
+        limit = (
+            f", slow below {gbs_text(rail.bw_limit_gbs)}" if rail.bw_limit_gbs is not None else ""
+        )
         median = gbs_text(rail.bw.median)
         lines.append(f"rail {rail.rail}: median {median}{share} over {rail.bw.count} links{limit}")
     return lines
@@ -252,13 +270,24 @@ def worst_tables(result: SweepResult, *, limit: int = 10) -> list[Any]:
     a = result.analysis
     nodes = Table(title="Worst nodes", title_justify="left")
     for col in ("node", "status", "slowest rail", "median", "z", "slow partners", "bad rails"):
-        nodes.add_column(col, justify="right" if col in ("median", "z", "slow partners") else "left", no_wrap=True)
+        nodes.add_column(
+            col,
+            justify="right" if col in ("median", "z", "slow partners") else "left",
+            no_wrap=True,
+        )
     for rank in worst_nodes(result, limit):
         v, node = a.nodes[rank], result.nodes[rank]
         worst = v.worst_end()
-        status = Text(v.status.value.upper() if v.status is not NodeStatus.OK else "ok", style=SEVERITY_STYLE[node_severity(v.status)])
+        status = Text(
+            v.status.value.upper() if v.status is not NodeStatus.OK else "ok",
+            style=SEVERITY_STYLE[node_severity(v.status)],
+        )
         if v.whole_node:
-            bad = f"all {len(v.bad_rails)}" if len(v.bad_rails) == len(v.ends) else f"{len(v.bad_rails)} of {len(v.ends)}"
+            bad = (
+                f"all {len(v.bad_rails)}"
+                if len(v.bad_rails) == len(v.ends)
+                else f"{len(v.bad_rails)} of {len(v.ends)}"
+            )
         else:
             bad = ",".join(result.adapter(rank, k) or str(k) for k in v.bad_rails)
         nodes.add_row(
@@ -272,14 +301,30 @@ def worst_tables(result: SweepResult, *, limit: int = 10) -> list[Any]:
         )
     links = Table(title="Slowest links", title_justify="left")
     for col in ("link", "rail", "bandwidth", "share of line", "z", "tests", "verdict"):
-        links.add_column(col, justify="left" if col in ("link", "verdict") else "right", no_wrap=col != "link")
+        links.add_column(
+            col, justify="left" if col in ("link", "verdict") else "right", no_wrap=col != "link"
+        )
     order = {LinkVerdict.BAD: 0, LinkVerdict.UNRESOLVED: 1, LinkVerdict.NODE: 2, LinkVerdict.OK: 3}
-    scored = sorted(a.links, key=lambda link: (order[link.verdict], -1e9 if link.failed else (link.z if link.z is not None else 0.0)))
+    scored = sorted(
+        a.links,
+        key=lambda link: (
+            order[link.verdict],
+            -1e9 if link.failed else (link.z if link.z is not None else 0.0),
+        ),
+    )
     for link in scored[:limit]:
-        verdict = {LinkVerdict.OK: "ok", LinkVerdict.NODE: "explained by a bad node", LinkVerdict.BAD: "BAD LINK", LinkVerdict.UNRESOLVED: "unresolved"}[link.verdict]
+        verdict = {
+            LinkVerdict.OK: "ok",
+            LinkVerdict.NODE: "explained by a bad node",
+            LinkVerdict.BAD: "BAD LINK",
+            LinkVerdict.UNRESOLVED: "unresolved",
+        }[link.verdict]
         links.add_row(
-            link_subject(result, link), str(link.rail),
-            "failed" if link.failed and link.bw_gbs is None else ("" if link.bw_gbs is None else gbs_text(link.bw_gbs)),
+            link_subject(result, link),
+            str(link.rail),
+            "failed"
+            if link.failed and link.bw_gbs is None
+            else ("" if link.bw_gbs is None else gbs_text(link.bw_gbs)),
             "" if link.share is None else f"{link.share:.0%}",
             "" if link.z is None else f"{link.z:+.1f}",
             f"{link.tests}" + (f" ({link.failed} failed)" if link.failed else ""),
@@ -290,7 +335,22 @@ def worst_tables(result: SweepResult, *, limit: int = 10) -> list[Any]:
 
 # --- csv and prom --------------------------------------------------------------------------------------
 
-CSV_HEADER = ("round", "phase", "rail", "a", "a_host", "a_adapter", "b", "b_host", "b_adapter", "bw_gbs", "lat_us", "error", "unreachable", "engine")
+CSV_HEADER = (
+    "round",
+    "phase",
+    "rail",
+    "a",
+    "a_host",
+    "a_adapter",
+    "b",
+    "b_host",
+    "b_adapter",
+    "bw_gbs",
+    "lat_us",
+    "error",
+    "unreachable",
+    "engine",
+)
 
 
 def csv_rows(result: SweepResult) -> list[dict[str, Any]]:
@@ -299,10 +359,18 @@ def csv_rows(result: SweepResult) -> list[dict[str, Any]]:
     for p in result.pairs:
         rows.append(
             {
-                "round": p.round, "phase": p.phase.value, "rail": p.rail,
-                "a": p.a, "a_host": result.nodes[p.a].host, "a_adapter": result.adapter(p.a, p.rail),
-                "b": p.b, "b_host": result.nodes[p.b].host, "b_adapter": result.adapter(p.b, p.rail),
-                "bw_gbs": p.bw_gbs, "lat_us": p.lat_us, "error": p.error,
+                "round": p.round,
+                "phase": p.phase.value,
+                "rail": p.rail,
+                "a": p.a,
+                "a_host": result.nodes[p.a].host,
+                "a_adapter": result.adapter(p.a, p.rail),
+                "b": p.b,
+                "b_host": result.nodes[p.b].host,
+                "b_adapter": result.adapter(p.b, p.rail),
+                "bw_gbs": p.bw_gbs,
+                "lat_us": p.lat_us,
+                "error": p.error,
                 "unreachable": " ".join(str(r) for r in p.unreachable),
                 "engine": p.engine,
             }
@@ -310,7 +378,13 @@ def csv_rows(result: SweepResult) -> list[dict[str, Any]]:
     return rows
 
 
-_STATUS_VALUE = {NodeStatus.OK: 0, NodeStatus.SUSPECT: 1, NodeStatus.UNTESTED: 1, NodeStatus.BAD: 2, NodeStatus.UNREACHABLE: 3}
+_STATUS_VALUE = {
+    NodeStatus.OK: 0,
+    NodeStatus.SUSPECT: 1,
+    NodeStatus.UNTESTED: 1,
+    NodeStatus.BAD: 2,
+    NodeStatus.UNREACHABLE: 3,
+}
 
 
 def prom_metrics(result: SweepResult) -> list[Metric]:
@@ -321,15 +395,43 @@ def prom_metrics(result: SweepResult) -> list[Metric]:
         base = {"host": node.host, "rank": str(node.rank)}
         status.append(PromSample(base, _STATUS_VALUE[v.status]))
         for e in v.ends:
-            labels = {**base, "rail": str(e.rail), "adapter": result.adapter(v.rank, e.rail) or "tcp"}
+            labels = {
+                **base,
+                "rail": str(e.rail),
+                "adapter": result.adapter(v.rank, e.rail) or "tcp",
+            }
             if e.bw_gbs is not None:
                 bw.append(PromSample(labels, e.bw_gbs * 1e9))
             if e.z is not None:
                 z.append(PromSample(labels, e.z))
-    rails = [PromSample({"rail": str(r.rail)}, r.bw.median * 1e9) for r in result.analysis.rails if r.bw.median is not None]
+    rails = [
+        PromSample({"rail": str(r.rail)}, r.bw.median * 1e9)
+        for r in result.analysis.rails
+        if r.bw.median is not None
+    ]
     return [
-        Metric("ibdiag_sweep_node_status", "Sweep verdict per node: 0 ok, 1 suspect or untested, 2 bad, 3 unreachable.", "gauge", tuple(status)),
-        Metric("ibdiag_sweep_node_bw_bytes_per_second", "Median pair bandwidth of a node's rail in the last sweep, bytes per second.", "gauge", tuple(bw)),
-        Metric("ibdiag_sweep_node_bw_z", "Robust distance (MAD units) of a node's rail from the rail's median; negative is slower.", "gauge", tuple(z)),
-        Metric("ibdiag_sweep_rail_median_bw_bytes_per_second", "Median pair bandwidth of a rail over the fleet in the last sweep, bytes per second.", "gauge", tuple(rails)),
+        Metric(
+            "ibdiag_sweep_node_status",
+            "Sweep verdict per node: 0 ok, 1 suspect or untested, 2 bad, 3 unreachable.",
+            "gauge",
+            tuple(status),
+        ),
+        Metric(
+            "ibdiag_sweep_node_bw_bytes_per_second",
+            "Median pair bandwidth of a node's rail in the last sweep, bytes per second.",
+            "gauge",
+            tuple(bw),
+        ),
+        Metric(
+            "ibdiag_sweep_node_bw_z",
+            "Robust distance (MAD units) of a node's rail from the rail's median; negative is slower.",
+            "gauge",
+            tuple(z),
+        ),
+        Metric(
+            "ibdiag_sweep_rail_median_bw_bytes_per_second",
+            "Median pair bandwidth of a rail over the fleet in the last sweep, bytes per second.",
+            "gauge",
+            tuple(rails),
+        ),
     ]

@@ -22,7 +22,7 @@ from typing import Protocol
 
 from ibdiag.errors import UsageError
 from ibdiag.fleet.nodes import FleetNode
-from ibdiag.fleet.schedule import Phase, PairTest
+from ibdiag.fleet.schedule import PairTest, Phase
 
 #: Message size of the bandwidth test: a job-sized bucket (DDP's default bucket is 25 MiB; 64 MiB
 #: is where p2p bandwidth has long reached its plateau on 400G links, perftest/nccl-tests curves).
@@ -54,23 +54,43 @@ class PairSpec:
 
     def __post_init__(self) -> None:
         if self.test not in ("p2p", "collective"):
-            raise UsageError(f"--test {self.test!r}: give p2p or collective", hint="p2p measures each link; collective runs a 2-rank all_reduce per pair")
-        if self.transport not in ("rdma", "tcp"):
-            raise UsageError(f"--transport {self.transport!r}: give rdma or tcp", hint="rdma tests each rail; tcp the nodes' addresses")
-        if self.mode not in ("bw", "lat", "both"):
-            raise UsageError(f"--mode {self.mode!r}: give bw, lat or both", hint="bw is what finds a slow link")
-        if self.engine not in ("auto", "ibdiag", "perftest"):
-            raise UsageError(f"--engine {self.engine!r}: give auto, ibdiag or perftest", hint="auto: ibdiag's engine where pyverbs is installed, else perftest")
-        if self.engine == "perftest" and (self.test != "p2p" or self.duration_s != int(self.duration_s)):
             raise UsageError(
-                "--engine perftest runs p2p tests of whole seconds (perftest's -D)" if self.test == "p2p" else "--engine perftest applies to --test p2p",
+                f"--test {self.test!r}: give p2p or collective",
+                hint="p2p measures each link; collective runs a 2-rank all_reduce per pair",
+            )
+        if self.transport not in ("rdma", "tcp"):
+            raise UsageError(
+                f"--transport {self.transport!r}: give rdma or tcp",
+                hint="rdma tests each rail; tcp the nodes' addresses",
+            )
+        if self.mode not in ("bw", "lat", "both"):
+            raise UsageError(
+                f"--mode {self.mode!r}: give bw, lat or both", hint="bw is what finds a slow link"
+            )
+        if self.engine not in ("auto", "ibdiag", "perftest"):
+            raise UsageError(
+                f"--engine {self.engine!r}: give auto, ibdiag or perftest",
+                hint="auto: ibdiag's engine where pyverbs is installed, else perftest",
+            )
+        if self.engine == "perftest" and (
+            self.test != "p2p" or self.duration_s != int(self.duration_s)
+        ):
+            raise UsageError(
+                "--engine perftest runs p2p tests of whole seconds (perftest's -D)"
+                if self.test == "p2p"
+                else "--engine perftest applies to --test p2p",
                 hint="give --duration in whole seconds (1 or more), or --engine ibdiag",
             )
         if not (isinstance(self.bytes, int) and 0 < self.bytes <= 2**34):
-            raise UsageError(f"message size {self.bytes!r} B: give 1 B to 16 GiB", hint="the default is 64M")
+            raise UsageError(
+                f"message size {self.bytes!r} B: give 1 B to 16 GiB", hint="the default is 64M"
+            )
         for name, value in (("--duration", self.duration_s), ("--timeout", self.timeout_s)):
             if not (math.isfinite(value) and 0 < value <= 3600):
-                raise UsageError(f"{name} {value!r}: give seconds between 0 and 3600", hint="e.g. --duration 1 --timeout 10")
+                raise UsageError(
+                    f"{name} {value!r}: give seconds between 0 and 3600",
+                    hint="e.g. --duration 1 --timeout 10",
+                )
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -116,4 +136,6 @@ class PairRunner(Protocol):
     ``spec.timeout_s``. An exception means the sweep itself cannot go on (exit 3).
     """
 
-    def run_pair(self, test: PairTest, a: FleetNode, b: FleetNode, spec: PairSpec) -> PairResult: ...
+    def run_pair(
+        self, test: PairTest, a: FleetNode, b: FleetNode, spec: PairSpec
+    ) -> PairResult: ...

@@ -63,9 +63,14 @@ def _pair(a: int, b: int) -> NodePair:
 
 def _check_n(n: int) -> None:
     if not isinstance(n, int) or isinstance(n, bool) or n < 2:
-        raise UsageError(f"a sweep needs at least 2 nodes, got {n!r}", hint="start one process per node")
+        raise UsageError(
+            f"a sweep needs at least 2 nodes, got {n!r}", hint="start one process per node"
+        )
     if n > MAX_NODES:
-        raise UsageError(f"{n} nodes is more than a sweep plans for ({MAX_NODES})", hint="sweep the cluster in parts")
+        raise UsageError(
+            f"{n} nodes is more than a sweep plans for ({MAX_NODES})",
+            hint="sweep the cluster in parts",
+        )
 
 
 def ring_rounds(n: int) -> Iterator[Round]:
@@ -106,7 +111,10 @@ def pairwise_partner(n: int, round_index: int, rank: int) -> int | None:
     m = n if n % 2 == 0 else n + 1
     ring = m - 1
     if not (0 <= round_index < ring and 0 <= rank < n):
-        raise UsageError(f"round {round_index} / rank {rank} is outside a {n}-node pairwise schedule", hint="rounds are 0..N-2 (N-1 for odd N), ranks 0..N-1")
+        raise UsageError(
+            f"round {round_index} / rank {rank} is outside a {n}-node pairwise schedule",
+            hint="rounds are 0..N-2 (N-1 for odd N), ranks 0..N-1",
+        )
     fixed = m - 1
     if rank == fixed:
         return round_index
@@ -118,7 +126,10 @@ def random_rounds(n: int, rounds: int, seed: int) -> Iterator[Round]:
     """``rounds`` random perfect matchings from ``random.Random(seed)``: every rank computes the same ones."""
     _check_n(n)
     if not isinstance(rounds, int) or rounds < 1 or rounds > MAX_RANDOM_ROUNDS:
-        raise UsageError(f"--rounds {rounds!r}: give 1 to {MAX_RANDOM_ROUNDS} random rounds", hint="8 rounds meet 8 partners per node")
+        raise UsageError(
+            f"--rounds {rounds!r}: give 1 to {MAX_RANDOM_ROUNDS} random rounds",
+            hint="8 rounds meet 8 partners per node",
+        )
     rng = random.Random(seed)
     order = list(range(n))
     for _ in range(rounds):
@@ -126,11 +137,16 @@ def random_rounds(n: int, rounds: int, seed: int) -> Iterator[Round]:
         yield tuple(_pair(order[i], order[i + 1]) for i in range(0, n - 1, 2))
 
 
-def first_pass(pattern: Pattern, n: int, *, rounds: int | None = None, seed: int = 0) -> Iterator[Round]:
+def first_pass(
+    pattern: Pattern, n: int, *, rounds: int | None = None, seed: int = 0
+) -> Iterator[Round]:
     """The pattern's rounds (``rounds`` is the number of random rounds; the other patterns fix it)."""
     pattern = Pattern(pattern)
     if pattern is not Pattern.RANDOM and rounds is not None:
-        raise UsageError(f"--rounds is for --pattern random, not {pattern}", hint=f"{pattern} has a fixed number of rounds")
+        raise UsageError(
+            f"--rounds is for --pattern random, not {pattern}",
+            hint=f"{pattern} has a fixed number of rounds",
+        )
     if pattern is Pattern.RING:
         return ring_rounds(n)
     if pattern is Pattern.PAIRWISE:
@@ -232,13 +248,22 @@ class PairTest:
         return self.a.rail
 
 
-def pair_tests(round_index: int, phase: Phase, pairs: Sequence[NodePair], nodes: Sequence[FleetNode]) -> list[PairTest]:
+def pair_tests(
+    round_index: int, phase: Phase, pairs: Sequence[NodePair], nodes: Sequence[FleetNode]
+) -> list[PairTest]:
     """The rail tests of a round: for each node pair, rail k against rail k for every rail both have."""
     out: list[PairTest] = []
     for ra, rb in pairs:
         a, b = nodes[ra], nodes[rb]
         for k in range(min(len(a.rails), len(b.rails))):
-            out.append(PairTest(round_index, phase, End(ra, k, a.rails[k].adapter), End(rb, k, b.rails[k].adapter)))
+            out.append(
+                PairTest(
+                    round_index,
+                    phase,
+                    End(ra, k, a.rails[k].adapter),
+                    End(rb, k, b.rails[k].adapter),
+                )
+            )
     return out
 
 
@@ -284,9 +309,32 @@ class Cost:
         }
 
 
-def estimate(pattern: Pattern, n: int, *, rails: int = 1, rounds: int | None = None, pair_s: float = 2.0, round_overhead_s: float = 0.5, partners: int = 2) -> Cost:
+def estimate(
+    pattern: Pattern,
+    n: int,
+    *,
+    rails: int = 1,
+    rounds: int | None = None,
+    pair_s: float = 2.0,
+    round_overhead_s: float = 0.5,
+    partners: int = 2,
+) -> Cost:
     """The cost of a sweep of ``n`` nodes before it runs (a second pass of ``partners`` rounds assumed)."""
-    if not (math.isfinite(pair_s) and pair_s > 0) or not (math.isfinite(round_overhead_s) and round_overhead_s >= 0):
-        raise UsageError("the pair time must be > 0 s and the round overhead >= 0 s", hint="e.g. --pair-seconds 2")
+    if not (math.isfinite(pair_s) and pair_s > 0) or not (
+        math.isfinite(round_overhead_s) and round_overhead_s >= 0
+    ):
+        raise UsageError(
+            "the pair time must be > 0 s and the round overhead >= 0 s",
+            hint="e.g. --pair-seconds 2",
+        )
     pattern = Pattern(pattern)
-    return Cost(pattern, n, rails, round_count(pattern, n, rounds), pair_count(pattern, n, rounds), partners, pair_s, round_overhead_s)
+    return Cost(
+        pattern,
+        n,
+        rails,
+        round_count(pattern, n, rounds),
+        pair_count(pattern, n, rounds),
+        partners,
+        pair_s,
+        round_overhead_s,
+    )

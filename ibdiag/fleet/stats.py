@@ -45,7 +45,9 @@ class RobustScale:
         return {"count": self.count, "median": self.median, "mad": self.mad, "scale": self.scale}
 
 
-def robust_scale(values: Sequence[float], *, floor_share: float, healthy_side: int = 0) -> RobustScale:
+def robust_scale(
+    values: Sequence[float], *, floor_share: float, healthy_side: int = 0
+) -> RobustScale:
     """The :class:`RobustScale` of ``values`` (an empty sequence gives unknowns).
 
     ``healthy_side`` +1 takes the MAD over the values at or above the median (bandwidth: faults lie

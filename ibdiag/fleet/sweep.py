@@ -30,7 +30,15 @@ class RoundDone:
     unreachable: tuple[int, ...]
 
 
-def run_round(runner: PairRunner, nodes: Sequence[FleetNode], round_index: int, phase: Phase, pairs: Round, spec: PairSpec, dead: set[int]) -> list[PairResult]:
+def run_round(
+    runner: PairRunner,
+    nodes: Sequence[FleetNode],
+    round_index: int,
+    phase: Phase,
+    pairs: Round,
+    spec: PairSpec,
+    dead: set[int],
+) -> list[PairResult]:
     """Run a round's rail tests, skipping nodes already known unreachable.
 
     A rank a result names unreachable joins ``dead`` and takes no further part in the sweep.
@@ -72,8 +80,23 @@ def run_sweep(
     for j, pairs in enumerate(extra):
         results += run_round(runner, fleet, first + j, Phase.SECOND, pairs, spec, dead)
         if on_round:
-            on_round(RoundDone(first + j, first + len(extra), Phase.SECOND, len(results), tuple(sorted(dead))))
-    return build_result(fleet, results, pattern=pattern, rounds=rounds, seed=seed, spec=spec, config=config, second_pass=second_pass, first_rounds=first, second_rounds=len(extra))
+            on_round(
+                RoundDone(
+                    first + j, first + len(extra), Phase.SECOND, len(results), tuple(sorted(dead))
+                )
+            )
+    return build_result(
+        fleet,
+        results,
+        pattern=pattern,
+        rounds=rounds,
+        seed=seed,
+        spec=spec,
+        config=config,
+        second_pass=second_pass,
+        first_rounds=first,
+        second_rounds=len(extra),
+    )
 
 
 def build_result(
@@ -93,7 +116,9 @@ def build_result(
     fleet = tuple(fleet)
     settings = SweepSettings(
         pattern=pattern,
-        random_rounds=round_count(pattern, len(fleet), rounds) if pattern is Pattern.RANDOM else None,
+        random_rounds=round_count(pattern, len(fleet), rounds)
+        if pattern is Pattern.RANDOM
+        else None,
         seed=seed,
         spec=spec,
         second_pass=second_pass,

@@ -47,7 +47,15 @@ class PlantedFaults:
 class SyntheticFabric:
     """FAKE pair runner (module docstring): nominal bandwidth x planted factors x (1 + noise)."""
 
-    def __init__(self, faults: PlantedFaults = PlantedFaults(), *, bw_gbs: float = 48.0, noise: float = 0.01, lat_us: float | None = None, seed: int = 0) -> None:
+    def __init__(
+        self,
+        faults: PlantedFaults = PlantedFaults(),
+        *,
+        bw_gbs: float = 48.0,
+        noise: float = 0.01,
+        lat_us: float | None = None,
+        seed: int = 0,
+    ) -> None:
         self.faults = faults
         self.bw_gbs = bw_gbs
         self.noise = noise
@@ -59,10 +67,27 @@ class SyntheticFabric:
         ra, rb, k = test.a.rank, test.b.rank, test.rail
         silent = tuple(r for r in (ra, rb) if r in f.dead and test.round >= f.dead[r])
         if silent:
-            return PairResult(test.round, test.phase, k, ra, rb, None, error=f"no answer within {spec.timeout_s:g} s", unreachable=silent)
+            return PairResult(
+                test.round,
+                test.phase,
+                k,
+                ra,
+                rb,
+                None,
+                error=f"no answer within {spec.timeout_s:g} s",
+                unreachable=silent,
+            )
         key = (k, min(ra, rb), max(ra, rb))
         if key in f.broken_links:
-            return PairResult(test.round, test.phase, k, ra, rb, None, error="the test failed: queue pair did not connect")
+            return PairResult(
+                test.round,
+                test.phase,
+                k,
+                ra,
+                rb,
+                None,
+                error="the test failed: queue pair did not connect",
+            )
         factor = min(
             f.slow_nodes.get(ra, 1.0),
             f.slow_nodes.get(rb, 1.0),
@@ -72,8 +97,14 @@ class SyntheticFabric:
         )
         jitter = 1.0 + self.noise * self._rng.gauss(0.0, 1.0)
         bw = max(0.0, self.bw_gbs * factor * jitter)
-        lat = None if self.lat_us is None else self.lat_us * (1.0 + self.noise * abs(self._rng.gauss(0.0, 1.0))) / factor
-        return PairResult(test.round, test.phase, k, ra, rb, bw if spec.mode != "lat" else None, lat_us=lat)
+        lat = (
+            None
+            if self.lat_us is None
+            else self.lat_us * (1.0 + self.noise * abs(self._rng.gauss(0.0, 1.0))) / factor
+        )
+        return PairResult(
+            test.round, test.phase, k, ra, rb, bw if spec.mode != "lat" else None, lat_us=lat
+        )
 
 
 def plant_faults(
@@ -113,10 +144,14 @@ def plant_faults(
         links[(rng.randrange(rails), a, b)] = rng.uniform(*factor)
         used.update((a, b))
     if len(links) < slow_links:
-        raise ValueError(f"only {len(links)} of {slow_links} slow links could be planted on disjoint healthy pairs")
+        raise ValueError(
+            f"only {len(links)} of {slow_links} slow links could be planted on disjoint healthy pairs"
+        )
     return PlantedFaults(
         slow_nodes={r: rng.uniform(*factor) for r in picked_nodes},
-        slow_ends={(r, rng.randrange(len(nodes[r].rails))): rng.uniform(*factor) for r in picked_ends},
+        slow_ends={
+            (r, rng.randrange(len(nodes[r].rails))): rng.uniform(*factor) for r in picked_ends
+        },
         slow_links=links,
         dead={r: dead_round for r in picked_dead},
     )
@@ -145,12 +180,26 @@ class Score:
 
 def score(faults: PlantedFaults, nodes: Sequence[FleetNode], analysis: Analysis) -> Score:
     """Compare what the analysis calls bad (ends, links, unreachable nodes) with what was planted."""
-    truth = {("end", *e) for e in faults.bad_ends(nodes)} | {("link", *k) for k in faults.bad_links()} | {("dead", r) for r in faults.dead}
+    truth = (
+        {("end", *e) for e in faults.bad_ends(nodes)}
+        | {("link", *k) for k in faults.bad_links()}
+        | {("dead", r) for r in faults.dead}
+    )
     found: set[tuple[object, ...]] = {("dead", r) for r in analysis.unreachable}
     for node in analysis.nodes:
         if node.status is NodeStatus.UNREACHABLE:
             continue
         found |= {("end", e.rank, e.rail) for e in node.ends if e.verdict is EndVerdict.BAD}
-    found |= {("link", link.rail, link.a, link.b) for link in analysis.links if link.verdict is LinkVerdict.BAD}
+    found |= {
+        ("link", link.rail, link.a, link.b)
+        for link in analysis.links
+        if link.verdict is LinkVerdict.BAD
+    }
     tp = truth & found
-    return Score(len(tp), len(found - tp), len(truth - tp), tuple(sorted(map(str, truth - found))), tuple(sorted(map(str, found - truth))))
+    return Score(
+        len(tp),
+        len(found - tp),
+        len(truth - tp),
+        tuple(sorted(map(str, truth - found))),
+        tuple(sorted(map(str, found - truth))),
+    )

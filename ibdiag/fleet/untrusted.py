@@ -40,27 +40,47 @@ class JsonReader:
             raise self.error(path, f"has {len(value)} items, more than the {max_items} allowed")
         return value
 
-    def integer(self, value: Any, path: str, *, lo: int | None = None, hi: int | None = None) -> int:
+    def integer(
+        self, value: Any, path: str, *, lo: int | None = None, hi: int | None = None
+    ) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(path, "must be a whole number")
         if (lo is not None and value < lo) or (hi is not None and value > hi):
-            raise self.error(path, f"{value} is outside {lo if lo is not None else '-inf'}..{hi if hi is not None else 'inf'}")
+            raise self.error(
+                path,
+                f"{value} is outside {lo if lo is not None else '-inf'}..{hi if hi is not None else 'inf'}",
+            )
         return value
 
-    def number(self, value: Any, path: str, *, lo: float | None = None, hi: float | None = None) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    def number(
+        self, value: Any, path: str, *, lo: float | None = None, hi: float | None = None
+    ) -> float:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
             raise self.error(path, "must be a finite number")
         if (lo is not None and value < lo) or (hi is not None and value > hi):
-            raise self.error(path, f"{value} is outside {lo if lo is not None else '-inf'}..{hi if hi is not None else 'inf'}")
+            raise self.error(
+                path,
+                f"{value} is outside {lo if lo is not None else '-inf'}..{hi if hi is not None else 'inf'}",
+            )
         return float(value)
 
-    def opt_number(self, value: Any, path: str, *, lo: float | None = None, hi: float | None = None) -> float | None:
+    def opt_number(
+        self, value: Any, path: str, *, lo: float | None = None, hi: float | None = None
+    ) -> float | None:
         return None if value is None else self.number(value, path, lo=lo, hi=hi)
 
-    def opt_integer(self, value: Any, path: str, *, lo: int | None = None, hi: int | None = None) -> int | None:
+    def opt_integer(
+        self, value: Any, path: str, *, lo: int | None = None, hi: int | None = None
+    ) -> int | None:
         return None if value is None else self.integer(value, path, lo=lo, hi=hi)
 
-    def text(self, value: Any, path: str, *, max_len: int = 256, pattern: re.Pattern[str] | None = None) -> str:
+    def text(
+        self, value: Any, path: str, *, max_len: int = 256, pattern: re.Pattern[str] | None = None
+    ) -> str:
         if not isinstance(value, str):
             raise self.error(path, "must be a string")
         if len(value) > max_len:
@@ -71,7 +91,9 @@ class JsonReader:
             raise self.error(path, f"{safe_value(value, 40)} is not of the expected form")
         return value
 
-    def opt_text(self, value: Any, path: str, *, max_len: int = 256, pattern: re.Pattern[str] | None = None) -> str | None:
+    def opt_text(
+        self, value: Any, path: str, *, max_len: int = 256, pattern: re.Pattern[str] | None = None
+    ) -> str | None:
         return None if value is None else self.text(value, path, max_len=max_len, pattern=pattern)
 
     def flag(self, value: Any, path: str) -> bool:

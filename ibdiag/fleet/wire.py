@@ -31,7 +31,9 @@ def result_rows(results: Iterable[PairResult]) -> list[list[Any]]:
     return [[p.rail, p.a, p.b, p.bw_gbs, p.lat_us, printable(p.error), p.engine] for p in results]
 
 
-def read_results(value: Any, round_index: int, phase: Phase, reporter: int, n: int, *, source: str) -> list[PairResult]:
+def read_results(
+    value: Any, round_index: int, phase: Phase, reporter: int, n: int, *, source: str
+) -> list[PairResult]:
     """Rows reported by rank ``reporter`` for round ``round_index``; every value checked."""
     r = JsonReader(source)
     out: list[PairResult] = []
@@ -47,7 +49,11 @@ def read_results(value: Any, round_index: int, phase: Phase, reporter: int, n: i
             raise r.error(where, "a node cannot be tested against itself")
         out.append(
             PairResult(
-                round_index, phase, rail, a, b,
+                round_index,
+                phase,
+                rail,
+                a,
+                b,
                 r.opt_number(row[3], f"{where}[3]", lo=0, hi=1e5),
                 lat_us=r.opt_number(row[4], f"{where}[4]", lo=0, hi=1e9),
                 error=r.opt_text(row[5], f"{where}[5]", max_len=500),

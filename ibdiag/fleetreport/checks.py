@@ -25,7 +25,10 @@ def _listed(items: tuple[str, ...], limit: int = 6) -> str:
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
-@CHECKS.check("report.node", "a node's worst finding over its topo, counters, bench and sweep files, and configuration outliers")
+@CHECKS.check(
+    "report.node",
+    "a node's worst finding over its topo, counters, bench and sweep files, and configuration outliers",
+)
 def node_status(row: NodeRow) -> Finding:
     parts = []
     if row.failing:
@@ -40,29 +43,66 @@ def node_status(row: NodeRow) -> Finding:
         hint = "drain it, then run the command each failing check names (ibdiag topo, counters ...) on the node for the details"
     elif row.outliers:
         hint = "bring it in line with the rest of the fleet (firmware, driver, cabling, PCIe slot) or explain why it differs"
-    return Finding("report.node", row.status, row.host, msg, value=len(row.failing), unit="failing checks", hint=hint)
+    return Finding(
+        "report.node",
+        row.status,
+        row.host,
+        msg,
+        value=len(row.failing),
+        unit="failing checks",
+        hint=hint,
+    )
 
 
-@CHECKS.check("report.config", "a node's configuration differs from the fleet's majority (kernel, firmware, drivers, rates, PCIe, GPUDirect module, NCCL_IB_HCA), or a setting has no majority: warn")
+@CHECKS.check(
+    "report.config",
+    "a node's configuration differs from the fleet's majority (kernel, firmware, drivers, rates, PCIe, GPUDirect module, NCCL_IB_HCA), or a setting has no majority: warn",
+)
 def config_outlier(host: str, items: Sequence[Outlier | Split]) -> Finding:
     """One finding per node (all its outliers), or for the fleet (``host`` "fleet": the splits)."""
     if host == FLEET:
-        texts = [f"{s.key}: " + ", ".join(f"{v} on {n} node{'s' if n != 1 else ''}" for v, n in s.values) for s in items if isinstance(s, Split)]
+        texts = [
+            f"{s.key}: " + ", ".join(f"{v} on {n} node{'s' if n != 1 else ''}" for v, n in s.values)
+            for s in items
+            if isinstance(s, Split)
+        ]
         return Finding(
-            "report.config", Severity.WARN, FLEET, f"{len(texts)} setting{'s' if len(texts) != 1 else ''} without a majority value: " + "; ".join(texts[:4]) + (f"; and {len(texts) - 4} more" if len(texts) > 4 else ""),
+            "report.config",
+            Severity.WARN,
+            FLEET,
+            f"{len(texts)} setting{'s' if len(texts) != 1 else ''} without a majority value: "
+            + "; ".join(texts[:4])
+            + (f"; and {len(texts) - 4} more" if len(texts) > 4 else ""),
             hint="decide which value is right and converge the fleet",
         )
-    texts = [f"{o.key} is {o.value} ({o.majority_hosts} of {o.hosts} nodes: {o.majority})" for o in items if isinstance(o, Outlier)]
+    texts = [
+        f"{o.key} is {o.value} ({o.majority_hosts} of {o.hosts} nodes: {o.majority})"
+        for o in items
+        if isinstance(o, Outlier)
+    ]
     return Finding(
-        "report.config", Severity.WARN, host,
-        f"differs from the fleet's majority in {len(texts)} setting{'s' if len(texts) != 1 else ''}: " + "; ".join(texts[:4]) + (f"; and {len(texts) - 4} more" if len(texts) > 4 else ""),
+        "report.config",
+        Severity.WARN,
+        host,
+        f"differs from the fleet's majority in {len(texts)} setting{'s' if len(texts) != 1 else ''}: "
+        + "; ".join(texts[:4])
+        + (f"; and {len(texts) - 4} more" if len(texts) > 4 else ""),
         hint="an outlier node behaves differently under the same job: align it with the majority (firmware, driver, cabling, PCIe slot), or find out why it differs",
     )
 
 
-@CHECKS.check("report.input", "a file that could not be used (unreadable, too large, not JSON, unknown schema, malformed value): warn, skipped")
+@CHECKS.check(
+    "report.input",
+    "a file that could not be used (unreadable, too large, not JSON, unknown schema, malformed value): warn, skipped",
+)
 def input_skipped(item: Skipped) -> Finding:
-    return Finding("report.input", Severity.WARN, item.path, f"skipped: {item.reason}", hint="give the JSON files ibdiag wrote (topo, counters, bench, sweep -o json or --save)")
+    return Finding(
+        "report.input",
+        Severity.WARN,
+        item.path,
+        f"skipped: {item.reason}",
+        hint="give the JSON files ibdiag wrote (topo, counters, bench, sweep -o json or --save)",
+    )
 
 
 def report_findings(view: FleetView) -> list[Finding]:

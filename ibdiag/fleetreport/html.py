@@ -33,7 +33,9 @@ def _cls(sev: Severity) -> str:
     return sev.value
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[object]], *, numeric: Sequence[int] = ()) -> str:
+def _table(
+    header: Sequence[str], rows: Iterable[Sequence[object]], *, numeric: Sequence[int] = ()
+) -> str:
     out = ["<table><thead><tr>", *(f"<th>{escape(h)}</th>" for h in header), "</tr></thead><tbody>"]
     for row in rows:
         out.append("<tr>")
@@ -52,8 +54,14 @@ def _legend() -> str:
     from ibdiag.fleet.chart import FAILED_COLOUR, PALETTE, UNTESTED_COLOUR
 
     names = (">= 0.9 x rail median", "0.75-0.9", "0.5-0.75", "< 0.5")
-    parts = [f'<span style="background:{c}"></span>{escape(n)}' for (_, c), n in zip(PALETTE, names)]
-    parts += [f'<span style="background:{FAILED_COLOUR}"></span>failed', f'<span style="background:{UNTESTED_COLOUR}"></span>not tested']
+    parts = [
+        f'<span style="background:{c}"></span>{escape(n)}'
+        for (_, c), n in zip(PALETTE, names, strict=False)
+    ]
+    parts += [
+        f'<span style="background:{FAILED_COLOUR}"></span>failed',
+        f'<span style="background:{UNTESTED_COLOUR}"></span>not tested',
+    ]
     return '<p class="legend">' + "".join(parts) + "</p>"
 
 
@@ -65,28 +73,60 @@ def _sweep_section(view: FleetView) -> str:
     out = []
     for part in view.sweeps:
         res = part.result
-        out.append(f"<h2>Sweep <span class=\"dim\">{escape(part.path)}</span></h2>")
+        out.append(f'<h2>Sweep <span class="dim">{escape(part.path)}</span></h2>')
         out += [f"<p>{escape(line)}</p>" for line in render.summary_lines(res)]
         out.append('<div class="matrices">')
         for rail in range(min(res.rails, MAX_RAIL_MATRICES)):
             grid = render.matrix_grid(res, rail, max_cells=96)
-            adapters = sorted({a for n in res.nodes if (r := n.rail(rail)) is not None and (a := r.adapter)})
-            title = f"rail {rail}" + (f" ({', '.join(adapters[:3])}{'…' if len(adapters) > 3 else ''})" if adapters else "")
-            out.append(f"<figure>{chart.matrix_svg(grid, title=title)}<figcaption>{escape(title)}</figcaption></figure>")
+            adapters = sorted(
+                {a for n in res.nodes if (r := n.rail(rail)) is not None and (a := r.adapter)}
+            )
+            title = f"rail {rail}" + (
+                f" ({', '.join(adapters[:3])}{'…' if len(adapters) > 3 else ''})"
+                if adapters
+                else ""
+            )
+            out.append(
+                f"<figure>{chart.matrix_svg(grid, title=title)}<figcaption>{escape(title)}</figcaption></figure>"
+            )
         out.append("</div>")
         out.append(_legend())
-        bad = [v for v in res.analysis.nodes if v.status in (NodeStatus.BAD, NodeStatus.UNREACHABLE, NodeStatus.SUSPECT)]
+        bad = [
+            v
+            for v in res.analysis.nodes
+            if v.status in (NodeStatus.BAD, NodeStatus.UNREACHABLE, NodeStatus.SUSPECT)
+        ]
         if bad:
             rows = []
             for v in bad:
                 node = res.nodes[v.rank]
-                rails = "all" if v.whole_node else ", ".join(res.adapter(v.rank, k) or str(k) for k in (v.bad_rails or v.suspect_rails))
+                rails = (
+                    "all"
+                    if v.whole_node
+                    else ", ".join(
+                        res.adapter(v.rank, k) or str(k) for k in (v.bad_rails or v.suspect_rails)
+                    )
+                )
                 sev = Severity.WARN if v.status is NodeStatus.SUSPECT else Severity.FAIL
                 rows.append((node.label, node.address, (v.status.value, _cls(sev)), rails))
             out.append(_table(("node", "address", "verdict", "rails"), rows))
         links = res.analysis.links_with(LinkVerdict.BAD)
         if links:
-            out.append(_table(("bad link", "rail", "bandwidth", "z"), [(link_subject(res, l), l.rail, "failed" if l.bw_gbs is None else f"{l.bw_gbs:.1f} GB/s", "" if l.z is None else f"{l.z:+.1f}") for l in links], numeric=(1, 2, 3)))
+            out.append(
+                _table(
+                    ("bad link", "rail", "bandwidth", "z"),
+                    [
+                        (
+                            link_subject(res, link),
+                            link.rail,
+                            "failed" if link.bw_gbs is None else f"{link.bw_gbs:.1f} GB/s",
+                            "" if link.z is None else f"{link.z:+.1f}",
+                        )
+                        for link in links
+                    ],
+                    numeric=(1, 2, 3),
+                )
+            )
     return "".join(out)
 
 
@@ -115,22 +155,69 @@ def render_html(view: FleetView, findings: Sequence[Finding], meta: RunMeta) -> 
     parts.append("<h2>Nodes</h2>")
     parts.append(
         _table(
-            ("node", "status", "failing checks", "warnings", "differs from the fleet", "sweep", "read"),
-            [(r.host, (r.status.value, _cls(r.status)), ", ".join(r.failing), ", ".join(r.warnings), ", ".join(r.outliers), r.sweep or "", ", ".join(r.sources)) for r in order],
+            (
+                "node",
+                "status",
+                "failing checks",
+                "warnings",
+                "differs from the fleet",
+                "sweep",
+                "read",
+            ),
+            [
+                (
+                    r.host,
+                    (r.status.value, _cls(r.status)),
+                    ", ".join(r.failing),
+                    ", ".join(r.warnings),
+                    ", ".join(r.outliers),
+                    r.sweep or "",
+                    ", ".join(r.sources),
+                )
+                for r in order
+            ],
         )
     )
     if view.outliers or view.splits:
         parts.append("<h2>Configuration outliers</h2>")
-        rows = [(o.host, o.key, (o.value, "warn"), o.majority, f"{o.majority_hosts} of {o.hosts}") for o in view.outliers]
-        rows += [("(fleet)", s.key, ("no majority", "warn"), ", ".join(f"{v} x{n}" for v, n in s.values), "") for s in view.splits]
+        rows = [
+            (o.host, o.key, (o.value, "warn"), o.majority, f"{o.majority_hosts} of {o.hosts}")
+            for o in view.outliers
+        ]
+        rows += [
+            (
+                "(fleet)",
+                s.key,
+                ("no majority", "warn"),
+                ", ".join(f"{v} x{n}" for v, n in s.values),
+                "",
+            )
+            for s in view.splits
+        ]
         parts.append(_table(("node", "what", "value", "majority", "nodes with the majority"), rows))
     if view.counter_errors:
         parts.append("<h2>Top counter errors</h2>")
-        parts.append(_table(("node", "port", "counter", "value"), [(c.host, c.port, c.counter, f"{c.value:.3g}/s" if c.per_second else f"{c.value:.0f} since reset") for c in view.counter_errors], numeric=(3,)))
+        parts.append(
+            _table(
+                ("node", "port", "counter", "value"),
+                [
+                    (
+                        c.host,
+                        c.port,
+                        c.counter,
+                        f"{c.value:.3g}/s" if c.per_second else f"{c.value:.0f} since reset",
+                    )
+                    for c in view.counter_errors
+                ],
+                numeric=(3,),
+            )
+        )
     if view.skipped:
         parts.append("<h2>Files skipped</h2>")
         parts.append(_table(("file", "why"), [(s.path, s.reason) for s in view.skipped]))
     if view.not_compared:
-        parts.append(f'<p class="dim">Not compared (not in ibdiag topo\'s JSON): {escape(", ".join(view.not_compared))}.</p>')
+        parts.append(
+            f'<p class="dim">Not compared (not in ibdiag topo\'s JSON): {escape(", ".join(view.not_compared))}.</p>'
+        )
     parts.append("</body></html>\n")
     return "\n".join(parts)

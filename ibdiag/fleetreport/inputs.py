@@ -25,7 +25,12 @@ from ibdiag.fleet.untrusted import JsonReader
 from ibdiag.report.model import Finding, Severity
 from ibdiag.text import safe_value
 
-SCHEMAS = {"ibdiag.topo/1": "topo", "ibdiag.counters/1": "counters", "ibdiag.bench/1": "bench", "ibdiag.sweep/1": "sweep"}
+SCHEMAS = {
+    "ibdiag.topo/1": "topo",
+    "ibdiag.counters/1": "counters",
+    "ibdiag.bench/1": "bench",
+    "ibdiag.sweep/1": "sweep",
+}
 #: Largest file read (a 16384-node x 8-rail sweep's JSON is 42 MiB for ring, 73 MiB for 8 random
 #: rounds, benchmarks/sweep_scale.py); ``--max-file-size`` changes it.
 DEFAULT_MAX_BYTES = 256 * 2**20
@@ -90,7 +95,9 @@ def _error_counters() -> frozenset[str]:
     """Counters whose non-zero value is an error: the IB error counters and the mlx5 loss/drop counters."""
     from ibdiag.counters.spec import ERROR_COUNTERS, HW_JUDGED, HwGroup
 
-    return frozenset(ERROR_COUNTERS) | {name for name, spec in HW_JUDGED.items() if spec.group is not HwGroup.CONGESTION}
+    return frozenset(ERROR_COUNTERS) | {
+        name for name, spec in HW_JUDGED.items() if spec.group is not HwGroup.CONGESTION
+    }
 
 
 @dataclass(frozen=True)
@@ -162,7 +169,10 @@ def find_files(args: Sequence[str]) -> tuple[list[Path], list[Skipped]]:
         else:
             skipped.append(Skipped(arg, "no such file or directory"))
         if len(files) > MAX_FILES:
-            raise InputError(f"more than {MAX_FILES} files to read", hint="report on a smaller part of the fleet, or a directory per job")
+            raise InputError(
+                f"more than {MAX_FILES} files to read",
+                hint="report on a smaller part of the fleet, or a directory per job",
+            )
     return files, skipped
 
 
@@ -177,7 +187,9 @@ def read_bytes(path: Path, max_bytes: int) -> bytes:
         if not stat.S_ISREG(st.st_mode):
             raise InputError("not a regular file")
         if st.st_size > max_bytes:
-            raise InputError(f"{st.st_size} bytes, more than the {max_bytes} allowed (--max-file-size)")
+            raise InputError(
+                f"{st.st_size} bytes, more than the {max_bytes} allowed (--max-file-size)"
+            )
         chunks, total = [], 0
         while True:
             chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
@@ -217,21 +229,31 @@ def parse_document(doc: Any, source: str) -> InputDoc:
         raise InputError("not an ibdiag JSON document (no schema)")
     schema = doc.get("schema")
     if schema not in SCHEMAS:
-        raise InputError(f"schema {safe_value(schema)} is not one ibdiag report reads ({', '.join(SCHEMAS)})")
+        raise InputError(
+            f"schema {safe_value(schema)} is not one ibdiag report reads ({', '.join(SCHEMAS)})"
+        )
     kind = SCHEMAS[schema]
     host = r.text(doc.get("host"), "host", max_len=253, pattern=HOST_RE)
     generated_at = r.text(doc.get("generated_at"), "generated_at", max_len=40)
     status = Severity(r.choice(doc.get("status"), "status", _SEVERITIES))
-    findings = tuple(f for i, item in enumerate(r.items(doc.get("findings"), "findings", max_items=MAX_FINDINGS)) if (f := _finding(r, item, f"findings[{i}]")) is not None)
+    findings = tuple(
+        f
+        for i, item in enumerate(r.items(doc.get("findings"), "findings", max_items=MAX_FINDINGS))
+        if (f := _finding(r, item, f"findings[{i}]")) is not None
+    )
     if kind == "topo":
         return InputDoc(source, kind, host, generated_at, status, findings, topo=_topo(r, doc))
     if kind == "counters":
-        return InputDoc(source, kind, host, generated_at, status, findings, counters=_counters(r, doc))
+        return InputDoc(
+            source, kind, host, generated_at, status, findings, counters=_counters(r, doc)
+        )
     if kind == "bench":
         return InputDoc(source, kind, host, generated_at, status, findings, bench=_bench(r, doc))
     from ibdiag.fleet.model import SweepResult
 
-    return InputDoc(source, kind, host, generated_at, status, findings, sweep=SweepResult.from_json(doc, source))
+    return InputDoc(
+        source, kind, host, generated_at, status, findings, sweep=SweepResult.from_json(doc, source)
+    )
 
 
 _SEVERITIES = tuple(s.value for s in Severity)
@@ -297,11 +319,21 @@ def _topo(r: JsonReader, doc: Mapping[str, Any]) -> TopoFacts:
                 fw_ver=r.opt_text(a.get("fw_ver"), f"{where}.fw_ver", max_len=64),
                 board_id=r.opt_text(a.get("board_id"), f"{where}.board_id", max_len=64),
                 pcie_width=r.opt_integer(link.get("width"), f"{where}.link.width", lo=0, hi=64),
-                pcie_speed_gts=r.opt_number(link.get("speed_gts"), f"{where}.link.speed_gts", lo=0, hi=1000),
+                pcie_speed_gts=r.opt_number(
+                    link.get("speed_gts"), f"{where}.link.speed_gts", lo=0, hi=1000
+                ),
                 ports=tuple(ports),
-                driver_module=r.opt_text(a.get("driver_module"), f"{where}.driver_module", max_len=55, pattern=_MODULE_RE),
-                driver_version=r.opt_text(a.get("driver_version"), f"{where}.driver_version", max_len=64),
-                driver_version_kind=None if a.get("driver_version_kind") is None else r.choice(a.get("driver_version_kind"), f"{where}.driver_version_kind", _VERSION_KINDS),
+                driver_module=r.opt_text(
+                    a.get("driver_module"), f"{where}.driver_module", max_len=55, pattern=_MODULE_RE
+                ),
+                driver_version=r.opt_text(
+                    a.get("driver_version"), f"{where}.driver_version", max_len=64
+                ),
+                driver_version_kind=None
+                if a.get("driver_version_kind") is None
+                else r.choice(
+                    a.get("driver_version_kind"), f"{where}.driver_version_kind", _VERSION_KINDS
+                ),
             )
         )
     gdr = r.obj(doc.get("gdr") or {}, "gdr")
@@ -312,7 +344,9 @@ def _topo(r: JsonReader, doc: Mapping[str, Any]) -> TopoFacts:
         gdr_module=r.opt_text(gdr.get("module"), "gdr.module", max_len=32),
         nvidia_driver=r.opt_text(gdr.get("nvidia_driver"), "gdr.nvidia_driver", max_len=64),
         nccl_ib_hca=r.opt_text(doc.get("nccl_ib_hca"), "nccl_ib_hca", max_len=2000),
-        kernel_release=r.opt_text(doc.get("kernel_release"), "kernel_release", max_len=64, pattern=_KERNEL_RELEASE_RE),
+        kernel_release=r.opt_text(
+            doc.get("kernel_release"), "kernel_release", max_len=64, pattern=_KERNEL_RELEASE_RE
+        ),
     )
 
 
@@ -353,7 +387,9 @@ def _bench(r: JsonReader, doc: Mapping[str, Any]) -> BenchFacts:
     if kind == "p2p":
         best = None
         for i, res in enumerate(r.items(doc.get("results", []), "results", max_items=4096)):
-            bw = r.opt_number(r.obj(res, f"results[{i}]").get("bw_gbs"), f"results[{i}].bw_gbs", lo=0, hi=1e5)
+            bw = r.opt_number(
+                r.obj(res, f"results[{i}]").get("bw_gbs"), f"results[{i}].bw_gbs", lo=0, hi=1e5
+            )
             if bw is not None and (best is None or bw > best):
                 best = bw
         transport = r.opt_text(doc.get("transport"), "transport", max_len=16) or "?"
@@ -361,13 +397,22 @@ def _bench(r: JsonReader, doc: Mapping[str, Any]) -> BenchFacts:
         return BenchFacts(kind, best, f"p2p {transport} to {peer}")
     op = r.opt_text(doc.get("op"), "op", max_len=32) or "collective"
     world = r.opt_integer(doc.get("world_size"), "world_size", lo=0, hi=1 << 24)
-    return BenchFacts(kind, r.opt_number(doc.get("avg_busbw_gbs"), "avg_busbw_gbs", lo=0, hi=1e6), f"{op} over {world if world is not None else '?'} ranks")
+    return BenchFacts(
+        kind,
+        r.opt_number(doc.get("avg_busbw_gbs"), "avg_busbw_gbs", lo=0, hi=1e6),
+        f"{op} over {world if world is not None else '?'} ranks",
+    )
 
 
-def read_all(args: Sequence[str], *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[list[InputDoc], list[Skipped]]:
+def read_all(
+    args: Sequence[str], *, max_bytes: int = DEFAULT_MAX_BYTES
+) -> tuple[list[InputDoc], list[Skipped]]:
     """Every file ``args`` name, read and checked; raises :class:`InputError` (exit 2) when none is usable."""
     if not args:
-        raise InputError("no input: give directories, files or patterns of ibdiag JSON", hint="e.g. ibdiag report /shared/ibdiag/*.json")
+        raise InputError(
+            "no input: give directories, files or patterns of ibdiag JSON",
+            hint="e.g. ibdiag report /shared/ibdiag/*.json",
+        )
     files, skipped = find_files(args)
     docs: list[InputDoc] = []
     for path in files:
@@ -376,5 +421,8 @@ def read_all(args: Sequence[str], *, max_bytes: int = DEFAULT_MAX_BYTES) -> tupl
     if not docs:
         shown = "; ".join(f"{s.path}: {s.reason}" for s in skipped[:3]) or "no .json file found"
         more = f" (and {len(skipped) - 3} more)" if len(skipped) > 3 else ""
-        raise InputError(f"nothing readable among the inputs: {shown}{more}", hint="give the JSON files ibdiag wrote on each node (ibdiag topo -o json > $(hostname).topo.json, ...)")
+        raise InputError(
+            f"nothing readable among the inputs: {shown}{more}",
+            hint="give the JSON files ibdiag wrote on each node (ibdiag topo -o json > $(hostname).topo.json, ...)",
+        )
     return docs, skipped

@@ -23,18 +23,36 @@ def line_view(view: FleetView, *, width: int = LINE_WIDTH) -> str:
     odd = len({o.host for o in view.outliers})
     if odd:
         extra.append(f"{odd} node{'s' if odd != 1 else ''} off the config majority")
-    bad_links = sum(1 for part in view.sweeps for f in part.findings if f.check == "sweep.link" and f.severity is Severity.FAIL)
+    bad_links = sum(
+        1
+        for part in view.sweeps
+        for f in part.findings
+        if f.check == "sweep.link" and f.severity is Severity.FAIL
+    )
     if bad_links:
         extra.append(f"{bad_links} bad link{'s' if bad_links != 1 else ''}")
     if view.skipped:
         extra.append(f"{len(view.skipped)} file{'s' if len(view.skipped) != 1 else ''} skipped")
     count = f" ({n} node{'s' if n != 1 else ''})"
-    tails = [(("; " + ", ".join(extra)) if extra else "") + count, *([f"; {extra[0]}{count}"] if extra else []), count]
+    tails = [
+        (("; " + ", ".join(extra)) if extra else "") + count,
+        *([f"; {extra[0]}{count}"] if extra else []),
+        count,
+    ]
     if view.drain:
         text = fit_line("fleet FAIL: drain", list(view.drain), tails, width)
     else:
-        status = "FAIL" if bad_links else ("WARN" if extra or any(r.status is Severity.WARN for r in view.rows) else "OK")
-        text = fit_line(f"fleet {status}: {', '.join(extra) if extra else 'nothing to drain'} ({n} node{'s' if n != 1 else ''})", [], "", width)
+        status = (
+            "FAIL"
+            if bad_links
+            else ("WARN" if extra or any(r.status is Severity.WARN for r in view.rows) else "OK")
+        )
+        text = fit_line(
+            f"fleet {status}: {', '.join(extra) if extra else 'nothing to drain'} ({n} node{'s' if n != 1 else ''})",
+            [],
+            "",
+            width,
+        )
     return text.encode("ascii", "replace").decode("ascii")
 
 
@@ -50,36 +68,62 @@ def tables(view: FleetView) -> list[Any]:
     n_warn = sum(1 for r in view.rows if r.status is Severity.WARN)
     files = f"{len(view.inputs)} file{'s' if len(view.inputs) != 1 else ''}"
     skipped = f"{len(view.skipped)} file{'s' if len(view.skipped) != 1 else ''} skipped"
-    items.append(Text(f"fleet: {len(view.rows)} node{'s' if len(view.rows) != 1 else ''} from {files} ({n_fail} failing, {n_warn} with warnings); {skipped}"))
+    items.append(
+        Text(
+            f"fleet: {len(view.rows)} node{'s' if len(view.rows) != 1 else ''} from {files} ({n_fail} failing, {n_warn} with warnings); {skipped}"
+        )
+    )
     if view.drain:
         items.append(Text("drain: " + " ".join(view.drain), style="bold red"))
     nodes = Table(title="Nodes (worst first)", title_justify="left")
-    for col in ("node", "status", "failing checks", "warnings", "differs from the fleet", "sweep", "read"):
+    for col in (
+        "node",
+        "status",
+        "failing checks",
+        "warnings",
+        "differs from the fleet",
+        "sweep",
+        "read",
+    ):
         nodes.add_column(col, no_wrap=col in ("node", "status", "sweep", "read"))
     order = sorted(view.rows, key=lambda r: (-r.status.rank, -len(r.failing), r.host))
     for r in order[:TABLE_ROWS]:
         nodes.add_row(
-            r.host, Text(SEVERITY_LABEL[r.status], style=SEVERITY_STYLE[r.status]),
-            ", ".join(r.failing), ", ".join(r.warnings), _first(r.outliers, 3), r.sweep or "", ",".join(r.sources),
+            r.host,
+            Text(SEVERITY_LABEL[r.status], style=SEVERITY_STYLE[r.status]),
+            ", ".join(r.failing),
+            ", ".join(r.warnings),
+            _first(r.outliers, 3),
+            r.sweep or "",
+            ",".join(r.sources),
         )
     if len(order) > TABLE_ROWS:
         nodes.caption = f"{len(order) - TABLE_ROWS} more nodes: -o json, csv or html has them all"
     items.append(nodes)
     if view.outliers or view.splits:
-        t = Table(title="Configuration outliers (against the fleet's majority)", title_justify="left")
+        t = Table(
+            title="Configuration outliers (against the fleet's majority)", title_justify="left"
+        )
         for col in ("node", "what", "value", "majority", "nodes with the majority"):
             t.add_column(col)
         for o in view.outliers:
             t.add_row(o.host, o.key, o.value, o.majority, f"{o.majority_hosts} of {o.hosts}")
         for s in view.splits:
-            t.add_row("(fleet)", s.key, "no majority", ", ".join(f"{v} x{n}" for v, n in s.values), "")
+            t.add_row(
+                "(fleet)", s.key, "no majority", ", ".join(f"{v} x{n}" for v, n in s.values), ""
+            )
         items.append(t)
     if view.counter_errors:
         t = Table(title="Top counter errors", title_justify="left")
         for col in ("node", "port", "counter", "value"):
             t.add_column(col, justify="right" if col == "value" else "left")
         for c in view.counter_errors:
-            t.add_row(c.host, c.port, c.counter, f"{c.value:.3g}/s" if c.per_second else f"{c.value:.0f} since reset")
+            t.add_row(
+                c.host,
+                c.port,
+                c.counter,
+                f"{c.value:.3g}/s" if c.per_second else f"{c.value:.0f} since reset",
+            )
         items.append(t)
     for part in view.sweeps:
         from ibdiag.fleet import render as sweep_render
@@ -95,7 +139,12 @@ def tables(view: FleetView) -> list[Any]:
             t.add_row(s.path, s.reason)
         items.append(t)
     if view.not_compared:
-        items.append(Text(f"not compared (not in ibdiag topo's JSON): {', '.join(view.not_compared)}", style="dim"))
+        items.append(
+            Text(
+                f"not compared (not in ibdiag topo's JSON): {', '.join(view.not_compared)}",
+                style="dim",
+            )
+        )
     return items
 
 
@@ -110,8 +159,13 @@ def csv_rows(view: FleetView) -> list[dict[str, Any]]:
     """One row per node; lists joined with ``; ``."""
     return [
         {
-            "host": r.host, "status": r.status.value, "failing": "; ".join(r.failing), "warnings": "; ".join(r.warnings),
-            "outliers": "; ".join(r.outliers), "sweep": r.sweep, "sources": " ".join(r.sources),
+            "host": r.host,
+            "status": r.status.value,
+            "failing": "; ".join(r.failing),
+            "warnings": "; ".join(r.warnings),
+            "outliers": "; ".join(r.outliers),
+            "sweep": r.sweep,
+            "sources": " ".join(r.sources),
         }
         for r in view.rows
     ]
@@ -119,10 +173,28 @@ def csv_rows(view: FleetView) -> list[dict[str, Any]]:
 
 def prom_metrics(view: FleetView) -> list[Metric]:
     """Fleet counts by status and the number of configuration outliers per node."""
-    by_status = [PromSample({"status": s.value}, sum(1 for r in view.rows if r.status is s)) for s in Severity]
+    by_status = [
+        PromSample({"status": s.value}, sum(1 for r in view.rows if r.status is s))
+        for s in Severity
+    ]
     outliers = [PromSample({"host": r.host}, len(r.outliers)) for r in view.rows]
     return [
-        Metric("ibdiag_fleet_nodes", "Nodes in the fleet report by worst status.", "gauge", tuple(by_status)),
-        Metric("ibdiag_fleet_config_outliers", "Configuration keys on which a node differs from the fleet's majority.", "gauge", tuple(outliers)),
-        Metric("ibdiag_fleet_drain", "Nodes the fleet report says to drain.", "gauge", (PromSample({}, len(view.drain)),)),
+        Metric(
+            "ibdiag_fleet_nodes",
+            "Nodes in the fleet report by worst status.",
+            "gauge",
+            tuple(by_status),
+        ),
+        Metric(
+            "ibdiag_fleet_config_outliers",
+            "Configuration keys on which a node differs from the fleet's majority.",
+            "gauge",
+            tuple(outliers),
+        ),
+        Metric(
+            "ibdiag_fleet_drain",
+            "Nodes the fleet report says to drain.",
+            "gauge",
+            (PromSample({}, len(view.drain)),),
+        ),
     ]

@@ -94,7 +94,10 @@ def _pandas() -> Any:
     try:
         import pandas as pd
     except ImportError:
-        raise NotSupportedError("ibdiag report needs pandas, which is not installed", hint="pip install 'ibdiag[analysis]'") from None
+        raise NotSupportedError(
+            "ibdiag report needs pandas, which is not installed",
+            hint="pip install 'ibdiag[analysis]'",
+        ) from None
     return pd
 
 
@@ -158,41 +161,79 @@ def _latest(docs: Sequence[InputDoc], kind: str) -> dict[str, InputDoc]:
 def config_outliers(topos: dict[str, InputDoc]) -> tuple[list[Outlier], list[Split]]:
     """Each key's majority value over the nodes that have it; nodes with another value are outliers."""
     pd = _pandas()
-    rows = [(host, key, value) for host, d in topos.items() if d.topo is not None for key, value in topo_facts(d.topo)]
+    rows = [
+        (host, key, value)
+        for host, d in topos.items()
+        if d.topo is not None
+        for key, value in topo_facts(d.topo)
+    ]
     if not rows:
         return [], []
     df = pd.DataFrame(rows, columns=["host", "key", "value"])
     counts = df.groupby(["key", "value"]).size().rename("n").reset_index()
     counts = counts.sort_values(["key", "n", "value"], ascending=[True, False, True])
     distinct = counts.groupby("key")["value"].size().rename("values")
-    top = counts.drop_duplicates("key").set_index("key").join(df.groupby("key")["host"].nunique().rename("hosts")).join(distinct)
+    top = (
+        counts.drop_duplicates("key")
+        .set_index("key")
+        .join(df.groupby("key")["host"].nunique().rename("hosts"))
+        .join(distinct)
+    )
     top = top[top["values"] > 1]
     has_majority = 2 * top["n"] > top["hosts"]
     majority = top[has_majority]
     odd = df.merge(majority, left_on="key", right_index=True, suffixes=("", "_top"))
     odd = odd[odd["value"] != odd["value_top"]].sort_values(["key", "host"])
-    outliers = [Outlier(str(r.key), str(r.host), str(r.value), str(r.value_top), int(r.n), int(r.hosts)) for r in odd.itertuples()]
+    outliers = [
+        Outlier(str(r.key), str(r.host), str(r.value), str(r.value_top), int(r.n), int(r.hosts))
+        for r in odd.itertuples()
+    ]
     splits = [
-        Split(str(key), tuple((str(v), int(n)) for v, n in zip(group["value"], group["n"])))
-        for key, group in counts[counts["key"].isin(top[~has_majority].index)].groupby("key", sort=True)
+        Split(
+            str(key),
+            tuple((str(v), int(n)) for v, n in zip(group["value"], group["n"], strict=False)),
+        )
+        for key, group in counts[counts["key"].isin(top[~has_majority].index)].groupby(
+            "key", sort=True
+        )
     ]
     return outliers, splits
 
 
-def counter_errors(counters: dict[str, InputDoc], limit: int = TOP_COUNTER_ERRORS) -> list[CounterError]:
+def counter_errors(
+    counters: dict[str, InputDoc], limit: int = TOP_COUNTER_ERRORS
+) -> list[CounterError]:
     """The fleet's largest error rates (``--interval``/``--since`` files), then error counts since reset."""
     pd = _pandas()
-    rows = [(host, f"{c.adapter}:{c.port}" if c.port is not None else c.adapter, c.counter, c.value, c.per_second) for host, d in counters.items() for c in d.counters]
+    rows = [
+        (
+            host,
+            f"{c.adapter}:{c.port}" if c.port is not None else c.adapter,
+            c.counter,
+            c.value,
+            c.per_second,
+        )
+        for host, d in counters.items()
+        for c in d.counters
+    ]
     if not rows:
         return []
     df = pd.DataFrame(rows, columns=["host", "port", "counter", "value", "per_second"])
-    df = df.sort_values(["per_second", "value", "host", "port"], ascending=[False, False, True, True]).head(limit)
-    return [CounterError(str(r.host), str(r.port), str(r.counter), float(r.value), bool(r.per_second)) for r in df.itertuples()]
+    df = df.sort_values(
+        ["per_second", "value", "host", "port"], ascending=[False, False, True, True]
+    ).head(limit)
+    return [
+        CounterError(str(r.host), str(r.port), str(r.counter), float(r.value), bool(r.per_second))
+        for r in df.itertuples()
+    ]
 
 
 def _named(findings: Any) -> tuple[str, ...]:
     """``check (subject)`` of each row of a findings frame, each once (topo and counters share checks)."""
-    named = (f"{check} ({subject})" if subject else check for check, subject in zip(findings["check"], findings["subject"]))
+    named = (
+        f"{check} ({subject})" if subject else check
+        for check, subject in zip(findings["check"], findings["subject"], strict=False)
+    )
     return tuple(dict.fromkeys(named))
 
 
@@ -204,7 +245,11 @@ def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetVie
     pd = _pandas()
     topos, counters = _latest(docs, "topo"), _latest(docs, "counters")
     benches = [d for d in docs if d.kind == "bench"]
-    sweeps = [SweepPart(d.path, d.sweep, tuple(sweep_findings(d.sweep))) for d in docs if d.kind == "sweep"]
+    sweeps = [
+        SweepPart(d.path, d.sweep, tuple(sweep_findings(d.sweep)))
+        for d in docs
+        if d.kind == "sweep"
+    ]
 
     # Findings per host: the newest topo and counters, every bench, and the sweeps' per-node findings.
     records: list[tuple[str, str, str, str, str]] = []
@@ -213,10 +258,16 @@ def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetVie
         sources.setdefault(d.host, set()).add(d.kind)
         records += [(d.host, d.kind, f.check, f.severity.value, f.subject) for f in d.findings]
     sweep_status: dict[str, str] = {}
-    rank_order = [NodeStatus.UNREACHABLE, NodeStatus.BAD, NodeStatus.SUSPECT, NodeStatus.UNTESTED, NodeStatus.OK]
+    rank_order = [
+        NodeStatus.UNREACHABLE,
+        NodeStatus.BAD,
+        NodeStatus.SUSPECT,
+        NodeStatus.UNTESTED,
+        NodeStatus.OK,
+    ]
     for part in sweeps:
         by_label = {n.label: n for n in part.result.nodes}
-        for node, verdict in zip(part.result.nodes, part.result.analysis.nodes):
+        for node, verdict in zip(part.result.nodes, part.result.analysis.nodes, strict=False):
             sources.setdefault(node.host, set()).add("sweep")
             cur = sweep_status.get(node.host)
             if cur is None or rank_order.index(verdict.status) < rank_order.index(NodeStatus(cur)):
@@ -239,7 +290,10 @@ def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetVie
         mine = by_host.get(host, empty)
         fails = mine[mine["severity"] == "fail"]
         warns = mine[mine["severity"] == "warn"]
-        sev = worst([Severity(s) for s in mine["severity"].unique()] + ([Severity.WARN] if host in odd else []))
+        sev = worst(
+            [Severity(s) for s in mine["severity"].unique()]
+            + ([Severity.WARN] if host in odd else [])
+        )
         rows.append(
             NodeRow(
                 host=host,
@@ -247,11 +301,18 @@ def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetVie
                 failing=_named(fails),
                 warnings=_named(warns),
                 outliers=tuple(odd.get(host, ())),
-                sources=tuple(k for k in ("topo", "counters", "bench", "sweep") if k in sources[host]),
+                sources=tuple(
+                    k for k in ("topo", "counters", "bench", "sweep") if k in sources[host]
+                ),
                 sweep=sweep_status.get(host),
             )
         )
-    drain = tuple(r.host for r in sorted((r for r in rows if r.status is Severity.FAIL), key=lambda r: (-len(r.failing), r.host)))
+    drain = tuple(
+        r.host
+        for r in sorted(
+            (r for r in rows if r.status is Severity.FAIL), key=lambda r: (-len(r.failing), r.host)
+        )
+    )
     return FleetView(
         rows=tuple(rows),
         outliers=tuple(outliers),
@@ -278,20 +339,56 @@ def view_json(view: FleetView) -> dict[str, Any]:
                 "pattern": res.settings.pattern.value,
                 "nodes": len(res.nodes),
                 "tests": len(res.pairs),
-                "bad_nodes": [res.nodes[v.rank].label for v in res.analysis.nodes if v.status is NodeStatus.BAD],
+                "bad_nodes": [
+                    res.nodes[v.rank].label
+                    for v in res.analysis.nodes
+                    if v.status is NodeStatus.BAD
+                ],
                 "unreachable": [res.nodes[r].label for r in res.analysis.unreachable],
-                "bad_links": [link_subject(res, link) for link in res.analysis.links_with(LinkVerdict.BAD)],
+                "bad_links": [
+                    link_subject(res, link) for link in res.analysis.links_with(LinkVerdict.BAD)
+                ],
                 "status": worst(f.severity for f in part.findings).value,
             }
         )
     return {
         "nodes": [
-            {"host": r.host, "status": r.status.value, "failing": list(r.failing), "warnings": list(r.warnings), "outliers": list(r.outliers), "sources": list(r.sources), "sweep": r.sweep}
+            {
+                "host": r.host,
+                "status": r.status.value,
+                "failing": list(r.failing),
+                "warnings": list(r.warnings),
+                "outliers": list(r.outliers),
+                "sources": list(r.sources),
+                "sweep": r.sweep,
+            }
             for r in view.rows
         ],
-        "outliers": [{"key": o.key, "host": o.host, "value": o.value, "majority": o.majority, "majority_hosts": o.majority_hosts, "hosts": o.hosts} for o in view.outliers],
-        "splits": [{"key": s.key, "values": [{"value": v, "hosts": n} for v, n in s.values]} for s in view.splits],
-        "counter_errors": [{"host": c.host, "port": c.port, "counter": c.counter, "value": c.value, "per_second": c.per_second} for c in view.counter_errors],
+        "outliers": [
+            {
+                "key": o.key,
+                "host": o.host,
+                "value": o.value,
+                "majority": o.majority,
+                "majority_hosts": o.majority_hosts,
+                "hosts": o.hosts,
+            }
+            for o in view.outliers
+        ],
+        "splits": [
+            {"key": s.key, "values": [{"value": v, "hosts": n} for v, n in s.values]}
+            for s in view.splits
+        ],
+        "counter_errors": [
+            {
+                "host": c.host,
+                "port": c.port,
+                "counter": c.counter,
+                "value": c.value,
+                "per_second": c.per_second,
+            }
+            for c in view.counter_errors
+        ],
         "sweeps": sweeps,
         "drain": list(view.drain),
         "inputs": [{"path": p, "kind": k, "host": h} for p, k, h in view.inputs],

@@ -69,7 +69,9 @@ _LOOKAHEAD_BYTES = 8 * 2**20
 _EMPTY_HINT = "give the output of an nccl-tests *_perf or perftest ib_* run"
 
 
-def parse_json(text: str, source: str, *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
+def parse_json(
+    text: str, source: str, *, op: str | None = None, file_name: str | None = None
+) -> list[BenchRun]:
     """A JSON document: ibdiag's own, nccl-tests ``-J`` or perftest ``--out_json``."""
     if "MsgSize" in text:
         doc = perftest_json.load_json_text(text, source)
@@ -77,20 +79,34 @@ def parse_json(text: str, source: str, *, op: str | None = None, file_name: str 
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as e:
-            raise InputError(f"{source}:{e.lineno}: not JSON ({e.msg})", hint=nccl_tests.HINT) from None
+            raise InputError(
+                f"{source}:{e.lineno}: not JSON ({e.msg})", hint=nccl_tests.HINT
+            ) from None
         except RecursionError:
             raise InputError(f"{source}: JSON nested too deeply", hint=nccl_tests.HINT) from None
     if isinstance(doc, dict) and "schema" in doc:
         if doc["schema"] != SCHEMA:
-            raise InputError(f"{source}: schema is {str(doc['schema'])[:80]!r}, expected {SCHEMA}", hint="give a file written by ibdiag bench ... --save or -o json")
+            raise InputError(
+                f"{source}: schema is {str(doc['schema'])[:80]!r}, expected {SCHEMA}",
+                hint="give a file written by ibdiag bench ... --save or -o json",
+            )
         return [bench_run_from_json(doc, source=source)]
     for fmt in JSON_FORMATS:
         if fmt.is_json_doc(doc):
             return [fmt.parse_doc(doc, source, op=op, file_name=file_name)]
-    raise InputError(f"{source}: JSON, but neither nccl-tests -J, perftest --out_json nor ibdiag bench output", hint=nccl_tests.HINT)
+    raise InputError(
+        f"{source}: JSON, but neither nccl-tests -J, perftest --out_json nor ibdiag bench output",
+        hint=nccl_tests.HINT,
+    )
 
 
-def parse_lines(raw_lines: Iterable[str], source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
+def parse_lines(
+    raw_lines: Iterable[str],
+    source: str = "<text>",
+    *,
+    op: str | None = None,
+    file_name: str | None = None,
+) -> list[BenchRun]:
     """Every run in a text log given line by line (read lazily: memory is bounded by the rows kept).
 
     Every line goes to the :class:`~ibdiag.importers.context.Context` first (command lines, NCCL
@@ -110,7 +126,9 @@ def parse_lines(raw_lines: Iterable[str], source: str = "<text>", *, op: str | N
             first = first or ln
         for fmt in TEXT_FORMATS:
             if fmt.marks(ln):
-                return fmt.parse_lines(chain(held, [ln], table_lines), ctx, source, op=op, file_name=file_name)
+                return fmt.parse_lines(
+                    chain(held, [ln], table_lines), ctx, source, op=op, file_name=file_name
+                )
         held.append(ln)
         held_bytes += len(ln.text) + 64
         while held_bytes > _LOOKAHEAD_BYTES and held:
@@ -124,13 +142,17 @@ def parse_lines(raw_lines: Iterable[str], source: str = "<text>", *, op: str | N
     raise InputError(f"{source}: no benchmark table found: {what}", hint=nccl_tests.HINT)
 
 
-def parse_runs(text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
+def parse_runs(
+    text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None
+) -> list[BenchRun]:
     """Every run in ``text`` (see the module docstring); InputError for a file without a table."""
     stripped = text.lstrip()
     if not stripped:
         raise InputError(f"{source}: empty", hint=_EMPTY_HINT)
     if stripped[0] == "{" or (stripped[0] == "[" and not _prefixed(stripped)):
-        return parse_json(text, source, op=None if op is None else get_op(op).name, file_name=file_name)
+        return parse_json(
+            text, source, op=None if op is None else get_op(op).name, file_name=file_name
+        )
     return parse_lines(text.splitlines(), source, op=op, file_name=file_name)
 
 
@@ -140,13 +162,21 @@ def _prefixed(text: str) -> bool:
     return bool(_PREFIXED.match(text[:64].encode("utf-8", errors="replace")))
 
 
-def read_runs(path: str | Path, *, op: str | None = None, file_name: str | None = None) -> tuple[list[BenchRun], str]:
+def read_runs(
+    path: str | Path, *, op: str | None = None, file_name: str | None = None
+) -> tuple[list[BenchRun], str]:
     """(every run in the log at ``path``, its source name), reading a text log as a stream
     (:mod:`~ibdiag.importers.source`: ``-`` is stdin, gzip is opened transparently, bounded size)."""
     log = open_log(path)
-    name = file_name if file_name is not None else (Path(log.source).name if log.source != "<stdin>" else None)
+    name = (
+        file_name
+        if file_name is not None
+        else (Path(log.source).name if log.source != "<stdin>" else None)
+    )
     if log.is_json:
-        return parse_json(log.json_text(), log.source, op=None if op is None else get_op(op).name, file_name=name), log.source
+        return parse_json(
+            log.json_text(), log.source, op=None if op is None else get_op(op).name, file_name=name
+        ), log.source
     return parse_lines(log.lines(), log.source, op=op, file_name=name), log.source
 
 
@@ -168,10 +198,16 @@ def describe_runs(runs: list[BenchRun]) -> str:
 
 def _separation(runs: list[BenchRun]) -> str:
     first = runs[0].provenance.imported if runs else None
-    return first.position.separation if first is not None and first.position is not None else "separate"
+    return (
+        first.position.separation
+        if first is not None and first.position is not None
+        else "separate"
+    )
 
 
-def select_run(runs: list[BenchRun], source: str, run_index: int | None = None) -> tuple[BenchRun, list[Finding]]:
+def select_run(
+    runs: list[BenchRun], source: str, run_index: int | None = None
+) -> tuple[BenchRun, list[Finding]]:
     """The run to import from ``runs`` (all the runs of one file) and the finding that says what was left out.
 
     Several runs are never averaged: without ``run_index`` they are an InputError listing them (with the
@@ -182,7 +218,11 @@ def select_run(runs: list[BenchRun], source: str, run_index: int | None = None) 
     if len(runs) > 1:
         if run_index is None:
             interleaved = any(
-                (r.provenance.imported is not None and r.provenance.imported.position is not None and r.provenance.imported.position.interleaved)
+                (
+                    r.provenance.imported is not None
+                    and r.provenance.imported.position is not None
+                    and r.provenance.imported.position.interleaved
+                )
                 or (isinstance(r.meta, CollectiveMeta) and r.meta.world_size == 1)
                 for r in runs
             )
@@ -196,17 +236,25 @@ def select_run(runs: list[BenchRun], source: str, run_index: int | None = None) 
                 + f"import one run with ibdiag bench import FILE --run N (1..{len(runs)})",
             )
         if not 1 <= run_index <= len(runs):
-            raise UsageError(f"--run {run_index}: {source} holds {len(runs)} runs", hint=f"use --run 1..{len(runs)}")
+            raise UsageError(
+                f"--run {run_index}: {source} holds {len(runs)} runs",
+                hint=f"use --run 1..{len(runs)}",
+            )
         findings += multiple_runs(source, run_index, len(runs), _separation(runs))
     elif run_index not in (None, 1):
         raise UsageError(f"--run {run_index}: {source} holds one run", hint="drop --run")
     run = runs[(run_index or 1) - 1]
     if not run.results:
-        raise InputError(f"{source}: the run has a header but no result rows (it stopped before measuring?)", hint="rerun the benchmark to completion")
+        raise InputError(
+            f"{source}: the run has a header but no result rows (it stopped before measuring?)",
+            hint="rerun the benchmark to completion",
+        )
     return run, findings
 
 
-def parse_text(text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> BenchRun:
+def parse_text(
+    text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None
+) -> BenchRun:
     """The single run in ``text``; InputError when there is none or several (never averaged)."""
     return select_run(parse_runs(text, source, op=op, file_name=file_name), source)[0]
 

@@ -35,14 +35,24 @@ from ibdiag.report.model import Finding, Severity
 #: ``collective.busbw`` are the collective package's.
 CHECKS = CheckRegistry("import")
 CHECKS.declare("import.out_of_bounds", "the footer counts failed validations: fail")
-CHECKS.declare("import.avg_mismatch", "the footer's Avg bus bandwidth is not the mean of the rows read: warn")
-CHECKS.declare("import.busbw_factor", "busbw/algbw does not match the op's factor for the ranks in the header: warn")
+CHECKS.declare(
+    "import.avg_mismatch", "the footer's Avg bus bandwidth is not the mean of the rows read: warn"
+)
+CHECKS.declare(
+    "import.busbw_factor",
+    "busbw/algbw does not match the op's factor for the ranks in the header: warn",
+)
 CHECKS.declare("import.single_rank", "one rank: nothing crossed a network: warn")
 CHECKS.declare("import.incomplete", "no footer: the run was cut short: warn")
 CHECKS.declare("import.op_unknown", "the log does not say which collective: warn")
 CHECKS.declare("import.nccl_warnings", "NCCL WARN lines or '# error:' lines in the log: warn")
-CHECKS.declare("import.unit_assumed", "a perftest JSON whose bandwidth unit could not be told: warn")
-CHECKS.declare("import.header_incomplete", "the paste lacks the table's header (columns told from the rows): warn")
+CHECKS.declare(
+    "import.unit_assumed", "a perftest JSON whose bandwidth unit could not be told: warn"
+)
+CHECKS.declare(
+    "import.header_incomplete",
+    "the paste lacks the table's header (columns told from the rows): warn",
+)
 
 
 def run_nodes(run: BenchRun) -> int | None:
@@ -62,7 +72,13 @@ def socket_fallback(run: BenchRun) -> Finding | None:
     """A multi-node collective whose NCCL used TCP sockets (NET/Socket) instead of the IB/RoCE fabric."""
     path = run.provenance.nccl_path
     nodes = run_nodes(run)
-    if path is None or path.transport is None or path.transport.lower() != "socket" or not nodes or nodes < 2:
+    if (
+        path is None
+        or path.transport is None
+        or path.transport.lower() != "socket"
+        or not nodes
+        or nodes < 2
+    ):
         return None
     devs = f" over {', '.join(path.devices[:4])}" if path.devices else ""
     return Finding(
@@ -123,7 +139,9 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
     rows = run.collective_rows()
     op = m.op
     subject = str(op or "collective")
-    out = wrong_findings(subject, rows, checked=bool(rows) and all(r.wrong is not None for r in rows))
+    out = wrong_findings(
+        subject, rows, checked=bool(rows) and all(r.wrong is not None for r in rows)
+    )
     oob = log.out_of_bounds
     if oob is not None and oob > 0:
         out.append(
@@ -162,7 +180,11 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
         f = spec.busbw_factor(n)
         judged = [r for r in rows if r.algbw_gbs >= 0.05]
         if judged:
-            bad = [r for r in judged if abs(r.busbw_gbs - r.algbw_gbs * f) > 0.006 + 0.006 * f + 0.002 * r.busbw_gbs]
+            bad = [
+                r
+                for r in judged
+                if abs(r.busbw_gbs - r.algbw_gbs * f) > 0.006 + 0.006 * f + 0.002 * r.busbw_gbs
+            ]
             if len(bad) * 2 > len(judged):
                 ratio = statistics.median(r.busbw_gbs / r.algbw_gbs for r in judged)
                 out.append(
@@ -203,7 +225,8 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
                 "import.op_unknown",
                 Severity.WARN,
                 src,
-                "the log does not say which collective it measured" + (f" (could be {' or '.join(cands)})" if cands else ""),
+                "the log does not say which collective it measured"
+                + (f" (could be {' or '.join(cands)})" if cands else ""),
                 hint="give --op (e.g. --op all_gather), or keep the binary's name in the file name",
             )
         )

@@ -37,13 +37,54 @@ from ibdiag.importers.lines import Line
 
 NCCL_DEBUG = re.compile(r"\bNCCL (INFO|WARN|TRACE|ERROR|ABORT)\b")
 _NCCL_VERSION = re.compile(r"\bNCCL version (\S+)")
-_BINARY = re.compile(r"^(?:[a-z0-9]+(?:_[a-z0-9]+)*_perf(?:_mpi)?|ib_(?:write|read|send|atomic)_(?:bw|lat))$")
+_BINARY = re.compile(
+    r"^(?:[a-z0-9]+(?:_[a-z0-9]+)*_perf(?:_mpi)?|ib_(?:write|read|send|atomic)_(?:bw|lat))$"
+)
 _PROMPT = re.compile(r"^(?:\([\w.-]+\)\s+)?(?:[\w.-]+@[\w.-]+(?::[^\s$#%]*)?\s*[$#%]|[$#%>+])\s+")
-_LAUNCHERS = {"mpirun": "mpirun", "mpiexec": "mpirun", "mpiexec.hydra": "mpirun", "orterun": "mpirun", "prterun": "mpirun", "srun": "srun"}
-_WRAPPERS = frozenset({"sudo", "env", "time", "numactl", "taskset", "timeout", "nohup", "exec", "stdbuf", "nice", "chrt", "ionice"})
+_LAUNCHERS = {
+    "mpirun": "mpirun",
+    "mpiexec": "mpirun",
+    "mpiexec.hydra": "mpirun",
+    "orterun": "mpirun",
+    "prterun": "mpirun",
+    "srun": "srun",
+}
+_WRAPPERS = frozenset(
+    {
+        "sudo",
+        "env",
+        "time",
+        "numactl",
+        "taskset",
+        "timeout",
+        "nohup",
+        "exec",
+        "stdbuf",
+        "nice",
+        "chrt",
+        "ionice",
+    }
+)
 _ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _SIZE = re.compile(r"^(\d+(?:\.\d*)?)\s*([kKmMgG]?)$")
-_INT_OPTIONS = frozenset({"step_factor", "gpus_per_thread", "threads", "iters", "warmup_iters", "check", "blocking", "cuda_graph", "cycles", "per_iter_timing", "gid_index", "qps", "duration_s", "post_list"})
+_INT_OPTIONS = frozenset(
+    {
+        "step_factor",
+        "gpus_per_thread",
+        "threads",
+        "iters",
+        "warmup_iters",
+        "check",
+        "blocking",
+        "cuda_graph",
+        "cycles",
+        "per_iter_timing",
+        "gid_index",
+        "qps",
+        "duration_s",
+        "post_list",
+    }
+)
 _SIZE_OPTIONS = frozenset({"min_bytes", "max_bytes", "size"})
 MAX_COMMAND = 500
 
@@ -182,7 +223,12 @@ def command_line(text: str) -> CommandLine | None:
             env[k[:100]] = v[:200]
         elif launcher == "mpirun" and opt in ("-npernode", "--npernode", "-N", "-ppn", "--ppn"):
             per_node = _int(val)
-        elif launcher == "mpirun" and opt in ("--map-by", "-map-by") and val.startswith("ppr:") and val.endswith(":node"):
+        elif (
+            launcher == "mpirun"
+            and opt in ("--map-by", "-map-by")
+            and val.startswith("ppr:")
+            and val.endswith(":node")
+        ):
             per_node = _int(val.split(":")[1])
         elif launcher == "srun" and opt in ("-N", "--nodes"):
             nodes = _int(val.split("-")[0])
@@ -232,7 +278,10 @@ _NET_USING = re.compile(r"\bNET/(IB|Socket)\s*:\s*Using\s+(.*)")
 _DEVICE = re.compile(r"\[\d+\]([^\s;\[]+)")
 _VIA_NET = re.compile(r"\bvia NET/(\w+)(?:/\d+)?(?:\(\d+\))?(/GDRDMA)?")
 _GDR = re.compile(r"\bGDR (\d)\b")
-_PLUGIN_NONE = re.compile(r"NET/Plugin.*(?:No plugin found|using internal implementation|Using internal network plugin)", re.IGNORECASE)
+_PLUGIN_NONE = re.compile(
+    r"NET/Plugin.*(?:No plugin found|using internal implementation|Using internal network plugin)",
+    re.IGNORECASE,
+)
 _PLUGIN_LOADED = re.compile(r"NET/Plugin\s*:?\s*Loaded (?:net|coll) plugin (.+?)(?: \(v\d+\))?\s*$")
 _CHANNELS = re.compile(r"\b(\d+) coll channels\b")
 _COLLNET = re.compile(r"\b(\d+) collnet channels\b")

@@ -103,9 +103,14 @@ def number(tok: object, where: str, col: str, hint: str) -> float:
             raise ValueError
         v = float(tok)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise InputError(f"{where}: cannot read {tok!r} in column {col!r} as a number", hint=hint) from None
+        raise InputError(
+            f"{where}: cannot read {tok!r} in column {col!r} as a number", hint=hint
+        ) from None
     if not math.isfinite(v) or v < 0:
-        raise InputError(f"{where}: column {col!r} holds {tok!r}", hint="the run printed no valid value here; rerun it")
+        raise InputError(
+            f"{where}: column {col!r} holds {tok!r}",
+            hint="the run printed no valid value here; rerun it",
+        )
     return v
 
 
@@ -114,4 +119,6 @@ def whole(tok: str, where: str, col: str, hint: str) -> int:
     try:
         return int(tok)
     except ValueError:
-        raise InputError(f"{where}: cannot read {tok!r} in column {col!r} as a whole number", hint=hint) from None
+        raise InputError(
+            f"{where}: cannot read {tok!r} in column {col!r} as a whole number", hint=hint
+        ) from None

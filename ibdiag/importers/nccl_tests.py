@@ -42,7 +42,14 @@ from ibdiag.errors import InputError
 from ibdiag.importers.context import Context
 from ibdiag.importers.lines import Line, iter_lines
 from ibdiag.importers.nccl_tests_run import choose_op, collective_meta
-from ibdiag.importers.nccl_tests_table import HINT, Columns, columns_from_row, parse_columns, parse_row, row_shaped
+from ibdiag.importers.nccl_tests_table import (
+    HINT,
+    Columns,
+    columns_from_row,
+    parse_columns,
+    parse_row,
+    row_shaped,
+)
 
 __all__ = ["HINT", "MAX_ROWS", "looks_like", "marks", "parse_lines", "parse_log"]
 
@@ -92,7 +99,14 @@ class _Cycles:
         if s is None:
             if len(self.stats) >= MAX_ROWS:
                 return
-            self.stats[(r.bytes, r.in_place)] = [1, r.busbw_gbs, r.busbw_gbs, r.busbw_gbs, r.time_us, r.time_us]
+            self.stats[(r.bytes, r.in_place)] = [
+                1,
+                r.busbw_gbs,
+                r.busbw_gbs,
+                r.busbw_gbs,
+                r.time_us,
+                r.time_us,
+            ]
             return
         s[0] += 1
         s[1] = min(s[1], r.busbw_gbs)
@@ -102,7 +116,10 @@ class _Cycles:
         s[5] = max(s[5], r.time_us)
 
     def summary(self) -> tuple[CycleStats, ...]:
-        return tuple(CycleStats(b, ip, int(s[0]), s[1], s[2] / s[0], s[3], s[4], s[5]) for (b, ip), s in self.stats.items())
+        return tuple(
+            CycleStats(b, ip, int(s[0]), s[1], s[2] / s[0], s[3], s[4], s[5])
+            for (b, ip), s in self.stats.items()
+        )
 
 
 @dataclass
@@ -240,7 +257,9 @@ class _Parser:
         m = _RANK_LINE.match(body)
         if m:
             rank = int(m.group("rank"))
-            run = self._for_header(tag, n, lambda r: r.columns is None and all(x.rank != rank for x in r.ranks))
+            run = self._for_header(
+                tag, n, lambda r: r.columns is None and all(x.rank != rank for x in r.ranks)
+            )
             run.ranks.append(
                 NcclRank(
                     rank=rank,
@@ -276,7 +295,9 @@ class _Parser:
             return
         m = _AVG.match(body)
         if m:
-            run = self._for_header(tag, n, lambda r: r.columns is not None and r.avg_reported is None)
+            run = self._for_header(
+                tag, n, lambda r: r.columns is not None and r.avg_reported is None
+            )
             try:
                 run.avg_reported = float(m.group("v"))
             except ValueError:
@@ -329,7 +350,10 @@ class _Parser:
         run.last_size = size
         if cyc.count == 1:
             if len(run.rows) + len(halves) > MAX_ROWS:
-                raise InputError(f"{self.source}:{line.number}: more than {MAX_ROWS} result rows in one run", hint="a benchmark table has tens of rows; give the benchmark's own log")
+                raise InputError(
+                    f"{self.source}:{line.number}: more than {MAX_ROWS} result rows in one run",
+                    hint="a benchmark table has tens of rows; give the benchmark's own log",
+                )
             run.rows.extend(halves)
         for h in halves:
             cyc.add(h)
@@ -346,7 +370,15 @@ def _era(eras: set[str]) -> str | None:
     return None
 
 
-def _to_bench_run(run: _Run, parser: _Parser, ctx: Context, source: str, option: str | None, file_name: str | None, position: RunPosition | None) -> BenchRun:
+def _to_bench_run(
+    run: _Run,
+    parser: _Parser,
+    ctx: Context,
+    source: str,
+    option: str | None,
+    file_name: str | None,
+    position: RunPosition | None,
+) -> BenchRun:
     command = ctx.command_for(run.start_line)
     header = (op_in_text(run.binary) or run.binary.removesuffix("_perf")) if run.binary else None
     from_command = op_in_text(command.binary) if command is not None and command.binary else None
@@ -370,7 +402,14 @@ def _to_bench_run(run: _Run, parser: _Parser, ctx: Context, source: str, option:
         per_iter_timing=True if run.columns is not None and run.columns.per_iter else None,
     )
     provenance = Provenance(
-        imported=ImportInfo(tool="nccl-tests", source=source, format=_era(run.eras), first_line=run.start_line, tag=run.tag, position=position),
+        imported=ImportInfo(
+            tool="nccl-tests",
+            source=source,
+            format=_era(run.eras),
+            first_line=run.start_line,
+            tag=run.tag,
+            position=position,
+        ),
         nccl_version=ctx.nccl_version,
         nccl_tests_version=run.nccl_tests_version,
         nccl_errors=tuple(run.errors),
@@ -383,7 +422,11 @@ def _to_bench_run(run: _Run, parser: _Parser, ctx: Context, source: str, option:
     meta = collective_meta(rows, run.ranks, choice, log, run.blocking)
     if meta.world_size is None and nranks:
         nodes = command.nodes if command is not None else None
-        meta = replace(meta, world_size=nranks, nodes=nodes or (provenance.nccl_path.nodes if provenance.nccl_path else None))
+        meta = replace(
+            meta,
+            world_size=nranks,
+            nodes=nodes or (provenance.nccl_path.nodes if provenance.nccl_path else None),
+        )
     return BenchRun(meta, rows, provenance)
 
 
@@ -404,7 +447,15 @@ def marks(line: Line) -> bool:
     text = line.text.lstrip()
     body = text.lstrip("#").strip()
     if text.startswith("#"):
-        if body.startswith(("nThread", "nccl-tests version", "Collective test starting", "Avg bus bandwidth", "Out of bounds values")):
+        if body.startswith(
+            (
+                "nThread",
+                "nccl-tests version",
+                "Collective test starting",
+                "Avg bus bandwidth",
+                "Out of bounds values",
+            )
+        ):
             return True
         if _RANK_LINE.match(body) or _UNITS.match(body):
             return True
@@ -418,7 +469,14 @@ def looks_like(lines: Sequence[Line]) -> bool:
     return any(marks(ln) for ln in lines[:4000])
 
 
-def parse_lines(lines: Iterable[Line], ctx: Context, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
+def parse_lines(
+    lines: Iterable[Line],
+    ctx: Context,
+    source: str = "<text>",
+    *,
+    op: str | None = None,
+    file_name: str | None = None,
+) -> list[BenchRun]:
     """Every run in an nccl-tests log, in the order they started (``lines``: those the context did not take)."""
     parser = _Parser(source)
     for ln in lines:
@@ -443,7 +501,15 @@ def parse_lines(lines: Iterable[Line], ctx: Context, source: str = "<text>", *, 
     return out
 
 
-def parse_log(text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
+def parse_log(
+    text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None
+) -> list[BenchRun]:
     """Every run in an nccl-tests log held in ``text`` (see the module docstring)."""
     ctx = Context()
-    return parse_lines((ln for ln in iter_lines(text.splitlines()) if not ctx.feed(ln)), ctx, source, op=op, file_name=file_name)
+    return parse_lines(
+        (ln for ln in iter_lines(text.splitlines()) if not ctx.feed(ln)),
+        ctx,
+        source,
+        op=op,
+        file_name=file_name,
+    )

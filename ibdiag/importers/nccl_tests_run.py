@@ -27,7 +27,13 @@ class OpChoice:
 
 
 def choose_op(
-    header: str | None, option: str | None, file_name: str | None, rows: Sequence[CollectiveResult], nranks: int | None, *, command: str | None = None
+    header: str | None,
+    option: str | None,
+    file_name: str | None,
+    rows: Sequence[CollectiveResult],
+    nranks: int | None,
+    *,
+    command: str | None = None,
 ) -> OpChoice:
     """The op of a run: ``header`` (the log names its binary), the command line found around the table,
     ``option`` (``--op``, canonical), the file name, else the table."""
@@ -83,14 +89,22 @@ def infer_op(rows: Sequence[CollectiveResult], nranks: int | None) -> tuple[str 
         if per_rank_count is True:
             return None, ["all_gather", "all_to_all"]
     if ratio is not None and nranks:
-        fits = [op for op in cands if abs(OPS[op].busbw_factor(nranks) - ratio) <= 0.02 + 0.01 * ratio]
+        fits = [
+            op for op in cands if abs(OPS[op].busbw_factor(nranks) - ratio) <= 0.02 + 0.01 * ratio
+        ]
         if len(fits) == 1:
             return fits[0], []
         cands = fits or cands
     return None, cands
 
 
-def collective_meta(rows: Sequence[CollectiveResult], ranks: Sequence[NcclRank], choice: OpChoice, log: NcclTestsLog, blocking: bool | None) -> CollectiveMeta:
+def collective_meta(
+    rows: Sequence[CollectiveResult],
+    ranks: Sequence[NcclRank],
+    choice: OpChoice,
+    log: NcclTestsLog,
+    blocking: bool | None,
+) -> CollectiveMeta:
     """What the rows and the header's rank lines say, the same for text and ``-J`` logs."""
     hosts: dict[str, int] = {}
     for r in ranks:

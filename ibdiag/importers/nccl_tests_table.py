@@ -26,7 +26,26 @@ _INT = re.compile(r"^-?\d+$")
 _FLOATISH = re.compile(r"^[0-9.]+(?:e[-+]?\d+)?$", re.IGNORECASE)
 _PER_ITER = ("i_min", "i_max", "i_p99", "i_cv%")
 #: The element types nccl-tests prints (``test_typenames``), for telling a row from other numbers.
-DTYPES = frozenset({"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2", "char", "int", "fp8_e4m3", "fp8_e5m2"})
+DTYPES = frozenset(
+    {
+        "int8",
+        "uint8",
+        "int32",
+        "uint32",
+        "int64",
+        "uint64",
+        "half",
+        "float",
+        "double",
+        "bfloat16",
+        "f8e4m3",
+        "f8e5m2",
+        "char",
+        "int",
+        "fp8_e4m3",
+        "fp8_e5m2",
+    }
+)
 
 
 @dataclass
@@ -57,10 +76,12 @@ def parse_columns(body: str, line_no: int, source: str) -> Columns:
     if timestamp:
         tokens = tokens[:-1]
     head = tokens[: times[0]]
-    halves = [tokens[a:b] for a, b in zip(times, [*times[1:], len(tokens)])]
+    halves = [tokens[a:b] for a, b in zip(times, [*times[1:], len(tokens)], strict=False)]
     for need in ("size", "count", "type"):
         if need not in head:
-            raise InputError(f"{source}:{line_no}: table header without a {need!r} column", hint=HINT)
+            raise InputError(
+                f"{source}:{line_no}: table header without a {need!r} column", hint=HINT
+            )
     for h in halves:
         if "algbw" not in h or "busbw" not in h:
             raise InputError(f"{source}:{line_no}: table header without algbw/busbw", hint=HINT)
@@ -112,7 +133,9 @@ def _iter_stats(vals: dict[str, str], where: str) -> IterStats | None:
         return None
     got = [number(vals[k], where, k, HINT) for k in _PER_ITER if k in vals]
     if len(got) != 4:
-        raise InputError(f"{where}: per-iteration columns incomplete (need {', '.join(_PER_ITER)})", hint=HINT)
+        raise InputError(
+            f"{where}: per-iteration columns incomplete (need {', '.join(_PER_ITER)})", hint=HINT
+        )
     return IterStats(min_us=got[0], max_us=got[1], p99_us=got[2], cv_pct=got[3])
 
 
@@ -128,10 +151,16 @@ def parse_row(line: Line, cols: Columns, source: str) -> list[CollectiveResult]:
     in_place_flags = [False, True][: len(halves)] if len(halves) > 1 else [False]
     if len(tokens) != cols.width:
         if len(halves) == 2 and len(tokens) == len(cols.head) + len(halves[1]):
-            halves, in_place_flags = [halves[1]], [True]  # out-of-place left blank (nccl-tests trace replay)
+            halves, in_place_flags = (
+                [halves[1]],
+                [True],
+            )  # out-of-place left blank (nccl-tests trace replay)
         else:
-            raise InputError(f"{where}: expected {cols.width} columns as in the header (line {cols.line}), found {len(tokens)}", hint=HINT)
-    head = dict(zip(cols.head, tokens))
+            raise InputError(
+                f"{where}: expected {cols.width} columns as in the header (line {cols.line}), found {len(tokens)}",
+                hint=HINT,
+            )
+    head = dict(zip(cols.head, tokens, strict=False))
     size = whole(head["size"], where, "size", HINT)
     count = whole(head["count"], where, "count", HINT)
     dtype = head["type"]
@@ -145,8 +174,8 @@ def parse_row(line: Line, cols: Columns, source: str) -> list[CollectiveResult]:
         root = r if r >= 0 else None
     out: list[CollectiveResult] = []
     pos = len(cols.head)
-    for names, in_place in zip(halves, in_place_flags):
-        vals = dict(zip(names, tokens[pos : pos + len(names)]))
+    for names, in_place in zip(halves, in_place_flags, strict=False):
+        vals = dict(zip(names, tokens[pos : pos + len(names)], strict=False))
         pos += len(names)
         if all(v == "-" for v in vals.values()):
             continue  # a half that was not measured (ibdiag prints '-', e.g. all_reduce out of place)

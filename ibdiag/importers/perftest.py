@@ -42,7 +42,9 @@ _COLUMN = re.compile(
     r"#bytes|#iterations|BW (?:peak|average)\[[^\]]+\]|MsgRate\[[^\]]+\]|t_\w+\[[^\]]+\]|[\d.]+% percentile\[[^\]]+\]|tps average|CPU_Util\[[^\]]+\]|\bSL\b"
 )
 _KV = re.compile(r"(?P<key>[A-Za-z][A-Za-z0-9 ._\-/]*?)\s*:\s+(?P<value>\S+)")
-_FAIL = re.compile(r"^(?:Couldn't|Could not|Can't|Unable to|Failed to|Completion with error|Problems with)\b")
+_FAIL = re.compile(
+    r"^(?:Couldn't|Could not|Can't|Unable to|Failed to|Completion with error|Problems with)\b"
+)
 _NUMBER = re.compile(r"^\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
 #: The banner's keys (perftest ``ctx_print_test_info``), lower case; other ``key : value`` lines are not perftest's.
 _BANNER_KEYS = frozenset(
@@ -75,7 +77,14 @@ class _Run:
 def verb_of(title: str) -> str | None:
     """``RDMA_Write BW Test`` -> ``write`` (read, send, atomic), as the title names the verb."""
     low = title.lower()
-    for key, verb in (("rdma_write", "write"), ("rdma_read", "read"), ("send", "send"), ("atomic", "atomic"), ("write", "write"), ("read", "read")):
+    for key, verb in (
+        ("rdma_write", "write"),
+        ("rdma_read", "read"),
+        ("send", "send"),
+        ("atomic", "atomic"),
+        ("write", "write"),
+        ("read", "read"),
+    ):
         if key in low:
             return verb
     return None
@@ -84,10 +93,19 @@ def verb_of(title: str) -> str | None:
 def marks(line: Line) -> bool:
     """True when the line is a perftest marker (a ``#bytes`` header, a title, an address line)."""
     s = line.text.strip()
-    if s.startswith("#bytes") or _TITLE.match(s) or s.startswith(("local address:", "remote address:")):
+    if (
+        s.startswith("#bytes")
+        or _TITLE.match(s)
+        or s.startswith(("local address:", "remote address:"))
+    ):
         return True
     tokens = s.split()
-    return bool(tokens) and not line.truncated and _numeric(tokens) and _cut_columns(tokens) is not None
+    return (
+        bool(tokens)
+        and not line.truncated
+        and _numeric(tokens)
+        and _cut_columns(tokens) is not None
+    )
 
 
 def looks_like(lines: Sequence[Line]) -> bool:
@@ -112,13 +130,22 @@ def _results(run: _Run, source: str) -> list[P2PResult]:
     unit, scale = _unit_of(cols)
     out: list[P2PResult] = []
     for line_no, tokens in run.rows:
-        vals = dict(zip(cols, tokens))
+        vals = dict(zip(cols, tokens, strict=False))
         nbytes = int(number(vals["#bytes"], f"{source}:{line_no}", "#bytes", HINT))
-        iters = int(number(vals.get("#iterations", "0"), f"{source}:{line_no}", "#iterations", HINT))
+        iters = int(
+            number(vals.get("#iterations", "0"), f"{source}:{line_no}", "#iterations", HINT)
+        )
         if run.mode == "bw":
             if scale is None:
-                raise InputError(f"{source}:{run.header_line}: unknown bandwidth unit {unit!r}", hint="perftest prints MiB/sec, MB/sec or Gb/sec")
-            avg = number(vals[f"BW average[{unit}]"], f"{source}:{line_no}", "BW average", HINT) * scale / 1e9
+                raise InputError(
+                    f"{source}:{run.header_line}: unknown bandwidth unit {unit!r}",
+                    hint="perftest prints MiB/sec, MB/sec or Gb/sec",
+                )
+            avg = (
+                number(vals[f"BW average[{unit}]"], f"{source}:{line_no}", "BW average", HINT)
+                * scale
+                / 1e9
+            )
             peak_raw = vals.get(f"BW peak[{unit}]")
             peak = None
             if peak_raw is not None:
@@ -126,20 +153,43 @@ def _results(run: _Run, source: str) -> list[P2PResult]:
                 # 0.00: not measured (perftest says "BW peak won't be measured in this run"; FORMATS.md)
                 peak = None if p == 0 else p * scale / 1e9
             rate = vals.get("MsgRate[Mpps]")
-            out.append(P2PResult(bytes=nbytes, iters=iters, bw_gbs=avg, bw_peak_gbs=peak, msg_rate_mpps=None if rate is None else number(rate, f"{source}:{line_no}", "MsgRate", HINT)))
+            out.append(
+                P2PResult(
+                    bytes=nbytes,
+                    iters=iters,
+                    bw_gbs=avg,
+                    bw_peak_gbs=peak,
+                    msg_rate_mpps=None
+                    if rate is None
+                    else number(rate, f"{source}:{line_no}", "MsgRate", HINT),
+                )
+            )
             continue
         if "t_typical[usec]" in vals:
-            need = ("t_min[usec]", "t_max[usec]", "t_typical[usec]", "99% percentile[usec]", "99.9% percentile[usec]")
+            need = (
+                "t_min[usec]",
+                "t_max[usec]",
+                "t_typical[usec]",
+                "99% percentile[usec]",
+                "99.9% percentile[usec]",
+            )
             missing = [c for c in need if c not in vals]
             if missing:
-                raise InputError(f"{source}:{run.header_line}: latency header without {', '.join(missing)}", hint="perftest 4.x and later print all percentiles; older output is not supported")
+                raise InputError(
+                    f"{source}:{run.header_line}: latency header without {', '.join(missing)}",
+                    hint="perftest 4.x and later print all percentiles; older output is not supported",
+                )
             lat = LatencyStats(
                 min_us=number(vals["t_min[usec]"], f"{source}:{line_no}", "t_min", HINT),
                 p50_us=number(vals["t_typical[usec]"], f"{source}:{line_no}", "t_typical", HINT),
                 p99_us=number(vals["99% percentile[usec]"], f"{source}:{line_no}", "99%", HINT),
-                p999_us=number(vals["99.9% percentile[usec]"], f"{source}:{line_no}", "99.9%", HINT),
+                p999_us=number(
+                    vals["99.9% percentile[usec]"], f"{source}:{line_no}", "99.9%", HINT
+                ),
                 max_us=number(vals["t_max[usec]"], f"{source}:{line_no}", "t_max", HINT),
-                avg_us=number(vals["t_avg[usec]"], f"{source}:{line_no}", "t_avg", HINT) if "t_avg[usec]" in vals else None,
+                avg_us=number(vals["t_avg[usec]"], f"{source}:{line_no}", "t_avg", HINT)
+                if "t_avg[usec]" in vals
+                else None,
             )
             out.append(P2PResult(bytes=nbytes, iters=iters, lat_us=lat))
         elif "t_avg[usec]" in vals:  # duration mode: the average and transactions per second only
@@ -148,16 +198,22 @@ def _results(run: _Run, source: str) -> list[P2PResult]:
                 P2PResult(
                     bytes=nbytes,
                     iters=iters,
-                    msg_rate_mpps=None if tps is None else number(tps, f"{source}:{line_no}", "tps average", HINT) / 1e6,
+                    msg_rate_mpps=None
+                    if tps is None
+                    else number(tps, f"{source}:{line_no}", "tps average", HINT) / 1e6,
                     lat_avg_us=number(vals["t_avg[usec]"], f"{source}:{line_no}", "t_avg", HINT),
                 )
             )
         else:
-            raise InputError(f"{source}:{run.header_line}: latency header without t_typical or t_avg", hint=HINT)
+            raise InputError(
+                f"{source}:{run.header_line}: latency header without t_typical or t_avg", hint=HINT
+            )
     return out
 
 
-def _bench_run(run: _Run, ctx: Context, source: str, index: int, count: int, skipped: int) -> BenchRun:
+def _bench_run(
+    run: _Run, ctx: Context, source: str, index: int, count: int, skipped: int
+) -> BenchRun:
     results = _results(run, source)
     unit, _ = _unit_of(run.columns or [])
     b = run.banner
@@ -180,23 +236,48 @@ def _bench_run(run: _Run, ctx: Context, source: str, index: int, count: int, ski
         remote_address=run.addresses.get("remote"),
         bw_unit=unit if bw else None,
         peak_measured=(not duration) if bw else None,
-        latency=None if bw else ("round trip" if verb in ("read", "atomic") else "one way (round trip / 2)"),
-        duration_mode=True if (not bw and results and all(r.lat_us is None for r in results)) or (bw and (run.duration or by_command)) else None,
+        latency=None
+        if bw
+        else ("round trip" if verb in ("read", "atomic") else "one way (round trip / 2)"),
+        duration_mode=True
+        if (not bw and results and all(r.lat_us is None for r in results))
+        or (bw and (run.duration or by_command))
+        else None,
         post_list=b.get("post list"),
         header=("cut: from the rows" if run.header_cut else None),
     )
     position = RunPosition(index, count, "one after the other") if count > 1 else None
-    imported = ImportInfo(tool="perftest", source=source, first_line=run.start_line, position=position)
-    provenance = Provenance(imported=imported, command=command, skipped_lines=(skipped + len(ctx.commands)) or None)
-    bidir = run.bidirectional or (command is not None and command.options.get("bidirectional") is True)
-    return BenchRun(P2PMeta(transport="rdma", mode=run.mode, bidir=bidir, perftest=log), tuple(results), provenance)
+    imported = ImportInfo(
+        tool="perftest", source=source, first_line=run.start_line, position=position
+    )
+    provenance = Provenance(
+        imported=imported, command=command, skipped_lines=(skipped + len(ctx.commands)) or None
+    )
+    bidir = run.bidirectional or (
+        command is not None and command.options.get("bidirectional") is True
+    )
+    return BenchRun(
+        P2PMeta(transport="rdma", mode=run.mode, bidir=bidir, perftest=log),
+        tuple(results),
+        provenance,
+    )
 
 
 def _cut_columns(tokens: list[str]) -> list[str] | None:
     """The columns of a row pasted without its ``#bytes`` header, when its shape says them: 9 cells are
     the latency table (t_min ... 99.9%), 5 the bandwidth table (its unit is told from MsgRate)."""
     if len(tokens) == 9:
-        return ["#bytes", "#iterations", "t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]", "t_stdev[usec]", "99% percentile[usec]", "99.9% percentile[usec]"]
+        return [
+            "#bytes",
+            "#iterations",
+            "t_min[usec]",
+            "t_max[usec]",
+            "t_typical[usec]",
+            "t_avg[usec]",
+            "t_stdev[usec]",
+            "99% percentile[usec]",
+            "99.9% percentile[usec]",
+        ]
     if len(tokens) == 5:
         try:
             size, avg, rate = float(tokens[0]), float(tokens[3]), float(tokens[4])
@@ -206,7 +287,13 @@ def _cut_columns(tokens: list[str]) -> list[str] | None:
             bps = rate * 1e6 * size
             for unit, scale in (("MiB/sec", MIB), ("Gb/sec", GBIT)):
                 if abs(avg * scale / bps - 1) < 0.1:
-                    return ["#bytes", "#iterations", f"BW peak[{unit}]", f"BW average[{unit}]", "MsgRate[Mpps]"]
+                    return [
+                        "#bytes",
+                        "#iterations",
+                        f"BW peak[{unit}]",
+                        f"BW average[{unit}]",
+                        "MsgRate[Mpps]",
+                    ]
     return None
 
 
@@ -214,7 +301,14 @@ def _numeric(tokens: list[str]) -> bool:
     return tokens[0].isdigit() and all(_NUMBER.match(t) for t in tokens)
 
 
-def parse_lines(lines: Iterable[Line], ctx: Context, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
+def parse_lines(
+    lines: Iterable[Line],
+    ctx: Context,
+    source: str = "<text>",
+    *,
+    op: str | None = None,
+    file_name: str | None = None,
+) -> list[BenchRun]:
     """Every perftest run in the lines (a new title or table header starts one); lines that are not
     perftest's are skipped and counted. ``op`` and ``file_name`` are the importers' common arguments,
     which a perftest log does not need."""
@@ -248,7 +342,9 @@ def parse_lines(lines: Iterable[Line], ctx: Context, source: str = "<text>", *, 
             cols = _COLUMN.findall(s)
             leftover = _COLUMN.sub("", s).strip()
             if leftover:
-                raise InputError(f"{source}:{n}: unknown perftest column(s) {leftover!r}", hint=HINT)
+                raise InputError(
+                    f"{source}:{n}: unknown perftest column(s) {leftover!r}", hint=HINT
+                )
             if cur is None or cur.columns is not None:
                 cur = new(n)
             cur.columns, cur.header_line = cols, n
@@ -267,7 +363,10 @@ def parse_lines(lines: Iterable[Line], ctx: Context, source: str = "<text>", *, 
                 cur.columns, cur.header_line, cur.header_cut = cols, n, True
                 cur.mode = cur.mode or ("bw" if len(cols) == 5 else "lat")
             if len(tokens) != len(cur.columns):
-                raise InputError(f"{source}:{n}: expected {len(cur.columns)} columns as in the header (line {cur.header_line}), found {len(tokens)}", hint=HINT)
+                raise InputError(
+                    f"{source}:{n}: expected {len(cur.columns)} columns as in the header (line {cur.header_line}), found {len(tokens)}",
+                    hint=HINT,
+                )
             cur.rows.append((n, tokens))
             continue
         if s.startswith(("local address:", "remote address:")):
@@ -278,7 +377,10 @@ def parse_lines(lines: Iterable[Line], ctx: Context, source: str = "<text>", *, 
         if s.startswith("GID:"):
             continue
         if _FAIL.match(s):
-            raise InputError(f"{source}:{n}: perftest reported an error: {s[:200]}", hint="the run did not finish; fix the error and rerun")
+            raise InputError(
+                f"{source}:{n}: perftest reported an error: {s[:200]}",
+                hint="the run did not finish; fix the error and rerun",
+            )
         if "BW peak won't be measured" in s:
             if cur is None:
                 cur = new(n)
@@ -299,7 +401,15 @@ def parse_lines(lines: Iterable[Line], ctx: Context, source: str = "<text>", *, 
     return [_bench_run(r, ctx, source, i, len(runs), skipped) for i, r in enumerate(runs, start=1)]
 
 
-def parse_log(text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None) -> list[BenchRun]:
+def parse_log(
+    text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None
+) -> list[BenchRun]:
     """Every perftest run in ``text`` (see :func:`parse_lines`)."""
     ctx = Context()
-    return parse_lines((ln for ln in iter_lines(text.splitlines()) if not ctx.feed(ln)), ctx, source, op=op, file_name=file_name)
+    return parse_lines(
+        (ln for ln in iter_lines(text.splitlines()) if not ctx.feed(ln)),
+        ctx,
+        source,
+        op=op,
+        file_name=file_name,
+    )

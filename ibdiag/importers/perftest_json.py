@@ -33,12 +33,16 @@ def load_json_text(text: str, source: str) -> Any:
             word = m.group(1).strip()
             return m.group(0) if word in ("true", "false", "null") else f': "{word}"'
 
-        repaired = re.sub(r':[ \t]*([A-Za-z_][^,}\]\n"]*?)[ \t]*(?=[,}\]\n])', quote, repaired)  # bare values
+        repaired = re.sub(
+            r':[ \t]*([A-Za-z_][^,}\]\n"]*?)[ \t]*(?=[,}\]\n])', quote, repaired
+        )  # bare values
         repaired = re.sub(r",\s*([}\]])", r"\1", repaired)  # trailing commas
         try:
             return json.loads(repaired)
         except json.JSONDecodeError:
-            raise InputError(f"{source}:{first.lineno}: not JSON ({first.msg})", hint=HINT) from None
+            raise InputError(
+                f"{source}:{first.lineno}: not JSON ({first.msg})", hint=HINT
+            ) from None
 
 
 def _result_objects(doc: Any) -> list[Mapping[str, Any]]:
@@ -63,7 +67,11 @@ def _infer_scale(objs: list[Mapping[str, Any]], info: Mapping[str, Any]) -> tupl
     votes: list[str] = []
     for o in objs:
         try:
-            rate, size, avg = float(o.get("MsgRate") or 0), float(o["MsgSize"]), float(o.get("BW_average") or 0)
+            rate, size, avg = (
+                float(o.get("MsgRate") or 0),
+                float(o["MsgSize"]),
+                float(o.get("BW_average") or 0),
+            )
         except (TypeError, ValueError):
             continue
         if rate <= 0 or avg <= 0 or size <= 0:
@@ -81,12 +89,18 @@ def _infer_scale(objs: list[Mapping[str, Any]], info: Mapping[str, Any]) -> tupl
     return MIB, "MiB/sec", True
 
 
-def parse_doc(doc: Any, source: str, *, op: str | None = None, file_name: str | None = None) -> BenchRun:
+def parse_doc(
+    doc: Any, source: str, *, op: str | None = None, file_name: str | None = None
+) -> BenchRun:
     """The runs' rows and what ``test_info`` says (``op``, ``file_name``: the importers' common arguments, unused)."""
     objs = _result_objects(doc)
     if not objs:
         raise InputError(f"{source}: a JSON file without perftest results (MsgSize)", hint=HINT)
-    info = doc.get("test_info") if isinstance(doc, Mapping) and isinstance(doc.get("test_info"), Mapping) else {}
+    info = (
+        doc.get("test_info")
+        if isinstance(doc, Mapping) and isinstance(doc.get("test_info"), Mapping)
+        else {}
+    )
     scale, unit, assumed = _infer_scale(objs, info)
     results = []
     for i, o in enumerate(objs):
@@ -100,7 +114,9 @@ def parse_doc(doc: Any, source: str, *, op: str | None = None, file_name: str | 
                 iters=int(number(o.get("n_iterations") or 0, where, "n_iterations", HINT)),
                 bw_gbs=number(o["BW_average"], where, "BW_average", HINT) * scale / 1e9,
                 bw_peak_gbs=None if peak == 0 else peak * scale / 1e9,
-                msg_rate_mpps=None if o.get("MsgRate") is None else number(o["MsgRate"], where, "MsgRate", HINT),
+                msg_rate_mpps=None
+                if o.get("MsgRate") is None
+                else number(o["MsgRate"], where, "MsgRate", HINT),
             )
         )
     title = str(info.get("test") or "")[:200]
@@ -116,7 +132,11 @@ def parse_doc(doc: Any, source: str, *, op: str | None = None, file_name: str | 
         peak_measured=all(r.bw_peak_gbs is not None for r in results),
     )
     imported = ImportInfo(tool="perftest", source=source, format="out_json")
-    return BenchRun(P2PMeta(transport="rdma", mode="bw", bidir="bidirectional" in title.lower(), perftest=log), tuple(results), Provenance(imported=imported))
+    return BenchRun(
+        P2PMeta(transport="rdma", mode="bw", bidir="bidirectional" in title.lower(), perftest=log),
+        tuple(results),
+        Provenance(imported=imported),
+    )
 
 
 def _text(value: Any) -> str | None:

@@ -77,7 +77,10 @@ class LogInput:
         rest = self.stream.read(MAX_JSON_BYTES + 1 - len(self.head))
         data = self.head + rest
         if len(data) > MAX_JSON_BYTES:
-            raise InputError(f"{self.source}: a JSON document over {MAX_JSON_BYTES // 2**20} MiB", hint="nccl-tests -J and perftest --out_json files are small; check the file")
+            raise InputError(
+                f"{self.source}: a JSON document over {MAX_JSON_BYTES // 2**20} MiB",
+                hint="nccl-tests -J and perftest --out_json files are small; check the file",
+            )
         _refuse_binary(data, self.source)
         return data.decode("utf-8", errors="replace")
 
@@ -114,7 +117,9 @@ class LogInput:
 
 def _decode(data: bytes, source: str, number: int) -> str:
     if b"\x00" in data:
-        raise InputError(f"{source}:{number}: binary data (NUL bytes) in the log", hint=_BINARY_HINT)
+        raise InputError(
+            f"{source}:{number}: binary data (NUL bytes) in the log", hint=_BINARY_HINT
+        )
     return data.decode("utf-8", errors="replace")
 
 
@@ -126,7 +131,9 @@ def _refuse_binary(data: bytes, source: str) -> None:
 def open_log(path: str | Path) -> LogInput:
     """The log at ``path`` (``-``: stdin), gzip opened transparently. InputError for what cannot be read."""
     if str(path) == "-":
-        raw: IO[bytes] = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else _TextAsBytes(sys.stdin)
+        raw: IO[bytes] = (
+            sys.stdin.buffer if hasattr(sys.stdin, "buffer") else _TextAsBytes(sys.stdin)
+        )
         source = "<stdin>"
     else:
         p = Path(path)
@@ -138,7 +145,9 @@ def open_log(path: str | Path) -> LogInput:
         except FileNotFoundError:
             raise InputError(f"{p}: no such file", hint="check the path") from None
         except PermissionError:
-            raise InputError(f"{p}: permission denied", hint="check the file's permissions") from None
+            raise InputError(
+                f"{p}: permission denied", hint="check the file's permissions"
+            ) from None
         except OSError as e:
             raise InputError(f"{p}: cannot read: {e.strerror}", hint="check the file") from None
     try:
@@ -157,7 +166,10 @@ def open_log(path: str | Path) -> LogInput:
     if head.lstrip() == b"":
         rest = counted.readline(MAX_LINE) if len(head) == _PEEK else b""
         if not rest.strip():
-            raise InputError(f"{source}: empty", hint="give the output of an nccl-tests *_perf or perftest ib_* run")
+            raise InputError(
+                f"{source}: empty",
+                hint="give the output of an nccl-tests *_perf or perftest ib_* run",
+            )
         head += rest
     return LogInput(source, head, _GzipGuard(counted, source))  # type: ignore[arg-type]
 
@@ -172,13 +184,17 @@ class _GzipGuard:
         try:
             return self.inner.read(n)
         except (OSError, EOFError, zlib.error) as e:
-            raise InputError(f"{self.source}: a damaged gzip file ({e})", hint="check the file") from None
+            raise InputError(
+                f"{self.source}: a damaged gzip file ({e})", hint="check the file"
+            ) from None
 
     def readline(self, n: int) -> bytes:
         try:
             return self.inner.readline(n)
         except (OSError, EOFError, zlib.error) as e:
-            raise InputError(f"{self.source}: a damaged gzip file ({e})", hint="check the file") from None
+            raise InputError(
+                f"{self.source}: a damaged gzip file ({e})", hint="check the file"
+            ) from None
 
 
 class _Prepend:

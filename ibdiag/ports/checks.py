@@ -57,18 +57,35 @@ def port_state(port: Port) -> Finding:
             limit="ACTIVE/LinkUp",
             hint=_why_not_active(port),
         )
-    return Finding("port.state", Severity.OK, subject, "port is ACTIVE/LinkUp", value="ACTIVE/LinkUp")
+    return Finding(
+        "port.state", Severity.OK, subject, "port is ACTIVE/LinkUp", value="ACTIVE/LinkUp"
+    )
 
 
-@CHECKS.check("port.rate", "active port slower than expected ([ports], default: the fastest active port of its link layer): fail; unreadable: warn")
+@CHECKS.check(
+    "port.rate",
+    "active port slower than expected ([ports], default: the fastest active port of its link layer): fail; unreadable: warn",
+)
 def port_rate(port: Port, expected: ExpectedRate) -> Finding:
     """``ibstat``'s Rate against what the port must reach."""
     subject = f"{port.adapter}:{port.port}"
     want = expected.rate_gbps
     if port.rate_gbps is None and port.software:
-        return Finding("port.rate", Severity.OK, subject, f"rate unknown: {port.rate_source}", hint="a software device (rxe, siw) runs at its netdev's speed; `ethtool <netdev>` shows it")
+        return Finding(
+            "port.rate",
+            Severity.OK,
+            subject,
+            f"rate unknown: {port.rate_source}",
+            hint="a software device (rxe, siw) runs at its netdev's speed; `ethtool <netdev>` shows it",
+        )
     if port.rate_gbps is None:
-        return Finding("port.rate", Severity.WARN, subject, "port rate could not be read", hint=f"check /sys/class/infiniband/{port.adapter}/ports/{port.port}/rate")
+        return Finding(
+            "port.rate",
+            Severity.WARN,
+            subject,
+            "port rate could not be read",
+            hint=f"check /sys/class/infiniband/{port.adapter}/ports/{port.port}/rate",
+        )
     if want is not None and port.rate_gbps < want:
         return Finding(
             "port.rate",
@@ -81,10 +98,20 @@ def port_rate(port: Port, expected: ExpectedRate) -> Finding:
             hint="a port that trained slow or narrow: reseat or replace the cable/transceiver, check the switch port (mlxlink -d <dev> shows lanes and FEC)",
         )
     source = f" ({port.rate_source})" if port.rate_source else ""
-    return Finding("port.rate", Severity.OK, subject, f"port runs at {port.rate_gbps:g} Gb/s{source}", value=port.rate_gbps, limit=want, unit="Gb/s")
+    return Finding(
+        "port.rate",
+        Severity.OK,
+        subject,
+        f"port runs at {port.rate_gbps:g} Gb/s{source}",
+        value=port.rate_gbps,
+        limit=want,
+        unit="Gb/s",
+    )
 
 
-def check_ports(ports: Sequence[Port], config: PortsConfig, *, peers: Iterable[Port] | None = None) -> list[Finding]:
+def check_ports(
+    ports: Sequence[Port], config: PortsConfig, *, peers: Iterable[Port] | None = None
+) -> list[Finding]:
     """``port.state`` for every judged port, and ``port.rate`` for those that are up.
 
     ``peers``: the node's ports the default expected rate comes from (default ``ports``; give all of

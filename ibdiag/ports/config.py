@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
-from ibdiag.errors import InputError
 from ibdiag.config import bounded, not_in_file, with_flags
+from ibdiag.errors import InputError
 from ibdiag.parse import MAX_IB_RATE_GBPS
 
 #: ``mlx5_1``, ``mlx5_*``, ``mlx5_3:1``, ``mlx5_3:*``: an adapter pattern, optionally ``:`` a port pattern.
@@ -30,7 +30,10 @@ _PATTERN_RE = re.compile(r"[^:\s]+(?::[0-9*?\[\]]+)?")
 def _check_patterns(key: str, patterns: tuple[str, ...] | list[str]) -> None:
     for pat in patterns:
         if not _PATTERN_RE.fullmatch(pat):
-            raise InputError(f"config [ports] {key}: {pat!r} is not DEV or DEV:PORT", hint='e.g. "mlx5_1*" (an adapter) or "mlx5_3:1" (one port)')
+            raise InputError(
+                f"config [ports] {key}: {pat!r} is not DEV or DEV:PORT",
+                hint='e.g. "mlx5_1*" (an adapter) or "mlx5_3:1" (one port)',
+            )
 
 
 def matches(pattern: str, adapter: str, port: int | None) -> bool:
@@ -46,7 +49,9 @@ class PortsConfig:
     expected_rate_gbps: float | None = bounded(None, low=0, low_open=True, high=MAX_IB_RATE_GBPS)
     """Rate every judged port must reach. Default: the highest rate among this node's active ports of
     the same link layer (a node is normally cabled uniformly, so a slower port is the odd one out)."""
-    rates_gbps: dict[str, float] = bounded(default_factory=dict, low=0, low_open=True, high=MAX_IB_RATE_GBPS)
+    rates_gbps: dict[str, float] = bounded(
+        default_factory=dict, low=0, low_open=True, high=MAX_IB_RATE_GBPS
+    )
     """``DEV`` or ``DEV:PORT`` pattern -> the rate those ports must reach; the first matching pattern wins
     over ``expected_rate_gbps``. Ports named here are not peers of the others for the default."""
     ignore: tuple[str, ...] = ()
@@ -57,19 +62,29 @@ class PortsConfig:
 
     def __post_init__(self) -> None:
         if self.expected_rate_gbps is not None and not self.expected_rate_gbps > 0:
-            raise InputError("config [ports] expected_rate_gbps must be positive", hint="e.g. expected_rate_gbps = 400")
+            raise InputError(
+                "config [ports] expected_rate_gbps must be positive",
+                hint="e.g. expected_rate_gbps = 400",
+            )
         _check_patterns("ignore", self.ignore)
         _check_patterns("rates_gbps", list(self.rates_gbps))
         for pat, rate in self.rates_gbps.items():
             if not rate > 0:
-                raise InputError(f"config [ports] rates_gbps {pat!r} = {rate:g} must be positive", hint='e.g. "mlx5_4*" = 100')
+                raise InputError(
+                    f"config [ports] rates_gbps {pat!r} = {rate:g} must be positive",
+                    hint='e.g. "mlx5_4*" = 100',
+                )
 
-    def with_expected_rate(self, rate_gbps: float | None, *, flag: str = "--expect-rate") -> PortsConfig:
+    def with_expected_rate(
+        self, rate_gbps: float | None, *, flag: str = "--expect-rate"
+    ) -> PortsConfig:
         """The command line's ``--expect-rate`` over the file's ``expected_rate_gbps`` (patterns in
         ``rates_gbps`` still win for the ports they name); unchanged when the flag was not given."""
         if rate_gbps is None:
             return self
-        return replace(with_flags(self, {"expected_rate_gbps": (flag, rate_gbps)}), expected_rate_source=flag)
+        return replace(
+            with_flags(self, {"expected_rate_gbps": (flag, rate_gbps)}), expected_rate_source=flag
+        )
 
     def ignored(self, adapter: str, port: int | None = None) -> bool:
         """Is this port left unjudged? With ``port`` None: is the whole adapter (its PCIe link, its

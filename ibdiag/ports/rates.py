@@ -50,7 +50,13 @@ class ExpectedRates:
         best: dict[str, float] = {}
         for p in peers:
             group = peer_group(p)
-            if p.software or not p.active or p.rate_gbps is None or config.ignored(p.adapter, p.port) or config.configured_rate(p.adapter, p.port):
+            if (
+                p.software
+                or not p.active
+                or p.rate_gbps is None
+                or config.ignored(p.adapter, p.port)
+                or config.configured_rate(p.adapter, p.port)
+            ):
                 continue
             best[group] = max(best.get(group, 0.0), p.rate_gbps)
         return cls(config, best)
@@ -63,7 +69,10 @@ class ExpectedRates:
         if port.software:
             # rxe/siw: the rate is the netdev's speed (topo.discover.read_port), a fact about the host's
             # Ethernet link, not a cabled RDMA port a node-wide expectation is about.
-            return ExpectedRate(None, f"software device: its rate is its netdev's speed ({port.rate_source or 'unknown'}), not compared with the node's ports")
+            return ExpectedRate(
+                None,
+                f"software device: its rate is its netdev's speed ({port.rate_source or 'unknown'}), not compared with the node's ports",
+            )
         if self.config.expected_rate_gbps is not None:
             return ExpectedRate(self.config.expected_rate_gbps, self.config.expected_rate_source)
         group = peer_group(port)

@@ -9,4 +9,8 @@ from ibdiag.topo.model import Port
 
 def node_ports(sysfs: SysfsRoot) -> tuple[Port, ...]:
     """State, rate and link layer of every port under ``/sys/class/infiniband`` (no GIDs)."""
-    return tuple(read_port(sysfs, a, p, with_gids=False) for a in list_adapters(sysfs) for p in list_ports(sysfs, a))
+    return tuple(
+        read_port(sysfs, a, p, with_gids=False)
+        for a in list_adapters(sysfs)
+        for p in list_ports(sysfs, a)
+    )

@@ -41,5 +41,7 @@ def hbar_chart(
             bar = bar[:mark_col] + "|" + bar[mark_col + 1 :]
         lines.append(f"{label.rjust(label_w)} │{bar} {value:.4g} {unit}")
     if marker is not None:
-        lines.append(f"{'':>{label_w}}  {'|' + ' ' * 1}= {marker:.4g} {unit} {marker_label}".rstrip())
+        lines.append(
+            f"{'':>{label_w}}  {'|' + ' ' * 1}= {marker:.4g} {unit} {marker_label}".rstrip()
+        )
     return "\n".join(lines)

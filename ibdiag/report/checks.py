@@ -54,7 +54,9 @@ class CheckRegistry:
             raise ValueError(f"check id {check.id!r} is registered twice")
         self._checks[check.id] = check
 
-    def check(self, check_id: str, summary: str) -> Callable[[Callable[..., Any]], Callable[..., list[Finding]]]:
+    def check(
+        self, check_id: str, summary: str
+    ) -> Callable[[Callable[..., Any]], Callable[..., list[Finding]]]:
         """Register the decorated function as the one that emits ``check_id``."""
 
         def register(fn: Callable[..., Any]) -> Callable[..., list[Finding]]:
@@ -63,7 +65,9 @@ class CheckRegistry:
                 out = _as_list(fn(*args, **kwargs))
                 for f in out:
                     if f.check != check_id:
-                        raise RuntimeError(f"{fn.__module__}.{fn.__qualname__} is check {check_id} but returned a {f.check} finding")
+                        raise RuntimeError(
+                            f"{fn.__module__}.{fn.__qualname__} is check {check_id} but returned a {f.check} finding"
+                        )
                 return out
 
             self._add(Check(check_id, summary, run))
@@ -104,12 +108,12 @@ def all_registries() -> tuple[CheckRegistry, ...]:
     from ibdiag.bench.collective.analysis import CHECKS as collective
     from ibdiag.bench.p2p.checks import CHECKS as p2p
     from ibdiag.counters.checks import CHECKS as counters
+    from ibdiag.fleet.checks import CHECKS as sweep
+    from ibdiag.fleetreport.checks import CHECKS as report
     from ibdiag.importers.checks import CHECKS as importers
     from ibdiag.ports.checks import CHECKS as ports
     from ibdiag.topo.checks import CHECKS as topo
     from ibdiag.verdict.checks import CHECKS as verdict
-    from ibdiag.fleet.checks import CHECKS as sweep
-    from ibdiag.fleetreport.checks import CHECKS as report
 
     return (topo, ports, counters, p2p, collective, importers, verdict, sweep, report)
 

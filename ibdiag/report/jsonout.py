@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from ibdiag.errors import InputError
-from ibdiag.text import safe_value
 from ibdiag.report.model import Report, RunMeta
+from ibdiag.text import safe_value
 
 ENVELOPE_KEYS = ("schema", "version", "host", "generated_at", "status", "findings")
 
@@ -70,15 +70,26 @@ def load_envelope(path: Path | str, *, schema: str | tuple[str, ...]) -> dict[st
     except FileNotFoundError:
         raise InputError(f"{p}: no such file", hint="check the path") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{p}: cannot read: {e}", hint="check the file's permissions and that it is text") from None
+        raise InputError(
+            f"{p}: cannot read: {e}", hint="check the file's permissions and that it is text"
+        ) from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
-        raise InputError(f"{p}: not JSON ({e.msg} at line {e.lineno})", hint="give a file written by ibdiag ... -o json or --save") from None
+        raise InputError(
+            f"{p}: not JSON ({e.msg} at line {e.lineno})",
+            hint="give a file written by ibdiag ... -o json or --save",
+        ) from None
     except RecursionError:
-        raise InputError(f"{p}: JSON nested too deeply", hint="give a file written by ibdiag ... -o json or --save") from None
+        raise InputError(
+            f"{p}: JSON nested too deeply",
+            hint="give a file written by ibdiag ... -o json or --save",
+        ) from None
     if not isinstance(doc, dict) or "schema" not in doc:
-        raise InputError(f"{p}: not an ibdiag JSON document (no schema)", hint="give a file written by ibdiag ... -o json or --save")
+        raise InputError(
+            f"{p}: not an ibdiag JSON document (no schema)",
+            hint="give a file written by ibdiag ... -o json or --save",
+        )
     if doc["schema"] not in schemas:
         raise InputError(
             f"{p}: schema is {safe_value(doc['schema'])}, expected {' or '.join(schemas)}",

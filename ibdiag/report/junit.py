@@ -25,8 +25,24 @@ def _describe(f) -> str:
     return "\n".join(parts)
 
 
-def _suite(command: str, meta: RunMeta, *, tests: int, failures: int, errors: int, skipped: int, time_s: float) -> tuple[ET.Element, ET.Element]:
-    suites = ET.Element("testsuites", name="ibdiag", tests=str(tests), failures=str(failures), errors=str(errors), time=f"{time_s:.3f}")
+def _suite(
+    command: str,
+    meta: RunMeta,
+    *,
+    tests: int,
+    failures: int,
+    errors: int,
+    skipped: int,
+    time_s: float,
+) -> tuple[ET.Element, ET.Element]:
+    suites = ET.Element(
+        "testsuites",
+        name="ibdiag",
+        tests=str(tests),
+        failures=str(failures),
+        errors=str(errors),
+        time=f"{time_s:.3f}",
+    )
     suite = ET.SubElement(
         suites,
         "testsuite",
@@ -47,21 +63,37 @@ def _suite(command: str, meta: RunMeta, *, tests: int, failures: int, errors: in
 
 def _text(suites: ET.Element) -> str:
     ET.indent(suites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    )
 
 
-def render_junit(report: Report, meta: RunMeta, *, strict: bool = False, time_s: float = 0.0) -> str:
+def render_junit(
+    report: Report, meta: RunMeta, *, strict: bool = False, time_s: float = 0.0
+) -> str:
     """``time_s``: how long the run took (the suite's time; a finding has no duration of its own: 0)."""
     findings = report.findings
     failing = set(id(f) for f in report.failing(strict))
     warned = [f for f in findings if f.severity is Severity.WARN and id(f) not in failing]
-    suites, suite = _suite(report.command, meta, tests=max(len(findings), 1), failures=len(failing), errors=0, skipped=len(warned), time_s=time_s)
+    suites, suite = _suite(
+        report.command,
+        meta,
+        tests=max(len(findings), 1),
+        failures=len(failing),
+        errors=0,
+        skipped=len(warned),
+        time_s=time_s,
+    )
     ET.SubElement(suite[0], "property", name="ibdiag.schema", value=report.schema)
     share = "0"
     if not findings:
-        ET.SubElement(suite, "testcase", classname=f"ibdiag.{report.command}", name=report.command, time=share)
+        ET.SubElement(
+            suite, "testcase", classname=f"ibdiag.{report.command}", name=report.command, time=share
+        )
     for f in findings:
-        case = ET.SubElement(suite, "testcase", classname=f.check, name=f.subject or f.check, time=share)
+        case = ET.SubElement(
+            suite, "testcase", classname=f.check, name=f.subject or f.check, time=share
+        )
         if id(f) in failing:
             fail = ET.SubElement(case, "failure", message=f.message, type=f.severity.value)
             fail.text = _describe(f)
@@ -73,10 +105,14 @@ def render_junit(report: Report, meta: RunMeta, *, strict: bool = False, time_s:
     return _text(suites)
 
 
-def render_junit_error(command: str, meta: RunMeta, message: str, hint: str | None, *, status: int, time_s: float = 0.0) -> str:
+def render_junit_error(
+    command: str, meta: RunMeta, message: str, hint: str | None, *, status: int, time_s: float = 0.0
+) -> str:
     """The report of a run that could not judge (exit 2 or 3): one ``<error>`` case saying why."""
     suites, suite = _suite(command, meta, tests=1, failures=0, errors=1, skipped=0, time_s=time_s)
-    case = ET.SubElement(suite, "testcase", classname=f"ibdiag.{command}", name=command, time=f"{time_s:.3f}")
+    case = ET.SubElement(
+        suite, "testcase", classname=f"ibdiag.{command}", name=command, time=f"{time_s:.3f}"
+    )
     err = ET.SubElement(case, "error", message=message, type=f"exit {status}")
     err.text = message + (f"\nhint: {hint}" if hint else "")
     return _text(suites)

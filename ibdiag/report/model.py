@@ -102,7 +102,12 @@ class Report:
 
     def problems(self) -> tuple[Finding, ...]:
         """Findings that are not OK, most severe first, in their original order otherwise."""
-        return tuple(sorted((f for f in self.findings if f.severity is not Severity.OK), key=lambda f: -f.severity.rank))
+        return tuple(
+            sorted(
+                (f for f in self.findings if f.severity is not Severity.OK),
+                key=lambda f: -f.severity.rank,
+            )
+        )
 
 
 @dataclass(frozen=True)

@@ -99,7 +99,10 @@ def finding_metrics(report: Report) -> list[Metric]:
         "Number of findings of the last ibdiag run by severity.",
         "gauge",
         tuple(
-            PromSample({"command": cmd, "severity": sev.value}, sum(1 for f in report.findings if f.severity is sev))
+            PromSample(
+                {"command": cmd, "severity": sev.value},
+                sum(1 for f in report.findings if f.severity is sev),
+            )
             for sev in Severity
         ),
     )
@@ -108,7 +111,10 @@ def finding_metrics(report: Report) -> list[Metric]:
         "Severity of each ibdiag check and subject: 0 ok, 1 warn, 2 fail.",
         "gauge",
         tuple(
-            PromSample({"command": cmd, "check": f.check, "subject": f.subject}, _SEVERITY_VALUE[f.severity])
+            PromSample(
+                {"command": cmd, "check": f.check, "subject": f.subject},
+                _SEVERITY_VALUE[f.severity],
+            )
             for f in _dedupe(report)
         ),
     )
@@ -119,8 +125,18 @@ def run_metrics(command: str, *, up: bool, timestamp: float) -> list[Metric]:
     """Whether the last run of ``command`` could judge the node, and when it ran: a textfile left by a
     run that could not judge (exit 2/3) says so (``ibdiag_up 0``), and a stale one shows its age."""
     return [
-        Metric("ibdiag_up", "1 if the last ibdiag run could read and judge the node, 0 if it could not run (exit 2 or 3).", "gauge", (PromSample({"command": command}, 1 if up else 0),)),
-        Metric("ibdiag_last_run_timestamp_seconds", "When the last ibdiag run ended, Unix time.", "gauge", (PromSample({"command": command}, round(timestamp, 3)),)),
+        Metric(
+            "ibdiag_up",
+            "1 if the last ibdiag run could read and judge the node, 0 if it could not run (exit 2 or 3).",
+            "gauge",
+            (PromSample({"command": command}, 1 if up else 0),),
+        ),
+        Metric(
+            "ibdiag_last_run_timestamp_seconds",
+            "When the last ibdiag run ended, Unix time.",
+            "gauge",
+            (PromSample({"command": command}, round(timestamp, 3)),),
+        ),
     ]
 
 

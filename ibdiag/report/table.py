@@ -43,7 +43,9 @@ def findings_table(findings: Sequence[Finding], *, title: str = "Findings") -> T
     table.add_column("value")
     table.add_column("hint", style="dim")
     for f in findings:
-        table.add_row(severity_text(f.severity), f.check, f.subject, f.message, _value(f), f.hint or "")
+        table.add_row(
+            severity_text(f.severity), f.check, f.subject, f.message, _value(f), f.hint or ""
+        )
     return table
 
 
@@ -64,7 +66,9 @@ def summary_line(report: Report, *, strict: bool = False) -> Text:
 COMPACT_BELOW_COLUMNS = 120
 
 
-def findings_paragraphs(findings: Sequence[Finding], *, limit: int | None = None, hints: bool = True, more: str = "") -> Text:
+def findings_paragraphs(
+    findings: Sequence[Finding], *, limit: int | None = None, hints: bool = True, more: str = ""
+) -> Text:
     """Findings as one paragraph each (narrow terminals, live views); ``hints`` adds each hint below it.
 
     With ``limit``, the rest is counted in a last line that ends with ``more`` (where to see them all).
@@ -79,7 +83,9 @@ def findings_paragraphs(findings: Sequence[Finding], *, limit: int | None = None
         if hints and f.hint:
             text.append(f"\n     hint: {f.hint}", style="dim")
     if limit is not None and len(findings) > limit:
-        text.append(f"\n... and {len(findings) - limit} more{(' ' + more) if more else ''}", style="dim")
+        text.append(
+            f"\n... and {len(findings) - limit} more{(' ' + more) if more else ''}", style="dim"
+        )
     return text
 
 

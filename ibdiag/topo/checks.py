@@ -48,12 +48,13 @@ class TopoConfig:
         try:
             parse_gdr_level(self.gdr_level)
         except ValueError as e:
-            raise InputError(f"config [topo] gdr_level: {e}", hint="use PIX, PXB, PHB, NODE or SYS") from None
+            raise InputError(
+                f"config [topo] gdr_level: {e}", hint="use PIX, PXB, PHB, NODE or SYS"
+            ) from None
 
     @property
     def gdr_path_class(self) -> PathClass:
         return parse_gdr_level(self.gdr_level)
-
 
 
 # --- the node ----------------------------------------------------------------------------------------
@@ -74,7 +75,10 @@ _DRIVER_HINT = (
 )
 
 
-@CHECKS.check("topo.adapters", "fewer RDMA adapters than expected ([topo] expect_adapters, --expect-adapters): fail; GPUs but no adapter: warn")
+@CHECKS.check(
+    "topo.adapters",
+    "fewer RDMA adapters than expected ([topo] expect_adapters, --expect-adapters): fail; GPUs but no adapter: warn",
+)
 def adapters(topo: Topology, config: TopoConfig) -> Finding:
     n = len(topo.adapters)
     if config.expect_adapters is not None and n < config.expect_adapters:
@@ -96,11 +100,26 @@ def adapters(topo: Topology, config: TopoConfig) -> Finding:
             "node",
             f"{len(topo.gpus)} GPU(s) but no RDMA adapter (/sys/class/infiniband is empty or absent){_without_rdma(topo)}",
             value=0,
-            hint=_DRIVER_HINT + "; give --expect-adapters N (or [topo] expect_adapters) to make this fail",
+            hint=_DRIVER_HINT
+            + "; give --expect-adapters N (or [topo] expect_adapters) to make this fail",
         )
     if n == 0:
-        return Finding("topo.adapters", Severity.OK, "node", "no RDMA adapter on this node (/sys/class/infiniband is empty or absent)", value=0, limit=config.expect_adapters)
-    return Finding("topo.adapters", Severity.OK, "node", f"{n} RDMA adapter(s)", value=n, limit=config.expect_adapters)
+        return Finding(
+            "topo.adapters",
+            Severity.OK,
+            "node",
+            "no RDMA adapter on this node (/sys/class/infiniband is empty or absent)",
+            value=0,
+            limit=config.expect_adapters,
+        )
+    return Finding(
+        "topo.adapters",
+        Severity.OK,
+        "node",
+        f"{n} RDMA adapter(s)",
+        value=n,
+        limit=config.expect_adapters,
+    )
 
 
 @CHECKS.check("topo.gpus", "GPU count other than [topo] expect_gpus: fail")
@@ -116,11 +135,16 @@ def gpus(topo: Topology, config: TopoConfig) -> Finding | None:
         f"{n} NVIDIA GPU(s) found, the config expects {config.expect_gpus}",
         value=n,
         limit=config.expect_gpus,
-        hint="a GPU that fell off the bus shows in `dmesg` as 'fallen off the bus' / Xid 79" if sev is Severity.FAIL else None,
+        hint="a GPU that fell off the bus shows in `dmesg` as 'fallen off the bus' / Xid 79"
+        if sev is Severity.FAIL
+        else None,
     )
 
 
-@CHECKS.check("topo.gpu_nic_path", "GPU's nearest active adapter beyond the GDR level: warn; on another NUMA node (SYS): fail")
+@CHECKS.check(
+    "topo.gpu_nic_path",
+    "GPU's nearest active adapter beyond the GDR level: warn; on another NUMA node (SYS): fail",
+)
 def gpu_nic_path(topo: Topology) -> list[Finding]:
     """GPU <-> adapter placement (``nvidia-smi topo -m``'s matrix, NCCL_NET_GDR_LEVEL)."""
     out: list[Finding] = []
@@ -166,17 +190,34 @@ def gpu_nic_path(topo: Topology) -> list[Finding]:
                 )
             )
         else:
-            out.append(Finding("topo.gpu_nic_path", Severity.OK, subj, f"nearest active adapter ({names}) is {pairing.path.value}", value=pairing.path.value, limit=topo.gdr_level.value))
+            out.append(
+                Finding(
+                    "topo.gpu_nic_path",
+                    Severity.OK,
+                    subj,
+                    f"nearest active adapter ({names}) is {pairing.path.value}",
+                    value=pairing.path.value,
+                    limit=topo.gdr_level.value,
+                )
+            )
     return out
 
 
 def _numa_nodes(topo: Topology, pairing: Pairing) -> str:
     """`` (GPU on NUMA node 1, adapter on NUMA node 0)``, or `` (NUMA locality unknown)`` when sysfs does not say."""
     gpu = next((g for g in topo.gpus if g.index == pairing.gpu), None)
-    nics = sorted({a.pci.numa_node for a in (topo.adapter(n) for n in pairing.nearest) if a and a.pci and a.pci.numa_node is not None})
+    nics = sorted(
+        {
+            a.pci.numa_node
+            for a in (topo.adapter(n) for n in pairing.nearest)
+            if a and a.pci and a.pci.numa_node is not None
+        }
+    )
     if gpu is None or gpu.pci.numa_node is None or not nics:
         return " (NUMA locality unknown)"
-    return f" (GPU on NUMA node {gpu.pci.numa_node}, adapter on NUMA node {', '.join(map(str, nics))})"
+    return (
+        f" (GPU on NUMA node {gpu.pci.numa_node}, adapter on NUMA node {', '.join(map(str, nics))})"
+    )
 
 
 # --- PCIe --------------------------------------------------------------------------------------------
@@ -187,7 +228,9 @@ def _gen(speed: float | None) -> str:
     return f"Gen{g}" if g else f"{speed:g} GT/s" if speed else "?"
 
 
-@CHECKS.check("topo.pcie_width", "device trained narrower than it and its upstream port support: fail")
+@CHECKS.check(
+    "topo.pcie_width", "device trained narrower than it and its upstream port support: fail"
+)
 def pcie_width(subject: str, dev: PciDevice) -> Finding | None:
     """``lspci -vv``'s LnkSta width against LnkCap of the device and its upstream port."""
     link = dev.link
@@ -204,10 +247,20 @@ def pcie_width(subject: str, dev: PciDevice) -> Finding | None:
             unit="lanes",
             hint=f"{dev.address}: reseat the card or riser, check the slot's bifurcation setting in the BIOS; `lspci -vv -s {dev.address}` shows LnkSta",
         )
-    return Finding("topo.pcie_width", Severity.OK, subject, f"PCIe link x{link.width}", value=link.width, limit=link.capable_width, unit="lanes")
+    return Finding(
+        "topo.pcie_width",
+        Severity.OK,
+        subject,
+        f"PCIe link x{link.width}",
+        value=link.width,
+        limit=link.capable_width,
+        unit="lanes",
+    )
 
 
-@CHECKS.check("topo.pcie_speed", "device trained slower than it and its upstream port support: warn")
+@CHECKS.check(
+    "topo.pcie_speed", "device trained slower than it and its upstream port support: warn"
+)
 def pcie_speed(subject: str, dev: PciDevice, *, is_gpu: bool) -> Finding | None:
     """``lspci -vv``'s LnkSta speed against LnkCap (GPUs slow down when idle: the hint says so)."""
     link = dev.link
@@ -229,7 +282,15 @@ def pcie_speed(subject: str, dev: PciDevice, *, is_gpu: bool) -> Finding | None:
             unit="GT/s",
             hint=hint,
         )
-    return Finding("topo.pcie_speed", Severity.OK, subject, f"PCIe link at {_gen(link.speed_gts)}", value=link.speed_gts, limit=link.capable_speed_gts, unit="GT/s")
+    return Finding(
+        "topo.pcie_speed",
+        Severity.OK,
+        subject,
+        f"PCIe link at {_gen(link.speed_gts)}",
+        value=link.speed_gts,
+        limit=link.capable_speed_gts,
+        unit="GT/s",
+    )
 
 
 # --- GPUDirect RDMA and unreadable values ------------------------------------------------------------
@@ -240,8 +301,18 @@ def gdr_module(topo: Topology, config: TopoConfig) -> Finding | None:
     if not (topo.gpus and any(a.active for a in topo.adapters) and config.require_peermem):
         return None
     if topo.gdr.loaded:
-        return Finding("topo.gdr_module", Severity.OK, "node", f"peer memory module {topo.gdr.state} is loaded", value=topo.gdr.state)
-    what = "could not tell whether a peer-memory module is loaded (no /sys/module in this tree)" if topo.gdr.state == "unknown" else "no peer-memory module (nvidia_peermem) is loaded"
+        return Finding(
+            "topo.gdr_module",
+            Severity.OK,
+            "node",
+            f"peer memory module {topo.gdr.state} is loaded",
+            value=topo.gdr.state,
+        )
+    what = (
+        "could not tell whether a peer-memory module is loaded (no /sys/module in this tree)"
+        if topo.gdr.state == "unknown"
+        else "no peer-memory module (nvidia_peermem) is loaded"
+    )
     return Finding(
         "topo.gdr_module",
         Severity.WARN,
@@ -265,15 +336,24 @@ def sysfs_value(topo: Topology) -> list[Finding]:
             hint="the driver or a snapshot may be incomplete; compare with a healthy node",
         )
         for problem in topo.problems
-        if not ("/ports/" in problem.path and problem.path.rsplit("/", 1)[-1] in ("state", "phys_state", "rate"))
+        if not (
+            "/ports/" in problem.path
+            and problem.path.rsplit("/", 1)[-1] in ("state", "phys_state", "rate")
+        )
     ]
 
 
-def check_topology(topo: Topology, config: TopoConfig = TopoConfig(), ports: PortsConfig = PortsConfig()) -> list[Finding]:
+def check_topology(
+    topo: Topology, config: TopoConfig = TopoConfig(), ports: PortsConfig = PortsConfig()
+) -> list[Finding]:
     """Every topo check, and the ports' ``port.state``/``port.rate``, in the order they are shown."""
     out = [*adapters(topo, config), *gpus(topo, config), *gpu_nic_path(topo)]
     devices = [(f"GPU{g.index}", g.pci, True) for g in topo.gpus]
-    devices += [(a.name, a.pci, False) for a in topo.adapters if a.pci is not None and not ports.ignored(a.name)]
+    devices += [
+        (a.name, a.pci, False)
+        for a in topo.adapters
+        if a.pci is not None and not ports.ignored(a.name)
+    ]
     for subject, dev, is_gpu in devices:
         out += [*pcie_width(subject, dev), *pcie_speed(subject, dev, is_gpu=is_gpu)]
     out += check_ports([p for a in topo.adapters for p in a.ports], ports)

@@ -15,17 +15,17 @@ from ibdiag.parse import (
     CpuList,
     is_pci_address,
     parse_cpulist,
+    parse_entry_number,
     parse_enum_state,
     parse_ib_rate,
+    parse_kernel_release,
     parse_lid,
+    parse_module_version,
     parse_numa_node,
     parse_pci_class,
     parse_pci_id,
     parse_pci_speed,
     parse_pci_width,
-    parse_entry_number,
-    parse_kernel_release,
-    parse_module_version,
     parse_srcversion,
     parse_uint,
     pci_sort_key,
@@ -53,7 +53,10 @@ from ibdiag.topo.paths import classify
 VENDOR_NVIDIA = 0x10DE
 VENDOR_MELLANOX = 0x15B3
 CLASS_DISPLAY = 0x03  # base class: 0x0300xx VGA, 0x0302xx 3D controller (data-centre GPUs)
-CLASS_ETHERNET, CLASS_INFINIBAND = 0x0200, 0x0207  # class >> 8 of a ConnectX function in Ethernet / IB mode
+CLASS_ETHERNET, CLASS_INFINIBAND = (
+    0x0200,
+    0x0207,
+)  # class >> 8 of a ConnectX function in Ethernet / IB mode
 CLASS_NVSWITCH = 0x0680  # "other bridge" subclass that NVSwitch reports (0x068000)
 
 _HOST_BRIDGE_RE = re.compile(r"^pci[0-9a-f]{4,8}:[0-9a-f]{2}$")
@@ -99,7 +102,9 @@ def _numa_node(sysfs: SysfsRoot, real: str, nodes: frozenset[int] | None) -> int
     return node
 
 
-def read_pci_device(sysfs: SysfsRoot, real: str, *, numa_nodes: frozenset[int] | None = None) -> PciDevice:
+def read_pci_device(
+    sysfs: SysfsRoot, real: str, *, numa_nodes: frozenset[int] | None = None
+) -> PciDevice:
     """Read one PCI function at ``real`` (a resolved path under sys/) and its upstream port's caps.
 
     ``numa_nodes``: the ids of ``devices/system/node/node*``, when known, to check ``numa_node`` against."""
@@ -111,8 +116,12 @@ def read_pci_device(sysfs: SysfsRoot, real: str, *, numa_nodes: frozenset[int] |
         max_speed_gts=sysfs.read_as(f"{real}/max_link_speed", parse_pci_speed),
         width=sysfs.read_as(f"{real}/current_link_width", parse_pci_width),
         max_width=sysfs.read_as(f"{real}/max_link_width", parse_pci_width),
-        upstream_max_speed_gts=sysfs.read_as(f"{parent}/max_link_speed", parse_pci_speed) if parent_is_bridge else None,
-        upstream_max_width=sysfs.read_as(f"{parent}/max_link_width", parse_pci_width) if parent_is_bridge else None,
+        upstream_max_speed_gts=sysfs.read_as(f"{parent}/max_link_speed", parse_pci_speed)
+        if parent_is_bridge
+        else None,
+        upstream_max_width=sysfs.read_as(f"{parent}/max_link_width", parse_pci_width)
+        if parent_is_bridge
+        else None,
     )
     return PciDevice(
         address=address or real.rsplit("/", 1)[-1],
@@ -192,7 +201,9 @@ def _port_netdev(sysfs: SysfsRoot, adapter: str, port: int, gids: tuple[Gid, ...
         return nets[0]
     for net in nets:
         # dev_port is 0-based (Documentation/ABI/testing/sysfs-class-net); IPoIB sets it per port.
-        dev_port = sysfs.read_as(f"class/infiniband/{adapter}/device/net/{net}/dev_port", _parse_dev_port)
+        dev_port = sysfs.read_as(
+            f"class/infiniband/{adapter}/device/net/{net}/dev_port", _parse_dev_port
+        )
         if dev_port is not None and dev_port == port - 1:
             return net
     return None
@@ -208,8 +219,14 @@ def read_port(sysfs: SysfsRoot, adapter: str, port: int, *, with_gids: bool = Tr
     gids = _read_gids(sysfs, base) if with_gids else ()
     # A LID means nothing on an Ethernet link layer (RoCE prints 0x0), and the read can fail there:
     # drivers/infiniband/core/device.c iw_query_port returns -ENODEV for an iWARP port without a netdev.
-    lid = _read_quiet(sysfs, f"{base}/lid") if link_layer == "Ethernet" else sysfs.read(f"{base}/lid")
-    sm_lid = _read_quiet(sysfs, f"{base}/sm_lid") if link_layer == "Ethernet" else sysfs.read(f"{base}/sm_lid")
+    lid = (
+        _read_quiet(sysfs, f"{base}/lid") if link_layer == "Ethernet" else sysfs.read(f"{base}/lid")
+    )
+    sm_lid = (
+        _read_quiet(sysfs, f"{base}/sm_lid")
+        if link_layer == "Ethernet"
+        else sysfs.read(f"{base}/sm_lid")
+    )
     netdev = _port_netdev(sysfs, adapter, port, gids) if with_gids else None
     software = is_software(rdma_driver(sysfs, adapter))
     rate_source = None
@@ -219,7 +236,9 @@ def read_port(sysfs: SysfsRoot, adapter: str, port: int, *, with_gids: bool = Tr
         # width x speed pair (drivers/infiniband/core/verbs.c ib_get_eth_speed, called by rxe_query_port),
         # which rounds (10 Gb/sec (1X FDR10) for a 10G netdev) and says 1X SDR when the speed is unknown.
         # The netdev's own speed is the fact; without one the rate is unknown.
-        rate_gbps, rate_source = _software_rate(sysfs, adapter, netdev or _software_port_netdev(sysfs, adapter, base))
+        rate_gbps, rate_source = _software_rate(
+            sysfs, adapter, netdev or _software_port_netdev(sysfs, adapter, base)
+        )
         rate = None
     return Port(
         adapter=adapter,
@@ -278,7 +297,11 @@ def list_adapters(sysfs: SysfsRoot) -> list[str]:
 
     An entry that leads outside the root (``mlx5_0 -> /another/tree``) is left out, recorded as refused:
     topo and counters must not read another tree's adapter as this node's."""
-    names = [n for n in sysfs.listdir("class/infiniband") if not sysfs.leads_outside(f"class/infiniband/{n}")]
+    names = [
+        n
+        for n in sysfs.listdir("class/infiniband")
+        if not sysfs.leads_outside(f"class/infiniband/{n}")
+    ]
     return sorted(names, key=natural_key)
 
 
@@ -324,12 +347,16 @@ def read_adapter(
         name=name,
         pci=pci,
         # A software device has no firmware: rxe and siw leave fw_ver empty (no get_dev_fw_str).
-        fw_ver=_read_quiet(sysfs, f"{base}/fw_ver") if is_software(driver) else sysfs.read(f"{base}/fw_ver"),
+        fw_ver=_read_quiet(sysfs, f"{base}/fw_ver")
+        if is_software(driver)
+        else sysfs.read(f"{base}/fw_ver"),
         board_id=sysfs.read(f"{base}/board_id"),
         hca_type=sysfs.read(f"{base}/hca_type"),
         node_type=sysfs.read(f"{base}/node_type"),
         node_guid=sysfs.read(f"{base}/node_guid"),
-        ports=tuple(read_port(sysfs, name, p, with_gids=with_gids) for p in list_ports(sysfs, name)),
+        ports=tuple(
+            read_port(sysfs, name, p, with_gids=with_gids) for p in list_ports(sysfs, name)
+        ),
         driver=driver,
         module=module,
     )
@@ -353,16 +380,23 @@ def numa_node_ids(sysfs: SysfsRoot) -> list[int]:
 
 def read_numa_nodes(sysfs: SysfsRoot) -> tuple[NumaNode, ...]:
     return tuple(
-        NumaNode(n, sysfs.read_as(f"devices/system/node/node{n}/cpulist", parse_cpulist) or CpuList()) for n in numa_node_ids(sysfs)
+        NumaNode(
+            n, sysfs.read_as(f"devices/system/node/node{n}/cpulist", parse_cpulist) or CpuList()
+        )
+        for n in numa_node_ids(sysfs)
     )
 
 
 def read_gdr(sysfs: SysfsRoot) -> GdrState:
     """GPUDirect RDMA peer memory: ``nvidia_peermem`` module, or the legacy ``nv_peer_mem`` (memory_peers/nv_mem*)."""
-    driver = sysfs.read_as("module/nvidia/version", parse_module_version)  # checked as every module version is
+    driver = sysfs.read_as(
+        "module/nvidia/version", parse_module_version
+    )  # checked as every module version is
     if sysfs.exists("module/nvidia_peermem"):
         return GdrState("nvidia_peermem", driver)
-    if any(n.startswith("nv_mem") for n in sysfs.listdir("kernel/mm/memory_peers")) or sysfs.exists("module/nv_peer_mem"):
+    if any(n.startswith("nv_mem") for n in sysfs.listdir("kernel/mm/memory_peers")) or sysfs.exists(
+        "module/nv_peer_mem"
+    ):
         return GdrState("nv_peer_mem", driver)
     if sysfs.listdir("module"):
         return GdrState("absent", driver)
@@ -414,14 +448,26 @@ def read_kernel_release(sysfs: SysfsRoot) -> tuple[str | None, str | None]:
 
 
 def _is_gpu(dev: PciDevice) -> bool:
-    return dev.vendor_id == VENDOR_NVIDIA and dev.class_code is not None and dev.class_code >> 16 == CLASS_DISPLAY
+    return (
+        dev.vendor_id == VENDOR_NVIDIA
+        and dev.class_code is not None
+        and dev.class_code >> 16 == CLASS_DISPLAY
+    )
 
 
 def _is_nvswitch(dev: PciDevice) -> bool:
-    return dev.vendor_id == VENDOR_NVIDIA and dev.class_code is not None and dev.class_code >> 8 == CLASS_NVSWITCH
+    return (
+        dev.vendor_id == VENDOR_NVIDIA
+        and dev.class_code is not None
+        and dev.class_code >> 8 == CLASS_NVSWITCH
+    )
 
 
-def fabric_link_layer(gpus: tuple[Gpu, ...], adapters: tuple[Adapter, ...], by_pair: Mapping[tuple[int, str], PathClass]) -> str | None:
+def fabric_link_layer(
+    gpus: tuple[Gpu, ...],
+    adapters: tuple[Adapter, ...],
+    by_pair: Mapping[tuple[int, str], PathClass],
+) -> str | None:
     """The link layer of the GPUs' fabric: the most common among the active ports nearest to each GPU
     (first in NIC order on a tie). A storage adapter of the other link layer that happens to tie with the
     compute adapters for one GPU is then not offered to NCCL; None when no port is active."""
@@ -432,7 +478,10 @@ def fabric_link_layer(gpus: tuple[Gpu, ...], adapters: tuple[Adapter, ...], by_p
 
 
 def _nearest_ports(
-    gpu: Gpu, adapters: tuple[Adapter, ...], by_pair: Mapping[tuple[int, str], PathClass], link_layer: str | None
+    gpu: Gpu,
+    adapters: tuple[Adapter, ...],
+    by_pair: Mapping[tuple[int, str], PathClass],
+    link_layer: str | None,
 ) -> tuple[PathClass | None, tuple[Port, ...]]:
     """The best path class from ``gpu`` to an active port (of ``link_layer`` unless None) and every
     active port at that class, in NIC order."""
@@ -449,7 +498,13 @@ def _nearest_ports(
     return best, tuple(p for cls, p in candidates if cls is best)
 
 
-def pairings(gpus: tuple[Gpu, ...], adapters: tuple[Adapter, ...], paths: tuple[GpuNicPath, ...], gdr: GdrState, gdr_level: PathClass) -> tuple[Pairing, ...]:
+def pairings(
+    gpus: tuple[Gpu, ...],
+    adapters: tuple[Adapter, ...],
+    paths: tuple[GpuNicPath, ...],
+    gdr: GdrState,
+    gdr_level: PathClass,
+) -> tuple[Pairing, ...]:
     """For each GPU: every active port of the fabric's link layer at the best path class (ties all
     kept: NCCL uses each of them), and whether GPUDirect RDMA applies."""
     by_pair = {(p.gpu, p.adapter): p.path for p in paths}
@@ -482,10 +537,15 @@ def discover(sysfs: SysfsRoot, *, gdr_level: PathClass = PathClass.PXB) -> Topol
             gpus_pci.append(dev)
         elif _is_nvswitch(dev):
             nvswitches.append(address)
-    gpus = tuple(Gpu(i, dev) for i, dev in enumerate(sorted(gpus_pci, key=lambda d: pci_sort_key(d.address))))
+    gpus = tuple(
+        Gpu(i, dev) for i, dev in enumerate(sorted(gpus_pci, key=lambda d: pci_sort_key(d.address)))
+    )
     # NIC order is the driver's device order, the names' natural order (nvidia-smi topo -m), not PCI order.
     modules: dict[str, KernelModule] = {}
-    adapters_t = tuple(read_adapter(sysfs, name, numa_nodes=node_ids, modules=modules) for name in list_adapters(sysfs))
+    adapters_t = tuple(
+        read_adapter(sysfs, name, numa_nodes=node_ids, modules=modules)
+        for name in list_adapters(sysfs)
+    )
     with_rdma = {a.pci.address for a in adapters_t if a.pci is not None}
     paths = tuple(
         GpuNicPath(g.index, a.name, classify(g.pci, a.pci) if a.pci is not None else PathClass.SYS)

@@ -31,7 +31,15 @@ _BOUND_DRIVERS = {
 }
 
 #: Device-name prefixes the drivers give their devices, for trees without a ``device/driver`` link.
-_NAME_PREFIXES = (("mlx5_", "mlx5"), ("mlx4_", "mlx4"), ("bnxt_re", "bnxt_re"), ("irdma", "irdma"), ("efa_", "efa"), ("rxe", "rxe"), ("siw", "siw"))
+_NAME_PREFIXES = (
+    ("mlx5_", "mlx5"),
+    ("mlx4_", "mlx4"),
+    ("bnxt_re", "bnxt_re"),
+    ("irdma", "irdma"),
+    ("efa_", "efa"),
+    ("rxe", "rxe"),
+    ("siw", "siw"),
+)
 
 
 def _quiet(sysfs: SysfsRoot, rel: str) -> str | None:
@@ -80,7 +88,14 @@ def software_netdev(sysfs: SysfsRoot, adapter: str) -> str | None:
 #: (drivers/net/ethernet/mellanox/), bnxt_re's devices hang off bnxt_en's PCI function, efa binds its
 #: own; Soft-RoCE is the module rdma_rxe (drivers/infiniband/sw/rxe/Makefile), Soft-iWARP siw.
 #: irdma is left out: its PCI function belongs to ice, i40e or idpf, which only the link can tell.
-_DRIVER_MODULES = {"mlx5": "mlx5_core", "mlx4": "mlx4_core", "bnxt_re": "bnxt_en", "efa": "efa", "rxe": "rdma_rxe", "siw": "siw"}
+_DRIVER_MODULES = {
+    "mlx5": "mlx5_core",
+    "mlx4": "mlx4_core",
+    "bnxt_re": "bnxt_en",
+    "efa": "efa",
+    "rxe": "rdma_rxe",
+    "siw": "siw",
+}
 
 
 #: A module's name: at most MODULE_NAME_LEN - 1 = 55 characters (include/linux/module.h, 64-bit),
@@ -108,7 +123,11 @@ def driver_module(sysfs: SysfsRoot, adapter: str, driver: str | None) -> str | N
         name = module.split("/", 1)[1]
         if _MODULE_NAME_RE.fullmatch(name):
             return name
-        sysfs.record(f"{base}/device/driver/module", "malformed", f"links to module {safe_value(name)}, not a module name")
+        sysfs.record(
+            f"{base}/device/driver/module",
+            "malformed",
+            f"links to module {safe_value(name)}, not a module name",
+        )
     bound = sysfs.resolve(f"{base}/device/driver")
     if bound is not None:
         name = bound.rsplit("/", 1)[-1].split(".", 1)[0]

@@ -38,7 +38,13 @@ class PathClass(str, Enum):
         return self.value
 
 
-_PATH_RANK = {PathClass.PIX: 0, PathClass.PXB: 1, PathClass.PHB: 2, PathClass.NODE: 3, PathClass.SYS: 4}
+_PATH_RANK = {
+    PathClass.PIX: 0,
+    PathClass.PXB: 1,
+    PathClass.PHB: 2,
+    PathClass.NODE: 3,
+    PathClass.SYS: 4,
+}
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ def classify(a: PciDevice, b: PciDevice) -> PathClass:
     chain_a = list(a.bridges)
     chain_b = list(b.bridges)
     common = 0
-    for x, y in zip(chain_a, chain_b):
+    for x, y in zip(chain_a, chain_b, strict=False):
         if x != y:
             break
         common += 1

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Any
 from ibdiag.parse import format_cpulist, pcie_gen
 from ibdiag.topo.model import KernelModule, Pairing, PcieLink, Topology, port_name
 
-if TYPE_CHECKING:  # rich only where a table is drawn, prom only for -o prom: `ibdiag topo -o json` imports neither
+if (
+    TYPE_CHECKING
+):  # rich only where a table is drawn, prom only for -o prom: `ibdiag topo -o json` imports neither
     from rich.table import Table
 
     from ibdiag.report.prom import Metric
@@ -35,11 +37,11 @@ def matrix_text(topo: Topology) -> str:
         cells.append("N/A" if gpu.pci.numa_node is None else str(gpu.pci.numa_node))
         rows.append(cells)
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows]
     if topo.adapters:
         lines.append("")
         lines.append("NIC Legend:")
-        lines.extend(f"  {nic}: {a.name}" for nic, a in zip(nic_names, topo.adapters))
+        lines.extend(f"  {nic}: {a.name}" for nic, a in zip(nic_names, topo.adapters, strict=False))
     return "\n".join(lines)
 
 
@@ -60,8 +62,16 @@ def _link(link: PcieLink) -> str:
         return f"Gen{g}" if g else (f"{speed:g}GT/s" if speed else "?")
 
     cur = f"{gen(link.speed_gts)} x{link.width if link.width is not None else '?'}"
-    slow = link.speed_gts is not None and link.capable_speed_gts is not None and link.speed_gts < link.capable_speed_gts
-    narrow = link.width is not None and link.capable_width is not None and link.width < link.capable_width
+    slow = (
+        link.speed_gts is not None
+        and link.capable_speed_gts is not None
+        and link.speed_gts < link.capable_speed_gts
+    )
+    narrow = (
+        link.width is not None
+        and link.capable_width is not None
+        and link.width < link.capable_width
+    )
     if slow or narrow:
         return f"{cur} of {gen(link.capable_speed_gts)} x{link.capable_width or '?'}"
     return cur
@@ -73,22 +83,49 @@ def adapters_table(topo: Topology) -> Table:
 
     t = Table(title="RDMA adapters and ports (ibstat)", title_justify="left")
     roce = any(p.link_layer == "Ethernet" for a in topo.adapters for p in a.ports)
-    cols = ["adapter", "pci", "numa", "PCIe", "fw", "port", "state", "rate", "layer", "lid", "netdev"] + (["RoCE GID types"] if roce else [])
+    cols = [
+        "adapter",
+        "pci",
+        "numa",
+        "PCIe",
+        "fw",
+        "port",
+        "state",
+        "rate",
+        "layer",
+        "lid",
+        "netdev",
+    ] + (["RoCE GID types"] if roce else [])
     for col in cols:
         t.add_column(col, no_wrap=True)
     for a in topo.adapters:
         first = True
         for p in a.ports or [None]:  # type: ignore[list-item]
-            head = [a.name, a.pci.address if a.pci else "-", _num(a.pci.numa_node if a.pci else None), _link(a.pci.link) if a.pci else "-", a.fw_ver or "-"] if first else [""] * 5
+            head = (
+                [
+                    a.name,
+                    a.pci.address if a.pci else "-",
+                    _num(a.pci.numa_node if a.pci else None),
+                    _link(a.pci.link) if a.pci else "-",
+                    a.fw_ver or "-",
+                ]
+                if first
+                else [""] * 5
+            )
             first = False
             if p is None:
                 t.add_row(*head, "-", "no ports", *[""] * (len(cols) - 7))
                 continue
-            state = Text(f"{p.state or '?'}/{p.phys_state or '?'}", style="green" if p.active and p.link_up else "bold red")
+            state = Text(
+                f"{p.state or '?'}/{p.phys_state or '?'}",
+                style="green" if p.active and p.link_up else "bold red",
+            )
             rate = f"{p.rate_gbps:g} Gb/s" if p.rate_gbps is not None else "?"
             if p.lanes:
                 rate += f" {p.lanes}X{(' ' + p.lane_speed) if p.lane_speed else ''}"
-            layer = {"InfiniBand": "IB", "Ethernet": "RoCE"}.get(p.link_layer or "", p.link_layer or "?")
+            layer = {"InfiniBand": "IB", "Ethernet": "RoCE"}.get(
+                p.link_layer or "", p.link_layer or "?"
+            )
             lid = "-" if p.lid is None or p.link_layer == "Ethernet" else f"0x{p.lid:x}"
             row = [*head, str(p.port), state, rate, layer, lid, p.netdev or "-"]
             if roce:
@@ -110,10 +147,13 @@ def pairing_table(topo: Topology) -> Table:
     from rich.table import Table
     from rich.text import Text
 
-    t = Table(title="GPU -> nearest active port(s), all that tie (what NCCL will use)", title_justify="left")
+    t = Table(
+        title="GPU -> nearest active port(s), all that tie (what NCCL will use)",
+        title_justify="left",
+    )
     for col in ("gpu", "pci", "numa", "PCIe", "nearest port(s)", "path", "GPUDirect RDMA"):
         t.add_column(col, no_wrap=True)
-    for gpu, pairing in zip(topo.gpus, topo.pairings):
+    for gpu, pairing in zip(topo.gpus, topo.pairings, strict=False):
         path = pairing.path.value if pairing.path else "-"
         if pairing.gdr:
             gdr = Text("yes", style="green")
@@ -123,14 +163,23 @@ def pairing_table(topo: Topology) -> Table:
             gdr = Text("no (no active adapter)", style="bold red")
         else:
             gdr = Text(f"no (path > {topo.gdr_level.value})", style="yellow")
-        t.add_row(f"GPU{gpu.index}", gpu.pci.address, _num(gpu.pci.numa_node), _link(gpu.pci.link), nearest_text(topo, pairing), Text(path, style=PATH_STYLE.get(path, "")), gdr)
+        t.add_row(
+            f"GPU{gpu.index}",
+            gpu.pci.address,
+            _num(gpu.pci.numa_node),
+            _link(gpu.pci.link),
+            nearest_text(topo, pairing),
+            Text(path, style=PATH_STYLE.get(path, "")),
+            gdr,
+        )
     return t
 
 
 def summary_lines(topo: Topology) -> list[str]:
     lines = [
         f"NUMA nodes: {len(topo.numa_nodes)}   GPUs: {len(topo.gpus)}   NVSwitches: {len(topo.nvswitches)}   RDMA adapters: {len(topo.adapters)}"
-        f"   GPUDirect RDMA module: {topo.gdr.state}" + (f" (NVIDIA driver {topo.gdr.nvidia_driver})" if topo.gdr.nvidia_driver else ""),
+        f"   GPUDirect RDMA module: {topo.gdr.state}"
+        + (f" (NVIDIA driver {topo.gdr.nvidia_driver})" if topo.gdr.nvidia_driver else ""),
     ]
     lines.append(software_line(topo))
     if not topo.adapters:
@@ -138,7 +187,9 @@ def summary_lines(topo: Topology) -> list[str]:
     if not topo.gpus:
         lines.append("No NVIDIA GPU on this node.")
     if topo.nccl_ib_hca:
-        lines.append(f"NCCL_IB_HCA with every port nearest to a GPU (ties included): {topo.nccl_ib_hca}")
+        lines.append(
+            f"NCCL_IB_HCA with every port nearest to a GPU (ties included): {topo.nccl_ib_hca}"
+        )
     return lines
 
 
@@ -158,7 +209,11 @@ def software_line(topo: Topology) -> str:
     """``Kernel: 6.8.0-45-generic   RDMA driver: mlx5_core 24.10-1.1.4 (8 adapters)``: the software
     versions that make two nodes behave differently (fleet report compares them)."""
     kernel = topo.kernel_release or "unknown"
-    if topo.kernel_release and topo.kernel_release_source and topo.kernel_release_source != "/proc/sys/kernel/osrelease":
+    if (
+        topo.kernel_release
+        and topo.kernel_release_source
+        and topo.kernel_release_source != "/proc/sys/kernel/osrelease"
+    ):
         kernel += f" (from the {topo.kernel_release_source})"
     line = f"Kernel: {kernel}"
     groups: dict[str, list[str]] = {}
@@ -175,14 +230,25 @@ def software_line(topo: Topology) -> str:
 
 # --- machine formats -----------------------------------------------------------------------------------
 
-CSV_HEADER = ("gpu", "gpu_pci", "gpu_numa_node", "adapter", "adapter_pci", "adapter_numa_node", "path", "nearest", "gdr", "nic_index")
+CSV_HEADER = (
+    "gpu",
+    "gpu_pci",
+    "gpu_numa_node",
+    "adapter",
+    "adapter_pci",
+    "adapter_numa_node",
+    "path",
+    "nearest",
+    "gdr",
+    "nic_index",
+)
 
 
 def csv_rows(topo: Topology) -> list[dict[str, Any]]:
     """One row per GPU x adapter pair (long form); ``nic_index`` (last, so earlier columns keep their
     place) is k of the matrix's ``NICk``."""
     rows = []
-    for gpu, pairing in zip(topo.gpus, topo.pairings):
+    for gpu, pairing in zip(topo.gpus, topo.pairings, strict=False):
         for nic_index, a in enumerate(topo.adapters):
             path = topo.path(gpu.index, a.name)
             nearest = a.name in pairing.nearest
@@ -206,30 +272,63 @@ def csv_rows(topo: Topology) -> list[dict[str, Any]]:
 def prom_metrics(topo: Topology) -> list[Metric]:
     from ibdiag.report.prom import Metric, PromSample
 
-    port_labels = [({"device": p.adapter, "port": str(p.port), "link_layer": p.link_layer or ""}, p) for a in topo.adapters for p in a.ports]
+    port_labels = [
+        ({"device": p.adapter, "port": str(p.port), "link_layer": p.link_layer or ""}, p)
+        for a in topo.adapters
+        for p in a.ports
+    ]
     return [
-        Metric("ibdiag_topo_gpus", "NVIDIA GPUs found in sysfs.", "gauge", (PromSample({}, len(topo.gpus)),)),
-        Metric("ibdiag_topo_nvswitches", "NVSwitch devices found in sysfs.", "gauge", (PromSample({}, len(topo.nvswitches)),)),
-        Metric("ibdiag_topo_rdma_adapters", "RDMA adapters under /sys/class/infiniband.", "gauge", (PromSample({}, len(topo.adapters)),)),
+        Metric(
+            "ibdiag_topo_gpus",
+            "NVIDIA GPUs found in sysfs.",
+            "gauge",
+            (PromSample({}, len(topo.gpus)),),
+        ),
+        Metric(
+            "ibdiag_topo_nvswitches",
+            "NVSwitch devices found in sysfs.",
+            "gauge",
+            (PromSample({}, len(topo.nvswitches)),),
+        ),
+        Metric(
+            "ibdiag_topo_rdma_adapters",
+            "RDMA adapters under /sys/class/infiniband.",
+            "gauge",
+            (PromSample({}, len(topo.adapters)),),
+        ),
         Metric(
             "ibdiag_topo_port_active",
             "1 when the RDMA port is ACTIVE and LinkUp.",
             "gauge",
-            tuple(PromSample(labels, 1 if p.active and p.link_up else 0) for labels, p in port_labels),
+            tuple(
+                PromSample(labels, 1 if p.active and p.link_up else 0) for labels, p in port_labels
+            ),
         ),
         Metric(
             "ibdiag_topo_port_rate_bytes_per_second",
             "RDMA port rate (sysfs rate), bytes per second.",
             "gauge",
-            tuple(PromSample(labels, p.rate_gbps * 1e9 / 8) for labels, p in port_labels if p.rate_gbps is not None),
+            tuple(
+                PromSample(labels, p.rate_gbps * 1e9 / 8)
+                for labels, p in port_labels
+                if p.rate_gbps is not None
+            ),
         ),
         Metric(
             "ibdiag_topo_pcie_width_lanes",
             "Current PCIe link width of GPUs and RDMA adapters.",
             "gauge",
             tuple(
-                [PromSample({"device": f"GPU{g.index}", "pci": g.pci.address}, g.pci.link.width) for g in topo.gpus if g.pci.link.width is not None]
-                + [PromSample({"device": a.name, "pci": a.pci.address}, a.pci.link.width) for a in topo.adapters if a.pci and a.pci.link.width is not None]
+                [
+                    PromSample({"device": f"GPU{g.index}", "pci": g.pci.address}, g.pci.link.width)
+                    for g in topo.gpus
+                    if g.pci.link.width is not None
+                ]
+                + [
+                    PromSample({"device": a.name, "pci": a.pci.address}, a.pci.link.width)
+                    for a in topo.adapters
+                    if a.pci and a.pci.link.width is not None
+                ]
             ),
         ),
         Metric(
@@ -239,13 +338,26 @@ def prom_metrics(topo: Topology) -> list[Metric]:
             tuple(PromSample({"gpu": str(p.gpu)}, int(p.gdr)) for p in topo.pairings),
         ),
         # A state is a 0/1 value, never a label value: a series must not change its labels when the state does.
-        Metric("ibdiag_topo_peermem_loaded", "1 when nvidia_peermem or nv_peer_mem is loaded.", "gauge", (PromSample({}, int(topo.gdr.loaded)),)),
+        Metric(
+            "ibdiag_topo_peermem_loaded",
+            "1 when nvidia_peermem or nv_peer_mem is loaded.",
+            "gauge",
+            (PromSample({}, int(topo.gdr.loaded)),),
+        ),
         Metric(
             "node_infiniband_info",
             "Non-numeric data from /sys/class/infiniband/<device>, value is always 1 (node_exporter's infiniband collector).",
             "gauge",
             tuple(
-                PromSample({"board_id": a.board_id or "", "device": a.name, "firmware_version": a.fw_ver or "", "hca_type": a.hca_type or ""}, 1)
+                PromSample(
+                    {
+                        "board_id": a.board_id or "",
+                        "device": a.name,
+                        "firmware_version": a.fw_ver or "",
+                        "hca_type": a.hca_type or "",
+                    },
+                    1,
+                )
                 for a in topo.adapters
             ),
         ),
@@ -267,7 +379,9 @@ def prom_metrics(topo: Topology) -> list[Metric]:
                         "device": a.name,
                         "module": a.module.name if a.module else "",
                         "version": (a.module.version_text or "") if a.module else "",
-                        "version_kind": (a.module.version_kind or "unknown") if a.module else "unknown",
+                        "version_kind": (a.module.version_kind or "unknown")
+                        if a.module
+                        else "unknown",
                     },
                     1,
                 )

@@ -27,7 +27,9 @@ def rails_from_topology(topo: Any) -> RailInfo:
     if not ports:
         return RailInfo((), None, None)
     rates = [p.rate_gbps for p in ports if p.rate_gbps]
-    return RailInfo(tuple(port_name(p) for p in ports), max(rates) if rates else None, ports[0].link_layer)
+    return RailInfo(
+        tuple(port_name(p) for p in ports), max(rates) if rates else None, ports[0].link_layer
+    )
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,14 @@ class Ceiling:
         }
 
 
-def ceiling(*, link_gbps: float | None, rails_per_node: int | None, ranks_per_node: int, rails: RailInfo | None, payload_share: float) -> Ceiling:
+def ceiling(
+    *,
+    link_gbps: float | None,
+    rails_per_node: int | None,
+    ranks_per_node: int,
+    rails: RailInfo | None,
+    payload_share: float,
+) -> Ceiling:
     """``--link-gbps`` / ``--rails-per-node`` win; else ``--root``'s rails; else one rail, rate unknown.
 
     Rails found under ``--root`` are capped at ranks per node (a rank drives the rail beside its GPU);
@@ -85,4 +94,6 @@ def ceiling(*, link_gbps: float | None, rails_per_node: int | None, ranks_per_no
         used = min(n, ranks_per_node)
     else:
         n, src, used = 1, "default", 1
-    return Ceiling(link, link_src, n, src, used, payload_share, rails.ports if rails else (), rails is not None)
+    return Ceiling(
+        link, link_src, n, src, used, payload_share, rails.ports if rails else (), rails is not None
+    )

@@ -39,7 +39,9 @@ def findings(v: Verdict) -> list[Finding]:
     return [*network_bound(v), *fabric_efficiency(v), *fabric_health(v), *bucket_size(v)]
 
 
-@CHECKS.check("verdict.network_bound", "exposed communication above network_bound_share of the step")
+@CHECKS.check(
+    "verdict.network_bound", "exposed communication above network_bound_share of the step"
+)
 def network_bound(v: Verdict) -> Finding:
     cfg = v.config
     share = v.step.comm_share
@@ -56,10 +58,21 @@ def network_bound(v: Verdict) -> Finding:
             unit="%",
             hint=_network_hint(v),
         )
-    return Finding("verdict.network_bound", Severity.OK, "step", f"compute-bound: {text}", value=_pct(share), limit=_pct(cfg.network_bound_share), unit="%")
+    return Finding(
+        "verdict.network_bound",
+        Severity.OK,
+        "step",
+        f"compute-bound: {text}",
+        value=_pct(share),
+        limit=_pct(cfg.network_bound_share),
+        unit="%",
+    )
 
 
-@CHECKS.check("verdict.fabric_efficiency", "measured busbw below min_efficiency of the ceiling; warn above the ceiling or when it is unknown")
+@CHECKS.check(
+    "verdict.fabric_efficiency",
+    "measured busbw below min_efficiency of the ceiling; warn above the ceiling or when it is unknown",
+)
 def fabric_efficiency(v: Verdict) -> Finding:
     cfg = v.config
     eff = v.efficiency
@@ -97,7 +110,15 @@ def fabric_efficiency(v: Verdict) -> Finding:
             unit="%",
             hint="if SHARP/NVLS is not in use, check --link-gbps and --rails-per-node",
         )
-    return Finding("verdict.fabric_efficiency", Severity.OK, "busbw", f"{of_ceiling} (limit {cfg.min_efficiency:.0%})", value=_pct(eff), limit=_pct(cfg.min_efficiency), unit="%")
+    return Finding(
+        "verdict.fabric_efficiency",
+        Severity.OK,
+        "busbw",
+        f"{of_ceiling} (limit {cfg.min_efficiency:.0%})",
+        value=_pct(eff),
+        limit=_pct(cfg.min_efficiency),
+        unit="%",
+    )
 
 
 def _listed(found: tuple[Finding, ...]) -> str:
@@ -106,7 +127,10 @@ def _listed(found: tuple[Finding, ...]) -> str:
     return listed + (f"; and {len(found) - 4} more" if len(found) > 4 else "")
 
 
-@CHECKS.check("verdict.fabric_health", "with --root: failing topo/port/counters checks, or GPUs without GPUDirect RDMA")
+@CHECKS.check(
+    "verdict.fabric_health",
+    "with --root: failing topo/port/counters checks, or GPUs without GPUDirect RDMA",
+)
 def fabric_health(v: Verdict) -> Finding | None:
     h = v.health
     if h is None:
@@ -132,10 +156,20 @@ def fabric_health(v: Verdict) -> Finding | None:
             limit=0,
             hint="see ibdiag topo / ibdiag counters --interval 10 on this node: a warning here can still cost bandwidth",
         )
-    return Finding("verdict.fabric_health", Severity.OK, "node", f"healthy: {checked} checks passed ({h.passed} ok)", value=0, limit=0)
+    return Finding(
+        "verdict.fabric_health",
+        Severity.OK,
+        "node",
+        f"healthy: {checked} checks passed ({h.passed} ok)",
+        value=0,
+        limit=0,
+    )
 
 
-@CHECKS.check("verdict.bucket_size", "another bucket size would cut the step by bucket_gain_share or more: warn")
+@CHECKS.check(
+    "verdict.bucket_size",
+    "another bucket size would cut the step by bucket_gain_share or more: warn",
+)
 def bucket_size(v: Verdict) -> Finding:
     cfg = v.config
     gain = v.bucket_gain_s
@@ -163,7 +197,10 @@ def bucket_size(v: Verdict) -> Finding:
     )
 
 
-@CHECKS.check("verdict.rails", "with --root: no active RDMA port beside any GPU: fail (one of the fabric health problems)")
+@CHECKS.check(
+    "verdict.rails",
+    "with --root: no active RDMA port beside any GPU: fail (one of the fabric health problems)",
+)
 def no_rails(rails: RailInfo) -> Finding | None:
     if rails.ports:
         return None
@@ -185,5 +222,7 @@ def _network_hint(v: Verdict) -> str:
         parts.append(f"try {format_bytes(v.recommended_bucket)} buckets")
     if v.workload.strategy in ("fsdp", "zero3"):
         parts.append("zero2 moves 2/3 of fsdp's traffic if memory allows")
-    parts.append("raise the per-rank batch (more compute per step to hide behind), or add rails/bandwidth")
+    parts.append(
+        "raise the per-rank batch (more compute per step to hide behind), or add rails/bandwidth"
+    )
     return "; ".join(parts)

@@ -40,7 +40,10 @@ class VerdictConfig:
 
     def __post_init__(self) -> None:
         def bad(key: str, why: str) -> InputError:
-            return InputError(f"config [verdict] {key} {why}", hint="see the README's verdict section for the keys and their ranges")
+            return InputError(
+                f"config [verdict] {key} {why}",
+                hint="see the README's verdict section for the keys and their ranges",
+            )
 
         if not 0 < self.network_bound_share < 1:
             raise bad("network_bound_share", "must be between 0 and 1 (a share of the step)")
@@ -58,7 +61,10 @@ class VerdictConfig:
             raise bad("scaling_max_ranks", "must be between 2 and 1048576")
         unknown = sorted(set(self.fail_on) - set(JUDGEMENTS))
         if unknown:
-            raise InputError(f"config [verdict] fail_on has unknown judgement(s) {', '.join(unknown)}", hint=f"the judgements are {', '.join(JUDGEMENTS)}")
+            raise InputError(
+                f"config [verdict] fail_on has unknown judgement(s) {', '.join(unknown)}",
+                hint=f"the judgements are {', '.join(JUDGEMENTS)}",
+            )
 
     def severity(self, judgement: str) -> Severity:
         return Severity.FAIL if judgement in self.fail_on else Severity.WARN

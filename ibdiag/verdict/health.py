@@ -39,7 +39,9 @@ class Health:
         }
 
 
-def sort_health(findings: list[Finding], *, checked: tuple[str, ...], rails: RailInfo | None = None) -> Health:
+def sort_health(
+    findings: list[Finding], *, checked: tuple[str, ...], rails: RailInfo | None = None
+) -> Health:
     """FAIL findings, plus GPUs without GPUDirect RDMA (path beyond the GDR level, or no peer-memory
     module), make the fabric unhealthy; other warnings are listed; no rail at all is unhealthy too."""
     failing: list[Finding] = []
@@ -48,7 +50,9 @@ def sort_health(findings: list[Finding], *, checked: tuple[str, ...], rails: Rai
     for f in findings:
         if f.severity is Severity.FAIL:
             failing.append(f)
-        elif f.severity is Severity.WARN and (f.check in _GDR_CHECKS or (f.check == "topo.gdr_module" and f.value == "absent")):
+        elif f.severity is Severity.WARN and (
+            f.check in _GDR_CHECKS or (f.check == "topo.gdr_module" and f.value == "absent")
+        ):
             failing.append(f)
         elif f.severity is Severity.WARN:
             warnings.append(f)
@@ -59,7 +63,9 @@ def sort_health(findings: list[Finding], *, checked: tuple[str, ...], rails: Rai
     return Health(checked, tuple(failing), tuple(warnings), passed)
 
 
-def with_source_findings(health: Health | None, findings: tuple[Finding, ...], source: str) -> Health | None:
+def with_source_findings(
+    health: Health | None, findings: tuple[Finding, ...], source: str
+) -> Health | None:
     """``health`` with the measured source's own failing findings (an nccl-tests log that shows a
     NET/Socket fallback across nodes) added as problems; a Health of them alone without ``--root``."""
     failing = tuple(f for f in findings if f.severity is Severity.FAIL)
@@ -67,4 +73,6 @@ def with_source_findings(health: Health | None, findings: tuple[Finding, ...], s
         return health
     if health is None:
         return Health((source,), failing, (), 0)
-    return Health((*health.checked, source), (*health.failing, *failing), health.warnings, health.passed)
+    return Health(
+        (*health.checked, source), (*health.failing, *failing), health.warnings, health.passed
+    )

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ibdiag.collectives import OPS, find_dtype, find_op, find_strategy, placement
 from ibdiag.errors import InputError, UsageError
 from ibdiag.units import format_bytes, parse_size
-from ibdiag.collectives import OPS, find_dtype, find_op, find_strategy, placement
 
 # Bounds beyond which a value is surely a typo (exit 2 rather than a silent nonsense answer).
 MAX_PARAMS = 1e15
@@ -30,7 +30,9 @@ MAX_LINK_GBPS = 100_000.0
 MAX_RAILS = 64
 MAX_LATENCY_US = 1e6
 
-_PARAMS_RE = re.compile(r"^\s*(?P<num>\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)\s*(?P<suffix>[kKmMbBgGtT]?)\s*$")
+_PARAMS_RE = re.compile(
+    r"^\s*(?P<num>\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)\s*(?P<suffix>[kKmMbBgGtT]?)\s*$"
+)
 _PARAM_SCALE = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 
 
@@ -38,12 +40,20 @@ def parse_params(text: str) -> float:
     """``8e9``, ``8B``, ``70B``, ``1.5T``, ``350M`` -> parameter count (decimal: B = billion, not bytes)."""
     m = _PARAMS_RE.match(str(text))
     if not m:
-        raise UsageError(f"cannot read --params {text!r}", hint="write a parameter count like 8e9, 8B, 70B, 1.5T or 350M (B = billion)")
+        raise UsageError(
+            f"cannot read --params {text!r}",
+            hint="write a parameter count like 8e9, 8B, 70B, 1.5T or 350M (B = billion)",
+        )
     value = float(m.group("num")) * _PARAM_SCALE[m.group("suffix").upper()]
     if not math.isfinite(value) or value < 1:
-        raise UsageError(f"--params {text!r} is not a positive parameter count", hint="e.g. --params 8e9")
+        raise UsageError(
+            f"--params {text!r} is not a positive parameter count", hint="e.g. --params 8e9"
+        )
     if value > MAX_PARAMS:
-        raise UsageError(f"--params {text!r} is absurdly large ({value:.3g} parameters)", hint="counts above 1e15 are refused; B means billion (8B = 8e9)")
+        raise UsageError(
+            f"--params {text!r} is absurdly large ({value:.3g} parameters)",
+            hint="counts above 1e15 are refused; B means billion (8B = 8e9)",
+        )
     return value
 
 
@@ -68,7 +78,15 @@ def parse_strategy(text: str) -> str:
     return strategy.name
 
 
-def check_positive(name: str, value: float | None, *, maximum: float, unit: str, allow_zero: bool = False, example: str = "") -> None:
+def check_positive(
+    name: str,
+    value: float | None,
+    *,
+    maximum: float,
+    unit: str,
+    allow_zero: bool = False,
+    example: str = "",
+) -> None:
     """UsageError unless ``value`` is finite, positive (or zero when allowed) and at most ``maximum``."""
     if value is None:
         return
@@ -76,9 +94,15 @@ def check_positive(name: str, value: float | None, *, maximum: float, unit: str,
     if not math.isfinite(value):
         raise UsageError(f"{name} {value} is not a number", hint=hint)
     if value < 0 or (value == 0 and not allow_zero):
-        raise UsageError(f"{name} must be {'zero or more' if allow_zero else 'positive'}, not {value:g}", hint=hint)
+        raise UsageError(
+            f"{name} must be {'zero or more' if allow_zero else 'positive'}, not {value:g}",
+            hint=hint,
+        )
     if value > maximum:
-        raise UsageError(f"{name} {value:g} {unit} is absurdly large", hint=f"values above {maximum:g} {unit} are refused; check the unit ({unit})")
+        raise UsageError(
+            f"{name} {value:g} {unit} is absurdly large",
+            hint=f"values above {maximum:g} {unit} are refused; check the unit ({unit})",
+        )
 
 
 @dataclass(frozen=True)
@@ -119,18 +143,32 @@ class Workload:
         }
 
 
-def grad_size(params: str | None, dtype: str | None, grad_bytes: str | None) -> tuple[int, float | None, str | None, int | None]:
+def grad_size(
+    params: str | None, dtype: str | None, grad_bytes: str | None
+) -> tuple[int, float | None, str | None, int | None]:
     """S from ``--params x --dtype`` or ``--grad-bytes`` (exactly one way): (bytes, params, dtype, bytes/param)."""
     if params is not None and grad_bytes is not None:
-        raise UsageError("give either --params (with --dtype) or --grad-bytes, not both", hint="--grad-bytes 16GB is the same as --params 8e9 --dtype bf16")
+        raise UsageError(
+            "give either --params (with --dtype) or --grad-bytes, not both",
+            hint="--grad-bytes 16GB is the same as --params 8e9 --dtype bf16",
+        )
     if params is None and grad_bytes is None:
-        raise UsageError("the gradient size is missing", hint="give --params 8e9 --dtype bf16, or --grad-bytes 16GB")
+        raise UsageError(
+            "the gradient size is missing",
+            hint="give --params 8e9 --dtype bf16, or --grad-bytes 16GB",
+        )
     if grad_bytes is not None:
         if dtype is not None:
-            raise UsageError("--dtype goes with --params, not with --grad-bytes", hint="--grad-bytes is already in bytes; drop --dtype")
+            raise UsageError(
+                "--dtype goes with --params, not with --grad-bytes",
+                hint="--grad-bytes is already in bytes; drop --dtype",
+            )
         size = parse_size(grad_bytes, what="--grad-bytes")
         if size < 1:
-            raise UsageError("--grad-bytes must be at least 1 byte", hint="e.g. --grad-bytes 16GB (decimal) or 15GiB (binary)")
+            raise UsageError(
+                "--grad-bytes must be at least 1 byte",
+                hint="e.g. --grad-bytes 16GB (decimal) or 15GiB (binary)",
+            )
         return size, None, None, None
     count = parse_params(params)  # type: ignore[arg-type]
     if dtype is None:
@@ -141,7 +179,10 @@ def grad_size(params: str | None, dtype: str | None, grad_bytes: str | None) -> 
     name, nbytes = parse_dtype(dtype)
     size = int(round(count * nbytes))
     if size > 2**50:
-        raise UsageError(f"--params {params} x {nbytes} B is {format_bytes(size)}: absurdly large", hint="gradient sizes above 1 PiB are refused")
+        raise UsageError(
+            f"--params {params} x {nbytes} B is {format_bytes(size)}: absurdly large",
+            hint="gradient sizes above 1 PiB are refused",
+        )
     return size, count, name, nbytes
 
 
@@ -160,7 +201,10 @@ def workload(
 ) -> Workload:
     size, count, dtype_name, per = grad_size(params, dtype, grad_bytes)
     if ranks < 1:
-        raise UsageError(f"--ranks must be a positive number of ranks, not {ranks}", hint="the job's total ranks (GPUs), e.g. --ranks 512")
+        raise UsageError(
+            f"--ranks must be a positive number of ranks, not {ranks}",
+            hint="the job's total ranks (GPUs), e.g. --ranks 512",
+        )
     if ranks > MAX_RANKS:
         raise UsageError(f"--ranks {ranks} is absurdly large", hint=f"at most {MAX_RANKS} ranks")
     if ranks_per_node is not None:
@@ -170,9 +214,14 @@ def workload(
     else:
         rpn, rpn_source = 1, "default"
     if rpn < 1:
-        raise UsageError(f"--ranks-per-node must be positive, not {rpn}", hint="ranks (GPUs) per node, e.g. --ranks-per-node 8")
+        raise UsageError(
+            f"--ranks-per-node must be positive, not {rpn}",
+            hint="ranks (GPUs) per node, e.g. --ranks-per-node 8",
+        )
     if rpn > MAX_RANKS_PER_NODE:
-        raise UsageError(f"--ranks-per-node {rpn} is absurdly large", hint=f"at most {MAX_RANKS_PER_NODE}")
+        raise UsageError(
+            f"--ranks-per-node {rpn} is absurdly large", hint=f"at most {MAX_RANKS_PER_NODE}"
+        )
     if ranks % rpn:
         down, up = ranks - ranks % rpn, ranks - ranks % rpn + rpn
         raise UsageError(
@@ -185,11 +234,26 @@ def workload(
             hint="the verdict is about the network between nodes: give the multi-node job's --ranks",
         )
     strategy_name = parse_strategy(strategy)
-    check_positive("--compute-s", compute_s, maximum=MAX_SECONDS, unit="seconds (the backward pass per step)", example="0.5")
-    check_positive("--forward-s", forward_s, maximum=MAX_SECONDS, unit="seconds (the forward pass per step)", allow_zero=True, example="0.25")
+    check_positive(
+        "--compute-s",
+        compute_s,
+        maximum=MAX_SECONDS,
+        unit="seconds (the backward pass per step)",
+        example="0.5",
+    )
+    check_positive(
+        "--forward-s",
+        forward_s,
+        maximum=MAX_SECONDS,
+        unit="seconds (the forward pass per step)",
+        allow_zero=True,
+        example="0.25",
+    )
     bucket_bytes = parse_size(bucket, what="--bucket")
     if bucket_bytes < 1:
-        raise UsageError("--bucket must be at least 1 byte", hint="DDP's default is 25MiB (bucket_cap_mb=25)")
+        raise UsageError(
+            "--bucket must be at least 1 byte", hint="DDP's default is 25MiB (bucket_cap_mb=25)"
+        )
     return Workload(
         grad_bytes=size,
         params=count,
@@ -239,14 +303,21 @@ class Measured:
 
 
 def choose_source(busbw: float | None, bench: Path | None, nccl_tests: Path | None) -> str:
-    given = [name for name, v in (("--busbw", busbw), ("--bench", bench), ("--nccl-tests", nccl_tests)) if v is not None]
+    given = [
+        name
+        for name, v in (("--busbw", busbw), ("--bench", bench), ("--nccl-tests", nccl_tests))
+        if v is not None
+    ]
     if not given:
         raise UsageError(
             "no measured bandwidth: give one of --busbw, --bench or --nccl-tests",
             hint="--busbw 50 (GB/s, nccl-tests' busbw), --bench run.json (ibdiag bench ... --save), or --nccl-tests all_reduce.log",
         )
     if len(given) > 1:
-        raise UsageError(f"give one measured bandwidth, not {' and '.join(given)}", hint="pick the one that ran at the job's scale")
+        raise UsageError(
+            f"give one measured bandwidth, not {' and '.join(given)}",
+            hint="pick the one that ran at the job's scale",
+        )
     return given[0]
 
 
@@ -259,26 +330,39 @@ def _check_file(path: Path, flag: str) -> None:
     if not path.exists():
         raise InputError(f"{flag} {path}: no such file", hint="check the path")
     if path.is_dir():
-        raise InputError(f"{flag} {path}: is a directory, not a file", hint=f"give the file itself to {flag}")
+        raise InputError(
+            f"{flag} {path}: is a directory, not a file", hint=f"give the file itself to {flag}"
+        )
 
 
-def from_bench_run(run: Any, *, bucket_bytes: int, ranks: int, rails_used: int, source: str, path: str) -> Measured:
+def from_bench_run(
+    run: Any, *, bucket_bytes: int, ranks: int, rails_used: int, source: str, path: str
+) -> Measured:
     """busbw (at the size closest to the bucket) and per-collective latency (smallest size) from a BenchRun."""
     from ibdiag.bench.results import CollectiveResult, P2PResult
 
     rows = list(run.results)
     if not rows:
-        raise InputError(f"{path}: the run has no results", hint="give a run that measured at least one message size")
+        raise InputError(
+            f"{path}: the run has no results",
+            hint="give a run that measured at least one message size",
+        )
     notes: list[str] = []
     if run.kind == "collective":
         coll = [r for r in rows if isinstance(r, CollectiveResult) and r.bytes > 0]
         if not coll:
-            raise InputError(f"{path}: no collective rows with a size above 0 bytes", hint="measure sizes around the bucket size (e.g. -b 1M -e 256M)")
+            raise InputError(
+                f"{path}: no collective rows with a size above 0 bytes",
+                hint="measure sizes around the bucket size (e.g. -b 1M -e 256M)",
+            )
         size = _closest(sorted({r.bytes for r in coll}), bucket_bytes)
         at = [r for r in coll if r.bytes == size]
         busbw = sum(r.busbw_gbs for r in at) / len(at)
         if busbw <= 0 or not math.isfinite(busbw):
-            raise InputError(f"{path}: busbw at {format_bytes(size)} is {busbw:g} GB/s", hint="the run measured nothing useful at that size; rerun it")
+            raise InputError(
+                f"{path}: busbw at {format_bytes(size)} is {busbw:g} GB/s",
+                hint="the run measured nothing useful at that size; rerun it",
+            )
         smallest = min(r.bytes for r in coll)
         small = [r for r in coll if r.bytes == smallest]
         lat_s = sum(r.time_us for r in small) / len(small) * 1e-6
@@ -287,20 +371,35 @@ def from_bench_run(run: Any, *, bucket_bytes: int, ranks: int, rails_used: int, 
         how = f"busbw {busbw:.4g} GB/s at {format_bytes(size)} (the size closest to the bucket, mean of {halves})"
         latency_how = f"the smallest size's time ({format_bytes(smallest)}: {lat_s * 1e6:.3g} µs)"
         if smallest > 64 * 1024:
-            notes.append(f"the smallest size measured is {format_bytes(smallest)}: its time includes transfer, so the per-collective latency is overestimated")
+            notes.append(
+                f"the smallest size measured is {format_bytes(smallest)}: its time includes transfer, so the per-collective latency is overestimated"
+            )
         if op and find_op(op) is not OPS["all_reduce"]:
-            notes.append(f"the run measured {op}, not all_reduce; busbw is normalised per collective, so it is used as is")
+            notes.append(
+                f"the run measured {op}, not all_reduce; busbw is normalised per collective, so it is used as is"
+            )
         world = run.meta.world_size
         per_node = run.meta.ranks_per_node
         if world is not None and per_node is not None and per_node >= world:
-            notes.append(f"the run had {world} rank(s) on one node: its busbw did not cross the fabric")
+            notes.append(
+                f"the run had {world} rank(s) on one node: its busbw did not cross the fabric"
+            )
         elif world is not None and world < ranks:
-            notes.append(f"the run had {world} ranks, the job {ranks}: busbw at the job's scale may be lower (more hops, congestion)")
+            notes.append(
+                f"the run had {world} ranks, the job {ranks}: busbw at the job's scale may be lower (more hops, congestion)"
+            )
         return Measured(busbw, lat_s, source, path, size, how, latency_how, tuple(notes))
     if run.kind == "p2p":
-        p2p = [r for r in rows if isinstance(r, P2PResult) and r.bw_gbs is not None and r.bw_gbs > 0 and r.bytes > 0]
+        p2p = [
+            r
+            for r in rows
+            if isinstance(r, P2PResult) and r.bw_gbs is not None and r.bw_gbs > 0 and r.bytes > 0
+        ]
         if not p2p:
-            raise InputError(f"{path}: the p2p run has no bandwidth results", hint="give a bandwidth run (ibdiag bench p2p --mode bw --save FILE)")
+            raise InputError(
+                f"{path}: the p2p run has no bandwidth results",
+                hint="give a bandwidth run (ibdiag bench p2p --mode bw --save FILE)",
+            )
         size = _closest(sorted({r.bytes for r in p2p}), bucket_bytes)
         bw = max(r.bw_gbs for r in p2p if r.bytes == size)  # type: ignore[type-var]
         busbw = bw * rails_used
@@ -320,9 +419,14 @@ def from_bench_run(run: Any, *, bucket_bytes: int, ranks: int, rails_used: int, 
                 f"{hops} x the one-way p2p latency ({smallest.lat_us.p50_us:.3g} µs at {format_bytes(smallest.bytes)}): "  # type: ignore[union-attr]
                 f"a tree reduce then broadcast over {ranks} ranks, NCCL's choice for small messages"
             )
-        notes.append("busbw derived from a point-to-point run; a collective run (ibdiag bench collective, nccl-tests) at the job's scale is more faithful")
+        notes.append(
+            "busbw derived from a point-to-point run; a collective run (ibdiag bench collective, nccl-tests) at the job's scale is more faithful"
+        )
         return Measured(busbw, lat_s, source, path, size, how, latency_how, tuple(notes))
-    raise InputError(f"{path}: unknown run kind {run.kind!r}", hint="give a file written by ibdiag bench ... --save")
+    raise InputError(
+        f"{path}: unknown run kind {run.kind!r}",
+        hint="give a file written by ibdiag bench ... --save",
+    )
 
 
 def load_bench(path: Path, **kw: Any) -> Measured:
@@ -344,7 +448,10 @@ def load_nccl_tests(path: Path, **kw: Any) -> Measured:
     _check_file(path, "--nccl-tests")
     run = load(path)
     if run.kind != "collective":
-        raise InputError(f"--nccl-tests {path}: not a collective run ({run.kind!r})", hint="give an nccl-tests log such as all_reduce_perf's output")
+        raise InputError(
+            f"--nccl-tests {path}: not a collective run ({run.kind!r})",
+            hint="give an nccl-tests log such as all_reduce_perf's output",
+        )
     measured = from_bench_run(run, source="nccl-tests", path=str(path), **kw)
     path_findings = tuple(socket_fallback(run))
     return replace(measured, fabric_findings=path_findings) if path_findings else measured

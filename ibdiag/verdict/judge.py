@@ -159,9 +159,13 @@ def judge(
         lat_s, lat_src = config.latency_us * 1e-6, "assumed: [verdict] latency_us, not measured"
     w = workload
     factor = model.traffic_factor(w.strategy, w.ranks)
-    ov = model.simulate_overlap(w.grad_bytes, w.bucket_bytes, w.backward_s, factor, measured.busbw_gbs, lat_s)
+    ov = model.simulate_overlap(
+        w.grad_bytes, w.bucket_bytes, w.backward_s, factor, measured.busbw_gbs, lat_s
+    )
     step = model.Step(w.forward_s, ov)
-    best_size, best_ov = model.best_bucket(w.grad_bytes, w.backward_s, factor, measured.busbw_gbs, lat_s)
+    best_size, best_ov = model.best_bucket(
+        w.grad_bytes, w.backward_s, factor, measured.busbw_gbs, lat_s
+    )
     rows = model.scaling_table(
         grad_bytes=w.grad_bytes,
         strategy=w.strategy,
@@ -177,7 +181,25 @@ def judge(
     )
     notes = list(measured.notes)
     if latency_us is None and measured.latency_s is None:
-        notes.append(f"the per-collective latency is assumed ({config.latency_us:g} µs, [verdict] latency_us): measure it with --bench or --nccl-tests, or give --latency-us")
+        notes.append(
+            f"the per-collective latency is assumed ({config.latency_us:g} µs, [verdict] latency_us): measure it with --bench or --nccl-tests, or give --latency-us"
+        )
     if w.forward_s == 0:
-        notes.append("no --forward-s: the step counts the backward pass only, so the communication share is an upper bound")
-    return Verdict(w, measured, lat_s, lat_src, ceil, factor, step, best_size, model.Step(w.forward_s, best_ov), rows, health, config, tuple(notes))
+        notes.append(
+            "no --forward-s: the step counts the backward pass only, so the communication share is an upper bound"
+        )
+    return Verdict(
+        w,
+        measured,
+        lat_s,
+        lat_src,
+        ceil,
+        factor,
+        step,
+        best_size,
+        model.Step(w.forward_s, best_ov),
+        rows,
+        health,
+        config,
+        tuple(notes),
+    )

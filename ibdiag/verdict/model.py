@@ -98,7 +98,11 @@ class Overlap:
             raise ValueError(f"bucket {k} out of range 1..{self.buckets}")
         if k <= self.full_buckets:
             return _full_bucket_end(k, self.bucket_compute_s, self.bucket_comm_s)
-        before = _full_bucket_end(self.full_buckets, self.bucket_compute_s, self.bucket_comm_s) if self.full_buckets else 0.0
+        before = (
+            _full_bucket_end(self.full_buckets, self.bucket_compute_s, self.bucket_comm_s)
+            if self.full_buckets
+            else 0.0
+        )
         return max(self.backward_s, before) + self.last_bucket_comm_s
 
 
@@ -293,9 +297,26 @@ def scaling_table(
         bwd, fwd = backward_s * scale, forward_s * scale
         factor = traffic_factor(strategy, n)
         if n <= ranks_per_node:
-            rows.append(ScalingRow(n, 1, bwd, fwd, factor, factor * grad_bytes, None, None, fwd + bwd, None, SINGLE_NODE, n == ranks))
+            rows.append(
+                ScalingRow(
+                    n,
+                    1,
+                    bwd,
+                    fwd,
+                    factor,
+                    factor * grad_bytes,
+                    None,
+                    None,
+                    fwd + bwd,
+                    None,
+                    SINGLE_NODE,
+                    n == ranks,
+                )
+            )
             continue
-        step = Step(fwd, simulate_overlap(grad_bytes, bucket_bytes, bwd, factor, busbw_gbs, latency_s))
+        step = Step(
+            fwd, simulate_overlap(grad_bytes, bucket_bytes, bwd, factor, busbw_gbs, latency_s)
+        )
         rows.append(
             ScalingRow(
                 ranks=n,

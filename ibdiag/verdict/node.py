@@ -32,7 +32,12 @@ def read_node(directory: Path, cfg: Any) -> NodeFacts:
     topo = discover(sysfs, gdr_level=topo_cfg.gdr_path_class)
     ports_cfg = cfg.section("ports", PortsConfig)
     # Port state and rate come once, with topo's findings; counters adds what only counters can say.
-    found = [*check_topology(topo, topo_cfg, ports_cfg), *snapshot_findings(sysfs, cfg.section("counters", CountersConfig), ports_cfg, port_health=False)]
+    found = [
+        *check_topology(topo, topo_cfg, ports_cfg),
+        *snapshot_findings(
+            sysfs, cfg.section("counters", CountersConfig), ports_cfg, port_health=False
+        ),
+    ]
     rails = rails_from_topology(topo)
     health = sort_health(found, checked=("topo", "counters"), rails=rails)
     return NodeFacts(len(topo.gpus), rails, health)

@@ -59,19 +59,35 @@ def sections(v: Verdict) -> list[Section]:
     # 1. Traffic.
     lines = []
     if w.params is not None:
-        lines.append(f"Gradient size S = {_count(w.params)} parameters x {w.bytes_per_param} B ({w.dtype}) = {gb(w.grad_bytes)} ({w.grad_bytes} B).")
+        lines.append(
+            f"Gradient size S = {_count(w.params)} parameters x {w.bytes_per_param} B ({w.dtype}) = {gb(w.grad_bytes)} ({w.grad_bytes} B)."
+        )
     else:
         lines.append(f"Gradient size S = {gb(w.grad_bytes)} ({w.grad_bytes} B, --grad-bytes).")
-    coll = {"ddp": "ring all-reduce", "zero1": "reduce-scatter + all-gather", "zero2": "reduce-scatter + all-gather", "fsdp": "all-gather x 2 + reduce-scatter", "zero3": "all-gather x 2 + reduce-scatter"}[w.strategy]
+    coll = {
+        "ddp": "ring all-reduce",
+        "zero1": "reduce-scatter + all-gather",
+        "zero2": "reduce-scatter + all-gather",
+        "fsdp": "all-gather x 2 + reduce-scatter",
+        "zero3": "all-gather x 2 + reduce-scatter",
+    }[w.strategy]
     lines.append(
         f"{w.ranks} ranks = {w.nodes} nodes x {w.ranks_per_node} rank(s) per node ({w.ranks_per_node_source}); {w.strategy} ({coll}) "
         f"puts {k} x ({w.ranks} - 1) / {w.ranks} = {v.factor:.4g} x S = {gb(v.wire_bytes_per_rank)} on each rank's wire per step."
     )
     src = f"{m.source} {m.path}" if m.path else m.source
-    lines.append(f"Measured busbw: {gbs(m.busbw_gbs)} ({src}: {m.how})." if m.how else f"Measured busbw: {gbs(m.busbw_gbs)} ({src}).")
-    lines.append(f"At {gbs(m.busbw_gbs)} that is {gb(v.wire_bytes_per_rank)} / {gbs(m.busbw_gbs)} = {format_seconds(v.wire_s)} on the wire per step.")
+    lines.append(
+        f"Measured busbw: {gbs(m.busbw_gbs)} ({src}: {m.how})."
+        if m.how
+        else f"Measured busbw: {gbs(m.busbw_gbs)} ({src})."
+    )
+    lines.append(
+        f"At {gbs(m.busbw_gbs)} that is {gb(v.wire_bytes_per_rank)} / {gbs(m.busbw_gbs)} = {format_seconds(v.wire_s)} on the wire per step."
+    )
     if c.busbw_gbs is None:
-        lines.append("Ceiling: unknown (no --link-gbps, and no rail rate under --root): efficiency is not judged.")
+        lines.append(
+            "Ceiling: unknown (no --link-gbps, and no rail rate under --root): efficiency is not judged."
+        )
     else:
         share = f" x {c.payload_share:g} payload" if c.payload_share != 1 else ""
         rail_word = "rail" if c.rails_used == 1 else "rails"
@@ -79,17 +95,29 @@ def sections(v: Verdict) -> list[Section]:
             f"Ceiling: {c.rails_used} {rail_word} x {c.link_gbps:g} Gb/s / 8{share} = {gbs(c.busbw_gbs)}; "
             f"at the ceiling the traffic takes {gb(v.wire_bytes_per_rank)} / {gbs(c.busbw_gbs)} = {format_seconds(v.ceiling_wire_s)}."
         )
-        lines.append(f"  {_rails_why(c, w.ranks_per_node)}; link rate {c.link_gbps:g} Gb/s {_link_why(c)}.")
+        lines.append(
+            f"  {_rails_why(c, w.ranks_per_node)}; link rate {c.link_gbps:g} Gb/s {_link_why(c)}."
+        )
         if w.ranks_per_node > 1:
-            lines.append(f"With {w.ranks_per_node} ranks per node over NVLink the node's NIC traffic is spread over its rails, so busbw is compared with rails x rail rate.")
-        lines.append(f"Efficiency: {gbs(m.busbw_gbs)} / {gbs(c.busbw_gbs)} = {v.efficiency:.1%} of the ceiling (underperforming below {v.config.min_efficiency:.0%}).")
+            lines.append(
+                f"With {w.ranks_per_node} ranks per node over NVLink the node's NIC traffic is spread over its rails, so busbw is compared with rails x rail rate."
+            )
+        lines.append(
+            f"Efficiency: {gbs(m.busbw_gbs)} / {gbs(c.busbw_gbs)} = {v.efficiency:.1%} of the ceiling (underperforming below {v.config.min_efficiency:.0%})."
+        )
     out.append(Section("traffic", "1. Traffic per step", tuple(lines)))
 
     # 2. Overlap.
     lines = []
     fwd = f"forward {format_seconds(w.forward_s)}" if w.forward_s else "forward not given (0 s)"
-    last = f" (the last {format_bytes(ov.last_bucket_bytes)})" if ov.last_bucket_bytes != ov.bucket_bytes else ""
-    lines.append(f"Backward pass {format_seconds(w.backward_s)}, {fwd}. Buckets: {ov.buckets} x {format_bytes(ov.bucket_bytes)}{last}, ready uniformly over the backward pass.")
+    last = (
+        f" (the last {format_bytes(ov.last_bucket_bytes)})"
+        if ov.last_bucket_bytes != ov.bucket_bytes
+        else ""
+    )
+    lines.append(
+        f"Backward pass {format_seconds(w.backward_s)}, {fwd}. Buckets: {ov.buckets} x {format_bytes(ov.bucket_bytes)}{last}, ready uniformly over the backward pass."
+    )
     lines.append(
         f"Each full bucket's collective takes latency {format_seconds(v.latency_s)} ({v.latency_source}) + {v.factor:.4g} x {format_bytes(ov.bucket_bytes)} / {gbs(m.busbw_gbs)} "
         f"= {format_seconds(ov.bucket_comm_s)}; the backward pass produces a bucket every {format_seconds(w.backward_s)} x {format_bytes(ov.bucket_bytes)} / {gb(w.grad_bytes)} "
@@ -106,7 +134,9 @@ def sections(v: Verdict) -> list[Section]:
             )
     first = ov.first_exposed_bucket
     if first is None:
-        lines.append("T_comm(bucket k) < T_compute(rest of backward) holds for every bucket: all communication hides.")
+        lines.append(
+            "T_comm(bucket k) < T_compute(rest of backward) holds for every bucket: all communication hides."
+        )
     elif first == ov.buckets == 1:
         lines.append(
             f"One bucket holds all of S: it is ready when the backward pass ends, with no compute left to hide behind, "
@@ -139,7 +169,9 @@ def sections(v: Verdict) -> list[Section]:
     lines = []
     label = v.verdict.upper()
     cmp = ">" if v.verdict == model.NETWORK_BOUND else "<="
-    lines.append(f"{label}: exposed communication is {step.comm_share:.1%} of the step {cmp} {v.config.network_bound_share:.0%}.")
+    lines.append(
+        f"{label}: exposed communication is {step.comm_share:.1%} of the step {cmp} {v.config.network_bound_share:.0%}."
+    )
     lines.append(f"Fabric: {v.fabric}{_fabric_why(v)}.")
     out.append(Section("verdict", "3. Verdict", tuple(lines)))
 
@@ -148,7 +180,9 @@ def sections(v: Verdict) -> list[Section]:
     cur, best = w.bucket_bytes, v.recommended_bucket
     gain = v.bucket_gain_s
     if best == cur or gain <= 0:
-        lines.append(f"Bucket size: {format_bytes(cur)} is already the best of the sizes tried (powers of two from 1 MiB to S) for these numbers.")
+        lines.append(
+            f"Bucket size: {format_bytes(cur)} is already the best of the sizes tried (powers of two from 1 MiB to S) for these numbers."
+        )
     elif gain < v.config.bucket_gain_share * step.step_s:
         lines.append(
             f"Bucket size: {format_bytes(cur)} is fine for these numbers: the best size tried (powers of two from 1 MiB to S), {format_bytes(best)}, "
@@ -161,7 +195,9 @@ def sections(v: Verdict) -> list[Section]:
         )
     wall = v.wall_ranks
     if wall is None:
-        lines.append(f"Scaling: with the same global batch, communication keeps hiding up to {v.scaling[-1].ranks} ranks.")
+        lines.append(
+            f"Scaling: with the same global batch, communication keeps hiding up to {v.scaling[-1].ranks} ranks."
+        )
     else:
         nodes = wall // w.ranks_per_node
         lines.append(
@@ -170,7 +206,13 @@ def sections(v: Verdict) -> list[Section]:
         )
     out.append(Section("what_to_do", "4. What to do", tuple(lines)))
     if v.notes:
-        out.append(Section("notes", "Notes", tuple(n[0].upper() + n[1:] + ("" if n.endswith(".") else ".") for n in v.notes)))
+        out.append(
+            Section(
+                "notes",
+                "Notes",
+                tuple(n[0].upper() + n[1:] + ("" if n.endswith(".") else ".") for n in v.notes),
+            )
+        )
     return out
 
 
@@ -184,7 +226,11 @@ def table_items(v: Verdict) -> list[Any]:
         items.append(Text(section.heading, style="bold"))
         items.extend(Text("  " + line) for line in section.lines)
         if section.key == "what_to_do":
-            items += [scaling_table(v), Text("Share of the step waiting for the network:"), Text(chart_text(v))]
+            items += [
+                scaling_table(v),
+                Text("Share of the step waiting for the network:"),
+                Text(chart_text(v)),
+            ]
         items.append(Text(""))
     return items
 
@@ -194,7 +240,11 @@ def _rails_why(c: Any, ranks_per_node: int) -> str:
         return f"Rails: {c.rails_per_node} (--rails-per-node)"
     if c.rails_source == "--root":
         ports = ", ".join(c.rail_ports)
-        capped = f", of which {c.rails_used} carry traffic with {ranks_per_node} rank(s) per node (a rank drives the rail beside its GPU)" if c.rails_used != c.rails_per_node else ""
+        capped = (
+            f", of which {c.rails_used} carry traffic with {ranks_per_node} rank(s) per node (a rank drives the rail beside its GPU)"
+            if c.rails_used != c.rails_per_node
+            else ""
+        )
         return f"Rails: {c.rails_per_node} from --root, the active ports of the adapters paired with GPUs ({ports}){capped}"
     if c.root_read:
         return "Rails: 1 (default: no active RDMA port beside a GPU under --root; give --rails-per-node)"
@@ -217,7 +267,11 @@ def _fabric_why(v: Verdict) -> str:
     if h is None:
         parts.append("health not checked: no --root")
     elif h.failing:
-        parts.append(f"{len(h.failing)} health problem(s): " + ", ".join(f"{f.check} {f.subject}" for f in h.failing[:6]) + (" ..." if len(h.failing) > 6 else ""))
+        parts.append(
+            f"{len(h.failing)} health problem(s): "
+            + ", ".join(f"{f.check} {f.subject}" for f in h.failing[:6])
+            + (" ..." if len(h.failing) > 6 else "")
+        )
     else:
         parts.append(f"{'/'.join(h.checked)} healthy")
     return " (" + "; ".join(parts) + ")"
@@ -226,8 +280,20 @@ def _fabric_why(v: Verdict) -> str:
 def scaling_table(v: Verdict) -> Any:
     from rich.table import Table
 
-    t = Table(title="Scaling wall: same global batch, compute per rank ~ 1/ranks", title_justify="left")
-    for col, just in (("ranks", "right"), ("nodes", "right"), ("backward/rank", "right"), ("traffic/rank", "right"), ("comm (all)", "right"), ("exposed", "right"), ("step", "right"), ("network share", "right"), ("verdict", "left")):
+    t = Table(
+        title="Scaling wall: same global batch, compute per rank ~ 1/ranks", title_justify="left"
+    )
+    for col, just in (
+        ("ranks", "right"),
+        ("nodes", "right"),
+        ("backward/rank", "right"),
+        ("traffic/rank", "right"),
+        ("comm (all)", "right"),
+        ("exposed", "right"),
+        ("step", "right"),
+        ("network share", "right"),
+        ("verdict", "left"),
+    ):
         t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     for r in v.scaling:
         style = "bold" if r.anchor else None
@@ -244,7 +310,9 @@ def scaling_table(v: Verdict) -> Any:
             str(r.ranks),
             str(r.nodes),
             format_seconds(r.compute_s),
-            gb(r.wire_bytes_per_rank) if r.comm_s is not None else ("none" if r.ranks == 1 else "in-node"),
+            gb(r.wire_bytes_per_rank)
+            if r.comm_s is not None
+            else ("none" if r.ranks == 1 else "in-node"),
             format_seconds(r.comm_s),
             format_seconds(r.exposed_s),
             format_seconds(r.step_s),
@@ -257,8 +325,18 @@ def scaling_table(v: Verdict) -> Any:
 
 def chart_text(v: Verdict, width: int = 40) -> str:
     """Share of each step spent waiting for the network, per rank count, with the network-bound line."""
-    rows = [(f"{r.ranks} ranks", None if r.comm_share is None else r.comm_share * 100) for r in v.scaling]
-    return hbar_chart(rows, unit="%", width=width, maximum=100.0, marker=v.config.network_bound_share * 100, marker_label="network-bound above this share of the step")
+    rows = [
+        (f"{r.ranks} ranks", None if r.comm_share is None else r.comm_share * 100)
+        for r in v.scaling
+    ]
+    return hbar_chart(
+        rows,
+        unit="%",
+        width=width,
+        maximum=100.0,
+        marker=v.config.network_bound_share * 100,
+        marker_label="network-bound above this share of the step",
+    )
 
 
 def need_matplotlib() -> None:
@@ -266,7 +344,10 @@ def need_matplotlib() -> None:
     import importlib.util
 
     if importlib.util.find_spec("matplotlib") is None:
-        raise CannotRunError("--chart needs matplotlib, which is not installed", hint="pip install 'ibdiag[chart]' (or matplotlib), or drop --chart for the terminal chart")
+        raise CannotRunError(
+            "--chart needs matplotlib, which is not installed",
+            hint="pip install 'ibdiag[chart]' (or matplotlib), or drop --chart for the terminal chart",
+        )
 
 
 def write_png(v: Verdict, path: Path) -> None:
@@ -277,29 +358,50 @@ def write_png(v: Verdict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import matplotlib.ticker
+
     rows = [r for r in v.scaling if r.comm_s is not None]
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
     try:
         xs = [r.ranks for r in rows]
         ax.plot(xs, [r.compute_s for r in rows], marker="o", label="backward per rank (s)")
         ax.plot(xs, [r.comm_s for r in rows], marker="s", label="all collectives, no overlap (s)")
-        ax.plot(xs, [max(r.exposed_s or 0.0, 1e-9) for r in rows], marker="^", label="exposed communication (s)")
+        ax.plot(
+            xs,
+            [max(r.exposed_s or 0.0, 1e-9) for r in rows],
+            marker="^",
+            label="exposed communication (s)",
+        )
         if v.wall_ranks is not None:
-            ax.axvline(v.wall_ranks, color="red", linestyle="--", label=f"scaling wall: {v.wall_ranks} ranks")
-        ax.axvline(v.workload.ranks, color="grey", linestyle=":", label=f"this job: {v.workload.ranks} ranks")
+            ax.axvline(
+                v.wall_ranks,
+                color="red",
+                linestyle="--",
+                label=f"scaling wall: {v.wall_ranks} ranks",
+            )
+        ax.axvline(
+            v.workload.ranks,
+            color="grey",
+            linestyle=":",
+            label=f"this job: {v.workload.ranks} ranks",
+        )
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _pos: f"{x:.0f}"))
         ax.set_yscale("log")
         ax.set_xlabel("ranks")
         ax.set_ylabel("seconds per step")
-        ax.set_title(f"{gb(v.workload.grad_bytes)} gradients, {v.workload.strategy}, busbw {gbs(v.measured.busbw_gbs)}")
+        ax.set_title(
+            f"{gb(v.workload.grad_bytes)} gradients, {v.workload.strategy}, busbw {gbs(v.measured.busbw_gbs)}"
+        )
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize="small")
         fig.tight_layout()
         try:
             fig.savefig(path, format="png")
         except OSError as e:
-            raise CannotRunError(f"--chart {path}: cannot write: {e.strerror or e}", hint="check the directory exists and is writable") from None
+            raise CannotRunError(
+                f"--chart {path}: cannot write: {e.strerror or e}",
+                hint="check the directory exists and is writable",
+            ) from None
     finally:
         plt.close(fig)
 
@@ -339,15 +441,47 @@ def prom_metrics(v: Verdict) -> list[Metric]:
         return Metric(name, help_, "gauge", (PromSample(labels, value),))
 
     metrics = [
-        g("ibdiag_verdict_busbw_bytes_per_second", "Measured bus bandwidth used by the verdict, bytes per second.", _bytes(v.measured.busbw_gbs)),
-        g("ibdiag_verdict_ceiling_busbw_bytes_per_second", "Ceiling busbw: rails x link rate / 8, bytes per second.", _bytes(v.ceiling.busbw_gbs)),
+        g(
+            "ibdiag_verdict_busbw_bytes_per_second",
+            "Measured bus bandwidth used by the verdict, bytes per second.",
+            _bytes(v.measured.busbw_gbs),
+        ),
+        g(
+            "ibdiag_verdict_ceiling_busbw_bytes_per_second",
+            "Ceiling busbw: rails x link rate / 8, bytes per second.",
+            _bytes(v.ceiling.busbw_gbs),
+        ),
         g("ibdiag_verdict_efficiency_ratio", "Measured busbw / ceiling.", v.efficiency),
-        g("ibdiag_verdict_comm_seconds", "All collectives of one step back to back, seconds.", v.step.overlap.comm_s),
-        g("ibdiag_verdict_exposed_comm_seconds", "Communication not hidden behind the backward pass, seconds per step.", v.step.exposed_s),
+        g(
+            "ibdiag_verdict_comm_seconds",
+            "All collectives of one step back to back, seconds.",
+            v.step.overlap.comm_s,
+        ),
+        g(
+            "ibdiag_verdict_exposed_comm_seconds",
+            "Communication not hidden behind the backward pass, seconds per step.",
+            v.step.exposed_s,
+        ),
         g("ibdiag_verdict_step_seconds", "Modelled step time, seconds.", v.step.step_s),
-        g("ibdiag_verdict_comm_share_ratio", "Exposed communication / step time.", v.step.comm_share),
-        g("ibdiag_verdict_network_bound", "1 when the step is network-bound.", 1 if v.verdict == model.NETWORK_BOUND else 0),
-        g("ibdiag_verdict_recommended_bucket_bytes", "Bucket size that minimises exposed communication, bytes.", v.recommended_bucket),
-        g("ibdiag_verdict_scaling_wall_ranks", "First rank count at which communication stops hiding (fixed global batch).", v.wall_ranks),
+        g(
+            "ibdiag_verdict_comm_share_ratio",
+            "Exposed communication / step time.",
+            v.step.comm_share,
+        ),
+        g(
+            "ibdiag_verdict_network_bound",
+            "1 when the step is network-bound.",
+            1 if v.verdict == model.NETWORK_BOUND else 0,
+        ),
+        g(
+            "ibdiag_verdict_recommended_bucket_bytes",
+            "Bucket size that minimises exposed communication, bytes.",
+            v.recommended_bucket,
+        ),
+        g(
+            "ibdiag_verdict_scaling_wall_ranks",
+            "First rank count at which communication stops hiding (fixed global batch).",
+            v.wall_ranks,
+        ),
     ]
     return [m for m in metrics if m is not None]

@@ -25,15 +25,38 @@ def start_server(exe: str, *args: str, env: dict[str, str] | None = None) -> Ser
     return ServerProcess(exe, "--bind", "127.0.0.1", "--port", "0", *args, env=env)
 
 
-def run_client(exe: str, port: int, *args: str, env: dict[str, str] | None = None, timeout: float = 60, host: str = "127.0.0.1") -> subprocess.CompletedProcess[str]:
-    return subprocess.run([exe, "bench", "p2p", host, "--port", str(port), *args], capture_output=True, text=True, env=client_env(env), timeout=timeout)
+def run_client(
+    exe: str,
+    port: int,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+    host: str = "127.0.0.1",
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [exe, "bench", "p2p", host, "--port", str(port), *args],
+        capture_output=True,
+        text=True,
+        env=client_env(env),
+        timeout=timeout,
+    )
 
 
-def client_process(exe: str, port: int, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen([exe, "bench", "p2p", "127.0.0.1", "--port", str(port), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=client_env(env))
+def client_process(
+    exe: str, port: int, *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [exe, "bench", "p2p", "127.0.0.1", "--port", str(port), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=client_env(env),
+    )
 
 
-def good_run(exe: str, port: int, *args: str, env: dict[str, str] | None = None, timeout: float = 60) -> float:
+def good_run(
+    exe: str, port: int, *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> float:
     """A quick real run that must succeed; returns its bandwidth (GB/s)."""
     r = run_client(exe, port, *QUICK, *args, env=env, timeout=timeout)
     assert r.returncode == 0, r.stderr
@@ -42,7 +65,9 @@ def good_run(exe: str, port: int, *args: str, env: dict[str, str] | None = None,
     return bw
 
 
-def client_against(exe: str, serve_one: Callable[[socket.socket], None], *args: str) -> subprocess.CompletedProcess[str]:
+def client_against(
+    exe: str, serve_one: Callable[[socket.socket], None], *args: str
+) -> subprocess.CompletedProcess[str]:
     """Run the real client (quick sizes, --timeout 5) against a fake server: ``serve_one(conn)`` in a thread."""
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -55,7 +80,9 @@ def client_against(exe: str, serve_one: Callable[[socket.socket], None], *args: 
     t = threading.Thread(target=accept_one, daemon=True)
     t.start()
     try:
-        return run_client(exe, port, "--sizes", "64K", "--iters", "5", "--timeout", "5", *args, timeout=30)
+        return run_client(
+            exe, port, "--sizes", "64K", "--iters", "5", "--timeout", "5", *args, timeout=30
+        )
     finally:
         t.join(10)
         listener.close()
@@ -84,7 +111,7 @@ def _read_n(sock: socket.socket, n: int, timeout: float | None | bool = False) -
     while len(buf) < n:
         try:
             chunk = sock.recv(n - len(buf))
-        except (ConnectionResetError, socket.timeout):
+        except (TimeoutError, ConnectionResetError):
             return None
         if not chunk:
             return None
@@ -118,8 +145,6 @@ def wait_gone(pid: int, timeout: float) -> bool:
 
 def token_env(token: str = "adversarial-test-token") -> dict[str, str]:
     return {"IBDIAG_TOKEN": token}
-
-
 
 
 class ControlProxy:

@@ -22,7 +22,9 @@ from ibdiag.snapshot import extracted
 from tests.conftest import REPO, SYSFS_FIXTURES
 
 
-def _add(tar: tarfile.TarFile, name: str, kind: str = "file", payload: str | bytes = "", **extra) -> None:
+def _add(
+    tar: tarfile.TarFile, name: str, kind: str = "file", payload: str | bytes = "", **extra
+) -> None:
     info = tarfile.TarInfo(name)
     for k, v in extra.items():
         setattr(info, k, v)
@@ -94,12 +96,18 @@ def test_cve_2025_4517_archive_is_refused_and_writes_nothing_outside(cli, tmp_pa
     before = tree(tmp_path)
     res = cli("topo", "--root", arc)
     assert res.exit_code == 2, (res.stdout, res.stderr)
-    assert "cannot read snapshot" in res.stderr and "hint:" in res.stderr and "Traceback" not in res.stderr
+    assert (
+        "cannot read snapshot" in res.stderr
+        and "hint:" in res.stderr
+        and "Traceback" not in res.stderr
+    )
     assert tree(tmp_path) == before  # no 'planted' file anywhere, the extraction directory is gone
     assert not (tmp_path / "planted").exists()
 
 
-def test_cve_shaped_archive_within_the_length_caps_is_refused_by_link_resolution(tmp_path, private_tmpdir, monkeypatch):
+def test_cve_shaped_archive_within_the_length_caps_is_refused_by_link_resolution(
+    tmp_path, private_tmpdir, monkeypatch
+):
     # Raise the caps so the long names pass: the links must still be refused, by the archive's own
     # members (the last link sits below the link chain), never by asking the file system.
     monkeypatch.setattr(archive, "MAX_PATH_CHARS", 1 << 16)
@@ -120,18 +128,51 @@ LINK_TREE = [("sys/devices/pci0000:00/0000:00:01.0/vendor", "file", "0x15b3\n")]
     "entries, words",
     [
         # links that leave sys/, directly, through a chain, or through a link to a link
-        (LINK_TREE + [("sys/class/infiniband/mlx5_0", "link", "../../../etc")], "leads outside sys/"),
+        (
+            LINK_TREE + [("sys/class/infiniband/mlx5_0", "link", "../../../etc")],
+            "leads outside sys/",
+        ),
         (LINK_TREE + [("sys/a", "link", "b"), ("sys/b", "link", "../..")], "leads outside sys/"),
-        (LINK_TREE + [("sys/a", "link", "devices/../b"), ("sys/b", "link", "c/.."), ("sys/c", "link", "..")], "leads outside sys/"),
+        (
+            LINK_TREE
+            + [
+                ("sys/a", "link", "devices/../b"),
+                ("sys/b", "link", "c/.."),
+                ("sys/c", "link", ".."),
+            ],
+            "leads outside sys/",
+        ),
         (LINK_TREE + [("sys/x", "link", "devices/pci0000:00/../../../tmp")], "leads outside sys/"),
-        (LINK_TREE + [("sys/class/net/eth0", "link", "/sys/devices/virtual/net/eth0")], "is absolute"),
+        (
+            LINK_TREE + [("sys/class/net/eth0", "link", "/sys/devices/virtual/net/eth0")],
+            "is absolute",
+        ),
         # a link may only point to a member, and never loop
-        (LINK_TREE + [("sys/bus/pci/devices/0000:00:02.0", "link", "../../../devices/pci0000:00/0000:00:02.0")], "points to nothing"),
+        (
+            LINK_TREE
+            + [
+                (
+                    "sys/bus/pci/devices/0000:00:02.0",
+                    "link",
+                    "../../../devices/pci0000:00/0000:00:02.0",
+                )
+            ],
+            "points to nothing",
+        ),
         (LINK_TREE + [("sys/a", "link", "b"), ("sys/b", "link", "a")], "more than 40 links"),
-        (LINK_TREE + [("sys/x", "link", "devices/pci0000:00/0000:00:01.0/vendor/more")], "points to nothing"),
+        (
+            LINK_TREE + [("sys/x", "link", "devices/pci0000:00/0000:00:01.0/vendor/more")],
+            "points to nothing",
+        ),
         # nothing is written through a link, even one that stays inside
-        (LINK_TREE + [("sys/l", "link", "devices"), ("sys/l/evil", "file", "x")], "is a link and also has entries below it"),
-        (LINK_TREE + [("sys/f", "file", "x"), ("sys/f/g", "file", "y")], "is a file and also has entries below it"),
+        (
+            LINK_TREE + [("sys/l", "link", "devices"), ("sys/l/evil", "file", "x")],
+            "is a link and also has entries below it",
+        ),
+        (
+            LINK_TREE + [("sys/f", "file", "x"), ("sys/f/g", "file", "y")],
+            "is a file and also has entries below it",
+        ),
         # names
         ([("sys/../../evil", "file", "x")], "not a plain relative path"),
         ([("/sys/class/x", "file", "x")], "not a plain relative path"),
@@ -147,12 +188,17 @@ LINK_TREE = [("sys/devices/pci0000:00/0000:00:01.0/vendor", "file", "0x15b3\n")]
         ([("sys/null", "chr")], "a character device"),
         ([("sys/disk", "blk")], "a block device"),
         ([("sys/pipe", "fifo")], "a FIFO"),
-        ([("ibdiag-snapshot.json", "link", "sys/x"), ("sys/x", "file", "{}")], "not a regular file"),
+        (
+            [("ibdiag-snapshot.json", "link", "sys/x"), ("sys/x", "file", "{}")],
+            "not a regular file",
+        ),
         ([("sys", "link", ".")], "is not inside sys/"),
         ([("sys/big", "file", "x" * (2**20 + 1))], "more than 1048576"),
     ],
 )
-def test_malicious_members_are_refused_before_anything_is_written(tmp_path, private_tmpdir, entries, words):
+def test_malicious_members_are_refused_before_anything_is_written(
+    tmp_path, private_tmpdir, entries, words
+):
     arc = build(tmp_path / "bad.tar.gz", entries)
     with pytest.raises(InputError) as e:
         with extracted(arc):
@@ -182,7 +228,11 @@ def test_foreign_entries_say_not_a_snapshot(tmp_path, private_tmpdir):
 def test_links_inside_sys_resolve_through_chains_and_extract(tmp_path, private_tmpdir):
     entries = LINK_TREE + [
         ("sys/bus/pci/devices/0000:00:01.0", "link", "../../../devices/pci0000:00/0000:00:01.0"),
-        ("sys/class/infiniband/mlx5_0", "link", "../../bus/pci/devices/0000:00:01.0"),  # a link to a link
+        (
+            "sys/class/infiniband/mlx5_0",
+            "link",
+            "../../bus/pci/devices/0000:00:01.0",
+        ),  # a link to a link
         ("sys/class/top", "link", ".."),  # sys/ itself is inside
         ("ibdiag-snapshot.json", "file", json.dumps({"host": "n1"})),
     ]
@@ -276,10 +326,17 @@ def test_snapshots_open_on_the_systems_own_python(cli, tmp_path):
     refuse an escaping one with it, through the same module."""
     if not DEBIAN_PYTHON.exists():
         pytest.skip("no /usr/bin/python3 here")
-    version = subprocess.run([DEBIAN_PYTHON, "-c", "import sys; print(sys.version_info[:3])"], capture_output=True, text=True, check=True).stdout
+    version = subprocess.run(
+        [DEBIAN_PYTHON, "-c", "import sys; print(sys.version_info[:3])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     out = tmp_path / "s.tar.gz"
     assert cli("snapshot", out, "--root", SYSFS_FIXTURES / "roce-node").exit_code == 0
-    bad = build(tmp_path / "bad.tar.gz", LINK_TREE + [("sys/a", "link", "b"), ("sys/b", "link", "../..")])
+    bad = build(
+        tmp_path / "bad.tar.gz", LINK_TREE + [("sys/a", "link", "b"), ("sys/b", "link", "../..")]
+    )
     script = (
         "import sys\n"
         "from ibdiag.snapshot import extracted\n"
@@ -294,16 +351,26 @@ def test_snapshots_open_on_the_systems_own_python(cli, tmp_path):
         "    print('refused:', e.message)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    res = subprocess.run([DEBIAN_PYTHON, "-c", script, out, bad], capture_output=True, text=True, env=env, timeout=60)
+    res = subprocess.run(
+        [DEBIAN_PYTHON, "-c", script, out, bad], capture_output=True, text=True, env=env, timeout=60
+    )
     assert res.returncode == 0, (version, res.stderr)
     lines = res.stdout.splitlines()
     assert lines[0].startswith("['mlx5_0'") and "Gb/sec" in lines[1], (version, res.stdout)
-    assert lines[2].startswith("refused:") and "leads outside sys/" in lines[2], (version, res.stdout)
+    assert lines[2].startswith("refused:") and "leads outside sys/" in lines[2], (
+        version,
+        res.stdout,
+    )
 
 
 def test_the_caps_are_in_the_readme():
     readme = (REPO / "README.md").read_text()
-    for cap in (f"{archive.MAX_ENTRIES:,}", f"{archive.MAX_UNCOMPRESSED_BYTES // 2**20} MiB", f"{archive.MAX_FILE_BYTES // 2**20} MiB", f"{archive.MAX_DEPTH} levels"):
+    for cap in (
+        f"{archive.MAX_ENTRIES:,}",
+        f"{archive.MAX_UNCOMPRESSED_BYTES // 2**20} MiB",
+        f"{archive.MAX_FILE_BYTES // 2**20} MiB",
+        f"{archive.MAX_DEPTH} levels",
+    ):
         assert cap in readme, cap
 
 
@@ -313,7 +380,9 @@ def test_a_snapshot_is_written_within_the_caps_it_is_read_with(cli, tmp_path):
     with tarfile.open(out) as tar:
         members = tar.getmembers()
     assert 0 < len(members) <= archive.MAX_ENTRIES
-    assert all(m.isdir() or m.isfile() or (m.issym() and not m.linkname.startswith("/")) for m in members)
+    assert all(
+        m.isdir() or m.isfile() or (m.issym() and not m.linkname.startswith("/")) for m in members
+    )
     with extracted(out) as root:
         assert (root / "sys/class/infiniband").is_dir()
 

@@ -50,24 +50,38 @@ def test_counters_null_on_both_sides_still_compares(cli, tmp_path):
     write(tmp_path, "mlx5_1", "symbol_error", 500)
     res = since(cli, tmp_path, doc)
     assert res.exit_code == 1, res.stderr
-    assert ("counters.errors", "mlx5_1:1") in {(f["check"], f["subject"]) for f in json.loads(res.stdout)["findings"] if f["severity"] == "fail"}
+    assert ("counters.errors", "mlx5_1:1") in {
+        (f["check"], f["subject"])
+        for f in json.loads(res.stdout)["findings"]
+        if f["severity"] == "fail"
+    }
 
 
 def test_ports_missing_from_the_baseline_still_warn(cli, saved):
     root, doc = saved
     res = since(cli, root, {**doc, "ports": []})
     assert res.exit_code == 0
-    assert {f["subject"] for f in json.loads(res.stdout)["findings"] if f["check"] == "counters.baseline"} == {"mlx5_0:1", "mlx5_1:1"}
+    assert {
+        f["subject"]
+        for f in json.loads(res.stdout)["findings"]
+        if f["check"] == "counters.baseline"
+    } == {"mlx5_0:1", "mlx5_1:1"}
 
 
 @pytest.mark.parametrize(
     "changes, words",
     [
-        ({"counters_symbol_error": 10**30}, "counters.symbol_error is 1000000000000000000000000000000, more than its 16-bit counter can hold"),
+        (
+            {"counters_symbol_error": 10**30},
+            "counters.symbol_error is 1000000000000000000000000000000, more than its 16-bit counter can hold",
+        ),
         ({"counters_symbol_error": 70000}, "more than its 16-bit counter can hold"),
         ({"counters_link_downed": 256}, "more than its 8-bit counter can hold"),
         ({"counters_port_xmit_data": 2**64}, "more than its 64-bit counter can hold"),
-        ({"data_counter_bits": 32, "counters_port_xmit_data": 2**40}, "more than its 32-bit counter can hold"),
+        (
+            {"data_counter_bits": 32, "counters_port_xmit_data": 2**40},
+            "more than its 32-bit counter can hold",
+        ),
         ({"hw_counters_out_of_sequence": 2**64}, "more than its 64-bit counter can hold"),
         ({"counters_symbol_error": 1.5}, "not a count"),
         ({"counters_symbol_error": "12"}, "not a count"),
@@ -90,7 +104,14 @@ def test_impossible_or_mistyped_values_are_refused(cli, saved, changes, words):
     p = dict(doc["ports"][0])
     for key, value in changes.items():
         # "counters_<name>" / "hw_counters_<name>" change one value of that table; other keys the record.
-        table = next((t for t in ("hw_counters", "counters") if key.startswith(t + "_") and key != "hw_counters_lifespan_ms"), None)
+        table = next(
+            (
+                t
+                for t in ("hw_counters", "counters")
+                if key.startswith(t + "_") and key != "hw_counters_lifespan_ms"
+            ),
+            None,
+        )
         if table:
             p[table] = {**p[table], key[len(table) + 1 :]: value}
         else:
@@ -133,4 +154,6 @@ def test_a_little_clock_skew_is_allowed(cli, saved):
 def test_a_deeply_nested_baseline_is_exit_2(cli, saved):
     root, _ = saved
     res = since(cli, root, "[" * 100_000 + "]" * 100_000)
-    assert res.exit_code == 2 and "nested too deeply" in res.stderr and "Traceback" not in res.stderr
+    assert (
+        res.exit_code == 2 and "nested too deeply" in res.stderr and "Traceback" not in res.stderr
+    )

@@ -22,19 +22,83 @@ def run(cli, tmp_path, body: str | bytes, cmd=("topo",)):
 @pytest.mark.parametrize(
     "body, cmd, words",
     [
-        ("[topo]\nexpected_rate_gbps = nan\n", ("topo",), "[topo] expected_rate_gbps = nan is not a finite number"),
-        ("[topo]\nexpected_rate_gbps = inf\n", ("topo",), "[topo] expected_rate_gbps = inf is not a finite number"),
-        ("[topo]\nexpected_rate_gbps = -inf\n", ("topo",), "expected_rate_gbps = -inf is not a finite number"),
-        ("[topo]\nexpected_rate_gbps = 1e6\n", ("topo",), "[topo] expected_rate_gbps = 1000000.0 must be at most 2400"),
-        ("[topo]\nexpected_rate_gbps = 0\n", ("topo",), "[topo] expected_rate_gbps = 0 must be above 0"),
-        ("[counters]\nexpected_rate_gbps = nan\n", ("counters",), "[counters] expected_rate_gbps = nan is not a finite number"),
-        ("[counters]\nrate_limit_per_s = nan\n", ("counters",), "[counters] rate_limit_per_s = nan is not a finite number"),
-        ("[counters.thresholds]\nsymbol_error = -5\n", ("counters",), "[counters] thresholds.symbol_error = -5 must not be negative"),
-        ("[counters.thresholds]\nsymbol_error = 1000000000000000000000000000000\n", ("counters",), "thresholds.symbol_error = 1000000000000000000000000000000 does not fit a 64-bit integer"),
-        ("[topo]\nexpect_adapters = -1\n", ("topo",), "[topo] expect_adapters = -1 must not be negative"),
-        ("[verdict]\nlatency_us = nan\n", ("verdict", "--params", "8e9", "--dtype", "bf16", "--ranks", "16", "--compute-s", "2", "--busbw", "40"), "[verdict] latency_us = nan is not a finite number"),
-        ('[topo]\ngdr_level = "PXB\\u001b[2J"\n', ("topo",), "[topo] gdr_level = 'PXB\\x1b[2J' is not a plain one-line string"),
-        ('[topo]\nignore_adapters = ["' + "x" * 5000 + '"]\n', ("topo",), "is not a plain one-line string of at most 4096 characters"),
+        (
+            "[topo]\nexpected_rate_gbps = nan\n",
+            ("topo",),
+            "[topo] expected_rate_gbps = nan is not a finite number",
+        ),
+        (
+            "[topo]\nexpected_rate_gbps = inf\n",
+            ("topo",),
+            "[topo] expected_rate_gbps = inf is not a finite number",
+        ),
+        (
+            "[topo]\nexpected_rate_gbps = -inf\n",
+            ("topo",),
+            "expected_rate_gbps = -inf is not a finite number",
+        ),
+        (
+            "[topo]\nexpected_rate_gbps = 1e6\n",
+            ("topo",),
+            "[topo] expected_rate_gbps = 1000000.0 must be at most 2400",
+        ),
+        (
+            "[topo]\nexpected_rate_gbps = 0\n",
+            ("topo",),
+            "[topo] expected_rate_gbps = 0 must be above 0",
+        ),
+        (
+            "[counters]\nexpected_rate_gbps = nan\n",
+            ("counters",),
+            "[counters] expected_rate_gbps = nan is not a finite number",
+        ),
+        (
+            "[counters]\nrate_limit_per_s = nan\n",
+            ("counters",),
+            "[counters] rate_limit_per_s = nan is not a finite number",
+        ),
+        (
+            "[counters.thresholds]\nsymbol_error = -5\n",
+            ("counters",),
+            "[counters] thresholds.symbol_error = -5 must not be negative",
+        ),
+        (
+            "[counters.thresholds]\nsymbol_error = 1000000000000000000000000000000\n",
+            ("counters",),
+            "thresholds.symbol_error = 1000000000000000000000000000000 does not fit a 64-bit integer",
+        ),
+        (
+            "[topo]\nexpect_adapters = -1\n",
+            ("topo",),
+            "[topo] expect_adapters = -1 must not be negative",
+        ),
+        (
+            "[verdict]\nlatency_us = nan\n",
+            (
+                "verdict",
+                "--params",
+                "8e9",
+                "--dtype",
+                "bf16",
+                "--ranks",
+                "16",
+                "--compute-s",
+                "2",
+                "--busbw",
+                "40",
+            ),
+            "[verdict] latency_us = nan is not a finite number",
+        ),
+        (
+            '[topo]\ngdr_level = "PXB\\u001b[2J"\n',
+            ("topo",),
+            "[topo] gdr_level = 'PXB\\x1b[2J' is not a plain one-line string",
+        ),
+        (
+            '[topo]\nignore_adapters = ["' + "x" * 5000 + '"]\n',
+            ("topo",),
+            "is not a plain one-line string of at most 4096 characters",
+        ),
         ('[topo]\n"evil\\u001b[31m" = 1\n', ("topo",), "unknown key evil\\x1b[31m"),
     ],
 )
@@ -42,7 +106,11 @@ def test_bad_values_are_exit_2_naming_key_and_value(cli, tmp_path, body, cmd, wo
     res, path = run(cli, tmp_path, body, cmd)
     assert res.exit_code == 2, (res.stdout, res.stderr)
     assert words in res.stderr and str(path) in res.stderr and "hint:" in res.stderr
-    assert "Traceback" not in res.stderr and "internal error" not in res.stderr and "\x1b" not in res.stderr
+    assert (
+        "Traceback" not in res.stderr
+        and "internal error" not in res.stderr
+        and "\x1b" not in res.stderr
+    )
 
 
 @pytest.mark.parametrize(
@@ -52,7 +120,10 @@ def test_bad_values_are_exit_2_naming_key_and_value(cli, tmp_path, body, cmd, wo
         (b"\x7fELF\x02\x01\x01\x00" + bytes(64), "not valid TOML"),
         ("a = " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
         ("a = " + "{b = " * 500 + "1" + "}" * 500 + "\n", "nested too deeply"),
-        ("[topo]\nignore_adapters = " + "[" * 20 + "]" * 20 + "\n", "nested more than 16 levels deep"),
+        (
+            "[topo]\nignore_adapters = " + "[" * 20 + "]" * 20 + "\n",
+            "nested more than 16 levels deep",
+        ),
         ("[" + ".".join(["t"] * 40) + "]\n", "nested more than 16 levels deep"),
         ("# " + "x" * (2**20) + "\n", "more than 1024 KiB"),
     ],
@@ -70,7 +141,11 @@ def test_a_directory_as_config_is_exit_2(cli, tmp_path):
 
 
 def test_good_values_still_load(cli, tmp_path):
-    res, _ = run(cli, tmp_path, "[topo]\nexpected_rate_gbps = 400\nexpect_adapters = 12\n[counters.thresholds]\nsymbol_error = 0\n")
+    res, _ = run(
+        cli,
+        tmp_path,
+        "[topo]\nexpected_rate_gbps = 400\nexpect_adapters = 12\n[counters.thresholds]\nsymbol_error = 0\n",
+    )
     assert res.exit_code in (0, 1) and "error" not in res.stderr
 
 
@@ -87,7 +162,17 @@ def test_a_field_declares_its_own_range():
         count: int = 1
         limits: dict[str, int] = bounded(high=100, default_factory=lambda: {"a": 1})
 
-    assert build_dataclass(Demo, {"share": 1, "offset_s": -3.5, "limits": {"a": 100}}, where="[x]").offset_s == -3.5
-    for table, words in (({"share": 0}, "share = 0 must be above 0"), ({"share": 1.5}, "share = 1.5 must be at most 1"), ({"count": -1}, "count = -1 must not be negative"), ({"limits": {"a": 101}}, "limits.a = 101 must be at most 100")):
+    assert (
+        build_dataclass(
+            Demo, {"share": 1, "offset_s": -3.5, "limits": {"a": 100}}, where="[x]"
+        ).offset_s
+        == -3.5
+    )
+    for table, words in (
+        ({"share": 0}, "share = 0 must be above 0"),
+        ({"share": 1.5}, "share = 1.5 must be at most 1"),
+        ({"count": -1}, "count = -1 must not be negative"),
+        ({"limits": {"a": 101}}, "limits.a = 101 must be at most 100"),
+    ):
         with pytest.raises(InputError, match=words.replace(".", r"\.")):
             build_dataclass(Demo, table, where="[x]")

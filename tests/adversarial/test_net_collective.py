@@ -21,7 +21,21 @@ from tests.adversarial.net_support import wait_gone  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_STEP_ID", "SLURM_STEPID", "IBDIAG_COLLECTIVE_REPORT_DIR", "IBDIAG_TEST_HOOK")
+LAUNCH_VARS = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "SLURM_PROCID",
+    "SLURM_STEP_ID",
+    "SLURM_STEPID",
+    "IBDIAG_COLLECTIVE_REPORT_DIR",
+    "IBDIAG_TEST_HOOK",
+)
 
 
 def _env(tmpdir: Path, **extra: str) -> dict[str, str]:
@@ -46,11 +60,38 @@ def _ranks(parent: int) -> list[psutil.Process]:
     return out
 
 
-def _start_long_run(exe: str, tmpdir: Path, marks: Path, *extra: str, nproc: int = 2, timeout: int = 30) -> subprocess.Popen[str]:
-    cmd = [exe, "bench", "collective", "--nproc", str(nproc), "--backend", "gloo", "--sizes", "64K,128K,256K", "--iters", "200000", "--warmup", "1", "--timeout", str(timeout), *extra]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmpdir, IBDIAG_TEST_HOOK=f"mark:dir={marks}"))
+def _start_long_run(
+    exe: str, tmpdir: Path, marks: Path, *extra: str, nproc: int = 2, timeout: int = 30
+) -> subprocess.Popen[str]:
+    cmd = [
+        exe,
+        "bench",
+        "collective",
+        "--nproc",
+        str(nproc),
+        "--backend",
+        "gloo",
+        "--sizes",
+        "64K,128K,256K",
+        "--iters",
+        "200000",
+        "--warmup",
+        "1",
+        "--timeout",
+        str(timeout),
+        *extra,
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(tmpdir, IBDIAG_TEST_HOOK=f"mark:dir={marks}"),
+    )
     deadline = time.monotonic() + 120
-    while not all((marks / f"rank{r}.step1").exists() for r in range(nproc)):  # every rank is measuring
+    while not all(
+        (marks / f"rank{r}.step1").exists() for r in range(nproc)
+    ):  # every rank is measuring
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the ranks never started measuring"
         time.sleep(0.05)
@@ -68,12 +109,30 @@ def dirs(tmp_path):
 def test_a_rank_count_this_node_cannot_hold_is_refused_before_spawning(ibdiag_exe, dirs):
     tmpdir, _ = dirs
     t0 = time.monotonic()
-    r = subprocess.run([ibdiag_exe, "bench", "collective", "--nproc", "4096", "--backend", "gloo", "--sizes", "4K"], capture_output=True, text=True, env=_env(tmpdir), timeout=60)
+    r = subprocess.run(
+        [
+            ibdiag_exe,
+            "bench",
+            "collective",
+            "--nproc",
+            "4096",
+            "--backend",
+            "gloo",
+            "--sizes",
+            "4K",
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(tmpdir),
+        timeout=60,
+    )
     assert r.returncode == 2, r.stderr
     assert time.monotonic() - t0 < 20  # no rank imported torch
     assert r.stderr.startswith("ibdiag: error: --nproc 4096: this node cannot hold 4096 ranks")
     cpus = len(os.sched_getaffinity(0))
-    assert f"{cpus} CPU" in r.stderr and "MiB per rank" in r.stderr and "available" in r.stderr, r.stderr
+    assert f"{cpus} CPU" in r.stderr and "MiB per rank" in r.stderr and "available" in r.stderr, (
+        r.stderr
+    )
     assert "hint: " in r.stderr and "Traceback" not in r.stderr
     assert not _rank_dirs(tmpdir)
 
@@ -100,8 +159,32 @@ def test_the_rank_logs_of_a_killed_supervisor_are_removed_by_the_next_run(ibdiag
     assert len(ranks) == 2 and len(left) == 1
     proc.kill()
     proc.communicate(timeout=30)
-    assert all(wait_gone(p.pid, 10) for p in ranks), "a rank outlived its killed supervisor"  # PR_SET_PDEATHSIG
-    r = subprocess.run([ibdiag_exe, "bench", "collective", "--nproc", "1", "--backend", "gloo", "--sizes", "4K", "--iters", "1", "--warmup", "0", "-o", "json"], capture_output=True, text=True, env=_env(tmpdir), timeout=120)
+    assert all(wait_gone(p.pid, 10) for p in ranks), (
+        "a rank outlived its killed supervisor"
+    )  # PR_SET_PDEATHSIG
+    r = subprocess.run(
+        [
+            ibdiag_exe,
+            "bench",
+            "collective",
+            "--nproc",
+            "1",
+            "--backend",
+            "gloo",
+            "--sizes",
+            "4K",
+            "--iters",
+            "1",
+            "--warmup",
+            "0",
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(tmpdir),
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert not _rank_dirs(tmpdir), "the killed run's rank logs are still there"
 
@@ -129,8 +212,12 @@ def test_a_stopped_rank_is_named_within_the_timeout(ibdiag_exe, dirs):
     print(f"stopped rank named after {waited:.2f} s (--timeout {timeout})")
     assert proc.returncode == 3, err
     assert "rank 1 " in err and f"pid {victim.pid})" in err and "stopped" in err, err
-    assert "rank 2 " not in err.split("hint:")[0] and "rank 0 on" not in err  # the waiting ranks are not blamed
-    assert waited <= timeout + 1 + 2, f"the stopped rank was named after {waited:.1f} s (--timeout {timeout})"
+    assert (
+        "rank 2 " not in err.split("hint:")[0] and "rank 0 on" not in err
+    )  # the waiting ranks are not blamed
+    assert waited <= timeout + 1 + 2, (
+        f"the stopped rank was named after {waited:.1f} s (--timeout {timeout})"
+    )
     assert wait_gone(victim.pid, 10)
 
 
@@ -139,7 +226,10 @@ def test_capacity_is_the_smaller_of_the_cpu_and_memory_bounds():
     from ibdiag.errors import UsageError
 
     check_capacity(2 * MAX_RANKS_PER_CPU, cpus=2, available_bytes=10**12)
-    with pytest.raises(UsageError, match=rf"it has 2 CPUs \(at most {MAX_RANKS_PER_CPU} ranks each: {2 * MAX_RANKS_PER_CPU}\)"):
+    with pytest.raises(
+        UsageError,
+        match=rf"it has 2 CPUs \(at most {MAX_RANKS_PER_CPU} ranks each: {2 * MAX_RANKS_PER_CPU}\)",
+    ):
         check_capacity(2 * MAX_RANKS_PER_CPU + 1, cpus=2, available_bytes=10**12)
     check_capacity(10, cpus=64, available_bytes=10 * RANK_MEMORY_BYTES)
     with pytest.raises(UsageError, match=r"300 MiB per rank before its buffers: 10\)") as e:

@@ -41,7 +41,15 @@ def test_a_stranger_on_the_data_port_is_dropped_and_the_run_proceeds(ibdiag_exe,
 
     proxy = ControlProxy(s.port, on_server_message)
     try:
-        r = run_client(ibdiag_exe, proxy.port, *QUICK, "--timeout", "3", env=token_env("data-port-token"), timeout=30)
+        r = run_client(
+            ibdiag_exe,
+            proxy.port,
+            *QUICK,
+            "--timeout",
+            "3",
+            env=token_env("data-port-token"),
+            timeout=30,
+        )
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["results"][0]["bw_gbs"] > 0
         assert strangers, "the relay never saw a ready message"
@@ -64,11 +72,19 @@ def test_a_client_that_hangs_up_before_its_data_connections_frees_the_server_at_
         sock = socket.create_connection(("127.0.0.1", s.port), timeout=5)
         ch = Channel(sock, "server", 5)
         client_handshake(ch, token=None, host="quitter", version="1")
-        ch.send({"type": "run", "request": RunRequest(transport="tcp", mode="bw", sizes=(4096,), iters=2).to_json()})
+        ch.send(
+            {
+                "type": "run",
+                "request": RunRequest(transport="tcp", mode="bw", sizes=(4096,), iters=2).to_json(),
+            }
+        )
         ch.expect("ready", "ready")
         sock.close()  # gone before opening a single data connection
         t0 = time.monotonic()
-        s.log.wait_for(r"dropped: the client gave up \(closed or wrote to the control connection\) with 0 of 1 data connections set up", timeout=10)
+        s.log.wait_for(
+            r"dropped: the client gave up \(closed or wrote to the control connection\) with 0 of 1 data connections set up",
+            timeout=10,
+        )
         assert time.monotonic() - t0 < 2  # not after --timeout (30 s)
         good_run(ibdiag_exe, s.port)  # and the next client is not told "busy"
     finally:

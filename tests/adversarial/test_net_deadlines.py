@@ -43,6 +43,8 @@ def test_stopped_server_is_named_within_the_timeout(ibdiag_exe, mode, args, wait
         assert f"no answer from 127.0.0.1:{s.port} within {T:g} s" in err, err
         assert waiting_for in err, err
         assert "Traceback" not in err
-        assert waited <= T + 1.0, f"{mode}: the stopped server was noticed after {waited:.2f} s (timeout {T:g} s)"
+        assert waited <= T + 1.0, (
+            f"{mode}: the stopped server was noticed after {waited:.2f} s (timeout {T:g} s)"
+        )
     finally:
         s.stop()

@@ -64,12 +64,30 @@ def _lying_send(lie: dict):
 def test_the_client_refuses_impossible_server_figures(ibdiag_exe, monkeypatch, case):
     monkeypatch.setattr(protocol.Channel, "send", _lying_send(LIES[case]))
     with server_thread() as (port, _, _):
-        r = run_client(ibdiag_exe, port, "--sizes", "64K", "--iters", "20", "--warmup", "2", "-o", "json", "--timeout", "5", timeout=60)
+        r = run_client(
+            ibdiag_exe,
+            port,
+            "--sizes",
+            "64K",
+            "--iters",
+            "20",
+            "--warmup",
+            "2",
+            "-o",
+            "json",
+            "--timeout",
+            "5",
+            timeout=60,
+        )
     assert r.returncode == 3, (case, r.stdout[:300], r.stderr)
     assert r.stdout == ""  # nothing printed as if it were a measurement
     assert r.stderr.startswith(f"ibdiag: error: 127.0.0.1:{port} "), r.stderr
     # an impossible figure, or a number JSON cannot hold as a float (1e999) refused with the message
-    assert "reported an impossible" in r.stderr or "sent a malformed message" in r.stderr and "beyond the range of a float" in r.stderr, r.stderr
+    assert (
+        "reported an impossible" in r.stderr
+        or "sent a malformed message" in r.stderr
+        and "beyond the range of a float" in r.stderr
+    ), r.stderr
     assert "Traceback" not in r.stderr and "internal error" not in r.stderr
 
 

@@ -33,19 +33,31 @@ def test_p2p_flag_out_of_range_is_exit_2_naming_it(cli, args, named):
     assert r.exit_code == 2, (r.exit_code, r.stderr)
     assert r.stderr.startswith("ibdiag: error: ") and named in r.stderr, r.stderr
     assert "hint: " in r.stderr
-    assert "internal error" not in r.stderr and "cannot resolve" not in r.stderr and r.exception is None
+    assert (
+        "internal error" not in r.stderr
+        and "cannot resolve" not in r.stderr
+        and r.exception is None
+    )
 
 
-@pytest.mark.parametrize("host", ["a" * 300, "node-" + "x" * 64 + ".example", "bad host", "node\n-a", "[::1"])
+@pytest.mark.parametrize(
+    "host", ["a" * 300, "node-" + "x" * 64 + ".example", "bad host", "node\n-a", "[::1"]
+)
 def test_p2p_unusable_host_is_exit_2_naming_it(cli, host):
     r = cli("bench", "p2p", host, "--timeout", "1")
     assert r.exit_code == 2, (r.exit_code, r.stderr)
-    assert r.stderr.startswith("ibdiag: error: HOST ") and "is not a host name" in r.stderr, r.stderr
-    assert len(r.stderr.splitlines()[0]) < 200 and "\n-a" not in r.stderr  # named, escaped and short
+    assert r.stderr.startswith("ibdiag: error: HOST ") and "is not a host name" in r.stderr, (
+        r.stderr
+    )
+    assert (
+        len(r.stderr.splitlines()[0]) < 200 and "\n-a" not in r.stderr
+    )  # named, escaped and short
     assert r.exception is None
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1", "::1", "[::1]", "localhost", "node-a.cluster.example"])
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1", "::1", "[::1]", "localhost", "node-a.cluster.example"]
+)
 def test_p2p_usable_hosts_get_past_the_check(cli, host):
     """A valid name is not refused by the check (nothing listens on port 1, so exit 3)."""
     r = cli("bench", "p2p", host, "--port", "1", "--timeout", "1")

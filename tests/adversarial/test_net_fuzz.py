@@ -48,11 +48,51 @@ def _nested(depth: int) -> bytes:
 
 
 WEIRD_VALUES: list[object] = [
-    None, True, False, 0, -1, 1, 2**31, 2**63, 2**64, 2**200, -(2**200), 0.5, -0.0, 1e308, 1e-308,
-    "", "x", "ibdiag-p2p", "tcp", "bw", "\x00\x1b[2J", "é" * 100, "A" * 5000, [], [1] * 100, [[[[[]]]]],
-    {}, {"type": "hello"}, ["tcp"] * 70, [2**200], ["4K"], [0], [-5], [True],
+    None,
+    True,
+    False,
+    0,
+    -1,
+    1,
+    2**31,
+    2**63,
+    2**64,
+    2**200,
+    -(2**200),
+    0.5,
+    -0.0,
+    1e308,
+    1e-308,
+    "",
+    "x",
+    "ibdiag-p2p",
+    "tcp",
+    "bw",
+    "\x00\x1b[2J",
+    "é" * 100,
+    "A" * 5000,
+    [],
+    [1] * 100,
+    [[[[[]]]]],
+    {},
+    {"type": "hello"},
+    ["tcp"] * 70,
+    [2**200],
+    ["4K"],
+    [0],
+    [-5],
+    [True],
 ]
-RAW_NUMBERS = [b"1" * 5000, b"1e999", b"-1e999", b"NaN", b"Infinity", b"-Infinity", b"1" * 4300, b"0." + b"0" * 5000 + b"1"]
+RAW_NUMBERS = [
+    b"1" * 5000,
+    b"1e999",
+    b"-1e999",
+    b"NaN",
+    b"Infinity",
+    b"-Infinity",
+    b"1" * 4300,
+    b"0." + b"0" * 5000 + b"1",
+]
 
 
 def _mutate(rng: random.Random, doc: dict) -> bytes:
@@ -68,31 +108,62 @@ def _mutate(rng: random.Random, doc: dict) -> bytes:
     text = json.dumps(doc)
     if rng.random() < 0.3:
         key = rng.choice(list(doc))
-        text = text.replace(f'"{key}": ', f'"{key}": {rng.choice(RAW_NUMBERS).decode()}, "{key}_was": ', 1)
+        text = text.replace(
+            f'"{key}": ', f'"{key}": {rng.choice(RAW_NUMBERS).decode()}, "{key}_was": ', 1
+        )
     return text.encode()
 
 
 @dataclass
 class Case:
-    stage: str  # "pre": instead of the client's hello; "run": after authenticating; "phase": mid-run
+    stage: (
+        str  # "pre": instead of the client's hello; "run": after authenticating; "phase": mid-run
+    )
     chunks: list[bytes] = field(default_factory=list)
     frames: int = 0
 
 
 def _pre_auth_case(rng: random.Random, replay: list[bytes]) -> Case:
-    good_hello = {"type": "hello", "proto": protocol.PROTO, "version": protocol.VERSION, "nonce": os.urandom(32).hex(), "mac": "00" * 32, "host": "fuzz", "ibdiag": "fuzz"}
+    good_hello = {
+        "type": "hello",
+        "proto": protocol.PROTO,
+        "version": protocol.VERSION,
+        "nonce": os.urandom(32).hex(),
+        "mac": "00" * 32,
+        "host": "fuzz",
+        "ibdiag": "fuzz",
+    }
     kind = rng.randrange(12)
     if kind == 0:
         return Case("pre", [os.urandom(rng.randint(1, 300))], 1)
     if kind == 1:
-        return Case("pre", [struct.pack("!I", rng.randint(protocol.MAX_MESSAGE_BYTES + 1, 2**32 - 1)) + os.urandom(16)], 1)
+        return Case(
+            "pre",
+            [
+                struct.pack("!I", rng.randint(protocol.MAX_MESSAGE_BYTES + 1, 2**32 - 1))
+                + os.urandom(16)
+            ],
+            1,
+        )
     if kind == 2:  # truncated: the header promises more than comes before the hang-up
         body = json.dumps(good_hello).encode()
-        return Case("pre", [struct.pack("!I", len(body)) + body[: rng.randint(0, len(body) - 1)]], 1)
+        return Case(
+            "pre", [struct.pack("!I", len(body)) + body[: rng.randint(0, len(body) - 1)]], 1
+        )
     if kind == 3:
         return Case("pre", [_frame(os.urandom(rng.randint(1, 200)) + b"\xff\xfe")], 1)
     if kind == 4:
-        return Case("pre", [_frame(rng.choice([b"[1,2]", b"3", b'"hello"', b"null", b"{}", b'{"type":3}', b"{", b""]))], 1)
+        return Case(
+            "pre",
+            [
+                _frame(
+                    rng.choice(
+                        [b"[1,2]", b"3", b'"hello"', b"null", b"{}", b'{"type":3}', b"{", b""]
+                    )
+                )
+            ],
+            1,
+        )
     if kind == 5:
         return Case("pre", [_frame(_nested(rng.choice([17, 100, 5000, 30000])))], 1)
     if kind == 6:
@@ -104,8 +175,20 @@ def _pre_auth_case(rng: random.Random, replay: list[bytes]) -> Case:
     if kind == 9:  # several frames back to back
         return Case("pre", [b"".join(_frame(_mutate(rng, good_hello)) for _ in range(3))], 3)
     if kind == 10:
-        return Case("pre", [_frame(json.dumps({"type": "error", "message": "A" * rng.randint(0, 60000)}).encode())], 1)
-    return Case("pre", [_frame(json.dumps(good_hello).encode().replace(b'"fuzz"', rng.choice(RAW_NUMBERS), 1))], 1)
+        return Case(
+            "pre",
+            [
+                _frame(
+                    json.dumps({"type": "error", "message": "A" * rng.randint(0, 60000)}).encode()
+                )
+            ],
+            1,
+        )
+    return Case(
+        "pre",
+        [_frame(json.dumps(good_hello).encode().replace(b'"fuzz"', rng.choice(RAW_NUMBERS), 1))],
+        1,
+    )
 
 
 def _still_valid(request: bytes) -> bool:
@@ -127,7 +210,14 @@ def _run_case(rng: random.Random) -> Case:
 
 
 def _phase_case(rng: random.Random) -> Case:
-    base = rng.choice([{"type": "phase", "kind": "bw", "bytes": 4096, "warmup": 0}, {"type": "iters", "n": 2}, {"type": "bye"}, {"type": "qp", "qp": {}}])
+    base = rng.choice(
+        [
+            {"type": "phase", "kind": "bw", "bytes": 4096, "warmup": 0},
+            {"type": "iters", "n": 2},
+            {"type": "bye"},
+            {"type": "qp", "qp": {}},
+        ]
+    )
     msg = _mutate(rng, base)
     return Case("phase", [_frame(msg)], 1)
 
@@ -147,14 +237,16 @@ def _drain(sock: socket.socket, limit_s: float) -> bool:
     try:
         while sock.recv(65536):
             pass
-    except socket.timeout:
+    except TimeoutError:
         return False
     except OSError:
         pass
     return True
 
 
-_ONE_RUN_AT_A_TIME = threading.Lock()  # the server runs one benchmark at a time: mid-run cases take turns
+_ONE_RUN_AT_A_TIME = (
+    threading.Lock()
+)  # the server runs one benchmark at a time: mid-run cases take turns
 
 
 def _play(port: int, case: Case, tally: Tally) -> None:
@@ -180,7 +272,9 @@ def _play_one(port: int, case: Case, tally: Tally) -> None:
                 ch.send({"type": "run", "request": req.to_json()})
                 try:
                     ready = ch.expect("ready", "ready")
-                except protocol.RemoteError as e:  # the previous mid-run case is still unwinding on the server
+                except (
+                    protocol.RemoteError
+                ) as e:  # the previous mid-run case is still unwinding on the server
                     assert e.code == "busy", e.message
                     time.sleep(0.05)
                     tally.retries += 1
@@ -204,9 +298,13 @@ def _play_one(port: int, case: Case, tally: Tally) -> None:
     took = time.monotonic() - t0
     with tally.lock:
         tally.cases += 1
-        tally.frames += case.frames + (2 if case.stage != "pre" else 0) + (3 if case.stage == "phase" else 0)
+        tally.frames += (
+            case.frames + (2 if case.stage != "pre" else 0) + (3 if case.stage == "phase" else 0)
+        )
         if not hung_up or took > SERVER_TIMEOUT_S + 1:
-            tally.slow.append(f"{case.stage} {case.chunks[0][:60]!r}: {took:.1f} s, hung up: {hung_up}")
+            tally.slow.append(
+                f"{case.stage} {case.chunks[0][:60]!r}: {took:.1f} s, hung up: {hung_up}"
+            )
 
 
 def _captured_session(port: int) -> list[bytes]:
@@ -225,7 +323,14 @@ def _captured_session(port: int) -> list[bytes]:
 
     ch = Channel(Recording(), "server", 5)  # type: ignore[arg-type]
     client_handshake(ch, token=TOKEN.encode(), host="fuzz", version="fuzz")
-    ch.send({"type": "run", "request": RunRequest(transport="tcp", mode="bw", sizes=(4096,), iters=2, warmup=0).to_json()})
+    ch.send(
+        {
+            "type": "run",
+            "request": RunRequest(
+                transport="tcp", mode="bw", sizes=(4096,), iters=2, warmup=0
+            ).to_json(),
+        }
+    )
     ch.expect("ready", "ready")
     sock.close()
     return sent
@@ -237,7 +342,11 @@ def test_fuzzed_control_frames_never_take_the_server_down(ibdiag_exe, tmp_path):
     try:
         replay = _captured_session(s.port)
         rng = random.Random(SEED)
-        makers = [lambda: _pre_auth_case(rng, replay)] * 6 + [lambda: _run_case(rng)] * 3 + [lambda: _phase_case(rng)]
+        makers = (
+            [lambda: _pre_auth_case(rng, replay)] * 6
+            + [lambda: _run_case(rng)] * 3
+            + [lambda: _phase_case(rng)]
+        )
         cases = [rng.choice(makers)() for _ in range(CASES)]
         tally = Tally()
         queue = list(reversed(cases))
@@ -260,13 +369,21 @@ def test_fuzzed_control_frames_never_take_the_server_down(ibdiag_exe, tmp_path):
         took = time.monotonic() - t0
         assert tally.cases == CASES
         assert tally.frames >= 2 * CASES
-        assert not tally.slow, f"{len(tally.slow)} cases were not answered within the server's deadlines: {tally.slow[:5]}"
+        assert not tally.slow, (
+            f"{len(tally.slow)} cases were not answered within the server's deadlines: {tally.slow[:5]}"
+        )
         assert s.proc.poll() is None, "the server died"
         good_run(ibdiag_exe, s.port, env=token_env(TOKEN))
         log = s.log.text()
         assert "internal error" not in log, [ln for ln in s.log.lines if "internal error" in ln][:5]
         # every stage was reached and refused for what it was
-        for reached in ("is not speaking the ibdiag p2p protocol", "refused: wrong token", "refused: invalid request", "refused: phase ", "nested deeper than 16"):
+        for reached in (
+            "is not speaking the ibdiag p2p protocol",
+            "refused: wrong token",
+            "refused: invalid request",
+            "refused: phase ",
+            "nested deeper than 16",
+        ):
             assert reached in log, reached
         assert all(line.startswith("ibdiag serve: ") and len(line) < 1000 for line in s.log.lines)
         print(f"fuzz: {tally.cases} connections, {tally.frames} frames, seed {SEED}, {took:.1f} s")

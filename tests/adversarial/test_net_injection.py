@@ -34,7 +34,9 @@ def _check_lines(text: str, prefix: str) -> None:
         assert len(line) <= LONGEST_LINE, f"a {len(line)}-character line"
 
 
-def _evil_client(port: int, *, host: str = "evil-client", version: str = __version__, error: str = "bye") -> None:
+def _evil_client(
+    port: int, *, host: str = "evil-client", version: str = __version__, error: str = "bye"
+) -> None:
     """A client built from the library's own pieces that lies about itself and fails with ``error``."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=5)
     ch = Channel(sock, f"127.0.0.1:{port}", 5)
@@ -77,8 +79,14 @@ def _fake_server(answer: dict):
         conn.sendall(
             frame(
                 {
-                    "type": "hello", "proto": protocol.PROTO, "version": protocol.VERSION, "auth": "none",
-                    "nonce": os.urandom(32).hex(), "host": EVIL, "ibdiag": EVIL[:2000], "transports": ["tcp", EVIL[:2000]],
+                    "type": "hello",
+                    "proto": protocol.PROTO,
+                    "version": protocol.VERSION,
+                    "auth": "none",
+                    "nonce": os.urandom(32).hex(),
+                    "host": EVIL,
+                    "ibdiag": EVIL[:2000],
+                    "transports": ["tcp", EVIL[:2000]],
                 }
             )
         )
@@ -91,7 +99,10 @@ def _fake_server(answer: dict):
 
 
 def test_server_errors_reach_the_client_stderr_escaped_and_capped(ibdiag_exe):
-    r = client_against(ibdiag_exe, _fake_server({"type": "error", "code": "failed", "message": EVIL, "hint": EVIL[:3000]}))
+    r = client_against(
+        ibdiag_exe,
+        _fake_server({"type": "error", "code": "failed", "message": EVIL, "hint": EVIL[:3000]}),
+    )
     assert r.returncode == 3, r.stderr
     assert r.stderr.startswith("ibdiag: error: 127.0.0.1:")
     assert ": x\\nibdiag serve: " in r.stderr.splitlines()[0]
@@ -104,8 +115,22 @@ def test_server_errors_reach_the_client_stderr_escaped_and_capped(ibdiag_exe):
 def test_the_server_hello_is_escaped_where_it_enters():
     a, b = socket.socketpair()
     with a, b:
+
         def serve() -> None:
-            b.sendall(frame({"type": "hello", "proto": protocol.PROTO, "version": protocol.VERSION, "auth": "none", "nonce": "ab" * 32, "host": EVIL, "ibdiag": EVIL[:2000], "transports": ["tcp", EVIL[:2000]]}))
+            b.sendall(
+                frame(
+                    {
+                        "type": "hello",
+                        "proto": protocol.PROTO,
+                        "version": protocol.VERSION,
+                        "auth": "none",
+                        "nonce": "ab" * 32,
+                        "host": EVIL,
+                        "ibdiag": EVIL[:2000],
+                        "transports": ["tcp", EVIL[:2000]],
+                    }
+                )
+            )
             read_frame(b)
             b.sendall(frame({"type": "welcome", "mac": None}))
 
@@ -114,5 +139,7 @@ def test_the_server_hello_is_escaped_where_it_enters():
         hello = client_handshake(Channel(a, "server", 5), token=None, host="c", version="1")
         t.join(5)
     for value in (hello.host, hello.ibdiag_version, *hello.transports):
-        assert "\n" not in value and "\x1b" not in value and len(value) <= 1000  # capped (255 characters of a host, escaped)
+        assert (
+            "\n" not in value and "\x1b" not in value and len(value) <= 1000
+        )  # capped (255 characters of a host, escaped)
     assert hello.host.startswith("x\\nibdiag serve: ")

@@ -9,7 +9,6 @@ from a less crowded address displaces the oldest connection of the most crowded 
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 
@@ -36,7 +35,9 @@ class Slowloris:
         self.drops = 0
         self._lock = threading.Lock()
         self.threads = [
-            threading.Thread(target=self._hold, args=(addr,), daemon=True) for addr in ATTACKER_ADDRESSES for _ in range(SOCKETS_PER_ADDRESS)
+            threading.Thread(target=self._hold, args=(addr,), daemon=True)
+            for addr in ATTACKER_ADDRESSES
+            for _ in range(SOCKETS_PER_ADDRESS)
         ]
 
     def __enter__(self) -> Slowloris:
@@ -79,13 +80,19 @@ def test_a_client_with_the_token_is_served_through_a_slowloris(ibdiag_exe, tmp_p
             time.sleep(2.0)  # every slot the attacker can get is taken and trickling
             assert attack.connects >= 16
             t0 = time.monotonic()
-            good_run(ibdiag_exe, s.port, "--timeout", "5", env=token_env("preauth-token"), timeout=30)
+            good_run(
+                ibdiag_exe, s.port, "--timeout", "5", env=token_env("preauth-token"), timeout=30
+            )
             assert time.monotonic() - t0 < 15
             # and again, after the attacker had time to re-take what it lost
             time.sleep(1.0)
-            good_run(ibdiag_exe, s.port, "--timeout", "5", env=token_env("preauth-token"), timeout=30)
+            good_run(
+                ibdiag_exe, s.port, "--timeout", "5", env=token_env("preauth-token"), timeout=30
+            )
         log = s.log.text()
-        assert "unauthenticated connections from 127.0.0." in log  # the per-address cap refused some
+        assert (
+            "unauthenticated connections from 127.0.0." in log
+        )  # the per-address cap refused some
         assert s.proc.poll() is None
     finally:
         s.stop()
@@ -109,8 +116,12 @@ def test_the_handshake_deadline_counts_the_whole_handshake(ibdiag_exe, tmp_path)
                 break
         sock.close()
         assert closed_after is not None, "the trickling connection was never dropped"
-        assert closed_after < 5.0 + 2.0  # the handshake deadline (5 s), not --timeout (30 s) per wait
-        s.log.wait_for(r"127\.0\.0\.2:\d+: dropped: no answer from the client within 5 s while waiting for the client's hello")
+        assert (
+            closed_after < 5.0 + 2.0
+        )  # the handshake deadline (5 s), not --timeout (30 s) per wait
+        s.log.wait_for(
+            r"127\.0\.0\.2:\d+: dropped: no answer from the client within 5 s while waiting for the client's hello"
+        )
     finally:
         s.stop()
 

@@ -19,13 +19,28 @@ def test_a_failed_save_keeps_the_printed_result(ibdiag_exe, tmp_path):
     target = out_dir / "run.json"
     s = start_server(ibdiag_exe)
     try:
-        c = client_process(ibdiag_exe, s.port, "--sizes", "64K", "--duration", "2", "-o", "json", "--save", str(target))
-        s.log.wait_for(r"running tcp bw")  # --save was checked before connecting; now its directory goes away
+        c = client_process(
+            ibdiag_exe,
+            s.port,
+            "--sizes",
+            "64K",
+            "--duration",
+            "2",
+            "-o",
+            "json",
+            "--save",
+            str(target),
+        )
+        s.log.wait_for(
+            r"running tcp bw"
+        )  # --save was checked before connecting; now its directory goes away
         shutil.rmtree(out_dir)
         out, err = c.communicate(timeout=60)
     finally:
         s.stop()
-    assert c.returncode == 2, err  # the shared writer's status for a directory that is gone (cli/common.py)
+    assert c.returncode == 2, (
+        err
+    )  # the shared writer's status for a directory that is gone (cli/common.py)
     doc = json.loads(out)  # the measurement is on stdout, whole
     assert doc["schema"] == "ibdiag.bench/1" and doc["results"][0]["bw_gbs"] > 0
     assert f"ibdiag: error: --save {target}: directory {out_dir} does not exist" in err
@@ -37,7 +52,23 @@ def test_png_and_save_are_written_after_the_result(cli, tmp_path):
 
     png, save = tmp_path / "bw.png", tmp_path / "run.json"
     with server_thread() as (port, _, _):
-        r = cli("bench", "p2p", "127.0.0.1", "--port", port, "--sizes", "4K,64K", "--iters", "10", "-o", "json", "--png", png, "--save", save)
+        r = cli(
+            "bench",
+            "p2p",
+            "127.0.0.1",
+            "--port",
+            port,
+            "--sizes",
+            "4K,64K",
+            "--iters",
+            "10",
+            "-o",
+            "json",
+            "--png",
+            png,
+            "--save",
+            save,
+        )
     assert r.exit_code == 0, r.stderr
     assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert json.loads(save.read_text())["results"] == json.loads(r.stdout)["results"]

@@ -24,11 +24,29 @@ def test_an_old_client_is_told_version_mismatch(ibdiag_exe):
         with socket.create_connection(("127.0.0.1", s.port), timeout=5) as raw:
             hello = read_frame(raw)
             assert hello is not None and hello["version"] == protocol.VERSION
-            raw.sendall(frame({"type": "hello", "proto": protocol.PROTO, "version": 1, "nonce": "00" * 32, "mac": None, "host": "old", "ibdiag": "0.0.9"}))
+            raw.sendall(
+                frame(
+                    {
+                        "type": "hello",
+                        "proto": protocol.PROTO,
+                        "version": 1,
+                        "nonce": "00" * 32,
+                        "mac": None,
+                        "host": "old",
+                        "ibdiag": "0.0.9",
+                    }
+                )
+            )
             answer = read_frame(raw)
         assert answer is not None and answer["type"] == "error" and answer["code"] == "version"
-        assert "version mismatch" in answer["message"] and "speaks 1" in answer["message"] and f"speaks {protocol.VERSION}" in answer["message"]
-        s.log.wait_for(r"refused: protocol version mismatch: the client speaks 1, this server speaks 2")
+        assert (
+            "version mismatch" in answer["message"]
+            and "speaks 1" in answer["message"]
+            and f"speaks {protocol.VERSION}" in answer["message"]
+        )
+        s.log.wait_for(
+            r"refused: protocol version mismatch: the client speaks 1, this server speaks 2"
+        )
         good_run(ibdiag_exe, s.port)
     finally:
         s.stop()
@@ -36,10 +54,26 @@ def test_an_old_client_is_told_version_mismatch(ibdiag_exe):
 
 def test_an_old_server_is_reported_as_version_mismatch(ibdiag_exe):
     def old_server(conn: socket.socket) -> None:
-        conn.sendall(frame({"type": "hello", "proto": protocol.PROTO, "version": 1, "auth": "none", "nonce": os.urandom(32).hex(), "host": "old-node", "ibdiag": "0.0.9", "transports": ["tcp"]}))
+        conn.sendall(
+            frame(
+                {
+                    "type": "hello",
+                    "proto": protocol.PROTO,
+                    "version": 1,
+                    "auth": "none",
+                    "nonce": os.urandom(32).hex(),
+                    "host": "old-node",
+                    "ibdiag": "0.0.9",
+                    "transports": ["tcp"],
+                }
+            )
+        )
         read_frame(conn, timeout=3)
 
     r = client_against(ibdiag_exe, old_server)
     assert r.returncode == 3
-    assert "ibdiag: error: protocol version mismatch: 127.0.0.1:" in r.stderr and " speaks version 1 (ibdiag 0.0.9); this client speaks 2" in r.stderr
+    assert (
+        "ibdiag: error: protocol version mismatch: 127.0.0.1:" in r.stderr
+        and " speaks version 1 (ibdiag 0.0.9); this client speaks 2" in r.stderr
+    )
     assert "hint: install the same ibdiag version on both hosts" in r.stderr

@@ -25,11 +25,42 @@ LOG = REPO / "fixtures" / "logs" / "nccl-tests-2021_all_reduce_perf.log"
 def commands(out: Path) -> dict[str, list[str]]:
     return {
         "bench import --save": ["bench", "import", str(LOG), "--save", str(out)],
-        "snapshot --force": ["snapshot", str(out), "--root", str(SYSFS_FIXTURES / "vm-no-rdma"), "--force"],
-        "bench collective --save": ["bench", "collective", "--backend", "gloo", "--nproc", "2", "--sizes", "1K", "--save", str(out)],
+        "snapshot --force": [
+            "snapshot",
+            str(out),
+            "--root",
+            str(SYSFS_FIXTURES / "vm-no-rdma"),
+            "--force",
+        ],
+        "bench collective --save": [
+            "bench",
+            "collective",
+            "--backend",
+            "gloo",
+            "--nproc",
+            "2",
+            "--sizes",
+            "1K",
+            "--save",
+            str(out),
+        ],
         "bench p2p --save": ["bench", "p2p", "127.0.0.1", "--port", "9", "--save", str(out)],
         "bench p2p --png": ["bench", "p2p", "127.0.0.1", "--port", "9", "--png", str(out)],
-        "verdict --chart": ["verdict", "--params", "8e9", "--dtype", "bf16", "--ranks", "512", "--compute-s", "2", "--busbw", "360", "--chart", str(out)],
+        "verdict --chart": [
+            "verdict",
+            "--params",
+            "8e9",
+            "--dtype",
+            "bf16",
+            "--ranks",
+            "512",
+            "--compute-s",
+            "2",
+            "--busbw",
+            "360",
+            "--chart",
+            str(out),
+        ],
     }
 
 
@@ -48,12 +79,27 @@ def make(kind: str, path: Path) -> object:
     return None
 
 
-KIND_WORDS = {"device": "is a character device", "fifo": "is a FIFO", "socket": "is a socket", "directory": "is a directory"}
+KIND_WORDS = {
+    "device": "is a character device",
+    "fifo": "is a FIFO",
+    "socket": "is a socket",
+    "directory": "is a directory",
+}
 
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("kind", ["device", "fifo", "socket", "directory"])
-@pytest.mark.parametrize("command", ["bench import --save", "snapshot --force", "bench collective --save", "bench p2p --save", "bench p2p --png", "verdict --chart"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "bench import --save",
+        "snapshot --force",
+        "bench collective --save",
+        "bench p2p --save",
+        "bench p2p --png",
+        "verdict --chart",
+    ],
+)
 def test_non_regular_outputs_are_refused_before_the_run(cli, tmp_path, kind, command):
     out = tmp_path / "out"
     keep = make(kind, out)
@@ -63,7 +109,11 @@ def test_non_regular_outputs_are_refused_before_the_run(cli, tmp_path, kind, com
         assert res.exit_code == 2, (res.stdout, res.stderr)
         assert KIND_WORDS[kind] in res.stderr and "hint:" in res.stderr
         after = os.lstat(out)
-        assert (after.st_ino, stat.S_IFMT(after.st_mode), after.st_rdev) == (before.st_ino, stat.S_IFMT(before.st_mode), before.st_rdev)
+        assert (after.st_ino, stat.S_IFMT(after.st_mode), after.st_rdev) == (
+            before.st_ino,
+            stat.S_IFMT(before.st_mode),
+            before.st_rdev,
+        )
         assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     finally:
         if keep is not None:
@@ -113,7 +163,9 @@ def test_the_temporary_file_lives_beside_the_final_target(tmp_path, monkeypatch)
     os.symlink(elsewhere / "t.json", tmp_path / "l.json")
     seen = []
     real_replace = os.replace
-    monkeypatch.setattr(os, "replace", lambda a, b: (seen.append((Path(a), Path(b))), real_replace(a, b))[1])
+    monkeypatch.setattr(
+        os, "replace", lambda a, b: (seen.append((Path(a), Path(b))), real_replace(a, b))[1]
+    )
     write_atomically(tmp_path / "l.json", "new")
     ((src, dst),) = seen
     assert src.parent == dst.parent == elsewhere and src.name == f".t.json.{os.getpid()}.tmp"
@@ -170,7 +222,13 @@ app()
 
 def _run_and_signal(argv: list[str], signum: int) -> subprocess.CompletedProcess:
     r, w = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(w), *argv], pass_fds=(w,), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(w), *argv],
+        pass_fds=(w,),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
     os.close(w)
     try:
         ready, _, _ = select.select([r], [], [], 60)
@@ -187,7 +245,10 @@ def _run_and_signal(argv: list[str], signum: int) -> subprocess.CompletedProcess
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, -signal.SIGTERM), (signal.SIGHUP, -signal.SIGHUP), (signal.SIGINT, 130)])
+@pytest.mark.parametrize(
+    "signum, status",
+    [(signal.SIGTERM, -signal.SIGTERM), (signal.SIGHUP, -signal.SIGHUP), (signal.SIGINT, 130)],
+)
 @pytest.mark.parametrize("command", ["bench import --save", "snapshot --force", "verdict --chart"])
 def test_a_signal_during_the_write_leaves_no_temporary_file(tmp_path, command, signum, status):
     out = tmp_path / "out"

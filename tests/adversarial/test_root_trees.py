@@ -34,10 +34,22 @@ def small_node(root: Path) -> Tree:
     hb.numa, hb.cpulist = 0, "0-7"
     sw = hb.bridge("0000:10:01.0").bridge("0000:11:00.0")
     sw.bridge("0000:12:00.0").add("0000:13:00.0", vendor=NVIDIA, device=0x2330, cls=0x030200)
-    dev = sw.bridge("0000:12:01.0").add("0000:14:00.0", vendor=MELLANOX, device=0x1021, cls=0x020700)
-    ib = dev.rdma("mlx5_0", fw_ver="28.39.1002", board_id="MT_0000000838", hca_type="MT4129", node_guid="0000:0000:0000:0001")
+    dev = sw.bridge("0000:12:01.0").add(
+        "0000:14:00.0", vendor=MELLANOX, device=0x1021, cls=0x020700
+    )
+    ib = dev.rdma(
+        "mlx5_0",
+        fw_ver="28.39.1002",
+        board_id="MT_0000000838",
+        hca_type="MT4129",
+        node_guid="0000:0000:0000:0001",
+    )
     dev.netdev("ib0")
-    hw = {k: v for k, v in zero_hw_counters().items() if k in ("lifespan", "out_of_sequence", "rnr_nak_retry_err")}
+    hw = {
+        k: v
+        for k, v in zero_hw_counters().items()
+        if k in ("lifespan", "out_of_sequence", "rnr_nak_retry_err")
+    }
     ib.port(1, counters=zero_counters(), hw_counters=hw)
     t.manifest(HOST, "adversarial test node")
     return t
@@ -82,12 +94,35 @@ def test_an_attribute_linked_out_is_refused_not_read(cli, node, secret, how):
     doc = json.loads(res.stdout)
     assert doc["adapters"][0]["fw_ver"] is None
     (f,) = [f for f in doc["findings"] if f["check"] == "topo.sysfs_value"]
-    assert f["subject"].endswith("/infiniband/mlx5_0/fw_ver") and "refused" in f["message"] and "outside" in f["message"]
+    assert (
+        f["subject"].endswith("/infiniband/mlx5_0/fw_ver")
+        and "refused" in f["message"]
+        and "outside" in f["message"]
+    )
     table = cli("topo", "--root", node)
     assert SECRET not in table.stdout + table.stderr
 
 
-@pytest.mark.parametrize("cmd", [["counters"], ["counters", "--interval", "0.1"], ["verdict", "--params", "8e9", "--dtype", "bf16", "--ranks", "16", "--compute-s", "2", "--busbw", "40"]])
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        ["counters"],
+        ["counters", "--interval", "0.1"],
+        [
+            "verdict",
+            "--params",
+            "8e9",
+            "--dtype",
+            "bf16",
+            "--ranks",
+            "16",
+            "--compute-s",
+            "2",
+            "--busbw",
+            "40",
+        ],
+    ],
+)
 def test_a_counter_linked_out_is_refused_not_read(cli, node, tmp_path, cmd):
     leak = tmp_path / "leak"
     leak.write_text(f"123456 {SECRET}\n")
@@ -113,7 +148,12 @@ def test_an_adapter_linked_to_another_tree_is_not_read(cli, node, tmp_path):
     assert topo.exit_code in (0, 1), topo.stderr
     doc = json.loads(topo.stdout)
     assert doc["adapters"] == [] and "99.99" not in topo.stdout
-    assert any(f["check"] == "topo.sysfs_value" and f["subject"] == "/sys/class/infiniband/mlx5_0" and "refused" in f["message"] for f in doc["findings"])
+    assert any(
+        f["check"] == "topo.sysfs_value"
+        and f["subject"] == "/sys/class/infiniband/mlx5_0"
+        and "refused" in f["message"]
+        for f in doc["findings"]
+    )
     counters = cli("counters", "--root", node, "-o", "json")
     assert "777" not in counters.stdout
     assert counters.exit_code == 3 and "no RDMA port" in counters.stderr
@@ -123,11 +163,18 @@ def test_an_adapter_linked_to_another_tree_is_not_read(cli, node, tmp_path):
 def test_a_pci_device_linked_out_is_refused(cli, node, tmp_path):
     other = tmp_path / "other"
     small_node(other)
-    relink(node / "sys/bus/pci/devices/0000:13:00.0", (other / "sys/devices/pci0000:10").resolve() / "0000:10:01.0/0000:11:00.0/0000:12:00.0/0000:13:00.0")
+    relink(
+        node / "sys/bus/pci/devices/0000:13:00.0",
+        (other / "sys/devices/pci0000:10").resolve()
+        / "0000:10:01.0/0000:11:00.0/0000:12:00.0/0000:13:00.0",
+    )
     res = cli("topo", "--root", node, "-o", "json")
     doc = json.loads(res.stdout)
     assert doc["gpus"] == []
-    assert any(f["subject"] == "/sys/bus/pci/devices/0000:13:00.0" and "refused" in f["message"] for f in doc["findings"])
+    assert any(
+        f["subject"] == "/sys/bus/pci/devices/0000:13:00.0" and "refused" in f["message"]
+        for f in doc["findings"]
+    )
 
 
 def test_a_sys_directory_that_is_a_link_out_is_an_input_error(cli, tmp_path):
@@ -154,7 +201,11 @@ def test_the_kernels_relative_links_keep_working(cli, node):
     res = cli("topo", "--root", node, "-o", "json")
     assert res.exit_code == 0, res.stdout
     doc = json.loads(res.stdout)
-    assert doc["host"] == HOST and len(doc["gpus"]) == 1 and doc["adapters"][0]["fw_ver"] == "28.39.1002"
+    assert (
+        doc["host"] == HOST
+        and len(doc["gpus"]) == 1
+        and doc["adapters"][0]["fw_ver"] == "28.39.1002"
+    )
     assert not [f for f in doc["findings"] if f["severity"] != "ok"]
 
 
@@ -182,11 +233,32 @@ def test_sockets_and_device_nodes_are_refused_without_opening(node):
 
 
 def _commands(root: Path, tmp_path: Path, baseline: Path) -> dict[str, list[str]]:
-    model = ["--params", "8e9", "--dtype", "bf16", "--ranks", "16", "--compute-s", "2", "--busbw", "40"]
+    model = [
+        "--params",
+        "8e9",
+        "--dtype",
+        "bf16",
+        "--ranks",
+        "16",
+        "--compute-s",
+        "2",
+        "--busbw",
+        "40",
+    ]
     return {
         "topo": ["topo", "--root", str(root), "-o", "json"],
         "counters": ["counters", "--root", str(root), "-o", "json"],
-        "counters-interval": ["counters", "--root", str(root), "-o", "json", "--interval", "0.1", "--count", "2"],
+        "counters-interval": [
+            "counters",
+            "--root",
+            str(root),
+            "-o",
+            "json",
+            "--interval",
+            "0.1",
+            "--count",
+            "2",
+        ],
         "counters-since": ["counters", "--root", str(root), "-o", "json", "--since", str(baseline)],
         "verdict": ["verdict", *model, "--root", str(root), "-o", "json"],
         "snapshot": ["snapshot", str(tmp_path / "out.tar.gz"), "--root", str(root), "--force"],
@@ -212,7 +284,9 @@ def _files_read(cli, argv: list[str], root: Path, monkeypatch) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("command", ["topo", "counters", "counters-interval", "counters-since", "verdict", "snapshot"])
+@pytest.mark.parametrize(
+    "command", ["topo", "counters", "counters-interval", "counters-since", "verdict", "snapshot"]
+)
 def test_a_fifo_at_any_file_a_command_reads_never_blocks(cli, node, tmp_path, monkeypatch, command):
     baseline = tmp_path / "before.json"
     res = cli("counters", "--root", node, "-o", "json")
@@ -237,8 +311,14 @@ def test_a_fifo_at_any_file_a_command_reads_never_blocks(cli, node, tmp_path, mo
         if res.exit_code == 2:
             assert "ibdiag: error:" in res.stderr and "hint:" in res.stderr, (rel, res.stderr)
         if command == "topo" and rel.startswith("sys/"):
-            said = [f for f in findings(res) if "refused" in f["message"] and "FIFO" in f["message"]]
-            ports = [f for f in findings(res) if f["check"] in ("port.state", "port.rate") and f["severity"] != "ok"]
+            said = [
+                f for f in findings(res) if "refused" in f["message"] and "FIFO" in f["message"]
+            ]
+            ports = [
+                f
+                for f in findings(res)
+                if f["check"] in ("port.state", "port.rate") and f["severity"] != "ok"
+            ]
             assert said or ports, rel
 
 
@@ -273,7 +353,9 @@ def test_a_huge_value_is_refused_and_only_an_excerpt_is_shown(cli, node):
     assert "more than 65536 bytes" in f["message"]
     res = cli("counters", "--root", node, "-o", "json")
     (u,) = [f for f in findings(res) if f["check"] == "counters.unavailable"]
-    assert "symbol_error" in u["message"] and "9" * 100 not in u["message"] and len(u["message"]) < 300
+    assert (
+        "symbol_error" in u["message"] and "9" * 100 not in u["message"] and len(u["message"]) < 300
+    )
 
 
 def test_not_utf8_is_malformed(node):

@@ -139,18 +139,27 @@ def test_a_16_bit_counter_at_70000_is_unavailable_not_an_error_count(cli, node):
     doc = json.loads(res.stdout)
     (u,) = [f for f in doc["findings"] if f["check"] == "counters.unavailable"]
     assert "symbol_error" in u["message"] and "16-bit" in u["message"]
-    assert not [f for f in doc["findings"] if f["check"] == "counters.errors" and f["severity"] != "ok"]
+    assert not [
+        f for f in doc["findings"] if f["check"] == "counters.errors" and f["severity"] != "ok"
+    ]
 
 
 def test_non_ascii_digits_are_malformed(cli, node):
     (node / PORT / "counters/link_downed").write_text("٣\n")
-    (node / "sys/devices/pci0000:10/0000:10:01.0/0000:11:00.0/0000:12:00.0/0000:13:00.0/numa_node").write_text("٠\n")
+    (
+        node
+        / "sys/devices/pci0000:10/0000:10:01.0/0000:11:00.0/0000:12:00.0/0000:13:00.0/numa_node"
+    ).write_text("٠\n")
     res = cli("counters", "--root", node, "-o", "json")
     (u,) = [f for f in findings(res) if f["check"] == "counters.unavailable"]
     assert "link_downed" in u["message"]
     topo = json.loads(cli("topo", "--root", node, "-o", "json").stdout)
     assert topo["gpus"][0]["numa_node"] is None
-    assert any(f["subject"].endswith("0000:13:00.0/numa_node") for f in topo["findings"] if f["check"] == "topo.sysfs_value")
+    assert any(
+        f["subject"].endswith("0000:13:00.0/numa_node")
+        for f in topo["findings"]
+        if f["check"] == "topo.sysfs_value"
+    )
 
 
 def test_numa_node_99_on_a_one_node_machine_is_a_finding(cli, node):
@@ -159,7 +168,11 @@ def test_numa_node_99_on_a_one_node_machine_is_a_finding(cli, node):
     doc = json.loads(cli("topo", "--root", node, "-o", "json").stdout)
     assert doc["gpus"][0]["numa_node"] is None
     (f,) = [f for f in doc["findings"] if f["check"] == "topo.sysfs_value"]
-    assert f["subject"].endswith("/numa_node") and "NUMA node 99" in f["message"] and "has NUMA nodes 0" in f["message"]
+    assert (
+        f["subject"].endswith("/numa_node")
+        and "NUMA node 99" in f["message"]
+        and "has NUMA nodes 0" in f["message"]
+    )
 
 
 def test_a_port_directory_named_superscript_two_is_skipped_with_a_finding(cli, node):
@@ -199,7 +212,9 @@ def test_a_cpulist_bomb_is_a_finding_not_a_memory_error(cli, node):
     res = cli("topo", "--root", node, "-o", "json")
     assert res.exit_code in (0, 1), res.stderr
     subjects = {f["subject"] for f in findings(res) if f["check"] == "topo.sysfs_value"}
-    assert any(s.endswith("node0/cpulist") for s in subjects) and any(s.endswith("local_cpulist") for s in subjects)
+    assert any(s.endswith("node0/cpulist") for s in subjects) and any(
+        s.endswith("local_cpulist") for s in subjects
+    )
 
 
 def test_cpu_affinity_output_is_unchanged_for_real_lists(cli, fixture_root):

@@ -87,8 +87,17 @@ def guest_pytest(selection: str, junit: str) -> str:
 def progress(log: str) -> str:
     """What the guest's pytest -v got through, from its log: when the guest was killed, the test
     that was running is the one after the last outcome."""
-    done = [line.split(" ")[0] for line in log.splitlines() if line.startswith("tests/") and (" PASSED" in line or " FAILED" in line or " ERROR" in line or " SKIPPED" in line)]
-    started = [line.split(" ")[0] for line in log.splitlines() if line.startswith("tests/") and "::" in line]
+    done = [
+        line.split(" ")[0]
+        for line in log.splitlines()
+        if line.startswith("tests/")
+        and (" PASSED" in line or " FAILED" in line or " ERROR" in line or " SKIPPED" in line)
+    ]
+    started = [
+        line.split(" ")[0]
+        for line in log.splitlines()
+        if line.startswith("tests/") and "::" in line
+    ]
     running = [t for t in started if t not in done]
     return f"{len(done)} finished; running when it stopped: {running[-1] if running else 'none'}"
 
@@ -97,9 +106,15 @@ def progress(log: str) -> str:
 def single_node(request) -> tuple[vm.GuestRun, list[Case]]:
     out = RESULTS / "single"
     if PAIR_ALONGSIDE:
-        request.getfixturevalue("pair_started")  # the pair boots and runs while the single node does
+        request.getfixturevalue(
+            "pair_started"
+        )  # the pair boots and runs while the single node does
     try:
-        run = vm.run(guest_pytest("tests/rdmavm/guest", "/mnt/out/junit.xml"), out, timeout_s=SINGLE_TIMEOUT_S)
+        run = vm.run(
+            guest_pytest("tests/rdmavm/guest", "/mnt/out/junit.xml"),
+            out,
+            timeout_s=SINGLE_TIMEOUT_S,
+        )
     except vm.Unavailable as e:
         _unavailable(str(e))
     junit = out / "junit.xml"
@@ -130,7 +145,11 @@ def listening(port: int, tcp_table: str) -> bool:
     """Whether ``/proc/net/tcp`` (its text) has a socket listening on 127.0.0.1:``port``. Looked
     up rather than probed: qemu's socket netdev takes the first connection as its peer."""
     want = f"0100007F:{port:04X}"
-    return any(f[1] == want and f[3] == "0A" for f in (line.split() for line in tcp_table.splitlines()[1:]) if len(f) > 3)
+    return any(
+        f[1] == want and f[3] == "0A"
+        for f in (line.split() for line in tcp_table.splitlines()[1:])
+        if len(f) > 3
+    )
 
 
 def wait_listening(guest: vm.Guest, port: int, timeout: float) -> None:
@@ -139,7 +158,9 @@ def wait_listening(guest: vm.Guest, port: int, timeout: float) -> None:
         if guest.proc.poll() is not None or time.monotonic() > deadline:
             guest.kill()
             run = vm.collect(guest.out)
-            pytest.fail(f"node 0's qemu never listened on 127.0.0.1:{port} (exit {guest.proc.returncode}):\n{run.console[-2000:]}")
+            pytest.fail(
+                f"node 0's qemu never listened on 127.0.0.1:{port} (exit {guest.proc.returncode}):\n{run.console[-2000:]}"
+            )
         time.sleep(0.1)
 
 
@@ -156,12 +177,24 @@ def pair_started():
     out = RESULTS / "pair"
     port = free_port()
     try:
-        node0 = vm.start(f"{sys.executable} -m tests.rdmavm.pair.agent", out / "node0", node=vm.Node.pair(0, port), mem_mib=PAIR_MEM_MIB, timeout_s=PAIR_TIMEOUT_S)
+        node0 = vm.start(
+            f"{sys.executable} -m tests.rdmavm.pair.agent",
+            out / "node0",
+            node=vm.Node.pair(0, port),
+            mem_mib=PAIR_MEM_MIB,
+            timeout_s=PAIR_TIMEOUT_S,
+        )
     except vm.Unavailable as e:
         _unavailable(str(e))
     try:
         wait_listening(node0, port, 30)
-        node1 = vm.start(guest_pytest("tests/rdmavm/pair", "/mnt/out/junit.xml"), out / "node1", node=vm.Node.pair(1, port), mem_mib=PAIR_MEM_MIB, timeout_s=PAIR_TIMEOUT_S)
+        node1 = vm.start(
+            guest_pytest("tests/rdmavm/pair", "/mnt/out/junit.xml"),
+            out / "node1",
+            node=vm.Node.pair(1, port),
+            mem_mib=PAIR_MEM_MIB,
+            timeout_s=PAIR_TIMEOUT_S,
+        )
     except BaseException:
         node0.kill()
         raise
@@ -189,9 +222,14 @@ def pair_nodes(pair_started) -> PairRun:
 @pytest.mark.parametrize("name", PAIR_FILES)
 def test_pair_guests(pair_nodes, name):
     mine = [c for c in pair_nodes.cases if c.file == name]
-    assert mine, f"no test of {name} ran on node 1 (exit {pair_nodes.node1.rc}):\n{pair_nodes.node1.tail()}"
+    assert mine, (
+        f"no test of {name} ran on node 1 (exit {pair_nodes.node1.rc}):\n{pair_nodes.node1.tail()}"
+    )
     bad = [c for c in mine if c.outcome != "passed"]
-    assert not bad, "\n\n".join(f"{c.name}: {c.outcome}\n{c.text.strip()[-3000:]}" for c in bad) + f"\n\nnode 0's agent:\n{pair_nodes.node0.tail(30)}"
+    assert not bad, (
+        "\n\n".join(f"{c.name}: {c.outcome}\n{c.text.strip()[-3000:]}" for c in bad)
+        + f"\n\nnode 0's agent:\n{pair_nodes.node0.tail(30)}"
+    )
 
 
 def test_pair_node0_agent_ended_cleanly(pair_nodes):

@@ -128,7 +128,10 @@ class Tree:
 
     def check_no_empty_dirs(self) -> None:
         # git does not keep empty directories: a fixture must not depend on one.
-        for dirpath, dirnames, filenames in [*os.walk(self.root / "sys"), *os.walk(self.root / "proc")]:
+        for dirpath, dirnames, filenames in [
+            *os.walk(self.root / "sys"),
+            *os.walk(self.root / "proc"),
+        ]:
             if not dirnames and not filenames:
                 raise AssertionError(f"empty directory in fixture: {dirpath}")
 
@@ -186,7 +189,15 @@ class PciNode:
         t.link(f"bus/pci/devices/{address}", rel)
         return PciNode(t, rel, address, numa, cpulist)
 
-    def bridge(self, address: str, *, vendor: int = 0x8086, device: int = 0x352A, link: Link | None = Link(), **kw: object) -> PciNode:
+    def bridge(
+        self,
+        address: str,
+        *,
+        vendor: int = 0x8086,
+        device: int = 0x352A,
+        link: Link | None = Link(),
+        **kw: object,
+    ) -> PciNode:
         return self.add(address, vendor=vendor, device=device, cls=0x060400, link=link, **kw)  # type: ignore[arg-type]
 
     def rdma(
@@ -215,7 +226,16 @@ class PciNode:
                 t.file(f"{rel}/hw_counters/{k}", v)
         return IbDev(t, rel, name, self)
 
-    def netdev(self, name: str, *, dev_port: int = 0, operstate: str = "up", mtu: int = 1500, address: str = "00:00:00:00:00:00", speed: int | None = None) -> str:
+    def netdev(
+        self,
+        name: str,
+        *,
+        dev_port: int = 0,
+        operstate: str = "up",
+        mtu: int = 1500,
+        address: str = "00:00:00:00:00:00",
+        speed: int | None = None,
+    ) -> str:
         t = self.tree
         rel = f"{self.rel}/net/{name}"
         t.file(f"{rel}/dev_port", dev_port)
@@ -304,4 +324,9 @@ def roce_gids(mac_eui: str, ipv4: str, netdev: str) -> list[tuple[str, str, str 
     a, b, c, d = (int(x) for x in ipv4.split("."))
     mapped = f"0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}"
     ll = f"fe80:0000:0000:0000:{mac_eui}"
-    return [(ll, "IB/RoCE v1", netdev), (ll, "RoCE v2", netdev), (mapped, "IB/RoCE v1", netdev), (mapped, "RoCE v2", netdev)]
+    return [
+        (ll, "IB/RoCE v1", netdev),
+        (ll, "RoCE v2", netdev),
+        (mapped, "IB/RoCE v1", netdev),
+        (mapped, "RoCE v2", netdev),
+    ]

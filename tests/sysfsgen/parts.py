@@ -24,7 +24,9 @@ def gpu_node(tree: Tree, cpus: Mapping[int, str]) -> None:
     tree.module("ib_core")
 
 
-def root_port(tree: Tree, bus: int, node: int, cpulist: str, *, device_fn: str = "01.0", **bridge: int) -> PciNode:
+def root_port(
+    tree: Tree, bus: int, node: int, cpulist: str, *, device_fn: str = "01.0", **bridge: int
+) -> PciNode:
     """Host bridge ``pci0000:<bus>`` on NUMA ``node`` and its root port ``0000:<bus>:<device_fn>``."""
     hb = tree.host_bridge(f"0000:{bus:02x}")
     hb.numa, hb.cpulist = node, cpulist
@@ -33,7 +35,9 @@ def root_port(tree: Tree, bus: int, node: int, cpulist: str, *, device_fn: str =
 
 def h100(parent: PciNode, address: str, *, device: int = H100_SXM5) -> PciNode:
     """An H100 GPU function (3D controller) below ``parent``."""
-    return parent.add(address, vendor=NVIDIA, device=device, cls=CLASS_3D, subsystem=(NVIDIA, 0x16C1))
+    return parent.add(
+        address, vendor=NVIDIA, device=device, cls=CLASS_3D, subsystem=(NVIDIA, 0x16C1)
+    )
 
 
 def switch(parent: PciNode, upstream: str, downstream: list[str]) -> list[PciNode]:
@@ -57,21 +61,30 @@ def cx7_ib(
 
     ``serial`` makes the GUID, LID and counters unique. ``rdma=False``: the PCI function only, as on a
     node where mlx5_core/mlx5_ib did not load (no ``infiniband/``, no ``net/``)."""
-    dev = parent.add(address, vendor=MELLANOX, device=CX7, cls=CLASS_IB, subsystem=(MELLANOX, 0x0023))
+    dev = parent.add(
+        address, vendor=MELLANOX, device=CX7, cls=CLASS_IB, subsystem=(MELLANOX, 0x0023)
+    )
     if not rdma:
         return dev
     guid = f"a088:c203:00b2:{0x3000 + serial * 8:04x}"
     ib = dev.rdma(name, fw_ver=fw_ver, board_id="MT_0000000838", hca_type="MT4129", node_guid=guid)
     bus = int(address.split(":")[1], 16)
     fn = int(address.rsplit(".", 1)[1])
-    dev.netdev(netdev or f"ibp{bus}s0" + (f"f{fn}" if fn else ""), mtu=4092, address=f"00:00:10:29:fe:80:00:00:00:00:00:00:a0:88:c2:03:00:b2:{serial:02x}:30")
+    dev.netdev(
+        netdev or f"ibp{bus}s0" + (f"f{fn}" if fn else ""),
+        mtu=4092,
+        address=f"00:00:10:29:fe:80:00:00:00:00:00:00:a0:88:c2:03:00:b2:{serial:02x}:30",
+    )
     ib.port(
         1,
         rate=rate,
         lid=f"0x{0x20 + serial:x}",
         gids=[(ib_gid(guid), "IB/RoCE v1", None)],
-        counters=zero_counters(port_xmit_data=71234567890 + serial * 1000003, port_rcv_data=70987654321 + serial * 999983, port_xmit_packets=17876543 + serial),
+        counters=zero_counters(
+            port_xmit_data=71234567890 + serial * 1000003,
+            port_rcv_data=70987654321 + serial * 999983,
+            port_xmit_packets=17876543 + serial,
+        ),
         hw_counters=zero_hw_counters(),
     )
     return dev
-

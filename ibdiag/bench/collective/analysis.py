@@ -31,8 +31,15 @@ import statistics
 from collections.abc import Sequence
 
 from ibdiag.bench.collective.config import CollectiveConfig
-from ibdiag.bench.collective.meta import CollectiveMeta, CollectiveSetup, MinMedMax, RankTiming, Spread, Straggler
-from ibdiag.bench.collective.model import Measurement, MeasuredRow
+from ibdiag.bench.collective.meta import (
+    CollectiveMeta,
+    CollectiveSetup,
+    MinMedMax,
+    RankTiming,
+    Spread,
+    Straggler,
+)
+from ibdiag.bench.collective.model import MeasuredRow, Measurement
 from ibdiag.bench.results import BenchRun, CollectiveResult
 from ibdiag.collectives import DTYPES, algbw_gbs, avg_busbw, get_op, placement
 from ibdiag.report.checks import CheckRegistry
@@ -43,7 +50,9 @@ from ibdiag.units import format_bytes
 CHECKS = CheckRegistry("collective")
 CHECKS.declare("collective.wrong", "validation found wrong elements (nccl-tests' #wrong): fail")
 CHECKS.declare("collective.straggler", "a rank or host keeps the others waiting: warn")
-CHECKS.declare("collective.busbw", "busbw of the largest size below [collective] min_busbw_gbs: fail")
+CHECKS.declare(
+    "collective.busbw", "busbw of the largest size below [collective] min_busbw_gbs: fail"
+)
 CHECKS.declare("collective.setup", "rendezvous slower than [collective] max_setup_s: warn")
 
 
@@ -80,10 +89,16 @@ def late_shares(row: MeasuredRow) -> list[float]:
 
 
 def judged_rows(rows: Sequence[MeasuredRow], cfg: CollectiveConfig) -> list[MeasuredRow]:
-    return [r for r in rows if len(r.coll_us) >= 2 and statistics.fmean(r.time_us) >= cfg.straggler_min_time_us]
+    return [
+        r
+        for r in rows
+        if len(r.coll_us) >= 2 and statistics.fmean(r.time_us) >= cfg.straggler_min_time_us
+    ]
 
 
-def find_stragglers(rows: Sequence[MeasuredRow], hosts: Sequence[str], cfg: CollectiveConfig) -> list[Straggler]:
+def find_stragglers(
+    rows: Sequence[MeasuredRow], hosts: Sequence[str], cfg: CollectiveConfig
+) -> list[Straggler]:
     """Ranks and hosts that keep the others waiting consistently (module docstring). ``hosts[r]`` is rank r's host."""
     judged = judged_rows(rows, cfg)
     if not judged:
@@ -102,14 +117,34 @@ def find_stragglers(rows: Sequence[MeasuredRow], hosts: Sequence[str], cfg: Coll
             late = sum(1 for v in per_row if v > cfg.straggler_share)
             if late >= need:
                 flagged_hosts.add(h)
-                out.append(Straggler("host", h, tuple(members), sorted(per_row, reverse=True)[need - 1], max(per_row), late, len(judged)))
+                out.append(
+                    Straggler(
+                        "host",
+                        h,
+                        tuple(members),
+                        sorted(per_row, reverse=True)[need - 1],
+                        max(per_row),
+                        late,
+                        len(judged),
+                    )
+                )
     for r in range(n):
         if hosts[r] in flagged_hosts:
             continue
         per_row = [s[r] for s in shares]
         late = sum(1 for v in per_row if v > cfg.straggler_share)
         if late >= need:
-            out.append(Straggler("rank", hosts[r], (r,), sorted(per_row, reverse=True)[need - 1], max(per_row), late, len(judged)))
+            out.append(
+                Straggler(
+                    "rank",
+                    hosts[r],
+                    (r,),
+                    sorted(per_row, reverse=True)[need - 1],
+                    max(per_row),
+                    late,
+                    len(judged),
+                )
+            )
     out.sort(key=lambda s: -s.share)
     return out
 
@@ -216,7 +251,11 @@ def to_bench_run(m: Measurement, cfg: CollectiveConfig) -> tuple[BenchRun, tuple
     if cfg.max_setup_s is not None and setups:
         worst = max(setups)
         sev = Severity.WARN if worst > cfg.max_setup_s else Severity.OK
-        who = f" (slowest: rank {slowest_setup.rank} on {slowest_setup.host})" if slowest_setup else ""
+        who = (
+            f" (slowest: rank {slowest_setup.rank} on {slowest_setup.host})"
+            if slowest_setup
+            else ""
+        )
         findings.append(
             Finding(
                 "collective.setup",
@@ -226,13 +265,17 @@ def to_bench_run(m: Measurement, cfg: CollectiveConfig) -> tuple[BenchRun, tuple
                 value=round(worst, 3),
                 limit=cfg.max_setup_s,
                 unit="s",
-                hint="slow setup at scale: check the store host's load, DNS, and NCCL bootstrap settings (NCCL_SOCKET_IFNAME)" if sev is Severity.WARN else None,
+                hint="slow setup at scale: check the store host's load, DNS, and NCCL bootstrap settings (NCCL_SOCKET_IFNAME)"
+                if sev is Severity.WARN
+                else None,
             )
         )
     return run, tuple(findings)
 
 
-def wrong_findings(op: str, results: Sequence[CollectiveResult], *, checked: bool = True) -> list[Finding]:
+def wrong_findings(
+    op: str, results: Sequence[CollectiveResult], *, checked: bool = True
+) -> list[Finding]:
     """``collective.wrong``: one FAIL naming the rows with wrong elements, or one OK when all rows were checked."""
     bad = [r for r in results if r.wrong]
     if bad:
@@ -252,11 +295,23 @@ def wrong_findings(op: str, results: Sequence[CollectiveResult], *, checked: boo
             )
         ]
     if checked and results and all(r.wrong is not None for r in results):
-        return [Finding("collective.wrong", Severity.OK, op, f"every element correct in all {len(results)} rows", value=0, limit=0, unit="elements")]
+        return [
+            Finding(
+                "collective.wrong",
+                Severity.OK,
+                op,
+                f"every element correct in all {len(results)} rows",
+                value=0,
+                limit=0,
+                unit="elements",
+            )
+        ]
     return []
 
 
-def straggler_findings(stragglers: Sequence[Straggler], m: Measurement, cfg: CollectiveConfig) -> list[Finding]:
+def straggler_findings(
+    stragglers: Sequence[Straggler], m: Measurement, cfg: CollectiveConfig
+) -> list[Finding]:
     if m.world_size < 2:
         return []
     judged = len(judged_rows(m.rows, cfg))
@@ -308,7 +363,9 @@ def _ranks(ranks: Sequence[int]) -> str:
     return ", ".join(str(r) for r in ranks)
 
 
-def busbw_findings(op: str, results: Sequence[CollectiveResult], cfg: CollectiveConfig) -> list[Finding]:
+def busbw_findings(
+    op: str, results: Sequence[CollectiveResult], cfg: CollectiveConfig
+) -> list[Finding]:
     """``collective.busbw``: the largest size's best busbw against ``min_busbw_gbs`` (when configured)."""
     if cfg.min_busbw_gbs is None or not results:
         return []
@@ -324,6 +381,8 @@ def busbw_findings(op: str, results: Sequence[CollectiveResult], cfg: Collective
             value=round(best, 3),
             limit=cfg.min_busbw_gbs,
             unit="GB/s",
-            hint="compare with rails x rail bandwidth; check ibdiag topo (GPU-NIC paths) and ibdiag counters" if sev is Severity.FAIL else None,
+            hint="compare with rails x rail bandwidth; check ibdiag topo (GPU-NIC paths) and ibdiag counters"
+            if sev is Severity.FAIL
+            else None,
         )
     ]

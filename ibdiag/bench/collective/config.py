@@ -41,12 +41,26 @@ class CollectiveConfig:
 
     def __post_init__(self) -> None:
         if not 0 < self.straggler_share < 10:
-            raise InputError("config [collective] straggler_share must be above 0 (a share, e.g. 0.2)", hint="e.g. straggler_share = 0.2")
+            raise InputError(
+                "config [collective] straggler_share must be above 0 (a share, e.g. 0.2)",
+                hint="e.g. straggler_share = 0.2",
+            )
         if not 0 < self.straggler_min_fraction <= 1:
-            raise InputError("config [collective] straggler_min_fraction must be in (0, 1]", hint="e.g. straggler_min_fraction = 0.5")
+            raise InputError(
+                "config [collective] straggler_min_fraction must be in (0, 1]",
+                hint="e.g. straggler_min_fraction = 0.5",
+            )
         if self.straggler_min_time_us < 0:
-            raise InputError("config [collective] straggler_min_time_us must not be negative", hint="e.g. straggler_min_time_us = 50")
+            raise InputError(
+                "config [collective] straggler_min_time_us must not be negative",
+                hint="e.g. straggler_min_time_us = 50",
+            )
         if self.min_busbw_gbs is not None and self.min_busbw_gbs <= 0:
-            raise InputError("config [collective] min_busbw_gbs must be positive", hint="e.g. min_busbw_gbs = 170")
+            raise InputError(
+                "config [collective] min_busbw_gbs must be positive",
+                hint="e.g. min_busbw_gbs = 170",
+            )
         if self.max_setup_s is not None and self.max_setup_s <= 0:
-            raise InputError("config [collective] max_setup_s must be positive", hint="e.g. max_setup_s = 120")
+            raise InputError(
+                "config [collective] max_setup_s must be positive", hint="e.g. max_setup_s = 120"
+            )

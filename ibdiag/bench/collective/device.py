@@ -66,7 +66,11 @@ def _visible_text(env: Mapping[str, str]) -> str:
 
 def _local_rank_text(launch: LaunchEnv) -> str:
     var = launch.local_rank_var
-    return f"{var}={launch.local_rank}" if var else f"local rank {launch.local_rank} (no local-rank variable set: taken as {launch.local_rank})"
+    return (
+        f"{var}={launch.local_rank}"
+        if var
+        else f"local rank {launch.local_rank} (no local-rank variable set: taken as {launch.local_rank})"
+    )
 
 
 def choose_gpu(launch: LaunchEnv, visible: int, env: Mapping[str, str]) -> int:
@@ -86,7 +90,15 @@ def choose_gpu(launch: LaunchEnv, visible: int, env: Mapping[str, str]) -> int:
     )
 
 
-def claim_gpu(store: Any, prefix: str, launch: LaunchEnv, host: str, gpu_id: str, index: int, env: Mapping[str, str]) -> None:
+def claim_gpu(
+    store: Any,
+    prefix: str,
+    launch: LaunchEnv,
+    host: str,
+    gpu_id: str,
+    index: int,
+    env: Mapping[str, str],
+) -> None:
     """Refuse a second rank on this host's GPU ``gpu_id``: one ``compare_set`` in the rendezvous store."""
     key = f"{prefix}gpu/{host}/{gpu_id}"
     mine = str(launch.rank)
@@ -110,7 +122,15 @@ class HostDevice:
     pg_backend = "gloo"
     label = "gloo"
 
-    def bind(self, torch: Any, launch: LaunchEnv, env: Mapping[str, str], store: Any, prefix: str, host: str) -> Any:
+    def bind(
+        self,
+        torch: Any,
+        launch: LaunchEnv,
+        env: Mapping[str, str],
+        store: Any,
+        prefix: str,
+        host: str,
+    ) -> Any:
         self.device = torch.device("cpu")
         return self.device
 
@@ -121,7 +141,9 @@ class HostDevice:
         import psutil
 
         local = launch.local_world_size or 1
-        return f"host memory shared by {local} local ranks", int(psutil.virtual_memory().available // local)
+        return f"host memory shared by {local} local ranks", int(
+            psutil.virtual_memory().available // local
+        )
 
     def name(self) -> str:
         return "cpu"
@@ -155,7 +177,15 @@ class CudaDevice:
     def set_device(self, index: int) -> None:
         self.torch.cuda.set_device(index)
 
-    def bind(self, torch: Any, launch: LaunchEnv, env: Mapping[str, str], store: Any, prefix: str, host: str) -> Any:
+    def bind(
+        self,
+        torch: Any,
+        launch: LaunchEnv,
+        env: Mapping[str, str],
+        store: Any,
+        prefix: str,
+        host: str,
+    ) -> Any:
         check_torch_for_nccl(str(torch.__version__))
         self.index = choose_gpu(launch, self.visible(), env)
         claim_gpu(store, prefix, launch, host, self.gpu_id(self.index), self.index, env)
@@ -276,11 +306,16 @@ def _stand_in(torch: Any, env: Mapping[str, str]) -> CpuStandInDevice | None:
     name, _, args = text.partition(":")
     gpus = 8
     if name != "cpu-stand-in":
-        raise UsageError(f"{TEST_DEVICE_ENV}={text!r}: unknown test device", hint="it is for ibdiag's tests: cpu-stand-in or cpu-stand-in:gpus=N; unset it")
+        raise UsageError(
+            f"{TEST_DEVICE_ENV}={text!r}: unknown test device",
+            hint="it is for ibdiag's tests: cpu-stand-in or cpu-stand-in:gpus=N; unset it",
+        )
     if args:
         key, _, value = args.partition("=")
         if key != "gpus" or not value.isdigit():
-            raise UsageError(f"{TEST_DEVICE_ENV}={text!r}: cannot read {args!r}", hint="cpu-stand-in:gpus=N")
+            raise UsageError(
+                f"{TEST_DEVICE_ENV}={text!r}: cannot read {args!r}", hint="cpu-stand-in:gpus=N"
+            )
         gpus = int(value)
     return CpuStandInDevice(torch=torch, gpus=gpus, env=dict(env))
 
@@ -297,12 +332,22 @@ def select_device(requested: str, env: Mapping[str, str] | None = None) -> HostD
     stand_in = _stand_in(torch, env)
     if stand_in is not None and req in ("auto", "nccl"):
         return stand_in
-    if req == "gloo" or (req == "auto" and not (torch.cuda.is_available() and dist.is_nccl_available())):
+    if req == "gloo" or (
+        req == "auto" and not (torch.cuda.is_available() and dist.is_nccl_available())
+    ):
         if not dist.is_gloo_available():
-            raise NotSupportedError("--backend gloo: this PyTorch build has no gloo", hint="use --backend nccl")
+            raise NotSupportedError(
+                "--backend gloo: this PyTorch build has no gloo", hint="use --backend nccl"
+            )
         return HostDevice()
     if not torch.cuda.is_available():
-        raise CannotRunError(f"--backend nccl: no CUDA GPU is visible to this process ({_visible_text(env)})", hint="check nvidia-smi and CUDA_VISIBLE_DEVICES, or use --backend gloo")
+        raise CannotRunError(
+            f"--backend nccl: no CUDA GPU is visible to this process ({_visible_text(env)})",
+            hint="check nvidia-smi and CUDA_VISIBLE_DEVICES, or use --backend gloo",
+        )
     if not dist.is_nccl_available():
-        raise NotSupportedError("--backend nccl: this PyTorch build has no NCCL", hint="use --backend gloo, or a CUDA build of PyTorch")
+        raise NotSupportedError(
+            "--backend nccl: this PyTorch build has no NCCL",
+            hint="use --backend gloo, or a CUDA build of PyTorch",
+        )
     return CudaDevice(torch)

@@ -51,7 +51,10 @@ class TestHooks:
             for pair in filter(None, (a.strip() for a in args.split(","))):
                 k, sep, v = pair.partition("=")
                 if not sep:
-                    raise UsageError(f"{ENV}: cannot read {pair!r}", hint="items look like slow:rank=2,seconds=0.02")
+                    raise UsageError(
+                        f"{ENV}: cannot read {pair!r}",
+                        hint="items look like slow:rank=2,seconds=0.02",
+                    )
                 kv[k.strip()] = v.strip()
             try:
                 if name == "slow":
@@ -65,9 +68,15 @@ class TestHooks:
                         raise ValueError("action is hang or abort")
                     teardown[int(kv.get("rank", -1))] = kv["action"]
                 else:
-                    raise UsageError(f"{ENV}: unknown hook {name!r}", hint="hooks are slow, hang, mark and teardown")
+                    raise UsageError(
+                        f"{ENV}: unknown hook {name!r}",
+                        hint="hooks are slow, hang, mark and teardown",
+                    )
             except (KeyError, ValueError) as e:
-                raise UsageError(f"{ENV}: bad item {item!r} ({e})", hint="e.g. slow:rank=2,seconds=0.02;hang:rank=1,step=3") from None
+                raise UsageError(
+                    f"{ENV}: bad item {item!r} ({e})",
+                    hint="e.g. slow:rank=2,seconds=0.02;hang:rank=1,step=3",
+                ) from None
         return cls(slow, hang, mark, teardown)
 
     @property

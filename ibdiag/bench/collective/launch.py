@@ -130,13 +130,21 @@ def expand_nodelist(text: str) -> list[str]:
     (``r[1-2]n[1-2]`` -> ``r1n1 r1n2 r2n1 r2n2``), as ``scontrol show hostnames`` prints them."""
     text = str(text).strip()
     if not text:
-        raise UsageError("empty Slurm node list", hint="check SLURM_JOB_NODELIST / SLURM_STEP_NODELIST")
+        raise UsageError(
+            "empty Slurm node list", hint="check SLURM_JOB_NODELIST / SLURM_STEP_NODELIST"
+        )
     try:
         hosts = [h for part in _split_top(text) if part.strip() for h in _expand_host(part.strip())]
     except ValueError as e:
-        raise UsageError(f"cannot read Slurm node list {text!r}: {e}", hint="expected the form node[01-03,07],gpu-a[1-2]") from None
+        raise UsageError(
+            f"cannot read Slurm node list {text!r}: {e}",
+            hint="expected the form node[01-03,07],gpu-a[1-2]",
+        ) from None
     if not hosts:
-        raise UsageError(f"Slurm node list {text!r} names no host", hint="check SLURM_JOB_NODELIST / SLURM_STEP_NODELIST")
+        raise UsageError(
+            f"Slurm node list {text!r} names no host",
+            hint="check SLURM_JOB_NODELIST / SLURM_STEP_NODELIST",
+        )
     return hosts
 
 
@@ -146,7 +154,9 @@ def parse_tasks_per_node(text: str) -> list[int]:
     for item in str(text).split(","):
         m = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", item)
         if not m:
-            raise UsageError(f"cannot read Slurm tasks per node {text!r}", hint="expected the form 8(x2),4")
+            raise UsageError(
+                f"cannot read Slurm tasks per node {text!r}", hint="expected the form 8(x2),4"
+            )
         out.extend([int(m.group(1))] * int(m.group(2) or 1))
     return out
 
@@ -159,9 +169,15 @@ def _int(env: Mapping[str, str], key: str, *, minimum: int = 0) -> int:
     try:
         value = int(str(raw).strip())
     except ValueError:
-        raise UsageError(f"environment variable {key}={raw!r} is not a whole number", hint="check how the launcher set it") from None
+        raise UsageError(
+            f"environment variable {key}={raw!r} is not a whole number",
+            hint="check how the launcher set it",
+        ) from None
     if value < minimum:
-        raise UsageError(f"environment variable {key}={raw!r} is below {minimum}", hint="check how the launcher set it")
+        raise UsageError(
+            f"environment variable {key}={raw!r} is below {minimum}",
+            hint="check how the launcher set it",
+        )
     return value
 
 
@@ -180,18 +196,28 @@ def _port(env: Mapping[str, str], default: int) -> int:
             )
         port = _int(env, "MASTER_PORT", minimum=1)
         if port > 65535:
-            raise UsageError(f"MASTER_PORT={port} is not a TCP port", hint="use a port between 1024 and 65535")
+            raise UsageError(
+                f"MASTER_PORT={port} is not a TCP port", hint="use a port between 1024 and 65535"
+            )
         return port
     return default
 
 
 def _check(rank: int, world: int, local_rank: int, local_world: int | None, launcher: str) -> None:
     if world < 1:
-        raise UsageError(f"{launcher}: world size {world} is below 1", hint="check how the job was launched")
+        raise UsageError(
+            f"{launcher}: world size {world} is below 1", hint="check how the job was launched"
+        )
     if not 0 <= rank < world:
-        raise UsageError(f"{launcher}: rank {rank} is outside 0..{world - 1}", hint="check how the job was launched")
+        raise UsageError(
+            f"{launcher}: rank {rank} is outside 0..{world - 1}",
+            hint="check how the job was launched",
+        )
     if local_world is not None and not 0 <= local_rank < local_world:
-        raise UsageError(f"{launcher}: local rank {local_rank} is outside 0..{local_world - 1}", hint="check how the job was launched")
+        raise UsageError(
+            f"{launcher}: local rank {local_rank} is outside 0..{local_world - 1}",
+            hint="check how the job was launched",
+        )
 
 
 def detect_launch(env: Mapping[str, str]) -> LaunchEnv | None:
@@ -206,13 +232,30 @@ def detect_launch(env: Mapping[str, str]) -> LaunchEnv | None:
             if world == (local_world or 0):
                 addr = "127.0.0.1"
             else:
-                raise UsageError("RANK and WORLD_SIZE are set but MASTER_ADDR is not", hint="set MASTER_ADDR to the host of rank 0 (torchrun sets it)")
+                raise UsageError(
+                    "RANK and WORLD_SIZE are set but MASTER_ADDR is not",
+                    hint="set MASTER_ADDR to the host of rank 0 (torchrun sets it)",
+                )
         launcher = "ibdiag" if env.get("IBDIAG_COLLECTIVE_REPORT_DIR") else "torchrun"
-        agent = env.get("TORCHELASTIC_USE_AGENT_STORE", "").strip().lower() == "true" or launcher == "ibdiag"
+        agent = (
+            env.get("TORCHELASTIC_USE_AGENT_STORE", "").strip().lower() == "true"
+            or launcher == "ibdiag"
+        )
         restart = _opt_int(env, "TORCHELASTIC_RESTART_COUNT") or 0
         lr = rank if local_rank is None else local_rank
         _check(rank, world, lr, local_world, launcher)
-        return LaunchEnv(launcher, rank, world, lr, local_world, addr, _port(env, DEFAULT_PORT), agent, restart, None if local_rank is None else "LOCAL_RANK")
+        return LaunchEnv(
+            launcher,
+            rank,
+            world,
+            lr,
+            local_world,
+            addr,
+            _port(env, DEFAULT_PORT),
+            agent,
+            restart,
+            None if local_rank is None else "LOCAL_RANK",
+        )
 
     if env.get("OMPI_COMM_WORLD_RANK", "").strip() and env.get("OMPI_COMM_WORLD_SIZE", "").strip():
         rank = _int(env, "OMPI_COMM_WORLD_RANK")
@@ -222,7 +265,16 @@ def detect_launch(env: Mapping[str, str]) -> LaunchEnv | None:
         addr = _mpi_master(env, world, local_world, "mpirun -x MASTER_ADDR=$(hostname) ...")
         lr = 0 if local_rank is None else local_rank
         _check(rank, world, lr, local_world, "Open MPI")
-        return LaunchEnv("openmpi", rank, world, lr, local_world, addr, _port(env, DEFAULT_PORT), local_rank_var=None if local_rank is None else "OMPI_COMM_WORLD_LOCAL_RANK")
+        return LaunchEnv(
+            "openmpi",
+            rank,
+            world,
+            lr,
+            local_world,
+            addr,
+            _port(env, DEFAULT_PORT),
+            local_rank_var=None if local_rank is None else "OMPI_COMM_WORLD_LOCAL_RANK",
+        )
 
     if env.get("PMI_RANK", "").strip() and env.get("PMI_SIZE", "").strip():
         rank = _int(env, "PMI_RANK")
@@ -232,22 +284,48 @@ def detect_launch(env: Mapping[str, str]) -> LaunchEnv | None:
         local_world = _opt_int(env, "MPI_LOCALNRANKS", minimum=1)
         if local_rank is None and env.get("SLURM_LOCALID", "").strip():
             local_rank, var = _int(env, "SLURM_LOCALID"), "SLURM_LOCALID"
-        addr = env.get("MASTER_ADDR", "").strip() or _slurm_master(env) or _mpi_master(env, world, local_world, "mpiexec -genv MASTER_ADDR $(hostname) ...")
+        addr = (
+            env.get("MASTER_ADDR", "").strip()
+            or _slurm_master(env)
+            or _mpi_master(env, world, local_world, "mpiexec -genv MASTER_ADDR $(hostname) ...")
+        )
         lr = 0 if local_rank is None else local_rank
         _check(rank, world, lr, local_world, "PMI")
-        return LaunchEnv("pmi", rank, world, lr, local_world, addr, _port(env, _slurm_port(env)), local_rank_var=var)
+        return LaunchEnv(
+            "pmi",
+            rank,
+            world,
+            lr,
+            local_world,
+            addr,
+            _port(env, _slurm_port(env)),
+            local_rank_var=var,
+        )
 
-    in_step = any(env.get(k, "").strip() not in ("", "batch", "extern") for k in ("SLURM_STEP_ID", "SLURM_STEPID"))
+    in_step = any(
+        env.get(k, "").strip() not in ("", "batch", "extern")
+        for k in ("SLURM_STEP_ID", "SLURM_STEPID")
+    )
     if in_step and env.get("SLURM_PROCID", "").strip():
         rank = _int(env, "SLURM_PROCID")
-        world_key = "SLURM_STEP_NUM_TASKS" if env.get("SLURM_STEP_NUM_TASKS", "").strip() else "SLURM_NTASKS"
+        world_key = (
+            "SLURM_STEP_NUM_TASKS"
+            if env.get("SLURM_STEP_NUM_TASKS", "").strip()
+            else "SLURM_NTASKS"
+        )
         if not env.get(world_key, "").strip():
-            raise UsageError("SLURM_PROCID is set but SLURM_NTASKS is not", hint="launch with srun -n N (or --ntasks-per-node)")
+            raise UsageError(
+                "SLURM_PROCID is set but SLURM_NTASKS is not",
+                hint="launch with srun -n N (or --ntasks-per-node)",
+            )
         world = _int(env, world_key, minimum=1)
         local_id = _opt_int(env, "SLURM_LOCALID")
         local_rank = local_id or 0
         local_world = None
-        tpn = env.get("SLURM_STEP_TASKS_PER_NODE", "").strip() or env.get("SLURM_TASKS_PER_NODE", "").strip()
+        tpn = (
+            env.get("SLURM_STEP_TASKS_PER_NODE", "").strip()
+            or env.get("SLURM_TASKS_PER_NODE", "").strip()
+        )
         node_id = _opt_int(env, "SLURM_NODEID")
         if tpn:
             per_node = parse_tasks_per_node(tpn)
@@ -255,9 +333,21 @@ def detect_launch(env: Mapping[str, str]) -> LaunchEnv | None:
                 local_world = per_node[node_id]
         addr = env.get("MASTER_ADDR", "").strip() or _slurm_master(env)
         if not addr:
-            raise UsageError("srun job without a node list (SLURM_JOB_NODELIST) or MASTER_ADDR", hint="export MASTER_ADDR=<host of rank 0> before srun")
+            raise UsageError(
+                "srun job without a node list (SLURM_JOB_NODELIST) or MASTER_ADDR",
+                hint="export MASTER_ADDR=<host of rank 0> before srun",
+            )
         _check(rank, world, local_rank, local_world, "Slurm")
-        return LaunchEnv("slurm", rank, world, local_rank, local_world, addr, _port(env, _slurm_port(env)), local_rank_var=None if local_id is None else "SLURM_LOCALID")
+        return LaunchEnv(
+            "slurm",
+            rank,
+            world,
+            local_rank,
+            local_world,
+            addr,
+            _port(env, _slurm_port(env)),
+            local_rank_var=None if local_id is None else "SLURM_LOCALID",
+        )
     return None
 
 

@@ -37,6 +37,8 @@ def heartbeat_period(world: int) -> float:
 def diagnose_wait(world: int) -> float:
     """How long to watch the heartbeats: long enough for two beats of every live rank."""
     return max(DIAGNOSE_WAIT_S, 2 * heartbeat_period(world) + 0.5)
+
+
 WATCHDOG_GRACE_S = 5.0
 """The watchdog fires this long after ``timeout`` so the backend's own timeout reports first."""
 
@@ -55,7 +57,11 @@ class Heartbeat:
 
     @property
     def where(self) -> str:
-        return f"step {self.step} ({self.label})" if self.label and self.step else ("setup" if not self.step else f"step {self.step}")
+        return (
+            f"step {self.step} ({self.label})"
+            if self.label and self.step
+            else ("setup" if not self.step else f"step {self.step}")
+        )
 
 
 def read_heartbeats(store: Any, world: int, prefix: str = "ibdiag/0/") -> dict[int, Heartbeat]:
@@ -64,19 +70,34 @@ def read_heartbeats(store: Any, world: int, prefix: str = "ibdiag/0/") -> dict[i
     keys = [_hb_key(prefix, r) for r in range(world)]
     values: dict[int, bytes] = {}
     if world and hasattr(store, "multi_get") and store.check(keys):
-        values = dict(enumerate(store.multi_get(keys)))  # every rank has joined: two round trips, not 2 x world
+        values = dict(
+            enumerate(store.multi_get(keys))
+        )  # every rank has joined: two round trips, not 2 x world
     else:
         values = {r: store.get(k) for r, k in enumerate(keys) if store.check([k])}
     for r, raw in values.items():
         parts = raw.decode("utf-8", "replace").split(" ", 4)
         try:
-            out[r] = Heartbeat(int(parts[0]), int(parts[1]), int(parts[2]), parts[3] if len(parts) > 3 else "?", parts[4] if len(parts) > 4 else "")
+            out[r] = Heartbeat(
+                int(parts[0]),
+                int(parts[1]),
+                int(parts[2]),
+                parts[3] if len(parts) > 3 else "?",
+                parts[4] if len(parts) > 4 else "",
+            )
         except (ValueError, IndexError):
             continue
     return out
 
 
-def who_did_not_answer(first: dict[int, Heartbeat], second: dict[int, Heartbeat], world: int, step: int, *, me: int | None = None) -> list[str]:
+def who_did_not_answer(
+    first: dict[int, Heartbeat],
+    second: dict[int, Heartbeat],
+    world: int,
+    step: int,
+    *,
+    me: int | None = None,
+) -> list[str]:
     """Ranks that did not answer, in words, from two heartbeat readings taken a few seconds apart."""
     out: list[str] = []
     for r in range(world):
@@ -98,9 +119,23 @@ def who_did_not_answer(first: dict[int, Heartbeat], second: dict[int, Heartbeat]
 class HeartbeatThread(threading.Thread):
     """Writes ``counter step pid host`` under ``hb/<rank>`` every second through its own store client."""
 
-    def __init__(self, addr: str, port: int, rank: int, prefix: str, timeout_s: float, period_s: float = HEARTBEAT_S) -> None:
+    def __init__(
+        self,
+        addr: str,
+        port: int,
+        rank: int,
+        prefix: str,
+        timeout_s: float,
+        period_s: float = HEARTBEAT_S,
+    ) -> None:
         super().__init__(name="ibdiag-heartbeat", daemon=True)
-        self.addr, self.port, self.rank, self.prefix, self.timeout_s = addr, port, rank, prefix, timeout_s
+        self.addr, self.port, self.rank, self.prefix, self.timeout_s = (
+            addr,
+            port,
+            rank,
+            prefix,
+            timeout_s,
+        )
         self.period_s = period_s
         self.step = 0
         self.label = "setup"
@@ -123,13 +158,18 @@ class HeartbeatThread(threading.Thread):
             while not self._halt.is_set():
                 counter += 1
                 try:
-                    store.set(_hb_key(self.prefix, self.rank), f"{counter} {self.step} {os.getpid()} {self.host} {self.label}")
+                    store.set(
+                        _hb_key(self.prefix, self.rank),
+                        f"{counter} {self.step} {os.getpid()} {self.host} {self.label}",
+                    )
                 except Exception:  # noqa: BLE001 - the store host may be gone at the end of the run
                     return
                 self._wake.wait(self.period_s)
                 self._wake.clear()
         finally:
-            del store  # closed in this thread: a store torn down at interpreter exit aborts the process
+            del (
+                store
+            )  # closed in this thread: a store torn down at interpreter exit aborts the process
 
     def stop(self) -> None:
         self._halt.set()

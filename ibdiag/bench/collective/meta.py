@@ -250,7 +250,15 @@ class NcclRank:
     gpu: str | None
 
     def to_json(self) -> dict[str, Any]:
-        return {"rank": self.rank, "group": self.group, "pid": self.pid, "host": self.host, "device": self.device, "bus_id": self.bus_id, "gpu": self.gpu}
+        return {
+            "rank": self.rank,
+            "group": self.group,
+            "pid": self.pid,
+            "host": self.host,
+            "device": self.device,
+            "bus_id": self.bus_id,
+            "gpu": self.gpu,
+        }
 
     @classmethod
     def read(cls, f: Fields) -> NcclRank:
@@ -292,7 +300,16 @@ class CycleStats:
 
     @classmethod
     def read(cls, f: Fields) -> CycleStats:
-        n = {k: f.number(k, 0.0, required=True) for k in ("busbw_gbs_min", "busbw_gbs_mean", "busbw_gbs_max", "time_us_min", "time_us_max")}
+        n = {
+            k: f.number(k, 0.0, required=True)
+            for k in (
+                "busbw_gbs_min",
+                "busbw_gbs_mean",
+                "busbw_gbs_max",
+                "time_us_min",
+                "time_us_max",
+            )
+        }
         return cls(
             bytes=f.integer("bytes", 0, MAX_BYTES, required=True),  # type: ignore[arg-type]
             in_place=bool(f.flag("in_place")),

@@ -66,7 +66,13 @@ def _is_loopback(addr: str) -> bool:
         return False
 
 
-def control_interface(env: Mapping[str, str], *, spans_hosts: bool, if_addrs: Mapping[str, Any] | None = None, host_addr: str | None = None) -> ControlInterface:
+def control_interface(
+    env: Mapping[str, str],
+    *,
+    spans_hosts: bool,
+    if_addrs: Mapping[str, Any] | None = None,
+    host_addr: str | None = None,
+) -> ControlInterface:
     """The interface gloo will use on this rank (see the module docstring); UsageError when it cannot work."""
     if if_addrs is None:
         import psutil
@@ -87,13 +93,20 @@ def control_interface(env: Mapping[str, str], *, spans_hosts: bool, if_addrs: Ma
     if nccl:
         excluding = nccl.startswith("^")
         # an exclusion list never picks loopback (NCCL does not either); a name given outright is honoured
-        matches = [n for n in match_nccl_ifname(nccl, names) if _ipv4(if_addrs[n]) and not (excluding and all(_is_loopback(a) for a in _ipv4(if_addrs[n])))]
+        matches = [
+            n
+            for n in match_nccl_ifname(nccl, names)
+            if _ipv4(if_addrs[n])
+            and not (excluding and all(_is_loopback(a) for a in _ipv4(if_addrs[n])))
+        ]
         if not matches:
             raise UsageError(
                 f"NCCL_SOCKET_IFNAME={nccl!r} matches no interface with an IPv4 address on this host (it has {', '.join(names) or 'none'})",
                 hint="fix NCCL_SOCKET_IFNAME, or set GLOO_SOCKET_IFNAME for ibdiag's gloo connections",
             )
-        return ControlInterface(matches[0], f"first match of NCCL_SOCKET_IFNAME={nccl}", export=matches[0])
+        return ControlInterface(
+            matches[0], f"first match of NCCL_SOCKET_IFNAME={nccl}", export=matches[0]
+        )
     host = socket.gethostname()
     if host_addr is None:
         try:

@@ -52,7 +52,9 @@ def plan_size(op: OpSpec, size: int, nranks: int, dtype: DType) -> SizePlan | No
     return SizePlan(int(size), total * dtype.size, total, total, total)
 
 
-def plan_sizes(op: OpSpec, sizes: Iterable[int], nranks: int, dtype: DType) -> tuple[tuple[SizePlan, ...], tuple[int, ...]]:
+def plan_sizes(
+    op: OpSpec, sizes: Iterable[int], nranks: int, dtype: DType
+) -> tuple[tuple[SizePlan, ...], tuple[int, ...]]:
     """Plans for every size, and the sizes skipped because they hold no element per rank.
 
     Two requested sizes that round to the same plan (``6`` and ``7`` bytes of float) are measured once.

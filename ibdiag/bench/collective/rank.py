@@ -28,12 +28,34 @@ from typing import Any
 from ibdiag.bench.collective import validate
 from ibdiag.bench.collective.hooks import TestHooks
 from ibdiag.bench.collective.launch import LaunchEnv
-from ibdiag.bench.collective.liveness import WATCHDOG_GRACE_S, HeartbeatThread, Watchdog, diagnose_wait, heartbeat_period, read_heartbeats, who_did_not_answer
+from ibdiag.bench.collective.liveness import (
+    WATCHDOG_GRACE_S,
+    HeartbeatThread,
+    Watchdog,
+    diagnose_wait,
+    heartbeat_period,
+    read_heartbeats,
+    who_did_not_answer,
+)
 from ibdiag.bench.collective.netif import control_interface
 from ibdiag.bench.collective.plan import buffer_bytes
 from ibdiag.bench.collective.spec import RunSpec
-from ibdiag.bench.collective.timing import calls_kept, kept_indices, queue_depth, timed_host, timed_queued, wait_events, warmup_queued
-from ibdiag.bench.collective.torchdist import COMM_ERRORS, client_store, collective_call, first_line, import_dist
+from ibdiag.bench.collective.timing import (
+    calls_kept,
+    kept_indices,
+    queue_depth,
+    timed_host,
+    timed_queued,
+    wait_events,
+    warmup_queued,
+)
+from ibdiag.bench.collective.torchdist import (
+    COMM_ERRORS,
+    client_store,
+    collective_call,
+    first_line,
+    import_dist,
+)
 from ibdiag.collectives import OPS
 from ibdiag.errors import CannotRunError, IbdiagError, PeerTimeoutError, UsageError
 from ibdiag.units import format_bytes
@@ -51,7 +73,16 @@ StepValues = tuple[float, float, list[float], "int | None"]
 class _Rank:
     """One rank's run. Not thread-safe; the watchdog and heartbeat threads only read ``step``."""
 
-    def __init__(self, spec: RunSpec, launch: LaunchEnv, device: Any, hooks: TestHooks, env: Mapping[str, str], on_progress: Callable[[int, int, str], None] | None, on_watchdog: Callable[[str], None] | None) -> None:
+    def __init__(
+        self,
+        spec: RunSpec,
+        launch: LaunchEnv,
+        device: Any,
+        hooks: TestHooks,
+        env: Mapping[str, str],
+        on_progress: Callable[[int, int, str], None] | None,
+        on_watchdog: Callable[[str], None] | None,
+    ) -> None:
         self.torch, self.dist = import_dist()
         self.spec, self.launch, self.dev, self.hooks, self.env = spec, launch, device, hooks, env
         self.on_progress, self.on_watchdog = on_progress, on_watchdog
@@ -112,7 +143,10 @@ class _Rank:
             return e
         text = first_line(e)
         if "out of memory" in text.lower() or isinstance(e, MemoryError):
-            return CannotRunError(f"rank {self.rank}: out of memory at {self._where()}: {text}", hint="measure smaller sizes (--sizes) or fewer ranks per node")
+            return CannotRunError(
+                f"rank {self.rank}: out of memory at {self._where()}: {text}",
+                hint="measure smaller sizes (--sizes) or fewer ranks per node",
+            )
         if isinstance(e, ImportError) or "numpy is not available" in text.lower():
             return CannotRunError(
                 f"rank {self.rank}: {self._where()} failed: {type(e).__name__}: {text}",
@@ -120,11 +154,18 @@ class _Rank:
             )
         if not isinstance(e, COMM_ERRORS):
             return None
-        timed_out = "timeout" in text.lower() or "timed out" in text.lower() or isinstance(e, TimeoutError)
-        what = f"rank {self.rank}: {self._where()} " + (f"did not complete within {self.spec.timeout_s:g} s" if timed_out else f"failed: {text}")
+        timed_out = (
+            "timeout" in text.lower() or "timed out" in text.lower() or isinstance(e, TimeoutError)
+        )
+        what = f"rank {self.rank}: {self._where()} " + (
+            f"did not complete within {self.spec.timeout_s:g} s" if timed_out else f"failed: {text}"
+        )
         who = self.diagnose(timed_out=timed_out)
         if not who:
-            return CannotRunError(f"{what}; every other rank is alive", hint="this rank's own error: see the message; rerun with --debug for the traceback")
+            return CannotRunError(
+                f"{what}; every other rank is alive",
+                hint="this rank's own error: see the message; rerun with --debug for the traceback",
+            )
         return PeerTimeoutError(
             f"{what}; {who}",
             hint="check the named ranks' hosts (were they killed, out of memory, stuck?), then rerun; raise --timeout only if the sizes are huge",
@@ -145,42 +186,78 @@ class _Rank:
         torch, dist = self.torch, self.dist
         timeout = datetime.timedelta(seconds=self.spec.timeout_s)
         t0 = time.perf_counter()
-        spans = self.launch.launcher != "ibdiag" and (self.launch.local_world_size is not None and self.world > self.launch.local_world_size)
+        spans = self.launch.launcher != "ibdiag" and (
+            self.launch.local_world_size is not None and self.world > self.launch.local_world_size
+        )
         iface = control_interface(self.env, spans_hosts=spans)
         if iface.export:
-            os.environ["GLOO_SOCKET_IFNAME"] = iface.export  # gloo reads it when the process group is made
+            os.environ["GLOO_SOCKET_IFNAME"] = (
+                iface.export
+            )  # gloo reads it when the process group is made
         self.interface = iface.describe()
         self.phase = "connecting to the rendezvous store"
         is_master = self.rank == 0 and not self.launch.agent_store
         try:
-            self.store = dist.TCPStore(self.launch.master_addr, self.launch.master_port, self.world, is_master, timeout=timeout, wait_for_workers=False)
+            self.store = dist.TCPStore(
+                self.launch.master_addr,
+                self.launch.master_port,
+                self.world,
+                is_master,
+                timeout=timeout,
+                wait_for_workers=False,
+            )
         except Exception as e:  # noqa: BLE001
             verb = "serve" if is_master else "reach"
             raise CannotRunError(
                 f"rank {self.rank}: cannot {verb} the rendezvous store at {self.launch.master_addr}:{self.launch.master_port}: {first_line(e)}",
                 hint="check MASTER_ADDR/MASTER_PORT (a free port on rank 0's host), that rank 0 started, and firewalls",
             ) from None
-        self.hb = HeartbeatThread(self.launch.master_addr, self.launch.master_port, self.rank, self.prefix, self.spec.timeout_s, heartbeat_period(self.world))
+        self.hb = HeartbeatThread(
+            self.launch.master_addr,
+            self.launch.master_port,
+            self.rank,
+            self.prefix,
+            self.spec.timeout_s,
+            heartbeat_period(self.world),
+        )
         self.hb.start()
         if self.on_watchdog is not None:
             self.watchdog = Watchdog(self.spec.timeout_s + WATCHDOG_GRACE_S, self._watchdog_expired)
             self.watchdog.start()
         self.phase = "binding to a device"
-        self.device = self.dev.bind(torch, self.launch, self.env, self.store, self.prefix, self.host)
+        self.device = self.dev.bind(
+            torch, self.launch, self.env, self.store, self.prefix, self.host
+        )
         self.phase = "creating the process group"
         # gloo enforces the timeout on each call and raises: that is how a wait ends. NCCL's watchdog
         # would instead tear the process down (blaming a waiting rank), so its limit is set past ours:
         # the polled CUDA-event wait times out first and names who did not answer.
-        pg_timeout = timeout + datetime.timedelta(seconds=NCCL_EXTRA_S) if self.dev.pg_backend == "nccl" else timeout
+        pg_timeout = (
+            timeout + datetime.timedelta(seconds=NCCL_EXTRA_S)
+            if self.dev.pg_backend == "nccl"
+            else timeout
+        )
         store = dist.PrefixStore(self.prefix + "pg", self.store)
-        dist.init_process_group(self.dev.pg_backend, store=store, rank=self.rank, world_size=self.world, timeout=pg_timeout, **self.dev.init_kwargs())
-        self.ctrl = dist.new_group(backend="gloo", timeout=timeout) if self.queued else dist.group.WORLD
+        dist.init_process_group(
+            self.dev.pg_backend,
+            store=store,
+            rank=self.rank,
+            world_size=self.world,
+            timeout=pg_timeout,
+            **self.dev.init_kwargs(),
+        )
+        self.ctrl = (
+            dist.new_group(backend="gloo", timeout=timeout) if self.queued else dist.group.WORLD
+        )
         self.phase = "the first collective"
         one = torch.ones(1, device=self.device)
         dist.all_reduce(one)
         self._sync()
         if int(one.item()) != self.world:
-            raise CannotRunError(f"rank {self.rank}: the first all_reduce summed to {one.item()} instead of {self.world}", hint="the process group is broken; check the launcher's world size")
+            raise CannotRunError(
+                f"rank {self.rank}: the first all_reduce summed to {one.item()} instead of {self.world}",
+                hint="the process group is broken; check the launcher's world size",
+            )
         return time.perf_counter() - t0
 
     def _sync(self) -> None:
@@ -193,7 +270,9 @@ class _Rank:
     def check_memory(self, steps: Sequence[Any], dtype: Any) -> None:
         """Refuse sizes that do not fit, on every rank together (so no rank waits for one that gave up)."""
         self.phase = "checking memory on every rank"
-        need = max((buffer_bytes(OPS[self.spec.op], s.plan, dtype, check=False) for s in steps), default=0)
+        need = max(
+            (buffer_bytes(OPS[self.spec.op], s.plan, dtype, check=False) for s in steps), default=0
+        )
         where, avail = self.dev.free_bytes(self.launch)
         problem = None
         if need > 0.9 * avail:
@@ -202,21 +281,40 @@ class _Rank:
         self.dist.all_gather_object(gathered, problem, group=self.ctrl)
         problems = [p for p in gathered if p]
         if problems:
-            raise UsageError(problems[0], hint="lower the largest size (--sizes) or run fewer ranks per node")
+            raise UsageError(
+                problems[0], hint="lower the largest size (--sizes) or run fewer ranks per node"
+            )
 
     def measure(self, steps: Sequence[Any], dtype_name: str) -> list[StepValues]:
         torch, dist = self.torch, self.dist
         op, spec = self.spec.op, OPS[self.spec.op]
         tdtype = getattr(torch, dtype_name)
-        send_buf = torch.ones(max(s.plan.send_elems for s in steps), dtype=tdtype, device=self.device)  # ones: no denormals or NaN to slow a CPU sum
-        recv_buf = send_buf if spec.placements == (True,) else torch.ones(max(s.plan.recv_elems for s in steps), dtype=tdtype, device=self.device)
+        send_buf = torch.ones(
+            max(s.plan.send_elems for s in steps), dtype=tdtype, device=self.device
+        )  # ones: no denormals or NaN to slow a CPU sum
+        recv_buf = (
+            send_buf
+            if spec.placements == (True,)
+            else torch.ones(max(s.plan.recv_elems for s in steps), dtype=tdtype, device=self.device)
+        )
         keep = kept_indices(self.spec.iters, calls_kept(self.spec.iters, self.world, len(steps)))
         out: list[StepValues] = []
         for st in steps:
-            self.hooks.before_step(self.rank, st.index)  # a hung rank (test hook) stops before it reaches the step
+            self.hooks.before_step(
+                self.rank, st.index
+            )  # a hung rank (test hook) stops before it reaches the step
             self._enter(st.index, st.label)
             per = st.plan.count
-            inp, outv = validate.views(op, self.rank, st.plan.send_elems, st.plan.recv_elems, per, st.in_place, send_buf, recv_buf)
+            inp, outv = validate.views(
+                op,
+                self.rank,
+                st.plan.send_elems,
+                st.plan.recv_elems,
+                per,
+                st.in_place,
+                send_buf,
+                recv_buf,
+            )
             call = collective_call(dist, op, self.rank, self.world, inp, outv)
             t_us, c_us = self._timed(call)
             wrong: int | None = None
@@ -244,13 +342,30 @@ class _Rank:
                 call()
                 self._beat()
             dist.barrier()
-            return timed_host(call, s.iters, blocking=s.blocking, barrier=dist.barrier, before=before, beat=self._beat)
+            return timed_host(
+                call,
+                s.iters,
+                blocking=s.blocking,
+                barrier=dist.barrier,
+                before=before,
+                beat=self._beat,
+            )
         call_s = warmup_queued(self.dev, call, s.warmup, s.timeout_s, self._beat)
         depth = queue_depth(s.iters, call_s, s.timeout_s + NCCL_EXTRA_S)
         self._sync()
         dist.barrier()
         self._sync()
-        return timed_queued(self.dev, call, s.iters, depth, blocking=s.blocking, barrier=dist.barrier, before=before, timeout_s=s.timeout_s, beat=self._beat)
+        return timed_queued(
+            self.dev,
+            call,
+            s.iters,
+            depth,
+            blocking=s.blocking,
+            barrier=dist.barrier,
+            before=before,
+            timeout_s=s.timeout_s,
+            beat=self._beat,
+        )
 
     def gather(self, info: Any, values: list[StepValues]) -> list[Any] | None:
         """Every rank's info and per-step values on rank 0 (bounded: see ``timing.calls_kept``)."""
@@ -275,7 +390,9 @@ class _Rank:
         try:
             if self.dist.is_initialized():
                 abort = getattr(self.dist.distributed_c10d, "_abort_process_group", None)
-                if failed and abort is not None and self.queued:  # gloo alone: destroying is quick and safe
+                if (
+                    failed and abort is not None and self.queued
+                ):  # gloo alone: destroying is quick and safe
                     abort()
                 else:
                     self.dist.destroy_process_group()

@@ -75,12 +75,22 @@ def table_lines(run: BenchRun) -> list[str]:
     for first, halves in grouped_rows(run):
         root = -1 if first.root is None else first.root
         redop = first.redop or "none"
-        lines.append(f"{first.bytes:12d}  {first.count:12d}  {first.dtype:>8}  {redop:>6}  {root:6d}" + _half(halves.get(False)) + _half(halves.get(True)))
+        lines.append(
+            f"{first.bytes:12d}  {first.count:12d}  {first.dtype:>8}  {redop:>6}  {root:6d}"
+            + _half(halves.get(False))
+            + _half(halves.get(True))
+        )
     rows = run.collective_rows()
     bad_checks = sum(1 for r in rows if r.wrong)
-    lines.append(f"# {'Out of bounds values':<20} : {bad_checks} {'FAILED' if bad_checks else 'OK'}")
+    lines.append(
+        f"# {'Out of bounds values':<20} : {bad_checks} {'FAILED' if bad_checks else 'OK'}"
+    )
     avg = _meta(run).avg_busbw_gbs
-    lines.append(f"# {'Avg bus bandwidth':<20} : {avg:.6g}" if avg is not None else f"# {'Avg bus bandwidth':<20} : n/a")
+    lines.append(
+        f"# {'Avg bus bandwidth':<20} : {avg:.6g}"
+        if avg is not None
+        else f"# {'Avg bus bandwidth':<20} : n/a"
+    )
     lines.append("#")
     return lines
 
@@ -118,18 +128,30 @@ def summary_lines(run: BenchRun) -> list[str]:
         out.append(f"# {_ranks_phrase(m)}" + (f" · GPUs: {', '.join(gpus)}" if gpus else ""))
         out += provenance_lines(run)
         if imported.position is not None and imported.position.count > 1:
-            out.append(f"# run {imported.position.index} of {imported.position.count} found in the file (not averaged)")
+            out.append(
+                f"# run {imported.position.index} of {imported.position.count} found in the file (not averaged)"
+            )
         params = m.nccl_tests.params if m.nccl_tests is not None else {}
         if params:
             out.append("# " + " ".join(f"{k} {v}" for k, v in params.items()))
         if any(r.max_error is not None for r in run.collective_rows()):
-            out.append("# #wrong shows the log's error column (largest absolute error, nccl-tests before 2022), not a count")
+            out.append(
+                "# #wrong shows the log's error column (largest absolute error, nccl-tests before 2022), not a count"
+            )
         return out
     op = m.op or "?"
     setup = m.measured or CollectiveSetup()
-    out.append(f"# ibdiag bench collective: {op} · backend {m.backend or '?'} · {m.dtype or '?'} · {_ranks_phrase(m)} · launcher {setup.launcher or '?'}")
-    mode = "blocking (wait and barrier after each call)" if m.blocking else "non-blocking (calls back to back, then wait)"
-    out.append(f"# iters {setup.iters}, warm-up {setup.warmup}, {mode}, validation {'on' if setup.validation else 'off'}")
+    out.append(
+        f"# ibdiag bench collective: {op} · backend {m.backend or '?'} · {m.dtype or '?'} · {_ranks_phrase(m)} · launcher {setup.launcher or '?'}"
+    )
+    mode = (
+        "blocking (wait and barrier after each call)"
+        if m.blocking
+        else "non-blocking (calls back to back, then wait)"
+    )
+    out.append(
+        f"# iters {setup.iters}, warm-up {setup.warmup}, {mode}, validation {'on' if setup.validation else 'off'}"
+    )
     if setup.setup_s is not None:
         slow = setup.setup_slowest_rank
         out.append(
@@ -139,17 +161,24 @@ def summary_lines(run: BenchRun) -> list[str]:
         )
     spec = find_op(op)
     if spec is not None and spec.placements == (True,):
-        out.append(f"# out-of-place: not measured, torch.distributed's {op} works in place (nccl-tests' in-place columns)")
+        out.append(
+            f"# out-of-place: not measured, torch.distributed's {op} works in place (nccl-tests' in-place columns)"
+        )
     elif spec is not None and spec.placements == (False,):
         out.append(f"# in-place: not measured, torch.distributed's {op} needs separate buffers")
     if setup.settings:
         out.append("# settings: " + " ".join(f"{k}={v}" for k, v in setup.settings.items()))
     if setup.skipped_sizes:
-        out.append("# skipped (no element per rank): " + ", ".join(format_bytes(s) for s in setup.skipped_sizes))
+        out.append(
+            "# skipped (no element per rank): "
+            + ", ".join(format_bytes(s) for s in setup.skipped_sizes)
+        )
     if len(m.hosts) == 1 and (m.world_size or 0) > 1:
         out.append(f"# note: every rank on {m.hosts[0]}: the traffic did not cross the fabric")
     if m.world_size == 1:
-        out.append("# note: 1 rank: nothing crosses a link (all_reduce's busbw factor 2(n-1)/n is 0)")
+        out.append(
+            "# note: 1 rank: nothing crosses a link (all_reduce's busbw factor 2(n-1)/n is 0)"
+        )
     return out
 
 
@@ -160,7 +189,9 @@ def busbw_chart(run: BenchRun) -> str:
         return ""
     inplace = [r for r in rows if r.in_place]
     outplace = [r for r in rows if not r.in_place]
-    chosen, which = (outplace, "out-of-place") if len(outplace) >= len(inplace) else (inplace, "in-place")
+    chosen, which = (
+        (outplace, "out-of-place") if len(outplace) >= len(inplace) else (inplace, "in-place")
+    )
     bars = [(format_bytes(r.bytes), r.busbw_gbs) for r in chosen]
     return f"busbw by size ({which}):\n" + hbar_chart(bars, unit="GB/s", width=40)
 
@@ -172,8 +203,23 @@ def spread_table(run: BenchRun) -> Any:
     spread = _meta(run).measured.spread if _meta(run).measured is not None else ()
     if not spread:
         return None
-    t = Table(title="Per-rank spread (µs): loop time is equal in a collective; in-collective time is shorter on a rank the others wait for", title_justify="left")
-    for col in ("size", "placement", "time min", "median", "max", "in-coll min", "median", "max", "hosts' medians min..max", "latest rank", "others waited"):
+    t = Table(
+        title="Per-rank spread (µs): loop time is equal in a collective; in-collective time is shorter on a rank the others wait for",
+        title_justify="left",
+    )
+    for col in (
+        "size",
+        "placement",
+        "time min",
+        "median",
+        "max",
+        "in-coll min",
+        "median",
+        "max",
+        "hosts' medians min..max",
+        "latest rank",
+        "others waited",
+    ):
         t.add_column(col, justify="right" if col not in ("placement",) else "left", no_wrap=True)
     for s in spread:
         tm, cm, hm = s.time_us, s.coll_us, s.host_coll_us
@@ -203,7 +249,13 @@ def per_rank_table(run: BenchRun, *, limit: int = 64) -> Any:
         return None
     t = Table(title="Ranks", title_justify="left")
     for col in ("rank", "host", "local", "pid", "device", "setup", "others waited (median)"):
-        t.add_column(col, justify="right" if col in ("rank", "local", "pid", "setup", "others waited (median)") else "left", no_wrap=True)
+        t.add_column(
+            col,
+            justify="right"
+            if col in ("rank", "local", "pid", "setup", "others waited (median)")
+            else "left",
+            no_wrap=True,
+        )
     for pr in per_rank:
         med = statistics.median(pr.late_share) if pr.late_share else None
         t.add_row(
@@ -270,23 +322,64 @@ def prom_metrics(run: BenchRun) -> list[Metric]:
             "ibdiag_collective_busbw_bytes_per_second",
             "Bus bandwidth by message size, bytes per second (nccl-tests' busbw x 1e9).",
             "gauge",
-            tuple(PromSample({**base, "bytes": str(r.bytes), "placement": "in_place" if r.in_place else "out_of_place"}, r.busbw_gbs * 1e9) for r in rows if r.busbw_gbs is not None),
+            tuple(
+                PromSample(
+                    {
+                        **base,
+                        "bytes": str(r.bytes),
+                        "placement": "in_place" if r.in_place else "out_of_place",
+                    },
+                    r.busbw_gbs * 1e9,
+                )
+                for r in rows
+                if r.busbw_gbs is not None
+            ),
         ),
         Metric(
             "ibdiag_collective_time_seconds",
             "Time per collective by message size, mean over ranks.",
             "gauge",
-            tuple(PromSample({**base, "bytes": str(r.bytes), "placement": "in_place" if r.in_place else "out_of_place"}, r.time_us * 1e-6) for r in rows),
+            tuple(
+                PromSample(
+                    {
+                        **base,
+                        "bytes": str(r.bytes),
+                        "placement": "in_place" if r.in_place else "out_of_place",
+                    },
+                    r.time_us * 1e-6,
+                )
+                for r in rows
+            ),
         ),
     ]
     if m.avg_busbw_gbs is not None:
-        out.append(Metric("ibdiag_collective_avg_busbw_bytes_per_second", "nccl-tests' Avg bus bandwidth: mean busbw over all rows, bytes per second.", "gauge", (PromSample(base, m.avg_busbw_gbs * 1e9),)))
+        out.append(
+            Metric(
+                "ibdiag_collective_avg_busbw_bytes_per_second",
+                "nccl-tests' Avg bus bandwidth: mean busbw over all rows, bytes per second.",
+                "gauge",
+                (PromSample(base, m.avg_busbw_gbs * 1e9),),
+            )
+        )
     if m.world_size is not None:
-        out.append(Metric("ibdiag_collective_world_size", "Ranks in the measured collective.", "gauge", (PromSample(base, m.world_size),)))
+        out.append(
+            Metric(
+                "ibdiag_collective_world_size",
+                "Ranks in the measured collective.",
+                "gauge",
+                (PromSample(base, m.world_size),),
+            )
+        )
     if m.measured is not None and m.measured.setup_s is not None:
-        out.append(Metric("ibdiag_collective_setup_seconds", "Process-group setup (rendezvous and first collective) on the slowest rank.", "gauge", (PromSample(base, m.measured.setup_s),)))
+        out.append(
+            Metric(
+                "ibdiag_collective_setup_seconds",
+                "Process-group setup (rendezvous and first collective) on the slowest rank.",
+                "gauge",
+                (PromSample(base, m.measured.setup_s),),
+            )
+        )
     return out
-
 
 
 def table_items(run: BenchRun) -> list[Any]:

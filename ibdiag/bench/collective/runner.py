@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from ibdiag.bench.collective.device import select_device
 from ibdiag.bench.collective.hooks import TestHooks
 from ibdiag.bench.collective.launch import LaunchEnv
-from ibdiag.bench.collective.model import Measurement, MeasuredRow, RankInfo
+from ibdiag.bench.collective.model import MeasuredRow, Measurement, RankInfo
 from ibdiag.bench.collective.plan import SizePlan, plan_sizes
 from ibdiag.bench.collective.rank import NCCL_EXTRA_S, _Rank
 from ibdiag.bench.collective.spec import RunSpec
@@ -67,13 +67,22 @@ class SizeStep:
     label: str
 
 
-def plan_steps(op: str, sizes: Sequence[int], world: int, dtype: str) -> tuple[tuple[SizeStep, ...], tuple[int, ...]]:
+def plan_steps(
+    op: str, sizes: Sequence[int], world: int, dtype: str
+) -> tuple[tuple[SizeStep, ...], tuple[int, ...]]:
     spec = OPS[op]
     plans, skipped = plan_sizes(spec, sizes, world, DTYPES[dtype])
     steps: list[SizeStep] = []
     for p in plans:
         for in_place in spec.placements:
-            steps.append(SizeStep(len(steps) + 1, p, in_place, f"{op} {format_bytes(p.bytes)} {placement(in_place)}"))
+            steps.append(
+                SizeStep(
+                    len(steps) + 1,
+                    p,
+                    in_place,
+                    f"{op} {format_bytes(p.bytes)} {placement(in_place)}",
+                )
+            )
     return tuple(steps), skipped
 
 
@@ -105,7 +114,15 @@ def run_rank(
             f"no size in --sizes holds an element per rank for {spec.op} over {launch.world_size} ranks",
             hint="use larger sizes (at least the data type size x the number of ranks)",
         )
-    rank = _Rank(spec, launch, device, hooks or TestHooks(), env, on_progress if launch.rank == 0 else None, on_watchdog)
+    rank = _Rank(
+        spec,
+        launch,
+        device,
+        hooks or TestHooks(),
+        env,
+        on_progress if launch.rank == 0 else None,
+        on_watchdog,
+    )
     rank.total_steps = len(steps)
     failed = False
     try:
@@ -114,7 +131,15 @@ def run_rank(
             rank.on_progress(0, len(steps), f"set up in {setup_s:.3g} s; measuring")
         rank.check_memory(steps, DTYPES[spec.dtype])
         values = rank.measure(steps, spec.dtype)
-        info = RankInfo(launch.rank, rank.host, launch.local_rank, os.getpid(), device.name(), setup_s, rank.interface)
+        info = RankInfo(
+            launch.rank,
+            rank.host,
+            launch.local_rank,
+            os.getpid(),
+            device.name(),
+            setup_s,
+            rank.interface,
+        )
         gathered = rank.gather(info, values)
     except Exception as e:
         failed = True
@@ -131,7 +156,16 @@ def run_rank(
     return _measurement(spec, launch, device, torch, steps, skipped, gathered, env)
 
 
-def _measurement(spec: RunSpec, launch: LaunchEnv, device: object, torch: object, steps: Sequence[SizeStep], skipped: tuple[int, ...], gathered: list, env: Mapping[str, str]) -> Measurement:
+def _measurement(
+    spec: RunSpec,
+    launch: LaunchEnv,
+    device: object,
+    torch: object,
+    steps: Sequence[SizeStep],
+    skipped: tuple[int, ...],
+    gathered: list,
+    env: Mapping[str, str],
+) -> Measurement:
     infos = [g["info"] for g in gathered]
     rows = []
     for i, st in enumerate(steps):
@@ -156,7 +190,11 @@ def _measurement(spec: RunSpec, launch: LaunchEnv, device: object, torch: object
         timing = "host timer around the calls (gloo calls return when done), mean over ranks"
     if spec.blocking:
         timing += "; blocking: each call waited for and followed by a barrier"
-    settings = {k: v for k, v in sorted(env.items()) if k.startswith(SETTING_PREFIXES) or k == "CUDA_VISIBLE_DEVICES"}
+    settings = {
+        k: v
+        for k, v in sorted(env.items())
+        if k.startswith(SETTING_PREFIXES) or k == "CUDA_VISIBLE_DEVICES"
+    }
     settings.update(getattr(device, "versions", dict)())
     return Measurement(
         settings=settings,

@@ -70,12 +70,23 @@ MAX_RANKS_PER_CPU = 8
 HEARTBEAT_POLL_S = 0.5
 
 _ERRORS: dict[str, type[IbdiagError]] = {
-    c.__name__: c for c in (UsageError, InputError, CannotRunError, PeerTimeoutError, NotSupportedError)
+    c.__name__: c
+    for c in (UsageError, InputError, CannotRunError, PeerTimeoutError, NotSupportedError)
 }
 
 # variables of an enclosing launch that must not leak into the ranks we start
 _DROP_PREFIXES = ("TORCHELASTIC_", "OMPI_COMM_WORLD_", "PMI_", "PMIX_RANK")
-_DROP = ("GROUP_RANK", "ROLE_RANK", "ROLE_WORLD_SIZE", "LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS")
+_DROP = (
+    "GROUP_RANK",
+    "ROLE_RANK",
+    "ROLE_WORLD_SIZE",
+    "LOCAL_RANK",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "MPI_LOCALRANKID",
+    "MPI_LOCALNRANKS",
+)
 
 
 # --- the rank side (called by the CLI in a supervised rank) ------------------------------------------
@@ -98,23 +109,39 @@ def write_result(directory: str | Path, doc: Mapping[str, Any]) -> None:
 
 def write_error(directory: str | Path, rank: int, err: BaseException) -> None:
     if isinstance(err, IbdiagError):
-        doc = {"kind": type(err).__name__, "status": int(err.exit_status), "message": err.message, "hint": err.hint}
+        doc = {
+            "kind": type(err).__name__,
+            "status": int(err.exit_status),
+            "message": err.message,
+            "hint": err.hint,
+        }
     else:
-        doc = {"kind": "CannotRunError", "status": 3, "message": f"rank {rank}: internal error: {type(err).__name__}: {err}", "hint": "rerun with --debug"}
+        doc = {
+            "kind": "CannotRunError",
+            "status": 3,
+            "message": f"rank {rank}: internal error: {type(err).__name__}: {err}",
+            "hint": "rerun with --debug",
+        }
     _atomic_write(Path(directory, f"error.rank{rank}.json"), json.dumps(doc))
 
 
 # --- the supervisor side ----------------------------------------------------------------------------
 
 
-def check_capacity(nproc: int, *, cpus: int | None = None, available_bytes: int | None = None) -> None:
+def check_capacity(
+    nproc: int, *, cpus: int | None = None, available_bytes: int | None = None
+) -> None:
     """Refuse (UsageError, exit 2) ``nproc`` local ranks when this node cannot hold them: more than
     :data:`MAX_RANKS_PER_CPU` per CPU this process may run on, or more than the available memory
     divided by :data:`RANK_MEMORY_BYTES`. The message names the numbers."""
     from ibdiag.units import format_bytes
 
     if cpus is None:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        cpus = (
+            len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else (os.cpu_count() or 1)
+        )
     if available_bytes is None:
         import psutil
 
@@ -184,7 +211,9 @@ def _on_sigterm(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handl
     raise _Terminated()
 
 
-def child_env(base: Mapping[str, str], *, rank: int, nproc: int, port: int, report_dir: str) -> dict[str, str]:
+def child_env(
+    base: Mapping[str, str], *, rank: int, nproc: int, port: int, report_dir: str
+) -> dict[str, str]:
     env = {k: v for k, v in base.items() if k not in _DROP and not k.startswith(_DROP_PREFIXES)}
     env.update(
         RANK=str(rank),
@@ -251,9 +280,13 @@ def run_local(
         if outcome is not None:
             return outcome
         keep = True
-        raise CannotRunError("the ranks ended without a result", hint=f"see the rank logs in {report_dir}")
+        raise CannotRunError(
+            "the ranks ended without a result", hint=f"see the rank logs in {report_dir}"
+        )
     except IbdiagError as e:
-        keep = bool(procs)  # the ranks' logs explain a failed run; nothing ran when the set-up failed
+        keep = bool(
+            procs
+        )  # the ranks' logs explain a failed run; nothing ran when the set-up failed
         if keep and (e.hint is None or report_dir not in (e.hint or "")):
             e.hint = ((e.hint + "; ") if e.hint else "") + f"rank logs: {report_dir}"
         raise
@@ -262,7 +295,9 @@ def run_local(
         for fh in files:
             fh.close()
         if keep:
-            (rdir / OWNER).unlink(missing_ok=True)  # kept on purpose: named in the error, never swept
+            (rdir / OWNER).unlink(
+                missing_ok=True
+            )  # kept on purpose: named in the error, never swept
         else:
             shutil.rmtree(report_dir, ignore_errors=True)
         if in_main:
@@ -274,7 +309,9 @@ def _stop_all(procs: Sequence[subprocess.Popen[bytes]]) -> None:
     for p in alive:
         p.terminate()
         try:
-            os.kill(p.pid, signal.SIGCONT)  # a stopped rank gets its SIGTERM now, not after the wait below
+            os.kill(
+                p.pid, signal.SIGCONT
+            )  # a stopped rank gets its SIGTERM now, not after the wait below
         except OSError:
             pass
     deadline = time.monotonic() + 3.0

@@ -50,23 +50,49 @@ class RunSpec:
 
     def __post_init__(self) -> None:
         if self.op not in OPS:
-            raise UsageError(f"unknown collective {self.op!r}", hint=f"use one of: {', '.join(OPS)}")
+            raise UsageError(
+                f"unknown collective {self.op!r}", hint=f"use one of: {', '.join(OPS)}"
+            )
         if self.backend not in BACKENDS:
             raise UsageError(f"unknown backend {self.backend!r}", hint="use auto, nccl or gloo")
         if collective_dtype(self.dtype).name != self.dtype:
-            raise UsageError(f"data type {self.dtype!r} is not torch's name", hint="use float32, bfloat16 or float16")
-        if not isinstance(self.sizes, tuple) or not 1 <= len(self.sizes) <= MAX_SIZES or not all(_whole(s, 1, MAX_SIZE_BYTES) for s in self.sizes):
-            raise UsageError(f"--sizes must be 1 to {MAX_SIZES} sizes of 1 byte to 1 PiB", hint="e.g. --sizes 1M:256M")
+            raise UsageError(
+                f"data type {self.dtype!r} is not torch's name",
+                hint="use float32, bfloat16 or float16",
+            )
+        if (
+            not isinstance(self.sizes, tuple)
+            or not 1 <= len(self.sizes) <= MAX_SIZES
+            or not all(_whole(s, 1, MAX_SIZE_BYTES) for s in self.sizes)
+        ):
+            raise UsageError(
+                f"--sizes must be 1 to {MAX_SIZES} sizes of 1 byte to 1 PiB",
+                hint="e.g. --sizes 1M:256M",
+            )
         if not _whole(self.iters, 1, MAX_ITERS):
-            raise UsageError(f"--iters {self.iters} is out of range", hint=f"use 1 to {MAX_ITERS} (nccl-tests' default is 20)")
+            raise UsageError(
+                f"--iters {self.iters} is out of range",
+                hint=f"use 1 to {MAX_ITERS} (nccl-tests' default is 20)",
+            )
         if not _whole(self.warmup, 0, MAX_ITERS):
-            raise UsageError(f"--warmup {self.warmup} is out of range", hint="use 0 or more untimed calls per size")
+            raise UsageError(
+                f"--warmup {self.warmup} is out of range",
+                hint="use 0 or more untimed calls per size",
+            )
         if not isinstance(self.blocking, bool) or not isinstance(self.check, bool):
             raise UsageError("blocking and check must be true or false")
         t = self.timeout_s
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or not 0 < t <= MAX_TIMEOUT_S:
+        if (
+            isinstance(t, bool)
+            or not isinstance(t, (int, float))
+            or not math.isfinite(t)
+            or not 0 < t <= MAX_TIMEOUT_S
+        ):
             shown = f"{t:g}" if isinstance(t, (int, float)) and not isinstance(t, bool) else repr(t)
-            raise UsageError(f"--timeout {shown} must be between 0 and {MAX_TIMEOUT_S:g} seconds", hint="e.g. --timeout 120")
+            raise UsageError(
+                f"--timeout {shown} must be between 0 and {MAX_TIMEOUT_S:g} seconds",
+                hint="e.g. --timeout 120",
+            )
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self) | {"sizes": list(self.sizes)}
@@ -99,11 +125,24 @@ class RankJob:
 
         text = environ.get(JOB_ENV)
         if not text:
-            raise InputError(f"{JOB_ENV} is not set", hint="ranks started by --nproc get their job from the supervisor; run ibdiag bench collective --nproc N")
+            raise InputError(
+                f"{JOB_ENV} is not set",
+                hint="ranks started by --nproc get their job from the supervisor; run ibdiag bench collective --nproc N",
+            )
         try:
             doc = json.loads(text)
-            if not isinstance(doc, dict) or not isinstance(doc.get("spec"), dict) or not isinstance(doc.get("config"), dict):
+            if (
+                not isinstance(doc, dict)
+                or not isinstance(doc.get("spec"), dict)
+                or not isinstance(doc.get("config"), dict)
+            ):
                 raise ValueError("not a job object")
-            return cls(RunSpec.from_json(doc["spec"]), build_dataclass(CollectiveConfig, doc["config"], where="[collective]"))
+            return cls(
+                RunSpec.from_json(doc["spec"]),
+                build_dataclass(CollectiveConfig, doc["config"], where="[collective]"),
+            )
         except (ValueError, TypeError, UsageError) as e:
-            raise InputError(f"{JOB_ENV}: not a valid job ({getattr(e, 'message', e)})", hint="it is set by ibdiag bench collective --nproc; unset it") from None
+            raise InputError(
+                f"{JOB_ENV}: not a valid job ({getattr(e, 'message', e)})",
+                hint="it is set by ibdiag bench collective --nproc; unset it",
+            ) from None

@@ -30,7 +30,11 @@ def _tail(path: Path, lines: int = 4) -> str:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
-    keep = [ln.rstrip() for ln in text.splitlines() if ln.strip() and "Warning" not in ln and not ln.startswith("  warnings.warn")]
+    keep = [
+        ln.rstrip()
+        for ln in text.splitlines()
+        if ln.strip() and "Warning" not in ln and not ln.startswith("  warnings.warn")
+    ]
     return " | ".join(keep[-lines:])[-600:]
 
 
@@ -41,8 +45,9 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-
-def _read_progress(path: Path, pos: int, on_progress: Callable[[int, int, str], None] | None) -> tuple[int, bool]:
+def _read_progress(
+    path: Path, pos: int, on_progress: Callable[[int, int, str], None] | None
+) -> tuple[int, bool]:
     try:
         with open(path, encoding="utf-8") as fh:
             fh.seek(pos)
@@ -80,7 +85,9 @@ def watch(
     last_activity = time.monotonic()
     last_hb: dict[int, Any] = {}
     beat_seen: dict[int, float] = {}  # when each rank's heartbeat was last seen to move
-    starting_cpu: dict[int, float] = {}  # CPU seconds of ranks that have not written a heartbeat yet
+    starting_cpu: dict[
+        int, float
+    ] = {}  # CPU seconds of ranks that have not written a heartbeat yet
     hb_every = HEARTBEAT_POLL_S if n <= 64 else 2.0
     next_hb = 0.0
     grace_until: float | None = None
@@ -109,7 +116,9 @@ def watch(
             break  # rank 0's diagnosis is written: its teardown (and the others') need not be waited for
         if failed and grace_until is None:
             # a rank killed by a signal says nothing more; one that failed cleanly lets rank 0 finish its diagnosis
-            died = any((codes[r] or 0) < 0 or not (rdir / f"error.rank{r}.json").exists() for r in failed)
+            died = any(
+                (codes[r] or 0) < 0 or not (rdir / f"error.rank{r}.json").exists() for r in failed
+            )
             grace_until = now + (1.0 if died else diagnose_wait(n) + 4.0)
         if grace_until is not None and now > grace_until:
             break
@@ -120,13 +129,18 @@ def watch(
             except Exception:  # noqa: BLE001
                 hb = {}
             for r, h in hb.items():
-                if last_hb.get(r) is None or (h.counter, h.step) != (last_hb[r].counter, last_hb[r].step):
+                if last_hb.get(r) is None or (h.counter, h.step) != (
+                    last_hb[r].counter,
+                    last_hb[r].step,
+                ):
                     last_activity = now
                     beat_seen[r] = now
             last_hb = {**last_hb, **hb}
             if _starting_ranks_busy(procs, codes, last_hb, starting_cpu):
                 last_activity = now  # still importing torch on a loaded node: alive, not stalled
-            frozen = _frozen_ranks(procs, codes, last_hb, beat_seen, now, max(timeout_s, 2 * heartbeat_period(n)))
+            frozen = _frozen_ranks(
+                procs, codes, last_hb, beat_seen, now, max(timeout_s, 2 * heartbeat_period(n))
+            )
             if frozen:
                 break
         if now - last_activity > timeout_s + 15.0:
@@ -147,7 +161,9 @@ def watch(
     for r, c in enumerate(codes):
         if c is not None:
             exited_at.setdefault(r, now)
-    raise _compose_error(procs, codes, rdir, store, prefix, timeout_s, stalled, last_hb, exited_at, reported_at)
+    raise _compose_error(
+        procs, codes, rdir, store, prefix, timeout_s, stalled, last_hb, exited_at, reported_at
+    )
 
 
 #: Process states (psutil) of a rank that cannot be making progress, whatever its threads would do.
@@ -155,7 +171,10 @@ _NOT_RUNNING = ("stopped", "tracing-stop", "disk-sleep")
 
 
 def _starting_ranks_busy(
-    procs: Sequence[subprocess.Popen[bytes]], codes: Sequence[int | None], heartbeats: Mapping[int, Any], cpu: dict[int, float]
+    procs: Sequence[subprocess.Popen[bytes]],
+    codes: Sequence[int | None],
+    heartbeats: Mapping[int, Any],
+    cpu: dict[int, float],
 ) -> bool:
     """Whether a rank that has not written its first heartbeat used CPU since the last look (``cpu``
     keeps each one's CPU seconds): start-up (importing torch, ~4 s of CPU) is progress too."""
@@ -203,11 +222,15 @@ def _frozen_ranks(
         if state in _NOT_RUNNING:
             h = heartbeats.get(r)
             where = f" at {h.where}" if h is not None and h.step else " during setup"
-            out.append(f"rank {r} (pid {procs[r].pid}) is {state}{where}: no heartbeat for {now - seen:.1f} s (--timeout {timeout_s:g})")
+            out.append(
+                f"rank {r} (pid {procs[r].pid}) is {state}{where}: no heartbeat for {now - seen:.1f} s (--timeout {timeout_s:g})"
+            )
     return out
 
 
-def blame(codes: Sequence[int | None], reported: Mapping[int, float], exited_at: Mapping[int, float]) -> tuple[list[int], list[int]]:
+def blame(
+    codes: Sequence[int | None], reported: Mapping[int, float], exited_at: Mapping[int, float]
+) -> tuple[list[int], list[int]]:
     """(causes, consequences): ranks that ended badly without a report, split by whether they ended
     before the first report was seen (a cause) or after it (a consequence of the failure being torn
     down, e.g. NCCL's watchdog aborting a waiting rank). ``reported``/``exited_at``: first seen, monotonic."""
@@ -253,11 +276,19 @@ def _compose_error(
 
     def at(r: int) -> str:
         h = hb.get(r)
-        return f" at {h.where}" if h is not None and h.step else (" during setup" if h is not None else " before joining")
+        return (
+            f" at {h.where}"
+            if h is not None and h.step
+            else (" during setup" if h is not None else " before joining")
+        )
 
     def how(r: int) -> str:
         c = codes[r] or 0
-        return f"was killed by {_signal_name(c)}" if c < 0 else f"exited with status {c} without a report"
+        return (
+            f"was killed by {_signal_name(c)}"
+            if c < 0
+            else f"exited with status {c} without a report"
+        )
 
     reported = {r: reported_at.get(r, 0.0) for r in errors}
     causes, after = blame(codes, reported, exited_at)
@@ -266,25 +297,45 @@ def _compose_error(
         silent = []
         for r in causes:
             tail = _tail(rdir / f"rank{r}.err")
-            silent.append(f"rank {r} (pid {procs[r].pid}) {how(r)}{at(r)}" + (f" [last output: {tail}]" if tail else ""))
+            silent.append(
+                f"rank {r} (pid {procs[r].pid}) {how(r)}{at(r)}"
+                + (f" [last output: {tail}]" if tail else "")
+            )
         return PeerTimeoutError(
             "ranks that did not answer: " + "; ".join(silent),
             hint="a rank died mid-run: check the host's kernel log (OOM killer: dmesg) and the rank's log",
         )
     later = ""
     if after:
-        later = "; afterwards " + ", ".join(f"rank {r} {how(r)}" for r in after) + " (ended while the failure was torn down, e.g. by NCCL's watchdog: not a cause)"
+        later = (
+            "; afterwards "
+            + ", ".join(f"rank {r} {how(r)}" for r in after)
+            + " (ended while the failure was torn down, e.g. by NCCL's watchdog: not a cause)"
+        )
     # 2. a usage or input problem any rank found (the same on every rank)
     for doc in errors.values():
         if int(doc.get("status", 3)) == 2:
-            return _ERRORS.get(str(doc.get("kind")), UsageError)(str(doc.get("message")), doc.get("hint"))
+            return _ERRORS.get(str(doc.get("kind")), UsageError)(
+                str(doc.get("message")), doc.get("hint")
+            )
     # 3. rank 0's account (it names who did not answer), else the lowest failing rank's
     if errors:
         doc = errors.get(0) or errors[min(errors)]
-        return _ERRORS.get(str(doc.get("kind")), CannotRunError)(str(doc.get("message")) + later, doc.get("hint"))
+        return _ERRORS.get(str(doc.get("kind")), CannotRunError)(
+            str(doc.get("message")) + later, doc.get("hint")
+        )
     if stalled:
         step = max((h.step for h in hb.values()), default=0)
         missing = who_did_not_answer(dict(last_hb), hb, len(procs), step)
-        detail = "; ".join(missing) if missing else f"every rank alive at step {step}: a collective is stuck"
-        return PeerTimeoutError(f"no rank made progress for {timeout_s + 15:g} s; {detail}", hint="check the hosts' load and the network; raise --timeout only for huge sizes")
-    return CannotRunError(f"the ranks ended without a result (exit statuses {list(codes)})", hint="rerun with --debug")
+        detail = (
+            "; ".join(missing)
+            if missing
+            else f"every rank alive at step {step}: a collective is stuck"
+        )
+        return PeerTimeoutError(
+            f"no rank made progress for {timeout_s + 15:g} s; {detail}",
+            hint="check the hosts' load and the network; raise --timeout only for huge sizes",
+        )
+    return CannotRunError(
+        f"the ranks ended without a result (exit statuses {list(codes)})", hint="rerun with --debug"
+    )

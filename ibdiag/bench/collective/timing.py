@@ -64,7 +64,9 @@ def wait_events(events: Sequence[Any], timeout_s: float, beat: Callable[[], None
         beat()
 
 
-def warmup_queued(device: Any, call: Callable[[], Any], n: int, timeout_s: float, beat: Callable[[], None]) -> float | None:
+def warmup_queued(
+    device: Any, call: Callable[[], Any], n: int, timeout_s: float, beat: Callable[[], None]
+) -> float | None:
     """Run ``n`` untimed calls one at a time; the median time of one call (s), None without calls."""
     times = []
     for _ in range(n):
@@ -99,7 +101,9 @@ def timed_queued(
     first.record()
     for i in range(iters):
         if i >= depth:
-            wait_events([ends[i - depth]], timeout_s, beat)  # the window: call i waits for call i - depth
+            wait_events(
+                [ends[i - depth]], timeout_s, beat
+            )  # the window: call i waits for call i - depth
         before()
         starts[i].record()
         call()
@@ -110,11 +114,19 @@ def timed_queued(
     last.record()
     wait_events([*ends[max(0, iters - depth) :], last], timeout_s, beat)
     total_ms = first.elapsed_time(last)
-    return total_ms * 1e3 / iters, [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
+    return total_ms * 1e3 / iters, [
+        s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends, strict=False)
+    ]
 
 
 def timed_host(
-    call: Callable[[], Any], iters: int, *, blocking: bool, barrier: Callable[[], Any], before: Callable[[], None], beat: Callable[[], None]
+    call: Callable[[], Any],
+    iters: int,
+    *,
+    blocking: bool,
+    barrier: Callable[[], Any],
+    before: Callable[[], None],
+    beat: Callable[[], None],
 ) -> tuple[float, list[float]]:
     """The same with the host timer (gloo calls return when done)."""
     per_call = []

@@ -33,7 +33,10 @@ def import_dist() -> Any:
             hint="repair the torch installation (pip install 'ibdiag[collective]' pulls torch and what it needs)",
         ) from None
     if not dist.is_available():
-        raise NotSupportedError("this PyTorch build has no torch.distributed", hint="install a PyTorch build with distributed support")
+        raise NotSupportedError(
+            "this PyTorch build has no torch.distributed",
+            hint="install a PyTorch build with distributed support",
+        )
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.distributed.*")
     return torch, dist
 
@@ -42,15 +45,32 @@ def serve_store(host: str, port: int = 0, *, timeout_s: float = 120.0) -> tuple[
     """A TCPStore server for ranks this process launches (``--nproc``); port 0 picks a free one."""
     _, dist = import_dist()
     try:
-        store = dist.TCPStore(host, port, None, True, timeout=datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
+        store = dist.TCPStore(
+            host,
+            port,
+            None,
+            True,
+            timeout=datetime.timedelta(seconds=timeout_s),
+            wait_for_workers=False,
+        )
     except Exception as e:  # noqa: BLE001 - a bind failure has several exception types across versions
-        raise CannotRunError(f"cannot serve the rendezvous store on {host}:{port}: {first_line(e)}", hint="choose another port or host") from None
+        raise CannotRunError(
+            f"cannot serve the rendezvous store on {host}:{port}: {first_line(e)}",
+            hint="choose another port or host",
+        ) from None
     return store, int(store.port)
 
 
 def client_store(addr: str, port: int, timeout_s: float) -> Any:
     _, dist = import_dist()
-    return dist.TCPStore(addr, port, None, False, timeout=datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
+    return dist.TCPStore(
+        addr,
+        port,
+        None,
+        False,
+        timeout=datetime.timedelta(seconds=timeout_s),
+        wait_for_workers=False,
+    )
 
 
 def first_line(e: BaseException) -> str:
@@ -63,10 +83,17 @@ def first_line(e: BaseException) -> str:
     return line[:300]
 
 
-COMM_ERRORS: tuple[type[BaseException], ...] = (RuntimeError, TimeoutError, ConnectionError, OSError)
+COMM_ERRORS: tuple[type[BaseException], ...] = (
+    RuntimeError,
+    TimeoutError,
+    ConnectionError,
+    OSError,
+)
 
 
-def collective_call(dist: Any, op: str, rank: int, world: int, inp: Any, out: Any) -> Callable[[], Any]:
+def collective_call(
+    dist: Any, op: str, rank: int, world: int, inp: Any, out: Any
+) -> Callable[[], Any]:
     """The torch.distributed call that is ``op`` on these views (nccl-tests' call for the op)."""
     r, n = rank, world
     ag = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -90,9 +117,13 @@ def collective_call(dist: Any, op: str, rank: int, world: int, inp: Any, out: An
             if n == 1:
                 out.copy_(inp)
                 return
-            works = dist.batch_isend_irecv([dist.P2POp(dist.isend, inp, nxt), dist.P2POp(dist.irecv, out, prv)])
+            works = dist.batch_isend_irecv(
+                [dist.P2POp(dist.isend, inp, nxt), dist.P2POp(dist.irecv, out, prv)]
+            )
             for w in works:
                 w.wait()
 
         return ring
-    raise NotSupportedError(f"collective {op} is not implemented", hint=f"use one of: {', '.join(OPS)}")
+    raise NotSupportedError(
+        f"collective {op} is not implemented", hint=f"use one of: {', '.join(OPS)}"
+    )

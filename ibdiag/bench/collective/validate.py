@@ -70,7 +70,16 @@ def count_wrong(buf: Any, fn: Callable[[Any], Any], *, offset: int = 0) -> int:
     return wrong
 
 
-def views(op: str, rank: int, send_elems: int, recv_elems: int, per: int, in_place: bool, send_buf: Any, recv_buf: Any) -> tuple[Any, Any]:
+def views(
+    op: str,
+    rank: int,
+    send_elems: int,
+    recv_elems: int,
+    per: int,
+    in_place: bool,
+    send_buf: Any,
+    recv_buf: Any,
+) -> tuple[Any, Any]:
     """(input, output) views of the rank's buffers for one call, with nccl-tests' in-place offsets:
     all_gather's input is the rank's slice of the output, reduce_scatter's output the rank's slice of
     the input; the in-place-only ops (all_reduce, reduce, broadcast) use one buffer."""
@@ -124,7 +133,10 @@ def check(op: str, rank: int, nranks: int, recv: Any, per: int) -> int:
     if op == "reduce_scatter":
         return count_wrong(recv, reduced, offset=rank * per)
     if op == "all_gather":
-        return sum(count_wrong(recv[s * per : (s + 1) * per], lambda i, s=s: tagged(i, s)) for s in range(nranks))
+        return sum(
+            count_wrong(recv[s * per : (s + 1) * per], lambda i, s=s: tagged(i, s))
+            for s in range(nranks)
+        )
     if op == "all_to_all":
         wrong = 0
         for s in range(nranks):

@@ -18,8 +18,8 @@ these make a token holder's run independent of how many strangers trickle bytes 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Hashable
 
 #: Defaults (``ServeOptions``): unauthenticated connections per source address and overall.
 PER_SOURCE = 8
@@ -55,12 +55,18 @@ class Admission:
     def admit(self, key: Hashable, source: str) -> Verdict:
         mine = self.count(source)
         if mine >= self.per_source:
-            return Verdict(False, reason=f"{mine} unauthenticated connections from {source} already (the limit per address)")
+            return Verdict(
+                False,
+                reason=f"{mine} unauthenticated connections from {source} already (the limit per address)",
+            )
         displaced = None
         if len(self._source_of) >= self.total:
             crowded = max(self._by_source, key=lambda s: len(self._by_source[s]))
             if len(self._by_source[crowded]) <= mine:
-                return Verdict(False, reason=f"{len(self._source_of)} unauthenticated connections open (the limit), none from a more crowded address")
+                return Verdict(
+                    False,
+                    reason=f"{len(self._source_of)} unauthenticated connections open (the limit), none from a more crowded address",
+                )
             displaced = next(iter(self._by_source[crowded]))
             self.release(displaced)
         self._by_source.setdefault(source, OrderedDict())[key] = None

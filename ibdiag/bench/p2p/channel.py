@@ -75,7 +75,11 @@ class RemoteError(IbdiagError):
         code = msg.get("code", "failed")
         known = code if isinstance(code, str) and code in ERROR_CODES else "failed"
         hint = msg.get("hint")
-        return cls(known, f"{peer}: {peer_text(msg.get('message', 'no reason given'))}", peer_text(hint) if hint else None)
+        return cls(
+            known,
+            f"{peer}: {peer_text(msg.get('message', 'no reason given'))}",
+            peer_text(hint) if hint else None,
+        )
 
 
 def peer_text(value: Any, limit: int = PEER_TEXT_MAX) -> str:
@@ -123,7 +127,9 @@ def decode(payload: bytes) -> dict[str, Any]:
     """The JSON object of one message; ValueError when it is not a JSON object with a string ``type``,
     nests deeper than :data:`MAX_DEPTH`, or holds NaN/Infinity or an integer beyond Python's limit."""
     try:
-        doc = json.loads(payload.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float)
+        doc = json.loads(
+            payload.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float
+        )
     except UnicodeDecodeError as e:
         raise ValueError(f"not UTF-8 ({e.reason} at byte {e.start})") from None
     except json.JSONDecodeError as e:
@@ -177,17 +183,26 @@ def is_loopback(host: str) -> bool:
 
 def socket_error(e: OSError, peer: str, waiting_for: str, timeout_s: float) -> IbdiagError:
     """An OSError on a socket to ``peer`` as the ibdiag error a user can act on."""
-    if isinstance(e, (socket.timeout, BlockingIOError)) or e.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.ETIMEDOUT):
+    if isinstance(e, (socket.timeout, BlockingIOError)) or e.errno in (
+        errno.EAGAIN,
+        errno.EWOULDBLOCK,
+        errno.ETIMEDOUT,
+    ):
         return PeerTimeoutError(
             f"no answer from {peer} within {timeout_s:g} s while waiting for {waiting_for}",
             hint="is the peer alive and reachable? raise --timeout for slow links or large sizes",
         )
-    if isinstance(e, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)) or e.errno in (errno.ECONNRESET, errno.EPIPE):
+    if isinstance(
+        e, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+    ) or e.errno in (errno.ECONNRESET, errno.EPIPE):
         return PeerClosedError(
             f"{peer} closed the connection while we were waiting for {waiting_for}",
             hint="the peer process ended or was killed; see its log",
         )
-    return CannotRunError(f"network error with {peer} while waiting for {waiting_for}: {e.strerror or e}", hint="check the network path between the hosts")
+    return CannotRunError(
+        f"network error with {peer} while waiting for {waiting_for}: {e.strerror or e}",
+        hint="check the network path between the hosts",
+    )
 
 
 class Channel:
@@ -211,7 +226,9 @@ class Channel:
             self.sock.settimeout(limit)
             self.sock.sendall(data)
         except OSError as e:
-            raise socket_error(e, self.peer, f"it to accept a {msg.get('type')!r} message", self.timeout_s) from None
+            raise socket_error(
+                e, self.peer, f"it to accept a {msg.get('type')!r} message", self.timeout_s
+            ) from None
 
     def send_error(self, code: str, message: str, hint: str | None = None) -> None:
         """Tell the peer why we stop; never raises (the peer may already be gone)."""
@@ -224,13 +241,15 @@ class Channel:
         except (OSError, ValueError):
             pass
 
-    def _read_exact(self, view: memoryview, deadline: float, limit_s: float, waiting_for: str, *, first: bool) -> None:
+    def _read_exact(
+        self, view: memoryview, deadline: float, limit_s: float, waiting_for: str, *, first: bool
+    ) -> None:
         got = 0
         n = len(view)
         while got < n:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise socket_error(socket.timeout(), self.peer, waiting_for, limit_s)
+                raise socket_error(TimeoutError(), self.peer, waiting_for, limit_s)
             try:
                 self.sock.settimeout(left)
                 k = self.sock.recv_into(view[got:], n - got)
@@ -238,11 +257,19 @@ class Channel:
                 raise socket_error(e, self.peer, waiting_for, limit_s) from None
             if k == 0:
                 if first and got == 0:
-                    raise PeerClosedError(f"{self.peer} closed the connection while we were waiting for {waiting_for}", hint="the peer process ended or was killed, or refused us; see its log")
-                raise PeerClosedError(f"{self.peer} closed the connection in the middle of a message while we were waiting for {waiting_for}", hint="the peer process ended or was killed; see its log")
+                    raise PeerClosedError(
+                        f"{self.peer} closed the connection while we were waiting for {waiting_for}",
+                        hint="the peer process ended or was killed, or refused us; see its log",
+                    )
+                raise PeerClosedError(
+                    f"{self.peer} closed the connection in the middle of a message while we were waiting for {waiting_for}",
+                    hint="the peer process ended or was killed; see its log",
+                )
             got += k
 
-    def recv(self, waiting_for: str, *, timeout_s: float | None = None, deadline: float | None = None) -> dict[str, Any]:
+    def recv(
+        self, waiting_for: str, *, timeout_s: float | None = None, deadline: float | None = None
+    ) -> dict[str, Any]:
         """The next message; PeerTimeoutError after ``timeout_s`` (default: the channel's timeout),
         or at ``deadline`` (``time.monotonic()``; then ``timeout_s`` is only what the error says).
 
@@ -263,15 +290,23 @@ class Channel:
         try:
             return decode(bytes(payload))
         except ValueError as e:
-            raise ProtocolError(f"{self.peer} sent a malformed message while we waited for {waiting_for}: {e}", hint=DEFAULT_HINTS["protocol"]) from None
+            raise ProtocolError(
+                f"{self.peer} sent a malformed message while we waited for {waiting_for}: {e}",
+                hint=DEFAULT_HINTS["protocol"],
+            ) from None
 
-    def expect(self, kind: str, waiting_for: str, *, timeout_s: float | None = None) -> dict[str, Any]:
+    def expect(
+        self, kind: str, waiting_for: str, *, timeout_s: float | None = None
+    ) -> dict[str, Any]:
         """The next message, which must be of type ``kind``; an ``error`` message raises :class:`RemoteError`."""
         msg = self.recv(waiting_for, timeout_s=timeout_s)
         if msg["type"] == "error":
             raise RemoteError.from_message(msg, self.peer)
         if msg["type"] != kind:
-            raise ProtocolError(f"{self.peer} sent {peer_value(msg['type'])} while we waited for {waiting_for}", hint=DEFAULT_HINTS["protocol"])
+            raise ProtocolError(
+                f"{self.peer} sent {peer_value(msg['type'])} while we waited for {waiting_for}",
+                hint=DEFAULT_HINTS["protocol"],
+            )
         return msg
 
     def close(self) -> None:
@@ -306,7 +341,10 @@ def connect(host: str, port: int, timeout_s: float) -> socket.socket:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as e:
-        raise CannotRunError(f"cannot resolve {host!r}: {e.strerror}", hint="check the host name, or give an IP address") from None
+        raise CannotRunError(
+            f"cannot resolve {host!r}: {e.strerror}",
+            hint="check the host name, or give an IP address",
+        ) from None
     last: OSError | None = None
     for family, kind, proto, _, addr in infos:
         sock = socket.socket(family, kind, proto)
@@ -319,7 +357,16 @@ def connect(host: str, port: int, timeout_s: float) -> socket.socket:
             sock.close()
     where = f"{host}:{port}"
     if isinstance(last, ConnectionRefusedError):
-        raise CannotRunError(f"nothing is listening on {where}", hint=f"start 'ibdiag bench serve' on {host} (port {port}), or check --port")
+        raise CannotRunError(
+            f"nothing is listening on {where}",
+            hint=f"start 'ibdiag bench serve' on {host} (port {port}), or check --port",
+        )
     if isinstance(last, (socket.timeout, TimeoutError)):
-        raise PeerTimeoutError(f"no answer from {where} within {timeout_s:g} s while connecting", hint="check that the host is up and no firewall drops the port")
-    raise CannotRunError(f"cannot connect to {where}: {getattr(last, 'strerror', None) or last}", hint="check the address and the route to the host")
+        raise PeerTimeoutError(
+            f"no answer from {where} within {timeout_s:g} s while connecting",
+            hint="check that the host is up and no firewall drops the port",
+        )
+    raise CannotRunError(
+        f"cannot connect to {where}: {getattr(last, 'strerror', None) or last}",
+        hint="check the address and the route to the host",
+    )

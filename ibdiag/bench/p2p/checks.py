@@ -25,7 +25,10 @@ CHECK_BANDWIDTH = "bench.p2p_bandwidth"
 
 #: Check ids of point-to-point runs (the mechanism: :mod:`ibdiag.report.checks`).
 CHECKS = CheckRegistry("bench")
-CHECKS.declare(CHECK_BANDWIDTH, "best bandwidth of the judged sizes below min_bw_share of the line rate: fail (RDMA) / warn (TCP)")
+CHECKS.declare(
+    CHECK_BANDWIDTH,
+    "best bandwidth of the judged sizes below min_bw_share of the line rate: fail (RDMA) / warn (TCP)",
+)
 
 
 @dataclass(frozen=True)
@@ -47,13 +50,25 @@ class P2PConfig:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.min_bw_share <= 1.0:
-            raise InputError(f"config: [p2p] min_bw_share {self.min_bw_share} must be in (0, 1]", hint="e.g. 0.8 for 80% of line rate")
+            raise InputError(
+                f"config: [p2p] min_bw_share {self.min_bw_share} must be in (0, 1]",
+                hint="e.g. 0.8 for 80% of line rate",
+            )
         if self.judge_min_bytes < 1:
-            raise InputError(f"config: [p2p] judge_min_bytes {self.judge_min_bytes} must be at least 1", hint="e.g. 1048576 (1 MiB)")
+            raise InputError(
+                f"config: [p2p] judge_min_bytes {self.judge_min_bytes} must be at least 1",
+                hint="e.g. 1048576 (1 MiB)",
+            )
         if self.tcp_severity not in ("warn", "fail"):
-            raise InputError(f'config: [p2p] tcp_severity "{self.tcp_severity}" must be "warn" or "fail"', hint='write tcp_severity = "warn"')
+            raise InputError(
+                f'config: [p2p] tcp_severity "{self.tcp_severity}" must be "warn" or "fail"',
+                hint='write tcp_severity = "warn"',
+            )
         if self.line_rate_gbps is not None and not self.line_rate_gbps > 0:
-            raise InputError(f"config: [p2p] line_rate_gbps {self.line_rate_gbps} must be positive", hint="e.g. 400 for NDR")
+            raise InputError(
+                f"config: [p2p] line_rate_gbps {self.line_rate_gbps} must be positive",
+                hint="e.g. 400 for NDR",
+            )
 
 
 def bandwidth_findings(
@@ -83,7 +98,9 @@ def bandwidth_findings(
     share = best_gbps / ceiling
     value = round(best_gbps, 2)
     where = f"at {format_bytes(best.bytes)}"
-    rate_txt = f"{ceiling:g} Gb/s {'(both directions) ' if bidir else ''}line rate ({line_rate_source})"
+    rate_txt = (
+        f"{ceiling:g} Gb/s {'(both directions) ' if bidir else ''}line rate ({line_rate_source})"
+    )
     if best_gbps >= limit:
         return [
             Finding(

@@ -16,8 +16,23 @@ from ibdiag import __version__
 from ibdiag.bench.jsonfields import Fields
 from ibdiag.bench.p2p.linerate import rdma_line_rate, tcp_line_rate
 from ibdiag.bench.p2p.meta import LineRate, P2PMeta, P2PSetup, PerftestEngine, RdmaEnd, RdmaPath
-from ibdiag.bench.p2p.params import RunRequest, check_host, check_port, check_rdma_port, check_socket_buffer, check_timeout
-from ibdiag.bench.p2p.protocol import DEFAULT_PORT, DEFAULT_TIMEOUT_S, Channel, Hello, ProtocolError, client_handshake, connect
+from ibdiag.bench.p2p.params import (
+    RunRequest,
+    check_host,
+    check_port,
+    check_rdma_port,
+    check_socket_buffer,
+    check_timeout,
+)
+from ibdiag.bench.p2p.protocol import (
+    DEFAULT_PORT,
+    DEFAULT_TIMEOUT_S,
+    Channel,
+    Hello,
+    ProtocolError,
+    client_handshake,
+    connect,
+)
 from ibdiag.bench.results import BenchRun, P2PResult
 from ibdiag.bench.stats import cpu_s_per_gb
 from ibdiag.errors import IbdiagError
@@ -87,13 +102,19 @@ class P2PRun:
             engine=req.engine if req.transport == "rdma" else None,
             perftest=self.perftest,
         )
-        return BenchRun(P2PMeta(transport=req.transport, mode=req.mode, bidir=req.bidir, measured=setup), self.results)
+        return BenchRun(
+            P2PMeta(transport=req.transport, mode=req.mode, bidir=req.bidir, measured=setup),
+            self.results,
+        )
 
 
 def _merge(size: int, bw: Any, lat: Any) -> P2PResult:
     cpu: dict[str, float | None] = {}
     if bw is not None:
-        cpu = {"client": cpu_s_per_gb(bw.cpu_client_s, bw.bytes), "server": cpu_s_per_gb(bw.cpu_server_s, bw.bytes)}
+        cpu = {
+            "client": cpu_s_per_gb(bw.cpu_client_s, bw.bytes),
+            "server": cpu_s_per_gb(bw.cpu_server_s, bw.bytes),
+        }
     return P2PResult(
         bytes=size,
         iters=bw.messages if bw is not None else lat.iters,
@@ -119,11 +140,12 @@ def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = No
         perftest_engine.check_request(req)
         for kind in req.kinds:  # a missing binary fails before any connection
             perftest_engine.find_program(perftest_engine.binary(req.verb, kind), opts.perftest_path)
-        sel = perftest_engine.select_device(opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index)
+        sel = perftest_engine.select_device(
+            opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index
+        )
     elif req.transport == "rdma":
-        from ibdiag.bench.p2p.rdma import check_message_sizes
-
         from ibdiag.bench.p2p import rdma_session
+        from ibdiag.bench.p2p.rdma import check_message_sizes
 
         sel = rdma_session.select_rdma(opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index)
         check_message_sizes(req.sizes, sel.max_msg_bytes, sel.device, sel.port)
@@ -132,7 +154,9 @@ def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = No
     ch = Channel(sock, peer, opts.timeout_s)
     side: Any = None
     try:
-        server = client_handshake(ch, token=opts.token, host=socket.gethostname(), version=__version__)
+        server = client_handshake(
+            ch, token=opts.token, host=socket.gethostname(), version=__version__
+        )
         ch.send({"type": "run", "request": req.to_json()})
         ready = ch.expect("ready", "the server to accept the request")
         remote_rate = LineRate.from_json(ready.get("line_rate"))
@@ -140,21 +164,42 @@ def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = No
         if req.engine == "perftest":
             assert sel is not None
             server_address = sock.getpeername()[0]
-            side = perftest_engine.PerftestClientSide(ch, req, sel, timeout_s=opts.timeout_s, path=opts.perftest_path, server_address=server_address)
+            side = perftest_engine.PerftestClientSide(
+                ch,
+                req,
+                sel,
+                timeout_s=opts.timeout_s,
+                path=opts.perftest_path,
+                server_address=server_address,
+            )
             side.check_ready(ready)
             try:
                 server_end = RdmaEnd.read(Fields(ready, "ready"))
             except ValueError as e:
                 raise ProtocolError(f"{peer} sent invalid device details: {e}") from None
             client_end = RdmaEnd.read(Fields(side.details(), "client"))
-            rdma = RdmaPath(client_end, server_end, None, req.tx_depth, verb=req.verb, qps=req.qps, inline=req.inline, tclass=req.tclass, sl=req.sl)
+            rdma = RdmaPath(
+                client_end,
+                server_end,
+                None,
+                req.tx_depth,
+                verb=req.verb,
+                qps=req.qps,
+                inline=req.inline,
+                tclass=req.tclass,
+                sl=req.sl,
+            )
             local_rate = rdma_line_rate(SysfsRoot(opts.sysfs_root), sel.device, sel.port)
             ch.expect("connected", "the server to set up the data path")
             results = perftest_engine.run_all(side, req.sizes, req.kinds, progress)
             ch.send({"type": "bye"})
-            return P2PRun(req, peer, server, tuple(results), local_rate, remote_rate, None, rdma, side.info())
+            return P2PRun(
+                req, peer, server, tuple(results), local_rate, remote_rate, None, rdma, side.info()
+            )
         if req.transport == "tcp":
-            side = session.TcpClientSide(ch, req, timeout_s=opts.timeout_s, socket_buffer=opts.socket_buffer)
+            side = session.TcpClientSide(
+                ch, req, timeout_s=opts.timeout_s, socket_buffer=opts.socket_buffer
+            )
             side.connect(ready)
             local_rate = tcp_line_rate(SysfsRoot(opts.sysfs_root), sock.getsockname()[0])
         else:
@@ -165,7 +210,17 @@ def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = No
             except ValueError as e:
                 raise ProtocolError(f"{peer} sent invalid device details: {e}") from None
             client_end = RdmaEnd.read(Fields(side.details(), "client"))
-            rdma = RdmaPath(client_end, server_end, side.connect(ready), req.tx_depth, verb=req.verb, qps=req.qps, inline=req.inline, tclass=req.tclass, sl=req.sl)
+            rdma = RdmaPath(
+                client_end,
+                server_end,
+                side.connect(ready),
+                req.tx_depth,
+                verb=req.verb,
+                qps=req.qps,
+                inline=req.inline,
+                tclass=req.tclass,
+                sl=req.sl,
+            )
             local_rate = rdma_line_rate(SysfsRoot(opts.sysfs_root), sel.device, sel.port)
         ch.expect("connected", "the server to set up the data path")
         steps = [(size, kind) for size in req.sizes for kind in req.kinds]
@@ -186,7 +241,16 @@ def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = No
         if progress is not None:
             progress(done, len(steps), "done")
         ch.send({"type": "bye"})
-        return P2PRun(req, peer, server, tuple(results), local_rate, remote_rate, opts.socket_buffer if req.transport == "tcp" else None, rdma)
+        return P2PRun(
+            req,
+            peer,
+            server,
+            tuple(results),
+            local_rate,
+            remote_rate,
+            opts.socket_buffer if req.transport == "tcp" else None,
+            rdma,
+        )
     except IbdiagError as e:
         ch.send_error("failed", e.message)
         raise

@@ -12,7 +12,6 @@ from ibdiag.bench.p2p.meta import LineRate
 from ibdiag.bench.p2p.protocol import is_loopback
 from ibdiag.parse import parse_int
 from ibdiag.sysfs import SysfsRoot
-from ibdiag.text import safe_excerpt
 
 
 def netdev_for_address(ip: str) -> str | None:
@@ -63,7 +62,14 @@ def rdma_line_rate(sysfs: SysfsRoot, device: str, port: int) -> LineRate:
     return LineRate(p.rate_gbps, f"{device} port {port} rate {p.rate_gbps:g} Gb/s{lanes}")
 
 
-def judged_line_rate(local: LineRate, remote: LineRate | None, *, flag_gbps: float | None = None, config_gbps: float | None = None, config_source: str = "config [p2p] line_rate_gbps") -> LineRate:
+def judged_line_rate(
+    local: LineRate,
+    remote: LineRate | None,
+    *,
+    flag_gbps: float | None = None,
+    config_gbps: float | None = None,
+    config_source: str = "config [p2p] line_rate_gbps",
+) -> LineRate:
     """The rate a run is judged against, in order of precedence: ``--line-rate-gbps``, the config's
     ``line_rate_gbps``, else the slower of the two ends' known rates (each end's rate is the fact its
     own port or interface gives: :func:`rdma_line_rate`, :func:`tcp_line_rate`)."""
@@ -74,7 +80,10 @@ def judged_line_rate(local: LineRate, remote: LineRate | None, *, flag_gbps: flo
     known = [r for r in (local, remote) if r is not None and r.gbps is not None]
     if not known:
         parts = [local.source] + ([remote.source] if remote is not None else [])
-        return LineRate(None, "; ".join(f"{side}: {s}" for side, s in zip(("client", "server"), parts, strict=False)))
+        return LineRate(
+            None,
+            "; ".join(f"{side}: {s}" for side, s in zip(("client", "server"), parts, strict=False)),
+        )
     slowest = min(known, key=lambda r: r.gbps or 0.0)
     side = "client" if slowest is local else "server"
     return LineRate(slowest.gbps, f"{side} {slowest.source}")

@@ -165,7 +165,12 @@ class PerftestEngine:
 
     @classmethod
     def read(cls, f: Fields) -> PerftestEngine:
-        return cls(f.text("perftest_version"), f.text("perftest_server_version"), f.texts("perftest_commands"), f.texts("perftest_server_commands"))
+        return cls(
+            f.text("perftest_version"),
+            f.text("perftest_server_version"),
+            f.texts("perftest_commands"),
+            f.texts("perftest_server_commands"),
+        )
 
 
 ENGINES = ("ibdiag", "perftest")
@@ -233,7 +238,10 @@ class P2PSetup:
             iters=f.integer("iters", 1),
             duration_s=f.number("duration_s", 0.0, 1e7),
             warmup=warmup,
-            line_rate=LineRate(f.number("line_rate_gbps", 0.0, MAX_LINE_RATE_GBPS), f.text("line_rate_source") or "unknown"),
+            line_rate=LineRate(
+                f.number("line_rate_gbps", 0.0, MAX_LINE_RATE_GBPS),
+                f.text("line_rate_source") or "unknown",
+            ),
             client_line_rate=LineRate.read(f.object("client_line_rate")),
             server_line_rate=LineRate.read(f.object("server_line_rate")),
             socket_buffer=f.integer("socket_buffer", 1),
@@ -279,7 +287,23 @@ class PerftestLog:
     header: str | None = None
     """None for a whole table; ``cut: from the rows`` when the paste lacked the ``#bytes`` header."""
 
-    _TEXT = ("test", "title", "verb", "device", "link_layer", "mtu", "connection", "qps", "gid_index", "local_address", "remote_address", "bw_unit", "latency", "post_list", "header")
+    _TEXT = (
+        "test",
+        "title",
+        "verb",
+        "device",
+        "link_layer",
+        "mtu",
+        "connection",
+        "qps",
+        "gid_index",
+        "local_address",
+        "remote_address",
+        "bw_unit",
+        "latency",
+        "post_list",
+        "header",
+    )
     _FLAGS = ("bw_unit_assumed", "peak_measured", "duration_mode")
 
     def to_json(self) -> dict[str, Any]:
@@ -327,7 +351,11 @@ class P2PMeta:
             return self.perftest.test
         if self.measured is None or self.transport not in TRANSPORTS or self.mode not in MODES:
             return None
-        prefix = "tcp_" if self.transport == "tcp" else f"ib_{(self.measured.rdma.verb if self.measured.rdma else None) or 'write'}_"
+        prefix = (
+            "tcp_"
+            if self.transport == "tcp"
+            else f"ib_{(self.measured.rdma.verb if self.measured.rdma else None) or 'write'}_"
+        )
         kinds = ("bw", "lat") if self.mode == "both" else (self.mode,)
         return "+".join(prefix + k for k in kinds)
 

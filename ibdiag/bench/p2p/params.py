@@ -114,21 +114,40 @@ class RunRequest:
     def __post_init__(self) -> None:
         """Every field's type and range (:class:`RequestError`, exit 2, naming the flag)."""
         if self.transport not in TRANSPORTS:
-            raise RequestError(f"--transport {_shown(self.transport)} is not one of {', '.join(TRANSPORTS)}")
+            raise RequestError(
+                f"--transport {_shown(self.transport)} is not one of {', '.join(TRANSPORTS)}"
+            )
         if self.mode not in MODES:
             raise RequestError(f"--mode {_shown(self.mode)} is not one of {', '.join(MODES)}")
         if not isinstance(self.sizes, tuple) or not 1 <= len(self.sizes) <= MAX_SIZE_COUNT:
-            raise RequestError(f"--sizes must list 1 to {MAX_SIZE_COUNT} sizes", hint="e.g. --sizes 4K:64M")
+            raise RequestError(
+                f"--sizes must list 1 to {MAX_SIZE_COUNT} sizes", hint="e.g. --sizes 4K:64M"
+            )
         for size in self.sizes:
-            check_int(size, "--sizes item", 1, MAX_MESSAGE_SIZE, hint="message sizes go from 1 byte to 1 TiB")
+            check_int(
+                size,
+                "--sizes item",
+                1,
+                MAX_MESSAGE_SIZE,
+                hint="message sizes go from 1 byte to 1 TiB",
+            )
         if self.iters is not None and self.duration_s is not None:
-            raise RequestError("give --iters or --duration, not both", hint="--iters N counts messages per size; --duration S measures for S seconds per size")
+            raise RequestError(
+                "give --iters or --duration, not both",
+                hint="--iters N counts messages per size; --duration S measures for S seconds per size",
+            )
         if self.iters is not None:
-            check_int(self.iters, "--iters", 1, MAX_ITERS, hint="e.g. --iters 5000 (perftest's default)")
+            check_int(
+                self.iters, "--iters", 1, MAX_ITERS, hint="e.g. --iters 5000 (perftest's default)"
+            )
         if self.duration_s is not None:
-            check_float(self.duration_s, "--duration", 1e-3, MAX_DURATION_S, hint="e.g. --duration 5")
+            check_float(
+                self.duration_s, "--duration", 1e-3, MAX_DURATION_S, hint="e.g. --duration 5"
+            )
         if self.warmup is not None:
-            check_int(self.warmup, "--warmup", 0, MAX_WARMUP, hint="leave it out for an automatic warm-up")
+            check_int(
+                self.warmup, "--warmup", 0, MAX_WARMUP, hint="leave it out for an automatic warm-up"
+            )
         check_int(self.streams, "--streams", 1, MAX_STREAMS, hint="e.g. --streams 4")
         if not isinstance(self.bidir, bool):
             raise RequestError(f"bidir must be true or false, not {_shown(self.bidir)}")
@@ -137,15 +156,36 @@ class RunRequest:
             raise RequestError(f"--verb {_shown(self.verb)} is not one of {', '.join(VERBS)}")
         check_int(self.qps, "--qps", 1, MAX_QPS, hint="e.g. --qps 4 (perftest -q)")
         if self.inline is not None:
-            check_int(self.inline, "--inline", 0, MAX_INLINE, hint="bytes posted inline, 0 for never; leave it out for the automatic choice")
-        check_int(self.tclass, "--tclass", 0, MAX_TCLASS, hint="the GRH traffic class, e.g. 106 for DSCP 26 with ECN (RoCE lossless class)")
+            check_int(
+                self.inline,
+                "--inline",
+                0,
+                MAX_INLINE,
+                hint="bytes posted inline, 0 for never; leave it out for the automatic choice",
+            )
+        check_int(
+            self.tclass,
+            "--tclass",
+            0,
+            MAX_TCLASS,
+            hint="the GRH traffic class, e.g. 106 for DSCP 26 with ECN (RoCE lossless class)",
+        )
         check_int(self.sl, "--sl", 0, MAX_SL, hint="an InfiniBand service level, 0..15")
         if self.transport == "rdma" and self.streams != 1:
-            raise RequestError("--streams applies to --transport tcp", hint="use --qps N for several RDMA queue pairs")
+            raise RequestError(
+                "--streams applies to --transport tcp",
+                hint="use --qps N for several RDMA queue pairs",
+            )
         if self.transport != "rdma" and self.rdma_options_set:
-            raise RequestError(f"{', '.join(self.rdma_options_set)} appl{'ies' if len(self.rdma_options_set) == 1 else 'y'} to --transport rdma", hint="drop them, or add --transport rdma")
+            raise RequestError(
+                f"{', '.join(self.rdma_options_set)} appl{'ies' if len(self.rdma_options_set) == 1 else 'y'} to --transport rdma",
+                hint="drop them, or add --transport rdma",
+            )
         if self.verb == "read" and self.inline:
-            raise RequestError("--inline does not apply to --verb read (a READ carries no data from this side)", hint="drop --inline")
+            raise RequestError(
+                "--inline does not apply to --verb read (a READ carries no data from this side)",
+                hint="drop --inline",
+            )
         if self.engine not in ENGINES:
             raise RequestError(f"--engine {_shown(self.engine)} is not one of {', '.join(ENGINES)}")
         if self.engine == "perftest":
@@ -157,7 +197,13 @@ class RunRequest:
     def rdma_options_set(self) -> list[str]:
         """The RDMA-only flags this request sets away from their defaults."""
         out = []
-        for flag, value, default in (("--verb", self.verb, "write"), ("--qps", self.qps, 1), ("--inline", self.inline, None), ("--tclass", self.tclass, 0), ("--sl", self.sl, 0)):
+        for flag, value, default in (
+            ("--verb", self.verb, "write"),
+            ("--qps", self.qps, 1),
+            ("--inline", self.inline, None),
+            ("--tclass", self.tclass, 0),
+            ("--sl", self.sl, 0),
+        ):
             if value != default:
                 out.append(flag)
         return out
@@ -166,7 +212,9 @@ class RunRequest:
         """Bytes posted inline for ``size``-byte ``kind`` messages: 0 or ``size`` (never more than the device allows)."""
         if self.verb == "read":
             return 0
-        limit = self.inline if self.inline is not None else (AUTO_INLINE_LAT if kind == "lat" else 0)
+        limit = (
+            self.inline if self.inline is not None else (AUTO_INLINE_LAT if kind == "lat" else 0)
+        )
         return size if size <= min(limit, device_max) else 0
 
     @property
@@ -174,7 +222,11 @@ class RunRequest:
         """The ``max_inline_data`` to ask the QP for."""
         if self.verb == "read":
             return 0
-        return self.inline if self.inline is not None else (AUTO_INLINE_LAT if "lat" in self.kinds else 0)
+        return (
+            self.inline
+            if self.inline is not None
+            else (AUTO_INLINE_LAT if "lat" in self.kinds else 0)
+        )
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -196,10 +248,20 @@ class RunRequest:
 
     def describe(self) -> str:
         """``tcp bw+lat, 4 sizes 4 KiB..64 MiB, 1 s per size``."""
-        text = describe_request(self.transport, self.mode, self.sizes, streams=self.streams, bidir=self.bidir, iters=self.iters, duration_s=self.measure_duration_s)
+        text = describe_request(
+            self.transport,
+            self.mode,
+            self.sizes,
+            streams=self.streams,
+            bidir=self.bidir,
+            iters=self.iters,
+            duration_s=self.measure_duration_s,
+        )
         if self.transport == "rdma":
             # The default (WRITE on one QP) reads as before: ``rdma bw+lat, ...``.
-            extra = ([self.verb.upper()] if self.verb != "write" else []) + ([f"{self.qps} QPs"] if self.qps > 1 else [])
+            extra = ([self.verb.upper()] if self.verb != "write" else []) + (
+                [f"{self.qps} QPs"] if self.qps > 1 else []
+            )
             extra += [f"tclass {self.tclass}"] if self.tclass else []
             extra += [f"sl {self.sl}"] if self.sl else []
             extra += ["perftest"] if self.engine == "perftest" else []
@@ -263,11 +325,28 @@ class RunRequest:
         return None
 
 
-def describe_request(transport: str, mode: str, sizes: Sequence[int], *, streams: int, bidir: bool, iters: int | None, duration_s: float | None) -> str:
+def describe_request(
+    transport: str,
+    mode: str,
+    sizes: Sequence[int],
+    *,
+    streams: int,
+    bidir: bool,
+    iters: int | None,
+    duration_s: float | None,
+) -> str:
     """A run in words, for the server's log and the client's table title: ``tcp bw+lat, 4 sizes 4 KiB..64 MiB, 1 s per size``."""
-    what = format_bytes(sizes[0]) if len(sizes) == 1 else f"{len(sizes)} sizes {format_bytes(min(sizes))}..{format_bytes(max(sizes))}"
+    what = (
+        format_bytes(sizes[0])
+        if len(sizes) == 1
+        else f"{len(sizes)} sizes {format_bytes(min(sizes))}..{format_bytes(max(sizes))}"
+    )
     kinds = "bw+lat" if mode == "both" else mode
-    how = f"{iters} iterations" if iters is not None else f"{duration_s if duration_s is not None else DEFAULT_DURATION_S:g} s"
+    how = (
+        f"{iters} iterations"
+        if iters is not None
+        else f"{duration_s if duration_s is not None else DEFAULT_DURATION_S:g} s"
+    )
     extra = f", {streams} streams" if streams > 1 else ""
     extra += ", bidirectional" if bidir else ""
     return f"{transport} {kinds}, {what}{extra}, {how} per size"
@@ -327,7 +406,9 @@ def check_float(value: Any, name: str, lo: float, hi: float, *, hint: str | None
 def check_port(port: Any, flag: str = "--port", *, allow_zero: bool = False) -> int:
     """A TCP port (1..65535; 0 too where the kernel may pick one)."""
     lo = 0 if allow_zero else 1
-    hint = "use 1..65535" + (" (0 picks a free one)" if allow_zero else "") + "; the default is 18516"
+    hint = (
+        "use 1..65535" + (" (0 picks a free one)" if allow_zero else "") + "; the default is 18516"
+    )
     return check_int(port, flag, lo, 65535, hint=hint)
 
 
@@ -342,13 +423,22 @@ def check_host(host: Any, what: str = "HOST") -> str:
         pass
     hint = "give a host name or an IP address, e.g. node-a or 10.0.0.2"
     if not bare or len(bare) > MAX_HOST_CHARS:
-        raise RequestError(f"{what} {_shown(host)} is not a host name: it has {len(bare)} characters (at most {MAX_HOST_CHARS})", hint=hint)
+        raise RequestError(
+            f"{what} {_shown(host)} is not a host name: it has {len(bare)} characters (at most {MAX_HOST_CHARS})",
+            hint=hint,
+        )
     try:
         encoded = bare.encode("idna")
     except UnicodeError:
-        raise RequestError(f"{what} {_shown(host)} is not a host name (a label is empty, longer than 63 characters, or not encodable)", hint=hint) from None
+        raise RequestError(
+            f"{what} {_shown(host)} is not a host name (a label is empty, longer than 63 characters, or not encodable)",
+            hint=hint,
+        ) from None
     if not _HOST_CHARS.fullmatch(encoded) or any(len(label) > 63 for label in encoded.split(b".")):
-        raise RequestError(f"{what} {_shown(host)} is not a host name (letters, digits, '-', '_' and '.' only)", hint=hint)
+        raise RequestError(
+            f"{what} {_shown(host)} is not a host name (letters, digits, '-', '_' and '.' only)",
+            hint=hint,
+        )
     return bare
 
 
@@ -357,7 +447,10 @@ def check_socket_buffer(size: int | None) -> int | None:
     if size is None:
         return None
     return check_int(
-        size, "--socket-buffer", MIN_SOCKET_BUFFER, MAX_SOCKET_BUFFER,
+        size,
+        "--socket-buffer",
+        MIN_SOCKET_BUFFER,
+        MAX_SOCKET_BUFFER,
         hint=f"use {format_bytes(MIN_SOCKET_BUFFER)} to {format_bytes(MAX_SOCKET_BUFFER)} (the kernel caps it at net.core.wmem_max/rmem_max anyway), or leave it out",
     )
 
@@ -366,12 +459,24 @@ def check_timeout(timeout_s: Any) -> float:
     """``--timeout``: more than 0 and at most a day, in seconds."""
     value = check_float(timeout_s, "--timeout", 0.0, MAX_TIMEOUT_S, hint="the default is 10 s")
     if value <= 0:
-        raise RequestError(f"--timeout {value:g} must be more than 0 seconds", hint="the default is 10 s")
+        raise RequestError(
+            f"--timeout {value:g} must be more than 0 seconds", hint="the default is 10 s"
+        )
     return value
 
 
 def check_rdma_port(ib_port: Any, gid_index: Any) -> tuple[int, int | None]:
     """``--ib-port`` (1..255) and ``--gid-index`` (0..255 or None)."""
     port = check_int(ib_port, "--ib-port", 1, MAX_IB_PORT, hint="RDMA ports are numbered from 1")
-    gid = None if gid_index is None else check_int(gid_index, "--gid-index", 0, MAX_GID_INDEX, hint="see the port's gids/ in sysfs, or leave it out")
+    gid = (
+        None
+        if gid_index is None
+        else check_int(
+            gid_index,
+            "--gid-index",
+            0,
+            MAX_GID_INDEX,
+            hint="see the port's gids/ in sysfs, or leave it out",
+        )
+    )
     return port, gid

@@ -37,10 +37,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ibdiag.bench.parentdeath import die_with_parent
 from ibdiag.bench.p2p.meta import PerftestEngine
 from ibdiag.bench.p2p.params import ENGINES, RequestError, RunRequest, check_int
 from ibdiag.bench.p2p.protocol import Channel, ProtocolError, RemoteError, peer_text, peer_value
+from ibdiag.bench.parentdeath import die_with_parent
 from ibdiag.bench.results import LatencyStats, P2PResult
 from ibdiag.errors import CannotRunError
 from ibdiag.units import format_bytes
@@ -98,7 +98,7 @@ def request_problem(req: RunRequest) -> str | None:
     if req.inline is not None and req.inline > MAX_INLINE:
         return f"--inline {req.inline}: perftest's -I takes 0 to {MAX_INLINE}"
     if "lat" in req.kinds and req.qps > 1:
-        return "--qps above 1 with latency: perftest's latency tests use one queue pair (\"Multiple QPs only available on bw tests\")"
+        return '--qps above 1 with latency: perftest\'s latency tests use one queue pair ("Multiple QPs only available on bw tests")'
     if req.mode == "lat" and req.bidir:
         return "--bidir with --mode lat: perftest's -b is for bandwidth tests only"
     return None
@@ -107,7 +107,10 @@ def request_problem(req: RunRequest) -> str | None:
 def check_request(req: RunRequest) -> None:
     problem = request_problem(req)
     if problem:
-        raise RequestError(problem, hint="use --engine ibdiag for this, or change the option (see docs/bench-p2p.md, 'perftest engine')")
+        raise RequestError(
+            problem,
+            hint="use --engine ibdiag for this, or change the option (see docs/bench-p2p.md, 'perftest engine')",
+        )
 
 
 def perftest_argv(
@@ -173,7 +176,9 @@ def find_program(name: str, path: str | None, where: str = "this host") -> str:
     """The absolute path of perftest's ``name`` on ``path`` (a PATH string); CannotRunError (exit 3) if absent."""
     found = shutil.which(name, path=path)
     if not found:
-        raise CannotRunError(f"perftest's {name} is not installed on {where} (not on PATH)", hint=INSTALL_HINT)
+        raise CannotRunError(
+            f"perftest's {name} is not installed on {where} (not on PATH)", hint=INSTALL_HINT
+        )
     return os.path.abspath(found)
 
 
@@ -186,7 +191,14 @@ def parse_version(text: str) -> str | None:
 def program_version(program: str) -> str | None:
     """perftest's version as ``PROGRAM --version`` prints it, or None."""
     try:
-        r = subprocess.run([program, "--version"], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL, check=False)
+        r = subprocess.run(
+            [program, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return parse_version(r.stdout + r.stderr)
@@ -200,10 +212,16 @@ def select_device(sysfs_root: str, device: str | None, ib_port: int, gid_index: 
     from ibdiag.topo.discover import list_adapters, list_ports, read_port
 
     sysfs = SysfsRoot(sysfs_root)
-    ports = [read_port(sysfs, name, ib_port) for name in list_adapters(sysfs) if ib_port in list_ports(sysfs, name)]
+    ports = [
+        read_port(sysfs, name, ib_port)
+        for name in list_adapters(sysfs)
+        if ib_port in list_ports(sysfs, name)
+    ]
     port = choose_device(ports, device)
     gid = choose_gid(port, gid_index)
-    return RdmaSelection(port.adapter, port.port, gid.index, gid.gid, gid.reason, port.link_layer, None)
+    return RdmaSelection(
+        port.adapter, port.port, gid.index, gid.gid, gid.reason, port.link_layer, None
+    )
 
 
 def listening_sockets(proc_net_tcp: str) -> dict[int, set[int]]:
@@ -296,7 +314,9 @@ class PerftestProcess:
             )
         except OSError as e:
             self._out.close()
-            raise CannotRunError(f"cannot start {self.argv[0]}: {e.strerror or e}", hint=INSTALL_HINT) from None
+            raise CannotRunError(
+                f"cannot start {self.argv[0]}: {e.strerror or e}", hint=INSTALL_HINT
+            ) from None
         with _live_lock:
             _live.add(self)
 
@@ -373,7 +393,13 @@ def error_lines(output: str, limit: int = 3) -> str:
     # perftest may print its complaint right after a table row, on the same line ("65536 0 0.00 ... 0.000000ethernet_read_keys: ...").
     lines = [_ROW_PREFIX.sub("", ln).strip() for ln in output.splitlines()]
     lines = [ln for ln in lines if ln and not set(ln) <= set("-*")]
-    bad = [ln for ln in lines if re.search(r"(?i)couldn't|could not|can't|unable|fail|error|not |invalid|should be|no ", ln)]
+    bad = [
+        ln
+        for ln in lines
+        if re.search(
+            r"(?i)couldn't|could not|can't|unable|fail|error|not |invalid|should be|no ", ln
+        )
+    ]
     picked = (bad or lines)[-limit:] if (bad or lines) else ["(no output)"]
     return "; ".join(ln[:200] for ln in picked)
 
@@ -403,11 +429,15 @@ def read_result(output: str, size: int, kind: str, verb: str, source: str) -> P2
     try:
         runs = parse_log(output, source)
     except InputError as e:
-        raise UnreadableResult(f"{source}: perftest's output has no result: {e.message}", hint="run the same command by hand to see what perftest says") from None
+        raise UnreadableResult(
+            f"{source}: perftest's output has no result: {e.message}",
+            hint="run the same command by hand to see what perftest says",
+        ) from None
     rows = [r for run in runs for r in run.p2p_rows() if r.bytes == size]
     if not rows:
         raise UnreadableResult(
-            f"{source}: perftest printed no {format_bytes(size)} row (its last lines: {error_lines(output)})", hint="run the same command by hand to see what perftest says"
+            f"{source}: perftest printed no {format_bytes(size)} row (its last lines: {error_lines(output)})",
+            hint="run the same command by hand to see what perftest says",
         )
     row = rows[-1]
     if kind == "lat" and verb == "read":
@@ -461,7 +491,15 @@ def _rc_field(msg: dict[str, Any], peer: str) -> int | None:
 
 
 def _details(sel: Any) -> dict[str, Any]:
-    return {"device": sel.device, "ib_port": sel.port, "gid_index": sel.gid_index, "gid": sel.gid, "gid_choice": sel.gid_reason, "link_layer": sel.link_layer, "mtu": None}
+    return {
+        "device": sel.device,
+        "ib_port": sel.port,
+        "gid_index": sel.gid_index,
+        "gid": sel.gid,
+        "gid_choice": sel.gid_reason,
+        "link_layer": sel.link_layer,
+        "mtu": None,
+    }
 
 
 def _await_listening(proc: PerftestProcess, port: int, deadline: float) -> bool:
@@ -487,10 +525,21 @@ class _OwnsPerftest:
 class PerftestServerSide(_OwnsPerftest):
     """The server's half: one perftest server process per phase, on a port it picks."""
 
-    def __init__(self, ch: Channel, req: RunRequest, sel: Any, *, timeout_s: float, path: str | None, log: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        ch: Channel,
+        req: RunRequest,
+        sel: Any,
+        *,
+        timeout_s: float,
+        path: str | None,
+        log: Callable[[str], None],
+    ) -> None:
         check_request(req)  # the request is untrusted: perftest's bounds are checked here too
         self.ch, self.req, self.sel, self.timeout_s, self.log = ch, req, sel, timeout_s, log
-        self.programs = {k: find_program(binary(req.verb, k), path, "the server") for k in req.kinds}
+        self.programs = {
+            k: find_program(binary(req.verb, k), path, "the server") for k in req.kinds
+        }
         self.version = program_version(next(iter(self.programs.values())))
         self.proc: PerftestProcess | None = None
 
@@ -512,12 +561,17 @@ class PerftestServerSide(_OwnsPerftest):
                 m = self.ch.recv(f"the client's perftest {kind} run of {format_bytes(size)}")
                 if m["type"] == "beat":
                     if time.monotonic() > limit:
-                        raise CannotRunError(f"the perftest {kind} run of {format_bytes(size)} ran past its limit", hint="give --iters/--duration that fit, or a longer --timeout")
+                        raise CannotRunError(
+                            f"the perftest {kind} run of {format_bytes(size)} ran past its limit",
+                            hint="give --iters/--duration that fit, or a longer --timeout",
+                        )
                     continue
                 if m["type"] == "done":
                     break
                 if m["type"] == "error":
-                    raise RemoteError("failed", f"the client gave up: {peer_text(m.get('message', '?'))}")
+                    raise RemoteError(
+                        "failed", f"the client gave up: {peer_text(m.get('message', '?'))}"
+                    )
                 raise ProtocolError(f"unexpected {peer_value(m['type'])} during a perftest run")
             client_rc = _rc_field(m, self.ch.peer)
             # The client's perftest has finished; the server's finishes at the same time, or is stuck.
@@ -525,13 +579,21 @@ class PerftestServerSide(_OwnsPerftest):
             output = proc.output()
             if rc is None:
                 proc.kill()
-            self.ch.send({"type": "result", "rc": rc, "output": output[-MAX_REMOTE_OUTPUT:], "command": proc.command})
+            self.ch.send(
+                {
+                    "type": "result",
+                    "rc": rc,
+                    "output": output[-MAX_REMOTE_OUTPUT:],
+                    "command": proc.command,
+                }
+            )
             if rc != 0:
-                self.log(f"perftest {kind} {format_bytes(size)} on the server: {status_text(rc)}: {error_lines(output)}")
+                self.log(
+                    f"perftest {kind} {format_bytes(size)} on the server: {status_text(rc)}: {error_lines(output)}"
+                )
         finally:
             proc.close()
             self.proc = None
-
 
     def start_listening(self, kind: str, size: int) -> tuple[PerftestProcess, int]:
         """perftest's server for ``kind`` and ``size``, listening on a port picked free; the process and the port.
@@ -547,7 +609,16 @@ class PerftestServerSide(_OwnsPerftest):
         taken: list[int] = []
         for _ in range(LISTEN_TRIES):
             port = free_port()
-            argv = perftest_argv(program, self.req, kind, size, device=self.sel.device, ib_port=self.sel.port, gid_index=self.sel.gid_index, tcp_port=port)
+            argv = perftest_argv(
+                program,
+                self.req,
+                kind,
+                size,
+                device=self.sel.device,
+                ib_port=self.sel.port,
+                gid_index=self.sel.gid_index,
+                tcp_port=port,
+            )
             proc = self.proc = PerftestProcess(argv)
             try:
                 ready = _await_listening(proc, port, time.monotonic() + self.timeout_s)
@@ -562,11 +633,20 @@ class PerftestServerSide(_OwnsPerftest):
             proc.close()
             self.proc = None
             if rc is not None and rc != 0 and _BIND_FAILED.search(output):
-                self.log(f"perftest could not listen on port {port} (taken since it was picked free); starting it on another")
+                self.log(
+                    f"perftest could not listen on port {port} (taken since it was picked free); starting it on another"
+                )
                 taken.append(port)
                 continue
-            why = status_text(rc) if rc is not None else f"not listening on port {port} after {self.timeout_s:g} s"
-            raise CannotRunError(f"perftest on the server ({name}) failed before the client could connect ({why}): {error_lines(output)}", hint=f"the server ran: {proc.command}")
+            why = (
+                status_text(rc)
+                if rc is not None
+                else f"not listening on port {port} after {self.timeout_s:g} s"
+            )
+            raise CannotRunError(
+                f"perftest on the server ({name}) failed before the client could connect ({why}): {error_lines(output)}",
+                hint=f"the server ran: {proc.command}",
+            )
         ports = ", ".join(str(p) for p in taken)
         raise CannotRunError(
             f"perftest on the server ({name}) could not listen on its TCP port: {len(taken)} ports picked free ({ports}) were each taken before perftest bound them",
@@ -577,9 +657,24 @@ class PerftestServerSide(_OwnsPerftest):
 class PerftestClientSide(_OwnsPerftest):
     """The client's half: per size and kind, ask the server to start perftest, then run the client side."""
 
-    def __init__(self, ch: Channel, req: RunRequest, sel: Any, *, timeout_s: float, path: str | None, server_address: str) -> None:
+    def __init__(
+        self,
+        ch: Channel,
+        req: RunRequest,
+        sel: Any,
+        *,
+        timeout_s: float,
+        path: str | None,
+        server_address: str,
+    ) -> None:
         check_request(req)
-        self.ch, self.req, self.sel, self.timeout_s, self.server_address = ch, req, sel, timeout_s, server_address
+        self.ch, self.req, self.sel, self.timeout_s, self.server_address = (
+            ch,
+            req,
+            sel,
+            timeout_s,
+            server_address,
+        )
         self.programs = {k: find_program(binary(req.verb, k), path) for k in req.kinds}
         self.version = program_version(next(iter(self.programs.values())))
         self.server_version: str | None = None
@@ -600,7 +695,9 @@ class PerftestClientSide(_OwnsPerftest):
         self.server_version = peer_text(v, 32) if isinstance(v, str) else None
 
     def info(self) -> PerftestEngine:
-        return PerftestEngine(self.version, self.server_version, tuple(self.commands), tuple(self.server_commands))
+        return PerftestEngine(
+            self.version, self.server_version, tuple(self.commands), tuple(self.server_commands)
+        )
 
     def run(self, size: int, kind: str) -> P2PResult:
         """One perftest run of ``size``-byte ``kind`` messages; CannotRunError (exit 3) when either end's perftest fails."""
@@ -611,7 +708,17 @@ class PerftestClientSide(_OwnsPerftest):
         port = _port_field(go, peer)
         server_cmd = peer_text(go.get("command", "?"), 1000)
         self.server_commands.append(server_cmd)
-        argv = perftest_argv(self.programs[kind], self.req, kind, size, device=self.sel.device, ib_port=self.sel.port, gid_index=self.sel.gid_index, tcp_port=port, server=self.server_address)
+        argv = perftest_argv(
+            self.programs[kind],
+            self.req,
+            kind,
+            size,
+            device=self.sel.device,
+            ib_port=self.sel.port,
+            gid_index=self.sel.gid_index,
+            tcp_port=port,
+            server=self.server_address,
+        )
         proc = self.proc = PerftestProcess(argv)
         self.commands.append(proc.command)
         try:
@@ -623,15 +730,26 @@ class PerftestClientSide(_OwnsPerftest):
                     if time.monotonic() > limit:
                         proc.kill()
                         self.ch.send_error("failed", f"{what} ran past its limit")
-                        raise CannotRunError(f"{what} ran past its limit and was killed", hint="give --iters/--duration that fit, or a longer --timeout")
+                        raise CannotRunError(
+                            f"{what} ran past its limit and was killed",
+                            hint="give --iters/--duration that fit, or a longer --timeout",
+                        )
                     self.ch.send({"type": "beat"})
             self.ch.send({"type": "done", "rc": rc})
             res = self.ch.expect("result", f"the server's perftest to finish ({what})")
             server_rc = _rc_field(res, peer)
-            server_out = peer_text(res.get("output", ""), MAX_REMOTE_OUTPUT) if isinstance(res.get("output"), str) else ""
+            server_out = (
+                peer_text(res.get("output", ""), MAX_REMOTE_OUTPUT)
+                if isinstance(res.get("output"), str)
+                else ""
+            )
             output = proc.output()
             if rc != 0:
-                server = "" if server_rc == 0 else f"; the server's perftest: {status_text(server_rc)}: {error_lines(server_out)}"
+                server = (
+                    ""
+                    if server_rc == 0
+                    else f"; the server's perftest: {status_text(server_rc)}: {error_lines(server_out)}"
+                )
                 raise CannotRunError(
                     f"perftest failed: {what} on this host: {status_text(rc)}: {error_lines(output)}{server}",
                     hint=f"this host ran: {proc.command}; the server ran: {server_cmd}",
@@ -642,7 +760,12 @@ class PerftestClientSide(_OwnsPerftest):
             self.proc = None
 
 
-def run_all(side: PerftestClientSide, sizes: Iterable[int], kinds: tuple[str, ...], progress: Callable[[int, int, str], None] | None) -> list[P2PResult]:
+def run_all(
+    side: PerftestClientSide,
+    sizes: Iterable[int],
+    kinds: tuple[str, ...],
+    progress: Callable[[int, int, str], None] | None,
+) -> list[P2PResult]:
     sizes = list(sizes)
     total = len(sizes) * len(kinds)
     done = 0
@@ -686,7 +809,9 @@ def resolve_engine(req: RunRequest, path: str | None, *, have_pyverbs: bool | No
         have_pyverbs = pyverbs_available()
     if have_pyverbs:
         return "ibdiag"
-    if request_problem(req) is None and all(shutil.which(binary(req.verb, k), path=path) for k in req.kinds):
+    if request_problem(req) is None and all(
+        shutil.which(binary(req.verb, k), path=path) for k in req.kinds
+    ):
         return "perftest"
     return "ibdiag"
 

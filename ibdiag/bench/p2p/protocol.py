@@ -56,10 +56,37 @@ from ibdiag.bench.p2p.channel import (
 from ibdiag.errors import CannotRunError, InputError
 
 __all__ = [
-    "DEFAULT_HINTS", "DEFAULT_PORT", "DEFAULT_TIMEOUT_S", "ERROR_CODES", "MAX_DEPTH", "MAX_MESSAGE_BYTES", "NONCE_BYTES",
-    "PEER_TEXT_MAX", "PROTO", "VERSION", "Channel", "Hello", "PeerClosedError", "ProtocolError", "Refused", "RemoteError",
-    "client_handshake", "client_mac", "connect", "data_mac", "decode", "describe_peer", "encode", "is_loopback",
-    "peer_text", "peer_value", "read_token_file", "server_handshake", "server_mac", "session_key", "socket_error",
+    "DEFAULT_HINTS",
+    "DEFAULT_PORT",
+    "DEFAULT_TIMEOUT_S",
+    "ERROR_CODES",
+    "MAX_DEPTH",
+    "MAX_MESSAGE_BYTES",
+    "NONCE_BYTES",
+    "PEER_TEXT_MAX",
+    "PROTO",
+    "VERSION",
+    "Channel",
+    "Hello",
+    "PeerClosedError",
+    "ProtocolError",
+    "Refused",
+    "RemoteError",
+    "client_handshake",
+    "client_mac",
+    "connect",
+    "data_mac",
+    "decode",
+    "describe_peer",
+    "encode",
+    "is_loopback",
+    "peer_text",
+    "peer_value",
+    "read_token_file",
+    "server_handshake",
+    "server_mac",
+    "session_key",
+    "socket_error",
     "token_from_env",
 ]
 
@@ -81,12 +108,20 @@ def read_token_file(path: str | os.PathLike[str]) -> bytes:
     try:
         raw = p.read_bytes()
     except FileNotFoundError:
-        raise InputError(f"token file {p}: no such file", hint="create one on both hosts, e.g. head -c 32 /dev/urandom | base64 > ~/.ibdiag-token") from None
+        raise InputError(
+            f"token file {p}: no such file",
+            hint="create one on both hosts, e.g. head -c 32 /dev/urandom | base64 > ~/.ibdiag-token",
+        ) from None
     except OSError as e:
-        raise InputError(f"token file {p}: cannot read: {e.strerror}", hint="check the file's permissions") from None
+        raise InputError(
+            f"token file {p}: cannot read: {e.strerror}", hint="check the file's permissions"
+        ) from None
     token = raw.strip()
     if not token:
-        raise InputError(f"token file {p} is empty", hint="put a random string in it, e.g. head -c 32 /dev/urandom | base64 > ~/.ibdiag-token")
+        raise InputError(
+            f"token file {p} is empty",
+            hint="put a random string in it, e.g. head -c 32 /dev/urandom | base64 > ~/.ibdiag-token",
+        )
     return token
 
 
@@ -98,7 +133,9 @@ def token_from_env(value: str | None) -> bytes | None:
 
 
 def _mac(token: bytes, role: str, server_nonce: bytes, client_nonce: bytes) -> str:
-    return hmac.new(token, f"{PROTO}/{VERSION} {role}".encode() + server_nonce + client_nonce, hashlib.sha256).hexdigest()
+    return hmac.new(
+        token, f"{PROTO}/{VERSION} {role}".encode() + server_nonce + client_nonce, hashlib.sha256
+    ).hexdigest()
 
 
 def client_mac(token: bytes, server_nonce: bytes, client_nonce: bytes) -> str:
@@ -114,13 +151,21 @@ def session_key(token: bytes | None, server_nonce: bytes, client_nonce: bytes) -
     """The key both ends derive after the handshake: HMAC-SHA256 over ``"ibdiag-p2p/2 session"`` and
     both nonces. Without a token the key is keyed by nothing: it still binds the data connections
     to this session, but anyone who saw the (loopback) handshake could compute it."""
-    return hmac.new(token or b"", f"{PROTO}/{VERSION} session".encode() + server_nonce + client_nonce, hashlib.sha256).digest()
+    return hmac.new(
+        token or b"",
+        f"{PROTO}/{VERSION} session".encode() + server_nonce + client_nonce,
+        hashlib.sha256,
+    ).digest()
 
 
 def data_mac(key: bytes, run_nonce: bytes, index: int) -> bytes:
     """What data connection ``index`` of a run sends first: HMAC-SHA256(session key, ``"ibdiag-p2p/2
     data"`` + the run's nonce from ``ready`` + the index as 4 big-endian bytes)."""
-    return hmac.new(key, f"{PROTO}/{VERSION} data".encode() + run_nonce + index.to_bytes(4, "big"), hashlib.sha256).digest()
+    return hmac.new(
+        key,
+        f"{PROTO}/{VERSION} data".encode() + run_nonce + index.to_bytes(4, "big"),
+        hashlib.sha256,
+    ).digest()
 
 
 def _nonce(msg: dict[str, Any]) -> bytes | None:
@@ -175,15 +220,25 @@ def server_handshake(
     )
     msg = ch.recv("the client's hello", timeout_s=round(limit, 1), deadline=deadline)
     if msg.get("type") == "error":
-        raise Refused("client", f"the client gave up: {peer_text(msg.get('message', 'no reason given'))}")
+        raise Refused(
+            "client", f"the client gave up: {peer_text(msg.get('message', 'no reason given'))}"
+        )
     if msg.get("type") != "hello" or msg.get("proto") != PROTO:
         ch.send_error("protocol", "this is an ibdiag p2p server; expected a hello")
-        raise Refused("protocol", f"not an ibdiag client (first message {peer_value(msg.get('type'))})")
+        raise Refused(
+            "protocol", f"not an ibdiag client (first message {peer_value(msg.get('type'))})"
+        )
     their = msg.get("version")
     if type(their) is not int or their != VERSION:
         shown = peer_value(their)
-        ch.send_error("version", f"protocol version mismatch: the client speaks {shown}, this server (ibdiag {version}) speaks {VERSION}")
-        raise Refused("version", f"protocol version mismatch: the client speaks {shown}, this server speaks {VERSION}")
+        ch.send_error(
+            "version",
+            f"protocol version mismatch: the client speaks {shown}, this server (ibdiag {version}) speaks {VERSION}",
+        )
+        raise Refused(
+            "version",
+            f"protocol version mismatch: the client speaks {shown}, this server speaks {VERSION}",
+        )
     client_nonce = _nonce(msg)
     if client_nonce is None:
         ch.send_error("protocol", "the hello carries no valid nonce")
@@ -208,7 +263,10 @@ def server_handshake(
         answer = None
     ch.send({"type": "welcome", "mac": answer}, deadline=deadline)
     ch.session_key = session_key(token, nonce, client_nonce)
-    return Hello(host=peer_text(msg.get("host", "?"), 255), ibdiag_version=peer_text(msg.get("ibdiag", "?"), 64))
+    return Hello(
+        host=peer_text(msg.get("host", "?"), 255),
+        ibdiag_version=peer_text(msg.get("ibdiag", "?"), 64),
+    )
 
 
 def client_handshake(ch: Channel, *, token: bytes | None, host: str, version: str) -> Hello:
@@ -217,7 +275,10 @@ def client_handshake(ch: Channel, *, token: bytes | None, host: str, version: st
     if msg["type"] == "error":
         raise RemoteError.from_message(msg, ch.peer)
     if msg.get("type") != "hello" or msg.get("proto") != PROTO:
-        raise ProtocolError(f"{ch.peer} is not an ibdiag bench serve (it sent {peer_value(msg.get('type'))})", hint=DEFAULT_HINTS["protocol"])
+        raise ProtocolError(
+            f"{ch.peer} is not an ibdiag bench serve (it sent {peer_value(msg.get('type'))})",
+            hint=DEFAULT_HINTS["protocol"],
+        )
     their = msg.get("version")
     if type(their) is not int or their != VERSION:
         raise CannotRunError(
@@ -226,17 +287,25 @@ def client_handshake(ch: Channel, *, token: bytes | None, host: str, version: st
         )
     server_nonce = _nonce(msg)
     if server_nonce is None:
-        raise ProtocolError(f"{ch.peer} sent a hello without a valid nonce", hint=DEFAULT_HINTS["protocol"])
+        raise ProtocolError(
+            f"{ch.peer} sent a hello without a valid nonce", hint=DEFAULT_HINTS["protocol"]
+        )
     auth = msg.get("auth")
     if auth == _AUTH_HMAC and not token:
-        raise CannotRunError(f"{ch.peer} requires a token", hint="give the server's token with --token-file FILE or IBDIAG_TOKEN")
+        raise CannotRunError(
+            f"{ch.peer} requires a token",
+            hint="give the server's token with --token-file FILE or IBDIAG_TOKEN",
+        )
     if auth == "none" and token:
         raise CannotRunError(
             f"{ch.peer} runs without a token, but this client has one (--token-file or IBDIAG_TOKEN)",
             hint="start the server with the same token; for a loopback test without tokens unset IBDIAG_TOKEN",
         )
     if auth not in (_AUTH_HMAC, "none"):
-        raise ProtocolError(f"{ch.peer} asks for unknown authentication {peer_value(auth)}", hint=DEFAULT_HINTS["version"])
+        raise ProtocolError(
+            f"{ch.peer} asks for unknown authentication {peer_value(auth)}",
+            hint=DEFAULT_HINTS["version"],
+        )
     client_nonce = os.urandom(NONCE_BYTES)
     ch.send(
         {
@@ -252,7 +321,9 @@ def client_handshake(ch: Channel, *, token: bytes | None, host: str, version: st
     welcome = ch.expect("welcome", "the server to accept our hello")
     if token:
         theirs = welcome.get("mac")
-        if not isinstance(theirs, str) or not hmac.compare_digest(theirs.encode(), server_mac(token, server_nonce, client_nonce).encode()):
+        if not isinstance(theirs, str) or not hmac.compare_digest(
+            theirs.encode(), server_mac(token, server_nonce, client_nonce).encode()
+        ):
             raise CannotRunError(
                 f"{ch.peer} did not prove that it knows the token",
                 hint="something other than your ibdiag server may be listening on that port",
@@ -262,5 +333,7 @@ def client_handshake(ch: Channel, *, token: bytes | None, host: str, version: st
     return Hello(
         host=peer_text(msg.get("host", "?"), 255),
         ibdiag_version=peer_text(msg.get("ibdiag", "?"), 64),
-        transports=tuple(peer_text(t, 16) for t in transports[:8]) if isinstance(transports, list) else (),
+        transports=tuple(peer_text(t, 16) for t in transports[:8])
+        if isinstance(transports, list)
+        else (),
     )

@@ -65,12 +65,21 @@ def choose_device(ports: Sequence[Port], device: str | None) -> Port:
                 ensure_port_active(p.adapter, p.port, p.state, p.phys_state)
                 return p
         names = ", ".join(p.adapter for p in ports) or "none"
-        raise CannotRunError(f"no RDMA device named {device} with that port", hint=f"devices here: {names} (ibv_devices)")
+        raise CannotRunError(
+            f"no RDMA device named {device} with that port",
+            hint=f"devices here: {names} (ibv_devices)",
+        )
     for p in ports:
         if p.active:
             return p
-    states = ", ".join(f"{p.adapter} port {p.port} {p.state or 'unknown'}" for p in ports) or "no RDMA devices"
-    raise CannotRunError(f"no active RDMA port ({states})", hint="bring a link up, or name one with --device and --ib-port")
+    states = (
+        ", ".join(f"{p.adapter} port {p.port} {p.state or 'unknown'}" for p in ports)
+        or "no RDMA devices"
+    )
+    raise CannotRunError(
+        f"no active RDMA port ({states})",
+        hint="bring a link up, or name one with --device and --ib-port",
+    )
 
 
 def _size_limit(max_msg_bytes: int | None) -> int:
@@ -83,7 +92,9 @@ def _limit_text(n: int) -> str:
     return format_bytes(n) if n & (n - 1) == 0 else f"{n} bytes"
 
 
-def message_size_problem(sizes: Sequence[int], max_msg_bytes: int | None, device: str, port: int) -> str | None:
+def message_size_problem(
+    sizes: Sequence[int], max_msg_bytes: int | None, device: str, port: int
+) -> str | None:
     """Why a size cannot be one RDMA WRITE on ``device``/``port``, or None when all can.
 
     The limit is the port's ``max_msg_sz`` (``ibv_devinfo -v``; 0 or None: unknown) and the
@@ -97,12 +108,17 @@ def message_size_problem(sizes: Sequence[int], max_msg_bytes: int | None, device
     return f"a {_limit_text(max(too_big))} message is larger than one RDMA WRITE on {device} port {port} can carry ({_limit_text(limit)}, {source})"
 
 
-def check_message_sizes(sizes: Sequence[int], max_msg_bytes: int | None, device: str, port: int) -> None:
+def check_message_sizes(
+    sizes: Sequence[int], max_msg_bytes: int | None, device: str, port: int
+) -> None:
     """UsageError (exit 2) when a size is larger than :func:`message_size_problem` allows."""
     problem = message_size_problem(sizes, max_msg_bytes, device, port)
     if problem:
         limit = _size_limit(max_msg_bytes)
-        raise UsageError(problem, hint=f"use sizes up to {_limit_text(limit)} with --transport rdma, e.g. --sizes 8:{limit}")
+        raise UsageError(
+            problem,
+            hint=f"use sizes up to {_limit_text(limit)} with --transport rdma, e.g. --sizes 8:{limit}",
+        )
 
 
 @dataclass(frozen=True)
@@ -139,15 +155,25 @@ def choose_gid(port: Port, requested: int | None = None) -> GidChoice:
         g = by_index.get(requested)
         if g is None:
             populated = ", ".join(str(i) for i in sorted(by_index)) or "none"
-            raise UsageError(f"--gid-index {requested}: no such GID on {where}", hint=f"populated GID indices: {populated} (show_gids, /sys/class/infiniband/{port.adapter}/ports/{port.port}/gids)")
+            raise UsageError(
+                f"--gid-index {requested}: no such GID on {where}",
+                hint=f"populated GID indices: {populated} (show_gids, /sys/class/infiniband/{port.adapter}/ports/{port.port}/gids)",
+            )
         return GidChoice(g.index, g.gid, g.type, f"--gid-index {requested}")
     if port.link_layer != "Ethernet":
         return GidChoice(None, None, None, "InfiniBand: LID routing, no GRH")
     if not port.gids:
         netdev = port.netdev or "the port's netdev"
-        raise CannotRunError(f"{where} (RoCE) has no usable GID", hint=f"configure an IP address on {netdev}; RoCE v2 GIDs follow the netdev's addresses")
+        raise CannotRunError(
+            f"{where} (RoCE) has no usable GID",
+            hint=f"configure an IP address on {netdev}; RoCE v2 GIDs follow the netdev's addresses",
+        )
     best = min(port.gids, key=lambda g: (_gid_rank(g), g.index))
-    kind = "IPv4-mapped" if best.is_ipv4_mapped else ("link-local" if best.gid.lower().startswith("fe80") else "IPv6")
+    kind = (
+        "IPv4-mapped"
+        if best.is_ipv4_mapped
+        else ("link-local" if best.gid.lower().startswith("fe80") else "IPv6")
+    )
     return GidChoice(best.index, best.gid, best.type, f"auto: {best.type or 'unknown type'} {kind}")
 
 
@@ -212,7 +238,13 @@ class QpInfo:
         if mtu not in MTUS:
             raise ValueError(f"mtu {mtu!r} is not one of {MTUS}")
         qpns = doc.get("qpns", [])
-        if not isinstance(qpns, list) or len(qpns) > MAX_QPNS or any(isinstance(q, bool) or not isinstance(q, int) or not 0 <= q < 2**24 for q in qpns):
+        if (
+            not isinstance(qpns, list)
+            or len(qpns) > MAX_QPNS
+            or any(
+                isinstance(q, bool) or not isinstance(q, int) or not 0 <= q < 2**24 for q in qpns
+            )
+        ):
             raise ValueError(f"qpns must be a list of at most {MAX_QPNS} queue pair numbers")
         if qpns and qpns[0] != doc.get("qpn"):
             raise ValueError("qpns must start with qpn")
@@ -279,22 +311,33 @@ def plan_connection(
     each way (``--verb read``), already capped by both devices' limits.
     """
     if lane >= len(remote.all_qpns):
-        raise CannotRunError(f"the peer set up {len(remote.all_qpns)} queue pair(s), fewer than the {lane + 1} this run needs", hint="both sides must run the same ibdiag version")
+        raise CannotRunError(
+            f"the peer set up {len(remote.all_qpns)} queue pair(s), fewer than the {lane + 1} this run needs",
+            hint="both sides must run the same ibdiag version",
+        )
     if local.link_layer != remote.link_layer:
         raise CannotRunError(
             f"link layers differ: this side is {local.link_layer}, the server's port is {remote.link_layer}",
             hint="RDMA needs both ends on the same fabric: pick matching --device on both sides",
         )
     if remote.length < needed_bytes:
-        raise CannotRunError(f"the peer registered {remote.length} bytes, fewer than the {needed_bytes} this run needs", hint="both sides must run the same ibdiag version")
+        raise CannotRunError(
+            f"the peer registered {remote.length} bytes, fewer than the {needed_bytes} this run needs",
+            hint="both sides must run the same ibdiag version",
+        )
     is_global = local.link_layer == "Ethernet" or gid_index is not None
     if is_global and (remote.gid is None or gid_index is None):
         raise CannotRunError(
-            "RoCE needs a GID on both ends and one side has none" if local.link_layer == "Ethernet" else "--gid-index was given here but the peer sent no GID",
+            "RoCE needs a GID on both ends and one side has none"
+            if local.link_layer == "Ethernet"
+            else "--gid-index was given here but the peer sent no GID",
             hint="configure an IP address on the RoCE netdev, or give --gid-index on both sides",
         )
     if not is_global and remote.lid == 0:
-        raise CannotRunError("the peer's InfiniBand port has LID 0 (no subnet manager has configured it)", hint="start a subnet manager (opensm) on the fabric; ibstat shows the LID")
+        raise CannotRunError(
+            "the peer's InfiniBand port has LID 0 (no subnet manager has configured it)",
+            hint="start a subnet manager (opensm) on the fabric; ibstat shows the LID",
+        )
     return ConnectPlan(
         port_num=port_num,
         pkey_index=0,
@@ -324,12 +367,12 @@ from ibdiag.bench.p2p.rdma_loops import (  # noqa: E402,F401
     SIGNAL_BYTES,
     Endpoint,
     Receiver,
-    read_lat,
-    send_lat,
-    serve_receives,
     WriteStats,
     marker,
+    read_lat,
     reset_areas,
+    send_lat,
+    serve_receives,
     signal_interval,
     write_bw,
     write_lat_initiator,

@@ -40,11 +40,15 @@ class Endpoint(Protocol):
     """The registered buffer: receive half at 0, send half at ``send_offset``."""
     send_offset: int
 
-    def prepare(self, verb: str, length: int, *, signaled: bool, lane: int = 0, inline: bool = False) -> Any:
+    def prepare(
+        self, verb: str, length: int, *, signaled: bool, lane: int = 0, inline: bool = False
+    ) -> Any:
         """One reusable work request."""
         ...
 
-    def prepare_chain(self, verb: str, length: int, count: int, *, lane: int = 0, inline: bool = False) -> Any:
+    def prepare_chain(
+        self, verb: str, length: int, count: int, *, lane: int = 0, inline: bool = False
+    ) -> Any:
         """``count`` linked work requests (a post list), only the last one signalled."""
         ...
 
@@ -70,7 +74,9 @@ _POLLS_PER_CLOCK = 1024
 POLL_BATCH = 32
 
 
-def prepare(ep: Any, verb: str, length: int, *, signaled: bool, lane: int = 0, inline: bool = False) -> Any:
+def prepare(
+    ep: Any, verb: str, length: int, *, signaled: bool, lane: int = 0, inline: bool = False
+) -> Any:
     """A reusable work request of ``verb`` on queue pair ``lane``."""
     return ep.prepare(verb, length, signaled=signaled, lane=lane, inline=inline)
 
@@ -102,8 +108,14 @@ def _post_and_complete(
     posted = [0] * lanes
     completed = [0] * lanes
     # Lane k carries messages k, k + lanes, ...: total // lanes each, the first total % lanes one more.
-    stop: list[int] | None = None if total is None else [total // lanes + (1 if k < total % lanes else 0) for k in range(lanes)]
-    room = tx_depth - cq_mod  # a chain is posted while at most this many are in flight on its queue pair
+    stop: list[int] | None = (
+        None
+        if total is None
+        else [total // lanes + (1 if k < total % lanes else 0) for k in range(lanes)]
+    )
+    room = (
+        tx_depth - cq_mod
+    )  # a chain is posted while at most this many are in flight on its queue pair
     last_progress = clock()
     next_beat = last_progress + heartbeat_s
     empty = 0
@@ -119,7 +131,12 @@ def _post_and_complete(
                         break
                 p += n if n < cq_mod else cq_mod
                 # only the run's last chain of a queue pair can be shorter: built once, here
-                post(chains[k] if n >= cq_mod else ep.prepare_chain(verb, size, n, lane=k, inline=inline), (p - 1) * lanes + k)
+                post(
+                    chains[k]
+                    if n >= cq_mod
+                    else ep.prepare_chain(verb, size, n, lane=k, inline=inline),
+                    (p - 1) * lanes + k,
+                )
                 posted[k] = p
                 now = clock()
                 if stop is None and deadline is not None and now >= deadline:
@@ -199,7 +216,17 @@ def write_bw(
     cq_mod = signal_interval(tx_depth, size)
     chains = [ep.prepare_chain(verb, size, cq_mod, lane=k, inline=inline) for k in range(lanes)]
     beat = heartbeat_s if heartbeat_s is not None else max(1.0, timeout_s / 3)
-    kw: dict[str, Any] = dict(size=size, tx_depth=tx_depth, cq_mod=cq_mod, timeout_s=timeout_s, heartbeat=heartbeat, heartbeat_s=beat, idle=idle, verb=verb, inline=inline)
+    kw: dict[str, Any] = dict(
+        size=size,
+        tx_depth=tx_depth,
+        cq_mod=cq_mod,
+        timeout_s=timeout_s,
+        heartbeat=heartbeat,
+        heartbeat_s=beat,
+        idle=idle,
+        verb=verb,
+        inline=inline,
+    )
     if warmup:
         _post_and_complete(ep, chains, total=warmup, deadline=None, **kw)
     if on_measure_start is not None:
@@ -264,7 +291,10 @@ def serve_receives(rx: Receiver, expected: Callable[[], int | None], *, timeout_
             if want is None:
                 want = expected()
             if clock() - last_progress > timeout_s:
-                raise PeerTimeoutError(f"no RDMA SEND arrived for {timeout_s:g} s ({rx.received} received)", hint="the peer process died or the path is down")
+                raise PeerTimeoutError(
+                    f"no RDMA SEND arrived for {timeout_s:g} s ({rx.received} received)",
+                    hint="the peer process died or the path is down",
+                )
 
 
 def marker(i: int) -> int:
@@ -279,7 +309,11 @@ def lat_signal_interval(tx_depth: int) -> int:
 
 
 def _signal_every(ep: Any, signal_every: int | None) -> int:
-    return signal_every if signal_every is not None else lat_signal_interval(int(getattr(ep, "tx_depth", 1)))
+    return (
+        signal_every
+        if signal_every is not None
+        else lat_signal_interval(int(getattr(ep, "tx_depth", 1)))
+    )
 
 
 class _Patience:
@@ -308,10 +342,15 @@ def _spin_until(view: memoryview, pos: int, value: int, timeout_s: float, what: 
     while view[pos] != value:
         spins += 1
         if spins & 0xFFFF == 0 and patience.spent():
-            raise PeerTimeoutError(f"no RDMA WRITE from the peer for {timeout_s:g} s while waiting for {what}", hint="the peer process died or the path is down")
+            raise PeerTimeoutError(
+                f"no RDMA WRITE from the peer for {timeout_s:g} s while waiting for {what}",
+                hint="the peer process died or the path is down",
+            )
 
 
-def _await_completion(ep: Endpoint, wr_id: int, timeout_s: float, what: str = "an RDMA work request") -> None:
+def _await_completion(
+    ep: Endpoint, wr_id: int, timeout_s: float, what: str = "an RDMA work request"
+) -> None:
     """Poll until the completion of ``wr_id`` (or a later one) came."""
     poll = ep.poll
     patience = _Patience(timeout_s)
@@ -322,7 +361,10 @@ def _await_completion(ep: Endpoint, wr_id: int, timeout_s: float, what: str = "a
             return
         empty += 1
         if empty % _POLLS_PER_CLOCK == 0 and patience.spent():
-            raise PeerTimeoutError(f"no completion for {what} within {timeout_s:g} s", hint="the peer's port or the path is down; check ibdiag counters")
+            raise PeerTimeoutError(
+                f"no completion for {what} within {timeout_s:g} s",
+                hint="the peer's port or the path is down; check ibdiag counters",
+            )
 
 
 def _poster(ep: Any, wr: Any) -> Callable[[], Any]:
@@ -347,7 +389,16 @@ def _schedule(first: int, n: int, every: int) -> tuple[list[int], int]:
     return [marker(first + k) for k in range(n)], min(every, n) - 1
 
 
-def write_lat_initiator(ep: Endpoint, size: int, first: int, n: int, *, timeout_s: float, inline: bool = False, signal_every: int | None = None) -> list[int]:
+def write_lat_initiator(
+    ep: Endpoint,
+    size: int,
+    first: int,
+    n: int,
+    *,
+    timeout_s: float,
+    inline: bool = False,
+    signal_every: int | None = None,
+) -> list[int]:
     """``n`` WRITE ping-pongs starting at iteration ``first``; round trips in ns (the client's side).
 
     One clock read per round trip, as perftest does: the loop stamps the arrival of each answer, and
@@ -403,7 +454,16 @@ def _round_trips(start: int, stamps: list[int], resumed: dict[int, int]) -> list
     return samples
 
 
-def write_lat_responder(ep: Endpoint, size: int, first: int, n: int, *, timeout_s: float, inline: bool = False, signal_every: int | None = None) -> None:
+def write_lat_responder(
+    ep: Endpoint,
+    size: int,
+    first: int,
+    n: int,
+    *,
+    timeout_s: float,
+    inline: bool = False,
+    signal_every: int | None = None,
+) -> None:
     """Answer ``n`` WRITE pings starting at iteration ``first`` (the server's side); spins inline,
     like :func:`write_lat_initiator`."""
     view = ep.view
@@ -445,10 +505,24 @@ def _await_receive(rx: Receiver, want: int, timeout_s: float, what: str) -> None
             continue
         empty += 1
         if empty % _POLLS_PER_CLOCK == 0 and patience.spent():
-            raise PeerTimeoutError(f"no RDMA SEND from the peer for {timeout_s:g} s while waiting for {what}", hint="the peer process died or the path is down")
+            raise PeerTimeoutError(
+                f"no RDMA SEND from the peer for {timeout_s:g} s while waiting for {what}",
+                hint="the peer process died or the path is down",
+            )
 
 
-def send_lat(ep: Any, rx: Receiver, size: int, first: int, n: int, *, initiator: bool, timeout_s: float, inline: bool = False, signal_every: int | None = None) -> list[int]:
+def send_lat(
+    ep: Any,
+    rx: Receiver,
+    size: int,
+    first: int,
+    n: int,
+    *,
+    initiator: bool,
+    timeout_s: float,
+    inline: bool = False,
+    signal_every: int | None = None,
+) -> list[int]:
     """``n`` SEND ping-pongs (``ib_send_lat``); ``rx`` keeps receives posted. Round trips in ns on the
     initiator, one clock read per round trip (stamped when the answer arrived, as in
     :func:`write_lat_initiator`); the wait for a receive polls inline before it falls back to
@@ -473,7 +547,14 @@ def send_lat(ep: Any, rx: Receiver, size: int, first: int, n: int, *, initiator:
                 if not drain():
                     polls += 1
                     if polls > _INLINE_SPINS:
-                        _await_receive(rx, want, timeout_s, f"the answer to SEND {first + k}" if initiator else f"SEND {first + k} from the client")
+                        _await_receive(
+                            rx,
+                            want,
+                            timeout_s,
+                            f"the answer to SEND {first + k}"
+                            if initiator
+                            else f"SEND {first + k} from the client",
+                        )
                         break
         if initiator:
             stamps[k] = clock()
@@ -533,4 +614,3 @@ def fill_pattern(view: memoryview, offset: int, size: int, direction: str) -> No
 def check_pattern(view: memoryview, offset: int, size: int, direction: str) -> bool:
     """Did the ``size`` bytes at ``offset`` arrive as sent?"""
     return bytes(view[offset : offset + size]) == pattern(size, direction)
-

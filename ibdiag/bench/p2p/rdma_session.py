@@ -22,8 +22,22 @@ from typing import Any
 from ibdiag.bench.buffers import allocate
 from ibdiag.bench.p2p.params import RequestError, RunRequest, check_int
 from ibdiag.bench.p2p.protocol import Channel, ProtocolError, RemoteError, peer_text, peer_value
-from ibdiag.bench.p2p.session import BwOutcome, LatOutcome, _count, _impossible, _iters_msg, _phase_msg, _seconds, check_cpu_s
-from ibdiag.bench.stats import CpuMeter, bandwidth_gbs, latency_from_round_trips_ns, message_rate_mpps
+from ibdiag.bench.p2p.session import (
+    BwOutcome,
+    LatOutcome,
+    _count,
+    _impossible,
+    _iters_msg,
+    _phase_msg,
+    _seconds,
+    check_cpu_s,
+)
+from ibdiag.bench.stats import (
+    CpuMeter,
+    bandwidth_gbs,
+    latency_from_round_trips_ns,
+    message_rate_mpps,
+)
 from ibdiag.errors import CannotRunError
 from ibdiag.units import format_bytes
 
@@ -45,7 +59,9 @@ class RdmaSelection:
     """The port's ``max_msg_sz`` (``ibv_query_port``)."""
 
 
-def select_rdma(sysfs_root: str, device: str | None, ib_port: int, gid_index: int | None) -> RdmaSelection:
+def select_rdma(
+    sysfs_root: str, device: str | None, ib_port: int, gid_index: int | None
+) -> RdmaSelection:
     """Device (given or the first with an ACTIVE port), then the GID (given or perftest's choice)."""
     from ibdiag.bench import verbs
     from ibdiag.bench.p2p.rdma import choose_device, choose_gid
@@ -58,12 +74,20 @@ def select_rdma(sysfs_root: str, device: str | None, ib_port: int, gid_index: in
     port = choose_device(ports, device)
     gid = choose_gid(port, gid_index)
     max_msg = verbs.port_max_msg_bytes(port.adapter, port.port)
-    return RdmaSelection(port.adapter, port.port, gid.index, gid.gid, gid.reason, port.link_layer, max_msg)
+    return RdmaSelection(
+        port.adapter, port.port, gid.index, gid.gid, gid.reason, port.link_layer, max_msg
+    )
 
 
 def run_options(req: RunRequest) -> dict[str, Any]:
     """The RDMA options a server echoes in ``ready`` (``rdma_run``) as it will run them."""
-    return {"verb": req.verb, "qps": req.qps, "tclass": req.tclass, "sl": req.sl, "bidir": req.bidir}
+    return {
+        "verb": req.verb,
+        "qps": req.qps,
+        "tclass": req.tclass,
+        "sl": req.sl,
+        "bidir": req.bidir,
+    }
 
 
 def check_server_run(ready: dict[str, Any], req: RunRequest, peer: str) -> None:
@@ -91,7 +115,9 @@ class RdmaSide:
     out_dir = "c2s"
     in_dir = "s2c"
 
-    def __init__(self, ch: Channel, req: RunRequest, sel: RdmaSelection, *, timeout_s: float) -> None:
+    def __init__(
+        self, ch: Channel, req: RunRequest, sel: RdmaSelection, *, timeout_s: float
+    ) -> None:
         from ibdiag.bench import verbs
 
         self.ch = ch
@@ -102,8 +128,17 @@ class RdmaSide:
         self.buffer = allocate(2 * self.half)
         try:
             self.ep = verbs.RdmaEndpoint(
-                sel.device, sel.port, self.buffer, send_offset=self.half, tx_depth=req.tx_depth, gid=sel.gid, gid_index=sel.gid_index,
-                qps=req.qps, rx_depth=RX_DEPTH if req.verb == "send" else 0, max_inline=req.inline_cap, inline_optional=req.inline is None,
+                sel.device,
+                sel.port,
+                self.buffer,
+                send_offset=self.half,
+                tx_depth=req.tx_depth,
+                gid=sel.gid,
+                gid_index=sel.gid_index,
+                qps=req.qps,
+                rx_depth=RX_DEPTH if req.verb == "send" else 0,
+                max_inline=req.inline_cap,
+                inline_optional=req.inline is None,
             )
         except BaseException:
             self.buffer.close()
@@ -137,11 +172,23 @@ class RdmaSide:
         except ValueError as e:
             raise ProtocolError(f"{self.ch.peer} sent invalid queue pair details: {e}") from None
         read = self.req.verb == "read"
-        rd = min(READ_RD_ATOMIC, self.ep.max_rd_atomic, _rd_atomic(remote_rd_atomic, self.ch.peer)) if read else 1
+        rd = (
+            min(READ_RD_ATOMIC, self.ep.max_rd_atomic, _rd_atomic(remote_rd_atomic, self.ch.peer))
+            if read
+            else 1
+        )
         plans = [
             plan_connection(
-                self.local, remote, port_num=self.sel.port, gid_index=self.sel.gid_index, needed_bytes=self.req.max_size,
-                lane=k, traffic_class=self.req.tclass, sl=self.req.sl, rd_atomic=rd, remote_read=read,
+                self.local,
+                remote,
+                port_num=self.sel.port,
+                gid_index=self.sel.gid_index,
+                needed_bytes=self.req.max_size,
+                lane=k,
+                traffic_class=self.req.tclass,
+                sl=self.req.sl,
+                rd_atomic=rd,
+                remote_read=read,
             )
             for k in range(self.req.qps)
         ]
@@ -155,7 +202,9 @@ class RdmaSide:
     @property
     def receives_data(self) -> bool:
         """Does data land in this side's receive half during a bandwidth phase?"""
-        forward_to_me = (self.req.verb == "read") == (self.out_dir == "c2s")  # READ pulls to the client
+        forward_to_me = (self.req.verb == "read") == (
+            self.out_dir == "c2s"
+        )  # READ pulls to the client
         return forward_to_me or self.req.bidir
 
     def _prepare_bw(self, size: int) -> None:
@@ -173,22 +222,47 @@ class RdmaSide:
         from ibdiag.bench.p2p.rdma_loops import write_bw
 
         return write_bw(
-            self.ep, size, warmup=warmup, iters=self.req.iters, duration_s=self.req.measure_duration_s,
-            tx_depth=self.req.tx_depth, timeout_s=self.timeout_s, on_measure_start=None if meter is None else meter.start,
-            heartbeat=heartbeat, verb=self.req.verb, lanes=self.req.qps,
-            inline=self.req.inline_for(size, "bw", self.ep.max_inline) > 0, idle=None if self.rx is None else self.rx.drain,
+            self.ep,
+            size,
+            warmup=warmup,
+            iters=self.req.iters,
+            duration_s=self.req.measure_duration_s,
+            tx_depth=self.req.tx_depth,
+            timeout_s=self.timeout_s,
+            on_measure_start=None if meter is None else meter.start,
+            heartbeat=heartbeat,
+            verb=self.req.verb,
+            lanes=self.req.qps,
+            inline=self.req.inline_for(size, "bw", self.ep.max_inline) > 0,
+            idle=None if self.rx is None else self.rx.drain,
         )
 
     def _lat(self, size: int, first: int, n: int, *, initiator: bool) -> list[int]:
-        from ibdiag.bench.p2p.rdma_loops import read_lat, send_lat, write_lat_initiator, write_lat_responder
+        from ibdiag.bench.p2p.rdma_loops import (
+            read_lat,
+            send_lat,
+            write_lat_initiator,
+            write_lat_responder,
+        )
 
         inline = self.req.inline_for(size, "lat", self.ep.max_inline) > 0
         if self.req.verb == "send":
-            return send_lat(self.ep, self.rx, size, first, n, initiator=initiator, timeout_s=self.timeout_s, inline=inline)
+            return send_lat(
+                self.ep,
+                self.rx,
+                size,
+                first,
+                n,
+                initiator=initiator,
+                timeout_s=self.timeout_s,
+                inline=inline,
+            )
         if self.req.verb == "read":
             return read_lat(self.ep, size, first, n, timeout_s=self.timeout_s) if initiator else []
         if initiator:
-            return write_lat_initiator(self.ep, size, first, n, timeout_s=self.timeout_s, inline=inline)
+            return write_lat_initiator(
+                self.ep, size, first, n, timeout_s=self.timeout_s, inline=inline
+            )
         write_lat_responder(self.ep, size, first, n, timeout_s=self.timeout_s, inline=inline)
         return []
 
@@ -216,13 +290,17 @@ class RdmaServerSide(RdmaSide):
     def _await_sent(self, size: int) -> dict[str, Any]:
         """The client's ``sent`` (skipping its heartbeats)."""
         while True:
-            m = self.ch.recv(f"the client's {format_bytes(size)} RDMA {self.req.verb.upper()}s to finish")
+            m = self.ch.recv(
+                f"the client's {format_bytes(size)} RDMA {self.req.verb.upper()}s to finish"
+            )
             if m["type"] == "beat":
                 continue
             if m["type"] == "sent":
                 return m
             if m["type"] == "error":
-                raise RemoteError("failed", f"the client gave up: {peer_text(m.get('message', '?'))}")
+                raise RemoteError(
+                    "failed", f"the client gave up: {peer_text(m.get('message', '?'))}"
+                )
             raise ProtocolError(f"unexpected {peer_value(m['type'])} during an RDMA bandwidth test")
 
     def phase(self, msg: dict[str, Any]) -> None:
@@ -238,7 +316,9 @@ class RdmaServerSide(RdmaSide):
             result: dict[str, Any] = {"type": "result"}
             if self.req.bidir:
                 stats = self._loop(size, warmup, None)
-                result.update(tx_messages=stats.messages, tx_bytes=stats.bytes, tx_seconds=stats.seconds)
+                result.update(
+                    tx_messages=stats.messages, tx_bytes=stats.bytes, tx_seconds=stats.seconds
+                )
             if self.rx is not None:
                 total: list[int | None] = [None]
 
@@ -249,12 +329,18 @@ class RdmaServerSide(RdmaSide):
                         if m["type"] == "beat":
                             continue
                         if m["type"] == "error":
-                            raise RemoteError("failed", f"the client gave up: {peer_text(m.get('message', '?'))}")
+                            raise RemoteError(
+                                "failed", f"the client gave up: {peer_text(m.get('message', '?'))}"
+                            )
                         if m["type"] != "sent":
-                            raise ProtocolError(f"unexpected {peer_value(m['type'])} during an RDMA bandwidth test")
+                            raise ProtocolError(
+                                f"unexpected {peer_value(m['type'])} during an RDMA bandwidth test"
+                            )
                         t = m.get("total")
                         if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t <= 2**40:
-                            raise ProtocolError(f"the client's sent total {peer_value(t)} is not a count")
+                            raise ProtocolError(
+                                f"the client's sent total {peer_value(t)} is not a count"
+                            )
                         total[0] = t
                     return None if total[0] is None else start_rx + total[0]
 
@@ -279,7 +365,9 @@ class RdmaClientSide(RdmaSide):
     def connect(self, ready: dict[str, Any]) -> int:
         check_server_run(ready, self.req, self.ch.peer)
         mtu = self.connect_to(ready.get("qp"), ready.get("max_rd_atomic", 1))
-        self.ch.send({"type": "qp", "qp": self.local.to_json(), "max_rd_atomic": self.ep.max_rd_atomic})
+        self.ch.send(
+            {"type": "qp", "qp": self.local.to_json(), "max_rd_atomic": self.ep.max_rd_atomic}
+        )
         return mtu
 
     def _result_while_receiving(self, size: int) -> dict[str, Any]:
@@ -313,9 +401,15 @@ class RdmaClientSide(RdmaSide):
         if self.req.verb == "send":
             got = _count(res, "rx_messages", peer, what)
             if got != warmup + stats.messages:
-                raise _impossible(peer, f"{what}: rx_messages {got}, but this client sent {warmup + stats.messages} messages")
+                raise _impossible(
+                    peer,
+                    f"{what}: rx_messages {got}, but this client sent {warmup + stats.messages} messages",
+                )
         if "rx_verified" in res and res.get("rx_verified") is not True:
-            raise CannotRunError(f"the data {peer} received differs from what this client sent ({format_bytes(size)} {self.req.verb.upper()}s)", hint="a broken adapter, driver or path corrupts data: check dmesg and ibdiag counters on both ends")
+            raise CannotRunError(
+                f"the data {peer} received differs from what this client sent ({format_bytes(size)} {self.req.verb.upper()}s)",
+                hint="a broken adapter, driver or path corrupts data: check dmesg and ibdiag counters on both ends",
+            )
         messages, nbytes, seconds = stats.messages, stats.bytes, stats.seconds
         bw, rate = bandwidth_gbs(nbytes, seconds), message_rate_mpps(messages, seconds)
         if self.req.bidir:
@@ -323,7 +417,10 @@ class RdmaClientSide(RdmaSide):
             back_bytes = _count(res, "tx_bytes", peer, what)
             back_s = _seconds(res, "tx_seconds", peer, what, span_s=span)
             if back_bytes != back * size or (back and back_s <= 0):
-                raise _impossible(peer, f"{what}: tx_bytes {back_bytes} is not tx_messages {back} x {size} bytes in a positive time")
+                raise _impossible(
+                    peer,
+                    f"{what}: tx_bytes {back_bytes} is not tx_messages {back} x {size} bytes in a positive time",
+                )
             if self.req.verb == "send" and isinstance(self.rx, Receiver):
                 serve_receives(self.rx, lambda: start_rx + back + warmup, timeout_s=self.timeout_s)
             back_bw, back_rate = bandwidth_gbs(back_bytes, back_s), message_rate_mpps(back, back_s)
@@ -331,7 +428,10 @@ class RdmaClientSide(RdmaSide):
             rate = None if rate is None or back_rate is None else rate + back_rate
             messages, nbytes, seconds = messages + back, nbytes + back_bytes, max(seconds, back_s)
         if self.receives_data and not self._verified(size):
-            raise CannotRunError(f"the data this client received from {peer} differs from what the server sent ({format_bytes(size)} {self.req.verb.upper()}s)", hint="a broken adapter, driver or path corrupts data: check dmesg and ibdiag counters on both ends")
+            raise CannotRunError(
+                f"the data this client received from {peer} differs from what the server sent ({format_bytes(size)} {self.req.verb.upper()}s)",
+                hint="a broken adapter, driver or path corrupts data: check dmesg and ibdiag counters on both ends",
+            )
         return BwOutcome(messages, nbytes, seconds, bw, rate, cpu_client, cpu_server)
 
     def lat(self, size: int, warmup: int) -> LatOutcome:

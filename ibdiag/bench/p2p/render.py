@@ -53,7 +53,11 @@ def _share(r: P2PResult, ceiling_gbps: float | None) -> float | None:
 
 
 def _lat_avg(r: P2PResult) -> float | None:
-    return r.lat_avg_us if r.lat_avg_us is not None else (None if r.lat_us is None else r.lat_us.avg_us)
+    return (
+        r.lat_avg_us
+        if r.lat_avg_us is not None
+        else (None if r.lat_us is None else r.lat_us.avg_us)
+    )
 
 
 def csv_rows(run: BenchRun) -> list[dict[str, Any]]:
@@ -108,7 +112,19 @@ def title(run: BenchRun) -> str:
         return f"perftest {m.perftest.test}" if m.perftest is not None else "point-to-point"
     s = m.measured
     sizes = [r.bytes for r in run.p2p_rows()]
-    what = describe_request(m.transport or "?", m.mode or "bw", sizes, streams=s.streams or 1, bidir=m.bidir, iters=s.iters, duration_s=s.duration_s) if sizes else m.transport
+    what = (
+        describe_request(
+            m.transport or "?",
+            m.mode or "bw",
+            sizes,
+            streams=s.streams or 1,
+            bidir=m.bidir,
+            iters=s.iters,
+            duration_s=s.duration_s,
+        )
+        if sizes
+        else m.transport
+    )
     engine = ""
     if s.engine == "perftest":
         engine = " with perftest"
@@ -129,19 +145,29 @@ def summary_lines(run: BenchRun) -> list[str]:
         head += f" ({log.title})"
     out = [head]
     if log is not None:
-        bits = [f"{k} {getattr(log, k)}" for k in ("device", "link_layer", "mtu", "connection", "qps", "gid_index", "post_list") if getattr(log, k)]
+        bits = [
+            f"{k} {getattr(log, k)}"
+            for k in ("device", "link_layer", "mtu", "connection", "qps", "gid_index", "post_list")
+            if getattr(log, k)
+        ]
         if log.duration_mode:
             bits.append("duration mode (-D)")
         if bits:
             out.append("# " + " · ".join(bits))
     out += provenance_lines(run)
     if imported is not None and imported.position is not None and imported.position.count > 1:
-        out.append(f"# run {imported.position.index} of {imported.position.count} found in the file")
+        out.append(
+            f"# run {imported.position.index} of {imported.position.count} found in the file"
+        )
     if m.mode == "bw":
         assumed = " (assumed)" if log is not None and log.bw_unit_assumed else ""
-        out.append(f"# bandwidth read as {log.bw_unit if log else '?'}{assumed}, shown in GB/s (1e9 B/s) and Gb/s (1e9 bit/s)")
+        out.append(
+            f"# bandwidth read as {log.bw_unit if log else '?'}{assumed}, shown in GB/s (1e9 B/s) and Gb/s (1e9 bit/s)"
+        )
         if log is not None and log.peak_measured is False:
-            out.append("# peak: not measured in this run (perftest printed 0.00, e.g. duration mode -D)")
+            out.append(
+                "# peak: not measured in this run (perftest printed 0.00, e.g. duration mode -D)"
+            )
         if m.bidir:
             out.append("# bidirectional: both directions summed")
     elif log is not None and log.latency:
@@ -160,9 +186,14 @@ def _measured_lines(s: P2PSetup, rows: tuple[P2PResult, ...]) -> list[str]:
         )
     if s.engine == "perftest":
         p = s.perftest
-        lines.append(f"measured by perftest {p.version if p and p.version else '?'} (server {p.server_version if p and p.server_version else '?'}); perftest's own warm-up; latency is one-way (round trip / 2)")
+        lines.append(
+            f"measured by perftest {p.version if p and p.version else '?'} (server {p.server_version if p and p.server_version else '?'}); perftest's own warm-up; latency is one-way (round trip / 2)"
+        )
         if p is not None and p.commands:
-            lines.append(f"client ran: {p.commands[0]}" + (f" (and {len(p.commands) - 1} more)" if len(p.commands) > 1 else ""))
+            lines.append(
+                f"client ran: {p.commands[0]}"
+                + (f" (and {len(p.commands) - 1} more)" if len(p.commands) > 1 else "")
+            )
     else:
         warm = "auto" if s.warmup is None else str(s.warmup)
         lines.append(f"warm-up {warm} per size; latency is one-way (round trip / 2)")
@@ -207,7 +238,11 @@ def results_table(run: BenchRun) -> Any:
         row: list[str] = [format_bytes(r.bytes)]
         if has_bw:
             share = _share(r, ceiling)
-            row += [str(r.iters) if r.bw_gbs is not None else "-", _f(r.bw_gbs, ".3f"), _f(r.bw_gbps, ".2f")]
+            row += [
+                str(r.iters) if r.bw_gbs is not None else "-",
+                _f(r.bw_gbs, ".3f"),
+                _f(r.bw_gbps, ".2f"),
+            ]
             if has_peak:
                 row.append(_f(r.bw_peak_gbs, ".3f"))
             if ceiling is not None:
@@ -215,14 +250,31 @@ def results_table(run: BenchRun) -> Any:
             row.append(_f(r.msg_rate_mpps, ".4f"))
         if has_pct or has_avg_only:
             lat_iters = r.lat_iters if has_bw or r.lat_iters is not None else r.iters
-            row.append("-" if lat_iters is None or (r.lat_us is None and r.lat_avg_us is None) else str(lat_iters))
+            row.append(
+                "-"
+                if lat_iters is None or (r.lat_us is None and r.lat_avg_us is None)
+                else str(lat_iters)
+            )
             if has_pct:
                 lat = r.lat_us
-                row += ["-"] * 5 if lat is None else [f"{lat.min_us:.2f}", f"{lat.p50_us:.2f}", f"{lat.p99_us:.2f}", f"{lat.p999_us:.2f}", f"{lat.max_us:.2f}"]
+                row += (
+                    ["-"] * 5
+                    if lat is None
+                    else [
+                        f"{lat.min_us:.2f}",
+                        f"{lat.p50_us:.2f}",
+                        f"{lat.p99_us:.2f}",
+                        f"{lat.p999_us:.2f}",
+                        f"{lat.max_us:.2f}",
+                    ]
+                )
             if has_avg_only:
                 row.append(_f(r.lat_avg_us, ".2f"))
         if has_cpu:
-            row += [_f(r.cpu_s_per_gb.get("client"), ".3f"), _f(r.cpu_s_per_gb.get("server"), ".3f")]
+            row += [
+                _f(r.cpu_s_per_gb.get("client"), ".3f"),
+                _f(r.cpu_s_per_gb.get("server"), ".3f"),
+            ]
         table.add_row(*row)
     return table
 
@@ -235,7 +287,9 @@ def bandwidth_chart(run: BenchRun) -> str | None:
     rows = [(format_bytes(r.bytes), r.bw_gbps) for r in run.p2p_rows() if r.bw_gbs is not None]
     if not rows:
         return None
-    return hbar_chart(rows, unit="Gb/s", marker=ceiling, marker_label="line rate" if ceiling is not None else "")
+    return hbar_chart(
+        rows, unit="Gb/s", marker=ceiling, marker_label="line rate" if ceiling is not None else ""
+    )
 
 
 def table_items(run: BenchRun) -> list[Any]:
@@ -248,8 +302,17 @@ def table_items(run: BenchRun) -> list[Any]:
     if chart:
         items += [Text("bandwidth by message size (Gb/s)"), Text(chart)]
     m = _meta(run)
-    if m.measured is not None and m.measured.line_rate.gbps is None and any(r.bw_gbs is not None for r in run.p2p_rows()):
-        items.append(Text(f"line rate unknown ({m.measured.line_rate.source}): give --line-rate-gbps to judge the bandwidth", style="dim"))
+    if (
+        m.measured is not None
+        and m.measured.line_rate.gbps is None
+        and any(r.bw_gbs is not None for r in run.p2p_rows())
+    ):
+        items.append(
+            Text(
+                f"line rate unknown ({m.measured.line_rate.source}): give --line-rate-gbps to judge the bandwidth",
+                style="dim",
+            )
+        )
     return items
 
 

@@ -25,7 +25,14 @@ from typing import Any
 from ibdiag import __version__
 from ibdiag.bench.p2p import admission
 from ibdiag.bench.p2p.linerate import rdma_line_rate, tcp_line_rate
-from ibdiag.bench.p2p.params import TRANSPORTS, RunRequest, check_host, check_port, check_socket_buffer, check_timeout
+from ibdiag.bench.p2p.params import (
+    TRANSPORTS,
+    RunRequest,
+    check_host,
+    check_port,
+    check_socket_buffer,
+    check_timeout,
+)
 from ibdiag.bench.p2p.protocol import (
     DEFAULT_PORT,
     DEFAULT_TIMEOUT_S,
@@ -81,7 +88,9 @@ class ServeOptions:
         check_timeout(self.timeout_s)
         check_socket_buffer(self.socket_buffer)
         if not isinstance(self.max_size, int) or self.max_size < 1:
-            raise UsageError(f"--max-size {self.max_size} must be at least 1 byte", hint="e.g. --max-size 1G")
+            raise UsageError(
+                f"--max-size {self.max_size} must be at least 1 byte", hint="e.g. --max-size 1G"
+            )
 
     @property
     def handshake_limit_s(self) -> float:
@@ -101,7 +110,9 @@ class Server:
         self._state = threading.Lock()
         self._conns: set[socket.socket] = set()
         self._threads: set[threading.Thread] = set()
-        self._strangers = admission.Admission(per_source=opts.max_unauthenticated_per_address, total=opts.max_unauthenticated)
+        self._strangers = admission.Admission(
+            per_source=opts.max_unauthenticated_per_address, total=opts.max_unauthenticated
+        )
         self._displaced: set[socket.socket] = set()
         self._sessions = 0
         self._refusals: dict[str, tuple[float, int]] = {}
@@ -142,7 +153,7 @@ class Server:
         while not self._stop.is_set():
             try:
                 conn, addr = self._listener.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError as e:
                 if self._stop.is_set():
@@ -164,7 +175,9 @@ class Server:
                 continue
             if verdict.displaced is not None:
                 _shutdown(verdict.displaced)  # type: ignore[arg-type]
-            t = threading.Thread(target=self._handle, args=(conn, addr), name=f"ibdiag-serve-{peer}", daemon=True)
+            t = threading.Thread(
+                target=self._handle, args=(conn, addr), name=f"ibdiag-serve-{peer}", daemon=True
+            )
             with self._state:
                 self._threads.add(t)
                 self._conns.add(conn)
@@ -182,7 +195,9 @@ class Server:
         self.log(f"{peer}: refused: {reason}{more}")
         self._refusals[source] = (now, 0)
         if len(self._refusals) > 4 * self.opts.max_unauthenticated:  # forget quiet addresses
-            self._refusals = {k: v for k, v in self._refusals.items() if now - v[0] < _REFUSAL_LOG_EVERY_S}
+            self._refusals = {
+                k: v for k, v in self._refusals.items() if now - v[0] < _REFUSAL_LOG_EVERY_S
+            }
 
     def stop(self) -> None:
         self._stop.set()
@@ -192,7 +207,9 @@ class Server:
         self._stop.set()
         if self._listener is not None:
             try:
-                self._listener.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in accept() (Linux)
+                self._listener.shutdown(
+                    socket.SHUT_RDWR
+                )  # wakes a thread blocked in accept() (Linux)
             except OSError:
                 pass
             try:
@@ -259,7 +276,9 @@ class Server:
             try:
                 self._current = f"{peer} ({hello.host})"
                 ran = True
-                self.log(f"{peer}: running {req.describe()} for {hello.host} (ibdiag {hello.ibdiag_version})")
+                self.log(
+                    f"{peer}: running {req.describe()} for {hello.host} (ibdiag {hello.ibdiag_version})"
+                )
                 t0 = time.monotonic()
                 self._run(ch, req)
                 ok = True
@@ -268,7 +287,9 @@ class Server:
                 self._current = None
                 self._busy.release()
         except Refused as r:
-            self.log(f"{peer}: {r.reason}" if r.code == "client" else f"{peer}: refused: {r.reason}")
+            self.log(
+                f"{peer}: {r.reason}" if r.code == "client" else f"{peer}: refused: {r.reason}"
+            )
         except RemoteError as e:
             self.log(f"{peer}: client gave up: {_as_client(e.message, peer)}")
         except ProtocolError as e:
@@ -276,7 +297,9 @@ class Server:
             self.log(f"{peer}: refused: {_as_client(e.message, peer)}")
         except IbdiagError as e:
             if conn in self._displaced:
-                self.log(f"{peer}: dropped: still unauthenticated when the server was full; a client from a less crowded address took its place")
+                self.log(
+                    f"{peer}: dropped: still unauthenticated when the server was full; a client from a less crowded address took its place"
+                )
             elif not self._stop.is_set():
                 ch.send_error("failed", e.message, e.hint)
                 self.log(f"{peer}: dropped: {_as_client(e.message, peer)}")
@@ -298,42 +321,68 @@ class Server:
 
     def _accept_request(self, ch: Channel, msg: dict) -> RunRequest:
         try:
-            req = RunRequest.from_json(msg.get("request") if isinstance(msg.get("request"), dict) else {})
+            req = RunRequest.from_json(
+                msg.get("request") if isinstance(msg.get("request"), dict) else {}
+            )
         except ValueError as e:
             ch.send_error("protocol", f"invalid request: {e}")
             raise Refused("protocol", f"invalid request: {e}") from None
         if req.transport not in self.opts.transports:
-            ch.send_error("unsupported", f"this server does not serve {req.transport} (it serves {', '.join(self.opts.transports)})")
+            ch.send_error(
+                "unsupported",
+                f"this server does not serve {req.transport} (it serves {', '.join(self.opts.transports)})",
+            )
             raise Refused("unsupported", f"{req.transport} is not served here")
         problem = req.buffer_problem(self.opts.max_size)
         if problem:
-            ch.send_error("refused", problem, f"use sizes up to {format_bytes(self.opts.max_size)}, or restart the server with a larger --max-size")
+            ch.send_error(
+                "refused",
+                problem,
+                f"use sizes up to {format_bytes(self.opts.max_size)}, or restart the server with a larger --max-size",
+            )
             raise Refused("refused", problem)
         return req
 
     def _run(self, ch: Channel, req: RunRequest) -> None:
-        from ibdiag.bench.p2p import session
+        from ibdiag.bench.p2p import rdma_session, session
         from ibdiag.sysfs import SysfsRoot
-
-        from ibdiag.bench.p2p import rdma_session
 
         side: Any
         if req.engine == "perftest":
             from ibdiag.bench.p2p import perftest_engine
 
-            sel = perftest_engine.select_device(self.opts.sysfs_root, self.opts.device, self.opts.ib_port, self.opts.gid_index)
-            side = perftest_engine.PerftestServerSide(ch, req, sel, timeout_s=self.opts.timeout_s, path=self.opts.perftest_path, log=self.log)
+            sel = perftest_engine.select_device(
+                self.opts.sysfs_root, self.opts.device, self.opts.ib_port, self.opts.gid_index
+            )
+            side = perftest_engine.PerftestServerSide(
+                ch,
+                req,
+                sel,
+                timeout_s=self.opts.timeout_s,
+                path=self.opts.perftest_path,
+                log=self.log,
+            )
             rate = rdma_line_rate(SysfsRoot(self.opts.sysfs_root), sel.device, sel.port)
         elif req.transport == "tcp":
-            side = session.TcpServerSide(ch, req, timeout_s=self.opts.timeout_s, log=self.log, socket_buffer=self.opts.socket_buffer)
+            side = session.TcpServerSide(
+                ch,
+                req,
+                timeout_s=self.opts.timeout_s,
+                log=self.log,
+                socket_buffer=self.opts.socket_buffer,
+            )
             rate = tcp_line_rate(SysfsRoot(self.opts.sysfs_root), ch.sock.getsockname()[0])
         else:
             from ibdiag.bench.p2p.rdma import message_size_problem
 
-            sel = rdma_session.select_rdma(self.opts.sysfs_root, self.opts.device, self.opts.ib_port, self.opts.gid_index)
+            sel = rdma_session.select_rdma(
+                self.opts.sysfs_root, self.opts.device, self.opts.ib_port, self.opts.gid_index
+            )
             problem = message_size_problem(req.sizes, sel.max_msg_bytes, sel.device, sel.port)
             if problem:
-                ch.send_error("refused", f"this server's {problem}", "use smaller sizes with --transport rdma")
+                ch.send_error(
+                    "refused", f"this server's {problem}", "use smaller sizes with --transport rdma"
+                )
                 raise Refused("refused", problem)
             side = rdma_session.RdmaServerSide(ch, req, sel, timeout_s=self.opts.timeout_s)
             rate = rdma_line_rate(SysfsRoot(self.opts.sysfs_root), sel.device, sel.port)
@@ -408,7 +457,10 @@ def _listen(bind: str | None, port: int) -> socket.socket:
         try:
             infos = socket.getaddrinfo(bind, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         except socket.gaierror as e:
-            raise UsageError(f"--bind {bind}: cannot resolve it: {e.strerror}", hint="give an address of this host, e.g. 10.0.0.5") from None
+            raise UsageError(
+                f"--bind {bind}: cannot resolve it: {e.strerror}",
+                hint="give an address of this host, e.g. 10.0.0.5",
+            ) from None
         candidates = [(fam, addr) for fam, _, _, _, addr in infos]
     last: OSError | None = None
     for family, addr in candidates:
@@ -427,11 +479,20 @@ def _listen(bind: str | None, port: int) -> socket.socket:
                 break
     where = f"{bind or '*'}:{port}"
     if last is not None and last.errno == errno.EADDRINUSE:
-        raise CannotRunError(f"{where} is already in use", hint="another ibdiag bench serve may be running there; pick another --port")
+        raise CannotRunError(
+            f"{where} is already in use",
+            hint="another ibdiag bench serve may be running there; pick another --port",
+        )
     if last is not None and last.errno == errno.EADDRNOTAVAIL:
-        raise UsageError(f"--bind {bind} is not an address of this host", hint="use an address shown by 'ip addr', or leave --bind out for all")
+        raise UsageError(
+            f"--bind {bind} is not an address of this host",
+            hint="use an address shown by 'ip addr', or leave --bind out for all",
+        )
     if last is not None and last.errno == errno.EACCES:
-        raise CannotRunError(f"not allowed to listen on {where}", hint="ports below 1024 need root; use the default 18516")
+        raise CannotRunError(
+            f"not allowed to listen on {where}",
+            hint="ports below 1024 need root; use the default 18516",
+        )
     raise CannotRunError(f"cannot listen on {where}: {getattr(last, 'strerror', None) or last}")
 
 
@@ -448,7 +509,10 @@ def preflight_rdma(opts: ServeOptions) -> str:
         from ibdiag.bench.p2p.perftest_engine import select_device
 
         # Without pyverbs a server can still serve --engine perftest where perftest is installed.
-        if not e.message.startswith("pyverbs") or shutil.which("ib_write_bw", path=opts.perftest_path) is None:
+        if (
+            not e.message.startswith("pyverbs")
+            or shutil.which("ib_write_bw", path=opts.perftest_path) is None
+        ):
             raise
         sel = select_device(opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index)
         note = f"; {e.message}: serving --engine perftest clients only"

@@ -33,10 +33,23 @@ from typing import Any
 
 from ibdiag.bench.buffers import Buffer, allocate
 from ibdiag.bench.p2p import sockio, streams, tcp
-from ibdiag.bench.p2p.params import MAX_LAT_SAMPLES, MAX_WARMUP, RequestError, RunRequest, check_int, check_port, latency_iterations
-from ibdiag.bench.p2p.protocol import Channel, ProtocolError, RemoteError, peer_text, peer_value
+from ibdiag.bench.p2p.params import (
+    MAX_LAT_SAMPLES,
+    MAX_WARMUP,
+    RequestError,
+    RunRequest,
+    check_int,
+    check_port,
+    latency_iterations,
+)
+from ibdiag.bench.p2p.protocol import Channel, ProtocolError, peer_value
 from ibdiag.bench.results import LatencyStats
-from ibdiag.bench.stats import CpuMeter, bandwidth_gbs, latency_from_round_trips_ns, message_rate_mpps
+from ibdiag.bench.stats import (
+    CpuMeter,
+    bandwidth_gbs,
+    latency_from_round_trips_ns,
+    message_rate_mpps,
+)
 from ibdiag.units import format_bytes
 
 Log = Callable[[str], None]
@@ -102,12 +115,17 @@ def _count(res: dict[str, Any], key: str, peer: str, what: str) -> int:
     return v
 
 
-def _seconds(res: dict[str, Any], key: str, peer: str, what: str, *, span_s: float, factor: float = 1.0) -> float:
+def _seconds(
+    res: dict[str, Any], key: str, peer: str, what: str, *, span_s: float, factor: float = 1.0
+) -> float:
     v = res.get(key)
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
         raise _impossible(peer, f"{what}: {key} {peer_value(v)} is not a time")
     if v > span_s * factor * 1.01 + 0.01:
-        raise _impossible(peer, f"{what}: {key} {v:g} s is longer than the {span_s:.3g} s the whole test took here")
+        raise _impossible(
+            peer,
+            f"{what}: {key} {v:g} s is longer than the {span_s:.3g} s the whole test took here",
+        )
     return float(v)
 
 
@@ -118,7 +136,9 @@ def check_cpu_s(res: dict[str, Any], peer: str, what: str, span_s: float) -> flo
     return _seconds(res, "cpu_s", peer, what, span_s=span_s, factor=MAX_SERVER_CPUS)
 
 
-def check_bw_result(res: dict[str, Any], *, size: int, sent_messages: int, span_s: float, peer: str) -> tuple[int, int, float, float | None]:
+def check_bw_result(
+    res: dict[str, Any], *, size: int, sent_messages: int, span_s: float, peer: str
+) -> tuple[int, int, float, float | None]:
     """(messages, bytes, seconds, cpu_s) the server received, checked against what this client sent.
 
     The server must have counted exactly the ``sent_messages`` messages of ``size`` bytes of the
@@ -131,11 +151,19 @@ def check_bw_result(res: dict[str, Any], *, size: int, sent_messages: int, span_
     nbytes = _count(res, "rx_bytes", peer, what)
     sent_bytes = sent_messages * size
     if nbytes > sent_bytes:
-        raise _impossible(peer, f"{what}: rx_bytes {peer_value(nbytes)} is more than the {sent_bytes} bytes this client sent")
+        raise _impossible(
+            peer,
+            f"{what}: rx_bytes {peer_value(nbytes)} is more than the {sent_bytes} bytes this client sent",
+        )
     if msgs != sent_messages:
-        raise _impossible(peer, f"{what}: rx_messages {peer_value(msgs)}, but this client sent {sent_messages} messages")
+        raise _impossible(
+            peer,
+            f"{what}: rx_messages {peer_value(msgs)}, but this client sent {sent_messages} messages",
+        )
     if nbytes != msgs * size:
-        raise _impossible(peer, f"{what}: rx_bytes {nbytes} is not rx_messages {msgs} x {size} bytes")
+        raise _impossible(
+            peer, f"{what}: rx_bytes {nbytes} is not rx_messages {msgs} x {size} bytes"
+        )
     seconds = _seconds(res, "rx_seconds", peer, what, span_s=span_s)
     if msgs > 0 and seconds <= 0:
         raise _impossible(peer, f"{what}: {msgs} messages in rx_seconds {seconds:g}")
@@ -151,7 +179,15 @@ def check_bw_result(res: dict[str, Any], *, size: int, sent_messages: int, span_
 class TcpServerSide:
     """The server's half of a TCP run: data listener, receive buffers, phases."""
 
-    def __init__(self, ch: Channel, req: RunRequest, *, timeout_s: float, log: Log, socket_buffer: int | None = None) -> None:
+    def __init__(
+        self,
+        ch: Channel,
+        req: RunRequest,
+        *,
+        timeout_s: float,
+        log: Log,
+        socket_buffer: int | None = None,
+    ) -> None:
         self.ch = ch
         self.req = req
         self.timeout_s = timeout_s
@@ -167,7 +203,11 @@ class TcpServerSide:
         local = self.ch.sock.getsockname()
         family = self.ch.sock.family
         self.listener = socket.socket(family, socket.SOCK_STREAM)
-        self.listener.bind((local[0], 0) if family == socket.AF_INET else (local[0], 0, 0, local[3] if len(local) > 3 else 0))
+        self.listener.bind(
+            (local[0], 0)
+            if family == socket.AF_INET
+            else (local[0], 0, 0, local[3] if len(local) > 3 else 0)
+        )
         self.listener.listen(self.req.streams + 4)
         self.rings = [allocate(tcp.RECV_RING_MAX) for _ in range(self.req.streams)]
         if self.req.bidir or "lat" in self.req.kinds:
@@ -177,7 +217,14 @@ class TcpServerSide:
     def connect(self) -> None:
         assert self.listener is not None and self.ch.session_key is not None
         self.socks = streams.accept_streams(
-            self.listener, self.req.streams, self.ch.session_key, self.data_nonce, self.timeout_s, self.log, self.socket_buffer, control=self.ch.sock
+            self.listener,
+            self.req.streams,
+            self.ch.session_key,
+            self.data_nonce,
+            self.timeout_s,
+            self.log,
+            self.socket_buffer,
+            control=self.ch.sock,
         )
         self.listener.close()
         self.listener = None
@@ -188,16 +235,38 @@ class TcpServerSide:
         if kind == "bw":
             meter = CpuMeter()
             jobs: list[Callable[[], Any]] = [
-                (lambda s=s, r=r, i=i: tcp.recv_stream(s, r.view, size, on_measure_start=meter.start, peer=peer, what=f"{format_bytes(size)} messages on stream {i + 1}", timeout_s=self.timeout_s))
+                (
+                    lambda s=s, r=r, i=i: tcp.recv_stream(
+                        s,
+                        r.view,
+                        size,
+                        on_measure_start=meter.start,
+                        peer=peer,
+                        what=f"{format_bytes(size)} messages on stream {i + 1}",
+                        timeout_s=self.timeout_s,
+                    )
+                )
                 for i, (s, r) in enumerate(zip(self.socks, self.rings, strict=True))
             ]
             n_rx = len(jobs)
             if self.req.bidir:
                 assert self.msgbuf is not None
-                window = tcp.SendWindow(len(self.socks), self.req.measure_duration_s, self.timeout_s)
+                window = tcp.SendWindow(
+                    len(self.socks), self.req.measure_duration_s, self.timeout_s
+                )
                 view = self.msgbuf.view[:size]
                 jobs += [
-                    (lambda s=s, i=i: tcp.send_stream(s, view, warmup=warmup, iters=self.req.iters, window=window, peer=peer, what=f"{format_bytes(size)} messages on stream {i + 1}"))
+                    (
+                        lambda s=s, i=i: tcp.send_stream(
+                            s,
+                            view,
+                            warmup=warmup,
+                            iters=self.req.iters,
+                            window=window,
+                            peer=peer,
+                            what=f"{format_bytes(size)} messages on stream {i + 1}",
+                        )
+                    )
                     for i, s in enumerate(self.socks)
                 ]
             self.ch.send({"type": "go"})
@@ -241,7 +310,9 @@ class TcpServerSide:
 class TcpClientSide:
     """The client's half of a TCP run."""
 
-    def __init__(self, ch: Channel, req: RunRequest, *, timeout_s: float, socket_buffer: int | None = None) -> None:
+    def __init__(
+        self, ch: Channel, req: RunRequest, *, timeout_s: float, socket_buffer: int | None = None
+    ) -> None:
         self.ch = ch
         self.req = req
         self.timeout_s = timeout_s
@@ -266,13 +337,25 @@ class TcpClientSide:
             raise ProtocolError(f"{self.ch.peer} sent an invalid data port: {e.message}") from None
         nonce_hex = ready.get("data_nonce")
         try:
-            nonce = bytes.fromhex(nonce_hex) if isinstance(nonce_hex, str) and len(nonce_hex) == 2 * streams.DATA_NONCE_BYTES else b""
+            nonce = (
+                bytes.fromhex(nonce_hex)
+                if isinstance(nonce_hex, str) and len(nonce_hex) == 2 * streams.DATA_NONCE_BYTES
+                else b""
+            )
         except ValueError:
             nonce = b""
         if not nonce or self.ch.session_key is None:
             raise ProtocolError(f"{self.ch.peer} sent no valid data_nonce for the data connections")
         host = self.ch.sock.getpeername()[0]
-        self.socks = streams.connect_streams(host, port, self.req.streams, self.ch.session_key, nonce, self.timeout_s, self.socket_buffer)
+        self.socks = streams.connect_streams(
+            host,
+            port,
+            self.req.streams,
+            self.ch.session_key,
+            nonce,
+            self.timeout_s,
+            self.socket_buffer,
+        )
 
     def bw(self, size: int, warmup: int) -> BwOutcome:
         peer = self.ch.peer
@@ -280,24 +363,48 @@ class TcpClientSide:
         self.ch.send({"type": "phase", "kind": "bw", "bytes": size, "warmup": warmup})
         self.ch.expect("go", f"the server to start the {format_bytes(size)} bandwidth test")
         meter = CpuMeter()
-        window = tcp.SendWindow(len(self.socks), self.req.measure_duration_s, self.timeout_s, on_start=meter.start)
+        window = tcp.SendWindow(
+            len(self.socks), self.req.measure_duration_s, self.timeout_s, on_start=meter.start
+        )
         view = self.sendbuf.view[:size]
         what = f"the {format_bytes(size)} bandwidth test"
         jobs: list[Callable[[], Any]] = [
-            (lambda s=s, i=i: tcp.send_stream(s, view, warmup=warmup, iters=self.req.iters, window=window, peer=peer, what=f"{what} (stream {i + 1})"))
+            (
+                lambda s=s, i=i: tcp.send_stream(
+                    s,
+                    view,
+                    warmup=warmup,
+                    iters=self.req.iters,
+                    window=window,
+                    peer=peer,
+                    what=f"{what} (stream {i + 1})",
+                )
+            )
             for i, s in enumerate(self.socks)
         ]
         n_tx = len(jobs)
         if self.req.bidir:
             jobs += [
-                (lambda s=s, r=r, i=i: tcp.recv_stream(s, r.view, size, on_measure_start=lambda: None, peer=peer, what=f"{what} (stream {i + 1}, from the server)", timeout_s=self.timeout_s))
+                (
+                    lambda s=s, r=r, i=i: tcp.recv_stream(
+                        s,
+                        r.view,
+                        size,
+                        on_measure_start=lambda: None,
+                        peer=peer,
+                        what=f"{what} (stream {i + 1}, from the server)",
+                        timeout_s=self.timeout_s,
+                    )
+                )
                 for i, (s, r) in enumerate(zip(self.socks, self.rings, strict=True))
             ]
         stats = tcp.run_parallel(jobs, on_error=lambda: sockio.close_all(self.socks))
         cpu_client = meter.stop()
         res = self.ch.expect("result", f"the server's {format_bytes(size)} bandwidth result")
         sent = sum(st.messages for st in stats[:n_tx])
-        rx_msgs, rx_bytes, rx_s, cpu_server = check_bw_result(res, size=size, sent_messages=sent, span_s=time.monotonic() - t_asked, peer=peer)
+        rx_msgs, rx_bytes, rx_s, cpu_server = check_bw_result(
+            res, size=size, sent_messages=sent, span_s=time.monotonic() - t_asked, peer=peer
+        )
         messages, nbytes, seconds = rx_msgs, rx_bytes, rx_s
         bw = bandwidth_gbs(rx_bytes, rx_s)
         rate = message_rate_mpps(rx_msgs, rx_s)
@@ -321,7 +428,9 @@ class TcpClientSide:
         sv = self.sendbuf.view[:size]
         rv = self.latbuf.view[:size]
         what = f"the answer to a {format_bytes(size)} latency ping"
-        warm = tcp.ping(sock, sv, rv, warmup, peer=self.ch.peer, what=what, timeout_s=self.timeout_s)
+        warm = tcp.ping(
+            sock, sv, rv, warmup, peer=self.ch.peer, what=what, timeout_s=self.timeout_s
+        )
         n = self.req.iters or latency_iterations(self.req.measure_duration_s or 1.0, warm)
         self.ch.send({"type": "iters", "n": n})
         samples = tcp.ping(sock, sv, rv, n, peer=self.ch.peer, what=what, timeout_s=self.timeout_s)

@@ -58,10 +58,12 @@ def send_rest(sock: socket.socket, data: memoryview | bytes, sent: int, timeout_
             except BlockingIOError:
                 left = timeout_s - (time.monotonic() - last)
                 if left <= 0:
-                    raise socket.timeout("send timed out") from None
+                    raise TimeoutError("send timed out") from None
                 if left < slice_s:
                     # the last sleep ends at the deadline, not up to a slice after it
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(max(left, 0.001)))
+                    sock.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(max(left, 0.001))
+                    )
                     shortened = True
                 continue
             sent += k
@@ -86,7 +88,9 @@ def make_send_all(sock: socket.socket, timeout_s: float) -> Callable[[memoryview
     return send_all
 
 
-def tune_data_socket(sock: socket.socket, timeout_s: float, socket_buffer: int | None = None) -> None:
+def tune_data_socket(
+    sock: socket.socket, timeout_s: float, socket_buffer: int | None = None
+) -> None:
     """Kernel timeouts, and fixed SO_SNDBUF/SO_RCVBUF only when asked (``--socket-buffer``).
 
     By default the kernel's buffer autotuning is left on: a fixed size is capped by

@@ -39,7 +39,15 @@ def data_hello(key: bytes, nonce: bytes, index: int) -> bytes:
     return _DATA_HELLO.pack(DATA_MAGIC, index, data_mac(key, nonce, index))
 
 
-def connect_streams(host: str, port: int, n: int, key: bytes, nonce: bytes, timeout_s: float, socket_buffer: int | None = None) -> list[socket.socket]:
+def connect_streams(
+    host: str,
+    port: int,
+    n: int,
+    key: bytes,
+    nonce: bytes,
+    timeout_s: float,
+    socket_buffer: int | None = None,
+) -> list[socket.socket]:
     """Open ``n`` data connections to the server and introduce each as stream ``i`` of this session."""
     socks: list[socket.socket] = []
     try:
@@ -47,13 +55,17 @@ def connect_streams(host: str, port: int, n: int, key: bytes, nonce: bytes, time
             try:
                 s = socket.create_connection((host, port), timeout=timeout_s)
             except OSError as e:
-                raise socket_error(e, f"{host}:{port}", f"data connection {i + 1} of {n} to be accepted", timeout_s) from None
+                raise socket_error(
+                    e, f"{host}:{port}", f"data connection {i + 1} of {n} to be accepted", timeout_s
+                ) from None
             socks.append(s)
             tune_data_socket(s, timeout_s, socket_buffer)
             try:
                 s.sendall(data_hello(key, nonce, i))
             except OSError as e:
-                raise socket_error(e, f"{host}:{port}", f"data connection {i + 1} to be accepted", timeout_s) from None
+                raise socket_error(
+                    e, f"{host}:{port}", f"data connection {i + 1} to be accepted", timeout_s
+                ) from None
     except BaseException:
         close_all(socks)
         raise
@@ -132,7 +144,10 @@ def accept_streams(
                     except (BlockingIOError, InterruptedError):
                         continue
                     if len(pending) >= MAX_PENDING_DATA:
-                        drop(next(iter(pending.values())), f"{MAX_PENDING_DATA} connections waited to introduce themselves")
+                        drop(
+                            next(iter(pending.values())),
+                            f"{MAX_PENDING_DATA} connections waited to introduce themselves",
+                        )
                     conn.setblocking(False)
                     p = _Pending(conn, describe_peer(addr), time.monotonic() + hello_s, bytearray())
                     pending[conn] = p
@@ -153,7 +168,11 @@ def accept_streams(
                 if len(p.buf) < _DATA_HELLO.size:
                     continue
                 magic, index, mac = _DATA_HELLO.unpack(bytes(p.buf))
-                if magic != DATA_MAGIC or index >= n or not hmac.compare_digest(mac, data_mac(key, nonce, index)):
+                if (
+                    magic != DATA_MAGIC
+                    or index >= n
+                    or not hmac.compare_digest(mac, data_mac(key, nonce, index))
+                ):
                     drop(p, "its introduction does not belong to this run's session")
                     continue
                 if index in got:
@@ -172,5 +191,7 @@ def accept_streams(
             drop(p, "no introduction before the run's own connections were all there")
         sel.close()
         if dropped > MAX_LOGGED_STRANGERS:
-            log(f"data connections: {dropped - MAX_LOGGED_STRANGERS} more strangers dropped during this run's set-up")
+            log(
+                f"data connections: {dropped - MAX_LOGGED_STRANGERS} more strangers dropped during this run's set-up"
+            )
     return [got[i] for i in range(n)]

@@ -63,7 +63,13 @@ class SendWindow:
     the CPU meter, so every stream measures the same window.
     """
 
-    def __init__(self, streams: int, duration_s: float | None, timeout_s: float, on_start: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        streams: int,
+        duration_s: float | None,
+        timeout_s: float,
+        on_start: Callable[[], None] | None = None,
+    ) -> None:
         self.duration_s = duration_s
         self.timeout_s = timeout_s
         self.t_start = 0.0
@@ -100,7 +106,9 @@ def _send_messages(sock: socket.socket, view: memoryview, count: int, timeout_s:
             send_rest(sock, view, k, timeout_s)
 
 
-def _send_batches(sock: socket.socket, view: memoryview, count: int, per_batch: int, timeout_s: float) -> None:
+def _send_batches(
+    sock: socket.socket, view: memoryview, count: int, per_batch: int, timeout_s: float
+) -> None:
     send_all = make_send_all(sock, timeout_s)
     pack = HEADER.pack
     while count > 0:
@@ -190,7 +198,10 @@ def recv_stream(
             while got < HEADER.size:
                 k = ri(hview[got:], HEADER.size - got)
                 if k == 0:
-                    raise PeerClosedError(f"{peer} closed the connection while we were waiting for {what}", hint="the peer process ended or was killed; see its log")
+                    raise PeerClosedError(
+                        f"{peer} closed the connection while we were waiting for {what}",
+                        hint="the peer process ended or was killed; see its log",
+                    )
                 got += k
             (count,) = HEADER.unpack(hdr)
             if count == 0:
@@ -202,7 +213,10 @@ def recv_stream(
                 t_end = time.perf_counter()
                 break
             if count > 2**40 // max(size, 1):
-                raise CannotRunError(f"{peer} sent a corrupt batch header ({count} messages)", hint="both sides must run the same ibdiag version")
+                raise CannotRunError(
+                    f"{peer} sent a corrupt batch header ({count} messages)",
+                    hint="both sides must run the same ibdiag version",
+                )
             remaining = count * size
             while remaining:
                 want = ring_len - off
@@ -210,7 +224,10 @@ def recv_stream(
                     want = remaining
                 k = ri(ring[off:] if off else ring, want)
                 if k == 0:
-                    raise PeerClosedError(f"{peer} closed the connection while we were waiting for {what}", hint="the peer process ended or was killed; see its log")
+                    raise PeerClosedError(
+                        f"{peer} closed the connection while we were waiting for {what}",
+                        hint="the peer process ended or was killed; see its log",
+                    )
                 remaining -= k
                 off += k
                 if off == ring_len:
@@ -250,14 +267,24 @@ def run_parallel(jobs: Sequence[Callable[[], T]], on_error: Callable[[], None]) 
     if len(jobs) == 1:
         runner(0, jobs[0])
     else:
-        threads = [threading.Thread(target=runner, args=(i, job), name=f"ibdiag-stream-{i}", daemon=True) for i, job in enumerate(jobs)]
+        threads = [
+            threading.Thread(target=runner, args=(i, job), name=f"ibdiag-stream-{i}", daemon=True)
+            for i, job in enumerate(jobs)
+        ]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
     if errors:
         # Prefer an ibdiag error that explains the cause over the echo errors of the other streams.
-        primary = next((e for e in errors if isinstance(e, IbdiagError) and not isinstance(e, PeerClosedError)), errors[0])
+        primary = next(
+            (
+                e
+                for e in errors
+                if isinstance(e, IbdiagError) and not isinstance(e, PeerClosedError)
+            ),
+            errors[0],
+        )
         raise primary
     return results  # type: ignore[return-value]
 
@@ -265,15 +292,29 @@ def run_parallel(jobs: Sequence[Callable[[], T]], on_error: Callable[[], None]) 
 # --- latency -------------------------------------------------------------------------------------
 
 
-def _finish_recv(ri: Callable[..., int], view: memoryview, got: int, size: int, peer: str, what: str) -> None:
+def _finish_recv(
+    ri: Callable[..., int], view: memoryview, got: int, size: int, peer: str, what: str
+) -> None:
     while got < size:
         k = ri(view[got:], size - got)
         if k == 0:
-            raise PeerClosedError(f"{peer} closed the connection while we were waiting for {what}", hint="the peer process ended or was killed; see its log")
+            raise PeerClosedError(
+                f"{peer} closed the connection while we were waiting for {what}",
+                hint="the peer process ended or was killed; see its log",
+            )
         got += k
 
 
-def ping(sock: socket.socket, send_view: memoryview, recv_view: memoryview, n: int, *, peer: str, what: str, timeout_s: float) -> list[int]:
+def ping(
+    sock: socket.socket,
+    send_view: memoryview,
+    recv_view: memoryview,
+    n: int,
+    *,
+    peer: str,
+    what: str,
+    timeout_s: float,
+) -> list[int]:
     """``n`` round trips of ``len(send_view)`` bytes; their times in nanoseconds."""
     size = len(send_view)
     recv_view = recv_view[:size]
@@ -293,7 +334,10 @@ def ping(sock: socket.socket, send_view: memoryview, recv_view: memoryview, n: i
             got = ri(recv_view, size)
             if got != size:
                 if got == 0:
-                    raise PeerClosedError(f"{peer} closed the connection while we were waiting for {what}", hint="the peer process ended or was killed; see its log")
+                    raise PeerClosedError(
+                        f"{peer} closed the connection while we were waiting for {what}",
+                        hint="the peer process ended or was killed; see its log",
+                    )
                 _finish_recv(ri, recv_view, got, size, peer, what)
             samples[i] = clock() - t0
     except OSError as e:
@@ -301,7 +345,9 @@ def ping(sock: socket.socket, send_view: memoryview, recv_view: memoryview, n: i
     return samples
 
 
-def pong(sock: socket.socket, view: memoryview, n: int, *, peer: str, what: str, timeout_s: float) -> None:
+def pong(
+    sock: socket.socket, view: memoryview, n: int, *, peer: str, what: str, timeout_s: float
+) -> None:
     """Answer ``n`` pings of ``len(view)`` bytes with the same bytes."""
     size = len(view)
     send = sock.send
@@ -311,7 +357,10 @@ def pong(sock: socket.socket, view: memoryview, n: int, *, peer: str, what: str,
             got = ri(view, size)
             if got != size:
                 if got == 0:
-                    raise PeerClosedError(f"{peer} closed the connection while we were waiting for {what}", hint="the peer process ended or was killed; see its log")
+                    raise PeerClosedError(
+                        f"{peer} closed the connection while we were waiting for {what}",
+                        hint="the peer process ended or was killed; see its log",
+                    )
                 _finish_recv(ri, view, got, size, peer, what)
             try:
                 k = send(view)

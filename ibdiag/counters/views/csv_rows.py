@@ -8,8 +8,20 @@ from ibdiag.counters.model import Sample, SeriesStep
 from ibdiag.counters.text import iso_utc
 
 CSV_HEADER = (
-    "sample", "time", "elapsed_s", "interval_s", "adapter", "port", "link_layer", "source", "counter",
-    "value", "delta", "rate_per_s", "saturated", "reset",
+    "sample",
+    "time",
+    "elapsed_s",
+    "interval_s",
+    "adapter",
+    "port",
+    "link_layer",
+    "source",
+    "counter",
+    "value",
+    "delta",
+    "rate_per_s",
+    "saturated",
+    "reset",
 )
 
 
@@ -20,10 +32,18 @@ def csv_rows_snapshot(sample: Sample) -> list[dict[str, Any]]:
 
 def csv_rows_step(step: SeriesStep) -> list[dict[str, Any]]:
     """One row per port x counter of one sample of a series (or the single interval)."""
-    return _rows(step.index, step.sample, step.elapsed_s, step.deltas[0].interval_s if step.deltas else None, {d.key: d for d in step.deltas})
+    return _rows(
+        step.index,
+        step.sample,
+        step.elapsed_s,
+        step.deltas[0].interval_s if step.deltas else None,
+        {d.key: d for d in step.deltas},
+    )
 
 
-def _rows(index: int, sample: Sample, elapsed_s: float, interval_s: float | None, deltas: dict) -> list[dict[str, Any]]:
+def _rows(
+    index: int, sample: Sample, elapsed_s: float, interval_s: float | None, deltas: dict
+) -> list[dict[str, Any]]:
     time_s = iso_utc(sample.taken_at_s)
     rows = []
     for p in sample.ports:
@@ -44,7 +64,9 @@ def _rows(index: int, sample: Sample, elapsed_s: float, interval_s: float | None
                     "counter": key,
                     "value": value,
                     "delta": None if d is None else d.deltas.get(key),
-                    "rate_per_s": None if d is None or d.rates.get(key) is None else round(d.rates[key], 6),
+                    "rate_per_s": None
+                    if d is None or d.rates.get(key) is None
+                    else round(d.rates[key], 6),
                     "saturated": int(key in sat),
                     "reset": "" if d is None else int(key in d.resets),
                 }

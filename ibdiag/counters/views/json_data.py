@@ -19,7 +19,9 @@ def _assumptions(cfg: CountersConfig) -> dict[str, Any]:
     }
 
 
-def _delta_json(p: PortCounters, d: PortDelta, cfg: CountersConfig, *, series: bool) -> dict[str, Any]:
+def _delta_json(
+    p: PortCounters, d: PortDelta, cfg: CountersConfig, *, series: bool
+) -> dict[str, Any]:
     rate_gbps = p.info.rate_gbps if p.info else None
     doc: dict[str, Any] = {
         "interval_s": d.interval_s,
@@ -31,7 +33,9 @@ def _delta_json(p: PortCounters, d: PortDelta, cfg: CountersConfig, *, series: b
     if series:
         doc["peak_rates"] = dict(d.peak_rates)
     if p.port is not None:
-        doc.update(figures(d, rate_gbps, xmit_wait_bytes_per_count=cfg.xmit_wait_bytes_per_count).to_json())
+        doc.update(
+            figures(d, rate_gbps, xmit_wait_bytes_per_count=cfg.xmit_wait_bytes_per_count).to_json()
+        )
     return doc
 
 
@@ -48,7 +52,9 @@ def snapshot_data(sample: Sample, cfg: CountersConfig) -> dict[str, Any]:
     }
 
 
-def span_data(span: Span, cfg: CountersConfig, *, baseline: dict[str, Any] | None = None) -> dict[str, Any]:
+def span_data(
+    span: Span, cfg: CountersConfig, *, baseline: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The last reading with deltas and rates over the span; ``samples`` per step for a series."""
     series = span.samples_count > 1
     ports, devices = [], []

@@ -84,7 +84,9 @@ def _link_cell(p: PortCounters, *, compact: bool = False) -> Any:
     ok = info.active and info.link_up
     state = info.state if ok else f"{info.state or '?'}/{info.phys_state or '?'}"
     rate = "?" if info.rate_gbps is None else f"{info.rate_gbps:g}G"
-    layer = {"InfiniBand": "IB", "Ethernet": "RoCE"}.get(info.link_layer or "", info.link_layer or "?")
+    layer = {"InfiniBand": "IB", "Ethernet": "RoCE"}.get(
+        info.link_layer or "", info.link_layer or "?"
+    )
     text = Text(state or "?", style="green" if ok else "bold red")
     text.append(f" {rate}" if compact else f" {rate} {layer}")
     return text
@@ -112,10 +114,21 @@ def _table(title: str, columns: Sequence[tuple[str, bool]], *, compact: bool) ->
     from rich import box
     from rich.table import Table
 
-    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD if compact else box.HEAVY_HEAD, pad_edge=False)
+    t = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD if compact else box.HEAVY_HEAD,
+        pad_edge=False,
+    )
     for name, right in columns:
         wraps = name.startswith(("error", "RoCE", "counters"))
-        t.add_column(name, justify="right" if right else "left", no_wrap=not wraps, min_width=14 if wraps else None, overflow="fold")
+        t.add_column(
+            name,
+            justify="right" if right else "left",
+            no_wrap=not wraps,
+            min_width=14 if wraps else None,
+            overflow="fold",
+        )
     return t
 
 
@@ -129,16 +142,38 @@ def _bytes(v: int | None, saturated: bool) -> str:
     return ("≥" if saturated else "") + format_bytes(v)
 
 
-def snapshot_table(sample: Sample, findings: Sequence[Finding], cfg: CountersConfig, ports: PortsConfig, *, width: int | None = None) -> Any:
+def snapshot_table(
+    sample: Sample,
+    findings: Sequence[Finding],
+    cfg: CountersConfig,
+    ports: PortsConfig,
+    *,
+    width: int | None = None,
+) -> Any:
     from rich.text import Text
 
     compact = width is not None and width < COMPACT_BELOW_COLUMNS
     worst_of = _worst_by_subject(findings)
     title = "RDMA port counters since the last reset (perfquery -x)"
     if compact:
-        cols = [("port", False), ("link", False), ("xmit_wait", True), ("status", False), ("counters", False)]
+        cols = [
+            ("port", False),
+            ("link", False),
+            ("xmit_wait", True),
+            ("status", False),
+            ("counters", False),
+        ]
     else:
-        cols = [("port", False), ("link", False), ("tx", True), ("rx", True), ("xmit_wait", True), ("error counters", False), ("RoCE/transport", False), ("status", False)]
+        cols = [
+            ("port", False),
+            ("link", False),
+            ("tx", True),
+            ("rx", True),
+            ("xmit_wait", True),
+            ("error counters", False),
+            ("RoCE/transport", False),
+            ("status", False),
+        ]
     t = _table(title, cols, compact=compact)
     for p in sample.ports:
         if p.port is None:
@@ -153,9 +188,19 @@ def snapshot_table(sample: Sample, findings: Sequence[Finding], cfg: CountersCon
             tx = _bytes(p.xmit_bytes, "xmit_bytes" in sat)
             rx = _bytes(p.rcv_bytes, "rcv_bytes" in sat)
             w = c.get("port_xmit_wait")
-            wait = Text(("≥" if "port_xmit_wait" in sat else "") + _compact(w), style="yellow" if "port_xmit_wait" in sat else "")
+            wait = Text(
+                ("≥" if "port_xmit_wait" in sat else "") + _compact(w),
+                style="yellow" if "port_xmit_wait" in sat else "",
+            )
             sev = _severity_of(findings, "counters.errors", p.subject)
-            parts = [(f"{_err_name(n, compact)}{'≥' if n in sat else '='}{c[n]}", Severity.FAIL if n in sat else sev) for n in ERROR_COUNTERS if (c.get(n) or 0) > 0]
+            parts = [
+                (
+                    f"{_err_name(n, compact)}{'≥' if n in sat else '='}{c[n]}",
+                    Severity.FAIL if n in sat else sev,
+                )
+                for n in ERROR_COUNTERS
+                if (c.get(n) or 0) > 0
+            ]
             na = [n for n in ERROR_COUNTERS if n in p.unavailable]
             errs = _cell_with_severity(parts)
             if na and not parts:
@@ -167,12 +212,27 @@ def snapshot_table(sample: Sample, findings: Sequence[Finding], cfg: CountersCon
             if v:
                 sev = Severity.OK if HW_JUDGED[n].group is HwGroup.CONGESTION else Severity.WARN
                 roce_parts.append((f"{HW_JUDGED[n].label}={_compact(v)}", sev))
-        status = _status_cell(worst_of.get(p.subject), ports.ignored(p.adapter, p.port), compact=compact)
+        status = _status_cell(
+            worst_of.get(p.subject), ports.ignored(p.adapter, p.port), compact=compact
+        )
         if compact:
-            merged = _cell_with_severity(parts + roce_parts) if (parts or roce_parts or c is not None) else errs
+            merged = (
+                _cell_with_severity(parts + roce_parts)
+                if (parts or roce_parts or c is not None)
+                else errs
+            )
             t.add_row(p.subject, _link_cell(p, compact=True), wait, status, merged)
         else:
-            t.add_row(p.subject, _link_cell(p), tx, rx, wait, errs, _cell_with_severity(roce_parts), status)
+            t.add_row(
+                p.subject,
+                _link_cell(p),
+                tx,
+                rx,
+                wait,
+                errs,
+                _cell_with_severity(roce_parts),
+                status,
+            )
     return t
 
 
@@ -196,26 +256,59 @@ def interval_table(
     by_count = {d.key: d for d in count_deltas}
     worst_of = _worst_by_subject(findings)
     if compact:
-        cols = [("port", False), ("link", False), ("Gb/s tx/rx", True), ("wait", True), ("status", False), ("counters (+, /s)", False)]
+        cols = [
+            ("port", False),
+            ("link", False),
+            ("Gb/s tx/rx", True),
+            ("wait", True),
+            ("status", False),
+            ("counters (+, /s)", False),
+        ]
     else:
-        cols = [("port", False), ("link", False), ("Gb/s tx/rx", True), ("util", True), ("wait/s", True), ("est.wait", True), ("error counters (+)", False), ("RoCE/transport (/s)", False), ("status", False)]
+        cols = [
+            ("port", False),
+            ("link", False),
+            ("Gb/s tx/rx", True),
+            ("util", True),
+            ("wait/s", True),
+            ("est.wait", True),
+            ("error counters (+)", False),
+            ("RoCE/transport (/s)", False),
+            ("status", False),
+        ]
     t = _table(title, cols, compact=compact)
     for p in sample.ports:
         if p.port is None:
             continue
         dr = by_rate.get(p.key)
         dc = by_count.get(p.key)
-        status = _status_cell(worst_of.get(p.subject), ports.ignored(p.adapter, p.port), compact=compact)
+        status = _status_cell(
+            worst_of.get(p.subject), ports.ignored(p.adapter, p.port), compact=compact
+        )
         link = _link_cell(p, compact=compact)
         if dr is None or dc is None or p.counters is None:
-            note = Text("no counters/", style="yellow") if p.counters is None else Text("no baseline", style="yellow")
-            t.add_row(p.subject, link, "-", "-", status, note) if compact else t.add_row(p.subject, link, "-", "-", "-", "-", note, "-", status)
+            note = (
+                Text("no counters/", style="yellow")
+                if p.counters is None
+                else Text("no baseline", style="yellow")
+            )
+            t.add_row(p.subject, link, "-", "-", status, note) if compact else t.add_row(
+                p.subject, link, "-", "-", "-", "-", note, "-", status
+            )
             continue
-        fig = figures(dr, p.info.rate_gbps if p.info else None, xmit_wait_bytes_per_count=cfg.xmit_wait_bytes_per_count)
+        fig = figures(
+            dr,
+            p.info.rate_gbps if p.info else None,
+            xmit_wait_bytes_per_count=cfg.xmit_wait_bytes_per_count,
+        )
         unk = dr.unknown
         tx = "sat." if unk.get("xmit_bytes") == "saturated" else _gbps(fig.tx_gbps)
         rx = "sat." if unk.get("rcv_bytes") == "saturated" else _gbps(fig.rx_gbps)
-        util = "-" if fig.tx_util_pct is None or fig.rx_util_pct is None else f"{fig.tx_util_pct:.0f}/{fig.rx_util_pct:.0f}%"
+        util = (
+            "-"
+            if fig.tx_util_pct is None or fig.rx_util_pct is None
+            else f"{fig.tx_util_pct:.0f}/{fig.rx_util_pct:.0f}%"
+        )
         wait_sat = unk.get("port_xmit_wait") == "saturated" or "port_xmit_wait" in p.saturated
         wait: Any = Text("sat.", style="yellow") if wait_sat else _compact(fig.xmit_wait_per_s)
         wait_sev = _severity_of(findings, "counters.xmit_wait", p.subject)
@@ -237,16 +330,42 @@ def interval_table(
         for n in HW_JUDGED:
             r = dr.rates.get(p.hw_key(n))
             if r:
-                roce.append((f"{HW_JUDGED[n].label}={_compact(r)}/s" if compact else f"{HW_JUDGED[n].label}={_compact(r)}", cong_sev if HW_JUDGED[n].group is HwGroup.CONGESTION else roce_sev))
+                roce.append(
+                    (
+                        f"{HW_JUDGED[n].label}={_compact(r)}/s"
+                        if compact
+                        else f"{HW_JUDGED[n].label}={_compact(r)}",
+                        cong_sev if HW_JUDGED[n].group is HwGroup.CONGESTION else roce_sev,
+                    )
+                )
         if compact:
             wait_cell = wait if wait_sat else Text(f"{est_text}", style=est.style)
-            t.add_row(p.subject, link, f"{tx}/{rx}", wait_cell, status, _cell_with_severity(parts + roce))
+            t.add_row(
+                p.subject, link, f"{tx}/{rx}", wait_cell, status, _cell_with_severity(parts + roce)
+            )
         else:
-            t.add_row(p.subject, link, f"{tx}/{rx}", util, wait, est, _cell_with_severity(parts), _cell_with_severity(roce), status)
+            t.add_row(
+                p.subject,
+                link,
+                f"{tx}/{rx}",
+                util,
+                wait,
+                est,
+                _cell_with_severity(parts),
+                _cell_with_severity(roce),
+                status,
+            )
     return t
 
 
-def legend(sample: Sample, cfg: CountersConfig, *, interval: bool, width: int | None = None, span: Span | None = None) -> str:
+def legend(
+    sample: Sample,
+    cfg: CountersConfig,
+    *,
+    interval: bool,
+    width: int | None = None,
+    span: Span | None = None,
+) -> str:
     """Notes under a table: the xmit_wait estimate, saturation marks and the abbreviations it shows."""
     lines = []
     if interval:
@@ -255,18 +374,30 @@ def legend(sample: Sample, cfg: CountersConfig, *, interval: bool, width: int | 
             "(8 B per count is NVIDIA Quantum's tick; [counters] xmit_wait_bytes_per_count)."
         )
     if any(p.saturated for p in sample.ports):
-        lines.append("≥ / sat.: counter saturated at its maximum: the value is a lower bound and no delta is computed across it.")
+        lines.append(
+            "≥ / sat.: counter saturated at its maximum: the value is a lower bound and no delta is computed across it."
+        )
     if span is not None:
         shown = [n for n in HW_JUDGED if any(d.rates.get(n) for d in span.totals)]
     else:
         shown = [n for n in HW_JUDGED if any((p.hw_counters or {}).get(n) for p in sample.ports)]
     if shown:
-        lines.append("RoCE/transport: " + ", ".join(f"{HW_JUDGED[n].label} = {n}" for n in shown) + ".")
+        lines.append(
+            "RoCE/transport: " + ", ".join(f"{HW_JUDGED[n].label} = {n}" for n in shown) + "."
+        )
     if width is not None and width < COMPACT_BELOW_COLUMNS:
         if span is not None:
-            errs = [n for n in ERROR_COUNTERS if any(d.deltas.get(n) or d.unknown.get(n) == "saturated" for d in span.totals)]
+            errs = [
+                n
+                for n in ERROR_COUNTERS
+                if any(d.deltas.get(n) or d.unknown.get(n) == "saturated" for d in span.totals)
+            ]
         else:
-            errs = [n for n in ERROR_COUNTERS if any((p.counters or {}).get(n) for p in sample.ports)]
+            errs = [
+                n for n in ERROR_COUNTERS if any((p.counters or {}).get(n) for p in sample.ports)
+            ]
         if errs:
-            lines.append("error counters: " + ", ".join(f"{ERR_SHORT[n]} = {n}" for n in errs) + ".")
+            lines.append(
+                "error counters: " + ", ".join(f"{ERR_SHORT[n]} = {n}" for n in errs) + "."
+            )
     return "\n".join(lines)

@@ -34,7 +34,9 @@ def rxe_active() -> None:
     """Every guest test needs rxe0 ACTIVE: fail (never skip) when the guest could not create it."""
     state = PORT_DIR / "state"
     if not state.is_file():
-        pytest.fail(f"{DEVICE} was not created in the guest (rdma link add {DEVICE} type rxe netdev veth0 failed; see console.log)")
+        pytest.fail(
+            f"{DEVICE} was not created in the guest (rdma link add {DEVICE} type rxe netdev veth0 failed; see console.log)"
+        )
     assert "ACTIVE" in state.read_text(), f"{DEVICE} port 1 is {state.read_text().strip()}"
 
 
@@ -56,7 +58,13 @@ class Forked:
     a fresh Python start costs 5-20 s under emulation). Its own process, its own RDMA resources,
     killed by a real signal; stdout and stderr are pipes read line by line."""
 
-    def __init__(self, args: list[str], *, env: dict[str, str] | None = None, before: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        before: Callable[[], None] | None = None,
+    ) -> None:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         pid = os.fork()
@@ -92,7 +100,10 @@ class Forked:
         self.returncode: int | None = None
         self.log = LogLines()
         self.out = LogLines()
-        self._readers = [threading.Thread(target=self._read, args=(fd, sink), daemon=True) for fd, sink in ((err_r, self.log), (out_r, self.out))]
+        self._readers = [
+            threading.Thread(target=self._read, args=(fd, sink), daemon=True)
+            for fd, sink in ((err_r, self.log), (out_r, self.out))
+        ]
         for t in self._readers:
             t.start()
 
@@ -113,7 +124,9 @@ class Forked:
         deadline = time.monotonic() + timeout
         while self.poll() is None:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"ibdiag (pid {self.pid}) still running after {timeout:g} s; stderr:\n{self.log.text()}")
+                raise TimeoutError(
+                    f"ibdiag (pid {self.pid}) still running after {timeout:g} s; stderr:\n{self.log.text()}"
+                )
             time.sleep(0.05)
         for t in self._readers:
             t.join(5)
@@ -138,7 +151,19 @@ class Server(Forked):
     """``ibdiag bench serve --transport rdma`` on rxe0 (forked); waits until it listens."""
 
     def __init__(self, token: Path, *args: str, before: Callable[[], None] | None = None) -> None:
-        argv = ["bench", "serve", "--bind", ADDR, "--port", "0", "--transport", "rdma", "--token-file", str(token), *args]
+        argv = [
+            "bench",
+            "serve",
+            "--bind",
+            ADDR,
+            "--port",
+            "0",
+            "--transport",
+            "rdma",
+            "--token-file",
+            str(token),
+            *args,
+        ]
         super().__init__(argv, before=before)
         line = self.log.wait_for(r"listening on ", timeout=START_S)
         self.port = int(re.search(r":(\d+) \(", line).group(1))  # type: ignore[union-attr]
@@ -172,9 +197,11 @@ def p2p_args(port: int, *args: str) -> list[str]:
 
 def rdma_resources() -> dict[str, int]:
     """``rdma resource show`` of rxe0 as counts: {'pd': 0, 'cq': 0, 'qp': 1, 'mr': 0, ...}."""
-    r = subprocess.run(["rdma", "resource", "show"], capture_output=True, text=True, timeout=30, check=True)
+    r = subprocess.run(
+        ["rdma", "resource", "show"], capture_output=True, text=True, timeout=30, check=True
+    )
     for line in r.stdout.splitlines():
         if f"{DEVICE}:" in line:
             tail = line.split(f"{DEVICE}:", 1)[1].split()
-            return {k: int(v) for k, v in zip(tail[::2], tail[1::2])}
+            return {k: int(v) for k, v in zip(tail[::2], tail[1::2], strict=False)}
     raise AssertionError(f"rdma resource show has no {DEVICE}: {r.stdout!r}")

@@ -32,17 +32,55 @@ def _run(cli, token, port, *args):
 @pytest.mark.parametrize("verb", ["write", "read", "send"])
 def test_verb_moves_checked_data_one_way_and_both_ways(server, cli, token, verb):
     s = server()
-    doc = _run(cli, token, s.port, "--verb", verb, "--sizes", f"8,{SIZE}", "--mode", "both", "--iters", str(ITERS), "--warmup", "2")
-    assert doc["verb"] == verb and doc["qps"] == 1 and doc["bidir"] is False and doc["client"]["device"] == DEVICE
+    doc = _run(
+        cli,
+        token,
+        s.port,
+        "--verb",
+        verb,
+        "--sizes",
+        f"8,{SIZE}",
+        "--mode",
+        "both",
+        "--iters",
+        str(ITERS),
+        "--warmup",
+        "2",
+    )
+    assert (
+        doc["verb"] == verb
+        and doc["qps"] == 1
+        and doc["bidir"] is False
+        and doc["client"]["device"] == DEVICE
+    )
     for row in doc["results"]:
         assert row["bw_gbs"] > 0 and 0 < row["lat_us"]["p50"] <= row["lat_us"]["max"], row
-        assert row["iters"] == ITERS and row["lat_iters"] == ITERS  # every measured message completed
+        assert (
+            row["iters"] == ITERS and row["lat_iters"] == ITERS
+        )  # every measured message completed
     if verb == "read":
         assert doc["client"]["max_inline"] == 0  # a READ carries no data from this side
-    both = _run(cli, token, s.port, "--verb", verb, "--bidir", "--qps", "2", "--sizes", str(SIZE), "--iters", str(ITERS), "--warmup", "2")
+    both = _run(
+        cli,
+        token,
+        s.port,
+        "--verb",
+        verb,
+        "--bidir",
+        "--qps",
+        "2",
+        "--sizes",
+        str(SIZE),
+        "--iters",
+        str(ITERS),
+        "--warmup",
+        "2",
+    )
     (row,) = both["results"]
     assert both["bidir"] is True and both["qps"] == 2
-    assert row["iters"] == 2 * ITERS and row["bw_gbs"] > 0  # each side sent --iters: the total is both directions
+    assert (
+        row["iters"] == 2 * ITERS and row["bw_gbs"] > 0
+    )  # each side sent --iters: the total is both directions
     s.log.wait_for("running rdma " + ("" if verb == "write" else f"{verb.upper()} ") + r"bw\+lat")
     s.log.wait_for(r"2 QPs bw, 64 KiB, bidirectional")
     assert "Traceback" not in s.log.text()
@@ -51,11 +89,45 @@ def test_verb_moves_checked_data_one_way_and_both_ways(server, cli, token, verb)
 def test_queue_pairs_traffic_class_service_level_and_inline(server, cli, token):
     s = server()
     for verb in ("write", "send"):
-        doc = _run(cli, token, s.port, "--verb", verb, "--qps", "4", "--sizes", str(SIZE), "--iters", str(ITERS), "--warmup", "4")
+        doc = _run(
+            cli,
+            token,
+            s.port,
+            "--verb",
+            verb,
+            "--qps",
+            "4",
+            "--sizes",
+            str(SIZE),
+            "--iters",
+            str(ITERS),
+            "--warmup",
+            "4",
+        )
         (row,) = doc["results"]
-        assert doc["qps"] == 4 and row["bw_gbs"] > 0 and row["iters"] == ITERS, row  # the 4 QPs share --iters
+        assert doc["qps"] == 4 and row["bw_gbs"] > 0 and row["iters"] == ITERS, (
+            row
+        )  # the 4 QPs share --iters
     s.log.wait_for(r"running rdma SEND 4 QPs bw")
-    doc = _run(cli, token, s.port, "--tclass", "106", "--sl", "3", "--inline", "64", "--sizes", "8,64,128", "--mode", "lat", "--iters", "50", "--warmup", "2")
+    doc = _run(
+        cli,
+        token,
+        s.port,
+        "--tclass",
+        "106",
+        "--sl",
+        "3",
+        "--inline",
+        "64",
+        "--sizes",
+        "8,64,128",
+        "--mode",
+        "lat",
+        "--iters",
+        "50",
+        "--warmup",
+        "2",
+    )
     assert (doc["tclass"], doc["sl"], doc["inline"]) == (106, 3, 64)
     assert doc["client"]["max_inline"] >= 64 and doc["server"]["max_inline"] >= 64
     assert [row["lat_iters"] for row in doc["results"]] == [50, 50, 50]

@@ -15,9 +15,26 @@ SIZES = [2**k for k in range(3, 23)]  # 8 B ... 4 MiB
 
 def test_bw_and_lat_8_bytes_to_4_mib(server, cli, token):
     s = server()
-    r = cli(*p2p_args(s.port, "--sizes", "8:4M", "--mode", "both", "--iters", "5", "--warmup", "1", "-o", "json"), env=client_env(token))
+    r = cli(
+        *p2p_args(
+            s.port,
+            "--sizes",
+            "8:4M",
+            "--mode",
+            "both",
+            "--iters",
+            "5",
+            "--warmup",
+            "1",
+            "-o",
+            "json",
+        ),
+        env=client_env(token),
+    )
     assert r.exception is None, r.exception
-    assert r.exit_code in (0, 1), r.stderr  # 1 only for a line-rate finding (rxe reports 10 Gb/s whatever veth does)
+    assert r.exit_code in (0, 1), (
+        r.stderr
+    )  # 1 only for a line-rate finding (rxe reports 10 Gb/s whatever veth does)
     doc = json.loads(r.stdout)
     rows = doc["results"]
     assert [row["bytes"] for row in rows] == SIZES
@@ -41,6 +58,9 @@ def test_message_over_max_msg_sz_is_exit_2_before_anything_is_allocated(cli, tok
     assert verbs.port_max_msg_bytes(DEVICE, 1) == 8 * 2**20
     r = cli(*p2p_args(9, "--sizes", "1M,16M"), env=client_env(token))
     assert r.exit_code == 2, (r.stdout, r.stderr)
-    assert f"ibdiag: error: a 16 MiB message is larger than one RDMA WRITE on {DEVICE} port 1 can carry (8 MiB, its max_msg_sz)" in r.stderr
+    assert (
+        f"ibdiag: error: a 16 MiB message is larger than one RDMA WRITE on {DEVICE} port 1 can carry (8 MiB, its max_msg_sz)"
+        in r.stderr
+    )
     assert "hint: use sizes up to 8 MiB with --transport rdma, e.g. --sizes 8:8388608" in r.stderr
     assert "Traceback" not in r.stderr

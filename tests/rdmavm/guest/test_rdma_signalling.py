@@ -16,7 +16,14 @@ import pytest
 from ibdiag.bench import verbs
 from ibdiag.bench.buffers import allocate
 from ibdiag.bench.p2p.rdma import plan_connection
-from ibdiag.bench.p2p.rdma_loops import lat_signal_interval, reset_areas, signal_interval, write_bw, write_lat_initiator, write_lat_responder
+from ibdiag.bench.p2p.rdma_loops import (
+    lat_signal_interval,
+    reset_areas,
+    signal_interval,
+    write_bw,
+    write_lat_initiator,
+    write_lat_responder,
+)
 from ibdiag.bench.p2p.session import select_rdma
 from tests.rdmavm.guest.conftest import DEVICE
 
@@ -61,11 +68,24 @@ class CountingCompletions:
 def qp_pair():
     sel = select_rdma("/", DEVICE, 1, None)
     bufs = [allocate(2 * SIZE), allocate(2 * SIZE)]
-    eps = [verbs.RdmaEndpoint(sel.device, sel.port, b, send_offset=SIZE, tx_depth=32, gid=sel.gid, gid_index=sel.gid_index) for b in bufs]
+    eps = [
+        verbs.RdmaEndpoint(
+            sel.device,
+            sel.port,
+            b,
+            send_offset=SIZE,
+            tx_depth=32,
+            gid=sel.gid,
+            gid_index=sel.gid_index,
+        )
+        for b in bufs
+    ]
     rng = random.Random(9)
     infos = [ep.local_info(rng.randrange(1 << 24)) for ep in eps]
     for me, other in ((0, 1), (1, 0)):
-        plan = plan_connection(infos[me], infos[other], port_num=sel.port, gid_index=sel.gid_index, needed_bytes=SIZE)
+        plan = plan_connection(
+            infos[me], infos[other], port_num=sel.port, gid_index=sel.gid_index, needed_bytes=SIZE
+        )
         eps[me].connect(plan, infos[other])
     yield eps
     for ep in eps:
@@ -85,17 +105,31 @@ def test_the_kernel_qp_has_sq_sig_all_0(qp_pair):
 def test_completions_arrive_every_cq_mod_writes(qp_pair, tx_depth, iters):
     ep = CountingCompletions(qp_pair[0])
     cq_mod = signal_interval(tx_depth, SIZE)
-    stats = write_bw(ep, SIZE, warmup=0, iters=iters, duration_s=None, tx_depth=tx_depth, timeout_s=10)
+    stats = write_bw(
+        ep, SIZE, warmup=0, iters=iters, duration_s=None, tx_depth=tx_depth, timeout_s=10
+    )
     assert stats.messages == iters == ep.posted
     # one completion per cq_mod WRITEs, plus the always-signalled last one when iters is not a multiple
     expected = iters // cq_mod + (1 if iters % cq_mod else 0)
-    assert ep.cqes == expected, f"{ep.cqes} completions for {iters} WRITEs (sq_sig_all=1 would give {iters})"
+    assert ep.cqes == expected, (
+        f"{ep.cqes} completions for {iters} WRITEs (sq_sig_all=1 would give {iters})"
+    )
     assert ep.cqes < iters
-    assert ep.post_calls == expected  # one ibv_post_send per chain, the chain's last WRITE signalled
+    assert (
+        ep.post_calls == expected
+    )  # one ibv_post_send per chain, the chain's last WRITE signalled
     # the bytes really arrived: the peer's receive half holds the sender's send half
     sender, receiver = qp_pair
     sender.view[SIZE : 2 * SIZE] = bytes(range(256)) * (SIZE // 256)
-    write_bw(CountingCompletions(sender), SIZE, warmup=0, iters=1, duration_s=None, tx_depth=tx_depth, timeout_s=10)
+    write_bw(
+        CountingCompletions(sender),
+        SIZE,
+        warmup=0,
+        iters=1,
+        duration_s=None,
+        tx_depth=tx_depth,
+        timeout_s=10,
+    )
     assert bytes(receiver.view[:SIZE]) == bytes(range(256)) * (SIZE // 256)
 
 
@@ -107,7 +141,9 @@ def test_latency_ping_pong_completes_every_nth_write(qp_pair):
     for ep in qp_pair:
         reset_areas(ep.view, 8, SIZE)
     every = lat_signal_interval(tx_depth)
-    assert every == 4 and qp_pair[0].tx_depth == 32  # the fixture's QPs are deeper than the interval asked for
+    assert (
+        every == 4 and qp_pair[0].tx_depth == 32
+    )  # the fixture's QPs are deeper than the interval asked for
     errors = []
 
     def responder() -> None:
@@ -127,4 +163,6 @@ def test_latency_ping_pong_completes_every_nth_write(qp_pair):
         sys.setswitchinterval(old)
     assert not errors and len(samples) == n and all(s > 0 for s in samples)
     assert a.posted == b.posted == n
-    assert a.cqes == b.cqes == n // every  # 40 WRITEs, every 4th signalled (the 40th is one of them)
+    assert (
+        a.cqes == b.cqes == n // every
+    )  # 40 WRITEs, every 4th signalled (the 40th is one of them)

@@ -18,7 +18,22 @@ def test_twenty_clients_in_turn_leave_no_qp_mr_cq_pd_behind(server, cli, token):
     env = client_env(token)
     during = []
     for i in range(RUNS):
-        r = cli(*p2p_args(s.port, "--sizes", "4K", "--iters", "5", "--warmup", "0", "--mode", "both", "-o", "json"), env=env)
+        r = cli(
+            *p2p_args(
+                s.port,
+                "--sizes",
+                "4K",
+                "--iters",
+                "5",
+                "--warmup",
+                "0",
+                "--mode",
+                "both",
+                "-o",
+                "json",
+            ),
+            env=env,
+        )
         assert r.exit_code in (0, 1) and r.exception is None, (i, r.stderr, r.exception)
         s.log.wait_for(r"done in ", start=0)
         during.append(rdma_resources())
@@ -27,5 +42,7 @@ def test_twenty_clients_in_turn_leave_no_qp_mr_cq_pd_behind(server, cli, token):
     after = rdma_resources()
     for kind in ("pd", "cq", "qp", "mr", "ctx"):
         if kind in before:
-            assert after[kind] == before[kind], f"{kind}: {before[kind]} before, {after[kind]} after {RUNS} runs; per run: {[d.get(kind) for d in during]}"
+            assert after[kind] == before[kind], (
+                f"{kind}: {before[kind]} before, {after[kind]} after {RUNS} runs; per run: {[d.get(kind) for d in during]}"
+            )
     assert s.poll() is None

@@ -25,20 +25,38 @@ def test_topo_reads_the_real_rxe_port(cli):
     text = json.dumps(doc)
     assert DEVICE in text and "veth0" in text and "Ethernet" in text and "ACTIVE" in text
     # The software versions on a real kernel: the release from /proc, rxe's module from /sys/module.
-    assert (doc["kernel_release"], doc["kernel_release_source"]) == (platform.release(), "/proc/sys/kernel/osrelease")
+    assert (doc["kernel_release"], doc["kernel_release_source"]) == (
+        platform.release(),
+        "/proc/sys/kernel/osrelease",
+    )
     (rxe,) = [a for a in doc["adapters"] if a["name"] == DEVICE]
     module = Path("/sys/module/rdma_rxe")
-    expected = next(((f.read_text().strip(), f.name) for f in (module / "version", module / "srcversion") if f.is_file()), (None, None))
-    assert (rxe["driver_module"], rxe["driver_version"], rxe["driver_version_kind"]) == ("rdma_rxe", *expected)
+    expected = next(
+        (
+            (f.read_text().strip(), f.name)
+            for f in (module / "version", module / "srcversion")
+            if f.is_file()
+        ),
+        (None, None),
+    )
+    assert (rxe["driver_module"], rxe["driver_version"], rxe["driver_version_kind"]) == (
+        "rdma_rxe",
+        *expected,
+    )
 
 
 def test_counters_after_traffic_then_snapshot(server, cli, token, tmp_path):
     sent_before = _hw("sent_pkts")
     s = server()
-    r = cli(*p2p_args(s.port, "--sizes", "1M", "--iters", "16", "--warmup", "0", "-o", "json"), env=client_env(token))
+    r = cli(
+        *p2p_args(s.port, "--sizes", "1M", "--iters", "16", "--warmup", "0", "-o", "json"),
+        env=client_env(token),
+    )
     assert r.exit_code in (0, 1), r.stderr
     sent = _hw("sent_pkts") - sent_before
-    assert sent >= 16 * 2**20 // 4096, f"{sent} packets for 16 x 1 MiB"  # at least one packet per MTU
+    assert sent >= 16 * 2**20 // 4096, (
+        f"{sent} packets for 16 x 1 MiB"
+    )  # at least one packet per MTU
     c = cli("counters", "-o", "json")
     assert c.exception is None, c.exception
     doc = json.loads(c.stdout)
@@ -52,4 +70,6 @@ def test_counters_after_traffic_then_snapshot(server, cli, token, tmp_path):
         manifest = json.load(tar.extractfile("ibdiag-snapshot.json"))
     assert manifest["kernel_release"] == platform.release()
     assert "sys/class/infiniband/rxe0" in names
-    assert any(n.endswith(f"infiniband/{DEVICE}/ports/1/hw_counters/sent_pkts") for n in names), names[:50]
+    assert any(n.endswith(f"infiniband/{DEVICE}/ports/1/hw_counters/sent_pkts") for n in names), (
+        names[:50]
+    )

@@ -61,7 +61,9 @@ class Agent:
             p.kill()
             return {"rc": p.returncode}
         if op == "perftest":
-            p = subprocess.Popen(req["argv"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            p = subprocess.Popen(
+                req["argv"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
             return {"id": self._add(p)}
         if op == "output":
             p = self.procs[req["id"]]
@@ -119,7 +121,10 @@ def serve(addr: str, port: int, token: Path) -> int:
                             reply = agent.handle(req)
                         except Exception as e:  # noqa: BLE001 - the error goes back to the test
                             reply = {"error": f"{type(e).__name__}: {e}"}
-                        print(f"agent: {req.get('op')} {time.monotonic() - t0:.1f} s{' ERROR ' + reply['error'] if 'error' in reply else ''}", flush=True)
+                        print(
+                            f"agent: {req.get('op')} {time.monotonic() - t0:.1f} s{' ERROR ' + reply['error'] if 'error' in reply else ''}",
+                            flush=True,
+                        )
                         f.write(json.dumps(reply) + "\n")
                         f.flush()
                 except (OSError, TimeoutError) as e:

@@ -43,7 +43,9 @@ class Node0:
                 break
             except OSError as e:
                 if time.monotonic() > deadline:
-                    raise AgentError(f"node 0's agent ({addr}:{port}) did not answer in {timeout:g} s: {e}") from None
+                    raise AgentError(
+                        f"node 0's agent ({addr}:{port}) did not answer in {timeout:g} s: {e}"
+                    ) from None
                 time.sleep(1)
         self.sock.settimeout(None)
         self.f = self.sock.makefile("rw", encoding="utf-8")
@@ -71,7 +73,9 @@ def rxe_active() -> None:
     """Every pair test needs rxe0 ACTIVE here: fail (never skip) when the guest could not create it."""
     state = PORT_DIR / "state"
     if not state.is_file():
-        pytest.fail(f"{DEVICE} was not created on node 1 (rdma link add {DEVICE} type rxe netdev eth0 failed; see console.log)")
+        pytest.fail(
+            f"{DEVICE} was not created on node 1 (rdma link add {DEVICE} type rxe netdev eth0 failed; see console.log)"
+        )
     assert "ACTIVE" in state.read_text(), f"{DEVICE} port 1 is {state.read_text().strip()}"
 
 

@@ -22,7 +22,9 @@ LINK_NOTICE_S = NOTICE_S + 10
 
 
 def _quick(port: int, token):
-    c = remote_client(port, token, "--sizes", "64K", "--iters", "20", "--warmup", "0", "--timeout", "20")
+    c = remote_client(
+        port, token, "--sizes", "64K", "--iters", "20", "--warmup", "0", "--timeout", "20"
+    )
     rc = c.wait(120)
     return rc, c.stderr
 
@@ -30,14 +32,18 @@ def _quick(port: int, token):
 @pytest.mark.parametrize("mode,size", [("bw", "64K"), ("lat", "8")])
 def test_server_on_node0_killed_mid_run_client_exits_3(remote_server, token, mode, size):
     s = remote_server("--timeout", TIMEOUT)
-    c = remote_client(s.port, token, "--timeout", TIMEOUT, "--mode", mode, "--sizes", size, "--duration", "60")
+    c = remote_client(
+        s.port, token, "--timeout", TIMEOUT, "--mode", mode, "--sizes", size, "--duration", "60"
+    )
     s.wait_for(rf"running rdma {mode}")
     time.sleep(1.0)
     s.kill()
     rc, err, waited = _finish(c, NOTICE_S + 30)
     record(f"server_killed_{mode}", {"exit": rc, "waited_s": round(waited, 1), "stderr": err})
     assert rc == 3, err
-    assert waited <= NOTICE_S + 5, f"{waited:.1f} s to notice"  # +5: the kill travels through the agent
+    assert waited <= NOTICE_S + 5, (
+        f"{waited:.1f} s to notice"
+    )  # +5: the kill travels through the agent
     assert err.startswith("ibdiag: error: "), err
     assert "hint: " in err and "Traceback" not in err
     assert "rdma write" in err.lower() or f"{PEER}:{s.port}" in err, err
@@ -45,7 +51,9 @@ def test_server_on_node0_killed_mid_run_client_exits_3(remote_server, token, mod
 
 def test_link_down_mid_run_client_exits_3_and_the_server_serves_the_next(remote_server, token):
     s = remote_server("--timeout", TIMEOUT)
-    c = remote_client(s.port, token, "--timeout", TIMEOUT, "--mode", "bw", "--sizes", "64K", "--duration", "60")
+    c = remote_client(
+        s.port, token, "--timeout", TIMEOUT, "--mode", "bw", "--sizes", "64K", "--duration", "60"
+    )
     s.wait_for(r"running rdma bw")
     time.sleep(1.0)
     ip_link("down")
@@ -66,12 +74,16 @@ def test_link_down_mid_run_client_exits_3_and_the_server_serves_the_next(remote_
     assert alive is None and "Traceback" not in log, log
     _wait_active(60)
     rc2, err2 = _quick(s.port, token)
-    assert rc2 in (0, 1), f"the next run after the link came back: exit {rc2}: {err2} (server: {line})"
+    assert rc2 in (0, 1), (
+        f"the next run after the link came back: exit {rc2}: {err2} (server: {line})"
+    )
 
 
 def test_client_killed_mid_run_server_on_node0_serves_the_next(remote_server, token):
     s = remote_server("--timeout", TIMEOUT)
-    c = remote_client(s.port, token, "--timeout", TIMEOUT, "--mode", "bw", "--sizes", "64K", "--duration", "60")
+    c = remote_client(
+        s.port, token, "--timeout", TIMEOUT, "--mode", "bw", "--sizes", "64K", "--duration", "60"
+    )
     s.wait_for(r"running rdma bw", timeout=START_S)
     time.sleep(1.0)
     c.kill()
@@ -88,5 +100,7 @@ def _wait_active(timeout: float) -> None:
 
     deadline = time.monotonic() + timeout
     while "ACTIVE" not in (PORT_DIR / "state").read_text():
-        assert time.monotonic() < deadline, f"rxe0 port 1 is {(PORT_DIR / 'state').read_text().strip()} {timeout:g} s after eth0 came up"
+        assert time.monotonic() < deadline, (
+            f"rxe0 port 1 is {(PORT_DIR / 'state').read_text().strip()} {timeout:g} s after eth0 came up"
+        )
         time.sleep(0.5)

@@ -16,7 +16,15 @@ The mix on one node is for testing, not a claim that such a node exists.
 
 from __future__ import annotations
 
-from tests.sysfsgen.builder import IB_COUNTERS, Link, Tree, ib_gid, roce_gids, zero_counters, zero_hw_counters
+from tests.sysfsgen.builder import (
+    IB_COUNTERS,
+    Link,
+    Tree,
+    ib_gid,
+    roce_gids,
+    zero_counters,
+    zero_hw_counters,
+)
 
 NAME = "counters-faulty"
 
@@ -46,16 +54,38 @@ def build(tree: Tree) -> None:
     def adapter(i: int, *, eth: bool = False):  # type: ignore[no-untyped-def]
         rp = hb.bridge(f"0000:40:0{i + 1}.0", link=Link())
         addr = f"0000:{0x41 + i:02x}:00.0"
-        dev = rp.add(addr, vendor=MELLANOX, device=CX7, cls=0x020000 if eth else 0x020700, subsystem=(MELLANOX, 0x0023))
-        guid = f"b83f:d203:00a1:{0x5e10 + i:04x}"
-        ib = dev.rdma(f"mlx5_{i}", fw_ver="28.39.1002", board_id="MT_0000000838", hca_type="MT4129", node_guid=guid)
+        dev = rp.add(
+            addr,
+            vendor=MELLANOX,
+            device=CX7,
+            cls=0x020000 if eth else 0x020700,
+            subsystem=(MELLANOX, 0x0023),
+        )
+        guid = f"b83f:d203:00a1:{0x5E10 + i:04x}"
+        ib = dev.rdma(
+            f"mlx5_{i}",
+            fw_ver="28.39.1002",
+            board_id="MT_0000000838",
+            hca_type="MT4129",
+            node_guid=guid,
+        )
         bus = 0x41 + i
-        netdev = dev.netdev(f"enp{bus}s0np0" if eth else f"ibp{bus}s0", mtu=9000 if eth else 4092, address=f"b8:3f:d2:a1:5e:{0x10 + i:02x}")
+        netdev = dev.netdev(
+            f"enp{bus}s0np0" if eth else f"ibp{bus}s0",
+            mtu=9000 if eth else 4092,
+            address=f"b8:3f:d2:a1:5e:{0x10 + i:02x}",
+        )
         return ib, guid, netdev
 
     # mlx5_0: healthy.
     ib, guid, _ = adapter(0)
-    ib.port(1, lid="0x21", gids=[(ib_gid(guid), "IB/RoCE v1", None)], counters=zero_counters(**TRAFFIC), hw_counters=zero_hw_counters())
+    ib.port(
+        1,
+        lid="0x21",
+        gids=[(ib_gid(guid), "IB/RoCE v1", None)],
+        counters=zero_counters(**TRAFFIC),
+        hw_counters=zero_hw_counters(),
+    )
 
     # mlx5_1: saturated error and wait counters (IBA counters stick at all ones).
     ib, guid, _ = adapter(1)
@@ -87,7 +117,13 @@ def build(tree: Tree) -> None:
 
     # mlx5_3: no counters/ directory at all.
     ib, guid, _ = adapter(3)
-    ib.port(1, lid="0x24", gids=[(ib_gid(guid), "IB/RoCE v1", None)], counters=None, hw_counters=zero_hw_counters())
+    ib.port(
+        1,
+        lid="0x24",
+        gids=[(ib_gid(guid), "IB/RoCE v1", None)],
+        counters=None,
+        hw_counters=zero_hw_counters(),
+    )
 
     # mlx5_4: RoCE storage port losing packets (retransmissions) under congestion.
     ib, guid, netdev = adapter(4, eth=True)
@@ -98,7 +134,12 @@ def build(tree: Tree) -> None:
         lid="0x0",
         sm_lid="0x0",
         gids=roce_gids("ba3f:d2ff:fea1:5e14", "10.20.0.14", netdev),
-        counters=zero_counters(port_xmit_data=40211773319, port_rcv_data=40017728810, port_xmit_packets=10455123, port_rcv_packets=10402287),
+        counters=zero_counters(
+            port_xmit_data=40211773319,
+            port_rcv_data=40017728810,
+            port_xmit_packets=10455123,
+            port_rcv_packets=10402287,
+        ),
         hw_counters=zero_hw_counters(
             out_of_sequence=5821,
             packet_seq_err=1290,
@@ -126,4 +167,7 @@ def build(tree: Tree) -> None:
         hw_counters=None,
     )
 
-    tree.manifest("gpu-node-12", "project fixture: one port per counter problem (saturated, down, no counters/, RoCE loss, N/A (no PMA))")
+    tree.manifest(
+        "gpu-node-12",
+        "project fixture: one port per counter problem (saturated, down, no counters/, RoCE loss, N/A (no PMA))",
+    )

@@ -19,7 +19,16 @@ SWITCH_PEX89 = 0xC030
 CPUS = {0: "0-55,112-167", 1: "56-111,168-223"}
 
 #: (host bridge bus, NUMA node) of the eight GPU/NIC switch complexes, GPU0..GPU7 in PCI order.
-GPU_COMPLEXES = ((0x15, 0), (0x26, 0), (0x37, 0), (0x48, 0), (0x95, 1), (0xA6, 1), (0xB7, 1), (0xC8, 1))
+GPU_COMPLEXES = (
+    (0x15, 0),
+    (0x26, 0),
+    (0x37, 0),
+    (0x48, 0),
+    (0x95, 1),
+    (0xA6, 1),
+    (0xB7, 1),
+    (0xC8, 1),
+)
 
 FAULTS = ("wrong_socket", "narrow_link", "port_down", "slow_port", "no_peermem")
 
@@ -43,7 +52,14 @@ KERNEL = "5.15.0-1063-nvidia"
 MLX5_CORE = ("24.07-0.6.1", "6E9A1C0F3B52D47A8E1C90B")
 
 
-def build(tree: Tree, faults: frozenset[str] = frozenset(), host: str = "dgx-h100-01", *, mlx5_loaded: bool = True, note: str = "") -> None:
+def build(
+    tree: Tree,
+    faults: frozenset[str] = frozenset(),
+    host: str = "dgx-h100-01",
+    *,
+    mlx5_loaded: bool = True,
+    note: str = "",
+) -> None:
     tree.kernel(KERNEL)
     for node, cpus in CPUS.items():
         tree.numa(node, cpus)
@@ -61,9 +77,21 @@ def build(tree: Tree, faults: frozenset[str] = frozenset(), host: str = "dgx-h10
     usp = rp.bridge("0000:01:00.0", vendor=BROADCOM, device=SWITCH_PEX89)
     for k in range(4):
         dsp = usp.bridge(f"0000:02:0{k}.0", vendor=BROADCOM, device=SWITCH_PEX89)
-        dsp.add(f"0000:0{3 + k}:00.0", vendor=NVIDIA, device=NVSWITCH, cls=0x068000, link=Link("2.5 GT/s PCIe", 1, "2.5 GT/s PCIe", 1))
+        dsp.add(
+            f"0000:0{3 + k}:00.0",
+            vendor=NVIDIA,
+            device=NVSWITCH,
+            cls=0x068000,
+            link=Link("2.5 GT/s PCIe", 1, "2.5 GT/s PCIe", 1),
+        )
     mgmt_rp = hb0.bridge("0000:00:1c.0", link=Link("8.0 GT/s PCIe", 4, "8.0 GT/s PCIe", 4))
-    mgmt = mgmt_rp.add("0000:07:00.0", vendor=INTEL, device=0x1563, cls=0x020000, link=Link("8.0 GT/s PCIe", 4, "8.0 GT/s PCIe", 4))
+    mgmt = mgmt_rp.add(
+        "0000:07:00.0",
+        vendor=INTEL,
+        device=0x1563,
+        cls=0x020000,
+        link=Link("8.0 GT/s PCIe", 4, "8.0 GT/s PCIe", 4),
+    )
     mgmt.netdev("eno1", speed=10000, address="7c:c2:55:00:10:01")
 
     # (pci address, numa, builder) of every RDMA function; mlx5 names follow PCI order (probe order).
@@ -75,7 +103,13 @@ def build(tree: Tree, faults: frozenset[str] = frozenset(), host: str = "dgx-h10
         rp = hb.bridge(f"0000:{bus:02x}:01.0")
         usp = rp.bridge(f"0000:{bus + 1:02x}:00.0", vendor=BROADCOM, device=SWITCH_PEX89)
         dsp_gpu = usp.bridge(f"0000:{bus + 2:02x}:00.0", vendor=BROADCOM, device=SWITCH_PEX89)
-        dsp_gpu.add(f"0000:{bus + 3:02x}:00.0", vendor=NVIDIA, device=H100_SXM5, cls=0x030200, subsystem=(NVIDIA, 0x16C1))
+        dsp_gpu.add(
+            f"0000:{bus + 3:02x}:00.0",
+            vendor=NVIDIA,
+            device=H100_SXM5,
+            cls=0x030200,
+            subsystem=(NVIDIA, 0x16C1),
+        )
         if gpu_i == 2 and "wrong_socket" in faults:
             # The rail adapter of GPU2 sits in a slot of socket 1 instead of beside its GPU.
             hb_wrong = tree.host_bridge("0000:e8")
@@ -87,7 +121,12 @@ def build(tree: Tree, faults: frozenset[str] = frozenset(), host: str = "dgx-h10
             nic_addr = f"0000:{bus + 4:02x}:00.0"
         narrow = gpu_i == 5 and "narrow_link" in faults
         slow = gpu_i == 6 and "slow_port" in faults
-        adapters.append((nic_addr, _compute_nic(parent, nic_addr, gpu_i, narrow=narrow, slow=slow, rdma=mlx5_loaded)))
+        adapters.append(
+            (
+                nic_addr,
+                _compute_nic(parent, nic_addr, gpu_i, narrow=narrow, slow=slow, rdma=mlx5_loaded),
+            )
+        )
 
     # Storage: one dual-port ConnectX-7 per socket in Ethernet mode (two PCI functions, two RDMA devices).
     for s_i, (bus, node) in enumerate(((0x59, 0), (0xD9, 1))):
@@ -102,7 +141,12 @@ def build(tree: Tree, faults: frozenset[str] = frozenset(), host: str = "dgx-h10
     for i, (_addr, make) in enumerate(sorted(adapters, key=lambda t: t[0])):
         make(f"mlx5_{i}")
 
-    tree.manifest(host, note or "project fixture: DGX H100-like node" + (f" with faults {sorted(faults)}" if faults else ""))
+    tree.manifest(
+        host,
+        note
+        or "project fixture: DGX H100-like node"
+        + (f" with faults {sorted(faults)}" if faults else ""),
+    )
 
 
 def _compute_nic(parent, addr: str, gpu_i: int, *, narrow: bool, slow: bool, rdma: bool):  # type: ignore[no-untyped-def]
@@ -110,12 +154,20 @@ def _compute_nic(parent, addr: str, gpu_i: int, *, narrow: bool, slow: bool, rdm
 
     def make(name: str) -> None:
         link = Link("32.0 GT/s PCIe", 8, "32.0 GT/s PCIe", 16) if narrow else Link()
-        dev = parent.add(addr, vendor=MELLANOX, device=CX7, cls=0x020700, link=link, subsystem=(MELLANOX, 0x0023))
+        dev = parent.add(
+            addr, vendor=MELLANOX, device=CX7, cls=0x020700, link=link, subsystem=(MELLANOX, 0x0023)
+        )
         if not rdma:
             return
-        guid = f"a088:c203:00b1:{0x2c40 + gpu_i * 8:04x}"
-        ib = dev.rdma(name, fw_ver="28.39.1002", board_id="MT_0000000838", hca_type="MT4129", node_guid=guid)
-        dev.netdev(f"ibp{bus}s0", mtu=4092, address=f"00:00:10:29:fe:80:00:00:00:00:00:00:a0:88:c2:03:00:b1:{0x40 + gpu_i * 8:02x}:2c")
+        guid = f"a088:c203:00b1:{0x2C40 + gpu_i * 8:04x}"
+        ib = dev.rdma(
+            name, fw_ver="28.39.1002", board_id="MT_0000000838", hca_type="MT4129", node_guid=guid
+        )
+        dev.netdev(
+            f"ibp{bus}s0",
+            mtu=4092,
+            address=f"00:00:10:29:fe:80:00:00:00:00:00:00:a0:88:c2:03:00:b1:{0x40 + gpu_i * 8:02x}:2c",
+        )
         ib.port(
             1,
             rate="200 Gb/sec (4X HDR)" if slow else "400 Gb/sec (4X NDR)",
@@ -136,10 +188,24 @@ def _storage_nic(rp, addr: str, s_i: int, fn: int, *, down: bool, rdma: bool):  
         dev = rp.add(addr, vendor=MELLANOX, device=CX7, cls=0x020000, subsystem=(MELLANOX, 0x0025))
         if not rdma:
             return
-        guid = f"a088:c203:00c4:{0x1a00 + s_i * 16 + fn:04x}"
-        ib = dev.rdma(name, fw_ver="28.39.1002", board_id="MT_0000000834", hca_type="MT4129", node_guid=guid)
-        netdev = dev.netdev(f"enp{bus}s0f{fn}np{fn}", dev_port=0, operstate="down" if down else "up", mtu=9000, address=f"a0:88:c2:c4:1a:{s_i * 16 + fn:02x}")
-        gids = [] if down else roce_gids(f"a288:c2ff:fec4:1a{s_i * 16 + fn:02x}", f"10.{100 + s_i}.0.{10 + fn}", netdev)
+        guid = f"a088:c203:00c4:{0x1A00 + s_i * 16 + fn:04x}"
+        ib = dev.rdma(
+            name, fw_ver="28.39.1002", board_id="MT_0000000834", hca_type="MT4129", node_guid=guid
+        )
+        netdev = dev.netdev(
+            f"enp{bus}s0f{fn}np{fn}",
+            dev_port=0,
+            operstate="down" if down else "up",
+            mtu=9000,
+            address=f"a0:88:c2:c4:1a:{s_i * 16 + fn:02x}",
+        )
+        gids = (
+            []
+            if down
+            else roce_gids(
+                f"a288:c2ff:fec4:1a{s_i * 16 + fn:02x}", f"10.{100 + s_i}.0.{10 + fn}", netdev
+            )
+        )
         ib.port(
             1,
             state="1: DOWN" if down else "4: ACTIVE",

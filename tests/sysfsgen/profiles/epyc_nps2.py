@@ -27,11 +27,17 @@ def build(tree: Tree) -> None:
     for node, bus in HOST_BRIDGES.items():
         rp = root_port(tree, bus, node, CPUS[node], device_fn="01.1", vendor=AMD, device=0x14AB)
         if node % 2 == 0:
-            dsp_gpu, dsp_nic = switch(rp, f"0000:{bus + 1:02x}:00.0", [f"0000:{bus + 2:02x}:00.0", f"0000:{bus + 2:02x}:01.0"])
+            dsp_gpu, dsp_nic = switch(
+                rp,
+                f"0000:{bus + 1:02x}:00.0",
+                [f"0000:{bus + 2:02x}:00.0", f"0000:{bus + 2:02x}:01.0"],
+            )
             h100(dsp_gpu, f"0000:{bus + 3:02x}:00.0", device=H100_PCIE)
             cx7_ib(dsp_nic, f"0000:{bus + 4:02x}:00.0", f"mlx5_{nic}", 40 + nic)
             nic += 1
         else:
             h100(rp, f"0000:{bus + 1:02x}:00.0", device=H100_PCIE)
 
-    tree.manifest("epyc-nps2-01", "project fixture: 2 sockets x 2 NUMA nodes (NPS2), 4 GPUs, 2 adapters")
+    tree.manifest(
+        "epyc-nps2-01", "project fixture: 2 sockets x 2 NUMA nodes (NPS2), 4 GPUs, 2 adapters"
+    )

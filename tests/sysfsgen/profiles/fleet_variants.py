@@ -34,7 +34,10 @@ VARIANTS: dict[str, tuple[frozenset[str], tuple[str, str] | None]] = {
     "driver": (frozenset(), ("NVIDIA driver", "535.183.01")),
     "kernel": (frozenset(), ("kernel", "5.15.0-1071-nvidia")),
     "ofed": (frozenset(), ("mlx5_0 driver", "mlx5_core 24.10-1.1.4")),
-    "wrong-socket": (frozenset({"wrong_socket"}), ("NCCL_IB_HCA", "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_5:1,mlx5_6:1,mlx5_7:1,mlx5_8:1")),
+    "wrong-socket": (
+        frozenset({"wrong_socket"}),
+        ("NCCL_IB_HCA", "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_5:1,mlx5_6:1,mlx5_7:1,mlx5_8:1"),
+    ),
     "errors": (frozenset(), None),
 }
 

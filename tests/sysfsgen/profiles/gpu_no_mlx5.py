@@ -13,4 +13,9 @@ NAME = "gpu-no-mlx5"
 
 
 def build(tree: Tree) -> None:
-    dgx_h100.build(tree, host="dgx-h100-12", mlx5_loaded=False, note="project fixture: DGX H100-like node, mlx5 driver not loaded")
+    dgx_h100.build(
+        tree,
+        host="dgx-h100-12",
+        mlx5_loaded=False,
+        note="project fixture: DGX H100-like node, mlx5 driver not loaded",
+    )

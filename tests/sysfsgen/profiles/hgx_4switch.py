@@ -31,7 +31,9 @@ def build(tree: Tree, odd_strings: bool = False) -> None:
     for sw, (bus, node) in enumerate(SWITCHES):
         rp = root_port(tree, bus, node, CPUS[node])
         # switch: upstream port on bus+1, downstream ports 0-3 on bus+2, their devices on bus+3 .. bus+6
-        dsps = switch(rp, f"0000:{bus + 1:02x}:00.0", [f"0000:{bus + 2:02x}:0{k}.0" for k in range(4)])
+        dsps = switch(
+            rp, f"0000:{bus + 1:02x}:00.0", [f"0000:{bus + 2:02x}:0{k}.0" for k in range(4)]
+        )
         h100(dsps[0], f"0000:{bus + 3:02x}:00.0")
         h100(dsps[1], f"0000:{bus + 4:02x}:00.0")
         for k in (2, 3):
@@ -39,11 +41,15 @@ def build(tree: Tree, odd_strings: bool = False) -> None:
             name = ODD_RAIL if odd_strings and nic == 9 else f"mlx5_{nic}"
             cx7_ib(dsps[k], f"0000:{bus + 3 + k:02x}:00.0", name, nic, **odd)
             nic += 1
-        if sw == 1:  # the storage card's bus 0x5a follows switch 1's adapters (0x3c, 0x3d) in PCI order
+        if (
+            sw == 1
+        ):  # the storage card's bus 0x5a follows switch 1's adapters (0x3c, 0x3d) in PCI order
             _storage(tree, nic, odd_strings)
             nic += 2
 
-    tree.manifest("hgx-4sw-01", "project fixture: 8 GPUs, 4 PCIe switches with 2 GPUs + 2 NICs each")
+    tree.manifest(
+        "hgx-4sw-01", "project fixture: 8 GPUs, 4 PCIe switches with 2 GPUs + 2 NICs each"
+    )
 
 
 def _storage(tree: Tree, first: int, odd_strings: bool) -> None:
@@ -51,9 +57,21 @@ def _storage(tree: Tree, first: int, odd_strings: bool) -> None:
     rp = root_port(tree, 0x59, 0, CPUS[0])
     for fn in (0, 1):
         name = ODD_NAMES[fn] if odd_strings else f"mlx5_{first + fn}"
-        dev = rp.add(f"0000:5a:00.{fn}", vendor=MELLANOX, device=CX7, cls=CLASS_ETH, subsystem=(MELLANOX, 0x0025))
-        guid = f"a088:c203:00c5:{0x2a00 + fn:04x}"
-        ib = dev.rdma(name, fw_ver=ODD_FW if odd_strings else "28.39.1002", board_id="MT_0000000834", hca_type="MT4129", node_guid=guid)
+        dev = rp.add(
+            f"0000:5a:00.{fn}",
+            vendor=MELLANOX,
+            device=CX7,
+            cls=CLASS_ETH,
+            subsystem=(MELLANOX, 0x0025),
+        )
+        guid = f"a088:c203:00c5:{0x2A00 + fn:04x}"
+        ib = dev.rdma(
+            name,
+            fw_ver=ODD_FW if odd_strings else "28.39.1002",
+            board_id="MT_0000000834",
+            hca_type="MT4129",
+            node_guid=guid,
+        )
         netdev = dev.netdev(f"enp90s0f{fn}np{fn}", mtu=9000, address=f"a0:88:c2:c5:2a:{fn:02x}")
         ib.port(
             1,

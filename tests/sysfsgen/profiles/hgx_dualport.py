@@ -26,10 +26,20 @@ def build(tree: Tree) -> None:
     gpu_node(tree, CPUS)
     for gpu, (bus, node) in enumerate(COMPLEXES):
         rp = root_port(tree, bus, node, CPUS[node])
-        dsp_gpu, dsp_nic = switch(rp, f"0000:{bus + 1:02x}:00.0", [f"0000:{bus + 2:02x}:00.0", f"0000:{bus + 2:02x}:01.0"])
+        dsp_gpu, dsp_nic = switch(
+            rp, f"0000:{bus + 1:02x}:00.0", [f"0000:{bus + 2:02x}:00.0", f"0000:{bus + 2:02x}:01.0"]
+        )
         h100(dsp_gpu, f"0000:{bus + 3:02x}:00.0")
         for fn in (0, 1):
             name = gpu + 8 * fn
-            cx7_ib(dsp_nic, f"0000:{bus + 4:02x}:00.{fn}", f"mlx5_{name}", name, rate="200 Gb/sec (2X NDR)")
+            cx7_ib(
+                dsp_nic,
+                f"0000:{bus + 4:02x}:00.{fn}",
+                f"mlx5_{name}",
+                name,
+                rate="200 Gb/sec (2X NDR)",
+            )
 
-    tree.manifest("hgx-dp-01", "project fixture: 8 GPUs, 8 dual-port ConnectX-7, RDMA names not in PCI order")
+    tree.manifest(
+        "hgx-dp-01", "project fixture: 8 GPUs, 8 dual-port ConnectX-7, RDMA names not in PCI order"
+    )

@@ -36,28 +36,68 @@ def build(tree: Tree) -> None:
     dsp_b = usp1.bridge("0000:42:01.0", vendor=MICROCHIP, device=0x4028, link=GEN4)
     usp2 = dsp_a.bridge("0000:43:00.0", vendor=MICROCHIP, device=0x4028, link=GEN4)
     usp2.bridge("0000:44:00.0", vendor=MICROCHIP, device=0x4028, link=GEN4).add(
-        "0000:45:00.0", vendor=NVIDIA, device=L40S, cls=0x030200, link=GEN4, subsystem=(NVIDIA, 0x1851)
+        "0000:45:00.0",
+        vendor=NVIDIA,
+        device=L40S,
+        cls=0x030200,
+        link=GEN4,
+        subsystem=(NVIDIA, 0x1851),
     )
     usp2.bridge("0000:44:01.0", vendor=MICROCHIP, device=0x4028, link=GEN4).add(
-        "0000:46:00.0", vendor=NVIDIA, device=L40S, cls=0x030200, link=GEN4, subsystem=(NVIDIA, 0x1851)
+        "0000:46:00.0",
+        vendor=NVIDIA,
+        device=L40S,
+        cls=0x030200,
+        link=GEN4,
+        subsystem=(NVIDIA, 0x1851),
     )
 
     hb2 = tree.host_bridge("0000:c0")
     hb2.numa, hb2.cpulist = 0, CPUS
-    for k, (rp_addr, gpu_addr) in enumerate((("0000:c0:01.1", "0000:c1:00.0"), ("0000:c0:03.1", "0000:c2:00.0"))):
+    for _k, (rp_addr, gpu_addr) in enumerate(
+        (("0000:c0:01.1", "0000:c1:00.0"), ("0000:c0:03.1", "0000:c2:00.0"))
+    ):
         hb2.bridge(rp_addr, vendor=AMD, device=0x14AB, link=GEN4).add(
-            gpu_addr, vendor=NVIDIA, device=L40S, cls=0x030200, link=GEN4, subsystem=(NVIDIA, 0x1851)
+            gpu_addr,
+            vendor=NVIDIA,
+            device=L40S,
+            cls=0x030200,
+            link=GEN4,
+            subsystem=(NVIDIA, 0x1851),
         )
     rp_nic2 = hb2.bridge("0000:c0:05.1", vendor=AMD, device=0x14AB, link=GEN4)
 
     # Two dual-port adapters: one RDMA device per PCI function, mlx5 names in PCI order.
-    nics = [(dsp_b, "0000:47:00.0", 0), (dsp_b, "0000:47:00.1", 1), (rp_nic2, "0000:c3:00.0", 0), (rp_nic2, "0000:c3:00.1", 1)]
+    nics = [
+        (dsp_b, "0000:47:00.0", 0),
+        (dsp_b, "0000:47:00.1", 1),
+        (rp_nic2, "0000:c3:00.0", 0),
+        (rp_nic2, "0000:c3:00.1", 1),
+    ]
     for i, (parent, addr, fn) in enumerate(nics):
         bus = int(addr.split(":")[1], 16)
-        dev = parent.add(addr, vendor=MELLANOX, device=CX6DX, cls=0x020000, link=GEN4, subsystem=(MELLANOX, 0x0016))
-        guid = f"0c42:a103:005c:{0x1b20 + i:04x}"
-        ib = dev.rdma(f"mlx5_{i}", fw_ver="22.41.1000", board_id="MT_0000000359", hca_type="MT4125", node_guid=guid)
-        netdev = dev.netdev(f"enp{bus}s0f{fn}np{fn}", mtu=9000, address=f"0c:42:a1:5c:1b:{0x20 + i:02x}", speed=100000)
+        dev = parent.add(
+            addr,
+            vendor=MELLANOX,
+            device=CX6DX,
+            cls=0x020000,
+            link=GEN4,
+            subsystem=(MELLANOX, 0x0016),
+        )
+        guid = f"0c42:a103:005c:{0x1B20 + i:04x}"
+        ib = dev.rdma(
+            f"mlx5_{i}",
+            fw_ver="22.41.1000",
+            board_id="MT_0000000359",
+            hca_type="MT4125",
+            node_guid=guid,
+        )
+        netdev = dev.netdev(
+            f"enp{bus}s0f{fn}np{fn}",
+            mtu=9000,
+            address=f"0c:42:a1:5c:1b:{0x20 + i:02x}",
+            speed=100000,
+        )
         ib.port(
             1,
             rate="100 Gb/sec (4X EDR)",
@@ -65,8 +105,18 @@ def build(tree: Tree) -> None:
             lid="0x0",
             sm_lid="0x0",
             gids=roce_gids(f"0e42:a1ff:fe5c:1b{0x20 + i:02x}", f"10.0.{i + 1}.5", netdev),
-            counters=zero_counters(port_xmit_data=5123456789 + i, port_rcv_data=5012345678 + i, port_xmit_packets=3456789, port_rcv_packets=3345678),
-            hw_counters=zero_hw_counters(np_ecn_marked_roce_packets=1520 + i, np_cnp_sent=1498 + i, rp_cnp_handled=1377 + i),
+            counters=zero_counters(
+                port_xmit_data=5123456789 + i,
+                port_rcv_data=5012345678 + i,
+                port_xmit_packets=3456789,
+                port_rcv_packets=3345678,
+            ),
+            hw_counters=zero_hw_counters(
+                np_ecn_marked_roce_packets=1520 + i, np_cnp_sent=1498 + i, rp_cnp_handled=1377 + i
+            ),
         )
 
-    tree.manifest("roce-node-03", "project fixture: single-socket RoCE node, 4x L40S, 2x dual-port ConnectX-6 Dx")
+    tree.manifest(
+        "roce-node-03",
+        "project fixture: single-socket RoCE node, 4x L40S, 2x dual-port ConnectX-6 Dx",
+    )

@@ -50,7 +50,9 @@ def rxe_counters(**values: int) -> dict[str, int]:
     return out
 
 
-def rxe_device(tree: Tree, name: str, netdev: str, mac: tuple[int, ...], ipv4: str, hw: dict[str, int]) -> None:
+def rxe_device(
+    tree: Tree, name: str, netdev: str, mac: tuple[int, ...], ipv4: str, hw: dict[str, int]
+) -> None:
     rel = f"devices/virtual/infiniband/{name}"
     guid = f"{mac[0] ^ 2:02x}{mac[1]:02x}:{mac[2]:02x}ff:fe{mac[3]:02x}:{mac[4]:02x}{mac[5]:02x}"
     tree.file(f"{rel}/parent", netdev)
@@ -84,14 +86,45 @@ def build(tree: Tree) -> None:
     tree.module("ib_core")
     hb = tree.host_bridge("0000:00")
     hb.numa, hb.cpulist = 0, CPUS
-    e810 = hb.bridge("0000:00:02.0").add("0000:01:00.0", vendor=INTEL, device=E810, cls=0x020000, link=Link("16.0 GT/s PCIe", 8, "16.0 GT/s PCIe", 8))
+    e810 = hb.bridge("0000:00:02.0").add(
+        "0000:01:00.0",
+        vendor=INTEL,
+        device=E810,
+        cls=0x020000,
+        link=Link("16.0 GT/s PCIe", 8, "16.0 GT/s PCIe", 8),
+    )
     e810.netdev("ens1f0", mtu=1500, address="b4:96:91:a2:10:40", speed=25000)
     virtio = hb.add("0000:00:04.0", vendor=REDHAT, device=VIRTIO_NET, cls=0x020000, link=None)
     virtio.netdev("ens4", mtu=1500, address="52:54:00:12:34:56", speed=-1)
 
-    rxe_device(tree, "rxe0", "ens1f0", (0xB4, 0x96, 0x91, 0xA2, 0x10, 0x40), "10.9.0.1",
-               rxe_counters(sent_pkts=62452, rcvd_pkts=62452, duplicate_request=864, completer_retry_err=28))
-    rxe_device(tree, "rxe1", "ens4", (0x52, 0x54, 0x00, 0x12, 0x34, 0x56), "10.9.1.1",
-               rxe_counters(sent_pkts=20311, rcvd_pkts=19877, completer_retry_err=950, retry_exceeded_err=3, rcvd_seq_err=40, out_of_seq_request=17, duplicate_request=212))
+    rxe_device(
+        tree,
+        "rxe0",
+        "ens1f0",
+        (0xB4, 0x96, 0x91, 0xA2, 0x10, 0x40),
+        "10.9.0.1",
+        rxe_counters(
+            sent_pkts=62452, rcvd_pkts=62452, duplicate_request=864, completer_retry_err=28
+        ),
+    )
+    rxe_device(
+        tree,
+        "rxe1",
+        "ens4",
+        (0x52, 0x54, 0x00, 0x12, 0x34, 0x56),
+        "10.9.1.1",
+        rxe_counters(
+            sent_pkts=20311,
+            rcvd_pkts=19877,
+            completer_retry_err=950,
+            retry_exceeded_err=3,
+            rcvd_seq_err=40,
+            out_of_seq_request=17,
+            duplicate_request=212,
+        ),
+    )
 
-    tree.manifest("rxe-vm-01", "project fixture: two Soft-RoCE (rxe) devices, shaped like a real kernel's (see README)")
+    tree.manifest(
+        "rxe-vm-01",
+        "project fixture: two Soft-RoCE (rxe) devices, shaped like a real kernel's (see README)",
+    )
