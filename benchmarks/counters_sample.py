@@ -89,8 +89,8 @@ def main() -> int:
     from ibdiag.counters.delta import build_span
     from ibdiag.counters.read import discover_layout, read_sample
     from ibdiag.counters.views.table import interval_table
+    from ibdiag.node.sysfs import SysfsRoot
     from ibdiag.ports.config import PortsConfig
-    from ibdiag.sysfs import SysfsRoot
 
     cfg = CountersConfig()
     ports = PortsConfig()

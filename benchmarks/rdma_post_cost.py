@@ -91,11 +91,11 @@ def python_posts(sel, n: int) -> float:
     """The same posts through ibdiag's endpoint (``poster`` for the unsignalled ones); median ns."""
     import random
 
-    from ibdiag.bench import verbs
     from ibdiag.bench.buffers import allocate
     from ibdiag.bench.p2p.params import DEFAULT_TX_DEPTH
-    from ibdiag.bench.p2p.rdma import plan_connection
-    from ibdiag.bench.p2p.rdma_loops import _await_completion
+    from ibdiag.bench.p2p.rdma import verbs
+    from ibdiag.bench.p2p.rdma.loops import _await_completion
+    from ibdiag.bench.p2p.rdma.plan import plan_connection
 
     half = 4096
     buf = allocate(2 * half)

@@ -140,7 +140,7 @@ def perftest(tool: str, addr: str, gid_index: int, args: list[str]):
 
 def _perftest_once(tool: str, addr: str, gid_index: int, args: list[str]):
     """One perftest measurement (server and client processes); its result through ibdiag's perftest importer."""
-    from ibdiag.importers.perftest import parse_log
+    from ibdiag.bench.importers.perftest import parse_log
 
     base = [
         tool,
@@ -213,7 +213,7 @@ def in_guest(args: argparse.Namespace) -> int:
     token_file = Path("/var/tmp/ibdiag-bench-token")
     token_file.write_text("rdma-vs-perftest\n")
     token_file.chmod(0o600)
-    from ibdiag.bench.p2p.protocol import read_token_file
+    from ibdiag.bench.p2p.control.protocol import read_token_file
 
     token = read_token_file(token_file)
     sel = select_rdma("/", DEVICE, 1, None)
@@ -343,11 +343,10 @@ def latency_profile(sel, iters: int) -> dict:
     ends (client on CLIENT_CPU, server on SERVER_CPU), over their own pair of QPs on rxe0."""
     import random
 
-    from ibdiag.bench import verbs
     from ibdiag.bench.buffers import allocate
     from ibdiag.bench.p2p.params import AUTO_INLINE_LAT, DEFAULT_TX_DEPTH
-    from ibdiag.bench.p2p.rdma import QpInfo, plan_connection
-    from ibdiag.bench.p2p.rdma_loops import (
+    from ibdiag.bench.p2p.rdma import verbs
+    from ibdiag.bench.p2p.rdma.loops import (
         POLL_BATCH,
         _await_completion,
         lat_signal_interval,
@@ -355,6 +354,7 @@ def latency_profile(sel, iters: int) -> dict:
         write_lat_initiator,
         write_lat_responder,
     )
+    from ibdiag.bench.p2p.rdma.plan import QpInfo, plan_connection
 
     c2s_r, c2s_w = os.pipe()
     s2c_r, s2c_w = os.pipe()

@@ -8,7 +8,7 @@ the second-pass planning and of the analysis (median of --runs), the memory rank
 results and the analysis, measured with tracemalloc in a separate run), the size of the JSON document,
 and the precision and recall of the attribution against the planted faults.
 
-The results come from ibdiag.fleet.synthetic.SyntheticFabric — a named in-process FAKE with planted
+The results come from tests.support.synthetic_fabric.SyntheticFabric — a named in-process FAKE with planted
 faults (slow nodes, slow single rails, slow links, nodes that stop answering) and 2 % noise; nothing
 here measures a network. Pairwise is analysed up to 1024 nodes with one rail (16384 nodes would be
 134 million pairs x rails); its planning at 16384 nodes is timed over the first 200 rounds and scaled
@@ -29,18 +29,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ibdiag.fleet.analysis import analyse, second_pass_plan  # noqa: E402
-from ibdiag.fleet.nodes import make_fleet  # noqa: E402
-from ibdiag.fleet.runner import PairSpec  # noqa: E402
-from ibdiag.fleet.schedule import (  # noqa: E402
+from ibdiag.sweep.analysis import analyse, second_pass_plan  # noqa: E402
+from ibdiag.sweep.nodes import make_fleet  # noqa: E402
+from ibdiag.sweep.passes import run_round, run_sweep  # noqa: E402
+from ibdiag.sweep.runner import PairSpec  # noqa: E402
+from ibdiag.sweep.schedule import (  # noqa: E402
     Pattern,
     Phase,
     first_pass,
     pairwise_partner,
     round_count,
 )
-from ibdiag.fleet.sweep import run_round, run_sweep  # noqa: E402
-from ibdiag.fleet.synthetic import SyntheticFabric, plant_faults, score  # noqa: E402
+from tests.support.synthetic_fabric import SyntheticFabric, plant_faults, score  # noqa: E402
 
 SPEC = PairSpec()
 

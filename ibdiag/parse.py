@@ -1,6 +1,6 @@
 """Pure parsers of the value formats sysfs prints. Each raises ``ValueError`` on text it cannot read.
 
-No I/O here: :class:`ibdiag.sysfs.SysfsRoot` reads the file and hands the text to one of these.
+No I/O here: :class:`ibdiag.node.sysfs.SysfsRoot` reads the file and hands the text to one of these.
 Every number is checked against what the kernel can print: ASCII digits only (``int()`` would take
 ``"٣"`` or ``"²"``), a bounded number of them (a 400-digit rate would parse to ``inf``), and a value
 within the field's range; anything else is a ``ValueError`` whose message shows only an excerpt.

@@ -145,6 +145,7 @@ def run_all(out: Path) -> None:
 
 
 def normalise(text: str) -> str:
+    text = text.replace(str(ROOT), "CHECKOUT")
     for pattern, repl in NORMALISE:
         text = pattern.sub(repl, text)
     return text

@@ -2,7 +2,7 @@
 
 Each node of :data:`tests.sysfsgen.profiles.fleet_variants.VARIANTS` gets a sysfs tree, then
 ``ibdiag topo -o json`` and ``ibdiag counters -o json`` on it (in-process, the real commands). The
-sweep file comes from :class:`ibdiag.fleet.synthetic.SyntheticFabric` — a named in-process FAKE, since
+sweep file comes from :class:`tests.support.synthetic_fabric.SyntheticFabric` — a named in-process FAKE, since
 the sweep's runtime is not built yet — over the same hosts with their topo's rails, and one planted
 fault that matches the fleet: the narrow node's x8 adapter (mlx5_7) slow on its rail.
 """
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from ibdiag.fleet.checks import sweep_findings
-from ibdiag.fleet.nodes import FleetNode, Rail, check_fleet
-from ibdiag.fleet.sweep import run_sweep
-from ibdiag.fleet.synthetic import PlantedFaults, SyntheticFabric
-from ibdiag.report.jsonout import render_json
-from ibdiag.report.model import Report, RunMeta
+from ibdiag.findings.model import Report, RunMeta
+from ibdiag.output.jsonout import render_json
+from ibdiag.sweep.checks import sweep_findings
+from ibdiag.sweep.nodes import FleetNode, Rail, check_fleet
+from ibdiag.sweep.passes import run_sweep
+from tests.support.synthetic_fabric import PlantedFaults, SyntheticFabric
 
 
 def variants() -> dict:

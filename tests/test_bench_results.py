@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from ibdiag import importers
+from ibdiag.bench import importers
 from ibdiag.bench.collective.analysis import to_bench_run
 from ibdiag.bench.collective.config import CollectiveConfig
 from ibdiag.bench.collective.model import MeasuredRow, Measurement, RankInfo
 from ibdiag.bench.collective.plan import plan_size
 from ibdiag.bench.p2p.meta import LineRate, P2PMeta, P2PSetup, RdmaEnd, RdmaPath
-from ibdiag.bench.results import BenchRun, LatencyStats, P2PResult, bench_run_from_json
+from ibdiag.bench.results.model import BenchRun, LatencyStats, P2PResult, bench_run_from_json
 from ibdiag.collectives import DTYPES, OPS
 from ibdiag.errors import InputError
 
@@ -164,7 +164,7 @@ def test_a_minimal_document_is_still_a_run():
 
 
 def test_rdma_device_details_from_a_peer_are_checked():
-    from ibdiag.bench.jsonfields import Fields
+    from ibdiag.bench.results.jsonfields import Fields
 
     with pytest.raises(ValueError, match="ready.ib_port 0 is outside"):
         RdmaEnd.read(Fields({"device": "mlx5_0", "ib_port": 0}, "ready"))

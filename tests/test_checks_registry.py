@@ -8,8 +8,9 @@ import re
 
 import pytest
 
-from ibdiag.report.checks import CheckRegistry, all_checks, all_registries
-from ibdiag.report.model import Finding, Severity
+from ibdiag.cli.registries import all_checks, all_registries
+from ibdiag.findings.model import Finding, Severity
+from ibdiag.findings.registry import CheckRegistry
 from tests.conftest import REPO, SYSFS_FIXTURES
 
 ID_RE = re.compile(

@@ -12,7 +12,7 @@ from ibdiag.bench.collective.model import MeasuredRow, Measurement, RankInfo
 from ibdiag.bench.collective.plan import plan_size
 from ibdiag.collectives import DTYPES, OPS
 from ibdiag.errors import InputError
-from ibdiag.report.model import Severity
+from ibdiag.findings.model import Severity
 
 CFG = CollectiveConfig()
 

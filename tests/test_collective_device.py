@@ -21,7 +21,6 @@ from ibdiag.bench.collective.device import (
     claim_gpu,
     torch_version_tuple,
 )
-from ibdiag.bench.collective.launch import detect_launch
 from ibdiag.bench.collective.liveness import diagnose_wait, heartbeat_period
 from ibdiag.bench.collective.netif import control_interface, match_nccl_ifname
 from ibdiag.bench.collective.supervise import blame
@@ -34,6 +33,7 @@ from ibdiag.bench.collective.timing import (
     timed_queued,
 )
 from ibdiag.errors import CannotRunError, NotSupportedError, UsageError
+from ibdiag.runtime.launch import detect_launch
 
 SLURM = {
     "SLURM_JOB_ID": "77",
@@ -142,7 +142,7 @@ def test_cuda_visible_devices_stops_at_an_invalid_entry_like_cuda():
 @pytest.fixture()
 def store():
     pytest.importorskip("torch")
-    from ibdiag.bench.collective.torchdist import serve_store
+    from ibdiag.runtime.torchdist import serve_store
 
     s, _ = serve_store("127.0.0.1", 0, timeout_s=10)
     yield s

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ibdiag.bench.collective.hooks import TestHooks
-from ibdiag.bench.collective.launch import detect_launch, expand_nodelist, parse_tasks_per_node
 from ibdiag.errors import UsageError
+from ibdiag.runtime.hooks import TestHooks
+from ibdiag.runtime.launch import detect_launch, expand_nodelist, parse_tasks_per_node
 
 
 @pytest.mark.parametrize(

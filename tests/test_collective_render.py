@@ -8,14 +8,14 @@ import re
 
 import pytest
 
-from ibdiag import importers
+from ibdiag.bench import importers
 from ibdiag.bench.collective import render
 from ibdiag.bench.collective.analysis import to_bench_run
 from ibdiag.bench.collective.config import CollectiveConfig
 from ibdiag.bench.collective.model import MeasuredRow, Measurement, RankInfo
 from ibdiag.bench.collective.plan import plan_size
 from ibdiag.collectives import DTYPES, OPS
-from ibdiag.report.prom import render_prom
+from ibdiag.output.prom import render_prom
 
 
 @pytest.mark.parametrize(
@@ -95,7 +95,7 @@ def test_csv_loads_as_a_table():
     pandas = pytest.importorskip("pandas")
     run, _ = _run("all_gather")
     header, rows = render.CSV_HEADER, render.csv_rows(run)
-    from ibdiag.report.csvout import render_csv
+    from ibdiag.output.csvout import render_csv
 
     text = render_csv(header, rows)
     df = pandas.read_csv(io.StringIO(text))

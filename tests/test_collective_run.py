@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from ibdiag.bench.results import load_bench_file  # noqa: E402
+from ibdiag.bench.results.model import load_bench_file  # noqa: E402
 from ibdiag.collectives import OPS  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -12,11 +12,11 @@ from ibdiag.counters.checks import check_span
 from ibdiag.counters.delta import build_span
 from ibdiag.counters.read import discover_layout, read_sample
 from ibdiag.errors import InputError
+from ibdiag.findings.model import Severity
+from ibdiag.node.discover import discover
+from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.ports.config import PortsConfig
-from ibdiag.report.model import Severity
-from ibdiag.sysfs import SysfsRoot
 from ibdiag.topo.checks import check_topology
-from ibdiag.topo.discover import discover
 from tests.conftest import SYSFS_FIXTURES
 from tests.test_counters_read import node, write
 

@@ -15,7 +15,7 @@ from ibdiag.counters.delta import (
 from ibdiag.counters.model import PortCounters, PortDelta, Sample
 from ibdiag.counters.read import discover_layout, read_sample
 from ibdiag.errors import InputError
-from ibdiag.sysfs import SysfsRoot
+from ibdiag.node.sysfs import SysfsRoot
 from tests.test_counters_read import node, write
 
 
@@ -224,6 +224,6 @@ def test_build_span_through_real_reads(tmp_path):
     "seconds,text", [(10.0, "10 s"), (0.25, "250 ms"), (750.0, "12.5 min"), (11520.0, "3.2 h")]
 )
 def test_duration_text(seconds, text):
-    from ibdiag.counters.text import duration_text
+    from ibdiag.counters.wording import duration_text
 
     assert duration_text(seconds) == text

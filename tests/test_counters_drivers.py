@@ -11,13 +11,13 @@ from ibdiag.bench.p2p.linerate import judged_line_rate, rdma_line_rate
 from ibdiag.counters import CountersConfig, snapshot_findings
 from ibdiag.counters.spec import HW_COUNTERS, HW_JUDGED, MEANINGS, HwGroup, Meaning
 from ibdiag.errors import InputError
+from ibdiag.findings.model import Severity
+from ibdiag.node.discover import discover
+from ibdiag.node.driver import rdma_driver
+from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.ports.config import PortsConfig
 from ibdiag.ports.rates import ExpectedRates
-from ibdiag.report.model import Severity
-from ibdiag.sysfs import SysfsRoot
 from ibdiag.topo.checks import check_topology
-from ibdiag.topo.discover import discover
-from ibdiag.topo.driver import rdma_driver
 from tests.conftest import SYSFS_FIXTURES
 from tests.sysfsgen.builder import Tree
 from tests.test_counters_checks import one, problems, span_after

@@ -19,7 +19,7 @@ from ibdiag.counters.read import (
 )
 from ibdiag.counters.spec import IB_COUNTERS
 from ibdiag.errors import UsageError
-from ibdiag.sysfs import SysfsRoot
+from ibdiag.node.sysfs import SysfsRoot
 from tests.conftest import SYSFS_FIXTURES
 from tests.sysfsgen.builder import Tree, zero_counters, zero_hw_counters
 

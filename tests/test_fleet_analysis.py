@@ -1,6 +1,6 @@
 """Attribution: bad node vs bad link vs unreachable node, on small fleets through the synthetic fabric.
 
-The fabric is ibdiag.fleet.synthetic.SyntheticFabric — a named in-process fake (no RDMA adapters or
+The fabric is tests.support.synthetic_fabric.SyntheticFabric — a named in-process fake (no RDMA adapters or
 cluster here); what is under test is the planning and the analysis, which never see the difference.
 """
 
@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import pytest
 
-from ibdiag.fleet.analysis import EndVerdict, LinkVerdict, NodeStatus, SweepConfig, analyse
-from ibdiag.fleet.checks import sweep_findings
-from ibdiag.fleet.nodes import make_fleet
-from ibdiag.fleet.runner import PairResult
-from ibdiag.fleet.schedule import Pattern, Phase, first_pass
-from ibdiag.fleet.stats import robust_scale
-from ibdiag.fleet.sweep import run_sweep
-from ibdiag.fleet.synthetic import PlantedFaults, SyntheticFabric, score
-from ibdiag.report.model import Severity
+from ibdiag.findings.model import Severity
+from ibdiag.sweep.analysis import EndVerdict, LinkVerdict, NodeStatus, SweepConfig, analyse
+from ibdiag.sweep.checks import sweep_findings
+from ibdiag.sweep.nodes import make_fleet
+from ibdiag.sweep.passes import run_sweep
+from ibdiag.sweep.runner import PairResult
+from ibdiag.sweep.schedule import Pattern, Phase, first_pass
+from ibdiag.sweep.stats import robust_scale
+from tests.support.synthetic_fabric import PlantedFaults, SyntheticFabric, score
 
 RAILS = ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
 

@@ -8,14 +8,14 @@ import json
 import pytest
 
 from ibdiag.errors import InputError
-from ibdiag.fleet.checks import sweep_findings
-from ibdiag.fleet.model import PAIR_COLUMNS, SCHEMA, SweepResult
-from ibdiag.fleet.nodes import make_fleet
-from ibdiag.fleet.schedule import Pattern
-from ibdiag.fleet.sweep import run_sweep
-from ibdiag.fleet.synthetic import PlantedFaults, SyntheticFabric
-from ibdiag.report.jsonout import render_json
-from ibdiag.report.model import Report, RunMeta
+from ibdiag.findings.model import Report, RunMeta
+from ibdiag.output.jsonout import render_json
+from ibdiag.sweep.checks import sweep_findings
+from ibdiag.sweep.model import PAIR_COLUMNS, SCHEMA, SweepResult
+from ibdiag.sweep.nodes import make_fleet
+from ibdiag.sweep.passes import run_sweep
+from ibdiag.sweep.schedule import Pattern
+from tests.support.synthetic_fabric import PlantedFaults, SyntheticFabric
 
 META = RunMeta(host="head", version="0.1.0", generated_at="2026-12-01T00:00:00Z")
 
@@ -146,7 +146,7 @@ def _with_engines(result, requested, engines):
 def test_each_pair_records_the_engine_that_measured_it(result, requested, engines, summed):
     """``--engine auto`` lets every measuring node choose: the document says per pair what measured it
     and sums that up in ``sweep.engine`` ("auto" is only the option, ``sweep.engine_requested``)."""
-    from ibdiag.fleet.render import CSV_HEADER, csv_rows, summary_lines
+    from ibdiag.sweep.render import CSV_HEADER, csv_rows, summary_lines
 
     mixed = _with_engines(result, requested, engines)
     doc = json.loads(json.dumps(mixed.to_json()))

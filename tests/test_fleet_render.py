@@ -8,15 +8,15 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from ibdiag.fleet import chart, render
-from ibdiag.fleet.checks import sweep_findings
-from ibdiag.fleet.nodes import make_fleet
-from ibdiag.fleet.sweep import run_sweep
-from ibdiag.fleet.synthetic import PlantedFaults, SyntheticFabric
-from ibdiag.report.csvout import render_csv
-from ibdiag.report.junit import render_junit
-from ibdiag.report.model import Report, RunMeta
-from ibdiag.report.prom import finding_metrics, render_prom
+from ibdiag.findings.model import Report, RunMeta
+from ibdiag.output.csvout import render_csv
+from ibdiag.output.junit import render_junit
+from ibdiag.output.prom import finding_metrics, render_prom
+from ibdiag.sweep import chart, render
+from ibdiag.sweep.checks import sweep_findings
+from ibdiag.sweep.nodes import make_fleet
+from ibdiag.sweep.passes import run_sweep
+from tests.support.synthetic_fabric import PlantedFaults, SyntheticFabric
 
 META = RunMeta(host="head", version="0.1.0", generated_at="2026-12-01T00:00:00Z")
 

@@ -12,12 +12,12 @@ import subprocess
 import pytest
 
 from ibdiag.errors import InputError
-from ibdiag.fleet.distributed import round_limit_s
-from ibdiag.fleet.progress import eta_s, progress_line
-from ibdiag.fleet.runner import PairResult, PairSpec
-from ibdiag.fleet.schedule import Phase
-from ibdiag.fleet.sweep import RoundDone
-from ibdiag.fleet.wire import read_results, result_rows, unanswered
+from ibdiag.sweep.distributed import round_limit_s
+from ibdiag.sweep.passes import RoundDone
+from ibdiag.sweep.progress import eta_s, progress_line
+from ibdiag.sweep.runner import PairResult, PairSpec
+from ibdiag.sweep.schedule import Phase
+from ibdiag.sweep.wire import read_results, result_rows, unanswered
 from tests.test_p2p_support import client_env
 
 
@@ -183,7 +183,7 @@ def test_coordinator_waits_are_bounded_and_values_are_json():
     dist = pytest.importorskip("torch.distributed")
 
     from ibdiag.errors import CannotRunError
-    from ibdiag.fleet.coord import Coordinator, poll_interval_s
+    from ibdiag.sweep.coord import Coordinator, poll_interval_s
 
     store = dist.TCPStore(
         "127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=5), wait_for_workers=False
@@ -209,7 +209,7 @@ DGX_DEVICES = [f"mlx5_{i}" for i in range(12)]
 def test_rails_are_the_gpus_ports_in_nic_order_and_fall_back_to_tcp(fixture_root):
     """The RDMA device list is the one boundary given here (no RDMA stack on this machine)."""
     from ibdiag.errors import CannotRunError, UsageError
-    from ibdiag.fleet.p2prunner import local_rails
+    from ibdiag.sweep.p2prunner import local_rails
 
     root = str(fixture_root("dgx-h100"))
     rails, note = local_rails("rdma", "127.0.0.1", None, root, rdma_devices=lambda: DGX_DEVICES)
@@ -255,9 +255,9 @@ def test_rails_are_the_gpus_ports_in_nic_order_and_fall_back_to_tcp(fixture_root
 def test_a_pair_against_a_closed_port_is_a_failed_result_not_an_exception():
     import socket
 
-    from ibdiag.fleet.nodes import End, make_fleet
-    from ibdiag.fleet.p2prunner import P2PPairRunner
-    from ibdiag.fleet.schedule import PairTest
+    from ibdiag.sweep.nodes import End, make_fleet
+    from ibdiag.sweep.p2prunner import P2PPairRunner
+    from ibdiag.sweep.schedule import PairTest
 
     with socket.socket() as s:  # a port nothing listens on (bound, never listening)
         s.bind(("127.0.0.1", 0))
@@ -295,9 +295,9 @@ def _pair_without_rxe0(tmp_path):
     the pair's test and the nodes."""
     import shutil
 
-    from ibdiag.fleet.nodes import End, make_fleet
-    from ibdiag.fleet.p2prunner import P2PPairRunner
-    from ibdiag.fleet.schedule import PairTest
+    from ibdiag.sweep.nodes import End, make_fleet
+    from ibdiag.sweep.p2prunner import P2PPairRunner
+    from ibdiag.sweep.schedule import PairTest
 
     if shutil.which("ib_write_bw") is None:
         pytest.fail("perftest is not installed (make system-deps)")
@@ -313,7 +313,7 @@ def _pair_without_rxe0(tmp_path):
 def test_an_rdma_pair_on_perftest_goes_through_perftest_and_fails_as_one_result(tmp_path):
     """This host has perftest but no RDMA device: the pair's request goes to the perftest engine (no
     warm-up: perftest warms up itself), which finds no port — one failed result, not an exception."""
-    from ibdiag.fleet.p2prunner import P2PPairRunner
+    from ibdiag.sweep.p2prunner import P2PPairRunner
 
     runner, test, nodes = _pair_without_rxe0(tmp_path)
     res = runner.run_pair(
@@ -342,7 +342,7 @@ def test_an_rdma_pair_on_perftest_goes_through_perftest_and_fails_as_one_result(
 def test_auto_records_what_this_node_chose_per_pair(tmp_path):
     """``--engine auto`` is decided by the measuring node: the pair records that node's choice (here:
     ibdiag's engine where pyverbs loads, else perftest, which is installed), never "auto"."""
-    from ibdiag.bench.p2p.perftest_engine import pyverbs_available
+    from ibdiag.bench.p2p.perftest.engine import pyverbs_available
 
     runner, test, nodes = _pair_without_rxe0(tmp_path)
     res = runner.run_pair(
@@ -395,10 +395,10 @@ def test_a_latency_pair_with_only_an_average_keeps_it(monkeypatch):
     from types import SimpleNamespace
 
     from ibdiag.bench.p2p import client
-    from ibdiag.bench.results import P2PResult
-    from ibdiag.fleet.nodes import End, make_fleet
-    from ibdiag.fleet.p2prunner import P2PPairRunner
-    from ibdiag.fleet.schedule import PairTest
+    from ibdiag.bench.results.model import P2PResult
+    from ibdiag.sweep.nodes import End, make_fleet
+    from ibdiag.sweep.p2prunner import P2PPairRunner
+    from ibdiag.sweep.schedule import PairTest
 
     averaged = P2PResult(bytes=8, iters=100, lat_avg_us=14.5)
     monkeypatch.setattr(client, "run_p2p", lambda req, opts: SimpleNamespace(results=(averaged,)))

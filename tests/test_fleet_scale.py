@@ -1,6 +1,6 @@
 """Precision and recall of the attribution at 64 and 1024 nodes, on synthetic results with planted faults.
 
-The results come from ibdiag.fleet.synthetic.SyntheticFabric, a named in-process fake (a 1024-node
+The results come from tests.support.synthetic_fabric.SyntheticFabric, a named in-process fake (a 1024-node
 cluster does not exist here); the planning, the second pass and the analysis are the real ones.
 Faults: slow nodes (every rail at 0.3-0.7 x), slow single rails, slow links between healthy nodes,
 nodes that stop answering after the first round; noise: 2 % (sigma) on every measurement.
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import pytest
 
-from ibdiag.fleet.nodes import make_fleet
-from ibdiag.fleet.schedule import Pattern, first_pass
-from ibdiag.fleet.sweep import run_sweep
-from ibdiag.fleet.synthetic import SyntheticFabric, plant_faults, score
+from ibdiag.sweep.nodes import make_fleet
+from ibdiag.sweep.passes import run_sweep
+from ibdiag.sweep.schedule import Pattern, first_pass
+from tests.support.synthetic_fabric import SyntheticFabric, plant_faults, score
 
 BAR = 0.98
 

@@ -7,8 +7,8 @@ import itertools
 import pytest
 
 from ibdiag.errors import UsageError
-from ibdiag.fleet.nodes import FleetNode, Rail, make_fleet
-from ibdiag.fleet.schedule import (
+from ibdiag.sweep.nodes import FleetNode, Rail, make_fleet
+from ibdiag.sweep.schedule import (
     Pattern,
     Phase,
     estimate,

@@ -8,9 +8,9 @@ import json
 import subprocess
 from pathlib import Path
 
-from ibdiag import importers
+from ibdiag.bench import importers
 from ibdiag.bench.p2p.render import CSV_HEADER as P2P_CSV_HEADER
-from ibdiag.bench.results import load_bench_file
+from ibdiag.bench.results.model import load_bench_file
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 
@@ -216,9 +216,9 @@ def test_console_script(ibdiag_exe):
 def test_a_saved_p2p_run_prints_like_bench_p2p(cli, tmp_path):
     """One p2p view: a measured run read back is shown with its server and line rate, not as a perftest log."""
     from ibdiag.bench.p2p.meta import LineRate, P2PMeta, P2PSetup
-    from ibdiag.bench.results import BenchRun, P2PResult
-    from ibdiag.report.jsonout import render_json
-    from ibdiag.report.model import Report, RunMeta
+    from ibdiag.bench.results.model import BenchRun, P2PResult
+    from ibdiag.findings.model import Report, RunMeta
+    from ibdiag.output.jsonout import render_json
 
     setup = P2PSetup(
         peer="node-a:18516",

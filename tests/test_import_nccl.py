@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ibdiag import importers
+from ibdiag.bench import importers
 from ibdiag.collectives import OPS, op_in_text
 from ibdiag.errors import InputError
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ibdiag import importers
+from ibdiag.bench import importers
+from ibdiag.bench.importers.checks import import_findings
 from ibdiag.errors import InputError
-from ibdiag.importers.checks import import_findings
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 BARE_NCCL = importers.load(LOGS / "nccl-tests-bare_all_reduce_perf.log")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ibdiag import importers
+from ibdiag.bench import importers
+from ibdiag.bench.importers import perftest
 from ibdiag.errors import InputError
-from ibdiag.importers import perftest
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 SEP = "-" * 87
@@ -86,8 +86,8 @@ LAT = f"""\
  remote address: LID 0000 QPN 0x0109 PSN 0x8c21d4
  GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:00:01:06
 {SEP}
- #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]
- 2       1000          1.71           8.92         1.77     \t       1.79        \t0.06   \t\t2.01    \t\t8.92
+ #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] 
+ 2       1000          1.71           8.92         1.77     \t       1.79        \t0.06   \t\t2.01    \t\t8.92   
 {SEP}
 """
 

@@ -13,9 +13,9 @@ import tracemalloc
 
 import pytest
 
-from ibdiag import importers
+from ibdiag.bench import importers
+from ibdiag.bench.importers import source
 from ibdiag.errors import InputError
-from ibdiag.importers import source
 from tests.biglog import SIZES, write
 
 

@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from ibdiag.report.line import MAX_LINE, render_line, unknown_line
-from ibdiag.report.model import Finding, Report, Severity
+from ibdiag.findings.model import Finding, Report, Severity
+from ibdiag.output.line import MAX_LINE, render_line, unknown_line
 from tests.conftest import SYSFS_FIXTURES
 
 F = SYSFS_FIXTURES

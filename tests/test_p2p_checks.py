@@ -17,11 +17,11 @@ from ibdiag.bench.p2p.linerate import (
 )
 from ibdiag.bench.p2p.meta import P2PMeta, P2PSetup
 from ibdiag.bench.p2p.render import CSV_HEADER, bandwidth_chart, csv_rows, results_table
-from ibdiag.bench.results import BenchRun, LatencyStats, P2PResult, bench_run_from_json
+from ibdiag.bench.results.model import BenchRun, LatencyStats, P2PResult, bench_run_from_json
 from ibdiag.config import load_config
 from ibdiag.errors import InputError
-from ibdiag.report.model import Severity
-from ibdiag.sysfs import SysfsRoot
+from ibdiag.findings.model import Severity
+from ibdiag.node.sysfs import SysfsRoot
 from tests.sysfsgen.builder import Tree
 
 # --- line rate ---------------------------------------------------------------------------------------

@@ -11,9 +11,9 @@ import threading
 import pytest
 
 from ibdiag.bench.p2p.client import ClientOptions, run_p2p
+from ibdiag.bench.p2p.control.protocol import Channel, RemoteError, client_handshake
 from ibdiag.bench.p2p.params import RunRequest
-from ibdiag.bench.p2p.protocol import Channel, RemoteError, client_handshake
-from ibdiag.bench.results import load_bench_file
+from ibdiag.bench.results.model import load_bench_file
 from tests.test_p2p_support import server_thread, write_token
 
 QUICK = ("--sizes", "4K,1M", "--iters", "20", "--warmup", "2")

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from ibdiag.bench.jsonfields import Fields
-from ibdiag.bench.p2p import perftest_engine as pe
 from ibdiag.bench.p2p.client import ClientOptions, run_p2p
+from ibdiag.bench.p2p.control.protocol import Channel, RemoteError, client_handshake
 from ibdiag.bench.p2p.meta import P2PSetup, PerftestEngine
 from ibdiag.bench.p2p.params import RequestError, RunRequest
-from ibdiag.bench.p2p.protocol import Channel, RemoteError, client_handshake
+from ibdiag.bench.p2p.perftest import engine as pe
+from ibdiag.bench.results.jsonfields import Fields
 from ibdiag.errors import CannotRunError
 from tests.test_p2p_support import perftest_processes, server_thread
 
@@ -422,8 +422,8 @@ def test_a_dead_client_gets_the_servers_perftest_killed(tmp_path):
 
 def test_a_server_without_pyverbs_serves_perftest_clients(monkeypatch, tmp_path):
     """``bench serve --transport rdma`` where pyverbs is missing (simulated: the selection raises what
-    ibdiag.bench.verbs raises then) but perftest is installed: it starts, saying what it serves."""
-    from ibdiag.bench.p2p import rdma_session
+    ibdiag.bench.p2p.rdma.verbs raises then) but perftest is installed: it starts, saying what it serves."""
+    from ibdiag.bench.p2p.rdma import session as rdma_session
     from ibdiag.bench.p2p.serve import ServeOptions, preflight_rdma
 
     def no_pyverbs(*a: object) -> None:
@@ -472,7 +472,7 @@ def test_a_perftest_process_dies_with_its_sigkilled_parent(in_thread):
         start = (
             f"threading.Thread(target=lambda: exec({start!r}, globals())).start(); time.sleep(300)"
         )
-    code = f"import threading, time\nfrom ibdiag.bench.p2p.perftest_engine import PerftestProcess\n{start}\n"
+    code = f"import threading, time\nfrom ibdiag.bench.p2p.perftest.engine import PerftestProcess\n{start}\n"
     parent = subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO
     )
@@ -494,7 +494,7 @@ def test_a_child_whose_parent_died_before_the_prctl_kills_itself():
     """The race the helper closes: the parent dies between fork and ``prctl``, so no signal will come;
     the child notices it has another parent than the one it was forked from. Driven by naming a
     parent that is not this process (-1 is nobody's pid)."""
-    from ibdiag.bench.parentdeath import die_with_parent
+    from ibdiag.runtime.parentdeath import die_with_parent
 
     p = subprocess.Popen(["sleep", "300"], preexec_fn=die_with_parent(parent_pid=-1))  # noqa: PLW1509
     try:

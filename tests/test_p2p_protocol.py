@@ -9,9 +9,8 @@ import time
 
 import pytest
 
-from ibdiag.bench.p2p import protocol
-from ibdiag.bench.p2p.params import RunRequest, auto_warmup, latency_iterations
-from ibdiag.bench.p2p.protocol import (
+from ibdiag.bench.p2p.control import protocol
+from ibdiag.bench.p2p.control.protocol import (
     MAX_MESSAGE_BYTES,
     Channel,
     PeerClosedError,
@@ -28,6 +27,7 @@ from ibdiag.bench.p2p.protocol import (
     server_mac,
     token_from_env,
 )
+from ibdiag.bench.p2p.params import RunRequest, auto_warmup, latency_iterations
 from ibdiag.errors import CannotRunError, ExitStatus, InputError, PeerTimeoutError
 
 

@@ -15,16 +15,8 @@ from dataclasses import replace
 
 import pytest
 
-from ibdiag.bench.p2p.protocol import Channel
-from ibdiag.bench.p2p.rdma import (
-    ConnectPlan,
-    QpInfo,
-    choose_device,
-    choose_gid,
-    ensure_port_active,
-    plan_connection,
-)
-from ibdiag.bench.p2p.rdma_loops import (
+from ibdiag.bench.p2p.control.protocol import Channel
+from ibdiag.bench.p2p.rdma.loops import (
     lat_signal_interval,
     marker,
     reset_areas,
@@ -33,9 +25,17 @@ from ibdiag.bench.p2p.rdma_loops import (
     write_lat_initiator,
     write_lat_responder,
 )
+from ibdiag.bench.p2p.rdma.plan import (
+    ConnectPlan,
+    QpInfo,
+    choose_device,
+    choose_gid,
+    ensure_port_active,
+    plan_connection,
+)
 from ibdiag.errors import CannotRunError, PeerTimeoutError, UsageError
-from ibdiag.sysfs import SysfsRoot
-from ibdiag.topo.discover import list_adapters, read_port
+from ibdiag.node.discover import list_adapters, read_port
+from ibdiag.node.sysfs import SysfsRoot
 from tests.sysfsgen.builder import Tree
 from tests.test_p2p_support import FakeRdmaEndpoint
 
@@ -418,7 +418,7 @@ def test_write_latency_times_out_when_the_peer_is_silent():
 
 
 def test_round_trips_run_from_the_previous_stamp_or_from_after_the_reaped_completion():
-    from ibdiag.bench.p2p.rdma_loops import _round_trips
+    from ibdiag.bench.p2p.rdma.loops import _round_trips
 
     # answers stamped at 10, 20, 35, 50; iteration 1 was signalled and its completion reaped at 27
     assert _round_trips(0, [10, 20, 35, 50], {1: 27}) == [10, 10, 8, 15]
@@ -430,7 +430,7 @@ def test_write_latency_waits_past_the_inline_spins_for_a_late_answer(
 ):
     """An answer later than the loops' inline spins goes to the wait that keeps the timeout, and the
     ping-pong goes on; the slow round trips show in the samples."""
-    from ibdiag.bench.p2p import rdma_loops
+    from ibdiag.bench.p2p.rdma import loops as rdma_loops
 
     waits = []
     real = rdma_loops._spin_until
@@ -461,7 +461,7 @@ def test_write_latency_waits_past_the_inline_spins_for_a_late_answer(
 
 
 def test_message_sizes_checked_against_max_msg_sz_and_the_sge_length():
-    from ibdiag.bench.p2p.rdma import SGE_MAX_BYTES, check_message_sizes, message_size_problem
+    from ibdiag.bench.p2p.rdma.plan import SGE_MAX_BYTES, check_message_sizes, message_size_problem
     from ibdiag.errors import UsageError
 
     assert message_size_problem([8, 2**31], 2**31, "rxe0", 1) is None
@@ -487,7 +487,7 @@ def test_message_sizes_checked_against_max_msg_sz_and_the_sge_length():
 
 
 def test_signal_interval_bounds_the_bytes_between_completions():
-    from ibdiag.bench.p2p.rdma_loops import SIGNAL_BYTES
+    from ibdiag.bench.p2p.rdma.loops import SIGNAL_BYTES
 
     assert signal_interval(128, 8) == 64 and signal_interval(128, 64 * 1024) == 16
     assert signal_interval(128, 4 * 2**20) == 1 and signal_interval(1, 8) == 1

@@ -2,7 +2,7 @@
 --bidir, --inline, --tclass/--sl — validation at the boundary (command line and wire), what the
 peers exchange, the JSON, the pyverbs objects, and the loops' logic.
 
-The loops run against ``FakeVerbsEndpoint`` (a named stand-in for ibdiag.bench.verbs.RdmaEndpoint:
+The loops run against ``FakeVerbsEndpoint`` (a named stand-in for ibdiag.bench.p2p.rdma.verbs.RdmaEndpoint:
 this machine has no RDMA device). It only shows that posting, signalling, receiving and checking
 are right; that the verbs move data on a real stack is shown in the Soft-RoCE guest
 (tests/rdmavm/guest/test_rdma_options.py).
@@ -16,12 +16,10 @@ from dataclasses import replace
 
 import pytest
 
-from ibdiag.bench.jsonfields import Fields
+from ibdiag.bench.p2p.control.protocol import ProtocolError
 from ibdiag.bench.p2p.meta import P2PSetup, RdmaEnd, RdmaPath
 from ibdiag.bench.p2p.params import AUTO_INLINE_LAT, RequestError, RunRequest
-from ibdiag.bench.p2p.protocol import ProtocolError
-from ibdiag.bench.p2p.rdma import QpInfo, plan_connection
-from ibdiag.bench.p2p.rdma_loops import (
+from ibdiag.bench.p2p.rdma.loops import (
     Receiver,
     check_pattern,
     fill_pattern,
@@ -32,13 +30,15 @@ from ibdiag.bench.p2p.rdma_loops import (
     signal_interval,
     write_bw,
 )
-from ibdiag.bench.p2p.rdma_session import check_server_run, run_options
+from ibdiag.bench.p2p.rdma.plan import QpInfo, plan_connection
+from ibdiag.bench.p2p.rdma.session import check_server_run, run_options
+from ibdiag.bench.results.jsonfields import Fields
 from ibdiag.errors import CannotRunError, PeerTimeoutError
 from tests.test_p2p_rdma import ROCE_A, ROCE_B
 
 
 class FakeVerbsEndpoint:
-    """STAND-IN for :class:`ibdiag.bench.verbs.RdmaEndpoint` with several queue pairs — no RDMA adapter here.
+    """STAND-IN for :class:`ibdiag.bench.p2p.rdma.verbs.RdmaEndpoint` with several queue pairs — no RDMA adapter here.
 
     A posted WRITE copies this side's send half into ``peer``'s receive half, a READ copies ``peer``'s
     send half into this side's receive half, a SEND consumes one receive ``peer`` posted on the same
@@ -462,7 +462,7 @@ def test_rdma_options_in_the_result_json():
 
 
 def _pv():
-    from ibdiag.bench import verbs
+    from ibdiag.bench.p2p.rdma import verbs
     from ibdiag.errors import CannotRunError as Missing
 
     try:

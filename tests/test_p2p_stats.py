@@ -1,4 +1,4 @@
-"""ibdiag.bench.stats: percentiles, latency, rates, CPU accounting."""
+"""ibdiag.bench.results.stats: percentiles, latency, rates, CPU accounting."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ibdiag.bench.stats import (
+from ibdiag.bench.results.stats import (
     CpuMeter,
     bandwidth_gbs,
     cpu_s_per_gb,

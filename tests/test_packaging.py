@@ -110,7 +110,7 @@ def test_topo_on_a_directory_imports_neither_the_snapshot_writer_nor_socket():
     code = (
         "import sys\nfrom ibdiag.cli.main import main\n"
         "main(['topo', '--root', 'fixtures/sysfs/dgx-h100', '-o', 'json'])\n"
-        "sys.stderr.write('LOADED=' + ','.join(m for m in ('socket', 'ibdiag.snapshot', 'ibdiag.archive', 'tarfile') if m in sys.modules) + '\\n')\n"
+        "sys.stderr.write('LOADED=' + ','.join(m for m in ('socket', 'ibdiag.node.snapshot', 'ibdiag.node.archive', 'tarfile') if m in sys.modules) + '\\n')\n"
     )
     res = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO
@@ -124,7 +124,7 @@ def test_own_process_runs_the_command_with_the_collector_on_and_start_up_frozen(
     command begins; the command itself (a long `bench serve` too) runs with the collector on."""
     code = (
         "import gc, sys\n"
-        "import ibdiag.topo.discover as d\n"
+        "import ibdiag.node.discover as d\n"
         "seen = []\n"
         "real = d.discover\n"
         "def spy(*a, **k):\n"

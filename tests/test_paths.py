@@ -2,8 +2,8 @@
 
 import pytest
 
-from ibdiag.topo.model import PathClass, PciDevice, PcieLink
-from ibdiag.topo.paths import classify, parse_gdr_level
+from ibdiag.node.model import PathClass, PciDevice, PcieLink
+from ibdiag.node.paths import classify, parse_gdr_level
 
 
 def dev(path: str, numa: int | None = 0) -> PciDevice:

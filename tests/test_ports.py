@@ -10,11 +10,11 @@ import pytest
 
 from ibdiag.config import load_config
 from ibdiag.errors import InputError
+from ibdiag.findings.model import Severity
+from ibdiag.node.ports import node_ports
+from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.ports.checks import check_ports
 from ibdiag.ports.config import PortsConfig
-from ibdiag.ports.read import node_ports
-from ibdiag.report.model import Severity
-from ibdiag.sysfs import SysfsRoot
 from tests.conftest import SYSFS_FIXTURES
 
 DGX = SYSFS_FIXTURES / "dgx-h100"

@@ -7,11 +7,11 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ibdiag.errors import InputError
-from ibdiag.report.csvout import render_csv
-from ibdiag.report.jsonout import envelope, load_envelope, render_json
-from ibdiag.report.junit import render_junit
-from ibdiag.report.model import Finding, Report, RunMeta, Severity, worst
-from ibdiag.report.prom import Metric, PromSample, finding_metrics, render_prom
+from ibdiag.findings.model import Finding, Report, RunMeta, Severity, worst
+from ibdiag.output.csvout import render_csv
+from ibdiag.output.jsonout import envelope, load_envelope, render_json
+from ibdiag.output.junit import render_junit
+from ibdiag.output.prom import Metric, PromSample, finding_metrics, render_prom
 
 META = RunMeta(host="node17", version="9.9.9", generated_at="2026-11-29T00:00:00Z")
 OK = Finding("x.ok", Severity.OK, "a", "fine")

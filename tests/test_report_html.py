@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ibdiag.fleet.chart import PALETTE
+from ibdiag.sweep.chart import PALETTE
 from tests.conftest import need_tool
 
 pytestmark = pytest.mark.slow

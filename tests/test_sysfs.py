@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from ibdiag.errors import InputError
+from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.parse import parse_ib_rate
-from ibdiag.sysfs import SysfsRoot
 
 
 def make(tmp_path: Path, files: dict[str, str]) -> SysfsRoot:
@@ -80,7 +80,7 @@ def test_check_refuses_a_root_without_sys(tmp_path):
 def test_realpath_answers_what_os_path_realpath_does(tmp_path):
     """sysfs.realpath asks the kernel (O_PATH + /proc/self/fd); it must agree with os.path.realpath
     for every kind of path a tree under --root can hold, and never open a FIFO for reading."""
-    from ibdiag.sysfs import realpath
+    from ibdiag.node.sysfs import realpath
 
     d = tmp_path / "sys" / "devices" / "pci0000:00" / "0000:00:01.0"
     d.mkdir(parents=True)
@@ -115,7 +115,7 @@ def test_realpath_answers_what_os_path_realpath_does(tmp_path):
 
 
 def test_a_value_at_the_size_cap_is_read_and_one_byte_more_is_not(tmp_path):
-    from ibdiag.sysfs import MAX_VALUE_BYTES
+    from ibdiag.node.sysfs import MAX_VALUE_BYTES
 
     s = make(
         tmp_path,

@@ -12,10 +12,10 @@ import json
 
 import pytest
 
-from ibdiag.report.model import Severity
-from ibdiag.sysfs import SysfsRoot
+from ibdiag.findings.model import Severity
+from ibdiag.node.discover import discover
+from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.topo.checks import TopoConfig, check_topology
-from ibdiag.topo.discover import discover
 from ibdiag.topo.render import LEGEND, matrix_text
 from tests import nccl_hca
 from tests.conftest import SYSFS_FIXTURES

@@ -4,11 +4,11 @@ import os
 
 import pytest
 
-from ibdiag.report.model import Severity
-from ibdiag.sysfs import SysfsRoot
+from ibdiag.findings.model import Severity
+from ibdiag.node.discover import discover
+from ibdiag.node.model import PathClass
+from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.topo.checks import check_topology
-from ibdiag.topo.discover import discover
-from ibdiag.topo.model import PathClass
 from tests.sysfsgen.builder import Link, Tree, zero_counters
 
 NVIDIA, MELLANOX = 0x10DE, 0x15B3

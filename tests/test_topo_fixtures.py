@@ -5,11 +5,11 @@ import re
 
 import pytest
 
+from ibdiag.findings.model import Severity
+from ibdiag.node.discover import discover
+from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.ports.config import PortsConfig
-from ibdiag.report.model import Severity
-from ibdiag.sysfs import SysfsRoot
 from ibdiag.topo.checks import TopoConfig, check_topology
-from ibdiag.topo.discover import discover
 from ibdiag.topo.render import matrix_text
 from tests.conftest import SYSFS_FIXTURES
 

@@ -10,10 +10,10 @@ import shutil
 
 import pytest
 
-from ibdiag.report.model import Severity
-from ibdiag.sysfs import MAX_VALUE_BYTES, SysfsRoot
+from ibdiag.findings.model import Severity
+from ibdiag.node.discover import discover
+from ibdiag.node.sysfs import MAX_VALUE_BYTES, SysfsRoot
 from ibdiag.topo.checks import check_topology
-from ibdiag.topo.discover import discover
 from ibdiag.topo.render import prom_metrics, summary_lines
 from tests.conftest import SYSFS_FIXTURES
 from tests.sysfsgen.builder import Tree, zero_counters

@@ -1,4 +1,4 @@
-"""ibdiag.bench.verbs through the REAL pyverbs (Debian's python3-pyverbs), no mocks of the library.
+"""ibdiag.bench.p2p.rdma.verbs through the REAL pyverbs (Debian's python3-pyverbs), no mocks of the library.
 
 This machine has no RDMA device, so what runs here is: the import path (venv + Debian
 dist-packages fallback), "pyverbs is not installed", "no RDMA device" from the real
@@ -15,8 +15,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from ibdiag.bench import verbs
-from ibdiag.bench.p2p.rdma import ConnectPlan
+from ibdiag.bench.p2p.rdma import verbs
+from ibdiag.bench.p2p.rdma.plan import ConnectPlan
 from ibdiag.errors import CannotRunError
 from tests.conftest import _unavailable
 
@@ -42,7 +42,7 @@ def test_import_falls_back_to_debian_dist_packages_appended_last():
     _need_pyverbs()
     r = _py(
         "import sys\n"
-        "from ibdiag.bench import verbs\n"
+        "from ibdiag.bench.p2p.rdma import verbs\n"
         "before = list(sys.path)\n"
         "pv = verbs.import_pyverbs()\n"
         "print(pv.device.__file__)\n"
@@ -58,7 +58,7 @@ def test_import_falls_back_to_debian_dist_packages_appended_last():
 def test_pyverbs_not_installed_is_exit_3_with_apt_hint():
     """The same import code with the fallback directory pointed at nothing: as on a host without python3-pyverbs."""
     r = _py(
-        "from ibdiag.bench import verbs\n"
+        "from ibdiag.bench.p2p.rdma import verbs\n"
         "verbs.DEBIAN_DIST_PACKAGES = '/nonexistent/ibdiag-test'\n"
         "import sys\n"
         "sys.path[:] = [p for p in sys.path if 'dist-packages' not in p]\n"
@@ -200,7 +200,7 @@ def test_qp_init_attr_turns_off_signal_all():
 #: classes with the real values (Cython 3 ``cpdef enum``), plus one anonymous module-level constant.
 _NEW_RDMA_CORE = """
 import enum, sys, types
-from ibdiag.bench import verbs
+from ibdiag.bench.p2p.rdma import verbs
 sys.path.append(verbs.DEBIAN_DIST_PACKAGES)
 import pyverbs.enums as real
 import pyverbs.addr, pyverbs.cq, pyverbs.device, pyverbs.mr, pyverbs.pd, pyverbs.qp, pyverbs.wr  # they import enums themselves
@@ -259,6 +259,6 @@ def test_flatten_enums_takes_class_members_and_module_constants():
 def test_a_failed_completion_is_explained_by_its_status(status, words):
     """A link going down on Soft-RoCE ends WRITEs with status 2 (local QP operation error), not a
     retry timeout: the hint must say what that status means (found by the two-node guest test)."""
-    from ibdiag.bench.verbs import _wc_status_hint
+    from ibdiag.bench.p2p.rdma.verbs import _wc_status_hint
 
     assert words in _wc_status_hint(status)

@@ -13,9 +13,9 @@ import pytest
 
 from ibdiag.bench.collective.meta import CollectiveMeta
 from ibdiag.bench.p2p.meta import P2PMeta
-from ibdiag.bench.results import BenchRun, CollectiveResult, LatencyStats, P2PResult
-from ibdiag.report.jsonout import render_json
-from ibdiag.report.model import Report, RunMeta
+from ibdiag.bench.results.model import BenchRun, CollectiveResult, LatencyStats, P2PResult
+from ibdiag.findings.model import Report, RunMeta
+from ibdiag.output.jsonout import render_json
 from tests.conftest import REPO, SYSFS_FIXTURES
 
 DGX = SYSFS_FIXTURES / "dgx-h100"
@@ -365,7 +365,7 @@ def test_busbw_and_bench_together_is_a_usage_error(cli, tmp_path):
 
 
 def test_nccl_tests_log(cli):
-    """Through the real importer (ibdiag.importers.load)."""
+    """Through the real importer (ibdiag.bench.importers.load)."""
     args = [
         "verdict",
         "--params",

@@ -5,9 +5,9 @@ import pytest
 
 from ibdiag.bench.collective.meta import CollectiveMeta
 from ibdiag.bench.p2p.meta import P2PMeta
-from ibdiag.bench.results import BenchRun, CollectiveResult, LatencyStats, P2PResult
+from ibdiag.bench.results.model import BenchRun, CollectiveResult, LatencyStats, P2PResult
 from ibdiag.errors import InputError, UsageError
-from ibdiag.report.model import Finding, Severity
+from ibdiag.findings.model import Finding, Severity
 from ibdiag.verdict import inputs
 from ibdiag.verdict.ceiling import RailInfo, ceiling
 from ibdiag.verdict.checks import findings

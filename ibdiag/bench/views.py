@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ibdiag.bench.results import BenchRun
+from ibdiag.bench.results.model import BenchRun
 
 
 @dataclass(frozen=True)

@@ -93,8 +93,8 @@ class _ProgressBar:
 def _emit_run(run: Any, findings: Any, fmt: OutputFormat, save: Path | None, strict: bool) -> int:
     """Print a BenchRun in ``fmt`` through its kind's view; write ``--save`` first (JSON, atomically)."""
     from ibdiag.bench.views import view_for
-    from ibdiag.report.jsonout import render_json
-    from ibdiag.report.model import Report
+    from ibdiag.findings.model import Report
+    from ibdiag.output.jsonout import render_json
 
     report = Report("bench", run.to_data(), tuple(findings))
     meta = run_meta(None)
@@ -107,7 +107,7 @@ def _emit_run(run: Any, findings: Any, fmt: OutputFormat, save: Path | None, str
     view = view_for(run)
 
     def table() -> list[Any]:
-        from ibdiag.report.table import findings_block
+        from ibdiag.output.table import findings_block
 
         return [*view.table(run), *findings_block(report, strict=strict, width=table_width())]
 
@@ -289,9 +289,9 @@ def collective_command(
       srun -N 64 --ntasks-per-node 8 ibdiag bench collective --op all_gather --save run.json
     """
     from ibdiag.bench.collective.config import CollectiveConfig
-    from ibdiag.bench.collective.launch import detect_launch
     from ibdiag.bench.collective.spec import JOB_ENV, RankJob, RunSpec
     from ibdiag.collectives import collective_dtype, get_op
+    from ibdiag.runtime.launch import detect_launch
     from ibdiag.units import parse_size_spec
 
     report_dir = env().environ.get(REPORT_DIR_ENV)
@@ -329,8 +329,8 @@ def collective_command(
                 hint="drop --nproc under torchrun/srun/mpirun (each rank runs ibdiag bench collective itself)",
             )
         from ibdiag.bench.collective import spawn
-        from ibdiag.bench.results import bench_run_from_json
-        from ibdiag.report.model import Finding
+        from ibdiag.bench.results.model import bench_run_from_json
+        from ibdiag.findings.model import Finding
 
         child_env = {**env().environ, JOB_ENV: RankJob(spec, cfg).to_env()}
         with _ProgressBar() as bar:
@@ -346,8 +346,8 @@ def collective_command(
             hint="ibdiag bench collective --nproc 4 (4 local ranks), or launch it with torchrun/srun/mpirun",
         )
     from ibdiag.bench.collective.analysis import to_bench_run
-    from ibdiag.bench.collective.hooks import TestHooks
     from ibdiag.bench.collective.runner import run_rank
+    from ibdiag.runtime.hooks import TestHooks
 
     report = _FailureReport(None, launch.rank)
     try:
@@ -382,9 +382,9 @@ def _supervised_rank(launch: Any, report_dir: str) -> int:
     progress, result and errors go to files the supervisor reads."""
     from ibdiag.bench.collective import spawn
     from ibdiag.bench.collective.analysis import to_bench_run
-    from ibdiag.bench.collective.hooks import TestHooks
     from ibdiag.bench.collective.runner import run_rank
     from ibdiag.bench.collective.spec import RankJob
+    from ibdiag.runtime.hooks import TestHooks
 
     def progress(done: int, total: int, label: str) -> None:
         spawn.write_progress(report_dir, done, total, label)
@@ -470,8 +470,8 @@ def import_command(
       ibdiag bench import ib_write_bw.log --save link.json
     """
     from ibdiag.bench.collective.config import CollectiveConfig
-    from ibdiag.importers import read_runs, select_run
-    from ibdiag.importers.checks import import_findings
+    from ibdiag.bench.importers import read_runs, select_run
+    from ibdiag.bench.importers.checks import import_findings
 
     cfg = read_config(config).section("collective", CollectiveConfig)
     check_output_path(save, "--save")

@@ -35,7 +35,7 @@ from ibdiag.cli.common import (
 from ibdiag.errors import UsageError
 
 DEFAULT_PORT = (
-    18516  # ibdiag.bench.p2p.protocol.DEFAULT_PORT (kept literal so --help imports nothing)
+    18516  # ibdiag.bench.p2p.control.protocol.DEFAULT_PORT (kept literal so --help imports nothing)
 )
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -132,7 +132,7 @@ def _log_line(message: str) -> None:
 
 
 def _token(token_file: Path | None) -> bytes | None:
-    from ibdiag.bench.p2p.protocol import read_token_file, token_from_env
+    from ibdiag.bench.p2p.control.protocol import read_token_file, token_from_env
 
     if token_file is None:
         return token_from_env(env().environ.get("IBDIAG_TOKEN"))
@@ -420,7 +420,7 @@ def p2p_command(
     from ibdiag.bench.p2p.linerate import judged_line_rate
     from ibdiag.bench.p2p.params import RunRequest
     from ibdiag.bench.views import view_for
-    from ibdiag.report.model import Report
+    from ibdiag.findings.model import Report
     from ibdiag.units import parse_size_spec
 
     # Everything that can be refused is refused before a single byte is measured.
@@ -477,7 +477,7 @@ def p2p_command(
     if engine is Engine.auto:
         from dataclasses import replace
 
-        from ibdiag.bench.p2p.perftest_engine import resolve_engine
+        from ibdiag.bench.p2p.perftest.engine import resolve_engine
 
         req = replace(req, engine=resolve_engine(req, path))
     opts = ClientOptions(
@@ -517,7 +517,7 @@ def p2p_command(
     view = view_for(bench)
 
     def table() -> list[Any]:
-        from ibdiag.report.table import findings_block
+        from ibdiag.output.table import findings_block
 
         return [*view.table(bench), *findings_block(report, strict=strict, width=table_width())]
 
@@ -525,7 +525,7 @@ def p2p_command(
     status = emit(report, fmt, meta, strict=strict, table=table, csv=lambda: view.csv(bench))
     env().stdout.flush()
     if save is not None:
-        from ibdiag.report.jsonout import render_json
+        from ibdiag.output.jsonout import render_json
 
         write_atomically(save, render_json(report, meta))
     if png is not None:

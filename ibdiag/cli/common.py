@@ -23,12 +23,12 @@ from ibdiag.cli.env import Environment, current
 from ibdiag.cli.errors import _silence, error_text, write_error, write_to, write_warning
 from ibdiag.cli.main import command_starts
 from ibdiag.errors import ExitStatus, IbdiagError, UsageError
+from ibdiag.findings.model import Report, RunMeta
 from ibdiag.outfile import (  # noqa: F401 - the commands' one output writer
     atomic_output,
     check_output_path,
     write_atomically,
 )
-from ibdiag.report.model import Report, RunMeta
 
 
 class OutputFormat(str, Enum):
@@ -224,7 +224,7 @@ def run_meta(root: Path | None = None) -> RunMeta:
     """Envelope metadata: this host (or the snapshot's host when reading one), version, UTC now."""
     host = os.uname().nodename  # what socket.gethostname() answers (gethostname(2) is uname's nodename), without importing socket
     if root is not None and str(root) != "/":
-        from ibdiag.manifest import read_manifest
+        from ibdiag.node.manifest import read_manifest
 
         manifest = read_manifest(root)
         if manifest and manifest.get("host"):
@@ -237,7 +237,7 @@ def run_meta(root: Path | None = None) -> RunMeta:
 def open_root(root: Path) -> Iterator[Path]:
     """Yield a directory that contains ``sys/``: ``root`` itself, or a snapshot tarball extracted."""
     if root.is_file():
-        from ibdiag.snapshot import extracted
+        from ibdiag.node.snapshot import extracted
 
         with extracted(root) as directory:
             yield directory
@@ -322,7 +322,7 @@ def record(report: Report, *, strict: bool, prom: Callable[[], list[Any]] | None
                 f"ibdiag {report.command} has no metrics for --textfile",
                 hint="use --textfile with ibdiag topo or ibdiag counters",
             )
-        from ibdiag.report.prom import render_prom
+        from ibdiag.output.prom import render_prom
 
         session.prom_text = render_prom(_metrics(report, prom))
 
@@ -330,7 +330,7 @@ def record(report: Report, *, strict: bool, prom: Callable[[], list[Any]] | None
 def _metrics(report: Report, prom: Callable[[], list[Any]]) -> list[Any]:
     import time
 
-    from ibdiag.report.prom import finding_metrics, run_metrics
+    from ibdiag.output.prom import finding_metrics, run_metrics
 
     return [
         *prom(),
@@ -351,15 +351,15 @@ def _write(
 ) -> None:
     out = env().stdout
     if fmt is OutputFormat.json:
-        from ibdiag.report.jsonout import render_json
+        from ibdiag.output.jsonout import render_json
 
         out.write(render_json(report, meta))
     elif fmt is OutputFormat.line:
-        from ibdiag.report.line import render_line
+        from ibdiag.output.line import render_line
 
         out.write(render_line(report, strict=strict) + "\n")
     elif fmt is OutputFormat.junit:
-        from ibdiag.report.junit import render_junit
+        from ibdiag.output.junit import render_junit
 
         out.write(render_junit(report, meta, strict=strict, time_s=current().elapsed()))
     elif fmt is OutputFormat.csv:
@@ -367,7 +367,7 @@ def _write(
             raise UsageError(
                 f"ibdiag {report.command} cannot write csv", hint="use -o table or -o json"
             )
-        from ibdiag.report.csvout import render_csv
+        from ibdiag.output.csvout import render_csv
 
         header, rows = csv()
         out.write(render_csv(header, rows))
@@ -377,7 +377,7 @@ def _write(
                 f"ibdiag {report.command} cannot write prom",
                 hint="use -o json, or a command that reads the node (topo, counters)",
             )
-        from ibdiag.report.prom import render_prom
+        from ibdiag.output.prom import render_prom
 
         out.write(render_prom(_metrics(report, prom)))
     else:

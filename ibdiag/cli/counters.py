@@ -147,7 +147,7 @@ def counters_command(
     from ibdiag.counters.checks import Judging
     from ibdiag.counters.read import discover_layout, parse_device_filter
     from ibdiag.errors import CannotRunError, UsageError
-    from ibdiag.sysfs import SysfsRoot
+    from ibdiag.node.sysfs import SysfsRoot
 
     _validate(fmt, interval, count, watch, since)
     if watch and textfile is not None:
@@ -183,7 +183,7 @@ def _report_items(
 ) -> list[Any]:
     from rich.text import Text
 
-    from ibdiag.report.table import findings_block
+    from ibdiag.output.table import findings_block
 
     items = [*head, table, *findings_block(report, strict=strict, width=table_width())]
     if hint:
@@ -201,7 +201,7 @@ def _snapshot(
     from ibdiag.counters.read import read_sample
     from ibdiag.counters.views import csv_rows, json_data, prom_metrics
     from ibdiag.counters.views import table as view
-    from ibdiag.report.model import Report
+    from ibdiag.findings.model import Report
 
     cfg = judge.cfg
     sample = read_sample(sysfs, layout, data_bits=cfg.data_bits)
@@ -247,7 +247,7 @@ def _span_output(
 ) -> int:
     from ibdiag.counters.views import csv_rows, json_data, prom_metrics
     from ibdiag.counters.views import table as view
-    from ibdiag.report.model import Report
+    from ibdiag.findings.model import Report
 
     cfg = judge.cfg
     report = Report(
@@ -315,7 +315,7 @@ def _since(
     from ibdiag.counters.baseline import check_comparable, load_baseline
     from ibdiag.counters.delta import build_span
     from ibdiag.counters.read import read_sample, selected
-    from ibdiag.counters.text import duration_text
+    from ibdiag.counters.wording import duration_text
 
     before, info = load_baseline(since, host=meta.host)
     now = read_sample(sysfs, layout, data_bits=judge.cfg.data_bits)
@@ -341,10 +341,10 @@ def _interval(
     strict: bool,
 ) -> int:
     from ibdiag.counters.sampler import Sampler, run_series
-    from ibdiag.counters.text import duration_text
     from ibdiag.counters.views import csv_rows, prom_metrics
-    from ibdiag.report.csvout import render_csv
-    from ibdiag.report.model import Report
+    from ibdiag.counters.wording import duration_text
+    from ibdiag.findings.model import Report
+    from ibdiag.output.csvout import render_csv
 
     sampler = Sampler(sysfs, layout, interval_s=interval, data_bits=judge.cfg.data_bits)
     first = sampler.first()
@@ -400,10 +400,10 @@ def _watch(
 
     from ibdiag.counters.delta import Accumulator
     from ibdiag.counters.sampler import Sampler
-    from ibdiag.counters.text import duration_text
     from ibdiag.counters.views.table import interval_table
-    from ibdiag.report.model import Report
-    from ibdiag.report.table import findings_paragraphs, summary_line
+    from ibdiag.counters.wording import duration_text
+    from ibdiag.findings.model import Report
+    from ibdiag.output.table import findings_paragraphs, summary_line
 
     sampler = Sampler(sysfs, layout, interval_s=interval, data_bits=judge.cfg.data_bits)
     acc = Accumulator(sampler.first(), mode="interval", keep_steps=False)

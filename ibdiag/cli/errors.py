@@ -50,7 +50,7 @@ def error_text(message: str, hint: str | None) -> str:
 
 def write_error(session: Session, message: str, hint: str | None, status: int) -> int:
     """Say why the run ended with ``status`` (2, 3 or 130) in every form the run asked for."""
-    from ibdiag.report.line import unknown_line
+    from ibdiag.output.line import unknown_line
 
     env = session.env
     if status == ExitStatus.INTERRUPTED:
@@ -71,8 +71,8 @@ def _junit_error(session: Session, message: str, hint: str | None, status: int) 
     from datetime import datetime, timezone
 
     from ibdiag import __version__
-    from ibdiag.report.junit import render_junit_error
-    from ibdiag.report.model import RunMeta
+    from ibdiag.findings.model import RunMeta
+    from ibdiag.output.junit import render_junit_error
 
     now = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
     meta = RunMeta(host=socket.gethostname(), version=__version__, generated_at=now)
@@ -113,7 +113,7 @@ def finish(session: Session, status: int) -> int:
 def _write_textfile(session: Session, status: int) -> int:
     from ibdiag.errors import IbdiagError
     from ibdiag.outfile import write_atomically
-    from ibdiag.report.prom import render_prom, run_metrics
+    from ibdiag.output.prom import render_prom, run_metrics
 
     assert session.textfile is not None
     command = session.command or "ibdiag"

@@ -85,10 +85,10 @@ def report_command(
       ibdiag report /shared/ibdiag/ -o line        # drain list in one line
     """
     from ibdiag.errors import UsageError
-    from ibdiag.fleetreport.checks import report_findings
-    from ibdiag.fleetreport.inputs import read_all
-    from ibdiag.fleetreport.view import build_view, view_json
-    from ibdiag.report.model import Report
+    from ibdiag.findings.model import Report
+    from ibdiag.report.checks import report_findings
+    from ibdiag.report.inputs import read_all
+    from ibdiag.report.view import build_view, view_json
     from ibdiag.units import parse_size
 
     max_bytes = parse_size(max_file_size, what="--max-file-size")
@@ -104,19 +104,19 @@ def report_command(
     if png is not None:
         _write_png(view, png)
     if fmt is ReportFormat.html:
-        from ibdiag.fleetreport.html import render_html
+        from ibdiag.report.html import render_html
 
         env().stdout.write(render_html(view, report.findings, meta))
         return exit_status(report, strict)
     if fmt is ReportFormat.line:
-        from ibdiag.fleetreport.render import line_view
+        from ibdiag.report.render import line_view
 
         env().stdout.write(line_view(view) + "\n")
         return exit_status(report, strict)
 
     def table() -> list[Any]:
-        from ibdiag.fleetreport.render import tables
-        from ibdiag.report.table import findings_block, summary_line
+        from ibdiag.output.table import findings_block, summary_line
+        from ibdiag.report.render import tables
 
         # The nodes table already shows every node's status: the findings block lists the rest.
         rest = Report("report", {}, tuple(f for f in report.findings if f.check != "report.node"))
@@ -127,12 +127,12 @@ def report_command(
         ]
 
     def csv() -> tuple[Any, Any]:
-        from ibdiag.fleetreport.render import CSV_HEADER, csv_rows
+        from ibdiag.report.render import CSV_HEADER, csv_rows
 
         return CSV_HEADER, csv_rows(view)
 
     def prom() -> list[Any]:
-        from ibdiag.fleetreport.render import prom_metrics
+        from ibdiag.report.render import prom_metrics
 
         return prom_metrics(view)
 
@@ -143,8 +143,8 @@ def report_command(
 
 def _write_png(view: Any, path: Path) -> None:
     from ibdiag.errors import UsageError
-    from ibdiag.fleet.chart import matrix_png
-    from ibdiag.fleet.render import matrix_grid
+    from ibdiag.sweep.chart import matrix_png
+    from ibdiag.sweep.render import matrix_grid
 
     if not view.sweeps:
         raise UsageError(

@@ -26,9 +26,9 @@ def snapshot_command(
 ) -> int:
     """Capture the sysfs subset ibdiag reads into a .tar.gz, for `--root` on another machine."""
     from ibdiag.errors import UsageError
+    from ibdiag.node.snapshot import read_manifest, write_snapshot
+    from ibdiag.node.sysfs import SysfsRoot
     from ibdiag.outfile import check_output_path
-    from ibdiag.snapshot import read_manifest, write_snapshot
-    from ibdiag.sysfs import SysfsRoot
 
     check_output_path(
         output, "snapshot"

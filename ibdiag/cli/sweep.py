@@ -1,6 +1,6 @@
 """``ibdiag sweep``: which node, rail or link of the cluster is bad.
 
-One process per node, placed by the cluster's launcher (:mod:`ibdiag.fleet.distributed`); rank 0
+One process per node, placed by the cluster's launcher (:mod:`ibdiag.sweep.distributed`); rank 0
 prints the result, the other ranks print nothing unless they fail. ``--plan`` prints the schedule and
 what it costs without running anything. Options left out take ``[sweep]``'s values from the config.
 """
@@ -190,8 +190,8 @@ def sweep_command(
       torchrun --nnodes 64 --nproc-per-node 1 --rdzv-endpoint head:29500 -m ibdiag sweep -o line
     """
     from ibdiag.errors import UsageError
-    from ibdiag.fleet.config import SweepSettingsFile
-    from ibdiag.fleet.runner import PairSpec
+    from ibdiag.sweep.config import SweepSettingsFile
+    from ibdiag.sweep.runner import PairSpec
     from ibdiag.units import parse_size
 
     file = read_config(config).section("sweep", SweepSettingsFile)
@@ -267,7 +267,7 @@ def sweep_command(
 
 def _rail_list(text: str | None) -> tuple[str, ...] | None:
     from ibdiag.errors import UsageError
-    from ibdiag.fleet.nodes import valid_adapter
+    from ibdiag.sweep.nodes import valid_adapter
 
     if text is None:
         return None
@@ -296,11 +296,11 @@ def _print_plan(
     *,
     as_json: bool,
 ) -> int:
-    from ibdiag.bench.collective.launch import detect_launch
     from ibdiag.errors import UsageError
-    from ibdiag.fleet.plan import plan_data, plan_lines
-    from ibdiag.report.jsonout import render_json
-    from ibdiag.report.model import Report
+    from ibdiag.findings.model import Report
+    from ibdiag.output.jsonout import render_json
+    from ibdiag.runtime.launch import detect_launch
+    from ibdiag.sweep.plan import plan_data, plan_lines
 
     n = nodes
     if n is None:

@@ -36,11 +36,11 @@ def run_sweep_command(
     strict: bool,
     debug: bool,
 ) -> int:
-    from ibdiag.bench.collective.hooks import TestHooks
-    from ibdiag.bench.collective.launch import detect_launch
     from ibdiag.errors import UsageError
-    from ibdiag.fleet.distributed import SweepJob, run_distributed
-    from ibdiag.fleet.schedule import Pattern
+    from ibdiag.runtime.hooks import TestHooks
+    from ibdiag.runtime.launch import detect_launch
+    from ibdiag.sweep.distributed import SweepJob, run_distributed
+    from ibdiag.sweep.schedule import Pattern
 
     launch = detect_launch(env().environ)
     if launch is None:
@@ -75,7 +75,7 @@ def run_sweep_command(
     started = time.monotonic()
     on_round = None
     if launch.rank == 0 and env().stderr_isatty:
-        from ibdiag.fleet.progress import progress_line
+        from ibdiag.sweep.progress import progress_line
 
         def on_round(done: Any) -> None:
             env().stderr.write("\r\x1b[2K" + progress_line(done, time.monotonic() - started))
@@ -97,24 +97,24 @@ def run_sweep_command(
 
 
 def _outputs(result: Any, *, fmt: str, save: Path | None, png: Path | None, strict: bool) -> int:
-    from ibdiag.fleet.checks import sweep_findings
-    from ibdiag.report.jsonout import render_json
-    from ibdiag.report.model import Report
+    from ibdiag.findings.model import Report
+    from ibdiag.output.jsonout import render_json
+    from ibdiag.sweep.checks import sweep_findings
 
     report = Report("sweep", result.to_json(), tuple(sweep_findings(result)))
     meta = run_meta()
     if save is not None:
         write_atomically(save, render_json(report, meta), "--save")
     if png is not None:
-        from ibdiag.fleet.chart import matrix_png
-        from ibdiag.fleet.render import matrix_grid
+        from ibdiag.sweep.chart import matrix_png
+        from ibdiag.sweep.render import matrix_grid
 
         write_atomically(
             png, matrix_png([matrix_grid(result, k) for k in range(result.rails)]), "--png"
         )
     if fmt == "line":
         from ibdiag.cli.common import exit_status
-        from ibdiag.fleet.render import line_view
+        from ibdiag.sweep.render import line_view
 
         write_stdout(line_view(result) + "\n")
         return exit_status(report, strict)
@@ -122,8 +122,8 @@ def _outputs(result: Any, *, fmt: str, save: Path | None, png: Path | None, stri
     def table() -> list[Any]:
         from rich.text import Text
 
-        from ibdiag.fleet import render
-        from ibdiag.report.table import findings_block
+        from ibdiag.output.table import findings_block
+        from ibdiag.sweep import render
 
         items: list[Any] = [Text(line) for line in render.summary_lines(result)]
         for k in range(result.rails):
@@ -134,12 +134,12 @@ def _outputs(result: Any, *, fmt: str, save: Path | None, png: Path | None, stri
         return items + findings_block(report, strict=strict, width=table_width())
 
     def csv() -> tuple[Any, Any]:
-        from ibdiag.fleet.render import CSV_HEADER, csv_rows
+        from ibdiag.sweep.render import CSV_HEADER, csv_rows
 
         return CSV_HEADER, csv_rows(result)
 
     def prom() -> list[Any]:
-        from ibdiag.fleet.render import prom_metrics
+        from ibdiag.sweep.render import prom_metrics
 
         return prom_metrics(result)
 

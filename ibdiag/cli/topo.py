@@ -49,12 +49,12 @@ def topo_command(
 ) -> int:
     """Map GPUs, RDMA adapters, PCIe paths and NUMA (like nvidia-smi topo -m) and judge the layout."""
     from ibdiag.config import with_flags
+    from ibdiag.findings.model import Report
+    from ibdiag.node.discover import discover
+    from ibdiag.node.sysfs import SysfsRoot
     from ibdiag.ports.config import PortsConfig
-    from ibdiag.report.model import Report
-    from ibdiag.sysfs import SysfsRoot
     from ibdiag.topo import render
     from ibdiag.topo.checks import TopoConfig, check_topology
-    from ibdiag.topo.discover import discover
 
     cfg_file = read_config(config)
     cfg = with_flags(
@@ -71,7 +71,7 @@ def topo_command(
     def table() -> list[Any]:
         from rich.text import Text
 
-        from ibdiag.report.table import findings_block
+        from ibdiag.output.table import findings_block
 
         items: list[Any] = [Text(line, no_wrap=True) for line in render.summary_lines(topo)]
         matrix = render.matrix_text(topo)

@@ -195,7 +195,7 @@ def verdict_command(
       ibdiag verdict --params 8e9 --dtype bf16 --ranks 512 --ranks-per-node 8 --compute-s 0.5 --bench run.json
       ibdiag verdict --params 70B --dtype bf16 --strategy fsdp --ranks 1024 --compute-s 1.2 --nccl-tests ar.log --root /
     """
-    from ibdiag.report.model import Report
+    from ibdiag.findings.model import Report
     from ibdiag.verdict import inputs
     from ibdiag.verdict.ceiling import ceiling
     from ibdiag.verdict.checks import findings
@@ -283,7 +283,7 @@ def verdict_command(
     def table() -> list[Any]:
         from rich.text import Text
 
-        from ibdiag.report.table import findings_block
+        from ibdiag.output.table import findings_block
         from ibdiag.verdict.render import table_items
 
         items = table_items(v)

@@ -9,9 +9,9 @@ numpy, torch or pyverbs.
 from __future__ import annotations
 
 from ibdiag.counters.config import CountersConfig
+from ibdiag.findings.model import Finding
+from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.ports.config import PortsConfig
-from ibdiag.report.model import Finding
-from ibdiag.sysfs import SysfsRoot
 
 __all__ = ["CountersConfig", "snapshot_findings"]
 

@@ -19,9 +19,9 @@ from typing import Any
 from ibdiag.counters.model import PortCounters, Sample
 from ibdiag.counters.spec import BYTES_PER_DATA_WORD, DATA_BYTES, max_value, width_bits
 from ibdiag.errors import InputError
+from ibdiag.node.model import Port
 from ibdiag.parse import MAX_IB_RATE_GBPS
 from ibdiag.text import safe_value
-from ibdiag.topo.model import Port
 
 SCHEMA = "ibdiag.counters/1"
 _HINT = "save a baseline on this node with `ibdiag counters -o json > before.json` before the job"
@@ -179,7 +179,7 @@ def load_baseline(
 
     ``now`` (epoch seconds, default this node's clock): times later than it plus :data:`CLOCK_SKEW_S`
     are refused."""
-    from ibdiag.report.jsonout import load_envelope
+    from ibdiag.output.jsonout import load_envelope
 
     now = time.time() if now is None else now
     p = Path(path)

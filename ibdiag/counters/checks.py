@@ -32,12 +32,12 @@ from ibdiag.counters.config import CountersConfig
 from ibdiag.counters.delta import figures
 from ibdiag.counters.model import PortCounters, PortDelta, Sample, Span
 from ibdiag.counters.spec import max_value
-from ibdiag.counters.text import count_text, duration_text
+from ibdiag.counters.wording import count_text, duration_text
+from ibdiag.findings.model import Finding, Severity
+from ibdiag.findings.registry import CheckRegistry
+from ibdiag.node.model import Port
 from ibdiag.ports.checks import check_ports
 from ibdiag.ports.config import PortsConfig
-from ibdiag.report.checks import CheckRegistry
-from ibdiag.report.model import Finding, Severity
-from ibdiag.topo.model import Port
 
 CHECKS = CheckRegistry("counters")
 
@@ -348,7 +348,7 @@ class Judging:
 
     def with_node_peers(self, sysfs: Any) -> Judging:
         """For a selection of ports: a slow port is still judged against every port of the node, as topo does."""
-        from ibdiag.ports.read import node_ports
+        from ibdiag.node.ports import node_ports
 
         return replace(self, peers=node_ports(sysfs))
 

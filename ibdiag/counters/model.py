@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ibdiag.counters.spec import DATA_BYTES, VARIABLE_WIDTH
-from ibdiag.topo.model import Port
+from ibdiag.node.model import Port
 
 HW_PREFIX = "hw_counters/"
 

@@ -24,9 +24,9 @@ from ibdiag.counters.spec import (
     width_bits,
 )
 from ibdiag.errors import UsageError
-from ibdiag.sysfs import SysfsRoot
+from ibdiag.node.discover import list_adapters, list_ports, read_port
+from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.text import safe_value
-from ibdiag.topo.discover import list_adapters, list_ports, read_port
 
 _COUNTER_RE = re.compile(r"[0-9]{1,20}")
 _DEVICE_RE = re.compile(r"[^:\s,]+(?::[0-9*?\[\]]+)?")

@@ -22,8 +22,8 @@ from ibdiag.counters.spec import (
     packet_counters,
     width_bits,
 )
-from ibdiag.counters.text import count_text, pct
-from ibdiag.report.model import Finding, Severity
+from ibdiag.counters.wording import count_text, pct
+from ibdiag.findings.model import Finding, Severity
 
 SNAPSHOT_HINT = (
     "counts are since the last reset, time unknown: `ibdiag counters --interval 10` measures a rate, "

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from ibdiag.counters.delta import Accumulator
 from ibdiag.counters.model import Sample, SeriesStep, Span
 from ibdiag.counters.read import PortLayout, read_sample
-from ibdiag.sysfs import SysfsRoot
+from ibdiag.node.sysfs import SysfsRoot
 
 
 def wait(seconds: float) -> None:

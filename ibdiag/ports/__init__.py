@@ -3,5 +3,5 @@
 
 :mod:`~ibdiag.ports.config` (``[ports]``: the expected rate, patterns to ignore or to expect at a rate),
 :mod:`~ibdiag.ports.rates` (the rate each port must reach, and why), :mod:`~ibdiag.ports.checks`
-(``port.state`` and ``port.rate``), :mod:`~ibdiag.ports.read` (every port of the node, for the peers).
+(``port.state`` and ``port.rate``), :mod:`~ibdiag.node.ports` (every port of the node, for the peers).
 """

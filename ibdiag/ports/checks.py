@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from ibdiag.findings.model import Finding, Severity
+from ibdiag.findings.registry import CheckRegistry
+from ibdiag.node.model import Port
 from ibdiag.ports.config import PortsConfig
 from ibdiag.ports.rates import ExpectedRate, ExpectedRates
-from ibdiag.report.checks import CheckRegistry
-from ibdiag.report.model import Finding, Severity
-from ibdiag.topo.model import Port
 
 CHECKS = CheckRegistry("port")
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ibdiag.node.model import Port
 from ibdiag.ports.config import PortsConfig
-from ibdiag.topo.model import Port
 
 
 @dataclass(frozen=True)

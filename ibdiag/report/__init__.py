@@ -1,5 +1,8 @@
-"""Findings, the report every command returns, and the renderers that turn it into output."""
+"""Many nodes' JSON in one fleet view (``ibdiag report``): status per node, configuration outliers
+against the majority, the fleet's counter errors, the sweep's bad nodes and links, a drain list.
 
-from ibdiag.report.model import Finding, Report, Severity, worst
-
-__all__ = ["Finding", "Report", "Severity", "worst"]
+:mod:`~ibdiag.report.inputs` reads and checks the files (each one untrusted),
+:mod:`~ibdiag.report.view` builds the view with pandas, :mod:`~ibdiag.report.checks` makes
+its findings (``report.*``), :mod:`~ibdiag.report.render` and :mod:`~ibdiag.report.html`
+show it.
+"""

@@ -1,129 +1,124 @@
-"""Check ids and the functions that emit them: each package's ``CHECKS`` registry, and the list of all.
+"""Findings of ``ibdiag report`` (``report.*``), one function per id (:mod:`ibdiag.findings.registry`).
 
-A check id (``topo.pcie_width``) is what CI and dashboards key on. Each package that emits findings
-keeps one registry, in the module that holds its checks::
-
-    CHECKS = CheckRegistry("topo")
-
-    @CHECKS.check("topo.pcie_width", "device trained narrower than it and its upstream port support: fail")
-    def pcie_width(subject: str, dev: PciDevice) -> Finding | None:
-        ...
-
-A check is one function: the decorator records the id, a one-line summary and the function, and the
-function it returns always gives a list of findings (its own return may be a finding, findings, or
-None) and raises ``RuntimeError`` — a bug, not bad input — if it ever returns a finding of another id.
-The package's entry point (``check_topology``, ``check_snapshot`` ...) calls its check functions in the
-order the findings are shown.
-
-``CHECKS.declare(id, summary)`` registers an id whose findings come from code that is not (yet) one
-function per id (the bench packages). Every registered id is documented in README.md or docs/, and
-every id ibdiag can emit is registered: ``tests/test_checks_registry.py`` checks both.
+One ``report.node`` per node (its worst status over everything read for it), so JUnit has a case and
+Prometheus a gauge per node; ``report.config`` per node that differs from the majority (and one for
+settings without a majority); ``report.input`` per file
+skipped. A sweep's bad links are carried over as its own ``sweep.link`` findings.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
 
-from ibdiag.report.model import Finding
+from ibdiag.findings.model import Finding, Severity
+from ibdiag.findings.registry import CheckRegistry
+from ibdiag.report.inputs import Skipped
+from ibdiag.report.view import FleetView, NodeRow, Outlier, Split
 
-
-@dataclass(frozen=True)
-class Check:
-    id: str
-    """``topo.pcie_width``: ``<prefix>.<name>``."""
-    summary: str
-    """One line: what is judged and how severe it is."""
-    function: Callable[..., list[Finding]] | None = None
-    """The function that emits it; None for an id registered with :meth:`CheckRegistry.declare`."""
+CHECKS = CheckRegistry("report")
+#: Subject of findings about the whole fleet rather than one node.
+FLEET = "fleet"
 
 
-class CheckRegistry:
-    """One package's check ids, in the order they were registered."""
-
-    def __init__(self, prefix: str) -> None:
-        self.prefix = prefix
-        self._checks: dict[str, Check] = {}
-
-    def _add(self, check: Check) -> None:
-        if not check.id.startswith(self.prefix + "."):
-            raise ValueError(f"check id {check.id!r} does not start with {self.prefix!r}.")
-        if check.id in self._checks:
-            raise ValueError(f"check id {check.id!r} is registered twice")
-        self._checks[check.id] = check
-
-    def check(
-        self, check_id: str, summary: str
-    ) -> Callable[[Callable[..., Any]], Callable[..., list[Finding]]]:
-        """Register the decorated function as the one that emits ``check_id``."""
-
-        def register(fn: Callable[..., Any]) -> Callable[..., list[Finding]]:
-            @functools.wraps(fn)
-            def run(*args: Any, **kwargs: Any) -> list[Finding]:
-                out = _as_list(fn(*args, **kwargs))
-                for f in out:
-                    if f.check != check_id:
-                        raise RuntimeError(
-                            f"{fn.__module__}.{fn.__qualname__} is check {check_id} but returned a {f.check} finding"
-                        )
-                return out
-
-            self._add(Check(check_id, summary, run))
-            return run
-
-        return register
-
-    def declare(self, check_id: str, summary: str) -> None:
-        """Register an id emitted by code that is not one function per id."""
-        self._add(Check(check_id, summary))
-
-    def __iter__(self) -> Iterator[Check]:
-        return iter(self._checks.values())
-
-    def __contains__(self, check_id: object) -> bool:
-        return check_id in self._checks
-
-    def __len__(self) -> int:
-        return len(self._checks)
-
-    def ids(self) -> tuple[str, ...]:
-        return tuple(self._checks)
-
-    def get(self, check_id: str) -> Check:
-        return self._checks[check_id]
+def _listed(items: tuple[str, ...], limit: int = 6) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
-def _as_list(result: Finding | Iterable[Finding] | None) -> list[Finding]:
-    if result is None:
-        return []
-    if isinstance(result, Finding):
-        return [result]
-    return list(result)
+@CHECKS.check(
+    "report.node",
+    "a node's worst finding over its topo, counters, bench and sweep files, and configuration outliers",
+)
+def node_status(row: NodeRow) -> Finding:
+    parts = []
+    if row.failing:
+        parts.append(f"failing: {_listed(row.failing)}")
+    if row.warnings:
+        parts.append(f"warnings: {_listed(row.warnings)}")
+    if row.outliers:
+        parts.append(f"differs from the fleet: {_listed(row.outliers)}")
+    msg = "; ".join(parts) if parts else f"all checks passed ({', '.join(row.sources)})"
+    hint = None
+    if row.status is Severity.FAIL:
+        hint = "drain it, then run the command each failing check names (ibdiag topo, counters ...) on the node for the details"
+    elif row.outliers:
+        hint = "bring it in line with the rest of the fleet (firmware, driver, cabling, PCIe slot) or explain why it differs"
+    return Finding(
+        "report.node",
+        row.status,
+        row.host,
+        msg,
+        value=len(row.failing),
+        unit="failing checks",
+        hint=hint,
+    )
 
 
-def all_registries() -> tuple[CheckRegistry, ...]:
-    """Every package's ``CHECKS``, the order of the README's sections. Imports them all (tests, docs)."""
-    from ibdiag.bench.collective.analysis import CHECKS as collective
-    from ibdiag.bench.p2p.checks import CHECKS as p2p
-    from ibdiag.counters.checks import CHECKS as counters
-    from ibdiag.fleet.checks import CHECKS as sweep
-    from ibdiag.fleetreport.checks import CHECKS as report
-    from ibdiag.importers.checks import CHECKS as importers
-    from ibdiag.ports.checks import CHECKS as ports
-    from ibdiag.topo.checks import CHECKS as topo
-    from ibdiag.verdict.checks import CHECKS as verdict
+@CHECKS.check(
+    "report.config",
+    "a node's configuration differs from the fleet's majority (kernel, firmware, drivers, rates, PCIe, GPUDirect module, NCCL_IB_HCA), or a setting has no majority: warn",
+)
+def config_outlier(host: str, items: Sequence[Outlier | Split]) -> Finding:
+    """One finding per node (all its outliers), or for the fleet (``host`` "fleet": the splits)."""
+    if host == FLEET:
+        texts = [
+            f"{s.key}: " + ", ".join(f"{v} on {n} node{'s' if n != 1 else ''}" for v, n in s.values)
+            for s in items
+            if isinstance(s, Split)
+        ]
+        return Finding(
+            "report.config",
+            Severity.WARN,
+            FLEET,
+            f"{len(texts)} setting{'s' if len(texts) != 1 else ''} without a majority value: "
+            + "; ".join(texts[:4])
+            + (f"; and {len(texts) - 4} more" if len(texts) > 4 else ""),
+            hint="decide which value is right and converge the fleet",
+        )
+    texts = [
+        f"{o.key} is {o.value} ({o.majority_hosts} of {o.hosts} nodes: {o.majority})"
+        for o in items
+        if isinstance(o, Outlier)
+    ]
+    return Finding(
+        "report.config",
+        Severity.WARN,
+        host,
+        f"differs from the fleet's majority in {len(texts)} setting{'s' if len(texts) != 1 else ''}: "
+        + "; ".join(texts[:4])
+        + (f"; and {len(texts) - 4} more" if len(texts) > 4 else ""),
+        hint="an outlier node behaves differently under the same job: align it with the majority (firmware, driver, cabling, PCIe slot), or find out why it differs",
+    )
 
-    return (topo, ports, counters, p2p, collective, importers, verdict, sweep, report)
+
+@CHECKS.check(
+    "report.input",
+    "a file that could not be used (unreadable, too large, not JSON, unknown schema, malformed value): warn, skipped",
+)
+def input_skipped(item: Skipped) -> Finding:
+    return Finding(
+        "report.input",
+        Severity.WARN,
+        item.path,
+        f"skipped: {item.reason}",
+        hint="give the JSON files ibdiag wrote (topo, counters, bench, sweep -o json or --save)",
+    )
 
 
-def all_checks() -> dict[str, Check]:
-    """Check id -> :class:`Check` over every registry; an id in two registries is a bug."""
-    out: dict[str, Check] = {}
-    for registry in all_registries():
-        for check in registry:
-            if check.id in out:
-                raise RuntimeError(f"check id {check.id} is registered by two packages")
-            out[check.id] = check
+def report_findings(view: FleetView) -> list[Finding]:
+    """Skipped files, outliers and splits, nodes, then the sweeps' bad and unresolved links."""
+    out: list[Finding] = []
+    for s in view.skipped:
+        out += input_skipped(s)
+    by_host: dict[str, list[Outlier]] = {}
+    for o in view.outliers:
+        by_host.setdefault(o.host, []).append(o)
+    for host, items in by_host.items():
+        out += config_outlier(host, items)
+    if view.splits:
+        out += config_outlier(FLEET, view.splits)
+    for row in view.rows:
+        out += node_status(row)
+    for part in view.sweeps:
+        out += [f for f in part.findings if f.check == "sweep.link"]
     return out

@@ -19,13 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ibdiag.errors import InputError
+from ibdiag.findings.model import Finding, Severity
+from ibdiag.findings.registry import CheckRegistry
+from ibdiag.node.model import Pairing, PathClass, PciDevice, Topology
+from ibdiag.node.paths import parse_gdr_level
 from ibdiag.parse import pcie_gen
 from ibdiag.ports.checks import check_ports
 from ibdiag.ports.config import PortsConfig
-from ibdiag.report.checks import CheckRegistry
-from ibdiag.report.model import Finding, Severity
-from ibdiag.topo.model import Pairing, PathClass, PciDevice, Topology
-from ibdiag.topo.paths import parse_gdr_level
 
 CHECKS = CheckRegistry("topo")
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ibdiag.node.model import KernelModule, Pairing, PcieLink, Topology, port_name
 from ibdiag.parse import format_cpulist, pcie_gen
-from ibdiag.topo.model import KernelModule, Pairing, PcieLink, Topology, port_name
 
 if (
     TYPE_CHECKING
 ):  # rich only where a table is drawn, prom only for -o prom: `ibdiag topo -o json` imports neither
     from rich.table import Table
 
-    from ibdiag.report.prom import Metric
+    from ibdiag.output.prom import Metric
 
 PATH_STYLE = {"PIX": "green", "PXB": "green", "PHB": "yellow", "NODE": "yellow", "SYS": "red"}
 
@@ -270,7 +270,7 @@ def csv_rows(topo: Topology) -> list[dict[str, Any]]:
 
 
 def prom_metrics(topo: Topology) -> list[Metric]:
-    from ibdiag.report.prom import Metric, PromSample
+    from ibdiag.output.prom import Metric, PromSample
 
     port_labels = [
         ({"device": p.adapter, "port": str(p.port), "link_layer": p.link_layer or ""}, p)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ibdiag.topo.model import port_name
+from ibdiag.node.model import port_name
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ibdiag.report.checks import CheckRegistry
-from ibdiag.report.model import Finding, Severity
+from ibdiag.findings.model import Finding, Severity
+from ibdiag.findings.registry import CheckRegistry
 from ibdiag.units import format_bytes
 from ibdiag.verdict import model
 from ibdiag.verdict.ceiling import RailInfo
-from ibdiag.verdict.text import format_seconds
+from ibdiag.verdict.wording import format_seconds
 
 if TYPE_CHECKING:
     from ibdiag.verdict.judge import Verdict

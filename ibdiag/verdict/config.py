@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ibdiag.errors import InputError
-from ibdiag.report.model import Severity
+from ibdiag.findings.model import Severity
 
 JUDGEMENTS = ("network-bound", "underperforming", "unhealthy", "bucket-size")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ibdiag.report.model import Finding, Severity
+from ibdiag.findings.model import Finding, Severity
 from ibdiag.verdict.ceiling import RailInfo
 from ibdiag.verdict.checks import no_rails
 

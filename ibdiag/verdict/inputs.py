@@ -339,7 +339,7 @@ def from_bench_run(
     run: Any, *, bucket_bytes: int, ranks: int, rails_used: int, source: str, path: str
 ) -> Measured:
     """busbw (at the size closest to the bucket) and per-collective latency (smallest size) from a BenchRun."""
-    from ibdiag.bench.results import CollectiveResult, P2PResult
+    from ibdiag.bench.results.model import CollectiveResult, P2PResult
 
     rows = list(run.results)
     if not rows:
@@ -431,7 +431,7 @@ def from_bench_run(
 
 def load_bench(path: Path, **kw: Any) -> Measured:
     """``--bench FILE``: an ibdiag bench JSON (schema ibdiag.bench/1), p2p or collective."""
-    from ibdiag.bench.results import load_bench_file
+    from ibdiag.bench.results.model import load_bench_file
 
     _check_file(path, "--bench")
     run = load_bench_file(path)
@@ -439,11 +439,11 @@ def load_bench(path: Path, **kw: Any) -> Measured:
 
 
 def load_nccl_tests(path: Path, **kw: Any) -> Measured:
-    """``--nccl-tests FILE``: an nccl-tests log (all_reduce_perf ...) read by ``ibdiag.importers.load``."""
+    """``--nccl-tests FILE``: an nccl-tests log (all_reduce_perf ...) read by ``ibdiag.bench.importers.load``."""
     from dataclasses import replace
 
-    from ibdiag.importers import load
-    from ibdiag.importers.checks import socket_fallback
+    from ibdiag.bench.importers import load
+    from ibdiag.bench.importers.checks import socket_fallback
 
     _check_file(path, "--nccl-tests")
     run = load(path)

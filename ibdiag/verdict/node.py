@@ -1,5 +1,5 @@
 """``--root``: what the node itself says — its GPUs, its rails, and the topo/counters findings that make
-the fabric unhealthy. Reads through :class:`ibdiag.sysfs.SysfsRoot` like ``ibdiag topo`` and ``ibdiag counters``.
+the fabric unhealthy. Reads through :class:`ibdiag.node.sysfs.SysfsRoot` like ``ibdiag topo`` and ``ibdiag counters``.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ class NodeFacts:
 def read_node(directory: Path, cfg: Any) -> NodeFacts:
     """Discover the topology under ``directory`` (which contains ``sys/``), check it and its counters."""
     from ibdiag.counters import CountersConfig, snapshot_findings
+    from ibdiag.node.discover import discover
+    from ibdiag.node.sysfs import SysfsRoot
     from ibdiag.ports.config import PortsConfig
-    from ibdiag.sysfs import SysfsRoot
     from ibdiag.topo.checks import TopoConfig, check_topology
-    from ibdiag.topo.discover import discover
 
     topo_cfg = cfg.section("topo", TopoConfig)
     sysfs = SysfsRoot(directory).check()

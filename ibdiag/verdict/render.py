@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from ibdiag.errors import CannotRunError
-from ibdiag.report.chart import hbar_chart
-from ibdiag.report.prom import Metric, PromSample
+from ibdiag.output.chart import hbar_chart
+from ibdiag.output.prom import Metric, PromSample
 from ibdiag.units import format_bytes
 from ibdiag.verdict import model
 from ibdiag.verdict.judge import Verdict
-from ibdiag.verdict.text import format_seconds
+from ibdiag.verdict.wording import format_seconds
 
 
 def gb(nbytes: float) -> str:

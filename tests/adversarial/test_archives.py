@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from ibdiag import archive
 from ibdiag.errors import InputError
-from ibdiag.snapshot import extracted
+from ibdiag.node import archive
+from ibdiag.node.snapshot import extracted
 from tests.conftest import REPO, SYSFS_FIXTURES
 
 
@@ -339,7 +339,7 @@ def test_snapshots_open_on_the_systems_own_python(cli, tmp_path):
     )
     script = (
         "import sys\n"
-        "from ibdiag.snapshot import extracted\n"
+        "from ibdiag.node.snapshot import extracted\n"
         "from ibdiag.errors import InputError\n"
         "with extracted(sys.argv[1]) as root:\n"
         "    print(sorted(p.name for p in (root / 'sys/class/infiniband').iterdir()))\n"

@@ -63,8 +63,8 @@ def test_a_stranger_on_the_data_port_is_dropped_and_the_run_proceeds(ibdiag_exe,
 
 
 def test_a_client_that_hangs_up_before_its_data_connections_frees_the_server_at_once(ibdiag_exe):
+    from ibdiag.bench.p2p.control.protocol import Channel, client_handshake
     from ibdiag.bench.p2p.params import RunRequest
-    from ibdiag.bench.p2p.protocol import Channel, client_handshake
     from tests.adversarial.net_support import good_run
 
     s = start_server(ibdiag_exe, "--timeout", "30")

@@ -13,9 +13,9 @@ import socket
 
 import pytest
 
-from ibdiag.bench.p2p import protocol
+from ibdiag.bench.p2p.control import protocol
+from ibdiag.bench.p2p.control.protocol import Channel, client_handshake
 from ibdiag.bench.p2p.params import RunRequest
-from ibdiag.bench.p2p.protocol import Channel, client_handshake
 from ibdiag.bench.p2p.session import TcpClientSide
 from tests.adversarial.net_support import run_client, start_server
 from tests.test_p2p_support import server_thread

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from ibdiag.bench.p2p import protocol
+from ibdiag.bench.p2p.control import protocol
+from ibdiag.bench.p2p.control.protocol import Channel, client_handshake
 from ibdiag.bench.p2p.params import RunRequest
-from ibdiag.bench.p2p.protocol import Channel, client_handshake
 from ibdiag.bench.p2p.session import TcpClientSide
 from tests.adversarial.net_support import good_run, read_frame, start_server, token_env
 from tests.test_p2p_support import write_token

@@ -127,7 +127,7 @@ def test_the_handshake_deadline_counts_the_whole_handshake(ibdiag_exe, tmp_path)
 
 
 def test_admission_policy():
-    from ibdiag.bench.p2p.admission import Admission
+    from ibdiag.bench.p2p.control.admission import Admission
 
     a = Admission(per_source=2, total=4)
     assert a.admit("a1", "A").admitted and a.admit("a2", "A").admitted

@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from ibdiag.bench.p2p import protocol
+from ibdiag.bench.p2p.control import protocol
 from tests.adversarial.net_support import client_against, frame, good_run, read_frame, start_server
 
 pytestmark = pytest.mark.slow

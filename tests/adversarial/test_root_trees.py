@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ibdiag.sysfs import SysfsRoot
+from ibdiag.node.sysfs import SysfsRoot
 from tests.conftest import SYSFS_FIXTURES
 from tests.sysfsgen.builder import Tree, zero_counters, zero_hw_counters
 

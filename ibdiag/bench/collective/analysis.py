@@ -40,13 +40,13 @@ from ibdiag.bench.collective.meta import (
     Straggler,
 )
 from ibdiag.bench.collective.model import MeasuredRow, Measurement
-from ibdiag.bench.results import BenchRun, CollectiveResult
+from ibdiag.bench.results.model import BenchRun, CollectiveResult
 from ibdiag.collectives import DTYPES, algbw_gbs, avg_busbw, get_op, placement
-from ibdiag.report.checks import CheckRegistry
-from ibdiag.report.model import Finding, Severity
+from ibdiag.findings.model import Finding, Severity
+from ibdiag.findings.registry import CheckRegistry
 from ibdiag.units import format_bytes
 
-#: Check ids of collective runs, measured or imported (the mechanism: :mod:`ibdiag.report.checks`).
+#: Check ids of collective runs, measured or imported (the mechanism: :mod:`ibdiag.findings.registry`).
 CHECKS = CheckRegistry("collective")
 CHECKS.declare("collective.wrong", "validation found wrong elements (nccl-tests' #wrong): fail")
 CHECKS.declare("collective.straggler", "a rank or host keeps the others waiting: warn")

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ibdiag.bench.collective.torchdist import client_store
+from ibdiag.runtime.torchdist import client_store
 
 HEARTBEAT_S = 1.0
 """How often a rank's heartbeat thread writes its counter and step, up to :data:`STORE_BEATS_PER_S` ranks."""

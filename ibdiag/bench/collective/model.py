@@ -1,7 +1,7 @@
 """What a collective run measured, before any averaging: per-rank numbers for every row.
 
 Filled by :mod:`ibdiag.bench.collective.runner` on rank 0 (after gathering every rank's timings) and
-turned into the shared :class:`~ibdiag.bench.results.BenchRun` plus findings by
+turned into the shared :class:`~ibdiag.bench.results.model.BenchRun` plus findings by
 :mod:`ibdiag.bench.collective.analysis`. Frozen, no I/O, times in microseconds.
 """
 

@@ -26,8 +26,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ibdiag.bench.collective import validate
-from ibdiag.bench.collective.hooks import TestHooks
-from ibdiag.bench.collective.launch import LaunchEnv
 from ibdiag.bench.collective.liveness import (
     WATCHDOG_GRACE_S,
     HeartbeatThread,
@@ -49,15 +47,17 @@ from ibdiag.bench.collective.timing import (
     wait_events,
     warmup_queued,
 )
-from ibdiag.bench.collective.torchdist import (
+from ibdiag.collectives import OPS
+from ibdiag.errors import CannotRunError, IbdiagError, PeerTimeoutError, UsageError
+from ibdiag.runtime.hooks import TestHooks
+from ibdiag.runtime.launch import LaunchEnv
+from ibdiag.runtime.torchdist import (
     COMM_ERRORS,
     client_store,
     collective_call,
     first_line,
     import_dist,
 )
-from ibdiag.collectives import OPS
-from ibdiag.errors import CannotRunError, IbdiagError, PeerTimeoutError, UsageError
 from ibdiag.units import format_bytes
 
 NCCL_EXTRA_S = 30.0

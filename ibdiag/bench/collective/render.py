@@ -12,11 +12,11 @@ import statistics
 from typing import Any
 
 from ibdiag.bench.collective.meta import CollectiveMeta, CollectiveSetup
-from ibdiag.bench.provenance_view import provenance_lines
-from ibdiag.bench.results import BenchRun, CollectiveResult
+from ibdiag.bench.results.model import BenchRun, CollectiveResult
+from ibdiag.bench.results.provenance_view import provenance_lines
 from ibdiag.collectives import find_op, placement
-from ibdiag.report.chart import hbar_chart
-from ibdiag.report.prom import Metric, PromSample
+from ibdiag.output.chart import hbar_chart
+from ibdiag.output.prom import Metric, PromSample
 from ibdiag.units import format_bytes, format_seconds
 
 

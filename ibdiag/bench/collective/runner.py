@@ -3,7 +3,7 @@
 Every rank calls :func:`run_rank`; rank 0 gets the :class:`Measurement` back, the others None. The
 phases are :mod:`~ibdiag.bench.collective.rank`'s, the device (host, GPU, CPU stand-in)
 :mod:`~ibdiag.bench.collective.device`'s, the torch.distributed calls
-:mod:`~ibdiag.bench.collective.torchdist`'s, the heartbeats and the watchdog
+:mod:`~ibdiag.runtime.torchdist`'s, the heartbeats and the watchdog
 :mod:`~ibdiag.bench.collective.liveness`'s.
 
 How it measures (nccl-tests' method, ``src/common.cu``):
@@ -39,15 +39,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ibdiag.bench.collective.device import select_device
-from ibdiag.bench.collective.hooks import TestHooks
-from ibdiag.bench.collective.launch import LaunchEnv
 from ibdiag.bench.collective.model import MeasuredRow, Measurement, RankInfo
 from ibdiag.bench.collective.plan import SizePlan, plan_sizes
 from ibdiag.bench.collective.rank import NCCL_EXTRA_S, _Rank
 from ibdiag.bench.collective.spec import RunSpec
-from ibdiag.bench.collective.torchdist import import_dist
 from ibdiag.collectives import DTYPES, OPS, placement
 from ibdiag.errors import UsageError
+from ibdiag.runtime.hooks import TestHooks
+from ibdiag.runtime.launch import LaunchEnv
+from ibdiag.runtime.torchdist import import_dist
 from ibdiag.units import format_bytes
 
 __all__ = ["NCCL_EXTRA_S", "SETTING_PREFIXES", "SizeStep", "plan_steps", "run_rank"]

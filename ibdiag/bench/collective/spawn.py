@@ -41,7 +41,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ibdiag.bench.parentdeath import die_with_parent
 from ibdiag.errors import (
     CannotRunError,
     IbdiagError,
@@ -50,6 +49,7 @@ from ibdiag.errors import (
     PeerTimeoutError,
     UsageError,
 )
+from ibdiag.runtime.parentdeath import die_with_parent
 
 REPORT_DIR_ENV = "IBDIAG_COLLECTIVE_REPORT_DIR"
 PROGRESS = "progress.jsonl"
@@ -246,7 +246,7 @@ def run_local(
     """
     check_capacity(nproc)
     sweep_orphans()
-    from ibdiag.bench.collective.torchdist import serve_store
+    from ibdiag.runtime.torchdist import serve_store
 
     base = dict(os.environ if env is None else env)
     report_dir = tempfile.mkdtemp(prefix=DIR_PREFIX)

@@ -15,15 +15,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ibdiag.bench.results import P2PResult
+from ibdiag.bench.results.model import P2PResult
 from ibdiag.errors import InputError
-from ibdiag.report.checks import CheckRegistry
-from ibdiag.report.model import Finding, Severity
+from ibdiag.findings.model import Finding, Severity
+from ibdiag.findings.registry import CheckRegistry
 from ibdiag.units import format_bytes
 
 CHECK_BANDWIDTH = "bench.p2p_bandwidth"
 
-#: Check ids of point-to-point runs (the mechanism: :mod:`ibdiag.report.checks`).
+#: Check ids of point-to-point runs (the mechanism: :mod:`ibdiag.findings.registry`).
 CHECKS = CheckRegistry("bench")
 CHECKS.declare(
     CHECK_BANDWIDTH,

@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ibdiag import __version__
-from ibdiag.bench.jsonfields import Fields
+from ibdiag.bench.p2p.control.protocol import (
+    DEFAULT_PORT,
+    DEFAULT_TIMEOUT_S,
+    Channel,
+    Hello,
+    ProtocolError,
+    client_handshake,
+    connect,
+)
 from ibdiag.bench.p2p.linerate import rdma_line_rate, tcp_line_rate
 from ibdiag.bench.p2p.meta import LineRate, P2PMeta, P2PSetup, PerftestEngine, RdmaEnd, RdmaPath
 from ibdiag.bench.p2p.params import (
@@ -24,17 +32,9 @@ from ibdiag.bench.p2p.params import (
     check_socket_buffer,
     check_timeout,
 )
-from ibdiag.bench.p2p.protocol import (
-    DEFAULT_PORT,
-    DEFAULT_TIMEOUT_S,
-    Channel,
-    Hello,
-    ProtocolError,
-    client_handshake,
-    connect,
-)
-from ibdiag.bench.results import BenchRun, P2PResult
-from ibdiag.bench.stats import cpu_s_per_gb
+from ibdiag.bench.results.jsonfields import Fields
+from ibdiag.bench.results.model import BenchRun, P2PResult
+from ibdiag.bench.results.stats import cpu_s_per_gb
 from ibdiag.errors import IbdiagError
 from ibdiag.units import format_bytes
 
@@ -131,11 +131,11 @@ def _merge(size: int, bw: Any, lat: Any) -> P2PResult:
 def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = None) -> P2PRun:
     """Run ``req`` against the server at ``opts.host:opts.port``; raises ibdiag errors (exit 2/3)."""
     from ibdiag.bench.p2p import session
-    from ibdiag.sysfs import SysfsRoot
+    from ibdiag.node.sysfs import SysfsRoot
 
     sel = None
     if req.engine == "perftest":
-        from ibdiag.bench.p2p import perftest_engine
+        from ibdiag.bench.p2p.perftest import engine as perftest_engine
 
         perftest_engine.check_request(req)
         for kind in req.kinds:  # a missing binary fails before any connection
@@ -144,8 +144,8 @@ def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = No
             opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index
         )
     elif req.transport == "rdma":
-        from ibdiag.bench.p2p import rdma_session
-        from ibdiag.bench.p2p.rdma import check_message_sizes
+        from ibdiag.bench.p2p.rdma import session as rdma_session
+        from ibdiag.bench.p2p.rdma.plan import check_message_sizes
 
         sel = rdma_session.select_rdma(opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index)
         check_message_sizes(req.sizes, sel.max_msg_bytes, sel.device, sel.port)

@@ -1,17 +1,17 @@
 """The line rate a point-to-point result is judged against.
 
 RDMA: the port's rate from sysfs (``ports/N/rate``, what ``ibstat`` prints as Rate), read through
-``ibdiag.topo.discover.read_port``; for a software device (rxe, siw) its netdev's speed, or unknown. TCP: the speed of the interface that carries the connection
+``ibdiag.node.discover.read_port``; for a software device (rxe, siw) its netdev's speed, or unknown. TCP: the speed of the interface that carries the connection
 (``/sys/class/net/<if>/speed``, Mb/s). Loopback and many virtual interfaces have no speed (the
 read fails with EINVAL, or says -1): the rate is then unknown and no bandwidth finding is made.
 """
 
 from __future__ import annotations
 
+from ibdiag.bench.p2p.control.protocol import is_loopback
 from ibdiag.bench.p2p.meta import LineRate
-from ibdiag.bench.p2p.protocol import is_loopback
+from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.parse import parse_int
-from ibdiag.sysfs import SysfsRoot
 
 
 def netdev_for_address(ip: str) -> str | None:
@@ -50,7 +50,7 @@ def netdev_line_rate(sysfs: SysfsRoot, netdev: str) -> LineRate:
 
 def rdma_line_rate(sysfs: SysfsRoot, device: str, port: int) -> LineRate:
     """The port's rate (``ibstat`` Rate), e.g. 400 Gb/s for ``400 Gb/sec (4X NDR)``."""
-    from ibdiag.topo.discover import read_port
+    from ibdiag.node.discover import read_port
 
     p = read_port(sysfs, device, port, with_gids=False)
     if p.software:

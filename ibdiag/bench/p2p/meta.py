@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ibdiag.bench.jsonfields import Fields, put
+from ibdiag.bench.results.jsonfields import Fields, put
 from ibdiag.text import safe_excerpt
 
 TRANSPORTS = ("tcp", "rdma")

@@ -189,7 +189,7 @@ class RunRequest:
         if self.engine not in ENGINES:
             raise RequestError(f"--engine {_shown(self.engine)} is not one of {', '.join(ENGINES)}")
         if self.engine == "perftest":
-            from ibdiag.bench.p2p.perftest_engine import check_request
+            from ibdiag.bench.p2p.perftest.engine import check_request
 
             check_request(self)
 

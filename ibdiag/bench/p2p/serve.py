@@ -23,17 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ibdiag import __version__
-from ibdiag.bench.p2p import admission
-from ibdiag.bench.p2p.linerate import rdma_line_rate, tcp_line_rate
-from ibdiag.bench.p2p.params import (
-    TRANSPORTS,
-    RunRequest,
-    check_host,
-    check_port,
-    check_socket_buffer,
-    check_timeout,
-)
-from ibdiag.bench.p2p.protocol import (
+from ibdiag.bench.p2p.control import admission
+from ibdiag.bench.p2p.control.protocol import (
     DEFAULT_PORT,
     DEFAULT_TIMEOUT_S,
     Channel,
@@ -44,6 +35,15 @@ from ibdiag.bench.p2p.protocol import (
     peer_text,
     peer_value,
     server_handshake,
+)
+from ibdiag.bench.p2p.linerate import rdma_line_rate, tcp_line_rate
+from ibdiag.bench.p2p.params import (
+    TRANSPORTS,
+    RunRequest,
+    check_host,
+    check_port,
+    check_socket_buffer,
+    check_timeout,
 )
 from ibdiag.errors import CannotRunError, ExitStatus, IbdiagError, UsageError
 from ibdiag.units import format_bytes
@@ -344,12 +344,13 @@ class Server:
         return req
 
     def _run(self, ch: Channel, req: RunRequest) -> None:
-        from ibdiag.bench.p2p import rdma_session, session
-        from ibdiag.sysfs import SysfsRoot
+        from ibdiag.bench.p2p import session
+        from ibdiag.bench.p2p.rdma import session as rdma_session
+        from ibdiag.node.sysfs import SysfsRoot
 
         side: Any
         if req.engine == "perftest":
-            from ibdiag.bench.p2p import perftest_engine
+            from ibdiag.bench.p2p.perftest import engine as perftest_engine
 
             sel = perftest_engine.select_device(
                 self.opts.sysfs_root, self.opts.device, self.opts.ib_port, self.opts.gid_index
@@ -373,7 +374,7 @@ class Server:
             )
             rate = tcp_line_rate(SysfsRoot(self.opts.sysfs_root), ch.sock.getsockname()[0])
         else:
-            from ibdiag.bench.p2p.rdma import message_size_problem
+            from ibdiag.bench.p2p.rdma.plan import message_size_problem
 
             sel = rdma_session.select_rdma(
                 self.opts.sysfs_root, self.opts.device, self.opts.ib_port, self.opts.gid_index
@@ -498,7 +499,7 @@ def _listen(bind: str | None, port: int) -> socket.socket:
 
 def preflight_rdma(opts: ServeOptions) -> str:
     """With ``--transport rdma`` check at start-up that pyverbs, the device and the port are usable."""
-    from ibdiag.bench.p2p.rdma_session import select_rdma
+    from ibdiag.bench.p2p.rdma.session import select_rdma
 
     note = ""
     try:
@@ -506,7 +507,7 @@ def preflight_rdma(opts: ServeOptions) -> str:
     except CannotRunError as e:
         import shutil
 
-        from ibdiag.bench.p2p.perftest_engine import select_device
+        from ibdiag.bench.p2p.perftest.engine import select_device
 
         # Without pyverbs a server can still serve --engine perftest where perftest is installed.
         if (

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ibdiag.bench.buffers import Buffer, allocate
-from ibdiag.bench.p2p import sockio, streams, tcp
+from ibdiag.bench.p2p.control import sockio
+from ibdiag.bench.p2p.control.protocol import Channel, ProtocolError, peer_value
 from ibdiag.bench.p2p.params import (
     MAX_LAT_SAMPLES,
     MAX_WARMUP,
@@ -42,9 +43,10 @@ from ibdiag.bench.p2p.params import (
     check_port,
     latency_iterations,
 )
-from ibdiag.bench.p2p.protocol import Channel, ProtocolError, peer_value
-from ibdiag.bench.results import LatencyStats
-from ibdiag.bench.stats import (
+from ibdiag.bench.p2p.tcp import data as tcp
+from ibdiag.bench.p2p.tcp import streams
+from ibdiag.bench.results.model import LatencyStats
+from ibdiag.bench.results.stats import (
     CpuMeter,
     bandwidth_gbs,
     latency_from_round_trips_ns,
@@ -451,7 +453,7 @@ _RDMA_NAMES = ("RdmaSelection", "select_rdma", "RdmaSide", "RdmaServerSide", "Rd
 
 def __getattr__(name: str) -> Any:
     if name in _RDMA_NAMES:
-        from ibdiag.bench.p2p import rdma_session
+        from ibdiag.bench.p2p.rdma import session as rdma_session
 
         return getattr(rdma_session, name)
     raise AttributeError(name)

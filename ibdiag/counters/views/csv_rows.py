@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ibdiag.counters.model import Sample, SeriesStep
-from ibdiag.counters.text import iso_utc
+from ibdiag.counters.wording import iso_utc
 
 CSV_HEADER = (
     "sample",

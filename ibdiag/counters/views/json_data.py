@@ -7,7 +7,7 @@ from typing import Any
 from ibdiag.counters.config import CountersConfig
 from ibdiag.counters.delta import figures
 from ibdiag.counters.model import PortCounters, PortDelta, Sample, SeriesStep, Span
-from ibdiag.counters.text import iso_utc
+from ibdiag.counters.wording import iso_utc
 
 
 def _assumptions(cfg: CountersConfig) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from ibdiag.counters.config import CountersConfig
 from ibdiag.counters.delta import figures
 from ibdiag.counters.model import PortCounters, Sample, Span
 from ibdiag.counters.spec import IB_COUNTERS
-from ibdiag.report.prom import Metric, PromSample
+from ibdiag.output.prom import Metric, PromSample
 
 
 def prom_metrics(sample: Sample, cfg: CountersConfig, span: Span | None = None) -> list[Metric]:

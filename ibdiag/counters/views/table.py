@@ -10,10 +10,10 @@ from ibdiag.counters.config import CountersConfig
 from ibdiag.counters.delta import figures
 from ibdiag.counters.model import PortCounters, PortDelta, Sample, Span
 from ibdiag.counters.spec import ERROR_COUNTERS, HW_JUDGED, HwGroup
-from ibdiag.counters.text import pct
+from ibdiag.counters.wording import pct
+from ibdiag.findings.model import Finding, Severity, worst
+from ibdiag.output.table import COMPACT_BELOW_COLUMNS
 from ibdiag.ports.config import PortsConfig
-from ibdiag.report.model import Finding, Severity, worst
-from ibdiag.report.table import COMPACT_BELOW_COLUMNS
 
 #: Short names of the error counters for narrow terminals (the full sysfs names everywhere else).
 ERR_SHORT = {

@@ -53,7 +53,7 @@ def test_bw_and_lat_8_bytes_to_4_mib(server, cli, token):
 def test_message_over_max_msg_sz_is_exit_2_before_anything_is_allocated(cli, token):
     """rxe's max_msg_sz is 8 MiB (RXE_MAX_MSG_SZ in drivers/infiniband/sw/rxe/rxe_param.h of 6.1):
     a 16 MiB message is refused up front, before any buffer is allocated or a server contacted."""
-    from ibdiag.bench import verbs
+    from ibdiag.bench.p2p.rdma import verbs
 
     assert verbs.port_max_msg_bytes(DEVICE, 1) == 8 * 2**20
     r = cli(*p2p_args(9, "--sizes", "1M,16M"), env=client_env(token))

@@ -13,10 +13,9 @@ import threading
 
 import pytest
 
-from ibdiag.bench import verbs
 from ibdiag.bench.buffers import allocate
-from ibdiag.bench.p2p.rdma import plan_connection
-from ibdiag.bench.p2p.rdma_loops import (
+from ibdiag.bench.p2p.rdma import verbs
+from ibdiag.bench.p2p.rdma.loops import (
     lat_signal_interval,
     reset_areas,
     signal_interval,
@@ -24,6 +23,7 @@ from ibdiag.bench.p2p.rdma_loops import (
     write_lat_initiator,
     write_lat_responder,
 )
+from ibdiag.bench.p2p.rdma.plan import plan_connection
 from ibdiag.bench.p2p.session import select_rdma
 from tests.rdmavm.guest.conftest import DEVICE
 

@@ -21,14 +21,14 @@ PERFTEST_PORT = 18515
 
 
 def _gid_index() -> int:
-    from ibdiag.bench.p2p.rdma_session import select_rdma
+    from ibdiag.bench.p2p.rdma.session import select_rdma
 
     return select_rdma("/", DEVICE, 1, None).gid_index
 
 
 def ib_write_bw(node0, size: int, iters: int) -> float:
     """``ib_write_bw -s SIZE -n ITERS`` from here to a perftest server on node 0: bandwidth, GB/s."""
-    from ibdiag.importers.perftest import parse_log
+    from ibdiag.bench.importers.perftest import parse_log
 
     base = [
         "ib_write_bw",

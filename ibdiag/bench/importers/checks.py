@@ -1,0 +1,248 @@
+"""Findings about an imported run: what the log itself says is wrong, and what does not add up.
+
+Check ids:
+
+* ``collective.wrong``       rows with wrong elements (#wrong > 0): fail (same check as a measured run)
+* ``collective.busbw``       largest size below ``[collective] min_busbw_gbs``: fail
+* ``import.out_of_bounds``   the footer counts failed validations: fail
+* ``import.avg_mismatch``    the footer's Avg bus bandwidth is not the mean of the rows read: warn
+  (rows missing, a truncated file, or rows of interleaved runs attributed to the wrong run)
+* ``import.busbw_factor``    busbw/algbw does not match the op's factor for the ranks in the header: warn
+* ``import.single_rank``     one rank: nothing crossed a network: warn
+* ``import.incomplete``      no footer: the run was cut short: warn
+* ``import.op_unknown``      the log does not say which collective: warn
+* ``import.nccl_warnings``   NCCL WARN lines or ``# error:`` lines in the log: warn
+* ``import.unit_assumed``    a perftest JSON whose bandwidth unit could not be told: warn
+* ``import.socket_fallback`` NCCL's INFO lines show ``NET/Socket`` on a run across nodes: fail
+  (the collective went over TCP, not the IB/RoCE fabric)
+* ``import.header_incomplete`` the paste lacks the table's header: the columns were told from the rows: warn
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from ibdiag.bench.collective.analysis import busbw_findings, wrong_findings
+from ibdiag.bench.collective.config import CollectiveConfig
+from ibdiag.bench.collective.meta import CollectiveMeta, NcclTestsLog
+from ibdiag.bench.p2p.meta import P2PMeta
+from ibdiag.bench.results.model import BenchRun
+from ibdiag.collectives import find_op
+from ibdiag.findings.model import Finding, Severity
+from ibdiag.findings.registry import CheckRegistry
+
+#: Check ids of imported runs (the mechanism: :mod:`ibdiag.findings.registry`); ``collective.wrong`` and
+#: ``collective.busbw`` are the collective package's.
+CHECKS = CheckRegistry("import")
+CHECKS.declare("import.out_of_bounds", "the footer counts failed validations: fail")
+CHECKS.declare(
+    "import.avg_mismatch", "the footer's Avg bus bandwidth is not the mean of the rows read: warn"
+)
+CHECKS.declare(
+    "import.busbw_factor",
+    "busbw/algbw does not match the op's factor for the ranks in the header: warn",
+)
+CHECKS.declare("import.single_rank", "one rank: nothing crossed a network: warn")
+CHECKS.declare("import.incomplete", "no footer: the run was cut short: warn")
+CHECKS.declare("import.op_unknown", "the log does not say which collective: warn")
+CHECKS.declare("import.nccl_warnings", "NCCL WARN lines or '# error:' lines in the log: warn")
+CHECKS.declare(
+    "import.unit_assumed", "a perftest JSON whose bandwidth unit could not be told: warn"
+)
+CHECKS.declare(
+    "import.header_incomplete",
+    "the paste lacks the table's header (columns told from the rows): warn",
+)
+
+
+def run_nodes(run: BenchRun) -> int | None:
+    """How many nodes the run spanned, from the rank lines, the command line or NCCL's init lines."""
+    prov = run.provenance
+    found = [
+        run.meta.nodes if isinstance(run.meta, CollectiveMeta) else None,
+        prov.command.nodes if prov.command is not None else None,
+        prov.nccl_path.nodes if prov.nccl_path is not None else None,
+    ]
+    known = [n for n in found if n]
+    return max(known) if known else None
+
+
+@CHECKS.check("import.socket_fallback", "NCCL's lines show NET/Socket on a run across nodes: fail")
+def socket_fallback(run: BenchRun) -> Finding | None:
+    """A multi-node collective whose NCCL used TCP sockets (NET/Socket) instead of the IB/RoCE fabric."""
+    path = run.provenance.nccl_path
+    nodes = run_nodes(run)
+    if (
+        path is None
+        or path.transport is None
+        or path.transport.lower() != "socket"
+        or not nodes
+        or nodes < 2
+    ):
+        return None
+    devs = f" over {', '.join(path.devices[:4])}" if path.devices else ""
+    return Finding(
+        "import.socket_fallback",
+        Severity.FAIL,
+        "NET/Socket",
+        f"NCCL used NET/Socket (TCP{devs}) between the {nodes} nodes: the collective did not use the IB/RoCE fabric",
+        value="Socket",
+        limit="IB",
+        hint="NCCL found no usable RDMA device: check NCCL_IB_HCA / NCCL_NET, that nvidia-peermem and the RDMA stack are loaded in the job's environment, and ibdiag topo on the nodes",
+    )
+
+
+@CHECKS.check("import.multiple_runs", "a file holding several runs, one imported (--run): warn")
+def multiple_runs(source: str, run_index: int, run_count: int, separation: str) -> Finding:
+    """One of several runs in the file was imported (``--run``)."""
+    return Finding(
+        "import.multiple_runs",
+        Severity.WARN,
+        source,
+        f"run {run_index} of {run_count} imported ({separation}); the others are not included",
+        hint="a file with several runs usually means the benchmark was launched wrongly (e.g. nccl-tests without MPI under mpirun)",
+    )
+
+
+def _header_finding(subject: str, header: str) -> Finding:
+    return Finding(
+        "import.header_incomplete",
+        Severity.WARN,
+        subject,
+        f"the table's header is not in the log ({header}): columns told from the rows' shape; ranks and parameters unknown",
+        hint="paste the log from the command line or the first '#' line of the benchmark's output",
+    )
+
+
+def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[Finding]:
+    cfg = cfg or CollectiveConfig()
+    m = run.meta
+    prov = run.provenance
+    src = prov.imported.source if prov.imported is not None else "log"
+    if isinstance(m, P2PMeta):
+        out: list[Finding] = []
+        if m.perftest is not None and m.perftest.header:
+            out.append(_header_finding(src, m.perftest.header))
+        if m.perftest is not None and m.perftest.bw_unit_assumed:
+            out.append(
+                Finding(
+                    "import.unit_assumed",
+                    Severity.WARN,
+                    src,
+                    "the perftest JSON does not say its bandwidth unit and MsgRate cannot tell it: MiB/s assumed",
+                    hint="if the run used --report_gbits, divide by 8.39 or rerun and import the text output",
+                )
+            )
+        return out
+    assert isinstance(m, CollectiveMeta)
+    log = m.nccl_tests or NcclTestsLog()
+    rows = run.collective_rows()
+    op = m.op
+    subject = str(op or "collective")
+    out = wrong_findings(
+        subject, rows, checked=bool(rows) and all(r.wrong is not None for r in rows)
+    )
+    oob = log.out_of_bounds
+    if oob is not None and oob > 0:
+        out.append(
+            Finding(
+                "import.out_of_bounds",
+                Severity.FAIL,
+                subject,
+                f"the log's footer counts {oob} failed validation{'s' if oob != 1 else ''} (Out of bounds values)",
+                value=oob,
+                limit=0,
+                hint="data corrupted in flight or by a faulty GPU/NIC: rerun, then check ibdiag counters and the GPUs",
+            )
+        )
+    out += socket_fallback(run)
+    if log.header:
+        out.append(_header_finding(subject, log.header))
+    avg, rep = m.avg_busbw_gbs, log.avg_busbw_gbs_reported
+    if log.avg_busbw_gbs_all_cycles is not None:
+        avg = log.avg_busbw_gbs_all_cycles  # the footer averages every cycle's rows
+    if avg is not None and rep is not None and abs(avg - rep) > 0.006 + 1e-3 * abs(rep):
+        out.append(
+            Finding(
+                "import.avg_mismatch",
+                Severity.WARN,
+                subject,
+                f"the footer's Avg bus bandwidth is {rep:g} GB/s but the {len(rows)} rows read average {avg:.4g} GB/s",
+                value=round(avg, 4),
+                limit=rep,
+                unit="GB/s",
+                hint="rows are missing or belong to another run (interleaved output): check the file",
+            )
+        )
+    n = m.world_size
+    spec = None if op is None else find_op(op)
+    if spec is not None and n is not None and n >= 1:
+        f = spec.busbw_factor(n)
+        judged = [r for r in rows if r.algbw_gbs >= 0.05]
+        if judged:
+            bad = [
+                r
+                for r in judged
+                if abs(r.busbw_gbs - r.algbw_gbs * f) > 0.006 + 0.006 * f + 0.002 * r.busbw_gbs
+            ]
+            if len(bad) * 2 > len(judged):
+                ratio = statistics.median(r.busbw_gbs / r.algbw_gbs for r in judged)
+                out.append(
+                    Finding(
+                        "import.busbw_factor",
+                        Severity.WARN,
+                        subject,
+                        f"busbw/algbw is {ratio:.3g} in {len(bad)} of {len(judged)} rows, but {op} over {n} ranks has factor {f:.3g}",
+                        value=round(ratio, 4),
+                        limit=round(f, 4),
+                        hint="the op or the rank count is not what the header says (give --op, or check for interleaved runs)",
+                    )
+                )
+    if n == 1:
+        out.append(
+            Finding(
+                "import.single_rank",
+                Severity.WARN,
+                subject,
+                "the run has 1 rank: nothing crossed a network (all_reduce busbw is 0 by definition)",
+                hint="under mpirun a binary built without MPI runs 1-rank jobs: rebuild nccl-tests with MPI=1",
+            )
+        )
+    if m.nccl_tests is not None and not log.complete:
+        out.append(
+            Finding(
+                "import.incomplete",
+                Severity.WARN,
+                subject,
+                f"the run has no footer (Avg bus bandwidth): it was cut short after {len(rows)} rows",
+                hint="rerun to completion; a crash or a timeout ended it",
+            )
+        )
+    if not op:
+        cands = log.op_candidates
+        out.append(
+            Finding(
+                "import.op_unknown",
+                Severity.WARN,
+                src,
+                "the log does not say which collective it measured"
+                + (f" (could be {' or '.join(cands)})" if cands else ""),
+                hint="give --op (e.g. --op all_gather), or keep the binary's name in the file name",
+            )
+        )
+    warns, errs = prov.nccl_warnings, prov.nccl_errors
+    if warns or errs:
+        count = (prov.nccl_warning_count or len(warns)) + len(errs)
+        first = (errs or warns)[0]
+        out.append(
+            Finding(
+                "import.nccl_warnings",
+                Severity.WARN,
+                subject,
+                f"the log has {count} NCCL warning/error line{'s' if count != 1 else ''}, first: {str(first)[:200]}",
+                value=count,
+                hint="read them: a fallback transport (NET/Socket instead of IB) or a retry explains low busbw",
+            )
+        )
+    out += busbw_findings(subject, rows, cfg)
+    return out

@@ -1,0 +1,415 @@
+"""perftest (``ib_write_bw``, ``ib_read_lat`` ...) output -> :class:`BenchRun` (``kind: p2p``).
+
+Pure functions of text. Facts (``shared/reference/FORMATS.md``, perftest ``perftest_parameters.c``):
+
+* bandwidth header ``#bytes  #iterations  BW peak[MiB/sec]  BW average[MiB/sec]  MsgRate[Mpps]``;
+  ``[MB/sec]`` before mid-2024 means the same 2^20 B/s (perftest divides by 0x100000); ``[Gb/sec]``
+  (``--report_gbits``) is 1e9 bit/s (it divides by 125,000,000 B/s). Values below 0.1 Gb/s print with 6
+  decimals; rows may contain tabs;
+* duration mode (``-D``) and some others print ``BW peak`` 0.00: "not measured", kept as None;
+* latency header ``#bytes #iterations t_min[usec] t_max[usec] t_typical[usec] t_avg[usec]
+  t_stdev[usec] 99% percentile[usec] 99.9% percentile[usec]``, with ``-D`` ``#bytes #iterations
+  t_avg[usec] tps average``. perftest reports write and send latency one way (round trip / 2) and
+  read and atomic latency as the full round trip (its ``rtt_factor``); values are kept as printed and
+  the run's ``latency`` says which;
+
+``--out_json`` files are :mod:`~ibdiag.bench.importers.perftest_json`'s.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ibdiag.bench.importers.context import Context
+from ibdiag.bench.importers.lines import Line, iter_lines, number
+from ibdiag.bench.p2p.meta import P2PMeta, PerftestLog
+from ibdiag.bench.results.model import BenchRun, LatencyStats, P2PResult
+from ibdiag.bench.results.provenance import ImportInfo, Provenance, RunPosition
+from ibdiag.errors import InputError
+
+HINT = "ibdiag bench import reads perftest ib_*_bw / ib_*_lat output and --out_json files; remove unrelated lines"
+
+MIB = 2**20
+"""perftest's MB/sec and MiB/sec: 0x100000 B/s."""
+GBIT = 125_000_000
+"""perftest's Gb/sec: 1e9 bit/s = 1.25e8 B/s."""
+
+_SEPARATOR = re.compile(r"^-{10,}$")
+_TITLE = re.compile(r"^(?P<title>[A-Za-z_]+(?: [A-Za-z_]+)*?) (?P<kind>BW|Latency) Test$")
+_COLUMN = re.compile(
+    r"#bytes|#iterations|BW (?:peak|average)\[[^\]]+\]|MsgRate\[[^\]]+\]|t_\w+\[[^\]]+\]|[\d.]+% percentile\[[^\]]+\]|tps average|CPU_Util\[[^\]]+\]|\bSL\b"
+)
+_KV = re.compile(r"(?P<key>[A-Za-z][A-Za-z0-9 ._\-/]*?)\s*:\s+(?P<value>\S+)")
+_FAIL = re.compile(
+    r"^(?:Couldn't|Could not|Can't|Unable to|Failed to|Completion with error|Problems with)\b"
+)
+_NUMBER = re.compile(r"^\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
+#: The banner's keys (perftest ``ctx_print_test_info``), lower case; other ``key : value`` lines are not perftest's.
+_BANNER_KEYS = frozenset(
+    {
+        "dual-port", "device", "number of qps", "transport type", "connection type", "using srq", "pcie relax order",
+        "lock-free", "ibv_wr* api", "using enhanced reorder", "tx depth", "rx depth", "post list", "recv post list",
+        "cq moderation", "cqe poll batch", "mtu", "link type", "buffer size", "gid index", "gid index2",
+        "max inline data", "outstand reads", "rdma_cm qps", "data ex. method",
+    }
+)  # fmt: skip
+
+
+@dataclass
+class _Run:
+    start_line: int
+    title: str | None = None
+    verb: str | None = None
+    mode: str | None = None
+    bidirectional: bool = False
+    banner: dict[str, str] = field(default_factory=dict)
+    addresses: dict[str, str] = field(default_factory=dict)
+    columns: list[str] | None = None
+    header_line: int | None = None
+    rows: list[tuple[int, list[str]]] = field(default_factory=list)
+    header_cut: bool = False
+    duration: bool = False
+    """perftest said "BW peak won't be measured in this run" (duration mode, ``-D``)."""
+
+
+def verb_of(title: str) -> str | None:
+    """``RDMA_Write BW Test`` -> ``write`` (read, send, atomic), as the title names the verb."""
+    low = title.lower()
+    for key, verb in (
+        ("rdma_write", "write"),
+        ("rdma_read", "read"),
+        ("send", "send"),
+        ("atomic", "atomic"),
+        ("write", "write"),
+        ("read", "read"),
+    ):
+        if key in low:
+            return verb
+    return None
+
+
+def marks(line: Line) -> bool:
+    """True when the line is a perftest marker (a ``#bytes`` header, a title, an address line)."""
+    s = line.text.strip()
+    if (
+        s.startswith("#bytes")
+        or _TITLE.match(s)
+        or s.startswith(("local address:", "remote address:"))
+    ):
+        return True
+    tokens = s.split()
+    return (
+        bool(tokens)
+        and not line.truncated
+        and _numeric(tokens)
+        and _cut_columns(tokens) is not None
+    )
+
+
+def looks_like(lines: Sequence[Line]) -> bool:
+    """True when the text carries a perftest marker line."""
+    return any(marks(ln) for ln in lines[:4000])
+
+
+def _unit_of(columns: list[str]) -> tuple[str | None, float | None]:
+    for c in columns:
+        if c.startswith("BW average["):
+            unit = c[len("BW average[") : -1]
+            if unit in ("MiB/sec", "MB/sec"):
+                return unit, MIB
+            if unit == "Gb/sec":
+                return unit, GBIT
+            return unit, None
+    return None, None
+
+
+def _results(run: _Run, source: str) -> list[P2PResult]:
+    cols = run.columns or []
+    unit, scale = _unit_of(cols)
+    out: list[P2PResult] = []
+    for line_no, tokens in run.rows:
+        vals = dict(zip(cols, tokens, strict=False))
+        nbytes = int(number(vals["#bytes"], f"{source}:{line_no}", "#bytes", HINT))
+        iters = int(
+            number(vals.get("#iterations", "0"), f"{source}:{line_no}", "#iterations", HINT)
+        )
+        if run.mode == "bw":
+            if scale is None:
+                raise InputError(
+                    f"{source}:{run.header_line}: unknown bandwidth unit {unit!r}",
+                    hint="perftest prints MiB/sec, MB/sec or Gb/sec",
+                )
+            avg = (
+                number(vals[f"BW average[{unit}]"], f"{source}:{line_no}", "BW average", HINT)
+                * scale
+                / 1e9
+            )
+            peak_raw = vals.get(f"BW peak[{unit}]")
+            peak = None
+            if peak_raw is not None:
+                p = number(peak_raw, f"{source}:{line_no}", "BW peak", HINT)
+                # 0.00: not measured (perftest says "BW peak won't be measured in this run"; FORMATS.md)
+                peak = None if p == 0 else p * scale / 1e9
+            rate = vals.get("MsgRate[Mpps]")
+            out.append(
+                P2PResult(
+                    bytes=nbytes,
+                    iters=iters,
+                    bw_gbs=avg,
+                    bw_peak_gbs=peak,
+                    msg_rate_mpps=None
+                    if rate is None
+                    else number(rate, f"{source}:{line_no}", "MsgRate", HINT),
+                )
+            )
+            continue
+        if "t_typical[usec]" in vals:
+            need = (
+                "t_min[usec]",
+                "t_max[usec]",
+                "t_typical[usec]",
+                "99% percentile[usec]",
+                "99.9% percentile[usec]",
+            )
+            missing = [c for c in need if c not in vals]
+            if missing:
+                raise InputError(
+                    f"{source}:{run.header_line}: latency header without {', '.join(missing)}",
+                    hint="perftest 4.x and later print all percentiles; older output is not supported",
+                )
+            lat = LatencyStats(
+                min_us=number(vals["t_min[usec]"], f"{source}:{line_no}", "t_min", HINT),
+                p50_us=number(vals["t_typical[usec]"], f"{source}:{line_no}", "t_typical", HINT),
+                p99_us=number(vals["99% percentile[usec]"], f"{source}:{line_no}", "99%", HINT),
+                p999_us=number(
+                    vals["99.9% percentile[usec]"], f"{source}:{line_no}", "99.9%", HINT
+                ),
+                max_us=number(vals["t_max[usec]"], f"{source}:{line_no}", "t_max", HINT),
+                avg_us=number(vals["t_avg[usec]"], f"{source}:{line_no}", "t_avg", HINT)
+                if "t_avg[usec]" in vals
+                else None,
+            )
+            out.append(P2PResult(bytes=nbytes, iters=iters, lat_us=lat))
+        elif "t_avg[usec]" in vals:  # duration mode: the average and transactions per second only
+            tps = vals.get("tps average")
+            out.append(
+                P2PResult(
+                    bytes=nbytes,
+                    iters=iters,
+                    msg_rate_mpps=None
+                    if tps is None
+                    else number(tps, f"{source}:{line_no}", "tps average", HINT) / 1e6,
+                    lat_avg_us=number(vals["t_avg[usec]"], f"{source}:{line_no}", "t_avg", HINT),
+                )
+            )
+        else:
+            raise InputError(
+                f"{source}:{run.header_line}: latency header without t_typical or t_avg", hint=HINT
+            )
+    return out
+
+
+def _bench_run(
+    run: _Run, ctx: Context, source: str, index: int, count: int, skipped: int
+) -> BenchRun:
+    results = _results(run, source)
+    unit, _ = _unit_of(run.columns or [])
+    b = run.banner
+    command = ctx.command_for(run.start_line)
+    duration = run.mode == "bw" and any(r.bw_peak_gbs is None for r in results) and bool(results)
+    by_command = command is not None and "duration_s" in command.options
+    verb = run.verb
+    bw = run.mode == "bw"
+    log = PerftestLog(
+        test=f"ib_{verb or 'unknown'}_{'bw' if bw else 'lat'}",
+        title=run.title,
+        verb=verb,
+        device=b.get("device"),
+        link_layer=b.get("link type"),
+        mtu=b.get("mtu"),
+        connection=b.get("connection type"),
+        qps=b.get("number of qps"),
+        gid_index=b.get("gid index"),
+        local_address=run.addresses.get("local"),
+        remote_address=run.addresses.get("remote"),
+        bw_unit=unit if bw else None,
+        peak_measured=(not duration) if bw else None,
+        latency=None
+        if bw
+        else ("round trip" if verb in ("read", "atomic") else "one way (round trip / 2)"),
+        duration_mode=True
+        if (not bw and results and all(r.lat_us is None for r in results))
+        or (bw and (run.duration or by_command))
+        else None,
+        post_list=b.get("post list"),
+        header=("cut: from the rows" if run.header_cut else None),
+    )
+    position = RunPosition(index, count, "one after the other") if count > 1 else None
+    imported = ImportInfo(
+        tool="perftest", source=source, first_line=run.start_line, position=position
+    )
+    provenance = Provenance(
+        imported=imported, command=command, skipped_lines=(skipped + len(ctx.commands)) or None
+    )
+    bidir = run.bidirectional or (
+        command is not None and command.options.get("bidirectional") is True
+    )
+    return BenchRun(
+        P2PMeta(transport="rdma", mode=run.mode, bidir=bidir, perftest=log),
+        tuple(results),
+        provenance,
+    )
+
+
+def _cut_columns(tokens: list[str]) -> list[str] | None:
+    """The columns of a row pasted without its ``#bytes`` header, when its shape says them: 9 cells are
+    the latency table (t_min ... 99.9%), 5 the bandwidth table (its unit is told from MsgRate)."""
+    if len(tokens) == 9:
+        return [
+            "#bytes",
+            "#iterations",
+            "t_min[usec]",
+            "t_max[usec]",
+            "t_typical[usec]",
+            "t_avg[usec]",
+            "t_stdev[usec]",
+            "99% percentile[usec]",
+            "99.9% percentile[usec]",
+        ]
+    if len(tokens) == 5:
+        try:
+            size, avg, rate = float(tokens[0]), float(tokens[3]), float(tokens[4])
+        except ValueError:
+            return None
+        if size > 0 and avg > 0 and rate > 0:
+            bps = rate * 1e6 * size
+            for unit, scale in (("MiB/sec", MIB), ("Gb/sec", GBIT)):
+                if abs(avg * scale / bps - 1) < 0.1:
+                    return [
+                        "#bytes",
+                        "#iterations",
+                        f"BW peak[{unit}]",
+                        f"BW average[{unit}]",
+                        "MsgRate[Mpps]",
+                    ]
+    return None
+
+
+def _numeric(tokens: list[str]) -> bool:
+    return tokens[0].isdigit() and all(_NUMBER.match(t) for t in tokens)
+
+
+def parse_lines(
+    lines: Iterable[Line],
+    ctx: Context,
+    source: str = "<text>",
+    *,
+    op: str | None = None,
+    file_name: str | None = None,
+) -> list[BenchRun]:
+    """Every perftest run in the lines (a new title or table header starts one); lines that are not
+    perftest's are skipped and counted. ``op`` and ``file_name`` are the importers' common arguments,
+    which a perftest log does not need."""
+    runs: list[_Run] = []
+    cur: _Run | None = None
+    skipped = 0
+
+    def new(number: int) -> _Run:
+        r = _Run(number)
+        runs.append(r)
+        return r
+
+    for ln in lines:
+        s = ln.text.strip()
+        n = ln.number
+        if not s or _SEPARATOR.match(s) or s.startswith("*"):
+            continue
+        if ln.truncated:
+            skipped += 1
+            continue
+        m = _TITLE.match(s)
+        if m:
+            if cur is None or cur.title is not None or cur.columns is not None:
+                cur = new(n)
+            cur.title = s
+            cur.verb = verb_of(m.group("title"))
+            cur.mode = "bw" if m.group("kind") == "BW" else "lat"
+            cur.bidirectional = "Bidirectional" in m.group("title")
+            continue
+        if s.startswith("#bytes"):
+            cols = _COLUMN.findall(s)
+            leftover = _COLUMN.sub("", s).strip()
+            if leftover:
+                raise InputError(
+                    f"{source}:{n}: unknown perftest column(s) {leftover!r}", hint=HINT
+                )
+            if cur is None or cur.columns is not None:
+                cur = new(n)
+            cur.columns, cur.header_line = cols, n
+            if cur.mode is None:
+                cur.mode = "bw" if any(c.startswith("BW average") for c in cols) else "lat"
+            continue
+        tokens = s.split()
+        if _numeric(tokens):
+            if cur is None or cur.columns is None:
+                cols = _cut_columns(tokens)
+                if cols is None:
+                    skipped += 1
+                    continue
+                if cur is None:
+                    cur = new(n)
+                cur.columns, cur.header_line, cur.header_cut = cols, n, True
+                cur.mode = cur.mode or ("bw" if len(cols) == 5 else "lat")
+            if len(tokens) != len(cur.columns):
+                raise InputError(
+                    f"{source}:{n}: expected {len(cur.columns)} columns as in the header (line {cur.header_line}), found {len(tokens)}",
+                    hint=HINT,
+                )
+            cur.rows.append((n, tokens))
+            continue
+        if s.startswith(("local address:", "remote address:")):
+            if cur is None:
+                cur = new(n)
+            cur.addresses[s.split()[0]] = s.split(":", 1)[1].strip()[:200]
+            continue
+        if s.startswith("GID:"):
+            continue
+        if _FAIL.match(s):
+            raise InputError(
+                f"{source}:{n}: perftest reported an error: {s[:200]}",
+                hint="the run did not finish; fix the error and rerun",
+            )
+        if "BW peak won't be measured" in s:
+            if cur is None:
+                cur = new(n)
+            cur.duration = True
+            continue
+        pairs = [(k.strip().lower(), v) for k, v in _KV.findall(s)]
+        known = [(k, v) for k, v in pairs if k in _BANNER_KEYS]
+        if known and len(known) == len(pairs):
+            if cur is None or cur.rows:
+                cur = new(n)
+            for key, value in known:
+                cur.banner[key] = value[:100]
+            continue
+        skipped += 1
+    runs = [r for r in runs if r.columns is not None]
+    if not runs:
+        raise InputError(f"{source}: no perftest result table (#bytes header) found", hint=HINT)
+    return [_bench_run(r, ctx, source, i, len(runs), skipped) for i, r in enumerate(runs, start=1)]
+
+
+def parse_log(
+    text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None
+) -> list[BenchRun]:
+    """Every perftest run in ``text`` (see :func:`parse_lines`)."""
+    ctx = Context()
+    return parse_lines(
+        (ln for ln in iter_lines(text.splitlines()) if not ctx.feed(ln)),
+        ctx,
+        source,
+        op=op,
+        file_name=file_name,
+    )

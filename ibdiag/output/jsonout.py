@@ -1,0 +1,98 @@
+"""The JSON envelope every command shares, and the reader that checks one on the way back in."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ibdiag.errors import InputError
+from ibdiag.findings.model import Report, RunMeta
+from ibdiag.text import safe_value
+
+ENVELOPE_KEYS = ("schema", "version", "host", "generated_at", "status", "findings")
+
+
+def envelope(report: Report, meta: RunMeta) -> dict[str, Any]:
+    """``{"schema": "ibdiag.<command>/1", "version", "host", "generated_at", "status", "findings", ...data}``."""
+    doc: dict[str, Any] = {
+        "schema": report.schema,
+        "version": meta.version,
+        "host": meta.host,
+        "generated_at": meta.generated_at,
+        "status": report.status.value,
+        "findings": [f.to_json() for f in report.findings],
+    }
+    for key, value in report.data.items():
+        if key in doc:
+            raise ValueError(f"command data key {key!r} collides with the envelope")
+        doc[key] = value
+    return doc
+
+
+def _clean(value: Any) -> Any:
+    # JSON has no NaN or Infinity; a value that is not a number is unknown, i.e. null.
+    # The plain types first, by exact type (a document is thousands of them; the ABC check below
+    # costs a few times more); subclasses and other mappings take the general path.
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is dict:
+        return {k if type(k) is str else str(k): _clean(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [_clean(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def render_json(report: Report, meta: RunMeta) -> str:
+    return json.dumps(_clean(envelope(report, meta)), indent=2, allow_nan=False) + "\n"
+
+
+def load_envelope(path: Path | str, *, schema: str | tuple[str, ...]) -> dict[str, Any]:
+    """Read an ibdiag JSON document and check its envelope; ``schema`` is the accepted schema id(s).
+
+    Raises :class:`InputError` (exit 2) for a missing, unreadable, non-JSON or foreign document.
+    """
+    schemas = (schema,) if isinstance(schema, str) else tuple(schema)
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such file", hint="check the path") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(
+            f"{p}: cannot read: {e}", hint="check the file's permissions and that it is text"
+        ) from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(
+            f"{p}: not JSON ({e.msg} at line {e.lineno})",
+            hint="give a file written by ibdiag ... -o json or --save",
+        ) from None
+    except RecursionError:
+        raise InputError(
+            f"{p}: JSON nested too deeply",
+            hint="give a file written by ibdiag ... -o json or --save",
+        ) from None
+    if not isinstance(doc, dict) or "schema" not in doc:
+        raise InputError(
+            f"{p}: not an ibdiag JSON document (no schema)",
+            hint="give a file written by ibdiag ... -o json or --save",
+        )
+    if doc["schema"] not in schemas:
+        raise InputError(
+            f"{p}: schema is {safe_value(doc['schema'])}, expected {' or '.join(schemas)}",
+            hint="give the file the matching ibdiag command wrote",
+        )
+    return doc

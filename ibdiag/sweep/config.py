@@ -1,0 +1,68 @@
+"""``[sweep]`` settings: defaults of ``ibdiag sweep``'s options and the attribution's thresholds.
+
+Example::
+
+    [sweep]
+    pattern = "ring"            # --pattern
+    sizes = "64M"               # --sizes: the message size of each bandwidth test
+    duration_s = 1.0            # --duration: measured seconds per pair test
+    timeout_s = 10.0            # --timeout: a node silent this long is unreachable
+    start_timeout_s = 60.0      # how long rank 0 waits for every node to start
+    z_limit = 5.0               # robust units below the rail's median at which a link is slow
+    floor_share = 0.02          # smallest robust scale, as a share of the median
+    confirm_partners = 2        # slow partners, each fine elsewhere, that a bad node needs
+    second_pass_partners = 2    # known-good nodes each suspect meets in the second pass
+    min_bw_share = 0.8          # a rail's median below this share of line rate warns
+
+A flag given on the command line wins over the file. The thresholds' defaults and their sources are
+:class:`~ibdiag.sweep.analysis.SweepConfig`'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ibdiag.config import bounded
+from ibdiag.errors import InputError
+from ibdiag.sweep.analysis import SweepConfig
+
+PATTERNS = ("ring", "pairwise", "random")
+TRANSPORTS = ("rdma", "tcp")
+
+
+@dataclass(frozen=True)
+class SweepSettingsFile:
+    """``[sweep]`` as read from the config file (every key optional)."""
+
+    pattern: str = "ring"
+    transport: str = "rdma"
+    sizes: str = "64M"
+    duration_s: float = bounded(1.0, low=0, low_open=True, high=3600)
+    timeout_s: float = bounded(10.0, low=0, low_open=True, high=3600)
+    start_timeout_s: float = bounded(60.0, low=0, low_open=True, high=3600)
+    z_limit: float = bounded(SweepConfig.z_limit, low=0.5, high=1000)
+    floor_share: float = bounded(SweepConfig.floor_share, low=0, high=1)
+    confirm_partners: int = bounded(SweepConfig.confirm_partners, low=1, high=1000)
+    second_pass_partners: int = bounded(SweepConfig.second_pass_partners, low=0, high=1000)
+    min_bw_share: float = bounded(SweepConfig.min_bw_share, low=0, high=1)
+
+    def __post_init__(self) -> None:
+        if self.pattern not in PATTERNS:
+            raise InputError(
+                f"config [sweep] pattern {self.pattern!r} is not one of {', '.join(PATTERNS)}",
+                hint='e.g. pattern = "ring"',
+            )
+        if self.transport not in TRANSPORTS:
+            raise InputError(
+                f"config [sweep] transport {self.transport!r} is not one of {', '.join(TRANSPORTS)}",
+                hint='e.g. transport = "rdma"',
+            )
+
+    def thresholds(self) -> SweepConfig:
+        return SweepConfig(
+            z_limit=self.z_limit,
+            floor_share=self.floor_share,
+            confirm_partners=self.confirm_partners,
+            second_pass_partners=self.second_pass_partners,
+            min_bw_share=self.min_bw_share,
+        )

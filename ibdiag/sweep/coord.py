@@ -1,0 +1,137 @@
+"""The sweep's coordination through the job's rendezvous store (torch.distributed's TCPStore).
+
+Only the store is used between ranks, never a collective: a collective over the whole job hangs or
+fails as soon as one node is gone, while a store key that a rank does not write is simply missing
+when its deadline passes — which is how a dead node is named and the sweep goes on without it.
+
+Keys, under ``ibdiag-sweep/<restart>/`` (torchrun's restart count, so an earlier attempt's keys are
+never read as this one's)::
+
+    token                 rank 0: the p2p servers' shared token (hex), read by every rank
+    node/<r>              rank r: its hostname, address, rails and the ports of its p2p servers (JSON)
+    fleet                 rank 0: the nodes of the sweep in rank order, and who never published (JSON)
+    round/<i>/<r>         rank 0: rank r's tests in round i, or the end of the sweep (JSON)
+    done/<i>/<r>          rank r: its results of round i (JSON); then ``done/<i>`` += 1, and the rank
+                          that brings the count to the round's ``expect`` sets ``done/<i>/all``
+    end                   rank 0: the sweep is over (also for a rank it stopped waiting for)
+    bye/<r>               rank r: it read the end (rank 0 waits for these before it may take the
+                          store down, when it serves it)
+
+Every value read is untrusted (another rank, or anyone who can reach the store, wrote it) and is
+checked by the reader. Waits poll :meth:`check` so that a missing key costs no error message from
+the store's C++ side; the poll interval grows with the job so the store is not flooded.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ibdiag.errors import CannotRunError
+
+#: Largest value a rank accepts from the store (a round's results on 64 rails are a few KiB).
+MAX_VALUE_BYTES = 4 * 2**20
+
+
+def poll_interval_s(world: int) -> float:
+    """Seconds between polls of a key: 20 ms for a small job, up to 1 s at 16384 ranks (~16 k polls/s)."""
+    return min(1.0, 0.02 * max(1.0, world / 64))
+
+
+class Coordinator:
+    """JSON values and bounded waits over a store (anything with ``set``, ``get``, ``add``, ``check``)."""
+
+    def __init__(self, store: Any, world: int) -> None:
+        self.store = store
+        self.world = world
+        self.poll_s = poll_interval_s(world)
+
+    # --- values ------------------------------------------------------------------------------------
+
+    def _call(self, what: str, fn: Any, *args: Any) -> Any:
+        """A store call; its failure (the store's host gone, a reset connection) is a CannotRunError."""
+        try:
+            return fn(*args)
+        except Exception as e:  # noqa: BLE001 - the store raises RuntimeError subclasses, OSError, ValueError
+            from ibdiag.runtime.torchdist import first_line
+
+            raise CannotRunError(
+                f"the rendezvous store failed while {what}: {first_line(e)}",
+                hint="rank 0 or the launcher's agent that serves the store is gone; check rank 0's output",
+            ) from None
+
+    def put(self, key: str, value: Any) -> None:
+        self._call(f"writing {key}", self.store.set, key, json.dumps(value, separators=(",", ":")))
+
+    def put_many(self, items: Sequence[tuple[str, Any]]) -> None:
+        if not items:
+            return
+        keys = [k for k, _ in items]
+        values = [json.dumps(v, separators=(",", ":")) for _, v in items]
+        multi = getattr(self.store, "multi_set", None)
+        if multi is not None:
+            self._call(f"writing {keys[0]} and {len(keys) - 1} more", multi, keys, values)
+        else:
+            for k, v in zip(keys, values, strict=False):
+                self._call(f"writing {k}", self.store.set, k, v)
+
+    def has(self, key: str) -> bool:
+        return bool(self._call(f"looking for {key}", self.store.check, [key]))
+
+    def read(self, key: str) -> Any:
+        """The JSON value of a key known to be there (CannotRunError when it is not JSON)."""
+        raw = self._call(f"reading {key}", self.store.get, key)
+        if len(raw) > MAX_VALUE_BYTES:
+            raise CannotRunError(
+                f"store key {key}: {len(raw)} bytes, more than a sweep writes",
+                hint="is another job using the same rendezvous store and port?",
+            )
+        try:
+            return json.loads(bytes(raw).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise CannotRunError(
+                f"store key {key} does not hold JSON",
+                hint="is another job using the same rendezvous store and port?",
+            ) from None
+
+    def count(self, key: str, by: int = 1) -> int:
+        return int(self._call(f"counting {key}", self.store.add, key, by))
+
+    # --- waits -------------------------------------------------------------------------------------
+
+    def wait_for(self, key: str, deadline: float) -> bool:
+        """Poll until ``key`` exists or ``time.monotonic()`` passes ``deadline``; True when it exists."""
+        while True:
+            if self.has(key):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(min(self.poll_s, max(0.0, deadline - time.monotonic())))
+
+    def wait_any(self, keys: Sequence[str], deadline: float) -> str | None:
+        """Poll until one of ``keys`` exists (the first of them that does), None at the deadline."""
+        while True:
+            for key in keys:
+                if self.has(key):
+                    return key
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(min(self.poll_s, max(0.0, deadline - time.monotonic())))
+
+    def wait_value(self, key: str, deadline: float) -> Any | None:
+        """The key's JSON value once it exists, None when the deadline passes first."""
+        return self.read(key) if self.wait_for(key, deadline) else None
+
+    def missing(self, keys: Sequence[str]) -> list[str]:
+        """Which of ``keys`` do not exist (one check per key: ``check`` answers for all at once)."""
+        return [k for k in keys if not self.has(k)]
+
+    def report(self, round_index: int, rank: int, results: Any, expect: int) -> None:
+        """Publish this rank's results of a round and count it; the last one sets ``done/<i>/all``."""
+        self.put(f"done/{round_index}/{rank}", results)
+        if self.count(f"done/{round_index}") >= expect:
+            self._call(
+                f"writing done/{round_index}/all", self.store.set, f"done/{round_index}/all", "1"
+            )

@@ -1,0 +1,549 @@
+"""The multi-node sweep: one process per node placed by the cluster's launcher, coordinated through
+the job's rendezvous store (:mod:`~ibdiag.sweep.coord`), each pair measured over ibdiag's p2p.
+
+Every rank, in order:
+
+1. connects to the rendezvous store the launcher describes (``bench collective``'s launch detection:
+   torchrun, srun, mpirun, a Kubernetes indexed Job running torchrun); rank 0 serves it unless the
+   launcher's agent does;
+2. takes the sweep's token from the store (rank 0 draws it), starts one p2p server per rail on its
+   address (the one that routes to rank 0), and publishes host, address, rails and server ports;
+3. rank 0 waits ``start_timeout_s`` for every node, publishes the fleet (a rank that never published
+   is unreachable from the start), and plans (:mod:`~ibdiag.sweep.schedule`);
+4. per round, rank 0 writes each rank its tests; each rank measures the pairs where it is the
+   measuring end (all its rails at once), reports, and waits for the next round; rank 0 waits for
+   every report until the round's limit (:func:`round_limit_s`): a rank that did not report by then is
+   unreachable and gets no more tests, the sweep goes on for the rest;
+5. after the first pass rank 0 plans the second pass from the results, runs it the same way, writes
+   the end, analyses and returns the :class:`~ibdiag.sweep.model.SweepResult` (the others return None).
+
+Nothing here prints: ``log`` takes the servers' lines, ``on_round`` the progress.
+"""
+
+from __future__ import annotations
+
+import datetime
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ibdiag.errors import CannotRunError, InputError, UsageError
+from ibdiag.runtime.hooks import TestHooks
+from ibdiag.runtime.launch import LaunchEnv
+from ibdiag.sweep.analysis import SweepConfig, second_pass_plan
+from ibdiag.sweep.coord import Coordinator
+from ibdiag.sweep.model import SweepResult, nodes_from_json
+from ibdiag.sweep.nodes import FleetNode, Rail, valid_host
+from ibdiag.sweep.p2prunner import P2PPairRunner, RailServers, local_rails
+from ibdiag.sweep.passes import RoundDone, build_result
+from ibdiag.sweep.runner import PairResult, PairSpec
+from ibdiag.sweep.schedule import Pattern, Phase, first_pass, pair_tests
+from ibdiag.sweep.untrusted import JsonReader
+from ibdiag.sweep.wire import read_results, result_rows, unanswered
+
+#: Seconds a pair test may take beyond its measured time: connection, handshake, warm-up.
+TEST_SETUP_S = 2.0
+
+
+@dataclass(frozen=True)
+class SweepJob:
+    """What every rank of a sweep is asked to do (the same on every rank: the command line)."""
+
+    pattern: Pattern = Pattern.RING
+    rounds: int | None = None
+    seed: int = 0
+    second_pass: bool = True
+    spec: PairSpec = PairSpec()
+    config: SweepConfig = SweepConfig()
+    adapters: tuple[str, ...] | None = None
+    """``--rails``: adapters in rail order; None: from topo."""
+    start_timeout_s: float = 60.0
+    """How long rank 0 waits for every node to start and publish itself."""
+    sysfs_root: str = "/"
+    perftest_path: str | None = None
+    """PATH for perftest's binaries (``--engine perftest``/``auto``); None: this process's PATH."""
+
+
+def round_limit_s(spec: PairSpec) -> float:
+    """How long rank 0 waits for a round's reports: one test's time (measured time per kind, plus set-up)
+    plus ``--timeout``, the longest a peer may be silent."""
+    kinds = 2 if spec.mode == "both" else 1
+    silences = (
+        2 if spec.test == "collective" else 1
+    )  # gloo: connecting, then each call, may wait --timeout
+    return kinds * (spec.duration_s + TEST_SETUP_S) + silences * spec.timeout_s
+
+
+def route_address(master_addr: str, port: int) -> str:
+    """This host's address on the way to ``master_addr``: the source address the kernel picks (UDP
+    connect sends nothing). That is the interface the peers reach, also when a host has several."""
+    try:
+        infos = socket.getaddrinfo(master_addr, port, type=socket.SOCK_DGRAM)
+    except socket.gaierror as e:
+        raise CannotRunError(
+            f"cannot resolve the rendezvous host {master_addr!r}: {e.strerror}",
+            hint="check MASTER_ADDR / the launcher's rendezvous endpoint",
+        ) from None
+    family, _, _, _, addr = infos[0]
+    with socket.socket(family, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(addr)
+        except OSError as e:
+            raise CannotRunError(
+                f"no route to the rendezvous host {master_addr}: {e.strerror}",
+                hint="check the network, or MASTER_ADDR",
+            ) from None
+        return str(s.getsockname()[0])
+
+
+def connect_store(launch: LaunchEnv, timeout_s: float) -> Any:
+    """The job's rendezvous store, under this sweep's prefix (rank 0 serves it unless the launcher's agent does)."""
+    from ibdiag.runtime.torchdist import first_line, import_dist
+
+    _, dist = import_dist()
+    is_master = launch.rank == 0 and not launch.agent_store
+    try:
+        store = dist.TCPStore(
+            launch.master_addr,
+            launch.master_port,
+            launch.world_size,
+            is_master,
+            timeout=datetime.timedelta(seconds=timeout_s),
+            wait_for_workers=False,
+        )
+    except Exception as e:  # noqa: BLE001 - connect and bind failures have several types across versions
+        verb = "serve" if is_master else "reach"
+        raise CannotRunError(
+            f"rank {launch.rank}: cannot {verb} the rendezvous store at {launch.master_addr}:{launch.master_port}: {first_line(e)}",
+            hint="check MASTER_ADDR/MASTER_PORT (a free port on rank 0's host), that rank 0 started, and firewalls",
+        ) from None
+    return dist.PrefixStore(f"ibdiag-sweep/{launch.restart}", store)  # PrefixStore adds the "/"
+
+
+class _Rank:
+    def __init__(
+        self,
+        job: SweepJob,
+        launch: LaunchEnv,
+        coord: Coordinator,
+        log: Callable[[str], None],
+        hooks: TestHooks,
+    ) -> None:
+        self.job, self.launch, self.coord, self.log, self.hooks = job, launch, coord, log, hooks
+        self.rank, self.world = launch.rank, launch.world_size
+        self.servers: RailServers | None = None
+        self.runner: P2PPairRunner | None = None
+        self.token_bytes = b""
+        self.address = ""
+        self.fleet: tuple[FleetNode, ...] = ()
+
+    # --- set-up ------------------------------------------------------------------------------------
+
+    def token(self, deadline: float) -> bytes:
+        if self.rank == 0:
+            value = secrets.token_hex(32)
+            self.coord.put("token", value)
+        else:
+            value = self.coord.wait_value("token", deadline)
+            if not isinstance(value, str) or not 32 <= len(value) <= 256:
+                raise CannotRunError(
+                    f"rank {self.rank}: no sweep token from rank 0 in the store within {self.job.start_timeout_s:g} s",
+                    hint="did rank 0 start? is another job using the same rendezvous port?",
+                )
+        return value.encode()
+
+    def publish(self, token: bytes) -> None:
+        job = self.job
+        address = route_address(self.launch.master_addr, self.launch.master_port)
+        self.address, self.token_bytes = address, token
+        ports: list[int] = []
+        if (
+            job.spec.test == "collective"
+        ):  # gloo between the nodes' addresses: one TCP rail, no p2p servers
+            rails, _ = local_rails("tcp", address, None, job.sysfs_root)
+        else:
+            rails, fallback = local_rails(job.spec.transport, address, job.adapters, job.sysfs_root)
+            if fallback:
+                self.log(fallback)
+            self.servers = RailServers(
+                address,
+                rails,
+                token,
+                job.spec.bytes,
+                job.spec.timeout_s,
+                self.log,
+                job.sysfs_root,
+                job.perftest_path,
+            )
+            ports = self.servers.start()
+        host = socket.gethostname().split(".")[0]
+        node = FleetNode(
+            self.rank, host if valid_host(host) else f"rank{self.rank}", address, rails
+        )
+        self.coord.put(f"node/{self.rank}", {**node.to_json(), "ports": ports})
+
+    def gather_fleet(self, deadline: float) -> set[int]:
+        """Rank 0: every node's description (placeholders for the silent), published as ``fleet``."""
+        nodes: list[dict[str, Any]] = []
+        ports: list[list[int]] = []
+        missing: list[int] = []
+        for r in range(self.world):
+            doc = self.coord.wait_value(f"node/{r}", deadline)
+            if self._node_ok(doc, r):
+                nodes.append({k: doc.get(k) for k in ("rank", "host", "address", "rails")})
+                ports.append(doc["ports"])
+            else:
+                missing.append(r)
+                nodes.append(FleetNode(r, f"rank{r}", "unknown", (Rail(0, None),)).to_json())
+                ports.append([])
+        self.coord.put("fleet", {"nodes": nodes, "ports": ports, "missing": missing})
+        return set(missing)
+
+    def _node_ok(self, doc: Any, r: int) -> bool:
+        """A rank's description is usable: a valid node of rank ``r``, a port 1..65535 per rail (none
+        for --test collective). One bad description makes that rank unreachable, not the sweep fail."""
+        if not isinstance(doc, dict) or doc.get("rank") != r:
+            return False
+        probe = [
+            {**{k: doc.get(k) for k in ("host", "address", "rails")}, "rank": 0},
+            FleetNode(1, "probe", "probe", (Rail(0, None),)).to_json(),
+        ]
+        try:
+            node = nodes_from_json(JsonReader(f"rank {r}'s description"), probe)[0]
+        except InputError as e:
+            self.log(f"refused: {e.message}")
+            return False
+        ports = doc.get("ports")
+        want = 0 if self.job.spec.test == "collective" else len(node.rails)
+        return (
+            isinstance(ports, list)
+            and len(ports) == want
+            and all(
+                isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= 65535 for x in ports
+            )
+        )
+
+    def read_fleet(self, deadline: float) -> set[int]:
+        doc = self.coord.wait_value("fleet", deadline)
+        if doc is None:
+            raise CannotRunError(
+                f"rank {self.rank}: rank 0 did not publish the fleet within {self.job.start_timeout_s:g} s",
+                hint="check rank 0's output",
+            )
+        r = JsonReader("the sweep's fleet (store key fleet)")
+        doc = r.obj(doc, "fleet")
+        self.fleet = nodes_from_json(r, doc.get("nodes"))
+        ports = r.items(doc.get("ports"), "ports", max_items=len(self.fleet))
+        table = {
+            i: [
+                r.integer(p, f"ports[{i}][{k}]", lo=1, hi=65535)
+                for k, p in enumerate(r.items(v, f"ports[{i}]", max_items=64))
+            ]
+            for i, v in enumerate(ports)
+        }
+        self.runner = P2PPairRunner(
+            table,
+            self.token_bytes,
+            sysfs_root=self.job.sysfs_root,
+            perftest_path=self.job.perftest_path,
+        )
+        return {
+            r.integer(x, "missing", lo=0, hi=len(self.fleet) - 1)
+            for x in r.items(doc.get("missing"), "missing", max_items=len(self.fleet))
+        }
+
+    # --- a round, on every rank ---------------------------------------------------------------------
+
+    def measure(
+        self, tests: Sequence[Sequence[Any]], round_index: int, phase: Phase
+    ) -> list[PairResult]:
+        """This rank's measuring ends of a round (``[rail, serving rank]``), every rail at once."""
+        from ibdiag.sweep.nodes import End
+        from ibdiag.sweep.schedule import PairTest
+
+        assert self.runner is not None
+        me = self.fleet[self.rank]
+        out: list[PairResult | None] = [None] * len(tests)
+
+        def one(i: int, rail: int, peer: int) -> None:
+            a = self.fleet[peer]
+            test = PairTest(
+                round_index,
+                phase,
+                End(peer, rail, a.rails[rail].adapter),
+                End(self.rank, rail, me.rails[rail].adapter),
+            )
+            out[i] = self.runner.run_pair(test, a, me, self.job.spec)  # type: ignore[union-attr]
+
+        threads = [
+            threading.Thread(target=one, args=(i, int(t[0]), int(t[1])), daemon=True)
+            for i, t in enumerate(tests)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return [r for r in out if r is not None]
+
+    def take_part(self, task: dict[str, Any], round_index: int) -> None:
+        self.hooks.before_step(self.rank, round_index + 1)
+        phase = Phase.SECOND if task.get("phase") == "second" else Phase.FIRST
+        tests = [
+            t
+            for t in task.get("tests", [])
+            if isinstance(t, list) and len(t) == 2 and all(isinstance(x, int) for x in t)
+        ]
+        tests = [
+            t
+            for t in tests
+            if 0 <= t[1] < len(self.fleet)
+            and t[1] != self.rank
+            and 0 <= t[0] < min(len(self.fleet[t[1]].rails), len(self.fleet[self.rank].rails))
+        ]
+        if self.job.spec.test == "collective":
+            from ibdiag.sweep.collrunner import pair_allreduce
+
+            results = []
+            for _, peer in tests:
+                a, b = min(self.rank, peer), max(self.rank, peer)
+                res = pair_allreduce(
+                    self.coord.store,
+                    self.address,
+                    round_index,
+                    phase,
+                    a,
+                    b,
+                    self.rank,
+                    self.job.spec,
+                )
+                results += [res] if res is not None else []
+        else:
+            results = self.measure(tests, round_index, phase)
+        self.coord.report(
+            round_index, self.rank, result_rows(results), int(task.get("expect", self.world))
+        )
+
+    def worker_loop(self) -> None:
+        limit = 2 * round_limit_s(self.job.spec) + self.job.start_timeout_s
+        i = 0
+        while True:
+            key = f"round/{i}/{self.rank}"
+            # "end" too: a rank rank 0 stopped waiting for (it reported too late) gets no more rounds
+            found = self.coord.wait_any([key, "end"], time.monotonic() + limit)
+            if found is None:
+                raise CannotRunError(
+                    f"rank {self.rank}: rank 0 gave no work for round {i + 1} within {limit:g} s",
+                    hint="rank 0 or the rendezvous store is gone; check rank 0's output",
+                )
+            task = self.coord.read(found)
+            if found == "end" or not isinstance(task, dict) or task.get("end"):
+                self.coord.put(f"bye/{self.rank}", 1)
+                return
+            self.take_part(task, i)
+            i += 1
+
+    # --- rank 0 ------------------------------------------------------------------------------------
+
+    def lead(self, dead: set[int], on_round: Callable[[RoundDone], None] | None) -> SweepResult:
+        job, fleet = self.job, self.fleet
+        results: list[PairResult] = []
+        named: set[int] = set()
+        planned = list(first_pass(job.pattern, len(fleet), rounds=job.rounds, seed=job.seed))
+        for i, pairs in enumerate(planned):
+            results += self.run_round(i, Phase.FIRST, pairs, dead, named)
+            if on_round:
+                on_round(RoundDone(i, len(planned), Phase.FIRST, len(results), tuple(sorted(dead))))
+        first = len(planned)
+        # A rank that went silent after it reported a round (it served, then died) is known only now:
+        # the tests it failed earlier are its silence too, not failed links (for the plan and the analysis).
+        results = [unanswered(p, dead) for p in results]
+        extra = second_pass_plan(fleet, results, job.config) if job.second_pass else []
+        for j, pairs in enumerate(extra):
+            results += self.run_round(first + j, Phase.SECOND, pairs, dead, named)
+            if on_round:
+                on_round(
+                    RoundDone(
+                        first + j,
+                        first + len(extra),
+                        Phase.SECOND,
+                        len(results),
+                        tuple(sorted(dead)),
+                    )
+                )
+        end = first + len(extra)
+        alive = [r for r in range(self.world) if r not in dead]
+        self.coord.put_many([(f"round/{end}/{r}", {"end": True}) for r in alive])
+        self.coord.put("end", True)
+        bye_deadline = time.monotonic() + min(10.0, job.spec.timeout_s)
+        for r in alive:
+            if r != 0:
+                self.coord.wait_for(f"bye/{r}", bye_deadline)
+        results = [unanswered(p, dead) for p in results]
+        return build_result(
+            fleet,
+            results,
+            pattern=job.pattern,
+            rounds=job.rounds,
+            seed=job.seed,
+            spec=self.used_spec(),
+            config=job.config,
+            second_pass=job.second_pass,
+            first_rounds=first,
+            second_rounds=len(extra),
+        )
+
+    def used_spec(self) -> PairSpec:
+        """The spec as run: ``tcp`` when no pair of rails had adapters at both ends (the TCP fallback)."""
+        from dataclasses import replace
+
+        spec = self.job.spec
+        if spec.transport == "rdma" and (
+            spec.test == "collective" or all(r.adapter is None for n in self.fleet for r in n.rails)
+        ):
+            return replace(spec, transport="tcp")
+        return spec
+
+    def run_round(
+        self,
+        i: int,
+        phase: Phase,
+        pairs: Sequence[tuple[int, int]],
+        dead: set[int],
+        named: set[int],
+    ) -> list[PairResult]:
+        fleet = self.fleet
+        collective = self.job.spec.test == "collective"
+        tests = [
+            t for t in pair_tests(i, phase, pairs, fleet) if not collective or t.rail == 0
+        ]  # one all_reduce per node pair
+        out: list[PairResult] = []
+        live = []
+        for t in tests:
+            silent = tuple(r for r in (t.a.rank, t.b.rank) if r in dead)
+            if silent:  # a node known silent: named once (its first test after it went silent), then left out
+                fresh = tuple(r for r in silent if r not in named)
+                if fresh:
+                    named.update(fresh)
+                    out.append(
+                        PairResult(
+                            i,
+                            phase,
+                            t.rail,
+                            t.a.rank,
+                            t.b.rank,
+                            None,
+                            error="did not answer",
+                            unreachable=fresh,
+                        )
+                    )
+                continue
+            live.append(t)
+        by_rank: dict[int, list[list[int]]] = {r: [] for r in range(self.world) if r not in dead}
+        for t in live:
+            by_rank[t.b.rank].append([t.rail, t.a.rank])
+            if collective:  # both ends of an all_reduce take part; the higher rank reports
+                by_rank[t.a.rank].append([t.rail, t.b.rank])
+        expect = len(by_rank)
+        kind = phase.value
+        self.coord.put_many(
+            [
+                (f"round/{i}/{r}", {"phase": kind, "expect": expect, "tests": tl})
+                for r, tl in by_rank.items()
+                if r != 0
+            ]
+        )
+        started = time.monotonic()
+        self.take_part({"phase": kind, "expect": expect, "tests": by_rank.get(0, [])}, i)
+        self.coord.wait_for(f"done/{i}/all", started + round_limit_s(self.job.spec))
+        reported: dict[int, list[PairResult]] = {}
+        refused: dict[int, str] = {}
+        for r in by_rank:
+            key = f"done/{i}/{r}"
+            if r == 0 or self.coord.has(key):
+                try:
+                    reported[r] = read_results(
+                        self.coord.read(key),
+                        i,
+                        phase,
+                        r,
+                        len(fleet),
+                        source=f"rank {r}'s results of round {i + 1}",
+                    )
+                except (
+                    InputError,
+                    CannotRunError,
+                ) as e:  # one rank's bad report fails its tests, not the sweep
+                    refused[r] = e.message
+                    self.log(f"refused: {e.message}")
+            else:
+                dead.add(r)
+        for t in live:
+            got = [p for p in reported.get(t.b.rank, []) if p.rail == t.rail and p.a == t.a.rank]
+            if got:
+                out.append(got[0])
+                continue
+            if t.b.rank in refused:
+                out.append(
+                    PairResult(
+                        i,
+                        phase,
+                        t.rail,
+                        t.a.rank,
+                        t.b.rank,
+                        None,
+                        error=f"report refused: {refused[t.b.rank]}"[:500],
+                    )
+                )
+                continue
+            why = f"rank {t.b.rank} did not report within {round_limit_s(self.job.spec):g} s"
+            out.append(
+                PairResult(
+                    i, phase, t.rail, t.a.rank, t.b.rank, None, error=why, unreachable=(t.b.rank,)
+                )
+            )
+        # A test that failed because its server went silent this round is that node's silence: so
+        # the second pass, planned from these results, does not count it as a suspect link.
+        out = [unanswered(p, dead) for p in out]
+        named.update(r for p in out for r in p.unreachable)
+        return out
+
+
+def run_distributed(
+    job: SweepJob,
+    launch: LaunchEnv,
+    *,
+    log: Callable[[str], None] = lambda line: None,
+    on_round: Callable[[RoundDone], None] | None = None,
+    hooks: TestHooks | None = None,
+) -> SweepResult | None:
+    """This rank's part of the sweep; rank 0 returns the result, every other rank None.
+
+    Raises ibdiag errors: UsageError for a job that cannot be a sweep (one node), CannotRunError (exit 3)
+    when the store cannot be reached or rank 0 went away.
+    """
+    if launch.world_size < 2:
+        raise UsageError(
+            f"a sweep needs at least 2 nodes; this job has {launch.world_size} rank",
+            hint="start one ibdiag sweep per node: srun -N 2 ..., torchrun --nnodes 2 ...",
+        )
+    store = connect_store(launch, max(job.start_timeout_s, job.spec.timeout_s))
+    coord = Coordinator(store, launch.world_size)
+    rank = _Rank(job, launch, coord, log, hooks or TestHooks())
+    deadline = time.monotonic() + job.start_timeout_s
+    try:
+        token = rank.token(deadline)
+        rank.publish(token)
+        if launch.rank == 0:
+            dead = rank.gather_fleet(deadline)
+        dead = rank.read_fleet(time.monotonic() + job.start_timeout_s + 5.0)
+        if launch.rank != 0:
+            rank.worker_loop()
+            return None
+        return rank.lead(dead, on_round)
+    finally:
+        if rank.servers is not None:
+            rank.servers.close()

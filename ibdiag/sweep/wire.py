@@ -1,0 +1,71 @@
+"""A round's results as they travel from a rank to rank 0 through the store, and back, checked.
+
+A rank reports the tests it measured as rows ``[rail, a, b, bw_gbs, lat_us, error, engine]``. Rank 0 reads
+them as untrusted input (another process, or anyone who can reach the store, wrote them): a row that
+is malformed or claims a test the rank did not measure is a :class:`~ibdiag.errors.InputError`, never
+a result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ibdiag.sweep.runner import PAIR_ENGINES, PairResult
+from ibdiag.sweep.schedule import Phase
+from ibdiag.sweep.untrusted import JsonReader
+
+#: Most rows one rank reports per round (one per rail).
+MAX_ROWS = 64
+
+
+def printable(text: str | None, limit: int = 500) -> str | None:
+    """An error message as one printable line of at most ``limit`` characters (what rank 0 accepts)."""
+    if text is None:
+        return None
+    return "".join(c if c.isprintable() else " " for c in text)[:limit]
+
+
+def result_rows(results: Iterable[PairResult]) -> list[list[Any]]:
+    return [[p.rail, p.a, p.b, p.bw_gbs, p.lat_us, printable(p.error), p.engine] for p in results]
+
+
+def read_results(
+    value: Any, round_index: int, phase: Phase, reporter: int, n: int, *, source: str
+) -> list[PairResult]:
+    """Rows reported by rank ``reporter`` for round ``round_index``; every value checked."""
+    r = JsonReader(source)
+    out: list[PairResult] = []
+    for i, row in enumerate(r.items(value, "rows", max_items=MAX_ROWS)):
+        where = f"rows[{i}]"
+        row = r.items(row, where, max_items=7)
+        if len(row) != 7:
+            raise r.error(where, "must be [rail, a, b, bw_gbs, lat_us, error, engine]")
+        rail = r.integer(row[0], f"{where}[0]", lo=0, hi=MAX_ROWS - 1)
+        a = r.integer(row[1], f"{where}[1]", lo=0, hi=n - 1)
+        b = r.integer(row[2], f"{where}[2]", lo=reporter, hi=reporter)
+        if a == b:
+            raise r.error(where, "a node cannot be tested against itself")
+        out.append(
+            PairResult(
+                round_index,
+                phase,
+                rail,
+                a,
+                b,
+                r.opt_number(row[3], f"{where}[3]", lo=0, hi=1e5),
+                lat_us=r.opt_number(row[4], f"{where}[4]", lo=0, hi=1e9),
+                error=r.opt_text(row[5], f"{where}[5]", max_len=500),
+                engine=None if row[6] is None else r.choice(row[6], f"{where}[6]", PAIR_ENGINES),
+            )
+        )
+    return out
+
+
+def unanswered(result: PairResult, dead: Sequence[int] | set[int]) -> PairResult:
+    """A failed test with an end that went silent is that end's silence, not the link's failure."""
+    if result.error is None or result.unreachable:
+        return result
+    silent = tuple(r for r in (result.a, result.b) if r in dead)
+    return replace(result, unreachable=silent) if silent else result
