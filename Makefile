@@ -4,8 +4,9 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.ibdiag-installed
 TSTAMP  = $(VENV)/.ibdiag-test-installed
+LSTAMP  = $(VENV)/.ibdiag-lint-installed
 
-.PHONY: demo test test-fast test-rdma venv test-venv fixtures completions bench bench-scripts system-deps clean
+.PHONY: demo test test-fast test-rdma lint venv test-venv fixtures completions bench bench-scripts system-deps clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +18,10 @@ $(TSTAMP): $(STAMP) pyproject.toml
 	# the CPU build this machine kind carries on disk; the extra itself only asks torch>=2.1
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e '.[test,analysis,collective]'
+	touch $@
+
+$(LSTAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install -q -e '.[lint]'
 	touch $@
 
 venv: $(STAMP)
@@ -31,6 +36,13 @@ demo: $(STAMP)
 ## test: the whole suite (real processes, namespaces and torch process groups included)
 test: $(TSTAMP)
 	$(BIN)/python -m pytest -q
+
+## lint: ruff (lint + format check), mypy on ibdiag/, and the layer contracts (import-linter); CI runs it
+lint: $(LSTAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 ## test-fast: the quick loop (no slow tests)
 test-fast: $(TSTAMP)
