@@ -334,7 +334,7 @@ def test_csv_series_interrupted_is_still_valid_csv(ibdiag_exe, tmp_path):
 
 
 def test_benchmark_script_runs(tmp_path):
-    """The benchmark is a script people run for the README numbers; keep it working (no timing asserted)."""
+    """The benchmark is a script people run for the docs' numbers; keep it working (no timing asserted)."""
     import sys
 
     from tests.conftest import REPO
