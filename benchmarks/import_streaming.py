@@ -1,6 +1,6 @@
 """``ibdiag bench import`` on a 1 GB nccl-tests log with 10^6 rows: peak memory and time (issue 16).
 
-Writes the log (``tests/biglog.py``: one run printed in 100,000 cycles of 10 sizes, each row followed by
+Writes the log (``tests/support/biglog.py``: one run printed in 100,000 cycles of 10 sizes, each row followed by
 a padded NCCL INFO line) to a temporary directory, then imports it through the real CLI in a fresh
 process and reports that process's peak RSS (``getrusage`` of the child) and wall time. The claim it
 checks: memory is bounded by the rows kept (one cycle), not by the file. Run:
@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.biglog import write  # noqa: E402
+from tests.support.biglog import write  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

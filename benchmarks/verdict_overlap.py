@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from ibdiag.verdict import model  # noqa: E402
-from tests.verdict_oracle import simulate_overlap_stepwise  # noqa: E402
+from tests.support.verdict_oracle import simulate_overlap_stepwise  # noqa: E402
 
 MIB = 2**20
 

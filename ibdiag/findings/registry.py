@@ -17,7 +17,7 @@ order the findings are shown.
 
 ``CHECKS.declare(id, summary)`` registers an id whose findings come from code that is not (yet) one
 function per id (the bench packages). Every registered id is documented in README.md or docs/, and
-every id ibdiag can emit is registered: ``tests/test_checks_registry.py`` checks both.
+every id ibdiag can emit is registered: ``tests/findings/test_registry.py`` checks both.
 """
 
 from __future__ import annotations

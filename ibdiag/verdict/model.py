@@ -132,7 +132,7 @@ def simulate_overlap(
     latency_s: float,
 ) -> Overlap:
     """The overlap model in closed form (exact for the model; the bucket-by-bucket oracle it must agree
-    with is ``tests/verdict_oracle.py``)."""
+    with is ``tests/support/verdict_oracle.py``)."""
     if backward_s <= 0:
         raise ValueError("backward time must be positive")
     if latency_s < 0:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tests.test_p2p_support import ServerProcess, client_env
+from tests.support.p2p import ServerProcess, client_env
 
 QUICK = ["--sizes", "64K", "--iters", "20", "--warmup", "2", "-o", "json"]
 

@@ -19,7 +19,7 @@ import pytest
 from ibdiag.errors import InputError
 from ibdiag.node import archive
 from ibdiag.node.snapshot import extracted
-from tests.conftest import REPO, SYSFS_FIXTURES
+from tests.support.env import REPO, SYSFS_FIXTURES
 
 
 def _add(

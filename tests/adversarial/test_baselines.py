@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tests.test_counters_read import node, write
+from tests.support.counters import node, write
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import SYSFS_FIXTURES
+from tests.support.env import SYSFS_FIXTURES
 
 CASES = [
     (["topo", "--format", "bogus"], 2),  # click usage error

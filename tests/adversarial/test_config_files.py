@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import SYSFS_FIXTURES
+from tests.support.env import SYSFS_FIXTURES
 
 ROOT = SYSFS_FIXTURES / "dgx-h100"
 

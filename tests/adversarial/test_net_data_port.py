@@ -16,7 +16,7 @@ import time
 import pytest
 
 from tests.adversarial.net_support import QUICK, ControlProxy, run_client, start_server, token_env
-from tests.test_p2p_support import write_token
+from tests.support.p2p import write_token
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ from ibdiag.bench.p2p.control.protocol import Channel, client_handshake
 from ibdiag.bench.p2p.params import RunRequest
 from ibdiag.bench.p2p.session import TcpClientSide
 from tests.adversarial.net_support import run_client, start_server
-from tests.test_p2p_support import server_thread
+from tests.support.p2p import server_thread
 
 pytestmark = pytest.mark.slow
 

@@ -28,7 +28,7 @@ from ibdiag.bench.p2p.control.protocol import Channel, client_handshake
 from ibdiag.bench.p2p.params import RunRequest
 from ibdiag.bench.p2p.session import TcpClientSide
 from tests.adversarial.net_support import good_run, read_frame, start_server, token_env
-from tests.test_p2p_support import write_token
+from tests.support.p2p import write_token
 
 pytestmark = pytest.mark.slow
 

@@ -48,7 +48,7 @@ def test_a_failed_save_keeps_the_printed_result(ibdiag_exe, tmp_path):
 
 
 def test_png_and_save_are_written_after_the_result(cli, tmp_path):
-    from tests.test_p2p_support import server_thread
+    from tests.support.p2p import server_thread
 
     png, save = tmp_path / "bw.png", tmp_path / "run.json"
     with server_thread() as (port, _, _):

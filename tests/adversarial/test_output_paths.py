@@ -17,7 +17,7 @@ import pytest
 
 from ibdiag.errors import CannotRunError, UsageError
 from ibdiag.outfile import atomic_output, check_output_path, write_atomically
-from tests.conftest import REPO, SYSFS_FIXTURES
+from tests.support.env import REPO, SYSFS_FIXTURES
 
 LOG = REPO / "fixtures" / "logs" / "nccl-tests-2021_all_reduce_perf.log"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ibdiag.node.sysfs import SysfsRoot
-from tests.conftest import SYSFS_FIXTURES
+from tests.support.env import SYSFS_FIXTURES
 from tests.sysfsgen.builder import Tree, zero_counters, zero_hw_counters
 
 NVIDIA, MELLANOX = 0x10DE, 0x15B3

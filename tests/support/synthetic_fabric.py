@@ -3,7 +3,7 @@
 :class:`SyntheticFabric` is a :class:`~ibdiag.sweep.runner.PairRunner` that measures nothing: it
 returns a bandwidth computed from a nominal value, the planted faults and seeded noise. It exists so
 that the planning and the attribution can be run, and their precision and recall measured, at 16384
-nodes on one machine (``tests/test_fleet_scale.py``, ``benchmarks/sweep_scale.py``). It is never a
+nodes on one machine (``tests/sweep/test_scale.py``, ``benchmarks/sweep_scale.py``). It is never a
 claim that a real fabric was measured: the real runtime runs ibdiag's p2p per pair.
 """
 

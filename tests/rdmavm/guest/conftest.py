@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_p2p_support import LogLines, write_token
+from tests.support.p2p import LogLines, write_token
 
 DEVICE = "rxe0"
 ADDR = os.environ.get("IBDIAG_RDMAVM_ADDR", "10.77.0.1")

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from tests.rdmavm.guest.conftest import OUT, client, client_env, p2p_args
-from tests.test_p2p_support import perftest_processes
+from tests.support.p2p import perftest_processes
 
 LINE = (
     "--line-rate-gbps",

@@ -10,11 +10,11 @@ import subprocess
 
 from tests.rdmavm.guest.conftest import START_S, ibdiag_cmd
 from tests.rdmavm.guest.test_perftest_engine import no_perftest_left
-from tests.test_fleet_runtime import _free_port, slurm_env
+from tests.support.sweep import free_port, slurm_env
 
 
 def test_a_two_rank_sweep_measures_its_rdma_pairs_with_perftest(tmp_path):
-    port = _free_port()
+    port = free_port()
     args = ibdiag_cmd(
         "sweep",
         "--transport",

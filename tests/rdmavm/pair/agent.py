@@ -135,7 +135,7 @@ def serve(addr: str, port: int, token: Path) -> int:
 
 
 def main() -> int:
-    from tests.test_p2p_support import write_token
+    from tests.support.p2p import write_token
 
     token = write_token(Path("/root/pair-token"))
     return serve(os.environ.get("IBDIAG_RDMAVM_ADDR", "10.77.1.1"), AGENT_PORT, token)

@@ -21,7 +21,7 @@ import pytest
 
 from tests.rdmavm.guest.conftest import DEVICE, OUT, PORT_DIR, START_S, Forked, client_env
 from tests.rdmavm.pair.agent import AGENT_PORT
-from tests.test_p2p_support import write_token
+from tests.support.p2p import write_token
 
 PEER = os.environ.get("IBDIAG_RDMAVM_PEER", "10.77.1.1")
 #: Node 0 boots at the same time as this node; under emulation either may be a minute later.

@@ -21,7 +21,7 @@ What perftest's ``ib_{write,read,send}_{bw,lat}`` do, in the same shape:
 No Python object is made per message in the bandwidth loop (posted/completed counts, prebuilt chains);
 the latency loops make none but the int of each sample. The loops take any endpoint with
 ``view``/``send_offset``/``prepare``/``prepare_chain``/``post``/``poll`` (and ``post_recv``/``poll_recv``
-for SEND), so their logic is tested without a device (tests/test_p2p_support.py, a named stand-in).
+for SEND), so their logic is tested without a device (tests/support/p2p.py, a named stand-in).
 """
 
 from __future__ import annotations

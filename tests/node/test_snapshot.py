@@ -1,0 +1,117 @@
+"""`ibdiag snapshot`: capture the sysfs subset, read it back with --root FILE.tar.gz, refuse bad archives."""
+
+import io
+import json
+import platform
+import tarfile
+
+import pytest
+
+from tests.support.env import SYSFS_FIXTURES
+
+
+def topo_json(cli, root):
+    res = cli("topo", "--root", root, "-o", "json")
+    doc = json.loads(res.stdout)
+    doc.pop("generated_at")
+    return res.exit_code, doc
+
+
+@pytest.mark.parametrize("name", ["dgx-h100-faulty", "roce-node"])
+def test_snapshot_round_trip_gives_the_same_topology(cli, tmp_path, name):
+    out = tmp_path / f"{name}.tar.gz"
+    res = cli("snapshot", out, "--root", SYSFS_FIXTURES / name)
+    assert res.exit_code == 0, res.stderr
+    assert f"wrote {out}" in res.stdout
+    with tarfile.open(out) as tar:
+        names = tar.getnames()
+        manifest = json.load(tar.extractfile("ibdiag-snapshot.json"))
+        link = tar.getmember("sys/class/infiniband/mlx5_0")
+        assert link.issym() and link.linkname.startswith("../../devices/pci")
+    assert manifest["host"] in ("dgx-h100-07", "roce-node-03")
+    assert any(n.endswith("/ports/1/counters/port_xmit_data") for n in names)
+    # The driver versions travel as sysfs files; the kernel release (procfs, beside sys/) in the manifest.
+    assert "sys/module/mlx5_core/srcversion" in names
+    assert not any(n.startswith("proc") for n in names)
+    fixture_release = (SYSFS_FIXTURES / name / "proc/sys/kernel/osrelease").read_text().strip()
+    assert manifest["kernel_release"] == fixture_release
+    code, doc = topo_json(cli, out)
+    fixture_code, fixture = topo_json(cli, SYSFS_FIXTURES / name)
+    assert (doc.pop("kernel_release_source"), fixture.pop("kernel_release_source")) == (
+        "snapshot manifest",
+        "/proc/sys/kernel/osrelease",
+    )
+    assert (code, doc) == (fixture_code, fixture)
+    assert doc["kernel_release"] == fixture_release
+
+
+def test_snapshot_of_this_machine_reads_back(cli, tmp_path):
+    out = tmp_path / "me.tar.gz"
+    res = cli("snapshot", out)
+    assert res.exit_code == 0, res.stderr
+    code, doc = topo_json(cli, out)
+    live_code, live = topo_json(cli, "/")
+    assert code == live_code
+    assert (
+        doc["gpus"] == live["gpus"]
+        and doc["adapters"] == live["adapters"]
+        and doc["numa_nodes"] == live["numa_nodes"]
+    )
+    # This machine's /proc says its release; the snapshot keeps it in its manifest.
+    assert (
+        live["kernel_release"] == platform.release()
+        and live["kernel_release_source"] == "/proc/sys/kernel/osrelease"
+    )
+    assert (
+        doc["kernel_release"] == platform.release()
+        and doc["kernel_release_source"] == "snapshot manifest"
+    )
+
+
+def test_snapshot_refuses_to_overwrite(cli, tmp_path):
+    out = tmp_path / "x.tar.gz"
+    out.write_text("keep me")
+    res = cli("snapshot", out, "--root", SYSFS_FIXTURES / "vm-no-rdma")
+    assert res.exit_code == 2 and "--force" in res.stderr
+    assert out.read_text() == "keep me"
+    assert cli("snapshot", out, "--force", "--root", SYSFS_FIXTURES / "vm-no-rdma").exit_code == 0
+    assert cli("snapshot", tmp_path / "no" / "dir.tar.gz").exit_code == 2
+
+
+def _tar(tmp_path, entries):
+    path = tmp_path / "bad.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for name, kind, payload in entries:
+            info = tarfile.TarInfo(name)
+            if kind == "link":
+                info.type, info.linkname = tarfile.SYMTYPE, payload
+                tar.addfile(info)
+            else:
+                data = payload.encode()
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    "entries, words",
+    [
+        ([("etc/passwd", "file", "x")], "not an ibdiag snapshot"),
+        ([("sys/../../evil", "file", "x")], "cannot read snapshot"),
+        (
+            [("sys/class/infiniband/mlx5_0", "link", "/sys/devices/pci0000:00")],
+            "cannot read snapshot",
+        ),
+    ],
+)
+def test_malicious_or_foreign_archives_are_refused(cli, tmp_path, entries, words):
+    res = cli("topo", "--root", _tar(tmp_path, entries))
+    assert res.exit_code == 2, res.stderr
+    assert words in res.stderr and "hint:" in res.stderr
+
+
+def test_garbage_archive(cli, tmp_path):
+    p = tmp_path / "junk.tar.gz"
+    p.write_bytes(b"\x1f\x8bnot really gzip")
+    res = cli("topo", "--root", p)
+    assert res.exit_code == 2 and "cannot read snapshot" in res.stderr
