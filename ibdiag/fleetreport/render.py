@@ -5,12 +5,16 @@ Pure functions of :class:`~ibdiag.fleetreport.view.FleetView`; ``cli/report.py``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ibdiag.fleet.render import LINE_WIDTH, fit_line
 from ibdiag.fleetreport.view import FleetView
 from ibdiag.report.model import Severity
 from ibdiag.report.prom import Metric, PromSample
+
+if TYPE_CHECKING:
+    from ibdiag.fleetreport.inputs import Skipped
+    from ibdiag.fleetreport.view import Split
 
 #: Nodes listed in the table (all of them are in JSON, CSV and HTML).
 TABLE_ROWS = 40
@@ -64,6 +68,7 @@ def tables(view: FleetView) -> list[Any]:
     from ibdiag.report.table import SEVERITY_LABEL, SEVERITY_STYLE
 
     items: list[Any] = []
+    s: Split | Skipped  # the loops over splits and over skipped files share the name
     n_fail = sum(1 for r in view.rows if r.status is Severity.FAIL)
     n_warn = sum(1 for r in view.rows if r.status is Severity.WARN)
     files = f"{len(view.inputs)} file{'s' if len(view.inputs) != 1 else ''}"

@@ -236,7 +236,7 @@ class TcpServerSide:
             meter = CpuMeter()
             jobs: list[Callable[[], Any]] = [
                 (
-                    lambda s=s, r=r, i=i: tcp.recv_stream(
+                    lambda s=s, r=r, i=i: tcp.recv_stream(  # type: ignore[misc]  # mypy#15459: no inference for a lambda with default args
                         s,
                         r.view,
                         size,
@@ -257,7 +257,7 @@ class TcpServerSide:
                 view = self.msgbuf.view[:size]
                 jobs += [
                     (
-                        lambda s=s, i=i: tcp.send_stream(
+                        lambda s=s, i=i: tcp.send_stream(  # type: ignore[misc]  # mypy#15459: no inference for a lambda with default args
                             s,
                             view,
                             warmup=warmup,
@@ -370,7 +370,7 @@ class TcpClientSide:
         what = f"the {format_bytes(size)} bandwidth test"
         jobs: list[Callable[[], Any]] = [
             (
-                lambda s=s, i=i: tcp.send_stream(
+                lambda s=s, i=i: tcp.send_stream(  # type: ignore[misc]  # mypy#15459: no inference for a lambda with default args
                     s,
                     view,
                     warmup=warmup,
@@ -386,7 +386,7 @@ class TcpClientSide:
         if self.req.bidir:
             jobs += [
                 (
-                    lambda s=s, r=r, i=i: tcp.recv_stream(
+                    lambda s=s, r=r, i=i: tcp.recv_stream(  # type: ignore[misc]  # mypy#15459: no inference for a lambda with default args
                         s,
                         r.view,
                         size,
