@@ -34,10 +34,13 @@ import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ibdiag.errors import InputError, UsageError
 from ibdiag.text import safe_excerpt, safe_value
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 #: The tables a config file may have, one per command.
 SECTIONS = ("ports", "topo", "counters", "p2p", "collective", "verdict", "sweep")
@@ -120,7 +123,7 @@ def not_in_file(default: Any) -> Any:
     return dataclasses.field(default=default, metadata={_NOT_IN_FILE_KEY: True})
 
 
-C = TypeVar("C")
+C = TypeVar("C", bound="DataclassInstance")
 
 
 def with_flags(obj: C, flags: Mapping[str, tuple[str, Any]]) -> C:
@@ -129,7 +132,7 @@ def with_flags(obj: C, flags: Mapping[str, tuple[str, Any]]) -> C:
     ``flags``: field name -> (flag as the user typed it, value or None for "not given"). Each value is
     checked as the file's value would be — finite, within the field's :func:`bounded` range — and a bad
     one is a UsageError (exit 2) naming the flag: ``--expect-rate 5000 must be at most 2400``."""
-    fields = {f.name: f for f in dataclasses.fields(obj)}  # type: ignore[arg-type]
+    fields = {f.name: f for f in dataclasses.fields(obj)}
     changes: dict[str, Any] = {}
     for name, (flag, value) in flags.items():
         if value is None:
@@ -147,7 +150,7 @@ def with_flags(obj: C, flags: Mapping[str, tuple[str, Any]]) -> C:
                 hint="see the README's Configuration section for the range of the setting it overrides",
             )
         changes[name] = value
-    return dataclasses.replace(obj, **changes) if changes else obj  # type: ignore[type-var]
+    return dataclasses.replace(obj, **changes) if changes else obj
 
 
 @dataclasses.dataclass(frozen=True)
@@ -255,6 +258,7 @@ def move_keys(raw: Mapping[str, Any], source: Path | None) -> Config:
     given: dict[tuple[str, str], str] = {}
     notes: list[str] = []
     src = f"config file {source}: " if source else "config: "
+    new: str | dict[str, Any]  # a table's name in this loop, the table itself in the next
     for old, new in MOVED_TABLES.items():
         if old not in tables:
             continue
@@ -426,7 +430,7 @@ def build_dataclass(
     ``moved`` names keys that moved elsewhere, for the hint on an unknown key; ``written`` maps a key
     read from its old name to that name, which its errors then use."""
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get(_NOT_IN_FILE_KEY)}  # type: ignore[arg-type]
+    fields = {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get(_NOT_IN_FILE_KEY)}
     unknown = sorted(set(table) - set(fields))
     if unknown:
         src = f"config file {source}: " if source else "config: "
@@ -446,7 +450,7 @@ def build_dataclass(
                 f.default_factory()
                 if f.default_factory is not dataclasses.MISSING
                 else (f.default if f.default is not dataclasses.MISSING else {})
-            )  # type: ignore[misc]
+            )
             if isinstance(default, Mapping):
                 unknown_keys = sorted(set(coerced) - set(default)) if default else []
                 if unknown_keys:

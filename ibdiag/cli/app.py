@@ -87,7 +87,7 @@ class LazyGroup(TyperGroup):
         importlib.import_module(module)
         typer_app = TYPER_APPS[self.name or ""]
         for info in typer_app.registered_commands:
-            if (info.name or get_command_name(info.callback.__name__)) == name:  # type: ignore[union-attr]
+            if (info.name or get_command_name(info.callback.__name__)) == name:  # type: ignore[union-attr]  # typer's callback is Optional; a registered command has one
                 cmd = get_command_from_info(
                     info,
                     pretty_exceptions_short=typer_app.pretty_exceptions_short,
@@ -144,7 +144,7 @@ class IbdiagGroup(LazyGroup):
     goes through the boundary, :func:`ibdiag.cli.main.main`, like the console script.
     """
 
-    def main(
+    def main(  # type: ignore[override]  # click's windows_expand_args (Windows only) goes through **extra
         self,
         args: Any = None,
         prog_name: str | None = None,

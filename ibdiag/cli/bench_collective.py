@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
@@ -338,7 +338,7 @@ def collective_command(
                 nproc, ["bench", "collective"], timeout_s=timeout, on_progress=bar, env=child_env
             )
         run = bench_run_from_json(doc["run"], source="rank 0's result")
-        findings = [Finding.from_json(f) for f in doc.get("findings", [])]
+        findings: Sequence[Finding] = [Finding.from_json(f) for f in doc.get("findings", [])]
         return _emit_run(run, findings, fmt, save, strict)
     if launch is None:
         raise UsageError(

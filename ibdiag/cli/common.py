@@ -155,7 +155,7 @@ def _with_boundary_options(fn: Callable[..., Any], wrapper: Callable[..., Any]) 
         default=ExitCodes.ibdiag,
         annotation=ExitCodesOption,
     )
-    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), extra])  # type: ignore[attr-defined]
+    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), extra])  # type: ignore[attr-defined]  # inspect reads it; Callable does not declare it
     wrapper.__annotations__ = {**getattr(fn, "__annotations__", {}), "exit_codes": ExitCodesOption}
 
 

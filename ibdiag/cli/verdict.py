@@ -63,7 +63,7 @@ def verdict_command(
     ranks: Annotated[
         int,
         typer.Option("--ranks", metavar="N", help="Ranks (GPUs) in the job.", rich_help_panel=_W),
-    ] = ...,  # type: ignore[assignment]
+    ] = ...,  # type: ignore[assignment]  # typer: ... makes the option required
     ranks_per_node: Annotated[
         int | None,
         typer.Option(
@@ -90,7 +90,7 @@ def verdict_command(
             help="Backward-pass time per step, seconds.",
             rich_help_panel=_W,
         ),
-    ] = ...,  # type: ignore[assignment]
+    ] = ...,  # type: ignore[assignment]  # typer: ... makes the option required
     forward_s: Annotated[
         float | None,
         typer.Option(
@@ -260,11 +260,11 @@ def verdict_command(
         "rails_used": ceil.rails_used,
     }
     if source == "--busbw":
-        measured = inputs.from_flag(busbw)  # type: ignore[arg-type]
+        measured = inputs.from_flag(busbw)  # type: ignore[arg-type]  # choose_source: this flag was given
     elif source == "--bench":
-        measured = inputs.load_bench(bench, **kw)  # type: ignore[arg-type]
+        measured = inputs.load_bench(bench, **kw)  # type: ignore[arg-type]  # choose_source: this flag was given
     else:
-        measured = inputs.load_nccl_tests(nccl_tests, **kw)  # type: ignore[arg-type]
+        measured = inputs.load_nccl_tests(nccl_tests, **kw)  # type: ignore[arg-type]  # choose_source: this flag was given
     inputs.check_positive("busbw", measured.busbw_gbs, maximum=inputs.MAX_GBS, unit="GB/s")
 
     v = judge(

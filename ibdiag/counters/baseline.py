@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from ibdiag.counters.model import PortCounters, Sample
 from ibdiag.counters.spec import BYTES_PER_DATA_WORD, DATA_BYTES, max_value, width_bits
@@ -35,6 +35,10 @@ def _bad(path: Path, what: str) -> InputError:
     return InputError(f"{path}: malformed counters baseline: {what}", hint=_HINT)
 
 
+@overload
+def _text(path: Path, where: str, value: Any, *, optional: Literal[False]) -> str: ...
+@overload
+def _text(path: Path, where: str, value: Any, *, optional: bool = ...) -> str | None: ...
 def _text(path: Path, where: str, value: Any, *, optional: bool = True) -> str | None:
     if value is None and optional:
         return None
@@ -65,7 +69,7 @@ def _counter_map(
     out: dict[str, int | None] = {}
     for k, v in value.items():
         name = _text(path, f"{where} key", k, optional=False)
-        out[name] = _count(path, f"{where}.{name}", v, width(name))  # type: ignore[index]
+        out[name] = _count(path, f"{where}.{name}", v, width(name))
     return out
 
 
@@ -126,7 +130,7 @@ def _port(path: Path, i: int, doc: Any, *, device: bool) -> PortCounters:
             raise _bad(path, f"{where}.rate_gbps is {safe_value(rate)}, not a port rate")
         info = Port(
             adapter=adapter,
-            port=port,  # type: ignore[arg-type]
+            port=port,  # type: ignore[arg-type]  # an int here: read and checked above when not device
             state=_text(path, f"{where}.state", doc.get("state")),
             state_code=None,
             phys_state=_text(path, f"{where}.phys_state", doc.get("phys_state")),

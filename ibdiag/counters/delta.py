@@ -263,10 +263,10 @@ def figures(
     return Figures(
         tx_gbps=tx,
         rx_gbps=rx,
-        tx_util_pct=(tx / rate_gbps * 100) if tx is not None and usable else None,  # type: ignore[operator]
-        rx_util_pct=(rx / rate_gbps * 100) if rx is not None and usable else None,  # type: ignore[operator]
+        tx_util_pct=(tx / rate_gbps * 100) if tx is not None and usable else None,  # type: ignore[operator]  # usable: rate_gbps is a positive float
+        rx_util_pct=(rx / rate_gbps * 100) if rx is not None and usable else None,  # type: ignore[operator]  # usable: rate_gbps is a positive float
         xmit_wait_per_s=wait,
-        xmit_wait_est_pct=(wait * xmit_wait_bytes_per_count / (rate_gbps * 1e9 / 8) * 100)
+        xmit_wait_est_pct=(wait * xmit_wait_bytes_per_count / (rate_gbps * 1e9 / 8) * 100)  # type: ignore[operator]  # usable: rate_gbps is a positive float
         if wait is not None and usable
-        else None,  # type: ignore[operator]
+        else None,
     )

@@ -12,6 +12,7 @@ were reset.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -541,9 +542,9 @@ HW_JUDGED: dict[str, HwSpec] = {
 }
 
 
-def packet_counters(names: object) -> tuple[str | None, str | None]:
+def packet_counters(names: Iterable[str]) -> tuple[str | None, str | None]:
     """(sent, received) hw_counter names among ``names`` (an iterable of the port's hw_counters)."""
-    present = set(names)  # type: ignore[call-overload]
+    present = set(names)
     tx = next(
         (n for n, h in HW_COUNTERS.items() if h.meaning is Meaning.TX_PACKETS and n in present),
         None,

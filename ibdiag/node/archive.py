@@ -88,11 +88,11 @@ def _decompressed(raw: BinaryIO) -> BinaryIO:
     magic = raw.read(6)
     raw.seek(0)
     if magic.startswith(b"\x1f\x8b"):
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]  # a BufferedIOBase, not typing.BinaryIO; read as one
     if magic.startswith(b"BZh"):
-        return bz2.BZ2File(raw)  # type: ignore[return-value]
+        return bz2.BZ2File(raw)  # type: ignore[return-value]  # a BufferedIOBase, not typing.BinaryIO; read as one
     if magic.startswith(b"\xfd7zXZ\x00"):
-        return lzma.LZMAFile(raw)  # type: ignore[return-value]
+        return lzma.LZMAFile(raw)  # type: ignore[return-value]  # a BufferedIOBase, not typing.BinaryIO; read as one
     return raw
 
 
@@ -310,7 +310,7 @@ def extract_snapshot(archive: Path, dest: Path, *, manifest: str) -> None:
     Raises :class:`InputError` (exit 2) naming the first member or limit that refuses the archive.
     """
     try:
-        with open(archive, "rb") as raw, _decompressed(raw) as plain:  # type: ignore[attr-defined]
+        with open(archive, "rb") as raw, _decompressed(raw) as plain:
             stream: Any = _CappedStream(plain, MAX_UNCOMPRESSED_BYTES)
             with tarfile.open(fileobj=stream, mode="r:") as tar:
                 members = _scan(tar, manifest)

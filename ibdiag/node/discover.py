@@ -283,7 +283,7 @@ def _software_rate(sysfs: SysfsRoot, adapter: str, netdev: str | None) -> tuple[
     return mbps / 1000.0, f"netdev {netdev} speed {mbps} Mb/s (software device {adapter})"
 
 
-def _safe(parser, text):  # type: ignore[no-untyped-def]
+def _safe(parser, text):
     if text is None:
         return None
     try:

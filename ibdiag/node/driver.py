@@ -8,6 +8,7 @@ port's ``rate``, ``fw_ver`` and PCI facts mean anything: a software device has n
 from __future__ import annotations
 
 import re
+from typing import TypeGuard
 
 from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.text import safe_value
@@ -74,7 +75,7 @@ def rdma_driver(sysfs: SysfsRoot, adapter: str) -> str | None:
     return None
 
 
-def is_software(driver: str | None) -> bool:
+def is_software(driver: str | None) -> TypeGuard[str]:
     return driver in SOFTWARE_DRIVERS
 
 
@@ -116,7 +117,7 @@ def driver_module(sysfs: SysfsRoot, adapter: str, driver: str | None) -> str | N
     """
     base = f"class/infiniband/{adapter}"
     if is_software(driver):
-        name = _DRIVER_MODULES[driver]  # type: ignore[index]
+        name: str | None = _DRIVER_MODULES[driver]  # the lookup at the end may find none
         return name if sysfs.is_dir(f"module/{name}") else None
     module = sysfs.resolve(f"{base}/device/driver/module")
     if module is not None and module.startswith("module/") and module.count("/") == 1:

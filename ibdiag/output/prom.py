@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ibdiag.findings.model import Report, Severity
+from ibdiag.findings.model import Finding, Report, Severity
 
 _NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -142,10 +142,10 @@ def run_metrics(command: str, *, up: bool, timestamp: float) -> list[Metric]:
 
 def _dedupe(report: Report) -> Sequence:
     # Prometheus rejects two samples with the same labels: keep the worst per (check, subject).
-    best: dict[tuple[str, str], object] = {}
+    best: dict[tuple[str, str], Finding] = {}
     for f in report.findings:
         key = (f.check, f.subject)
         cur = best.get(key)
-        if cur is None or f.severity.rank > cur.severity.rank:  # type: ignore[attr-defined]
+        if cur is None or f.severity.rank > cur.severity.rank:
             best[key] = f
     return list(best.values())

@@ -417,7 +417,7 @@ def read_all(
     docs: list[InputDoc] = []
     for path in files:
         got = read_input(path, max_bytes=max_bytes)
-        (docs if isinstance(got, InputDoc) else skipped).append(got)  # type: ignore[arg-type]
+        (docs if isinstance(got, InputDoc) else skipped).append(got)  # type: ignore[arg-type]  # each list gets its own kind
     if not docs:
         shown = "; ".join(f"{s.path}: {s.reason}" for s in skipped[:3]) or "no .json file found"
         more = f" (and {len(skipped) - 3} more)" if len(skipped) > 3 else ""

@@ -5,12 +5,16 @@ Pure functions of :class:`~ibdiag.report.view.FleetView`; ``cli/report.py`` prin
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ibdiag.findings.model import Severity
 from ibdiag.output.prom import Metric, PromSample
 from ibdiag.report.view import FleetView
 from ibdiag.sweep.render import LINE_WIDTH, fit_line
+
+if TYPE_CHECKING:
+    from ibdiag.report.inputs import Skipped
+    from ibdiag.report.view import Split
 
 #: Nodes listed in the table (all of them are in JSON, CSV and HTML).
 TABLE_ROWS = 40
@@ -64,6 +68,7 @@ def tables(view: FleetView) -> list[Any]:
     from ibdiag.output.table import SEVERITY_LABEL, SEVERITY_STYLE
 
     items: list[Any] = []
+    s: Split | Skipped  # the loops over splits and over skipped files share the name
     n_fail = sum(1 for r in view.rows if r.status is Severity.FAIL)
     n_warn = sum(1 for r in view.rows if r.status is Severity.WARN)
     files = f"{len(view.inputs)} file{'s' if len(view.inputs) != 1 else ''}"

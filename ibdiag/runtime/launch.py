@@ -331,7 +331,7 @@ def detect_launch(env: Mapping[str, str]) -> LaunchEnv | None:
             per_node = parse_tasks_per_node(tpn)
             if node_id is not None and node_id < len(per_node):
                 local_world = per_node[node_id]
-        addr = env.get("MASTER_ADDR", "").strip() or _slurm_master(env)
+        addr = env.get("MASTER_ADDR", "").strip() or _slurm_master(env) or ""
         if not addr:
             raise UsageError(
                 "srun job without a node list (SLURM_JOB_NODELIST) or MASTER_ADDR",

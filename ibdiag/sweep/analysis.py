@@ -356,6 +356,7 @@ def _analyse(
         ]
     ] = []
     adjacency: dict[tuple[int, int], list[tuple[int, bool]]] = {}
+    stats: RailStats | None  # step 6 looks a rail up with .get: it may have none
     for k, rows in by_rail.items():
         stats = rails[k]
         for key, bw_med, lat_med in rows:
@@ -381,6 +382,8 @@ def _analyse(
     # 4. Ends: bad when most partners are slow and enough of them are fine elsewhere.
     end_verdict: dict[tuple[int, int], EndVerdict] = {}
     end_counts: dict[tuple[int, int], tuple[int, int, int]] = {}
+    verdict: EndVerdict | LinkVerdict  # an end's here, a link's in step 5
+    slow_partners: list[int] | int  # the partners here, their count in step 6
     for end, met in adjacency.items():
         slow_partners = [p for p, slow in met if slow]
         confirming = sum(1 for p in slow_partners if fine_count.get((p, end[1]), 0) > 0)

@@ -82,6 +82,7 @@ def node_health(result: SweepResult, verdict: NodeVerdict) -> Finding | None:
         return None
     node = result.nodes[verdict.rank]
     a = result.analysis
+    worst: EndStat | None  # a bad node's slowest bad end; else the slowest end, if any
     if verdict.status is NodeStatus.UNTESTED:
         return Finding(
             "sweep.node",

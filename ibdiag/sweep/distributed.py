@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from ibdiag.errors import CannotRunError, InputError, UsageError
 from ibdiag.runtime.hooks import TestHooks
@@ -144,6 +144,7 @@ class _Rank:
     # --- set-up ------------------------------------------------------------------------------------
 
     def token(self, deadline: float) -> bytes:
+        value: object  # rank 0's own token; the others' is what the store holds, checked below
         if self.rank == 0:
             value = secrets.token_hex(32)
             self.coord.put("token", value)
@@ -203,7 +204,7 @@ class _Rank:
         self.coord.put("fleet", {"nodes": nodes, "ports": ports, "missing": missing})
         return set(missing)
 
-    def _node_ok(self, doc: Any, r: int) -> bool:
+    def _node_ok(self, doc: Any, r: int) -> TypeGuard[dict[str, Any]]:
         """A rank's description is usable: a valid node of rank ``r``, a port 1..65535 per rail (none
         for --test collective). One bad description makes that rank unreachable, not the sweep fail."""
         if not isinstance(doc, dict) or doc.get("rank") != r:
@@ -277,7 +278,7 @@ class _Rank:
                 End(peer, rail, a.rails[rail].adapter),
                 End(self.rank, rail, me.rails[rail].adapter),
             )
-            out[i] = self.runner.run_pair(test, a, me, self.job.spec)  # type: ignore[union-attr]
+            out[i] = self.runner.run_pair(test, a, me, self.job.spec)  # type: ignore[union-attr]  # asserted above; not narrowed in a closure
 
         threads = [
             threading.Thread(target=one, args=(i, int(t[0]), int(t[1])), daemon=True)

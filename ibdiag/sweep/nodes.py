@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from ibdiag.errors import UsageError
 
@@ -137,10 +138,11 @@ def make_fleet(
     per_node = adapters and not isinstance(adapters[0], (str, type(None)))
     nodes = []
     for rank, host in enumerate(hosts):
-        names = adapters[rank] if per_node else adapters  # type: ignore[index]
+        # per_node tells which of the two forms adapters has
+        names = cast(Sequence[str | None], adapters[rank] if per_node else adapters)
         rails = tuple(
             Rail(k, name, 1 if name is not None else None, rate_gbps)
             for k, name in enumerate(names)
-        )  # type: ignore[arg-type]
+        )
         nodes.append(FleetNode(rank, host, addresses[rank] if addresses else host, rails))
     return check_fleet(nodes)

@@ -15,11 +15,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ibdiag.errors import CannotRunError, IbdiagError, UsageError
 from ibdiag.sweep.nodes import FleetNode, Rail
 from ibdiag.sweep.runner import PairResult, PairSpec
 from ibdiag.sweep.schedule import PairTest
+
+if TYPE_CHECKING:  # imported where used: a sweep loads the p2p code only when it runs tests
+    from ibdiag.bench.p2p.params import RunRequest
+    from ibdiag.bench.p2p.serve import Server
+    from ibdiag.node.sysfs import SysfsRoot
 
 #: Warm-up per pair test: enough messages to move this many bytes (at least 2). Less than ``bench
 #: p2p``'s 32 MiB: a sweep runs thousands of tests, and on a slow link a long warm-up is most of the test.
@@ -56,7 +62,9 @@ def local_rails(
     if not rails:
         return tcp, "no RDMA adapter: testing over TCP"
     if rdma_devices is None:
-        from ibdiag.bench.p2p.rdma.verbs import list_devices as rdma_devices
+        from ibdiag.bench.p2p.rdma.verbs import list_devices
+
+        rdma_devices = list_devices
     try:
         usable = set(rdma_devices())
     except IbdiagError as e:
@@ -75,11 +83,11 @@ def local_rails(
     return tuple(Rail(k, r.adapter, r.port, r.rate_gbps) for k, r in enumerate(kept)), None
 
 
-def _rdma_rails(sysfs: object, adapters: Sequence[str] | None) -> tuple[Rail, ...]:
+def _rdma_rails(sysfs: SysfsRoot, adapters: Sequence[str] | None) -> tuple[Rail, ...]:
     from ibdiag.node.discover import discover, list_adapters, read_port
 
     if adapters:
-        present = set(list_adapters(sysfs))  # type: ignore[arg-type]
+        present = set(list_adapters(sysfs))
         absent = [a for a in adapters if a not in present]
         if absent:
             raise UsageError(
@@ -88,10 +96,10 @@ def _rdma_rails(sysfs: object, adapters: Sequence[str] | None) -> tuple[Rail, ..
             )
         out = []
         for k, name in enumerate(adapters):
-            p = read_port(sysfs, name, 1, with_gids=False)  # type: ignore[arg-type]
+            p = read_port(sysfs, name, 1, with_gids=False)
             out.append(Rail(k, name, 1, p.rate_gbps))
         return tuple(out)
-    topo = discover(sysfs)  # type: ignore[arg-type]
+    topo = discover(sysfs)
     ports = list(topo.nccl_ports) or [
         p for a in topo.adapters for p in a.ports if p.state == "ACTIVE"
     ]
@@ -132,7 +140,7 @@ class RailServers:
                 sysfs_root=self.sysfs_root,
                 perftest_path=self.perftest_path,
             )
-            server = Server(opts, lambda line, k=rail.index: self.log(f"rail {k} server: {line}"))
+            server = Server(opts, lambda line, k=rail.index: self.log(f"rail {k} server: {line}"))  # type: ignore[misc]  # mypy#15459: no inference for a lambda with default args
             _, port = server.start()
             self._servers.append(server)
             self.ports.append(port)
@@ -146,9 +154,9 @@ class RailServers:
             t.start()
         return self.ports
 
-    def _serve(self, server: object) -> None:
+    def _serve(self, server: Server) -> None:
         try:
-            server.serve()  # type: ignore[attr-defined]
+            server.serve()
         except IbdiagError as e:
             self.log(f"server stopped: {e.message}")
 
@@ -212,7 +220,7 @@ class P2PPairRunner:
             )
             if transport == "rdma" and spec.engine != "ibdiag":
                 req = self._perftest_or(req, spec.engine)
-            engine = req.engine  # type: ignore[attr-defined] # what measures: the server runs the client's engine or refuses
+            engine = req.engine  # what measures: the server runs the client's engine or refuses
             opts = ClientOptions(
                 host=a.address,
                 port=ports[test.rail],
@@ -266,14 +274,14 @@ class P2PPairRunner:
             test.round, test.phase, test.rail, a.rank, b.rank, res.bw_gbs, lat_us=lat, engine=engine
         )
 
-    def _perftest_or(self, req: object, engine: str) -> object:
+    def _perftest_or(self, req: RunRequest, engine: str) -> RunRequest:
         """The request on perftest (``--engine perftest``, or ``auto`` where perftest is this node's
         choice); perftest warms up on its own, so the sweep's warm-up is dropped."""
         from dataclasses import replace
 
         from ibdiag.bench.p2p.perftest.engine import check_request, resolve_engine
 
-        on_perftest = replace(req, warmup=None, engine="perftest")  # type: ignore[type-var]
+        on_perftest = replace(req, warmup=None, engine="perftest")
         if engine == "perftest":
             check_request(on_perftest)
             return on_perftest

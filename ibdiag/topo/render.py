@@ -100,7 +100,7 @@ def adapters_table(topo: Topology) -> Table:
         t.add_column(col, no_wrap=True)
     for a in topo.adapters:
         first = True
-        for p in a.ports or [None]:  # type: ignore[list-item]
+        for p in a.ports or [None]:
             head = (
                 [
                     a.name,
@@ -127,7 +127,7 @@ def adapters_table(topo: Topology) -> Table:
                 p.link_layer or "", p.link_layer or "?"
             )
             lid = "-" if p.lid is None or p.link_layer == "Ethernet" else f"0x{p.lid:x}"
-            row = [*head, str(p.port), state, rate, layer, lid, p.netdev or "-"]
+            row: list[str | Text] = [*head, str(p.port), state, rate, layer, lid, p.netdev or "-"]
             if roce:
                 row.append(", ".join(p.gid_types) if p.link_layer == "Ethernet" else "")
             t.add_row(*row)

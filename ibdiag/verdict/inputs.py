@@ -170,7 +170,7 @@ def grad_size(
                 hint="e.g. --grad-bytes 16GB (decimal) or 15GiB (binary)",
             )
         return size, None, None, None
-    count = parse_params(params)  # type: ignore[arg-type]
+    count = parse_params(params)  # type: ignore[arg-type]  # not None: without it the checks above returned or raised
     if dtype is None:
         raise UsageError(
             "--params needs --dtype (the type of the gradients the collective moves)",
@@ -348,6 +348,8 @@ def from_bench_run(
             hint="give a run that measured at least one message size",
         )
     notes: list[str] = []
+    lat_s: float | None  # a collective run always has one; a p2p run may have no latency rows
+    smallest: int | P2PResult  # the smallest size (collective), the latency row at it (p2p)
     if run.kind == "collective":
         coll = [r for r in rows if isinstance(r, CollectiveResult) and r.bytes > 0]
         if not coll:
@@ -401,7 +403,7 @@ def from_bench_run(
                 hint="give a bandwidth run (ibdiag bench p2p --mode bw --save FILE)",
             )
         size = _closest(sorted({r.bytes for r in p2p}), bucket_bytes)
-        bw = max(r.bw_gbs for r in p2p if r.bytes == size)  # type: ignore[type-var]
+        bw = max(r.bw_gbs for r in p2p if r.bytes == size and r.bw_gbs is not None)
         busbw = bw * rails_used
         rails = f" x {rails_used} rails" if rails_used > 1 else ""
         how = (
@@ -413,10 +415,11 @@ def from_bench_run(
         latency_how = ""
         if lat_rows:
             smallest = min(lat_rows, key=lambda r: r.bytes)
+            assert smallest.lat_us is not None  # lat_rows keeps only rows with a latency
             hops = 2 * max(1, math.ceil(math.log2(ranks)))
-            lat_s = smallest.lat_us.p50_us * 1e-6 * hops  # type: ignore[union-attr]
+            lat_s = smallest.lat_us.p50_us * 1e-6 * hops
             latency_how = (
-                f"{hops} x the one-way p2p latency ({smallest.lat_us.p50_us:.3g} µs at {format_bytes(smallest.bytes)}): "  # type: ignore[union-attr]
+                f"{hops} x the one-way p2p latency ({smallest.lat_us.p50_us:.3g} µs at {format_bytes(smallest.bytes)}): "
                 f"a tree reduce then broadcast over {ranks} ranks, NCCL's choice for small messages"
             )
         notes.append(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ibdiag.errors import CannotRunError
 from ibdiag.output.chart import hbar_chart
@@ -294,7 +294,7 @@ def scaling_table(v: Verdict) -> Any:
         ("network share", "right"),
         ("verdict", "left"),
     ):
-        t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+        t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]  # rich types justify as a Literal; each value here is one
     for r in v.scaling:
         style = "bold" if r.anchor else None
         verdict = r.verdict + (" <- job" if r.anchor else "")
@@ -350,7 +350,7 @@ def need_matplotlib() -> None:
         )
 
 
-def write_png(v: Verdict, path: Path) -> None:
+def write_png(v: Verdict, path: Path | BinaryIO) -> None:
     """The scaling wall as a PNG: backward time per rank, all communication and exposed communication vs ranks."""
     need_matplotlib()
     import matplotlib
@@ -364,7 +364,12 @@ def write_png(v: Verdict, path: Path) -> None:
     try:
         xs = [r.ranks for r in rows]
         ax.plot(xs, [r.compute_s for r in rows], marker="o", label="backward per rank (s)")
-        ax.plot(xs, [r.comm_s for r in rows], marker="s", label="all collectives, no overlap (s)")
+        ax.plot(
+            xs,
+            [r.comm_s for r in rows if r.comm_s is not None],
+            marker="s",
+            label="all collectives, no overlap (s)",
+        )
         ax.plot(
             xs,
             [max(r.exposed_s or 0.0, 1e-9) for r in rows],

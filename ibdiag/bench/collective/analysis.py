@@ -172,6 +172,8 @@ def to_bench_run(m: Measurement, cfg: CollectiveConfig) -> tuple[BenchRun, tuple
     """The ``ibdiag.bench/1`` run (``kind: collective``) and its findings."""
     op = get_op(m.op)
     dtype = DTYPES[m.dtype]
+    # bench collective runs only the collective=True types, which all have an NCCL name
+    assert dtype.nccl_name is not None
     hosts = [r.host for r in sorted(m.ranks, key=lambda x: x.rank)]
     n = m.world_size
     results: list[CollectiveResult] = []

@@ -38,7 +38,7 @@ class MinMedMax:
         if f is None:
             raise ValueError("a min/median/max object is missing")
         lo, med, hi = (f.number(k, 0.0, required=True) for k in ("min", "median", "max"))
-        return cls(lo, med, hi)  # type: ignore[arg-type]
+        return cls(lo, med, hi)
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class Spread:
     @classmethod
     def read(cls, f: Fields) -> Spread:
         return cls(
-            bytes=f.integer("bytes", 0, MAX_BYTES, required=True),  # type: ignore[arg-type]
+            bytes=f.integer("bytes", 0, MAX_BYTES, required=True),
             in_place=bool(f.flag("in_place")),
             time_us=MinMedMax.read(f.object("time_us")),
             coll_us=MinMedMax.read(f.object("coll_us")),
@@ -114,7 +114,7 @@ class RankTiming:
     @classmethod
     def read(cls, f: Fields) -> RankTiming:
         return cls(
-            rank=f.integer("rank", 0, MAX_RANKS, required=True),  # type: ignore[arg-type]
+            rank=f.integer("rank", 0, MAX_RANKS, required=True),
             host=f.text("host") or "?",
             local_rank=f.integer("local_rank", 0, MAX_RANKS),
             pid=f.integer("pid", 0, 2**31),
@@ -161,13 +161,13 @@ class Straggler:
     @classmethod
     def read(cls, f: Fields) -> Straggler:
         return cls(
-            kind=f.text("kind", choices=("rank", "host"), required=True),  # type: ignore[arg-type]
+            kind=f.text("kind", choices=("rank", "host"), required=True),
             host=f.text("host") or "?",
             ranks=f.integers("ranks", 0, MAX_RANKS),
-            share=f.number("share", required=True),  # type: ignore[arg-type]
-            worst_share=f.number("worst_share", required=True),  # type: ignore[arg-type]
-            rows_late=f.integer("rows_late", required=True),  # type: ignore[arg-type]
-            rows_judged=f.integer("rows_judged", required=True),  # type: ignore[arg-type]
+            share=f.number("share", required=True),
+            worst_share=f.number("worst_share", required=True),
+            rows_late=f.integer("rows_late", required=True),
+            rows_judged=f.integer("rows_judged", required=True),
         )
 
 
@@ -311,10 +311,10 @@ class CycleStats:
             )
         }
         return cls(
-            bytes=f.integer("bytes", 0, MAX_BYTES, required=True),  # type: ignore[arg-type]
+            bytes=f.integer("bytes", 0, MAX_BYTES, required=True),
             in_place=bool(f.flag("in_place")),
-            cycles=f.integer("cycles", 1, required=True),  # type: ignore[arg-type]
-            **n,  # type: ignore[arg-type]
+            cycles=f.integer("cycles", 1, required=True),
+            **n,
         )
 
 

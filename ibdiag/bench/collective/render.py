@@ -200,7 +200,8 @@ def spread_table(run: BenchRun) -> Any:
     """Per size: loop time and in-collective time over ranks (min/median/max) and the latest rank."""
     from rich.table import Table
 
-    spread = _meta(run).measured.spread if _meta(run).measured is not None else ()
+    measured = _meta(run).measured
+    spread = measured.spread if measured is not None else ()
     if not spread:
         return None
     t = Table(
@@ -244,7 +245,8 @@ def per_rank_table(run: BenchRun, *, limit: int = 64) -> Any:
     """Ranks (up to ``limit``): host, device, setup, median share of a collective the others waited for it."""
     from rich.table import Table
 
-    per_rank = _meta(run).measured.per_rank if _meta(run).measured is not None else ()
+    measured = _meta(run).measured
+    per_rank = measured.per_rank if measured is not None else ()
     if not per_rank or len(per_rank) > limit:
         return None
     t = Table(title="Ranks", title_justify="left")

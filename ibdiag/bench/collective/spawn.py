@@ -262,7 +262,7 @@ def run_local(
         store, port = serve_store("127.0.0.1", 0, timeout_s=timeout_s)
         for r in range(nproc):
             out = open(rdir / f"rank{r}.out", "wb")  # noqa: SIM115 - closed in finally
-            err = open(rdir / f"rank{r}.err", "wb")  # noqa: SIM115
+            err = open(rdir / f"rank{r}.err", "wb")  # noqa: SIM115 - closed in finally
             files += [out, err]
             procs.append(
                 subprocess.Popen(

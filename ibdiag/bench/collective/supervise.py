@@ -126,7 +126,7 @@ def watch(
             next_hb = now + hb_every
             try:
                 hb = read_heartbeats(store, n, prefix)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - the store raises several types; no heartbeats this time
                 hb = {}
             for r, h in hb.items():
                 if last_hb.get(r) is None or (h.counter, h.step) != (
@@ -271,7 +271,7 @@ def _compose_error(
                 pass
     try:
         hb = read_heartbeats(store, len(procs), prefix)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - the store raises several types; the last heartbeats seen stand
         hb = dict(last_hb)
 
     def at(r: int) -> str:

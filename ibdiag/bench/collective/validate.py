@@ -134,7 +134,7 @@ def check(op: str, rank: int, nranks: int, recv: Any, per: int) -> int:
         return count_wrong(recv, reduced, offset=rank * per)
     if op == "all_gather":
         return sum(
-            count_wrong(recv[s * per : (s + 1) * per], lambda i, s=s: tagged(i, s))
+            count_wrong(recv[s * per : (s + 1) * per], lambda i, s=s: tagged(i, s))  # type: ignore[misc]  # mypy#15459: no inference for a lambda with default args
             for s in range(nranks)
         )
     if op == "all_to_all":

@@ -101,7 +101,7 @@ def number(tok: object, where: str, col: str, hint: str) -> float:
     try:
         if isinstance(tok, bool):
             raise ValueError
-        v = float(tok)  # type: ignore[arg-type]
+        v = float(tok)  # type: ignore[arg-type]  # any token or JSON value: the TypeError is caught below
     except (TypeError, ValueError):
         raise InputError(
             f"{where}: cannot read {tok!r} in column {col!r} as a number", hint=hint

@@ -343,7 +343,7 @@ class _Parser:
                 if not r.rows or r.rows[-1].bytes < size:
                     run = r
                     break
-        halves = parse_row(line, run.columns, self.source)  # type: ignore[arg-type]
+        halves = parse_row(line, run.columns, self.source)  # type: ignore[arg-type]  # cands are runs with columns
         cyc = run.cycles
         if run.rows and size <= run.last_size and (len(cands) == 1 or tag is not None):
             cyc.count += 1  # -N: the table starts again at the smallest size

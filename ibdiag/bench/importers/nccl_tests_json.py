@@ -73,8 +73,8 @@ def parse_doc(
                 )
         except (KeyError, TypeError, ValueError) as e:
             raise InputError(f"{source}: results[{i}] is malformed ({e})", hint=HINT) from None
-    cfg = doc.get("config") if isinstance(doc.get("config"), Mapping) else {}
-    devices = cfg.get("devices") if isinstance(cfg.get("devices"), list) else []
+    cfg = got if isinstance(got := doc.get("config"), Mapping) else {}
+    devices = got if isinstance(got := cfg.get("devices"), list) else []
     try:
         ranks = [
             _json_rank(Fields(d, f"config.devices[{i}]"))
@@ -98,12 +98,8 @@ def parse_doc(
     choice = choose_op(
         op_in_text(binary) if binary else None, op, file_name, results, len(ranks) or None
     )
-    avg_doc = (
-        doc.get("average_bus_bandwidth")
-        if isinstance(doc.get("average_bus_bandwidth"), Mapping)
-        else {}
-    )
-    oob_doc = doc.get("out_of_bounds") if isinstance(doc.get("out_of_bounds"), Mapping) else {}
+    avg_doc = got if isinstance(got := doc.get("average_bus_bandwidth"), Mapping) else {}
+    oob_doc = got if isinstance(got := doc.get("out_of_bounds"), Mapping) else {}
     reported = avg_doc.get("bandwidth")
     oob = oob_doc.get("count")
     log = NcclTestsLog(
@@ -122,7 +118,7 @@ def parse_doc(
         else None,
         complete="end_time" in doc,
     )
-    errors = doc.get("errors") if isinstance(doc.get("errors"), list) else []
+    errors = got if isinstance(got := doc.get("errors"), list) else []
     provenance = Provenance(
         imported=ImportInfo(tool="nccl-tests", source=source, format=f"json v{doc.get('version')}"),
         nccl_version=None

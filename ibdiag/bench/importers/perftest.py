@@ -315,6 +315,7 @@ def parse_lines(
     runs: list[_Run] = []
     cur: _Run | None = None
     skipped = 0
+    cols: list[str] | None  # a header's columns, or those a headerless row implies (None: none fit)
 
     def new(number: int) -> _Run:
         r = _Run(number)

@@ -97,9 +97,7 @@ def parse_doc(
     if not objs:
         raise InputError(f"{source}: a JSON file without perftest results (MsgSize)", hint=HINT)
     info = (
-        doc.get("test_info")
-        if isinstance(doc, Mapping) and isinstance(doc.get("test_info"), Mapping)
-        else {}
+        got if isinstance(doc, Mapping) and isinstance(got := doc.get("test_info"), Mapping) else {}
     )
     scale, unit, assumed = _infer_scale(objs, info)
     results = []

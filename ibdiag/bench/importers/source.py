@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from ibdiag.bench.importers.lines import Truncated
 from ibdiag.errors import InputError
@@ -34,10 +34,17 @@ _PREFIXED = re.compile(rb"^\[\d+(?:,\d+\]<\w+>:|\]\s)")
 _BINARY_HINT = "give the text output of nccl-tests or perftest (or their JSON files)"
 
 
+class _Stream(Protocol):
+    """What a log is read from: a binary file, stdin's buffer, :class:`_TextAsBytes` or a GzipFile."""
+
+    def read(self, n: int = -1, /) -> bytes: ...
+    def readline(self, n: int = -1, /) -> bytes: ...
+
+
 class _Counted:
     """A binary stream that refuses to give more than MAX_BYTES in all."""
 
-    def __init__(self, raw: IO[bytes], source: str, limit: int) -> None:
+    def __init__(self, raw: _Stream, source: str, limit: int) -> None:
         self.raw, self.source, self.limit, self.count = raw, source, limit, 0
 
     def _add(self, n: int) -> None:
@@ -65,7 +72,7 @@ class LogInput:
 
     source: str
     head: bytes
-    stream: _Counted
+    stream: _GzipGuard
 
     @property
     def is_json(self) -> bool:
@@ -131,9 +138,7 @@ def _refuse_binary(data: bytes, source: str) -> None:
 def open_log(path: str | Path) -> LogInput:
     """The log at ``path`` (``-``: stdin), gzip opened transparently. InputError for what cannot be read."""
     if str(path) == "-":
-        raw: IO[bytes] = (
-            sys.stdin.buffer if hasattr(sys.stdin, "buffer") else _TextAsBytes(sys.stdin)
-        )
+        raw: _Stream = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else _TextAsBytes(sys.stdin)
         source = "<stdin>"
     else:
         p = Path(path)
@@ -153,7 +158,7 @@ def open_log(path: str | Path) -> LogInput:
     try:
         magic = raw.read(2)
         if magic == b"\x1f\x8b":
-            raw = gzip.GzipFile(fileobj=_Prepend(magic, raw), mode="rb")  # type: ignore[assignment]
+            raw = gzip.GzipFile(fileobj=_Prepend(magic, raw), mode="rb")  # type: ignore[call-overload]  # typeshed wants seek(): GzipFile only seeks to rewind, never done here
             counted = _Counted(raw, source, MAX_BYTES)
             head = counted.read(_PEEK)
         else:
@@ -171,7 +176,7 @@ def open_log(path: str | Path) -> LogInput:
                 hint="give the output of an nccl-tests *_perf or perftest ib_* run",
             )
         head += rest
-    return LogInput(source, head, _GzipGuard(counted, source))  # type: ignore[arg-type]
+    return LogInput(source, head, _GzipGuard(counted, source))
 
 
 class _GzipGuard:
@@ -200,7 +205,7 @@ class _GzipGuard:
 class _Prepend:
     """A binary stream with ``first`` put back in front (the bytes read to see the gzip magic)."""
 
-    def __init__(self, first: bytes, raw: IO[bytes]) -> None:
+    def __init__(self, first: bytes, raw: _Stream) -> None:
         self.first, self.raw = first, raw
 
     def read(self, n: int = -1) -> bytes:

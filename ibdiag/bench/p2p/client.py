@@ -191,7 +191,7 @@ def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = No
             )
             local_rate = rdma_line_rate(SysfsRoot(opts.sysfs_root), sel.device, sel.port)
             ch.expect("connected", "the server to set up the data path")
-            results = perftest_engine.run_all(side, req.sizes, req.kinds, progress)
+            results: list[P2PResult] = perftest_engine.run_all(side, req.sizes, req.kinds, progress)
             ch.send({"type": "bye"})
             return P2PRun(
                 req, peer, server, tuple(results), local_rate, remote_rate, None, rdma, side.info()
@@ -224,7 +224,7 @@ def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = No
             local_rate = rdma_line_rate(SysfsRoot(opts.sysfs_root), sel.device, sel.port)
         ch.expect("connected", "the server to set up the data path")
         steps = [(size, kind) for size in req.sizes for kind in req.kinds]
-        results: list[P2PResult] = []
+        results = []
         done = 0
         for size in req.sizes:
             bw = lat = None

@@ -37,7 +37,7 @@ class LineRate:
         """A peer's line rate, leniently: an absent or absurd rate is unknown (the run goes on without it)."""
         if not isinstance(doc, dict):
             return cls(None, "peer sent no line rate")
-        g = doc.get("gbps")
+        g: Any = doc.get("gbps")  # any JSON value; checked on the next line
         ok = isinstance(g, (int, float)) and not isinstance(g, bool) and 0 < g < MAX_LINE_RATE_GBPS
         return cls(float(g) if ok else None, safe_excerpt(doc.get("source", "?"), 200))
 

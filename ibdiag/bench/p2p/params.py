@@ -296,8 +296,8 @@ class RunRequest:
             raise ValueError(f"sizes must be a list of 1 to {MAX_SIZE_COUNT} byte counts")
         try:
             return cls(
-                transport=doc.get("transport"),  # type: ignore[arg-type]
-                mode=doc.get("mode"),  # type: ignore[arg-type]
+                transport=doc.get("transport"),  # type: ignore[arg-type]  # from the wire: __post_init__ checks it
+                mode=doc.get("mode"),  # type: ignore[arg-type]  # from the wire: __post_init__ checks it
                 sizes=tuple(sizes),
                 iters=doc.get("iters"),
                 duration_s=doc.get("duration_s"),
@@ -305,12 +305,12 @@ class RunRequest:
                 streams=doc.get("streams", 1),
                 bidir=doc.get("bidir", False),
                 tx_depth=doc.get("tx_depth", DEFAULT_TX_DEPTH),
-                verb=doc.get("verb", "write"),  # type: ignore[arg-type]
-                qps=doc.get("qps", 1),  # type: ignore[arg-type]
+                verb=doc.get("verb", "write"),
+                qps=doc.get("qps", 1),
                 inline=doc.get("inline"),
-                tclass=doc.get("tclass", 0),  # type: ignore[arg-type]
-                sl=doc.get("sl", 0),  # type: ignore[arg-type]
-                engine=doc.get("engine", "ibdiag"),  # type: ignore[arg-type]
+                tclass=doc.get("tclass", 0),
+                sl=doc.get("sl", 0),
+                engine=doc.get("engine", "ibdiag"),
             )
         except RequestError as e:
             raise ValueError(e.message) from None

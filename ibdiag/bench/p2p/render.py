@@ -318,7 +318,7 @@ def table_items(run: BenchRun) -> list[Any]:
 
 def png_available() -> bool:
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401 - imported only to see whether it is installed
     except ImportError:
         return False
     return True

@@ -168,13 +168,13 @@ class Server:
             with self._state:
                 verdict = self._strangers.admit(conn, source)
                 if verdict.displaced is not None:
-                    self._displaced.add(verdict.displaced)  # type: ignore[arg-type]
+                    self._displaced.add(verdict.displaced)  # type: ignore[arg-type]  # the keys admitted here are sockets
             if not verdict.admitted:
                 self._log_refusal(peer, source, verdict.reason)
                 conn.close()
                 continue
             if verdict.displaced is not None:
-                _shutdown(verdict.displaced)  # type: ignore[arg-type]
+                _shutdown(verdict.displaced)  # type: ignore[arg-type]  # the keys admitted here are sockets
             t = threading.Thread(
                 target=self._handle, args=(conn, addr), name=f"ibdiag-serve-{peer}", daemon=True
             )
@@ -321,9 +321,8 @@ class Server:
 
     def _accept_request(self, ch: Channel, msg: dict) -> RunRequest:
         try:
-            req = RunRequest.from_json(
-                msg.get("request") if isinstance(msg.get("request"), dict) else {}
-            )
+            request = msg.get("request")
+            req = RunRequest.from_json(request if isinstance(request, dict) else {})
         except ValueError as e:
             ch.send_error("protocol", f"invalid request: {e}")
             raise Refused("protocol", f"invalid request: {e}") from None
@@ -444,7 +443,7 @@ class _closing:
         return self.obj
 
     def __exit__(self, *exc: object) -> None:
-        self.obj.close()  # type: ignore[attr-defined]
+        self.obj.close()  # type: ignore[attr-defined]  # the server sides it wraps have close()
 
 
 def _listen(bind: str | None, port: int) -> socket.socket:

@@ -238,7 +238,7 @@ class TcpServerSide:
             meter = CpuMeter()
             jobs: list[Callable[[], Any]] = [
                 (
-                    lambda s=s, r=r, i=i: tcp.recv_stream(
+                    lambda s=s, r=r, i=i: tcp.recv_stream(  # type: ignore[misc]  # mypy#15459: no inference for a lambda with default args
                         s,
                         r.view,
                         size,
@@ -259,7 +259,7 @@ class TcpServerSide:
                 view = self.msgbuf.view[:size]
                 jobs += [
                     (
-                        lambda s=s, i=i: tcp.send_stream(
+                        lambda s=s, i=i: tcp.send_stream(  # type: ignore[misc]  # mypy#15459: no inference for a lambda with default args
                             s,
                             view,
                             warmup=warmup,
@@ -372,7 +372,7 @@ class TcpClientSide:
         what = f"the {format_bytes(size)} bandwidth test"
         jobs: list[Callable[[], Any]] = [
             (
-                lambda s=s, i=i: tcp.send_stream(
+                lambda s=s, i=i: tcp.send_stream(  # type: ignore[misc]  # mypy#15459: no inference for a lambda with default args
                     s,
                     view,
                     warmup=warmup,
@@ -388,7 +388,7 @@ class TcpClientSide:
         if self.req.bidir:
             jobs += [
                 (
-                    lambda s=s, r=r, i=i: tcp.recv_stream(
+                    lambda s=s, r=r, i=i: tcp.recv_stream(  # type: ignore[misc]  # mypy#15459: no inference for a lambda with default args
                         s,
                         r.view,
                         size,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 T = TypeVar("T")
 
@@ -49,6 +49,14 @@ class Fields:
             raise ValueError(f"{self._name(key)} is missing")
         return value
 
+    @overload
+    def integer(
+        self, key: str, lo: int = ..., hi: int = ..., *, required: Literal[True]
+    ) -> int: ...
+    @overload
+    def integer(
+        self, key: str, lo: int = ..., hi: int = ..., *, required: bool = ...
+    ) -> int | None: ...
     def integer(
         self, key: str, lo: int = 0, hi: int = MAX_INT, *, required: bool = False
     ) -> int | None:
@@ -61,6 +69,14 @@ class Fields:
             raise ValueError(f"{self._name(key)} {v} is outside {lo}..{hi}")
         return v
 
+    @overload
+    def number(
+        self, key: str, lo: float = ..., hi: float = ..., *, required: Literal[True]
+    ) -> float: ...
+    @overload
+    def number(
+        self, key: str, lo: float = ..., hi: float = ..., *, required: bool = ...
+    ) -> float | None: ...
     def number(
         self, key: str, lo: float = -math.inf, hi: float = math.inf, *, required: bool = False
     ) -> float | None:
@@ -73,6 +89,14 @@ class Fields:
             raise ValueError(f"{self._name(key)} {v:g} is outside {lo:g}..{hi:g}")
         return float(v)
 
+    @overload
+    def text(
+        self, key: str, *, choices: tuple[str, ...] | None = ..., required: Literal[True]
+    ) -> str: ...
+    @overload
+    def text(
+        self, key: str, *, choices: tuple[str, ...] | None = ..., required: bool = ...
+    ) -> str | None: ...
     def text(
         self, key: str, *, choices: tuple[str, ...] | None = None, required: bool = False
     ) -> str | None:
@@ -122,13 +146,13 @@ class Fields:
         return tuple(
             Fields({"v": v}, f"{self._name(key)}[{i}]").integer("v", lo, hi, required=True)
             for i, v in enumerate(self.items(key))
-        )  # type: ignore[misc]
+        )
 
     def numbers(self, key: str, lo: float = -math.inf, hi: float = math.inf) -> tuple[float, ...]:
         return tuple(
             Fields({"v": v}, f"{self._name(key)}[{i}]").number("v", lo, hi, required=True)
             for i, v in enumerate(self.items(key))
-        )  # type: ignore[misc]
+        )
 
     def scalars(self, key: str) -> dict[str, Scalar]:
         """An object of plain values (numbers, text, booleans, null), e.g. a tool's parameters."""

@@ -64,7 +64,7 @@ class LatencyStats:
         need = {k: f.number(k, 0.0, required=True) for k in ("min", "p50", "p99", "p999", "max")}
         return cls(
             need["min"], need["p50"], need["p99"], need["p999"], need["max"], f.number("avg", 0.0)
-        )  # type: ignore[arg-type]
+        )
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class IterStats:
     @classmethod
     def read(cls, f: Fields) -> IterStats:
         v = {k: f.number(k, 0.0, required=True) for k in ("min", "max", "p99", "cv_pct")}
-        return cls(v["min"], v["max"], v["p99"], v["cv_pct"])  # type: ignore[arg-type]
+        return cls(v["min"], v["max"], v["p99"], v["cv_pct"])
 
 
 @dataclass(frozen=True)
@@ -131,8 +131,8 @@ class P2PResult:
         lat = f.object("lat_us")
         cpu = f.object("cpu_s_per_gb")
         return cls(
-            bytes=f.integer("bytes", 0, MAX_BYTES, required=True),  # type: ignore[arg-type]
-            iters=f.integer("iters", required=True),  # type: ignore[arg-type]
+            bytes=f.integer("bytes", 0, MAX_BYTES, required=True),
+            iters=f.integer("iters", required=True),
             bw_gbs=f.number("bw_gbs", 0.0),
             bw_peak_gbs=f.number("bw_peak_gbs", 0.0),
             msg_rate_mpps=f.number("msg_rate_mpps", 0.0),
@@ -198,20 +198,20 @@ class CollectiveResult:
     def from_json(cls, doc: Mapping[str, Any]) -> CollectiveResult:
         f = Fields(doc, "")
         return cls(
-            bytes=f.integer("bytes", 0, MAX_BYTES, required=True),  # type: ignore[arg-type]
-            count=f.integer("count", required=True),  # type: ignore[arg-type]
+            bytes=f.integer("bytes", 0, MAX_BYTES, required=True),
+            count=f.integer("count", required=True),
             dtype=f.text("type") or "",
             redop=f.text("redop"),
             root=f.integer("root", 0, 1 << 24),
             in_place=bool(f.flag("in_place")),
-            time_us=f.number("time_us", 0.0, required=True),  # type: ignore[arg-type]
-            algbw_gbs=f.number("algbw_gbs", 0.0, required=True),  # type: ignore[arg-type]
-            busbw_gbs=f.number("busbw_gbs", 0.0, required=True),  # type: ignore[arg-type]
+            time_us=f.number("time_us", 0.0, required=True),
+            algbw_gbs=f.number("algbw_gbs", 0.0, required=True),
+            busbw_gbs=f.number("busbw_gbs", 0.0, required=True),
             wrong=f.integer("wrong"),
             time_us_min=f.number("time_us_min", 0.0),
             time_us_max=f.number("time_us_max", 0.0),
             max_error=f.number("max_error", 0.0),
-            iter_us=None if f.object("iter_us") is None else IterStats.read(f.object("iter_us")),  # type: ignore[arg-type]
+            iter_us=None if f.object("iter_us") is None else IterStats.read(f.object("iter_us")),  # type: ignore[arg-type]  # not None: checked first
         )
 
 

@@ -99,7 +99,7 @@ class ImportInfo:
             count = f.integer("run_count", index, 1 << 20) or index
             position = RunPosition(index, count, f.text("separation") or "separate")
         return cls(
-            tool=f.text("tool", required=True),  # type: ignore[arg-type]
+            tool=f.text("tool", required=True),
             source=f.text("source") or "?",
             format=f.text("format"),
             first_line=f.integer("first_line", 1),

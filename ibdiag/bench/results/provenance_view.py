@@ -13,7 +13,7 @@ from ibdiag.bench.results.model import BenchRun
 from ibdiag.text import safe_excerpt
 
 
-def _yes_no(v: bool | None, yes: str, no: str) -> str | None:
+def _yes_no(v: bool | None, yes: str, no: str | None) -> str | None:
     return None if v is None else (yes if v else no)
 
 

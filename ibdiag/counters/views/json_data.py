@@ -57,7 +57,8 @@ def span_data(
 ) -> dict[str, Any]:
     """The last reading with deltas and rates over the span; ``samples`` per step for a series."""
     series = span.samples_count > 1
-    ports, devices = [], []
+    ports: list[dict[str, Any]] = []
+    devices: list[dict[str, Any]] = []
     for p in span.last.ports:
         doc = p.to_json()
         d = span.total(p.key)

@@ -24,10 +24,10 @@ def prom_metrics(sample: Sample, cfg: CountersConfig, span: Span | None = None) 
         if spec.prom is None:
             continue
         samples = tuple(
-            PromSample(lab(p), (p.counters or {})[name])
+            PromSample(lab(p), (p.counters or {})[name])  # type: ignore[arg-type]  # not None: the comprehension's filter checks it
             for p in ports
             if (p.counters or {}).get(name) is not None
-        )  # type: ignore[arg-type]
+        )
         if samples:
             metrics.append(
                 Metric(
@@ -65,7 +65,7 @@ def prom_metrics(sample: Sample, cfg: CountersConfig, span: Span | None = None) 
                 for p in ports
                 if p.info and p.info.state_code is not None
             ),
-        )  # type: ignore[arg-type]
+        )
     )
     metrics.append(
         Metric(
@@ -77,7 +77,7 @@ def prom_metrics(sample: Sample, cfg: CountersConfig, span: Span | None = None) 
                 for p in ports
                 if p.info and p.info.phys_state_code is not None
             ),
-        )  # type: ignore[arg-type]
+        )
     )
     metrics.append(
         Metric(
@@ -148,7 +148,12 @@ def prom_metrics(sample: Sample, cfg: CountersConfig, span: Span | None = None) 
 
 
 def _prom_rates(span: Span, cfg: CountersConfig) -> list[Metric]:
-    rates, tx, rx, txu, rxu, wait = [], [], [], [], [], []
+    rates: list[PromSample] = []
+    tx: list[PromSample] = []
+    rx: list[PromSample] = []
+    txu: list[PromSample] = []
+    rxu: list[PromSample] = []
+    wait: list[PromSample] = []
     for p in span.last.ports:
         d = span.total(p.key)
         if d is None:

@@ -181,6 +181,8 @@ def snapshot_table(
         c = p.counters
         sat = p.saturated_keys()
         parts: list[tuple[str, Severity]] = []
+        tx: Text | str  # a dash without counters, else the formatted byte count
+        rx: Text | str
         if c is None:
             tx = rx = wait = Text("-", style="dim")
             errs: Any = Text("no counters/", style="yellow")

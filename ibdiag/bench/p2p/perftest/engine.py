@@ -456,7 +456,8 @@ def _halved(r: P2PResult) -> P2PResult:
 
     lat = r.lat_us
     if lat is not None:
-        lat = LatencyStats(**{k: (None if v is None else v / 2) for k, v in vars(lat).items()})
+        halves: dict[str, Any] = {k: (None if v is None else v / 2) for k, v in vars(lat).items()}
+        lat = LatencyStats(**halves)
     return replace(r, lat_us=lat, lat_avg_us=None if r.lat_avg_us is None else r.lat_avg_us / 2)
 
 

@@ -363,7 +363,7 @@ def plan_connection(
 
 
 # The loops live in rdma_loops (one job each module); their names stay importable from here.
-from ibdiag.bench.p2p.rdma.loops import (  # noqa: E402,F401
+from ibdiag.bench.p2p.rdma.loops import (  # noqa: E402,F401 - re-exports: the loops moved, their names stay importable here
     SIGNAL_BYTES,
     Endpoint,
     Receiver,

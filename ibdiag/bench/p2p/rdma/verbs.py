@@ -61,14 +61,14 @@ def import_pyverbs() -> SimpleNamespace:
     if _PV is not None:
         return _PV
     try:
-        import pyverbs  # noqa: F401
+        import pyverbs
     except ImportError as first:
         # A venv (or pyenv) Python does not look in Debian's dist-packages; add it last, not first,
         # so nothing the venv provides is shadowed by a Debian package.
         if os.path.isdir(DEBIAN_DIST_PACKAGES) and DEBIAN_DIST_PACKAGES not in sys.path:
             sys.path.append(DEBIAN_DIST_PACKAGES)
         try:
-            import pyverbs  # noqa: F401,F811
+            import pyverbs  # noqa: F401 - imported only to see whether it loads
         except ImportError as second:
             detail = second if str(second) != str(first) else first
             raise CannotRunError(

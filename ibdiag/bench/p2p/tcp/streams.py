@@ -153,7 +153,7 @@ def accept_streams(
                     pending[conn] = p
                     sel.register(conn, selectors.EVENT_READ)
                     continue
-                p = pending[ready.fileobj]  # type: ignore[index]
+                p = pending[ready.fileobj]  # type: ignore[index]  # not control or listener: a pending socket
                 try:
                     chunk = p.conn.recv(_DATA_HELLO.size - len(p.buf))
                 except (BlockingIOError, InterruptedError):
