@@ -32,12 +32,23 @@ from ibdiag.outfile import (  # noqa: F401 - the commands' one output writer
 
 
 class OutputFormat(str, Enum):
+    """Every ``--format`` of every command; a command refuses one it has no view for (exit 2)."""
+
     table = "table"
     json = "json"
     csv = "csv"
     prom = "prom"
     junit = "junit"
+    html = "html"
     line = "line"
+
+
+def refuse_html(value: OutputFormat) -> str:
+    """Refuse ``-o html`` before the command runs: only ``ibdiag report`` writes a page. Returns the
+    value as typed (typer converts a callback's result to the enum again)."""
+    if value is OutputFormat.html:
+        raise typer.BadParameter("html is a page of many nodes: ibdiag report FILES -o html")
+    return value.value
 
 
 RootOption = Annotated[
@@ -54,6 +65,7 @@ FormatOption = Annotated[
         "--format",
         "-o",
         case_sensitive=False,
+        callback=refuse_html,
         help="table for people; json, csv, prom, junit for machines; line: one ASCII line (drain reason, NHC, NPD).",
     ),
 ]
@@ -380,6 +392,10 @@ def _write(
         from ibdiag.output.prom import render_prom
 
         out.write(render_prom(_metrics(report, prom)))
+    elif fmt is OutputFormat.html:
+        raise UsageError(
+            f"ibdiag {report.command} cannot write html", hint="ibdiag report FILES -o html"
+        )
     else:
         if table is None:
             raise UsageError(f"ibdiag {report.command} cannot write a table", hint="use -o json")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,16 +23,6 @@ from ibdiag.cli.common import (
 )
 
 
-class ReportFormat(str, Enum):
-    table = "table"
-    json = "json"
-    csv = "csv"
-    prom = "prom"
-    junit = "junit"
-    html = "html"
-    line = "line"
-
-
 @app.command("report")
 @handle_errors
 def report_command(
@@ -46,14 +35,14 @@ def report_command(
         ),
     ],
     fmt: Annotated[
-        ReportFormat,
+        OutputFormat,
         typer.Option(
             "--format",
             "-o",
             case_sensitive=False,
             help="table for people; html (one self-contained page), json, csv, prom, junit, line (one-line drain list).",
         ),
-    ] = ReportFormat.table,
+    ] = OutputFormat.table,
     png: Annotated[
         Path | None,
         typer.Option(
@@ -103,12 +92,12 @@ def report_command(
     meta = run_meta()
     if png is not None:
         _write_png(view, png)
-    if fmt is ReportFormat.html:
+    if fmt is OutputFormat.html:
         from ibdiag.report.html import render_html
 
         env().stdout.write(render_html(view, report.findings, meta))
         return exit_status(report, strict)
-    if fmt is ReportFormat.line:
+    if fmt is OutputFormat.line:
         from ibdiag.report.render import line_view
 
         env().stdout.write(line_view(view) + "\n")
@@ -136,9 +125,7 @@ def report_command(
 
         return prom_metrics(view)
 
-    return emit(
-        report, OutputFormat(fmt.value), meta, strict=strict, table=table, csv=csv, prom=prom
-    )
+    return emit(report, fmt, meta, strict=strict, table=table, csv=csv, prom=prom)
 
 
 def _write_png(view: Any, path: Path) -> None:

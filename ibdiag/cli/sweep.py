@@ -17,23 +17,16 @@ from ibdiag.cli.app import app
 from ibdiag.cli.common import (
     ConfigOption,
     DebugOption,
+    OutputFormat,
     StrictOption,
     console,
     debug_enabled,
     env,
     handle_errors,
     read_config,
+    refuse_html,
     run_meta,
 )
-
-
-class SweepFormat(str, Enum):
-    table = "table"
-    json = "json"
-    csv = "csv"
-    prom = "prom"
-    junit = "junit"
-    line = "line"
 
 
 class PatternChoice(str, Enum):
@@ -150,14 +143,15 @@ def sweep_command(
         ),
     ] = None,
     fmt: Annotated[
-        SweepFormat,
+        OutputFormat,
         typer.Option(
             "--format",
             "-o",
             case_sensitive=False,
+            callback=refuse_html,
             help="table for people; json, csv, prom, junit, line (one-line drain list) for machines.",
         ),
-    ] = SweepFormat.table,
+    ] = OutputFormat.table,
     save: Annotated[
         Path | None,
         typer.Option(
@@ -217,7 +211,7 @@ def sweep_command(
     )
     rail_names = _rail_list(rails)
     if plan:
-        if fmt not in (SweepFormat.table, SweepFormat.json):
+        if fmt not in (OutputFormat.table, OutputFormat.json):
             raise UsageError(
                 f"--plan prints a table or JSON, not {fmt.value}",
                 hint="use -o table or -o json with --plan",
@@ -235,7 +229,7 @@ def sweep_command(
             rail_names,
             nodes,
             pair_seconds,
-            as_json=fmt is SweepFormat.json,
+            as_json=fmt is OutputFormat.json,
         )
     if nodes is not None or pair_seconds is not None:
         raise UsageError(
@@ -257,7 +251,7 @@ def sweep_command(
         spec,
         file,
         rail_names,
-        fmt=fmt.value,
+        fmt=fmt,
         save=save,
         png=png,
         strict=strict,

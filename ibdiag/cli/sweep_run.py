@@ -30,7 +30,7 @@ def run_sweep_command(
     file: Any,
     rails: tuple[str, ...] | None,
     *,
-    fmt: str,
+    fmt: OutputFormat,
     save: Path | None,
     png: Path | None,
     strict: bool,
@@ -96,7 +96,9 @@ def run_sweep_command(
     return _outputs(result, fmt=fmt, save=save, png=png, strict=strict)
 
 
-def _outputs(result: Any, *, fmt: str, save: Path | None, png: Path | None, strict: bool) -> int:
+def _outputs(
+    result: Any, *, fmt: OutputFormat, save: Path | None, png: Path | None, strict: bool
+) -> int:
     from ibdiag.findings.model import Report
     from ibdiag.output.jsonout import render_json
     from ibdiag.sweep.checks import sweep_findings
@@ -112,7 +114,7 @@ def _outputs(result: Any, *, fmt: str, save: Path | None, png: Path | None, stri
         write_atomically(
             png, matrix_png([matrix_grid(result, k) for k in range(result.rails)]), "--png"
         )
-    if fmt == "line":
+    if fmt is OutputFormat.line:
         from ibdiag.cli.common import exit_status
         from ibdiag.sweep.render import line_view
 
@@ -143,4 +145,4 @@ def _outputs(result: Any, *, fmt: str, save: Path | None, png: Path | None, stri
 
         return prom_metrics(result)
 
-    return emit(report, OutputFormat(fmt), meta, strict=strict, table=table, csv=csv, prom=prom)
+    return emit(report, fmt, meta, strict=strict, table=table, csv=csv, prom=prom)

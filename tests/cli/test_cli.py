@@ -49,6 +49,16 @@ def test_unknown_format_is_a_usage_error(cli):
     assert res.exit_code == 2 and res.stderr.startswith("ibdiag: error:")
 
 
+@pytest.mark.parametrize(
+    "argv", [("topo", "--root", DGX), ("counters", "--root", DGX), ("sweep", "--plan", "--nodes", "8")]
+)
+def test_html_is_one_format_of_every_command_but_only_report_writes_it(cli, argv):
+    """One --format enum for every command: -o html is refused before anything runs, with the way to the page."""
+    res = cli(*argv, "-o", "html")
+    assert res.exit_code == 2 and res.stdout == ""
+    assert "html is a page of many nodes: ibdiag report FILES -o html" in res.stderr
+
+
 def test_missing_root_and_root_without_sys(cli, tmp_path):
     res = cli("topo", "--root", tmp_path / "nope")
     assert (
