@@ -20,6 +20,7 @@ from ibdiag.counters.model import PortCounters, Sample
 from ibdiag.counters.spec import BYTES_PER_DATA_WORD, DATA_BYTES, max_value, width_bits
 from ibdiag.errors import InputError
 from ibdiag.node.model import Port
+from ibdiag.output.jsonout import load_envelope
 from ibdiag.parse import MAX_IB_RATE_GBPS
 from ibdiag.text import safe_value
 
@@ -179,8 +180,6 @@ def load_baseline(
 
     ``now`` (epoch seconds, default this node's clock): times later than it plus :data:`CLOCK_SKEW_S`
     are refused."""
-    from ibdiag.output.jsonout import load_envelope
-
     now = time.time() if now is None else now
     p = Path(path)
     doc = load_envelope(p, schema=SCHEMA)

@@ -36,6 +36,7 @@ from ibdiag.counters.wording import count_text, duration_text
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry
 from ibdiag.node.model import Port
+from ibdiag.node.ports import node_ports
 from ibdiag.ports.checks import check_ports
 from ibdiag.ports.config import PortsConfig
 
@@ -348,8 +349,6 @@ class Judging:
 
     def with_node_peers(self, sysfs: Any) -> Judging:
         """For a selection of ports: a slow port is still judged against every port of the node, as topo does."""
-        from ibdiag.node.ports import node_ports
-
         return replace(self, peers=node_ports(sysfs))
 
     def snapshot(self, sample: Sample) -> list[Finding]:

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from ibdiag.node.driver import driver_module, is_software, rdma_driver, software_netdev
+from ibdiag.node.manifest import MANIFEST, read_manifest
 from ibdiag.node.model import (
     Adapter,
     GdrState,
@@ -426,8 +427,6 @@ def read_kernel_release(sysfs: SysfsRoot) -> tuple[str | None, str | None]:
         return None, None  # a bad osrelease is not papered over with a manifest's word
     if str(sysfs.root) == "/":
         return None, None
-    from ibdiag.node.snapshot import MANIFEST, read_manifest
-
     manifest = read_manifest(sysfs.root)
     if not manifest:
         return None, None

@@ -10,8 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from html import escape
 
-from ibdiag.findings.model import Finding, RunMeta, Severity
+from ibdiag.findings.model import Finding, RunMeta, Severity, worst
 from ibdiag.report.view import FleetView
+from ibdiag.sweep import chart, render
+from ibdiag.sweep.analysis import LinkVerdict, NodeStatus
+from ibdiag.sweep.chart import FAILED_COLOUR, PALETTE, UNTESTED_COLOUR
+from ibdiag.sweep.checks import link_subject
 
 #: Rails drawn per sweep (DGX-class nodes have 8).
 MAX_RAIL_MATRICES = 8
@@ -51,8 +55,6 @@ def _table(
 
 
 def _legend() -> str:
-    from ibdiag.sweep.chart import FAILED_COLOUR, PALETTE, UNTESTED_COLOUR
-
     names = (">= 0.9 x rail median", "0.75-0.9", "0.5-0.75", "< 0.5")
     parts = [
         f'<span style="background:{c}"></span>{escape(n)}'
@@ -66,10 +68,6 @@ def _legend() -> str:
 
 
 def _sweep_section(view: FleetView) -> str:
-    from ibdiag.sweep import chart, render
-    from ibdiag.sweep.analysis import LinkVerdict, NodeStatus
-    from ibdiag.sweep.checks import link_subject
-
     out = []
     for part in view.sweeps:
         res = part.result
@@ -132,8 +130,6 @@ def _sweep_section(view: FleetView) -> str:
 
 def render_html(view: FleetView, findings: Sequence[Finding], meta: RunMeta) -> str:
     """The whole page as one string (UTF-8)."""
-    from ibdiag.findings.model import worst
-
     status = worst(f.severity for f in findings)
     n_fail = sum(1 for r in view.rows if r.status is Severity.FAIL)
     parts = [

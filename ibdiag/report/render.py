@@ -10,6 +10,7 @@ from typing import Any
 from ibdiag.findings.model import Severity
 from ibdiag.output.prom import Metric, PromSample
 from ibdiag.report.view import FleetView
+from ibdiag.sweep import render as sweep_render
 from ibdiag.sweep.render import LINE_WIDTH, fit_line
 
 #: Nodes listed in the table (all of them are in JSON, CSV and HTML).
@@ -61,7 +62,10 @@ def tables(view: FleetView) -> list[Any]:
     from rich.table import Table
     from rich.text import Text
 
-    from ibdiag.output.table import SEVERITY_LABEL, SEVERITY_STYLE
+    from ibdiag.output.table import (  # imports rich: only where a table is drawn
+        SEVERITY_LABEL,
+        SEVERITY_STYLE,
+    )
 
     items: list[Any] = []
     n_fail = sum(1 for r in view.rows if r.status is Severity.FAIL)
@@ -126,8 +130,6 @@ def tables(view: FleetView) -> list[Any]:
             )
         items.append(t)
     for part in view.sweeps:
-        from ibdiag.sweep import render as sweep_render
-
         items.append(Text(f"sweep {part.path}:", style="bold"))
         items += [Text(line) for line in sweep_render.summary_lines(part.result)]
         items += sweep_render.worst_tables(part.result, limit=10)

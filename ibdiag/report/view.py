@@ -13,6 +13,8 @@ from typing import Any
 from ibdiag.errors import NotSupportedError
 from ibdiag.findings.model import Finding, Severity, worst
 from ibdiag.report.inputs import AdapterFacts, InputDoc, Skipped, TopoFacts
+from ibdiag.sweep.analysis import LinkVerdict, NodeStatus
+from ibdiag.sweep.checks import link_subject, sweep_findings
 
 #: What a fleet would compare but ``ibdiag topo -o json`` does not carry (so it is not compared): since
 #: topo reports the kernel release and each adapter's driver module version, nothing.
@@ -239,9 +241,6 @@ def _named(findings: Any) -> tuple[str, ...]:
 
 def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetView:
     """The fleet view of the documents read (``skipped`` are listed, not used)."""
-    from ibdiag.sweep.analysis import NodeStatus
-    from ibdiag.sweep.checks import sweep_findings
-
     pd = _pandas()
     topos, counters = _latest(docs, "topo"), _latest(docs, "counters")
     benches = [d for d in docs if d.kind == "bench"]
@@ -327,9 +326,6 @@ def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetVie
 
 def view_json(view: FleetView) -> dict[str, Any]:
     """The ``ibdiag.report/1`` data: every part of the view, in the units of its sources."""
-    from ibdiag.sweep.analysis import LinkVerdict, NodeStatus
-    from ibdiag.sweep.checks import link_subject
-
     sweeps = []
     for part in view.sweeps:
         res = part.result

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ibdiag.errors import CannotRunError
+from ibdiag.runtime.torchdist import first_line
 
 #: Largest value a rank accepts from the store (a round's results on 64 rails are a few KiB).
 MAX_VALUE_BYTES = 4 * 2**20
@@ -55,8 +56,6 @@ class Coordinator:
         try:
             return fn(*args)
         except Exception as e:  # noqa: BLE001 - the store raises RuntimeError subclasses, OSError, ValueError
-            from ibdiag.runtime.torchdist import first_line
-
             raise CannotRunError(
                 f"the rendezvous store failed while {what}: {first_line(e)}",
                 hint="rank 0 or the launcher's agent that serves the store is gone; check rank 0's output",

@@ -28,20 +28,22 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ibdiag.errors import CannotRunError, InputError, UsageError
 from ibdiag.runtime.hooks import TestHooks
 from ibdiag.runtime.launch import LaunchEnv
+from ibdiag.runtime.torchdist import first_line, import_dist
 from ibdiag.sweep.analysis import SweepConfig, second_pass_plan
+from ibdiag.sweep.collrunner import pair_allreduce
 from ibdiag.sweep.coord import Coordinator
 from ibdiag.sweep.model import SweepResult, nodes_from_json
-from ibdiag.sweep.nodes import FleetNode, Rail, valid_host
+from ibdiag.sweep.nodes import End, FleetNode, Rail, valid_host
 from ibdiag.sweep.p2prunner import P2PPairRunner, RailServers, local_rails
 from ibdiag.sweep.passes import RoundDone, build_result
 from ibdiag.sweep.runner import PairResult, PairSpec
-from ibdiag.sweep.schedule import Pattern, Phase, first_pass, pair_tests
+from ibdiag.sweep.schedule import PairTest, Pattern, Phase, first_pass, pair_tests
 from ibdiag.sweep.untrusted import JsonReader
 from ibdiag.sweep.wire import read_results, result_rows, unanswered
 
@@ -102,8 +104,6 @@ def route_address(master_addr: str, port: int) -> str:
 
 def connect_store(launch: LaunchEnv, timeout_s: float) -> Any:
     """The job's rendezvous store, under this sweep's prefix (rank 0 serves it unless the launcher's agent does)."""
-    from ibdiag.runtime.torchdist import first_line, import_dist
-
     _, dist = import_dist()
     is_master = launch.rank == 0 and not launch.agent_store
     try:
@@ -262,9 +262,6 @@ class _Rank:
         self, tests: Sequence[Sequence[Any]], round_index: int, phase: Phase
     ) -> list[PairResult]:
         """This rank's measuring ends of a round (``[rail, serving rank]``), every rail at once."""
-        from ibdiag.sweep.nodes import End
-        from ibdiag.sweep.schedule import PairTest
-
         assert self.runner is not None
         me = self.fleet[self.rank]
         out: list[PairResult | None] = [None] * len(tests)
@@ -305,8 +302,6 @@ class _Rank:
             and 0 <= t[0] < min(len(self.fleet[t[1]].rails), len(self.fleet[self.rank].rails))
         ]
         if self.job.spec.test == "collective":
-            from ibdiag.sweep.collrunner import pair_allreduce
-
             results = []
             for _, peer in tests:
                 a, b = min(self.rank, peer), max(self.rank, peer)
@@ -398,8 +393,6 @@ class _Rank:
 
     def used_spec(self) -> PairSpec:
         """The spec as run: ``tcp`` when no pair of rails had adapters at both ends (the TCP fallback)."""
-        from dataclasses import replace
-
         spec = self.job.spec
         if spec.transport == "rdma" and (
             spec.test == "collective" or all(r.adapter is None for n in self.fleet for r in n.rails)

@@ -14,9 +14,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from ibdiag.bench.p2p import client  # client.run_p2p: the seam tests replace
+from ibdiag.bench.p2p.linerate import tcp_line_rate
+from ibdiag.bench.p2p.params import RunRequest
+from ibdiag.bench.p2p.perftest.engine import check_request, resolve_engine
+from ibdiag.bench.p2p.rdma.verbs import list_devices
+from ibdiag.bench.p2p.serve import ServeOptions, Server
 from ibdiag.errors import CannotRunError, IbdiagError, UsageError
+from ibdiag.node.discover import discover, list_adapters, read_port
+from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.sweep.nodes import FleetNode, Rail
 from ibdiag.sweep.runner import PairResult, PairSpec
 from ibdiag.sweep.schedule import PairTest
@@ -45,9 +53,6 @@ def local_rails(
     the device list, :func:`ibdiag.bench.p2p.rdma.verbs.list_devices` by default — the boundary to the RDMA
     stack). One TCP rail for ``--transport tcp``, without adapters, or without a usable RDMA stack.
     """
-    from ibdiag.bench.p2p.linerate import tcp_line_rate
-    from ibdiag.node.sysfs import SysfsRoot
-
     sysfs = SysfsRoot(sysfs_root)
     tcp = (Rail(0, None, None, tcp_line_rate(sysfs, address).gbps),)
     if transport != "rdma":
@@ -56,7 +61,7 @@ def local_rails(
     if not rails:
         return tcp, "no RDMA adapter: testing over TCP"
     if rdma_devices is None:
-        from ibdiag.bench.p2p.rdma.verbs import list_devices as rdma_devices
+        rdma_devices = list_devices
     try:
         usable = set(rdma_devices())
     except IbdiagError as e:
@@ -76,8 +81,6 @@ def local_rails(
 
 
 def _rdma_rails(sysfs: object, adapters: Sequence[str] | None) -> tuple[Rail, ...]:
-    from ibdiag.node.discover import discover, list_adapters, read_port
-
     if adapters:
         present = set(list_adapters(sysfs))  # type: ignore[arg-type]
         absent = [a for a in adapters if a not in present]
@@ -116,8 +119,6 @@ class RailServers:
     _threads: list = field(default_factory=list)
 
     def start(self) -> list[int]:
-        from ibdiag.bench.p2p.serve import ServeOptions, Server
-
         for rail in self.rails:
             transports = ("tcp",) if rail.adapter is None else ("rdma", "tcp")
             opts = ServeOptions(
@@ -179,9 +180,6 @@ class P2PPairRunner:
         self.perftest_path = perftest_path
 
     def run_pair(self, test: PairTest, a: FleetNode, b: FleetNode, spec: PairSpec) -> PairResult:
-        from ibdiag.bench.p2p.client import ClientOptions, run_p2p
-        from ibdiag.bench.p2p.params import RunRequest
-
         rail_a, rail_b = a.rail(test.rail), b.rail(test.rail)
         ports = self.ports.get(a.rank, ())
         if rail_a is None or rail_b is None or test.rail >= len(ports):
@@ -213,7 +211,7 @@ class P2PPairRunner:
             if transport == "rdma" and spec.engine != "ibdiag":
                 req = self._perftest_or(req, spec.engine)
             engine = req.engine  # type: ignore[attr-defined] # what measures: the server runs the client's engine or refuses
-            opts = ClientOptions(
+            opts = client.ClientOptions(
                 host=a.address,
                 port=ports[test.rail],
                 token=self.token,
@@ -223,7 +221,7 @@ class P2PPairRunner:
                 sysfs_root=self.sysfs_root,
                 perftest_path=self.perftest_path,
             )
-            run = run_p2p(req, opts)
+            run = client.run_p2p(req, opts)
         except IbdiagError as e:
             return PairResult(
                 test.round,
@@ -269,10 +267,6 @@ class P2PPairRunner:
     def _perftest_or(self, req: object, engine: str) -> object:
         """The request on perftest (``--engine perftest``, or ``auto`` where perftest is this node's
         choice); perftest warms up on its own, so the sweep's warm-up is dropped."""
-        from dataclasses import replace
-
-        from ibdiag.bench.p2p.perftest.engine import check_request, resolve_engine
-
         on_perftest = replace(req, warmup=None, engine="perftest")  # type: ignore[type-var]
         if engine == "perftest":
             check_request(on_perftest)

@@ -6,14 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ibdiag.node.model import KernelModule, Pairing, PcieLink, Topology, port_name
+from ibdiag.output.prom import Metric, PromSample
 from ibdiag.parse import format_cpulist, pcie_gen
 
-if (
-    TYPE_CHECKING
-):  # rich only where a table is drawn, prom only for -o prom: `ibdiag topo -o json` imports neither
+if TYPE_CHECKING:  # rich only where a table is drawn: `ibdiag topo -o json` does not import it
     from rich.table import Table
-
-    from ibdiag.output.prom import Metric
 
 PATH_STYLE = {"PIX": "green", "PXB": "green", "PHB": "yellow", "NODE": "yellow", "SYS": "red"}
 
@@ -270,8 +267,6 @@ def csv_rows(topo: Topology) -> list[dict[str, Any]]:
 
 
 def prom_metrics(topo: Topology) -> list[Metric]:
-    from ibdiag.output.prom import Metric, PromSample
-
     port_labels = [
         ({"device": p.adapter, "port": str(p.port), "link_layer": p.link_layer or ""}, p)
         for a in topo.adapters

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ibdiag.bench import importers
+from ibdiag.bench.importers.checks import socket_fallback
+from ibdiag.bench.results.model import CollectiveResult, P2PResult, load_bench_file
 from ibdiag.collectives import OPS, find_dtype, find_op, find_strategy, placement
 from ibdiag.errors import InputError, UsageError
 from ibdiag.units import format_bytes, parse_size
@@ -339,8 +342,6 @@ def from_bench_run(
     run: Any, *, bucket_bytes: int, ranks: int, rails_used: int, source: str, path: str
 ) -> Measured:
     """busbw (at the size closest to the bucket) and per-collective latency (smallest size) from a BenchRun."""
-    from ibdiag.bench.results.model import CollectiveResult, P2PResult
-
     rows = list(run.results)
     if not rows:
         raise InputError(
@@ -431,8 +432,6 @@ def from_bench_run(
 
 def load_bench(path: Path, **kw: Any) -> Measured:
     """``--bench FILE``: an ibdiag bench JSON (schema ibdiag.bench/1), p2p or collective."""
-    from ibdiag.bench.results.model import load_bench_file
-
     _check_file(path, "--bench")
     run = load_bench_file(path)
     return from_bench_run(run, source="bench", path=str(path), **kw)
@@ -440,13 +439,8 @@ def load_bench(path: Path, **kw: Any) -> Measured:
 
 def load_nccl_tests(path: Path, **kw: Any) -> Measured:
     """``--nccl-tests FILE``: an nccl-tests log (all_reduce_perf ...) read by ``ibdiag.bench.importers.load``."""
-    from dataclasses import replace
-
-    from ibdiag.bench.importers import load
-    from ibdiag.bench.importers.checks import socket_fallback
-
     _check_file(path, "--nccl-tests")
-    run = load(path)
+    run = importers.load(path)
     if run.kind != "collective":
         raise InputError(
             f"--nccl-tests {path}: not a collective run ({run.kind!r})",

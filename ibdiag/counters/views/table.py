@@ -14,6 +14,7 @@ from ibdiag.counters.wording import pct
 from ibdiag.findings.model import Finding, Severity, worst
 from ibdiag.output.table import COMPACT_BELOW_COLUMNS
 from ibdiag.ports.config import PortsConfig
+from ibdiag.units import format_bytes
 
 #: Short names of the error counters for narrow terminals (the full sysfs names everywhere else).
 ERR_SHORT = {
@@ -137,8 +138,6 @@ def _err_name(name: str, compact: bool) -> str:
 
 
 def _bytes(v: int | None, saturated: bool) -> str:
-    from ibdiag.units import format_bytes
-
     return ("≥" if saturated else "") + format_bytes(v)
 
 
