@@ -32,13 +32,14 @@ from ibdiag.counters.config import CountersConfig
 from ibdiag.counters.delta import figures
 from ibdiag.counters.model import PortCounters, PortDelta, Sample, Span
 from ibdiag.counters.spec import max_value
-from ibdiag.counters.wording import count_text, duration_text
+from ibdiag.counters.wording import count_text
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry
 from ibdiag.node.model import Port
 from ibdiag.node.ports import node_ports
 from ibdiag.ports.checks import check_ports
 from ibdiag.ports.config import PortsConfig
+from ibdiag.units import format_duration
 
 CHECKS = CheckRegistry("counters")
 
@@ -303,7 +304,7 @@ def check_span(
     cfg = cfg or CountersConfig()
     ports = ports or PortsConfig()
     out = port_findings(span.last, ports, peers)
-    dur = duration_text(span.interval_s)
+    dur = format_duration(span.interval_s)
     for p in _judged_ports(span.last, ports):
         d = span.total(p.key)
         if d is None:
