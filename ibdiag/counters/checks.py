@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ibdiag.counters import rules
+from ibdiag.counters import hw_rules, rules
 from ibdiag.counters.config import CountersConfig
 from ibdiag.counters.delta import figures
 from ibdiag.counters.model import PortCounters, PortDelta, Sample, Span
@@ -219,11 +219,11 @@ xmit_wait = CHECKS.check(
 roce_errors = CHECKS.check(
     "counters.roce_errors",
     "transport loss and receive-buffer hw_counters non-zero or increasing: warn; loss above the rate limit: fail",
-)(_by_mode("roce_errors", rules.roce_errors_snapshot, rules.roce_errors_span))
+)(_by_mode("roce_errors", hw_rules.roce_errors_snapshot, hw_rules.roce_errors_span))
 roce_congestion = CHECKS.check(
     "counters.roce_congestion",
     "ECN marks and CNPs: history in a snapshot (ok), increasing over a span: warn (congestion)",
-)(_by_mode("roce_congestion", rules.roce_congestion_snapshot, rules.roce_congestion_span))
+)(_by_mode("roce_congestion", hw_rules.roce_congestion_snapshot, hw_rules.roce_congestion_span))
 
 
 @CHECKS.check(

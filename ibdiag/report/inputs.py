@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ibdiag.counters.spec import ERROR_COUNTERS, HW_JUDGED, HwGroup
+from ibdiag.counters.hw_spec import HW_JUDGED, HwGroup
+from ibdiag.counters.spec import ERROR_COUNTERS
 from ibdiag.errors import InputError
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.sweep.model import SweepResult

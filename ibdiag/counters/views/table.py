@@ -8,8 +8,9 @@ from typing import Any
 
 from ibdiag.counters.config import CountersConfig
 from ibdiag.counters.delta import figures
+from ibdiag.counters.hw_spec import HW_JUDGED, HwGroup
 from ibdiag.counters.model import PortCounters, PortDelta, Sample, Span
-from ibdiag.counters.spec import ERROR_COUNTERS, HW_JUDGED, HwGroup
+from ibdiag.counters.spec import ERROR_COUNTERS
 from ibdiag.counters.wording import pct
 from ibdiag.findings.model import Finding, Severity, worst
 from ibdiag.output.table import COMPACT_BELOW_COLUMNS
