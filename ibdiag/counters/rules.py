@@ -166,64 +166,13 @@ def errors_span(p: PortCounters, d: PortDelta, cfg: CountersConfig, dur: str) ->
     for name in present:
         delta = d.deltas.get(name)
         if name in p.saturated or (delta is None and d.unknown.get(name) == "saturated"):
-            # Saturated now (or throughout): whatever was counted before, the count is lost from here on.
-            top, bits = saturated_at(name, p)
-            before = f", +{delta} before it saturated" if delta else ""
-            items.append(
-                Item(
-                    Severity.FAIL,
-                    f"{name} saturated at {top} ({bits}-bit){before}, no delta",
-                    value=counters.get(name),
-                    limit=top,
-                    hint=f"{HINTS[name]}. Reset the counters (`perfquery -C {p.adapter} -P {p.port} -R`) to measure again",
-                    note="a saturated counter means at least that many since the last reset",
-                )
-            )
+            items.append(_saturated_item(name, delta, p))
             continue
         if delta is None:
             continue  # unavailable or no baseline: counters.unavailable / counters.baseline say so
-        lower = name in d.resets
-        rate = d.rates.get(name) or 0.0
-        peak = d.peak_rates.get(name) or 0.0
-        thr = cfg.thresholds.get(name)
-        per_s = f"{count_text(rate)}/s" + (
-            f", peak {count_text(peak)}/s" if d.samples > 1 and peak > rate else ""
-        )
-        reset_note = "counters were reset during the interval: + N or more" if lower else None
-        if thr is not None and delta > thr:
-            items.append(
-                Item(
-                    Severity.FAIL,
-                    f"{name} {_increase(delta, lower)} ({per_s}) over the threshold of {thr} per interval",
-                    value=delta,
-                    limit=thr,
-                    hint=HINTS[name],
-                    note=reset_note,
-                )
-            )
-        elif name in cfg.rate_limited and peak > cfg.rate_limit_per_s:
-            items.append(
-                Item(
-                    Severity.FAIL,
-                    f"{name} at {count_text(peak)}/s over the rate limit of {count_text(cfg.rate_limit_per_s)}/s",
-                    value=round(peak, 3),
-                    limit=cfg.rate_limit_per_s,
-                    unit="/s",
-                    hint=HINTS[name],
-                    note=reset_note,
-                )
-            )
-        elif delta > 0:
-            items.append(
-                Item(
-                    Severity.WARN,
-                    f"{name} {_increase(delta, lower)} ({per_s})",
-                    value=delta,
-                    limit=thr,
-                    hint=HINTS[name],
-                    note=reset_note,
-                )
-            )
+        item = _increase_item(name, delta, d, cfg)
+        if item is not None:
+            items.append(item)
     return combine(
         "counters.errors",
         p.subject,
@@ -233,6 +182,61 @@ def errors_span(p: PortCounters, d: PortDelta, cfg: CountersConfig, dur: str) ->
         sep="; ",
         ok_value=0,
     )
+
+
+def _saturated_item(name: str, delta: int | None, p: PortCounters) -> Item:
+    """Saturated now (or throughout): whatever was counted before, the count is lost from here on."""
+    top, bits = saturated_at(name, p)
+    before = f", +{delta} before it saturated" if delta else ""
+    return Item(
+        Severity.FAIL,
+        f"{name} saturated at {top} ({bits}-bit){before}, no delta",
+        value=(p.counters or {}).get(name),
+        limit=top,
+        hint=f"{HINTS[name]}. Reset the counters (`perfquery -C {p.adapter} -P {p.port} -R`) to measure again",
+        note="a saturated counter means at least that many since the last reset",
+    )
+
+
+def _increase_item(name: str, delta: int, d: PortDelta, cfg: CountersConfig) -> Item | None:
+    """An error counter's increase over the span: over its threshold or rate limit, or just non-zero."""
+    lower = name in d.resets
+    rate = d.rates.get(name) or 0.0
+    peak = d.peak_rates.get(name) or 0.0
+    thr = cfg.thresholds.get(name)
+    per_s = f"{count_text(rate)}/s" + (
+        f", peak {count_text(peak)}/s" if d.samples > 1 and peak > rate else ""
+    )
+    reset_note = "counters were reset during the interval: + N or more" if lower else None
+    if thr is not None and delta > thr:
+        return Item(
+            Severity.FAIL,
+            f"{name} {_increase(delta, lower)} ({per_s}) over the threshold of {thr} per interval",
+            value=delta,
+            limit=thr,
+            hint=HINTS[name],
+            note=reset_note,
+        )
+    if name in cfg.rate_limited and peak > cfg.rate_limit_per_s:
+        return Item(
+            Severity.FAIL,
+            f"{name} at {count_text(peak)}/s over the rate limit of {count_text(cfg.rate_limit_per_s)}/s",
+            value=round(peak, 3),
+            limit=cfg.rate_limit_per_s,
+            unit="/s",
+            hint=HINTS[name],
+            note=reset_note,
+        )
+    if delta > 0:
+        return Item(
+            Severity.WARN,
+            f"{name} {_increase(delta, lower)} ({per_s})",
+            value=delta,
+            limit=thr,
+            hint=HINTS[name],
+            note=reset_note,
+        )
+    return None
 
 
 def xmit_wait_span(p: PortCounters, d: PortDelta, cfg: CountersConfig, dur: str) -> Finding | None:
