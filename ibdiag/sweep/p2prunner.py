@@ -183,15 +183,7 @@ class P2PPairRunner:
         rail_a, rail_b = a.rail(test.rail), b.rail(test.rail)
         ports = self.ports.get(a.rank, ())
         if rail_a is None or rail_b is None or test.rail >= len(ports):
-            return PairResult(
-                test.round,
-                test.phase,
-                test.rail,
-                a.rank,
-                b.rank,
-                None,
-                error=f"no rail {test.rail} on both nodes",
-            )
+            return _failed(test, a, b, f"no rail {test.rail} on both nodes")
         transport = (
             "rdma"
             if rail_a.adapter is not None
@@ -223,43 +215,16 @@ class P2PPairRunner:
             )
             run = client.run_p2p(req, opts)
         except IbdiagError as e:
-            return PairResult(
-                test.round,
-                test.phase,
-                test.rail,
-                a.rank,
-                b.rank,
-                None,
-                error=e.message[:500],
-                engine=engine,
-            )
+            return _failed(test, a, b, e.message[:500], engine)
         except (
             OSError
         ) as e:  # a socket error the client did not wrap: still this pair's failure only
-            return PairResult(
-                test.round,
-                test.phase,
-                test.rail,
-                a.rank,
-                b.rank,
-                None,
-                error=f"{type(e).__name__}: {e}"[:500],
-                engine=engine,
-            )
+            return _failed(test, a, b, f"{type(e).__name__}: {e}"[:500], engine)
         res = run.results[0]
         # perftest's latency in duration mode (the sweep's --duration) prints only the average
         lat = res.lat_us.p50_us if res.lat_us is not None else res.lat_avg_us
         if res.bw_gbs is None and lat is None:
-            return PairResult(
-                test.round,
-                test.phase,
-                test.rail,
-                a.rank,
-                b.rank,
-                None,
-                error="the test returned no measurement",
-                engine=engine,
-            )
+            return _failed(test, a, b, "the test returned no measurement", engine)
         return PairResult(
             test.round, test.phase, test.rail, a.rank, b.rank, res.bw_gbs, lat_us=lat, engine=engine
         )
@@ -272,3 +237,12 @@ class P2PPairRunner:
             check_request(on_perftest)
             return on_perftest
         return on_perftest if resolve_engine(on_perftest, self.perftest_path) == "perftest" else req
+
+
+def _failed(
+    test: PairTest, a: FleetNode, b: FleetNode, error: str, engine: str | None = None
+) -> PairResult:
+    """The pair's test that measured nothing, and why."""
+    return PairResult(
+        test.round, test.phase, test.rail, a.rank, b.rank, None, error=error, engine=engine
+    )
