@@ -51,11 +51,22 @@ class Section:
 
 def sections(v: Verdict) -> list[Section]:
     """The explanation in the order of the issue: traffic, overlap, verdict, what to do (and notes)."""
-    w, m, c, ov, step = v.workload, v.measured, v.ceiling, v.step.overlap, v.step
-    k = model.STRATEGY_MULTIPLIER[w.strategy]
-    out: list[Section] = []
+    out = [_traffic(v), _overlap(v), _verdict(v), _what_to_do(v)]
+    if v.notes:
+        out.append(
+            Section(
+                "notes",
+                "Notes",
+                tuple(n[0].upper() + n[1:] + ("" if n.endswith(".") else ".") for n in v.notes),
+            )
+        )
+    return out
 
-    # 1. Traffic.
+
+def _traffic(v: Verdict) -> Section:
+    """1. The bytes each rank moves per step, the time they take at the measured busbw and at the ceiling."""
+    w, m, c = v.workload, v.measured, v.ceiling
+    k = model.STRATEGY_MULTIPLIER[w.strategy]
     lines = []
     if w.params is not None:
         lines.append(
@@ -104,9 +115,12 @@ def sections(v: Verdict) -> list[Section]:
         lines.append(
             f"Efficiency: {gbs(m.busbw_gbs)} / {gbs(c.busbw_gbs)} = {v.efficiency:.1%} of the ceiling (underperforming below {v.config.min_efficiency:.0%})."
         )
-    out.append(Section("traffic", "1. Traffic per step", tuple(lines)))
+    return Section("traffic", "1. Traffic per step", tuple(lines))
 
-    # 2. Overlap.
+
+def _overlap(v: Verdict) -> Section:
+    """2. Whether each bucket's collective hides behind the rest of the backward pass."""
+    w, m, ov, step = v.workload, v.measured, v.step.overlap, v.step
     lines = []
     fwd = (
         f"forward {format_term_seconds(w.forward_s)}" if w.forward_s else "forward not given (0 s)"
@@ -164,9 +178,12 @@ def sections(v: Verdict) -> list[Section]:
         f"Step = forward {format_term_seconds(w.forward_s)} + backward {format_term_seconds(w.backward_s)} + exposed {format_term_seconds(step.exposed_s)} = {format_term_seconds(step.step_s)}; "
         f"waiting for the network is {step.comm_share:.1%} of the step."
     )
-    out.append(Section("overlap", "2. Overlap with the backward pass", tuple(lines)))
+    return Section("overlap", "2. Overlap with the backward pass", tuple(lines))
 
-    # 3. Verdict.
+
+def _verdict(v: Verdict) -> Section:
+    """3. Network-bound or not, and the fabric's health."""
+    step = v.step
     lines = []
     label = v.verdict.upper()
     cmp = ">" if v.verdict == model.NETWORK_BOUND else "<="
@@ -174,9 +191,13 @@ def sections(v: Verdict) -> list[Section]:
         f"{label}: exposed communication is {step.comm_share:.1%} of the step {cmp} {v.config.network_bound_share:.0%}."
     )
     lines.append(f"Fabric: {v.fabric}{_fabric_why(v)}.")
-    out.append(Section("verdict", "3. Verdict", tuple(lines)))
+    return Section("verdict", "3. Verdict", tuple(lines))
 
-    # 4. What to do.
+
+def _what_to_do(v: Verdict) -> Section:
+    """4. The bucket size to use, and where scaling stops hiding communication."""
+    w, step = v.workload, v.step
+    k = model.STRATEGY_MULTIPLIER[w.strategy]
     lines = []
     cur, best = w.bucket_bytes, v.recommended_bucket
     gain = v.bucket_gain_s
@@ -205,16 +226,7 @@ def sections(v: Verdict) -> list[Section]:
             f"Scaling wall: with the same global batch, communication stops hiding at {wall} ranks ({nodes} nodes): compute per rank shrinks as 1/ranks "
             f"while each rank still moves ~{k} x S = {gb(k * w.grad_bytes)} per step."
         )
-    out.append(Section("what_to_do", "4. What to do", tuple(lines)))
-    if v.notes:
-        out.append(
-            Section(
-                "notes",
-                "Notes",
-                tuple(n[0].upper() + n[1:] + ("" if n.endswith(".") else ".") for n in v.notes),
-            )
-        )
-    return out
+    return Section("what_to_do", "4. What to do", tuple(lines))
 
 
 def table_items(v: Verdict) -> list[Any]:
