@@ -147,6 +147,21 @@ def render_html(view: FleetView, findings: Sequence[Finding], meta: RunMeta) -> 
     if view.drain:
         parts.append(f'<h2>Drain</h2><p class="drain">{escape(" ".join(view.drain))}</p>')
     parts.append(_sweep_section(view))
+    parts += _node_sections(view)
+    if view.skipped:
+        parts.append("<h2>Files skipped</h2>")
+        parts.append(_table(("file", "why"), [(s.path, s.reason) for s in view.skipped]))
+    if view.not_compared:
+        parts.append(
+            f'<p class="dim">Not compared (not in ibdiag topo\'s JSON): {escape(", ".join(view.not_compared))}.</p>'
+        )
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+def _node_sections(view: FleetView) -> list[str]:
+    """The nodes (worst first), the configuration outliers and the top counter errors."""
+    parts: list[str] = []
     order = sorted(view.rows, key=lambda r: (-r.status.rank, -len(r.failing), r.host))
     parts.append("<h2>Nodes</h2>")
     parts.append(
@@ -208,12 +223,4 @@ def render_html(view: FleetView, findings: Sequence[Finding], meta: RunMeta) -> 
                 numeric=(3,),
             )
         )
-    if view.skipped:
-        parts.append("<h2>Files skipped</h2>")
-        parts.append(_table(("file", "why"), [(s.path, s.reason) for s in view.skipped]))
-    if view.not_compared:
-        parts.append(
-            f'<p class="dim">Not compared (not in ibdiag topo\'s JSON): {escape(", ".join(view.not_compared))}.</p>'
-        )
-    parts.append("</body></html>\n")
-    return "\n".join(parts)
+    return parts
