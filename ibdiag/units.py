@@ -161,6 +161,22 @@ def format_seconds(s: float | None) -> str:
     return f"{s * 1e9:.3g} ns"
 
 
+def format_term_seconds(s: float | None) -> str:
+    """:func:`format_seconds`, except that zero reads ``0 s``: a term of the verdict's arithmetic that
+    is absent (no forward pass given), not a few nanoseconds."""
+    return "0 s" if s == 0 else format_seconds(s)
+
+
+def format_duration(seconds: float) -> str:
+    """``10 s``, ``250 ms``, ``12.5 min``, ``3.2 h``: an interval as an operator says it (a counters
+    sampling interval, a baseline's age)."""
+    if seconds >= 7200:
+        return f"{seconds / 3600:.3g} h"
+    if seconds >= 120:
+        return f"{seconds / 60:.3g} min"
+    return format_seconds(seconds)
+
+
 def gbs_to_gbps(gb_per_s: float) -> float:
     """GB/s (1e9 bytes/s) to Gb/s (1e9 bits/s): a measured bandwidth against a link rate."""
     return gb_per_s * 8.0

@@ -315,7 +315,7 @@ def _since(
     from ibdiag.counters.baseline import check_comparable, load_baseline
     from ibdiag.counters.delta import build_span
     from ibdiag.counters.read import read_sample, selected
-    from ibdiag.counters.wording import duration_text
+    from ibdiag.units import format_duration
 
     before, info = load_baseline(since, host=meta.host)
     now = read_sample(sysfs, layout, data_bits=judge.cfg.data_bits)
@@ -326,7 +326,7 @@ def _since(
         )
     check_comparable(since, before, now)
     span = build_span([before, now], mode="since")
-    title = f"since {info.get('sampled_at') or info.get('generated_at')} ({duration_text(span.interval_s)}; baseline {since})"
+    title = f"since {info.get('sampled_at') or info.get('generated_at')} ({format_duration(span.interval_s)}; baseline {since})"
     return _span_output(span, judge, meta, fmt, strict, title=title, baseline=info)
 
 
@@ -342,9 +342,9 @@ def _interval(
 ) -> int:
     from ibdiag.counters.sampler import Sampler, run_series
     from ibdiag.counters.views import csv_rows, prom_metrics
-    from ibdiag.counters.wording import duration_text
     from ibdiag.findings.model import Report
     from ibdiag.output.csvout import render_csv
+    from ibdiag.units import format_duration
 
     sampler = Sampler(sysfs, layout, interval_s=interval, data_bits=judge.cfg.data_bits)
     first = sampler.first()
@@ -385,9 +385,9 @@ def _interval(
         )
         return exit_status(report, strict)
     if count > 1:
-        title = f"{count} samples every {interval:g} s ({duration_text(span.interval_s)}): rates over the whole run, error increases in total"
+        title = f"{count} samples every {interval:g} s ({format_duration(span.interval_s)}): rates over the whole run, error increases in total"
     else:
-        title = f"rates over {duration_text(span.interval_s)}"
+        title = f"rates over {format_duration(span.interval_s)}"
     return _span_output(span, judge, meta, fmt, strict, title=title)
 
 
@@ -401,9 +401,9 @@ def _watch(
     from ibdiag.counters.delta import Accumulator
     from ibdiag.counters.sampler import Sampler
     from ibdiag.counters.views.table import interval_table
-    from ibdiag.counters.wording import duration_text
     from ibdiag.findings.model import Report
     from ibdiag.output.table import findings_paragraphs, summary_line
+    from ibdiag.units import format_duration
 
     sampler = Sampler(sysfs, layout, interval_s=interval, data_bits=judge.cfg.data_bits)
     acc = Accumulator(sampler.first(), mode="interval", keep_steps=False)
@@ -424,7 +424,7 @@ def _watch(
             step = acc.add(sampler.next())
             span = acc.span()
             report = Report("counters", {}, tuple(judge.span(span)))
-            title = f"{meta.host} · sample {i} · rates over the last {interval:g} s · error increases since start ({duration_text(span.interval_s)}) · Ctrl-C stops"
+            title = f"{meta.host} · sample {i} · rates over the last {interval:g} s · error increases since start ({format_duration(span.interval_s)}) · Ctrl-C stops"
             items: list[Any] = [
                 interval_table(
                     step.sample,

@@ -92,6 +92,27 @@ def report_command(
     meta = run_meta()
     if png is not None:
         _write_png(view, png)
+    return _output(view, report, meta, fmt, strict)
+
+
+def _write_png(view: Any, path: Path) -> None:
+    from ibdiag.errors import UsageError
+    from ibdiag.sweep.chart import matrix_png
+    from ibdiag.sweep.render import matrix_grid
+
+    if not view.sweeps:
+        raise UsageError(
+            "--png draws a sweep's matrix, and no sweep file was given",
+            hint="add the sweep's JSON (ibdiag sweep --save FILE) to the inputs",
+        )
+    result = view.sweeps[-1].result
+    write_atomically(
+        path, matrix_png([matrix_grid(result, k) for k in range(result.rails)]), "--png"
+    )
+
+
+def _output(view: Any, report: Any, meta: Any, fmt: OutputFormat, strict: bool) -> int:
+    """The fleet view in ``fmt`` on stdout; the exit status."""
     if fmt is OutputFormat.html:
         from ibdiag.report.html import render_html
 
@@ -104,6 +125,7 @@ def report_command(
         return exit_status(report, strict)
 
     def table() -> list[Any]:
+        from ibdiag.findings.model import Report
         from ibdiag.output.table import findings_block, summary_line
         from ibdiag.report.render import tables
 
@@ -126,19 +148,3 @@ def report_command(
         return prom_metrics(view)
 
     return emit(report, fmt, meta, strict=strict, table=table, csv=csv, prom=prom)
-
-
-def _write_png(view: Any, path: Path) -> None:
-    from ibdiag.errors import UsageError
-    from ibdiag.sweep.chart import matrix_png
-    from ibdiag.sweep.render import matrix_grid
-
-    if not view.sweeps:
-        raise UsageError(
-            "--png draws a sweep's matrix, and no sweep file was given",
-            hint="add the sweep's JSON (ibdiag sweep --save FILE) to the inputs",
-        )
-    result = view.sweeps[-1].result
-    write_atomically(
-        path, matrix_png([matrix_grid(result, k) for k in range(result.rails)]), "--png"
-    )

@@ -8,7 +8,9 @@ numpy, torch or pyverbs.
 
 from __future__ import annotations
 
+from ibdiag.counters.checks import check_snapshot, no_ports
 from ibdiag.counters.config import CountersConfig
+from ibdiag.counters.read import discover_layout, read_sample
 from ibdiag.findings.model import Finding
 from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.ports.config import PortsConfig
@@ -30,9 +32,6 @@ def snapshot_findings(
     A tree without RDMA ports gives one OK ``counters.ports`` finding (nothing to judge); whether the
     node should have adapters is ``ibdiag topo``'s question.
     """
-    from ibdiag.counters.checks import check_snapshot, no_ports
-    from ibdiag.counters.read import discover_layout, read_sample
-
     cfg = config or CountersConfig()
     layout = discover_layout(sysfs)
     if not any(item.port is not None for item in layout):

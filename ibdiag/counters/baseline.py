@@ -20,6 +20,7 @@ from ibdiag.counters.model import PortCounters, Sample
 from ibdiag.counters.spec import BYTES_PER_DATA_WORD, DATA_BYTES, max_value, width_bits
 from ibdiag.errors import InputError
 from ibdiag.node.model import Port
+from ibdiag.output.jsonout import load_envelope
 from ibdiag.parse import MAX_IB_RATE_GBPS
 from ibdiag.text import safe_value
 
@@ -73,6 +74,33 @@ def _counter_map(
     return out
 
 
+def _port_info(path: Path, where: str, doc: Mapping[str, Any], adapter: str, port: int) -> Port:
+    """The port's state, physical state, rate and link layer as the baseline recorded them."""
+    rate = doc.get("rate_gbps")
+    if rate is not None and (
+        isinstance(rate, bool)
+        or not isinstance(rate, (int, float))
+        or not math.isfinite(rate)
+        or not 0 < rate <= MAX_IB_RATE_GBPS
+    ):
+        raise _bad(path, f"{where}.rate_gbps is {safe_value(rate)}, not a port rate")
+    return Port(
+        adapter=adapter,
+        port=port,
+        state=_text(path, f"{where}.state", doc.get("state")),
+        state_code=None,
+        phys_state=_text(path, f"{where}.phys_state", doc.get("phys_state")),
+        phys_state_code=None,
+        rate_gbps=None if rate is None else float(rate),
+        lanes=None,
+        lane_speed=None,
+        link_layer=_text(path, f"{where}.link_layer", doc.get("link_layer")),
+        lid=None,
+        sm_lid=None,
+        netdev=None,
+    )
+
+
 def _port(path: Path, i: int, doc: Any, *, device: bool) -> PortCounters:
     where = f"{'device_counters' if device else 'ports'}[{i}]"
     if not isinstance(doc, Mapping):
@@ -118,31 +146,7 @@ def _port(path: Path, i: int, doc: Any, *, device: bool) -> PortCounters:
         derived[key] = v
     for key in ("hw_counters_lifespan_ms",):
         _count(path, f"{where}.{key}", doc.get(key), 64)
-    info = None
-    if not device:
-        rate = doc.get("rate_gbps")
-        if rate is not None and (
-            isinstance(rate, bool)
-            or not isinstance(rate, (int, float))
-            or not math.isfinite(rate)
-            or not 0 < rate <= MAX_IB_RATE_GBPS
-        ):
-            raise _bad(path, f"{where}.rate_gbps is {safe_value(rate)}, not a port rate")
-        info = Port(
-            adapter=adapter,
-            port=port,  # type: ignore[arg-type]  # an int here: read and checked above when not device
-            state=_text(path, f"{where}.state", doc.get("state")),
-            state_code=None,
-            phys_state=_text(path, f"{where}.phys_state", doc.get("phys_state")),
-            phys_state_code=None,
-            rate_gbps=None if rate is None else float(rate),
-            lanes=None,
-            lane_speed=None,
-            link_layer=_text(path, f"{where}.link_layer", doc.get("link_layer")),
-            lid=None,
-            sm_lid=None,
-            netdev=None,
-        )
+    info = None if device else _port_info(path, where, doc, adapter, port)  # type: ignore[arg-type]  # port is an int when not device: read and checked above
     return PortCounters(
         adapter=adapter,
         port=port,
@@ -183,8 +187,6 @@ def load_baseline(
 
     ``now`` (epoch seconds, default this node's clock): times later than it plus :data:`CLOCK_SKEW_S`
     are refused."""
-    from ibdiag.output.jsonout import load_envelope
-
     now = time.time() if now is None else now
     p = Path(path)
     doc = load_envelope(p, schema=SCHEMA)

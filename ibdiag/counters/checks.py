@@ -27,17 +27,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ibdiag.counters import rules
+from ibdiag.counters import hw_rules, rules
 from ibdiag.counters.config import CountersConfig
 from ibdiag.counters.delta import figures
 from ibdiag.counters.model import PortCounters, PortDelta, Sample, Span
 from ibdiag.counters.spec import max_value
-from ibdiag.counters.wording import count_text, duration_text
+from ibdiag.counters.wording import count_text
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry
 from ibdiag.node.model import Port
+from ibdiag.node.ports import node_ports
 from ibdiag.ports.checks import check_ports
 from ibdiag.ports.config import PortsConfig
+from ibdiag.units import format_duration
 
 CHECKS = CheckRegistry("counters")
 
@@ -217,11 +219,11 @@ xmit_wait = CHECKS.check(
 roce_errors = CHECKS.check(
     "counters.roce_errors",
     "transport loss and receive-buffer hw_counters non-zero or increasing: warn; loss above the rate limit: fail",
-)(_by_mode("roce_errors", rules.roce_errors_snapshot, rules.roce_errors_span))
+)(_by_mode("roce_errors", hw_rules.roce_errors_snapshot, hw_rules.roce_errors_span))
 roce_congestion = CHECKS.check(
     "counters.roce_congestion",
     "ECN marks and CNPs: history in a snapshot (ok), increasing over a span: warn (congestion)",
-)(_by_mode("roce_congestion", rules.roce_congestion_snapshot, rules.roce_congestion_span))
+)(_by_mode("roce_congestion", hw_rules.roce_congestion_snapshot, hw_rules.roce_congestion_span))
 
 
 @CHECKS.check(
@@ -302,7 +304,7 @@ def check_span(
     cfg = cfg or CountersConfig()
     ports = ports or PortsConfig()
     out = port_findings(span.last, ports, peers)
-    dur = duration_text(span.interval_s)
+    dur = format_duration(span.interval_s)
     for p in _judged_ports(span.last, ports):
         d = span.total(p.key)
         if d is None:
@@ -348,8 +350,6 @@ class Judging:
 
     def with_node_peers(self, sysfs: Any) -> Judging:
         """For a selection of ports: a slow port is still judged against every port of the node, as topo does."""
-        from ibdiag.node.ports import node_ports
-
         return replace(self, peers=node_ports(sysfs))
 
     def snapshot(self, sample: Sample) -> list[Finding]:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ibdiag.counters.spec import ERROR_COUNTERS, HW_JUDGED, IB_COUNTERS, HwGroup
+from ibdiag.counters.hw_spec import HW_JUDGED, HwGroup
+from ibdiag.counters.spec import ERROR_COUNTERS, IB_COUNTERS
 from ibdiag.errors import InputError
 
 #: Counts per interval above which a counter fails. Source: infiniband-diags' default

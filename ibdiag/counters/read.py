@@ -13,11 +13,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ibdiag.counters.hw_spec import HW_LIFESPAN
 from ibdiag.counters.model import PortCounters, Sample
 from ibdiag.counters.spec import (
     BYTES_PER_DATA_WORD,
     EXTENDED_ONLY,
-    HW_LIFESPAN,
     NO_PMA,
     VARIABLE_WIDTH,
     max_value,

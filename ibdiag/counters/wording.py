@@ -1,10 +1,9 @@
-"""How ``ibdiag counters`` writes times and shares, in findings and in every view."""
+"""How ``ibdiag counters`` writes sample times, counts and shares, in findings and in every view.
+Durations are written by :func:`ibdiag.units.format_duration`."""
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
-
-from ibdiag.units import format_seconds
 
 
 def iso_utc(epoch_s: float) -> str:
@@ -14,15 +13,6 @@ def iso_utc(epoch_s: float) -> str:
         .isoformat(timespec="microseconds")
         .replace("+00:00", "Z")
     )
-
-
-def duration_text(seconds: float) -> str:
-    """``10 s``, ``250 ms``, ``12.5 min``, ``3.2 h``: an interval as an operator says it."""
-    if seconds >= 7200:
-        return f"{seconds / 3600:.3g} h"
-    if seconds >= 120:
-        return f"{seconds / 60:.3g} min"
-    return format_seconds(seconds)
 
 
 def pct(v: float | None) -> str:

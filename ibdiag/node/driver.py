@@ -1,6 +1,6 @@
 """Which kernel driver an RDMA device belongs to, and whether it is a software device (rxe, siw).
 
-The driver decides the vocabulary of ``hw_counters/`` (:mod:`ibdiag.counters.spec`) and whether the
+The driver decides the vocabulary of ``hw_counters/`` (:mod:`ibdiag.counters.hw_spec`) and whether the
 port's ``rate``, ``fw_ver`` and PCI facts mean anything: a software device has no firmware (an empty
 ``fw_ver``) and no PCI function, and its line rate is its netdev's speed.
 """

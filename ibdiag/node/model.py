@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from ibdiag.node.driver import is_software
 from ibdiag.node.sysfs import ReadProblem
-from ibdiag.parse import CpuList, pcie_gen
+from ibdiag.parse import CpuList, format_cpulist, pcie_gen
 
 
 class PathClass(str, Enum):
@@ -120,8 +121,6 @@ class Gpu:
     pci: PciDevice
 
     def to_json(self) -> dict[str, Any]:
-        from ibdiag.parse import format_cpulist
-
         return {
             "index": self.index,
             "pci": self.pci.address,
@@ -268,8 +267,6 @@ class Adapter:
     @property
     def software(self) -> bool:
         """rxe or siw: no firmware, no PCI function, a netdev's speed for a rate."""
-        from ibdiag.node.driver import is_software
-
         return is_software(self.driver)
 
     def to_json(self) -> dict[str, Any]:
@@ -297,8 +294,6 @@ class NumaNode:
     cpus: CpuList
 
     def to_json(self) -> dict[str, Any]:
-        from ibdiag.parse import format_cpulist
-
         return {"node": self.node, "cpus": format_cpulist(self.cpus)}
 
 

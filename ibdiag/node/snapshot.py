@@ -16,6 +16,8 @@ import io
 import json
 import platform
 import re
+import tarfile  # this module is loaded only to write or open a tarball (`ibdiag topo --root DIR` never)
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +27,8 @@ from typing import Any
 
 from ibdiag import __version__
 from ibdiag.errors import InputError
+from ibdiag.node.archive import MAX_ENTRIES, extract_snapshot
+from ibdiag.node.discover import read_kernel_release
 from ibdiag.node.manifest import (  # noqa: F401 - the snapshot's manifest, read by every --root
     MANIFEST,
     MAX_MANIFEST_BYTES,
@@ -99,8 +103,6 @@ class _Collector:
         return real
 
     def _count(self) -> None:
-        from ibdiag.node.archive import MAX_ENTRIES
-
         if len(self.files) + len(self.links) >= MAX_ENTRIES:
             raise InputError(
                 f"snapshot would hold more than {MAX_ENTRIES} entries",
@@ -168,11 +170,6 @@ def collect(sysfs: SysfsRoot) -> _Collector:
 def write_snapshot(sysfs: SysfsRoot, out: Path, *, host: str) -> SnapshotSummary:
     """Capture ``sysfs`` into ``out`` (.tar.gz), written atomically (:func:`ibdiag.outfile.atomic_output`:
     only over a regular file or nothing, no temporary file left on any exit)."""
-    import tarfile  # lazily: `ibdiag topo --root DIR` reads a manifest, never a tarball
-
-    from ibdiag.node.archive import MAX_ENTRIES
-    from ibdiag.node.discover import read_kernel_release
-
     c = collect(sysfs)
     kernel_release, _ = read_kernel_release(sysfs)
     manifest: dict[str, Any] = {
@@ -242,10 +239,6 @@ def extracted(archive: Path) -> Iterator[Path]:
     regular files and relative links that resolve inside ``sys/``, within the size caps.
     """
     archive = Path(archive)
-    import tempfile
-
-    from ibdiag.node.archive import extract_snapshot
-
     with tempfile.TemporaryDirectory(prefix="ibdiag-root-") as tmp:
         extract_snapshot(archive, Path(tmp), manifest=MANIFEST)
         yield Path(tmp)

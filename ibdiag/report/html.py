@@ -10,8 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from html import escape
 
-from ibdiag.findings.model import Finding, RunMeta, Severity
+from ibdiag.findings.model import Finding, RunMeta, Severity, worst
 from ibdiag.report.view import FleetView
+from ibdiag.sweep import chart, render
+from ibdiag.sweep.analysis import LinkVerdict, NodeStatus
+from ibdiag.sweep.chart import FAILED_COLOUR, PALETTE, UNTESTED_COLOUR
+from ibdiag.sweep.checks import link_subject
 
 #: Rails drawn per sweep (DGX-class nodes have 8).
 MAX_RAIL_MATRICES = 8
@@ -51,8 +55,6 @@ def _table(
 
 
 def _legend() -> str:
-    from ibdiag.sweep.chart import FAILED_COLOUR, PALETTE, UNTESTED_COLOUR
-
     names = (">= 0.9 x rail median", "0.75-0.9", "0.5-0.75", "< 0.5")
     parts = [
         f'<span style="background:{c}"></span>{escape(n)}'
@@ -66,10 +68,6 @@ def _legend() -> str:
 
 
 def _sweep_section(view: FleetView) -> str:
-    from ibdiag.sweep import chart, render
-    from ibdiag.sweep.analysis import LinkVerdict, NodeStatus
-    from ibdiag.sweep.checks import link_subject
-
     out = []
     for part in view.sweeps:
         res = part.result
@@ -132,8 +130,6 @@ def _sweep_section(view: FleetView) -> str:
 
 def render_html(view: FleetView, findings: Sequence[Finding], meta: RunMeta) -> str:
     """The whole page as one string (UTF-8)."""
-    from ibdiag.findings.model import worst
-
     status = worst(f.severity for f in findings)
     n_fail = sum(1 for r in view.rows if r.status is Severity.FAIL)
     parts = [
@@ -151,6 +147,21 @@ def render_html(view: FleetView, findings: Sequence[Finding], meta: RunMeta) -> 
     if view.drain:
         parts.append(f'<h2>Drain</h2><p class="drain">{escape(" ".join(view.drain))}</p>')
     parts.append(_sweep_section(view))
+    parts += _node_sections(view)
+    if view.skipped:
+        parts.append("<h2>Files skipped</h2>")
+        parts.append(_table(("file", "why"), [(s.path, s.reason) for s in view.skipped]))
+    if view.not_compared:
+        parts.append(
+            f'<p class="dim">Not compared (not in ibdiag topo\'s JSON): {escape(", ".join(view.not_compared))}.</p>'
+        )
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+def _node_sections(view: FleetView) -> list[str]:
+    """The nodes (worst first), the configuration outliers and the top counter errors."""
+    parts: list[str] = []
     order = sorted(view.rows, key=lambda r: (-r.status.rank, -len(r.failing), r.host))
     parts.append("<h2>Nodes</h2>")
     parts.append(
@@ -212,12 +223,4 @@ def render_html(view: FleetView, findings: Sequence[Finding], meta: RunMeta) -> 
                 numeric=(3,),
             )
         )
-    if view.skipped:
-        parts.append("<h2>Files skipped</h2>")
-        parts.append(_table(("file", "why"), [(s.path, s.reason) for s in view.skipped]))
-    if view.not_compared:
-        parts.append(
-            f'<p class="dim">Not compared (not in ibdiag topo\'s JSON): {escape(", ".join(view.not_compared))}.</p>'
-        )
-    parts.append("</body></html>\n")
-    return "\n".join(parts)
+    return parts

@@ -19,8 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ibdiag.counters.hw_spec import HW_JUDGED, HwGroup
+from ibdiag.counters.spec import ERROR_COUNTERS
 from ibdiag.errors import InputError
 from ibdiag.findings.model import Finding, Severity
+from ibdiag.sweep.model import SweepResult
 from ibdiag.sweep.nodes import ADAPTER_RE, HOST_RE
 from ibdiag.sweep.untrusted import JsonReader
 from ibdiag.text import safe_value
@@ -93,8 +96,6 @@ class TopoFacts:
 
 def _error_counters() -> frozenset[str]:
     """Counters whose non-zero value is an error: the IB error counters and the mlx5 loss/drop counters."""
-    from ibdiag.counters.spec import ERROR_COUNTERS, HW_JUDGED, HwGroup
-
     return frozenset(ERROR_COUNTERS) | {
         name for name, spec in HW_JUDGED.items() if spec.group is not HwGroup.CONGESTION
     }
@@ -249,8 +250,6 @@ def parse_document(doc: Any, source: str) -> InputDoc:
         )
     if kind == "bench":
         return InputDoc(source, kind, host, generated_at, status, findings, bench=_bench(r, doc))
-    from ibdiag.sweep.model import SweepResult
-
     return InputDoc(
         source, kind, host, generated_at, status, findings, sweep=SweepResult.from_json(doc, source)
     )

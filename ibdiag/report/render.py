@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ibdiag.findings.model import Severity
 from ibdiag.output.prom import Metric, PromSample
 from ibdiag.report.view import FleetView
+from ibdiag.sweep import render as sweep_render
 from ibdiag.sweep.render import LINE_WIDTH, fit_line
 
 if TYPE_CHECKING:
@@ -65,8 +66,6 @@ def tables(view: FleetView) -> list[Any]:
     from rich.table import Table
     from rich.text import Text
 
-    from ibdiag.output.table import SEVERITY_LABEL, SEVERITY_STYLE
-
     items: list[Any] = []
     s: Split | Skipped  # the loops over splits and over skipped files share the name
     n_fail = sum(1 for r in view.rows if r.status is Severity.FAIL)
@@ -80,6 +79,39 @@ def tables(view: FleetView) -> list[Any]:
     )
     if view.drain:
         items.append(Text("drain: " + " ".join(view.drain), style="bold red"))
+    items.append(_nodes_table(view))
+    items += _outlier_tables(view)
+    for part in view.sweeps:
+        items.append(Text(f"sweep {part.path}:", style="bold"))
+        items += [Text(line) for line in sweep_render.summary_lines(part.result)]
+        items += sweep_render.worst_tables(part.result, limit=10)
+    if view.skipped:
+        t = Table(title="Files skipped", title_justify="left")
+        t.add_column("file")
+        t.add_column("why")
+        for s in view.skipped:
+            t.add_row(s.path, s.reason)
+        items.append(t)
+    if view.not_compared:
+        items.append(
+            Text(
+                f"not compared (not in ibdiag topo's JSON): {', '.join(view.not_compared)}",
+                style="dim",
+            )
+        )
+    return items
+
+
+def _nodes_table(view: FleetView) -> Any:
+    """The nodes, worst first, the first TABLE_ROWS of them."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from ibdiag.output.table import (  # lazy: output.table imports rich, loaded only where a table is drawn
+        SEVERITY_LABEL,
+        SEVERITY_STYLE,
+    )
+
     nodes = Table(title="Nodes (worst first)", title_justify="left")
     for col in (
         "node",
@@ -104,7 +136,14 @@ def tables(view: FleetView) -> list[Any]:
         )
     if len(order) > TABLE_ROWS:
         nodes.caption = f"{len(order) - TABLE_ROWS} more nodes: -o json, csv or html has them all"
-    items.append(nodes)
+    return nodes
+
+
+def _outlier_tables(view: FleetView) -> list[Any]:
+    """Configuration outliers (against the fleet's majority) and the top counter errors."""
+    from rich.table import Table
+
+    items: list[Any] = []
     if view.outliers or view.splits:
         t = Table(
             title="Configuration outliers (against the fleet's majority)", title_justify="left"
@@ -130,26 +169,6 @@ def tables(view: FleetView) -> list[Any]:
                 f"{c.value:.3g}/s" if c.per_second else f"{c.value:.0f} since reset",
             )
         items.append(t)
-    for part in view.sweeps:
-        from ibdiag.sweep import render as sweep_render
-
-        items.append(Text(f"sweep {part.path}:", style="bold"))
-        items += [Text(line) for line in sweep_render.summary_lines(part.result)]
-        items += sweep_render.worst_tables(part.result, limit=10)
-    if view.skipped:
-        t = Table(title="Files skipped", title_justify="left")
-        t.add_column("file")
-        t.add_column("why")
-        for s in view.skipped:
-            t.add_row(s.path, s.reason)
-        items.append(t)
-    if view.not_compared:
-        items.append(
-            Text(
-                f"not compared (not in ibdiag topo's JSON): {', '.join(view.not_compared)}",
-                style="dim",
-            )
-        )
     return items
 
 

@@ -13,6 +13,8 @@ from typing import Any
 from ibdiag.errors import NotSupportedError
 from ibdiag.findings.model import Finding, Severity, worst
 from ibdiag.report.inputs import AdapterFacts, InputDoc, Skipped, TopoFacts
+from ibdiag.sweep.analysis import LinkVerdict, NodeStatus
+from ibdiag.sweep.checks import link_subject, sweep_findings
 
 #: What a fleet would compare but ``ibdiag topo -o json`` does not carry (so it is not compared): since
 #: topo reports the kernel release and each adapter's driver module version, nothing.
@@ -237,11 +239,42 @@ def _named(findings: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(named))
 
 
+#: A node's worst sweep status first, when several sweeps tested it.
+_SWEEP_ORDER = [
+    NodeStatus.UNREACHABLE,
+    NodeStatus.BAD,
+    NodeStatus.SUSPECT,
+    NodeStatus.UNTESTED,
+    NodeStatus.OK,
+]
+
+
+def _sweep_facts(
+    sweeps: Sequence[SweepPart],
+) -> tuple[dict[str, str], list[tuple[str, str, str, str, str]], list[str]]:
+    """Per host, its worst status over the sweeps; the sweeps' per-node findings as records; the hosts
+    the sweeps tested, in their order."""
+    sweep_status: dict[str, str] = {}
+    records: list[tuple[str, str, str, str, str]] = []
+    hosts: list[str] = []
+    for part in sweeps:
+        by_label = {n.label: n for n in part.result.nodes}
+        for node, verdict in zip(part.result.nodes, part.result.analysis.nodes, strict=False):
+            hosts.append(node.host)
+            cur = sweep_status.get(node.host)
+            if cur is None or _SWEEP_ORDER.index(verdict.status) < _SWEEP_ORDER.index(
+                NodeStatus(cur)
+            ):
+                sweep_status[node.host] = verdict.status.value
+        for f in part.findings:
+            node = by_label.get(f.subject)
+            if node is not None and f.check in ("sweep.node", "sweep.unreachable", "sweep.rails"):
+                records.append((node.host, "sweep", f.check, f.severity.value, f"rank {node.rank}"))
+    return sweep_status, records, hosts
+
+
 def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetView:
     """The fleet view of the documents read (``skipped`` are listed, not used)."""
-    from ibdiag.sweep.analysis import NodeStatus
-    from ibdiag.sweep.checks import sweep_findings
-
     pd = _pandas()
     topos, counters = _latest(docs, "topo"), _latest(docs, "counters")
     benches = [d for d in docs if d.kind == "bench"]
@@ -257,25 +290,10 @@ def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetVie
     for d in [*topos.values(), *counters.values(), *benches]:
         sources.setdefault(d.host, set()).add(d.kind)
         records += [(d.host, d.kind, f.check, f.severity.value, f.subject) for f in d.findings]
-    sweep_status: dict[str, str] = {}
-    rank_order = [
-        NodeStatus.UNREACHABLE,
-        NodeStatus.BAD,
-        NodeStatus.SUSPECT,
-        NodeStatus.UNTESTED,
-        NodeStatus.OK,
-    ]
-    for part in sweeps:
-        by_label = {n.label: n for n in part.result.nodes}
-        for node, verdict in zip(part.result.nodes, part.result.analysis.nodes, strict=False):
-            sources.setdefault(node.host, set()).add("sweep")
-            cur = sweep_status.get(node.host)
-            if cur is None or rank_order.index(verdict.status) < rank_order.index(NodeStatus(cur)):
-                sweep_status[node.host] = verdict.status.value
-        for f in part.findings:
-            node = by_label.get(f.subject)
-            if node is not None and f.check in ("sweep.node", "sweep.unreachable", "sweep.rails"):
-                records.append((node.host, "sweep", f.check, f.severity.value, f"rank {node.rank}"))
+    sweep_status, sweep_records, sweep_hosts = _sweep_facts(sweeps)
+    records += sweep_records
+    for host in sweep_hosts:
+        sources.setdefault(host, set()).add("sweep")
 
     outliers, splits = config_outliers(topos)
     odd: dict[str, list[str]] = {}
@@ -327,9 +345,6 @@ def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetVie
 
 def view_json(view: FleetView) -> dict[str, Any]:
     """The ``ibdiag.report/1`` data: every part of the view, in the units of its sources."""
-    from ibdiag.sweep.analysis import LinkVerdict, NodeStatus
-    from ibdiag.sweep.checks import link_subject
-
     sweeps = []
     for part in view.sweeps:
         res = part.result

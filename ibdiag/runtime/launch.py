@@ -223,132 +223,147 @@ def _check(rank: int, world: int, local_rank: int, local_world: int | None, laun
 def detect_launch(env: Mapping[str, str]) -> LaunchEnv | None:
     """The launch this process is part of, or None when no launcher environment is present."""
     if env.get("RANK", "").strip() and env.get("WORLD_SIZE", "").strip():
-        rank = _int(env, "RANK")
-        world = _int(env, "WORLD_SIZE", minimum=1)
-        local_rank = _opt_int(env, "LOCAL_RANK")
-        local_world = _opt_int(env, "LOCAL_WORLD_SIZE", minimum=1)
-        addr = env.get("MASTER_ADDR", "").strip()
-        if not addr:
-            if world == (local_world or 0):
-                addr = "127.0.0.1"
-            else:
-                raise UsageError(
-                    "RANK and WORLD_SIZE are set but MASTER_ADDR is not",
-                    hint="set MASTER_ADDR to the host of rank 0 (torchrun sets it)",
-                )
-        launcher = "ibdiag" if env.get("IBDIAG_COLLECTIVE_REPORT_DIR") else "torchrun"
-        agent = (
-            env.get("TORCHELASTIC_USE_AGENT_STORE", "").strip().lower() == "true"
-            or launcher == "ibdiag"
-        )
-        restart = _opt_int(env, "TORCHELASTIC_RESTART_COUNT") or 0
-        lr = rank if local_rank is None else local_rank
-        _check(rank, world, lr, local_world, launcher)
-        return LaunchEnv(
-            launcher,
-            rank,
-            world,
-            lr,
-            local_world,
-            addr,
-            _port(env, DEFAULT_PORT),
-            agent,
-            restart,
-            None if local_rank is None else "LOCAL_RANK",
-        )
-
+        return _torchrun(env)
     if env.get("OMPI_COMM_WORLD_RANK", "").strip() and env.get("OMPI_COMM_WORLD_SIZE", "").strip():
-        rank = _int(env, "OMPI_COMM_WORLD_RANK")
-        world = _int(env, "OMPI_COMM_WORLD_SIZE", minimum=1)
-        local_rank = _opt_int(env, "OMPI_COMM_WORLD_LOCAL_RANK")
-        local_world = _opt_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", minimum=1)
-        addr = _mpi_master(env, world, local_world, "mpirun -x MASTER_ADDR=$(hostname) ...")
-        lr = 0 if local_rank is None else local_rank
-        _check(rank, world, lr, local_world, "Open MPI")
-        return LaunchEnv(
-            "openmpi",
-            rank,
-            world,
-            lr,
-            local_world,
-            addr,
-            _port(env, DEFAULT_PORT),
-            local_rank_var=None if local_rank is None else "OMPI_COMM_WORLD_LOCAL_RANK",
-        )
-
+        return _openmpi(env)
     if env.get("PMI_RANK", "").strip() and env.get("PMI_SIZE", "").strip():
-        rank = _int(env, "PMI_RANK")
-        world = _int(env, "PMI_SIZE", minimum=1)
-        local_rank = _opt_int(env, "MPI_LOCALRANKID")
-        var = None if local_rank is None else "MPI_LOCALRANKID"
-        local_world = _opt_int(env, "MPI_LOCALNRANKS", minimum=1)
-        if local_rank is None and env.get("SLURM_LOCALID", "").strip():
-            local_rank, var = _int(env, "SLURM_LOCALID"), "SLURM_LOCALID"
-        addr = (
-            env.get("MASTER_ADDR", "").strip()
-            or _slurm_master(env)
-            or _mpi_master(env, world, local_world, "mpiexec -genv MASTER_ADDR $(hostname) ...")
-        )
-        lr = 0 if local_rank is None else local_rank
-        _check(rank, world, lr, local_world, "PMI")
-        return LaunchEnv(
-            "pmi",
-            rank,
-            world,
-            lr,
-            local_world,
-            addr,
-            _port(env, _slurm_port(env)),
-            local_rank_var=var,
-        )
-
+        return _pmi(env)
     in_step = any(
         env.get(k, "").strip() not in ("", "batch", "extern")
         for k in ("SLURM_STEP_ID", "SLURM_STEPID")
     )
     if in_step and env.get("SLURM_PROCID", "").strip():
-        rank = _int(env, "SLURM_PROCID")
-        world_key = (
-            "SLURM_STEP_NUM_TASKS"
-            if env.get("SLURM_STEP_NUM_TASKS", "").strip()
-            else "SLURM_NTASKS"
-        )
-        if not env.get(world_key, "").strip():
-            raise UsageError(
-                "SLURM_PROCID is set but SLURM_NTASKS is not",
-                hint="launch with srun -n N (or --ntasks-per-node)",
-            )
-        world = _int(env, world_key, minimum=1)
-        local_id = _opt_int(env, "SLURM_LOCALID")
-        local_rank = local_id or 0
-        local_world = None
-        tpn = (
-            env.get("SLURM_STEP_TASKS_PER_NODE", "").strip()
-            or env.get("SLURM_TASKS_PER_NODE", "").strip()
-        )
-        node_id = _opt_int(env, "SLURM_NODEID")
-        if tpn:
-            per_node = parse_tasks_per_node(tpn)
-            if node_id is not None and node_id < len(per_node):
-                local_world = per_node[node_id]
-        addr = env.get("MASTER_ADDR", "").strip() or _slurm_master(env) or ""
-        if not addr:
-            raise UsageError(
-                "srun job without a node list (SLURM_JOB_NODELIST) or MASTER_ADDR",
-                hint="export MASTER_ADDR=<host of rank 0> before srun",
-            )
-        _check(rank, world, local_rank, local_world, "Slurm")
-        return LaunchEnv(
-            "slurm",
-            rank,
-            world,
-            local_rank,
-            local_world,
-            addr,
-            _port(env, _slurm_port(env)),
-            local_rank_var=None if local_id is None else "SLURM_LOCALID",
-        )
+        return _slurm(env)
     return None
+
+
+def _torchrun(env: Mapping[str, str]) -> LaunchEnv:
+    """torchrun (or ibdiag's own launcher): RANK, WORLD_SIZE, MASTER_ADDR, LOCAL_RANK."""
+    rank = _int(env, "RANK")
+    world = _int(env, "WORLD_SIZE", minimum=1)
+    local_rank = _opt_int(env, "LOCAL_RANK")
+    local_world = _opt_int(env, "LOCAL_WORLD_SIZE", minimum=1)
+    addr = env.get("MASTER_ADDR", "").strip()
+    if not addr:
+        if world == (local_world or 0):
+            addr = "127.0.0.1"
+        else:
+            raise UsageError(
+                "RANK and WORLD_SIZE are set but MASTER_ADDR is not",
+                hint="set MASTER_ADDR to the host of rank 0 (torchrun sets it)",
+            )
+    launcher = "ibdiag" if env.get("IBDIAG_COLLECTIVE_REPORT_DIR") else "torchrun"
+    agent = (
+        env.get("TORCHELASTIC_USE_AGENT_STORE", "").strip().lower() == "true"
+        or launcher == "ibdiag"
+    )
+    restart = _opt_int(env, "TORCHELASTIC_RESTART_COUNT") or 0
+    lr = rank if local_rank is None else local_rank
+    _check(rank, world, lr, local_world, launcher)
+    return LaunchEnv(
+        launcher,
+        rank,
+        world,
+        lr,
+        local_world,
+        addr,
+        _port(env, DEFAULT_PORT),
+        agent,
+        restart,
+        None if local_rank is None else "LOCAL_RANK",
+    )
+
+
+def _openmpi(env: Mapping[str, str]) -> LaunchEnv:
+    """Open MPI's mpirun: OMPI_COMM_WORLD_*."""
+    rank = _int(env, "OMPI_COMM_WORLD_RANK")
+    world = _int(env, "OMPI_COMM_WORLD_SIZE", minimum=1)
+    local_rank = _opt_int(env, "OMPI_COMM_WORLD_LOCAL_RANK")
+    local_world = _opt_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", minimum=1)
+    addr = _mpi_master(env, world, local_world, "mpirun -x MASTER_ADDR=$(hostname) ...")
+    lr = 0 if local_rank is None else local_rank
+    _check(rank, world, lr, local_world, "Open MPI")
+    return LaunchEnv(
+        "openmpi",
+        rank,
+        world,
+        lr,
+        local_world,
+        addr,
+        _port(env, DEFAULT_PORT),
+        local_rank_var=None if local_rank is None else "OMPI_COMM_WORLD_LOCAL_RANK",
+    )
+
+
+def _pmi(env: Mapping[str, str]) -> LaunchEnv:
+    """A PMI launcher (MPICH, Intel MPI's mpiexec.hydra): PMI_RANK, PMI_SIZE, MPI_LOCALRANKID."""
+    rank = _int(env, "PMI_RANK")
+    world = _int(env, "PMI_SIZE", minimum=1)
+    local_rank = _opt_int(env, "MPI_LOCALRANKID")
+    var = None if local_rank is None else "MPI_LOCALRANKID"
+    local_world = _opt_int(env, "MPI_LOCALNRANKS", minimum=1)
+    if local_rank is None and env.get("SLURM_LOCALID", "").strip():
+        local_rank, var = _int(env, "SLURM_LOCALID"), "SLURM_LOCALID"
+    addr = (
+        env.get("MASTER_ADDR", "").strip()
+        or _slurm_master(env)
+        or _mpi_master(env, world, local_world, "mpiexec -genv MASTER_ADDR $(hostname) ...")
+    )
+    lr = 0 if local_rank is None else local_rank
+    _check(rank, world, lr, local_world, "PMI")
+    return LaunchEnv(
+        "pmi",
+        rank,
+        world,
+        lr,
+        local_world,
+        addr,
+        _port(env, _slurm_port(env)),
+        local_rank_var=var,
+    )
+
+
+def _slurm(env: Mapping[str, str]) -> LaunchEnv:
+    """srun: SLURM_PROCID, the step's task count and tasks per node, the node list's first host."""
+    rank = _int(env, "SLURM_PROCID")
+    world_key = (
+        "SLURM_STEP_NUM_TASKS" if env.get("SLURM_STEP_NUM_TASKS", "").strip() else "SLURM_NTASKS"
+    )
+    if not env.get(world_key, "").strip():
+        raise UsageError(
+            "SLURM_PROCID is set but SLURM_NTASKS is not",
+            hint="launch with srun -n N (or --ntasks-per-node)",
+        )
+    world = _int(env, world_key, minimum=1)
+    local_id = _opt_int(env, "SLURM_LOCALID")
+    local_rank = local_id or 0
+    local_world = None
+    tpn = (
+        env.get("SLURM_STEP_TASKS_PER_NODE", "").strip()
+        or env.get("SLURM_TASKS_PER_NODE", "").strip()
+    )
+    node_id = _opt_int(env, "SLURM_NODEID")
+    if tpn:
+        per_node = parse_tasks_per_node(tpn)
+        if node_id is not None and node_id < len(per_node):
+            local_world = per_node[node_id]
+    addr = env.get("MASTER_ADDR", "").strip() or _slurm_master(env)
+    if not addr:
+        raise UsageError(
+            "srun job without a node list (SLURM_JOB_NODELIST) or MASTER_ADDR",
+            hint="export MASTER_ADDR=<host of rank 0> before srun",
+        )
+    _check(rank, world, local_rank, local_world, "Slurm")
+    return LaunchEnv(
+        "slurm",
+        rank,
+        world,
+        local_rank,
+        local_world,
+        addr,
+        _port(env, _slurm_port(env)),
+        local_rank_var=None if local_id is None else "SLURM_LOCALID",
+    )
 
 
 def _slurm_master(env: Mapping[str, str]) -> str | None:

@@ -92,46 +92,7 @@ def node_health(result: SweepResult, verdict: NodeVerdict) -> Finding | None:
             hint="rerun the sweep once the unreachable nodes are back or left out",
         )
     if verdict.status is NodeStatus.BAD:
-        bad = [e for e in verdict.ends if e.verdict is EndVerdict.BAD]
-        worst = min(bad, key=lambda e: e.bw_gbs if e.bw_gbs is not None else -1.0)
-        worst_rail = a.rail(worst.rail)
-        limit = worst_rail.bw_limit_gbs if worst_rail else None
-        if verdict.whole_node:
-            ratios = sorted(r for e in bad if (r := _ratio(e.bw_gbs, a.rail(e.rail))) is not None)
-            span = (
-                (
-                    f"{ratios[0]:.2f}"
-                    if ratios[-1] - ratios[0] < 0.005
-                    else f"{ratios[0]:.2f}-{ratios[-1]:.2f}"
-                )
-                if ratios
-                else ""
-            )
-            share = f", {span} x the rails' medians" if ratios else ""
-            partners = max(e.partners for e in bad)
-            msg = f"slow on {len(bad)} of {len(verdict.ends)} rails{share}, slow with most of its {partners} partners, who are fine with others"
-            return Finding(
-                "sweep.node",
-                Severity.FAIL,
-                node.label,
-                msg,
-                value=worst.bw_gbs,
-                limit=limit,
-                unit="GB/s",
-                hint=NODE_HINT,
-            )
-        msg = "; ".join(_end_text(result, e, a.rail(e.rail)) for e in bad)
-        dev = result.adapter(worst.rank, worst.rail) or "<adapter>"
-        return Finding(
-            "sweep.node",
-            Severity.FAIL,
-            node.label,
-            msg,
-            value=worst.bw_gbs,
-            limit=limit,
-            unit="GB/s",
-            hint=RAIL_HINT.format(dev=dev),
-        )
+        return _bad_node(result, verdict)
     if verdict.status is NodeStatus.SUSPECT:
         sus = [e for e in verdict.ends if e.verdict is EndVerdict.SUSPECT]
         msg = (
@@ -159,6 +120,52 @@ def node_health(result: SweepResult, verdict: NodeVerdict) -> Finding | None:
         msg,
         value=None if worst is None else worst.bw_gbs,
         unit="GB/s",
+    )
+
+
+def _bad_node(result: SweepResult, verdict: NodeVerdict) -> Finding:
+    """A bad node: as a whole (most of its rails bad), or rail by rail."""
+    node = result.nodes[verdict.rank]
+    a = result.analysis
+    bad = [e for e in verdict.ends if e.verdict is EndVerdict.BAD]
+    worst = min(bad, key=lambda e: e.bw_gbs if e.bw_gbs is not None else -1.0)
+    worst_rail = a.rail(worst.rail)
+    limit = worst_rail.bw_limit_gbs if worst_rail else None
+    if verdict.whole_node:
+        ratios = sorted(r for e in bad if (r := _ratio(e.bw_gbs, a.rail(e.rail))) is not None)
+        span = (
+            (
+                f"{ratios[0]:.2f}"
+                if ratios[-1] - ratios[0] < 0.005
+                else f"{ratios[0]:.2f}-{ratios[-1]:.2f}"
+            )
+            if ratios
+            else ""
+        )
+        share = f", {span} x the rails' medians" if ratios else ""
+        partners = max(e.partners for e in bad)
+        msg = f"slow on {len(bad)} of {len(verdict.ends)} rails{share}, slow with most of its {partners} partners, who are fine with others"
+        return Finding(
+            "sweep.node",
+            Severity.FAIL,
+            node.label,
+            msg,
+            value=worst.bw_gbs,
+            limit=limit,
+            unit="GB/s",
+            hint=NODE_HINT,
+        )
+    msg = "; ".join(_end_text(result, e, a.rail(e.rail)) for e in bad)
+    dev = result.adapter(worst.rank, worst.rail) or "<adapter>"
+    return Finding(
+        "sweep.node",
+        Severity.FAIL,
+        node.label,
+        msg,
+        value=worst.bw_gbs,
+        limit=limit,
+        unit="GB/s",
+        hint=RAIL_HINT.format(dev=dev),
     )
 
 

@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from ibdiag.collectives import OPS
+from ibdiag.runtime.torchdist import first_line, import_dist
 from ibdiag.sweep.runner import PairResult, PairSpec
 from ibdiag.sweep.schedule import Phase
 
@@ -49,8 +50,6 @@ def pair_allreduce(
     except Exception as e:  # noqa: BLE001 - gloo and the store raise RuntimeError subclasses; any is this pair's failure
         if me != b:
             return None
-        from ibdiag.runtime.torchdist import first_line
-
         text = "".join(c if c.isprintable() else " " for c in first_line(e))
         return PairResult(
             round_index, phase, 0, a, b, None, error=f"all_reduce with rank {a}: {text}"[:500]
@@ -59,8 +58,6 @@ def pair_allreduce(
 
 
 def _measure(store: Any, address: str, prefix: str, pair_rank: int, spec: PairSpec) -> float:
-    from ibdiag.runtime.torchdist import import_dist
-
     torch, dist = import_dist()
     gloo = dist.ProcessGroupGloo
     opts = (

@@ -20,16 +20,23 @@ never read as this one's)::
 Every value read is untrusted (another rank, or anyone who can reach the store, wrote it) and is
 checked by the reader. Waits poll :meth:`check` so that a missing key costs no error message from
 the store's C++ side; the poll interval grows with the job so the store is not flooded.
+
+Here too: how a rank reaches the store (:func:`connect_store`) and the address it publishes to its
+peers, the one that routes to rank 0 (:func:`route_address`).
 """
 
 from __future__ import annotations
 
+import datetime
 import json
+import socket
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from ibdiag.errors import CannotRunError
+from ibdiag.runtime.launch import LaunchEnv
+from ibdiag.runtime.torchdist import first_line, import_dist
 
 #: Largest value a rank accepts from the store (a round's results on 64 rails are a few KiB).
 MAX_VALUE_BYTES = 4 * 2**20
@@ -55,8 +62,6 @@ class Coordinator:
         try:
             return fn(*args)
         except Exception as e:  # noqa: BLE001 - the store raises RuntimeError subclasses, OSError, ValueError
-            from ibdiag.runtime.torchdist import first_line
-
             raise CannotRunError(
                 f"the rendezvous store failed while {what}: {first_line(e)}",
                 hint="rank 0 or the launcher's agent that serves the store is gone; check rank 0's output",
@@ -135,3 +140,47 @@ class Coordinator:
             self._call(
                 f"writing done/{round_index}/all", self.store.set, f"done/{round_index}/all", "1"
             )
+
+
+def route_address(master_addr: str, port: int) -> str:
+    """This host's address on the way to ``master_addr``: the source address the kernel picks (UDP
+    connect sends nothing). That is the interface the peers reach, also when a host has several."""
+    try:
+        infos = socket.getaddrinfo(master_addr, port, type=socket.SOCK_DGRAM)
+    except socket.gaierror as e:
+        raise CannotRunError(
+            f"cannot resolve the rendezvous host {master_addr!r}: {e.strerror}",
+            hint="check MASTER_ADDR / the launcher's rendezvous endpoint",
+        ) from None
+    family, _, _, _, addr = infos[0]
+    with socket.socket(family, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(addr)
+        except OSError as e:
+            raise CannotRunError(
+                f"no route to the rendezvous host {master_addr}: {e.strerror}",
+                hint="check the network, or MASTER_ADDR",
+            ) from None
+        return str(s.getsockname()[0])
+
+
+def connect_store(launch: LaunchEnv, timeout_s: float) -> Any:
+    """The job's rendezvous store, under this sweep's prefix (rank 0 serves it unless the launcher's agent does)."""
+    _, dist = import_dist()
+    is_master = launch.rank == 0 and not launch.agent_store
+    try:
+        store = dist.TCPStore(
+            launch.master_addr,
+            launch.master_port,
+            launch.world_size,
+            is_master,
+            timeout=datetime.timedelta(seconds=timeout_s),
+            wait_for_workers=False,
+        )
+    except Exception as e:  # noqa: BLE001 - connect and bind failures have several types across versions
+        verb = "serve" if is_master else "reach"
+        raise CannotRunError(
+            f"rank {launch.rank}: cannot {verb} the rendezvous store at {launch.master_addr}:{launch.master_port}: {first_line(e)}",
+            hint="check MASTER_ADDR/MASTER_PORT (a free port on rank 0's host), that rank 0 started, and firewalls",
+        ) from None
+    return dist.PrefixStore(f"ibdiag-sweep/{launch.restart}", store)  # PrefixStore adds the "/"

@@ -22,28 +22,34 @@ Nothing here prints: ``log`` takes the servers' lines, ``on_round`` the progress
 
 from __future__ import annotations
 
-import datetime
 import secrets
 import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeGuard
+from dataclasses import dataclass, replace
+from typing import Any
 
 from ibdiag.errors import CannotRunError, InputError, UsageError
 from ibdiag.runtime.hooks import TestHooks
 from ibdiag.runtime.launch import LaunchEnv
-from ibdiag.sweep.analysis import SweepConfig, second_pass_plan
-from ibdiag.sweep.coord import Coordinator
-from ibdiag.sweep.model import SweepResult, nodes_from_json
-from ibdiag.sweep.nodes import FleetNode, Rail, valid_host
+from ibdiag.sweep.analysis import SweepConfig
+from ibdiag.sweep.attribution import second_pass_plan
+from ibdiag.sweep.collrunner import pair_allreduce
+from ibdiag.sweep.coord import Coordinator, connect_store, route_address
+from ibdiag.sweep.model import SweepResult
+from ibdiag.sweep.nodes import End, FleetNode, Rail, valid_host
 from ibdiag.sweep.p2prunner import P2PPairRunner, RailServers, local_rails
 from ibdiag.sweep.passes import RoundDone, build_result
 from ibdiag.sweep.runner import PairResult, PairSpec
-from ibdiag.sweep.schedule import Pattern, Phase, first_pass, pair_tests
-from ibdiag.sweep.untrusted import JsonReader
-from ibdiag.sweep.wire import read_results, result_rows, unanswered
+from ibdiag.sweep.schedule import PairTest, Pattern, Phase, first_pass, pair_tests
+from ibdiag.sweep.wire import (
+    node_doc_ok,
+    read_fleet_doc,
+    read_results,
+    result_rows,
+    unanswered,
+)
 
 #: Seconds a pair test may take beyond its measured time: connection, handshake, warm-up.
 TEST_SETUP_S = 2.0
@@ -76,52 +82,6 @@ def round_limit_s(spec: PairSpec) -> float:
         2 if spec.test == "collective" else 1
     )  # gloo: connecting, then each call, may wait --timeout
     return kinds * (spec.duration_s + TEST_SETUP_S) + silences * spec.timeout_s
-
-
-def route_address(master_addr: str, port: int) -> str:
-    """This host's address on the way to ``master_addr``: the source address the kernel picks (UDP
-    connect sends nothing). That is the interface the peers reach, also when a host has several."""
-    try:
-        infos = socket.getaddrinfo(master_addr, port, type=socket.SOCK_DGRAM)
-    except socket.gaierror as e:
-        raise CannotRunError(
-            f"cannot resolve the rendezvous host {master_addr!r}: {e.strerror}",
-            hint="check MASTER_ADDR / the launcher's rendezvous endpoint",
-        ) from None
-    family, _, _, _, addr = infos[0]
-    with socket.socket(family, socket.SOCK_DGRAM) as s:
-        try:
-            s.connect(addr)
-        except OSError as e:
-            raise CannotRunError(
-                f"no route to the rendezvous host {master_addr}: {e.strerror}",
-                hint="check the network, or MASTER_ADDR",
-            ) from None
-        return str(s.getsockname()[0])
-
-
-def connect_store(launch: LaunchEnv, timeout_s: float) -> Any:
-    """The job's rendezvous store, under this sweep's prefix (rank 0 serves it unless the launcher's agent does)."""
-    from ibdiag.runtime.torchdist import first_line, import_dist
-
-    _, dist = import_dist()
-    is_master = launch.rank == 0 and not launch.agent_store
-    try:
-        store = dist.TCPStore(
-            launch.master_addr,
-            launch.master_port,
-            launch.world_size,
-            is_master,
-            timeout=datetime.timedelta(seconds=timeout_s),
-            wait_for_workers=False,
-        )
-    except Exception as e:  # noqa: BLE001 - connect and bind failures have several types across versions
-        verb = "serve" if is_master else "reach"
-        raise CannotRunError(
-            f"rank {launch.rank}: cannot {verb} the rendezvous store at {launch.master_addr}:{launch.master_port}: {first_line(e)}",
-            hint="check MASTER_ADDR/MASTER_PORT (a free port on rank 0's host), that rank 0 started, and firewalls",
-        ) from None
-    return dist.PrefixStore(f"ibdiag-sweep/{launch.restart}", store)  # PrefixStore adds the "/"
 
 
 class _Rank:
@@ -194,7 +154,7 @@ class _Rank:
         missing: list[int] = []
         for r in range(self.world):
             doc = self.coord.wait_value(f"node/{r}", deadline)
-            if self._node_ok(doc, r):
+            if node_doc_ok(doc, r, collective=self.job.spec.test == "collective", log=self.log):
                 nodes.append({k: doc.get(k) for k in ("rank", "host", "address", "rails")})
                 ports.append(doc["ports"])
             else:
@@ -204,30 +164,6 @@ class _Rank:
         self.coord.put("fleet", {"nodes": nodes, "ports": ports, "missing": missing})
         return set(missing)
 
-    def _node_ok(self, doc: Any, r: int) -> TypeGuard[dict[str, Any]]:
-        """A rank's description is usable: a valid node of rank ``r``, a port 1..65535 per rail (none
-        for --test collective). One bad description makes that rank unreachable, not the sweep fail."""
-        if not isinstance(doc, dict) or doc.get("rank") != r:
-            return False
-        probe = [
-            {**{k: doc.get(k) for k in ("host", "address", "rails")}, "rank": 0},
-            FleetNode(1, "probe", "probe", (Rail(0, None),)).to_json(),
-        ]
-        try:
-            node = nodes_from_json(JsonReader(f"rank {r}'s description"), probe)[0]
-        except InputError as e:
-            self.log(f"refused: {e.message}")
-            return False
-        ports = doc.get("ports")
-        want = 0 if self.job.spec.test == "collective" else len(node.rails)
-        return (
-            isinstance(ports, list)
-            and len(ports) == want
-            and all(
-                isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= 65535 for x in ports
-            )
-        )
-
     def read_fleet(self, deadline: float) -> set[int]:
         doc = self.coord.wait_value("fleet", deadline)
         if doc is None:
@@ -235,27 +171,14 @@ class _Rank:
                 f"rank {self.rank}: rank 0 did not publish the fleet within {self.job.start_timeout_s:g} s",
                 hint="check rank 0's output",
             )
-        r = JsonReader("the sweep's fleet (store key fleet)")
-        doc = r.obj(doc, "fleet")
-        self.fleet = nodes_from_json(r, doc.get("nodes"))
-        ports = r.items(doc.get("ports"), "ports", max_items=len(self.fleet))
-        table = {
-            i: [
-                r.integer(p, f"ports[{i}][{k}]", lo=1, hi=65535)
-                for k, p in enumerate(r.items(v, f"ports[{i}]", max_items=64))
-            ]
-            for i, v in enumerate(ports)
-        }
+        self.fleet, table, missing = read_fleet_doc(doc)
         self.runner = P2PPairRunner(
             table,
             self.token_bytes,
             sysfs_root=self.job.sysfs_root,
             perftest_path=self.job.perftest_path,
         )
-        return {
-            r.integer(x, "missing", lo=0, hi=len(self.fleet) - 1)
-            for x in r.items(doc.get("missing"), "missing", max_items=len(self.fleet))
-        }
+        return missing
 
     # --- a round, on every rank ---------------------------------------------------------------------
 
@@ -263,9 +186,6 @@ class _Rank:
         self, tests: Sequence[Sequence[Any]], round_index: int, phase: Phase
     ) -> list[PairResult]:
         """This rank's measuring ends of a round (``[rail, serving rank]``), every rail at once."""
-        from ibdiag.sweep.nodes import End
-        from ibdiag.sweep.schedule import PairTest
-
         assert self.runner is not None
         me = self.fleet[self.rank]
         out: list[PairResult | None] = [None] * len(tests)
@@ -306,8 +226,6 @@ class _Rank:
             and 0 <= t[0] < min(len(self.fleet[t[1]].rails), len(self.fleet[self.rank].rails))
         ]
         if self.job.spec.test == "collective":
-            from ibdiag.sweep.collrunner import pair_allreduce
-
             results = []
             for _, peer in tests:
                 a, b = min(self.rank, peer), max(self.rank, peer)
@@ -399,8 +317,6 @@ class _Rank:
 
     def used_spec(self) -> PairSpec:
         """The spec as run: ``tcp`` when no pair of rails had adapters at both ends (the TCP fallback)."""
-        from dataclasses import replace
-
         spec = self.job.spec
         if spec.transport == "rdma" and (
             spec.test == "collective" or all(r.adapter is None for n in self.fleet for r in n.rails)
@@ -416,38 +332,29 @@ class _Rank:
         dead: set[int],
         named: set[int],
     ) -> list[PairResult]:
-        fleet = self.fleet
         collective = self.job.spec.test == "collective"
         tests = [
-            t for t in pair_tests(i, phase, pairs, fleet) if not collective or t.rail == 0
+            t for t in pair_tests(i, phase, pairs, self.fleet) if not collective or t.rail == 0
         ]  # one all_reduce per node pair
-        out: list[PairResult] = []
-        live = []
-        for t in tests:
-            silent = tuple(r for r in (t.a.rank, t.b.rank) if r in dead)
-            if silent:  # a node known silent: named once (its first test after it went silent), then left out
-                fresh = tuple(r for r in silent if r not in named)
-                if fresh:
-                    named.update(fresh)
-                    out.append(
-                        PairResult(
-                            i,
-                            phase,
-                            t.rail,
-                            t.a.rank,
-                            t.b.rank,
-                            None,
-                            error="did not answer",
-                            unreachable=fresh,
-                        )
-                    )
-                continue
-            live.append(t)
+        out, live = _leave_out_silent(tests, dead, named)
         by_rank: dict[int, list[list[int]]] = {r: [] for r in range(self.world) if r not in dead}
         for t in live:
             by_rank[t.b.rank].append([t.rail, t.a.rank])
             if collective:  # both ends of an all_reduce take part; the higher rank reports
                 by_rank[t.a.rank].append([t.rail, t.b.rank])
+        reported, refused = self._run_tests(i, phase, by_rank, dead)
+        out += [self._outcome(t, reported, refused) for t in live]
+        # A test that failed because its server went silent this round is that node's silence: so
+        # the second pass, planned from these results, does not count it as a suspect link.
+        out = [unanswered(p, dead) for p in out]
+        named.update(r for p in out for r in p.unreachable)
+        return out
+
+    def _run_tests(
+        self, i: int, phase: Phase, by_rank: dict[int, list[list[int]]], dead: set[int]
+    ) -> tuple[dict[int, list[PairResult]], dict[int, str]]:
+        """Hand every live rank its tests, take part as rank 0, wait for the round's reports until its
+        limit: the results by rank, the refused reports' reasons; a rank that did not report is dead."""
         expect = len(by_rank)
         kind = phase.value
         self.coord.put_many(
@@ -471,7 +378,7 @@ class _Rank:
                         i,
                         phase,
                         r,
-                        len(fleet),
+                        len(self.fleet),
                         source=f"rank {r}'s results of round {i + 1}",
                     )
                 except (
@@ -482,35 +389,60 @@ class _Rank:
                     self.log(f"refused: {e.message}")
             else:
                 dead.add(r)
-        for t in live:
-            got = [p for p in reported.get(t.b.rank, []) if p.rail == t.rail and p.a == t.a.rank]
-            if got:
-                out.append(got[0])
-                continue
-            if t.b.rank in refused:
+        return reported, refused
+
+    def _outcome(
+        self, t: PairTest, reported: dict[int, list[PairResult]], refused: dict[int, str]
+    ) -> PairResult:
+        """A live test's result: as its measuring rank reported it, else why there is none."""
+        i, phase = t.round, t.phase
+        got = [p for p in reported.get(t.b.rank, []) if p.rail == t.rail and p.a == t.a.rank]
+        if got:
+            return got[0]
+        if t.b.rank in refused:
+            return PairResult(
+                i,
+                phase,
+                t.rail,
+                t.a.rank,
+                t.b.rank,
+                None,
+                error=f"report refused: {refused[t.b.rank]}"[:500],
+            )
+        why = f"rank {t.b.rank} did not report within {round_limit_s(self.job.spec):g} s"
+        return PairResult(
+            i, phase, t.rail, t.a.rank, t.b.rank, None, error=why, unreachable=(t.b.rank,)
+        )
+
+
+def _leave_out_silent(
+    tests: Sequence[PairTest], dead: set[int], named: set[int]
+) -> tuple[list[PairResult], list[PairTest]]:
+    """The tests of a round with no node known silent, and a failed result naming each node that went
+    silent, once (its first test after it went silent); its other tests are left out."""
+    out: list[PairResult] = []
+    live = []
+    for t in tests:
+        silent = tuple(r for r in (t.a.rank, t.b.rank) if r in dead)
+        if silent:
+            fresh = tuple(r for r in silent if r not in named)
+            if fresh:
+                named.update(fresh)
                 out.append(
                     PairResult(
-                        i,
-                        phase,
+                        t.round,
+                        t.phase,
                         t.rail,
                         t.a.rank,
                         t.b.rank,
                         None,
-                        error=f"report refused: {refused[t.b.rank]}"[:500],
+                        error="did not answer",
+                        unreachable=fresh,
                     )
                 )
-                continue
-            why = f"rank {t.b.rank} did not report within {round_limit_s(self.job.spec):g} s"
-            out.append(
-                PairResult(
-                    i, phase, t.rail, t.a.rank, t.b.rank, None, error=why, unreachable=(t.b.rank,)
-                )
-            )
-        # A test that failed because its server went silent this round is that node's silence: so
-        # the second pass, planned from these results, does not count it as a suspect link.
-        out = [unanswered(p, dead) for p in out]
-        named.update(r for p in out for r in p.unreachable)
-        return out
+            continue
+        live.append(t)
+    return out, live
 
 
 def run_distributed(

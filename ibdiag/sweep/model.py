@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ibdiag.errors import UsageError
-from ibdiag.sweep.analysis import Analysis, LinkVerdict, SweepConfig, analyse
+from ibdiag.sweep.analysis import Analysis, LinkVerdict, SweepConfig
+from ibdiag.sweep.attribution import analyse
 from ibdiag.sweep.nodes import ADAPTER_RE, HOST_RE, FleetNode, Rail, check_fleet
 from ibdiag.sweep.runner import PAIR_ENGINES, PairResult, PairSpec
 from ibdiag.sweep.schedule import MAX_NODES, MAX_RANDOM_ROUNDS, Pattern, Phase

@@ -14,18 +14,20 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
 
+from ibdiag.bench.p2p import client  # client.run_p2p: the seam tests replace
+from ibdiag.bench.p2p.linerate import tcp_line_rate
+from ibdiag.bench.p2p.params import RunRequest
+from ibdiag.bench.p2p.perftest.engine import check_request, resolve_engine
+from ibdiag.bench.p2p.rdma.verbs import list_devices
+from ibdiag.bench.p2p.serve import ServeOptions, Server
 from ibdiag.errors import CannotRunError, IbdiagError, UsageError
+from ibdiag.node.discover import discover, list_adapters, read_port
+from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.sweep.nodes import FleetNode, Rail
 from ibdiag.sweep.runner import PairResult, PairSpec
 from ibdiag.sweep.schedule import PairTest
-
-if TYPE_CHECKING:  # imported where used: a sweep loads the p2p code only when it runs tests
-    from ibdiag.bench.p2p.params import RunRequest
-    from ibdiag.bench.p2p.serve import Server
-    from ibdiag.node.sysfs import SysfsRoot
 
 #: Warm-up per pair test: enough messages to move this many bytes (at least 2). Less than ``bench
 #: p2p``'s 32 MiB: a sweep runs thousands of tests, and on a slow link a long warm-up is most of the test.
@@ -51,9 +53,6 @@ def local_rails(
     the device list, :func:`ibdiag.bench.p2p.rdma.verbs.list_devices` by default — the boundary to the RDMA
     stack). One TCP rail for ``--transport tcp``, without adapters, or without a usable RDMA stack.
     """
-    from ibdiag.bench.p2p.linerate import tcp_line_rate
-    from ibdiag.node.sysfs import SysfsRoot
-
     sysfs = SysfsRoot(sysfs_root)
     tcp = (Rail(0, None, None, tcp_line_rate(sysfs, address).gbps),)
     if transport != "rdma":
@@ -62,8 +61,6 @@ def local_rails(
     if not rails:
         return tcp, "no RDMA adapter: testing over TCP"
     if rdma_devices is None:
-        from ibdiag.bench.p2p.rdma.verbs import list_devices
-
         rdma_devices = list_devices
     try:
         usable = set(rdma_devices())
@@ -84,8 +81,6 @@ def local_rails(
 
 
 def _rdma_rails(sysfs: SysfsRoot, adapters: Sequence[str] | None) -> tuple[Rail, ...]:
-    from ibdiag.node.discover import discover, list_adapters, read_port
-
     if adapters:
         present = set(list_adapters(sysfs))
         absent = [a for a in adapters if a not in present]
@@ -124,8 +119,6 @@ class RailServers:
     _threads: list = field(default_factory=list)
 
     def start(self) -> list[int]:
-        from ibdiag.bench.p2p.serve import ServeOptions, Server
-
         for rail in self.rails:
             transports = ("tcp",) if rail.adapter is None else ("rdma", "tcp")
             opts = ServeOptions(
@@ -187,21 +180,10 @@ class P2PPairRunner:
         self.perftest_path = perftest_path
 
     def run_pair(self, test: PairTest, a: FleetNode, b: FleetNode, spec: PairSpec) -> PairResult:
-        from ibdiag.bench.p2p.client import ClientOptions, run_p2p
-        from ibdiag.bench.p2p.params import RunRequest
-
         rail_a, rail_b = a.rail(test.rail), b.rail(test.rail)
         ports = self.ports.get(a.rank, ())
         if rail_a is None or rail_b is None or test.rail >= len(ports):
-            return PairResult(
-                test.round,
-                test.phase,
-                test.rail,
-                a.rank,
-                b.rank,
-                None,
-                error=f"no rail {test.rail} on both nodes",
-            )
+            return _failed(test, a, b, f"no rail {test.rail} on both nodes")
         transport = (
             "rdma"
             if rail_a.adapter is not None
@@ -221,7 +203,7 @@ class P2PPairRunner:
             if transport == "rdma" and spec.engine != "ibdiag":
                 req = self._perftest_or(req, spec.engine)
             engine = req.engine  # what measures: the server runs the client's engine or refuses
-            opts = ClientOptions(
+            opts = client.ClientOptions(
                 host=a.address,
                 port=ports[test.rail],
                 token=self.token,
@@ -231,45 +213,18 @@ class P2PPairRunner:
                 sysfs_root=self.sysfs_root,
                 perftest_path=self.perftest_path,
             )
-            run = run_p2p(req, opts)
+            run = client.run_p2p(req, opts)
         except IbdiagError as e:
-            return PairResult(
-                test.round,
-                test.phase,
-                test.rail,
-                a.rank,
-                b.rank,
-                None,
-                error=e.message[:500],
-                engine=engine,
-            )
+            return _failed(test, a, b, e.message[:500], engine)
         except (
             OSError
         ) as e:  # a socket error the client did not wrap: still this pair's failure only
-            return PairResult(
-                test.round,
-                test.phase,
-                test.rail,
-                a.rank,
-                b.rank,
-                None,
-                error=f"{type(e).__name__}: {e}"[:500],
-                engine=engine,
-            )
+            return _failed(test, a, b, f"{type(e).__name__}: {e}"[:500], engine)
         res = run.results[0]
         # perftest's latency in duration mode (the sweep's --duration) prints only the average
         lat = res.lat_us.p50_us if res.lat_us is not None else res.lat_avg_us
         if res.bw_gbs is None and lat is None:
-            return PairResult(
-                test.round,
-                test.phase,
-                test.rail,
-                a.rank,
-                b.rank,
-                None,
-                error="the test returned no measurement",
-                engine=engine,
-            )
+            return _failed(test, a, b, "the test returned no measurement", engine)
         return PairResult(
             test.round, test.phase, test.rail, a.rank, b.rank, res.bw_gbs, lat_us=lat, engine=engine
         )
@@ -277,12 +232,17 @@ class P2PPairRunner:
     def _perftest_or(self, req: RunRequest, engine: str) -> RunRequest:
         """The request on perftest (``--engine perftest``, or ``auto`` where perftest is this node's
         choice); perftest warms up on its own, so the sweep's warm-up is dropped."""
-        from dataclasses import replace
-
-        from ibdiag.bench.p2p.perftest.engine import check_request, resolve_engine
-
         on_perftest = replace(req, warmup=None, engine="perftest")
         if engine == "perftest":
             check_request(on_perftest)
             return on_perftest
         return on_perftest if resolve_engine(on_perftest, self.perftest_path) == "perftest" else req
+
+
+def _failed(
+    test: PairTest, a: FleetNode, b: FleetNode, error: str, engine: str | None = None
+) -> PairResult:
+    """The pair's test that measured nothing, and why."""
+    return PairResult(
+        test.round, test.phase, test.rail, a.rank, b.rank, None, error=error, engine=engine
+    )

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ibdiag.sweep.analysis import SweepConfig, analyse, second_pass_plan
+from ibdiag.sweep.analysis import SweepConfig
+from ibdiag.sweep.attribution import analyse, second_pass_plan
 from ibdiag.sweep.model import SweepResult, SweepSettings
 from ibdiag.sweep.nodes import FleetNode, check_fleet
 from ibdiag.sweep.runner import PairResult, PairRunner, PairSpec

@@ -13,6 +13,7 @@ from typing import Any
 from ibdiag.findings.model import Severity
 from ibdiag.output.prom import Metric, PromSample
 from ibdiag.sweep.analysis import LinkVerdict, NodeStatus
+from ibdiag.sweep.checks import link_subject
 from ibdiag.sweep.model import SweepResult
 from ibdiag.sweep.stats import gbs_text
 from ibdiag.units import format_bytes
@@ -264,8 +265,9 @@ def worst_tables(result: SweepResult, *, limit: int = 10) -> list[Any]:
     from rich.table import Table
     from rich.text import Text
 
-    from ibdiag.output.table import SEVERITY_STYLE
-    from ibdiag.sweep.checks import link_subject
+    from ibdiag.output.table import (
+        SEVERITY_STYLE,
+    )  # lazy: imports rich, only where a table is drawn
 
     a = result.analysis
     nodes = Table(title="Worst nodes", title_justify="left")

@@ -1,4 +1,5 @@
-"""A round's results as they travel from a rank to rank 0 through the store, and back, checked.
+"""What ranks write in the store, read back checked: a rank's description, rank 0's fleet, and a
+round's results as they travel from a rank to rank 0.
 
 A rank reports the tests it measured as rows ``[rail, a, b, bw_gbs, lat_us, error, engine]``. Rank 0 reads
 them as untrusted input (another process, or anyone who can reach the store, wrote them): a row that
@@ -8,10 +9,13 @@ a result.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeGuard
 
+from ibdiag.errors import InputError
+from ibdiag.sweep.model import nodes_from_json
+from ibdiag.sweep.nodes import FleetNode, Rail
 from ibdiag.sweep.runner import PAIR_ENGINES, PairResult
 from ibdiag.sweep.schedule import Phase
 from ibdiag.sweep.untrusted import JsonReader
@@ -69,3 +73,48 @@ def unanswered(result: PairResult, dead: Sequence[int] | set[int]) -> PairResult
         return result
     silent = tuple(r for r in (result.a, result.b) if r in dead)
     return replace(result, unreachable=silent) if silent else result
+
+
+def node_doc_ok(
+    doc: Any, r: int, *, collective: bool, log: Callable[[str], None]
+) -> TypeGuard[dict[str, Any]]:
+    """A rank's description is usable: a valid node of rank ``r``, a port 1..65535 per rail (none
+    for --test collective). One bad description makes that rank unreachable, not the sweep fail."""
+    if not isinstance(doc, dict) or doc.get("rank") != r:
+        return False
+    probe = [
+        {**{k: doc.get(k) for k in ("host", "address", "rails")}, "rank": 0},
+        FleetNode(1, "probe", "probe", (Rail(0, None),)).to_json(),
+    ]
+    try:
+        node = nodes_from_json(JsonReader(f"rank {r}'s description"), probe)[0]
+    except InputError as e:
+        log(f"refused: {e.message}")
+        return False
+    ports = doc.get("ports")
+    want = 0 if collective else len(node.rails)
+    return (
+        isinstance(ports, list)
+        and len(ports) == want
+        and all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= 65535 for x in ports)
+    )
+
+
+def read_fleet_doc(doc: Any) -> tuple[tuple[FleetNode, ...], dict[int, list[int]], set[int]]:
+    """Rank 0's ``fleet``: the nodes in rank order, each rank's server ports, the ranks that never published."""
+    r = JsonReader("the sweep's fleet (store key fleet)")
+    doc = r.obj(doc, "fleet")
+    fleet = nodes_from_json(r, doc.get("nodes"))
+    ports = r.items(doc.get("ports"), "ports", max_items=len(fleet))
+    table = {
+        i: [
+            r.integer(p, f"ports[{i}][{k}]", lo=1, hi=65535)
+            for k, p in enumerate(r.items(v, f"ports[{i}]", max_items=64))
+        ]
+        for i, v in enumerate(ports)
+    }
+    missing = {
+        r.integer(x, "missing", lo=0, hi=len(fleet) - 1)
+        for x in r.items(doc.get("missing"), "missing", max_items=len(fleet))
+    }
+    return fleet, table, missing

@@ -6,14 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ibdiag.node.model import KernelModule, Pairing, PcieLink, Topology, port_name
+from ibdiag.output.prom import Metric, PromSample
 from ibdiag.parse import format_cpulist, pcie_gen
 
-if (
-    TYPE_CHECKING
-):  # rich only where a table is drawn, prom only for -o prom: `ibdiag topo -o json` imports neither
+if TYPE_CHECKING:  # rich only where a table is drawn: `ibdiag topo -o json` does not import it
     from rich.table import Table
-
-    from ibdiag.output.prom import Metric
 
 PATH_STYLE = {"PIX": "green", "PXB": "green", "PHB": "yellow", "NODE": "yellow", "SYS": "red"}
 
@@ -270,13 +267,16 @@ def csv_rows(topo: Topology) -> list[dict[str, Any]]:
 
 
 def prom_metrics(topo: Topology) -> list[Metric]:
-    from ibdiag.output.prom import Metric, PromSample
-
-    port_labels = [
-        ({"device": p.adapter, "port": str(p.port), "link_layer": p.link_layer or ""}, p)
-        for a in topo.adapters
-        for p in a.ports
+    return [
+        *_inventory_metrics(topo),
+        *_link_metrics(topo),
+        *_gdr_metrics(topo),
+        *_info_metrics(topo),
     ]
+
+
+def _inventory_metrics(topo: Topology) -> list[Metric]:
+    """How many GPUs, NVSwitches and RDMA adapters."""
     return [
         Metric(
             "ibdiag_topo_gpus",
@@ -296,6 +296,17 @@ def prom_metrics(topo: Topology) -> list[Metric]:
             "gauge",
             (PromSample({}, len(topo.adapters)),),
         ),
+    ]
+
+
+def _link_metrics(topo: Topology) -> list[Metric]:
+    """RDMA ports (active, rate) and the PCIe width of GPUs and adapters."""
+    port_labels = [
+        ({"device": p.adapter, "port": str(p.port), "link_layer": p.link_layer or ""}, p)
+        for a in topo.adapters
+        for p in a.ports
+    ]
+    return [
         Metric(
             "ibdiag_topo_port_active",
             "1 when the RDMA port is ACTIVE and LinkUp.",
@@ -331,6 +342,12 @@ def prom_metrics(topo: Topology) -> list[Metric]:
                 ]
             ),
         ),
+    ]
+
+
+def _gdr_metrics(topo: Topology) -> list[Metric]:
+    """GPUDirect RDMA per GPU, and whether the peer-memory module is loaded."""
+    return [
         Metric(
             "ibdiag_topo_gpu_gdr",
             "1 when NCCL will use GPUDirect RDMA for the GPU (path within the GDR level and peer memory loaded).",
@@ -344,6 +361,12 @@ def prom_metrics(topo: Topology) -> list[Metric]:
             "gauge",
             (PromSample({}, int(topo.gdr.loaded)),),
         ),
+    ]
+
+
+def _info_metrics(topo: Topology) -> list[Metric]:
+    """Non-numeric facts as labels of value-1 metrics: adapters, kernel release, RDMA drivers."""
+    return [
         Metric(
             "node_infiniband_info",
             "Non-numeric data from /sys/class/infiniband/<device>, value is always 1 (node_exporter's infiniband collector).",

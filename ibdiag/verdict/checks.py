@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING
 
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry
-from ibdiag.units import format_bytes
+from ibdiag.units import format_bytes, format_term_seconds
 from ibdiag.verdict import model
 from ibdiag.verdict.ceiling import RailInfo
-from ibdiag.verdict.wording import format_seconds
 
 if TYPE_CHECKING:
     from ibdiag.verdict.judge import Verdict
@@ -45,8 +44,8 @@ def findings(v: Verdict) -> list[Finding]:
 def network_bound(v: Verdict) -> Finding:
     cfg = v.config
     share = v.step.comm_share
-    exposed = format_seconds(v.step.exposed_s)
-    text = f"{exposed} of communication is exposed per step, {share:.1%} of the {format_seconds(v.step.step_s)} step (limit {cfg.network_bound_share:.0%})"
+    exposed = format_term_seconds(v.step.exposed_s)
+    text = f"{exposed} of communication is exposed per step, {share:.1%} of the {format_term_seconds(v.step.step_s)} step (limit {cfg.network_bound_share:.0%})"
     if v.verdict == model.NETWORK_BOUND:
         return Finding(
             "verdict.network_bound",
@@ -179,8 +178,8 @@ def bucket_size(v: Verdict) -> Finding:
             "verdict.bucket_size",
             cfg.severity("bucket-size"),
             "bucket",
-            f"a {format_bytes(best)} bucket would expose {format_seconds(v.recommended.exposed_s)} instead of {format_seconds(v.step.exposed_s)} "
-            f"(step {format_seconds(v.recommended.step_s)} instead of {format_seconds(v.step.step_s)})",
+            f"a {format_bytes(best)} bucket would expose {format_term_seconds(v.recommended.exposed_s)} instead of {format_term_seconds(v.step.exposed_s)} "
+            f"(step {format_term_seconds(v.recommended.step_s)} instead of {format_term_seconds(v.step.step_s)})",
             value=best,
             limit=cur,
             unit="B",
@@ -190,7 +189,7 @@ def bucket_size(v: Verdict) -> Finding:
         "verdict.bucket_size",
         Severity.OK,
         "bucket",
-        f"{format_bytes(cur)} buckets are within {cfg.bucket_gain_share:.0%} of the step of the best size ({format_bytes(best)}, {format_seconds(max(gain, 0.0))} shorter)",
+        f"{format_bytes(cur)} buckets are within {cfg.bucket_gain_share:.0%} of the step of the best size ({format_bytes(best)}, {format_term_seconds(max(gain, 0.0))} shorter)",
         value=best,
         limit=cur,
         unit="B",

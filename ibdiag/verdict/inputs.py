@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ibdiag.bench import importers
+from ibdiag.bench.importers.checks import socket_fallback
+from ibdiag.bench.results.model import CollectiveResult, P2PResult, load_bench_file
 from ibdiag.collectives import OPS, find_dtype, find_op, find_strategy, placement
 from ibdiag.errors import InputError, UsageError
 from ibdiag.units import format_bytes, parse_size
@@ -186,27 +189,10 @@ def grad_size(
     return size, count, name, nbytes
 
 
-def workload(
-    *,
-    params: str | None,
-    dtype: str | None,
-    grad_bytes: str | None,
-    ranks: int,
-    ranks_per_node: int | None,
-    gpus_under_root: int | None,
-    strategy: str,
-    compute_s: float,
-    forward_s: float | None,
-    bucket: str,
-) -> Workload:
-    size, count, dtype_name, per = grad_size(params, dtype, grad_bytes)
-    if ranks < 1:
-        raise UsageError(
-            f"--ranks must be a positive number of ranks, not {ranks}",
-            hint="the job's total ranks (GPUs), e.g. --ranks 512",
-        )
-    if ranks > MAX_RANKS:
-        raise UsageError(f"--ranks {ranks} is absurdly large", hint=f"at most {MAX_RANKS} ranks")
+def _ranks_per_node(
+    ranks: int, ranks_per_node: int | None, gpus_under_root: int | None
+) -> tuple[int, str]:
+    """Ranks per node and where the number comes from; the job must span nodes evenly."""
     if ranks_per_node is not None:
         rpn, rpn_source = ranks_per_node, "--ranks-per-node"
     elif gpus_under_root:
@@ -233,6 +219,31 @@ def workload(
             f"--ranks {ranks} on {rpn} rank(s) per node is a single node: its collectives do not cross the scale-out fabric",
             hint="the verdict is about the network between nodes: give the multi-node job's --ranks",
         )
+    return rpn, rpn_source
+
+
+def workload(
+    *,
+    params: str | None,
+    dtype: str | None,
+    grad_bytes: str | None,
+    ranks: int,
+    ranks_per_node: int | None,
+    gpus_under_root: int | None,
+    strategy: str,
+    compute_s: float,
+    forward_s: float | None,
+    bucket: str,
+) -> Workload:
+    size, count, dtype_name, per = grad_size(params, dtype, grad_bytes)
+    if ranks < 1:
+        raise UsageError(
+            f"--ranks must be a positive number of ranks, not {ranks}",
+            hint="the job's total ranks (GPUs), e.g. --ranks 512",
+        )
+    if ranks > MAX_RANKS:
+        raise UsageError(f"--ranks {ranks} is absurdly large", hint=f"at most {MAX_RANKS} ranks")
+    rpn, rpn_source = _ranks_per_node(ranks, ranks_per_node, gpus_under_root)
     strategy_name = parse_strategy(strategy)
     check_positive(
         "--compute-s",
@@ -339,103 +350,110 @@ def from_bench_run(
     run: Any, *, bucket_bytes: int, ranks: int, rails_used: int, source: str, path: str
 ) -> Measured:
     """busbw (at the size closest to the bucket) and per-collective latency (smallest size) from a BenchRun."""
-    from ibdiag.bench.results.model import CollectiveResult, P2PResult
-
     rows = list(run.results)
     if not rows:
         raise InputError(
             f"{path}: the run has no results",
             hint="give a run that measured at least one message size",
         )
-    notes: list[str] = []
-    lat_s: float | None  # a collective run always has one; a p2p run may have no latency rows
-    smallest: int | P2PResult  # the smallest size (collective), the latency row at it (p2p)
     if run.kind == "collective":
-        coll = [r for r in rows if isinstance(r, CollectiveResult) and r.bytes > 0]
-        if not coll:
-            raise InputError(
-                f"{path}: no collective rows with a size above 0 bytes",
-                hint="measure sizes around the bucket size (e.g. -b 1M -e 256M)",
-            )
-        size = _closest(sorted({r.bytes for r in coll}), bucket_bytes)
-        at = [r for r in coll if r.bytes == size]
-        busbw = sum(r.busbw_gbs for r in at) / len(at)
-        if busbw <= 0 or not math.isfinite(busbw):
-            raise InputError(
-                f"{path}: busbw at {format_bytes(size)} is {busbw:g} GB/s",
-                hint="the run measured nothing useful at that size; rerun it",
-            )
-        smallest = min(r.bytes for r in coll)
-        small = [r for r in coll if r.bytes == smallest]
-        lat_s = sum(r.time_us for r in small) / len(small) * 1e-6
-        halves = " and ".join(sorted({placement(r.in_place) for r in at}))
-        op = run.meta.op
-        how = f"busbw {busbw:.4g} GB/s at {format_bytes(size)} (the size closest to the bucket, mean of {halves})"
-        latency_how = f"the smallest size's time ({format_bytes(smallest)}: {lat_s * 1e6:.3g} µs)"
-        if smallest > 64 * 1024:
-            notes.append(
-                f"the smallest size measured is {format_bytes(smallest)}: its time includes transfer, so the per-collective latency is overestimated"
-            )
-        if op and find_op(op) is not OPS["all_reduce"]:
-            notes.append(
-                f"the run measured {op}, not all_reduce; busbw is normalised per collective, so it is used as is"
-            )
-        world = run.meta.world_size
-        per_node = run.meta.ranks_per_node
-        if world is not None and per_node is not None and per_node >= world:
-            notes.append(
-                f"the run had {world} rank(s) on one node: its busbw did not cross the fabric"
-            )
-        elif world is not None and world < ranks:
-            notes.append(
-                f"the run had {world} ranks, the job {ranks}: busbw at the job's scale may be lower (more hops, congestion)"
-            )
-        return Measured(busbw, lat_s, source, path, size, how, latency_how, tuple(notes))
+        return _from_collective(rows, run.meta, bucket_bytes, ranks, source, path)
     if run.kind == "p2p":
-        p2p = [
-            r
-            for r in rows
-            if isinstance(r, P2PResult) and r.bw_gbs is not None and r.bw_gbs > 0 and r.bytes > 0
-        ]
-        if not p2p:
-            raise InputError(
-                f"{path}: the p2p run has no bandwidth results",
-                hint="give a bandwidth run (ibdiag bench p2p --mode bw --save FILE)",
-            )
-        size = _closest(sorted({r.bytes for r in p2p}), bucket_bytes)
-        bw = max(r.bw_gbs for r in p2p if r.bytes == size and r.bw_gbs is not None)
-        busbw = bw * rails_used
-        rails = f" x {rails_used} rails" if rails_used > 1 else ""
-        how = (
-            f"point-to-point {bw:.4g} GB/s at {format_bytes(size)}{rails}: a ring all-reduce sends to one neighbour per rail, "
-            "so its busbw approaches the point-to-point bandwidth of the rail(s)"
-        )
-        lat_rows = [r for r in rows if isinstance(r, P2PResult) and r.lat_us is not None]
-        lat_s = None
-        latency_how = ""
-        if lat_rows:
-            smallest = min(lat_rows, key=lambda r: r.bytes)
-            assert smallest.lat_us is not None  # lat_rows keeps only rows with a latency
-            hops = 2 * max(1, math.ceil(math.log2(ranks)))
-            lat_s = smallest.lat_us.p50_us * 1e-6 * hops
-            latency_how = (
-                f"{hops} x the one-way p2p latency ({smallest.lat_us.p50_us:.3g} µs at {format_bytes(smallest.bytes)}): "
-                f"a tree reduce then broadcast over {ranks} ranks, NCCL's choice for small messages"
-            )
-        notes.append(
-            "busbw derived from a point-to-point run; a collective run (ibdiag bench collective, nccl-tests) at the job's scale is more faithful"
-        )
-        return Measured(busbw, lat_s, source, path, size, how, latency_how, tuple(notes))
+        return _from_p2p(rows, bucket_bytes, ranks, rails_used, source, path)
     raise InputError(
         f"{path}: unknown run kind {run.kind!r}",
         hint="give a file written by ibdiag bench ... --save",
     )
 
 
+def _from_collective(
+    rows: list[Any], meta: Any, bucket_bytes: int, ranks: int, source: str, path: str
+) -> Measured:
+    """A collective run: the mean busbw at the size closest to the bucket, the smallest size's time."""
+    notes: list[str] = []
+    coll = [r for r in rows if isinstance(r, CollectiveResult) and r.bytes > 0]
+    if not coll:
+        raise InputError(
+            f"{path}: no collective rows with a size above 0 bytes",
+            hint="measure sizes around the bucket size (e.g. -b 1M -e 256M)",
+        )
+    size = _closest(sorted({r.bytes for r in coll}), bucket_bytes)
+    at = [r for r in coll if r.bytes == size]
+    busbw = sum(r.busbw_gbs for r in at) / len(at)
+    if busbw <= 0 or not math.isfinite(busbw):
+        raise InputError(
+            f"{path}: busbw at {format_bytes(size)} is {busbw:g} GB/s",
+            hint="the run measured nothing useful at that size; rerun it",
+        )
+    smallest = min(r.bytes for r in coll)
+    small = [r for r in coll if r.bytes == smallest]
+    lat_s = sum(r.time_us for r in small) / len(small) * 1e-6
+    halves = " and ".join(sorted({placement(r.in_place) for r in at}))
+    op = meta.op
+    how = f"busbw {busbw:.4g} GB/s at {format_bytes(size)} (the size closest to the bucket, mean of {halves})"
+    latency_how = f"the smallest size's time ({format_bytes(smallest)}: {lat_s * 1e6:.3g} µs)"
+    if smallest > 64 * 1024:
+        notes.append(
+            f"the smallest size measured is {format_bytes(smallest)}: its time includes transfer, so the per-collective latency is overestimated"
+        )
+    if op and find_op(op) is not OPS["all_reduce"]:
+        notes.append(
+            f"the run measured {op}, not all_reduce; busbw is normalised per collective, so it is used as is"
+        )
+    world = meta.world_size
+    per_node = meta.ranks_per_node
+    if world is not None and per_node is not None and per_node >= world:
+        notes.append(f"the run had {world} rank(s) on one node: its busbw did not cross the fabric")
+    elif world is not None and world < ranks:
+        notes.append(
+            f"the run had {world} ranks, the job {ranks}: busbw at the job's scale may be lower (more hops, congestion)"
+        )
+    return Measured(busbw, lat_s, source, path, size, how, latency_how, tuple(notes))
+
+
+def _from_p2p(
+    rows: list[Any], bucket_bytes: int, ranks: int, rails_used: int, source: str, path: str
+) -> Measured:
+    """A point-to-point run: its bandwidth per rail as busbw, its latency over a tree's hops."""
+    notes: list[str] = []
+    p2p = [
+        r
+        for r in rows
+        if isinstance(r, P2PResult) and r.bw_gbs is not None and r.bw_gbs > 0 and r.bytes > 0
+    ]
+    if not p2p:
+        raise InputError(
+            f"{path}: the p2p run has no bandwidth results",
+            hint="give a bandwidth run (ibdiag bench p2p --mode bw --save FILE)",
+        )
+    size = _closest(sorted({r.bytes for r in p2p}), bucket_bytes)
+    bw = max(r.bw_gbs for r in p2p if r.bytes == size and r.bw_gbs is not None)
+    busbw = bw * rails_used
+    rails = f" x {rails_used} rails" if rails_used > 1 else ""
+    how = (
+        f"point-to-point {bw:.4g} GB/s at {format_bytes(size)}{rails}: a ring all-reduce sends to one neighbour per rail, "
+        "so its busbw approaches the point-to-point bandwidth of the rail(s)"
+    )
+    lat_rows = [r for r in rows if isinstance(r, P2PResult) and r.lat_us is not None]
+    lat_s = None
+    latency_how = ""
+    if lat_rows:
+        smallest = min(lat_rows, key=lambda r: r.bytes)
+        assert smallest.lat_us is not None  # lat_rows keeps only rows with a latency
+        hops = 2 * max(1, math.ceil(math.log2(ranks)))
+        lat_s = smallest.lat_us.p50_us * 1e-6 * hops
+        latency_how = (
+            f"{hops} x the one-way p2p latency ({smallest.lat_us.p50_us:.3g} µs at {format_bytes(smallest.bytes)}): "
+            f"a tree reduce then broadcast over {ranks} ranks, NCCL's choice for small messages"
+        )
+    notes.append(
+        "busbw derived from a point-to-point run; a collective run (ibdiag bench collective, nccl-tests) at the job's scale is more faithful"
+    )
+    return Measured(busbw, lat_s, source, path, size, how, latency_how, tuple(notes))
+
+
 def load_bench(path: Path, **kw: Any) -> Measured:
     """``--bench FILE``: an ibdiag bench JSON (schema ibdiag.bench/1), p2p or collective."""
-    from ibdiag.bench.results.model import load_bench_file
-
     _check_file(path, "--bench")
     run = load_bench_file(path)
     return from_bench_run(run, source="bench", path=str(path), **kw)
@@ -443,13 +461,8 @@ def load_bench(path: Path, **kw: Any) -> Measured:
 
 def load_nccl_tests(path: Path, **kw: Any) -> Measured:
     """``--nccl-tests FILE``: an nccl-tests log (all_reduce_perf ...) read by ``ibdiag.bench.importers.load``."""
-    from dataclasses import replace
-
-    from ibdiag.bench.importers import load
-    from ibdiag.bench.importers.checks import socket_fallback
-
     _check_file(path, "--nccl-tests")
-    run = load(path)
+    run = importers.load(path)
     if run.kind != "collective":
         raise InputError(
             f"--nccl-tests {path}: not a collective run ({run.kind!r})",

@@ -8,6 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ibdiag.counters import CountersConfig, snapshot_findings
+from ibdiag.node.discover import discover
+from ibdiag.node.sysfs import SysfsRoot
+from ibdiag.ports.config import PortsConfig
+from ibdiag.topo.checks import TopoConfig, check_topology
 from ibdiag.verdict.ceiling import RailInfo, rails_from_topology
 from ibdiag.verdict.health import Health, sort_health
 
@@ -21,12 +26,6 @@ class NodeFacts:
 
 def read_node(directory: Path, cfg: Any) -> NodeFacts:
     """Discover the topology under ``directory`` (which contains ``sys/``), check it and its counters."""
-    from ibdiag.counters import CountersConfig, snapshot_findings
-    from ibdiag.node.discover import discover
-    from ibdiag.node.sysfs import SysfsRoot
-    from ibdiag.ports.config import PortsConfig
-    from ibdiag.topo.checks import TopoConfig, check_topology
-
     topo_cfg = cfg.section("topo", TopoConfig)
     sysfs = SysfsRoot(directory).check()
     topo = discover(sysfs, gdr_level=topo_cfg.gdr_path_class)

@@ -13,10 +13,9 @@ from typing import Any, BinaryIO
 from ibdiag.errors import CannotRunError
 from ibdiag.output.chart import hbar_chart
 from ibdiag.output.prom import Metric, PromSample
-from ibdiag.units import format_bytes
+from ibdiag.units import format_bytes, format_term_seconds
 from ibdiag.verdict import model
 from ibdiag.verdict.judge import Verdict
-from ibdiag.verdict.wording import format_seconds
 
 
 def gb(nbytes: float) -> str:
@@ -52,11 +51,22 @@ class Section:
 
 def sections(v: Verdict) -> list[Section]:
     """The explanation in the order of the issue: traffic, overlap, verdict, what to do (and notes)."""
-    w, m, c, ov, step = v.workload, v.measured, v.ceiling, v.step.overlap, v.step
-    k = model.STRATEGY_MULTIPLIER[w.strategy]
-    out: list[Section] = []
+    out = [_traffic(v), _overlap(v), _verdict(v), _what_to_do(v)]
+    if v.notes:
+        out.append(
+            Section(
+                "notes",
+                "Notes",
+                tuple(n[0].upper() + n[1:] + ("" if n.endswith(".") else ".") for n in v.notes),
+            )
+        )
+    return out
 
-    # 1. Traffic.
+
+def _traffic(v: Verdict) -> Section:
+    """1. The bytes each rank moves per step, the time they take at the measured busbw and at the ceiling."""
+    w, m, c = v.workload, v.measured, v.ceiling
+    k = model.STRATEGY_MULTIPLIER[w.strategy]
     lines = []
     if w.params is not None:
         lines.append(
@@ -82,7 +92,7 @@ def sections(v: Verdict) -> list[Section]:
         else f"Measured busbw: {gbs(m.busbw_gbs)} ({src})."
     )
     lines.append(
-        f"At {gbs(m.busbw_gbs)} that is {gb(v.wire_bytes_per_rank)} / {gbs(m.busbw_gbs)} = {format_seconds(v.wire_s)} on the wire per step."
+        f"At {gbs(m.busbw_gbs)} that is {gb(v.wire_bytes_per_rank)} / {gbs(m.busbw_gbs)} = {format_term_seconds(v.wire_s)} on the wire per step."
     )
     if c.busbw_gbs is None:
         lines.append(
@@ -93,7 +103,7 @@ def sections(v: Verdict) -> list[Section]:
         rail_word = "rail" if c.rails_used == 1 else "rails"
         lines.append(
             f"Ceiling: {c.rails_used} {rail_word} x {c.link_gbps:g} Gb/s / 8{share} = {gbs(c.busbw_gbs)}; "
-            f"at the ceiling the traffic takes {gb(v.wire_bytes_per_rank)} / {gbs(c.busbw_gbs)} = {format_seconds(v.ceiling_wire_s)}."
+            f"at the ceiling the traffic takes {gb(v.wire_bytes_per_rank)} / {gbs(c.busbw_gbs)} = {format_term_seconds(v.ceiling_wire_s)}."
         )
         lines.append(
             f"  {_rails_why(c, w.ranks_per_node)}; link rate {c.link_gbps:g} Gb/s {_link_why(c)}."
@@ -105,32 +115,37 @@ def sections(v: Verdict) -> list[Section]:
         lines.append(
             f"Efficiency: {gbs(m.busbw_gbs)} / {gbs(c.busbw_gbs)} = {v.efficiency:.1%} of the ceiling (underperforming below {v.config.min_efficiency:.0%})."
         )
-    out.append(Section("traffic", "1. Traffic per step", tuple(lines)))
+    return Section("traffic", "1. Traffic per step", tuple(lines))
 
-    # 2. Overlap.
+
+def _overlap(v: Verdict) -> Section:
+    """2. Whether each bucket's collective hides behind the rest of the backward pass."""
+    w, m, ov, step = v.workload, v.measured, v.step.overlap, v.step
     lines = []
-    fwd = f"forward {format_seconds(w.forward_s)}" if w.forward_s else "forward not given (0 s)"
+    fwd = (
+        f"forward {format_term_seconds(w.forward_s)}" if w.forward_s else "forward not given (0 s)"
+    )
     last = (
         f" (the last {format_bytes(ov.last_bucket_bytes)})"
         if ov.last_bucket_bytes != ov.bucket_bytes
         else ""
     )
     lines.append(
-        f"Backward pass {format_seconds(w.backward_s)}, {fwd}. Buckets: {ov.buckets} x {format_bytes(ov.bucket_bytes)}{last}, ready uniformly over the backward pass."
+        f"Backward pass {format_term_seconds(w.backward_s)}, {fwd}. Buckets: {ov.buckets} x {format_bytes(ov.bucket_bytes)}{last}, ready uniformly over the backward pass."
     )
     lines.append(
-        f"Each full bucket's collective takes latency {format_seconds(v.latency_s)} ({v.latency_source}) + {v.factor:.4g} x {format_bytes(ov.bucket_bytes)} / {gbs(m.busbw_gbs)} "
-        f"= {format_seconds(ov.bucket_comm_s)}; the backward pass produces a bucket every {format_seconds(w.backward_s)} x {format_bytes(ov.bucket_bytes)} / {gb(w.grad_bytes)} "
-        f"= {format_seconds(ov.bucket_compute_s)}."
+        f"Each full bucket's collective takes latency {format_term_seconds(v.latency_s)} ({v.latency_source}) + {v.factor:.4g} x {format_bytes(ov.bucket_bytes)} / {gbs(m.busbw_gbs)} "
+        f"= {format_term_seconds(ov.bucket_comm_s)}; the backward pass produces a bucket every {format_term_seconds(w.backward_s)} x {format_bytes(ov.bucket_bytes)} / {gb(w.grad_bytes)} "
+        f"= {format_term_seconds(ov.bucket_compute_s)}."
     )
     if ov.buckets > 1:
         if ov.keeps_up:
             lines.append(
-                f"{format_seconds(ov.bucket_comm_s)} <= {format_seconds(ov.bucket_compute_s)}: the network keeps up; each bucket's collective ends before the next bucket is ready."
+                f"{format_term_seconds(ov.bucket_comm_s)} <= {format_term_seconds(ov.bucket_compute_s)}: the network keeps up; each bucket's collective ends before the next bucket is ready."
             )
         else:
             lines.append(
-                f"{format_seconds(ov.bucket_comm_s)} > {format_seconds(ov.bucket_compute_s)}: the network falls behind by {format_seconds(ov.bucket_comm_s - ov.bucket_compute_s)} per bucket and the collectives queue up."
+                f"{format_term_seconds(ov.bucket_comm_s)} > {format_term_seconds(ov.bucket_compute_s)}: the network falls behind by {format_term_seconds(ov.bucket_comm_s - ov.bucket_compute_s)} per bucket and the collectives queue up."
             )
     first = ov.first_exposed_bucket
     if first is None:
@@ -140,32 +155,35 @@ def sections(v: Verdict) -> list[Section]:
     elif first == ov.buckets == 1:
         lines.append(
             f"One bucket holds all of S: it is ready when the backward pass ends, with no compute left to hide behind, "
-            f"so its whole collective ({format_seconds(ov.end_s(1) - w.backward_s)}) is exposed."
+            f"so its whole collective ({format_term_seconds(ov.end_s(1) - w.backward_s)}) is exposed."
         )
     elif first == ov.buckets:
         lines.append(
             f"T_comm(bucket k) < T_compute(rest of backward) holds for buckets 1-{first - 1} of {ov.buckets}; the last bucket is ready when the backward pass ends, "
-            f"with no compute left to hide behind: its collective ends {format_seconds(ov.end_s(first) - w.backward_s)} after the backward pass."
+            f"with no compute left to hide behind: its collective ends {format_term_seconds(ov.end_s(first) - w.backward_s)} after the backward pass."
         )
     else:
         ready = ov.ready_s(first)
         held = f"holds for buckets 1-{first - 1}" if first > 1 else "holds for no bucket"
         lines.append(
-            f"T_comm(bucket k) < T_compute(rest of backward) {held} of {ov.buckets}; bucket {first} is ready at {format_seconds(ready)} "
-            f"with {format_seconds(w.backward_s - ready)} of backward left, but its collective ends at {format_seconds(ov.end_s(first))} "
-            f"({format_seconds(ov.end_s(first) - ready)} after it was ready, queueing included)."
+            f"T_comm(bucket k) < T_compute(rest of backward) {held} of {ov.buckets}; bucket {first} is ready at {format_term_seconds(ready)} "
+            f"with {format_term_seconds(w.backward_s - ready)} of backward left, but its collective ends at {format_term_seconds(ov.end_s(first))} "
+            f"({format_term_seconds(ov.end_s(first) - ready)} after it was ready, queueing included)."
         )
     lines.append(
-        f"All collectives back to back: {format_seconds(ov.comm_s)} ({ov.buckets} x latency + {format_seconds(v.wire_s)} on the wire); the last ends at "
-        f"{format_seconds(ov.comm_end_s)}, {format_seconds(step.exposed_s)} after the backward pass: exposed communication {format_seconds(step.exposed_s)}."
+        f"All collectives back to back: {format_term_seconds(ov.comm_s)} ({ov.buckets} x latency + {format_term_seconds(v.wire_s)} on the wire); the last ends at "
+        f"{format_term_seconds(ov.comm_end_s)}, {format_term_seconds(step.exposed_s)} after the backward pass: exposed communication {format_term_seconds(step.exposed_s)}."
     )
     lines.append(
-        f"Step = forward {format_seconds(w.forward_s)} + backward {format_seconds(w.backward_s)} + exposed {format_seconds(step.exposed_s)} = {format_seconds(step.step_s)}; "
+        f"Step = forward {format_term_seconds(w.forward_s)} + backward {format_term_seconds(w.backward_s)} + exposed {format_term_seconds(step.exposed_s)} = {format_term_seconds(step.step_s)}; "
         f"waiting for the network is {step.comm_share:.1%} of the step."
     )
-    out.append(Section("overlap", "2. Overlap with the backward pass", tuple(lines)))
+    return Section("overlap", "2. Overlap with the backward pass", tuple(lines))
 
-    # 3. Verdict.
+
+def _verdict(v: Verdict) -> Section:
+    """3. Network-bound or not, and the fabric's health."""
+    step = v.step
     lines = []
     label = v.verdict.upper()
     cmp = ">" if v.verdict == model.NETWORK_BOUND else "<="
@@ -173,9 +191,13 @@ def sections(v: Verdict) -> list[Section]:
         f"{label}: exposed communication is {step.comm_share:.1%} of the step {cmp} {v.config.network_bound_share:.0%}."
     )
     lines.append(f"Fabric: {v.fabric}{_fabric_why(v)}.")
-    out.append(Section("verdict", "3. Verdict", tuple(lines)))
+    return Section("verdict", "3. Verdict", tuple(lines))
 
-    # 4. What to do.
+
+def _what_to_do(v: Verdict) -> Section:
+    """4. The bucket size to use, and where scaling stops hiding communication."""
+    w, step = v.workload, v.step
+    k = model.STRATEGY_MULTIPLIER[w.strategy]
     lines = []
     cur, best = w.bucket_bytes, v.recommended_bucket
     gain = v.bucket_gain_s
@@ -186,12 +208,12 @@ def sections(v: Verdict) -> list[Section]:
     elif gain < v.config.bucket_gain_share * step.step_s:
         lines.append(
             f"Bucket size: {format_bytes(cur)} is fine for these numbers: the best size tried (powers of two from 1 MiB to S), {format_bytes(best)}, "
-            f"would save only {format_seconds(gain)} per step (less than {v.config.bucket_gain_share:.0%} of the step)."
+            f"would save only {format_term_seconds(gain)} per step (less than {v.config.bucket_gain_share:.0%} of the step)."
         )
     else:
         lines.append(
-            f"Bucket size: {format_bytes(best)} minimises exposed communication for these numbers: {format_seconds(v.recommended.exposed_s)} instead of "
-            f"{format_seconds(step.exposed_s)} (step {format_seconds(v.recommended.step_s)} instead of {format_seconds(step.step_s)}, {gain / step.step_s:.1%} shorter)."
+            f"Bucket size: {format_bytes(best)} minimises exposed communication for these numbers: {format_term_seconds(v.recommended.exposed_s)} instead of "
+            f"{format_term_seconds(step.exposed_s)} (step {format_term_seconds(v.recommended.step_s)} instead of {format_term_seconds(step.step_s)}, {gain / step.step_s:.1%} shorter)."
         )
     wall = v.wall_ranks
     if wall is None:
@@ -204,16 +226,7 @@ def sections(v: Verdict) -> list[Section]:
             f"Scaling wall: with the same global batch, communication stops hiding at {wall} ranks ({nodes} nodes): compute per rank shrinks as 1/ranks "
             f"while each rank still moves ~{k} x S = {gb(k * w.grad_bytes)} per step."
         )
-    out.append(Section("what_to_do", "4. What to do", tuple(lines)))
-    if v.notes:
-        out.append(
-            Section(
-                "notes",
-                "Notes",
-                tuple(n[0].upper() + n[1:] + ("" if n.endswith(".") else ".") for n in v.notes),
-            )
-        )
-    return out
+    return Section("what_to_do", "4. What to do", tuple(lines))
 
 
 def table_items(v: Verdict) -> list[Any]:
@@ -309,13 +322,13 @@ def scaling_table(v: Verdict) -> Any:
         t.add_row(
             str(r.ranks),
             str(r.nodes),
-            format_seconds(r.compute_s),
+            format_term_seconds(r.compute_s),
             gb(r.wire_bytes_per_rank)
             if r.comm_s is not None
             else ("none" if r.ranks == 1 else "in-node"),
-            format_seconds(r.comm_s),
-            format_seconds(r.exposed_s),
-            format_seconds(r.step_s),
+            format_term_seconds(r.comm_s),
+            format_term_seconds(r.exposed_s),
+            format_term_seconds(r.step_s),
             "-" if r.comm_share is None else f"{r.comm_share:.1%}",
             Text(verdict, style=verdict_style),
             style=style,

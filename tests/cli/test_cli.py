@@ -50,7 +50,8 @@ def test_unknown_format_is_a_usage_error(cli):
 
 
 @pytest.mark.parametrize(
-    "argv", [("topo", "--root", DGX), ("counters", "--root", DGX), ("sweep", "--plan", "--nodes", "8")]
+    "argv",
+    [("topo", "--root", DGX), ("counters", "--root", DGX), ("sweep", "--plan", "--nodes", "8")],
 )
 def test_html_is_one_format_of_every_command_but_only_report_writes_it(cli, argv):
     """One --format enum for every command: -o html is refused before anything runs, with the way to the page."""

@@ -224,6 +224,6 @@ def test_build_span_through_real_reads(tmp_path):
     "seconds,text", [(10.0, "10 s"), (0.25, "250 ms"), (750.0, "12.5 min"), (11520.0, "3.2 h")]
 )
 def test_duration_text(seconds, text):
-    from ibdiag.counters.wording import duration_text
+    from ibdiag.units import format_duration as duration_text
 
     assert duration_text(seconds) == text

@@ -9,7 +9,7 @@ import pytest
 
 from ibdiag.bench.p2p.linerate import judged_line_rate, rdma_line_rate
 from ibdiag.counters import CountersConfig, snapshot_findings
-from ibdiag.counters.spec import HW_COUNTERS, HW_JUDGED, MEANINGS, HwGroup, Meaning
+from ibdiag.counters.hw_spec import HW_COUNTERS, HW_JUDGED, MEANINGS, HwGroup, Meaning
 from ibdiag.errors import InputError
 from ibdiag.findings.model import Severity
 from ibdiag.node.discover import discover

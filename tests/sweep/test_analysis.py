@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from ibdiag.findings.model import Severity
-from ibdiag.sweep.analysis import EndVerdict, LinkVerdict, NodeStatus, SweepConfig, analyse
+from ibdiag.sweep.analysis import EndVerdict, LinkVerdict, NodeStatus, SweepConfig
+from ibdiag.sweep.attribution import analyse
 from ibdiag.sweep.checks import sweep_findings
 from ibdiag.sweep.nodes import make_fleet
 from ibdiag.sweep.passes import run_sweep

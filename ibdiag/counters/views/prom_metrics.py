@@ -15,16 +15,25 @@ def prom_metrics(sample: Sample, cfg: CountersConfig, span: Span | None = None) 
     with the ``ibdiag_infiniband_`` prefix; plus ibdiag's own ``ibdiag_counters_*``."""
     prefix = "node_infiniband_" if cfg.prom_names == "node_exporter" else "ibdiag_infiniband_"
     ports = [p for p in sample.ports if p.port is not None]
+    metrics = _port_metrics(ports, prefix) + _ibdiag_metrics(sample, ports)
+    if span is not None:
+        metrics.extend(_prom_rates(span, cfg))
+    return metrics
 
-    def lab(p: PortCounters, **extra: str) -> dict[str, str]:
-        return {"device": p.adapter, "port": "" if p.port is None else str(p.port), **extra}
 
+def _lab(p: PortCounters, **extra: str) -> dict[str, str]:
+    return {"device": p.adapter, "port": "" if p.port is None else str(p.port), **extra}
+
+
+def _port_metrics(ports: list[PortCounters], prefix: str) -> list[Metric]:
+    """The IBA counters, data octets, state, physical state and rate under ``prefix`` (node_exporter's
+    infiniband collector names, or ibdiag's)."""
     metrics: list[Metric] = []
     for name, spec in IB_COUNTERS.items():
         if spec.prom is None:
             continue
         samples = tuple(
-            PromSample(lab(p), (p.counters or {})[name])  # type: ignore[arg-type]  # not None: the comprehension's filter checks it
+            PromSample(_lab(p), (p.counters or {})[name])  # type: ignore[arg-type]  # not None: the filter below checks it
             for p in ports
             if (p.counters or {}).get(name) is not None
         )
@@ -42,7 +51,7 @@ def prom_metrics(sample: Sample, cfg: CountersConfig, span: Span | None = None) 
         ("rcv_bytes", "port_data_received_bytes_total", "received"),
     ):
         samples = tuple(
-            PromSample(lab(p), getattr(p, derived))
+            PromSample(_lab(p), getattr(p, derived))
             for p in ports
             if getattr(p, derived) is not None
         )
@@ -61,7 +70,7 @@ def prom_metrics(sample: Sample, cfg: CountersConfig, span: Span | None = None) 
             "Port state (1 down, 2 init, 3 armed, 4 active, 5 active defer).",
             "gauge",
             tuple(
-                PromSample(lab(p), p.info.state_code)
+                PromSample(_lab(p), p.info.state_code)
                 for p in ports
                 if p.info and p.info.state_code is not None
             ),
@@ -73,7 +82,7 @@ def prom_metrics(sample: Sample, cfg: CountersConfig, span: Span | None = None) 
             "Physical port state (2 polling, 3 disabled, 5 link up, ...).",
             "gauge",
             tuple(
-                PromSample(lab(p), p.info.phys_state_code)
+                PromSample(_lab(p), p.info.phys_state_code)
                 for p in ports
                 if p.info and p.info.phys_state_code is not None
             ),
@@ -85,14 +94,20 @@ def prom_metrics(sample: Sample, cfg: CountersConfig, span: Span | None = None) 
             "Port rate (sysfs rate) in bytes per second.",
             "gauge",
             tuple(
-                PromSample(lab(p), p.info.rate_gbps * 1e9 / 8)
+                PromSample(_lab(p), p.info.rate_gbps * 1e9 / 8)
                 for p in ports
                 if p.info and p.info.rate_gbps is not None
             ),
         )
     )
+    return metrics
+
+
+def _ibdiag_metrics(sample: Sample, ports: list[PortCounters]) -> list[Metric]:
+    """ibdiag's own ``ibdiag_counters_*``: unknown counters, hw_counters, saturation, data counter width."""
+    metrics: list[Metric] = []
     other = tuple(
-        PromSample(lab(p, counter=name), value)
+        PromSample(_lab(p, counter=name), value)
         for p in ports
         for name, value in (p.counters or {}).items()
         if value is not None and (name not in IB_COUNTERS)
@@ -107,7 +122,7 @@ def prom_metrics(sample: Sample, cfg: CountersConfig, span: Span | None = None) 
             )
         )
     hw = tuple(
-        PromSample(lab(p, counter=name), value)
+        PromSample(_lab(p, counter=name), value)
         for p in sample.ports
         for name, value in (p.hw_counters or {}).items()
         if value is not None
@@ -122,7 +137,7 @@ def prom_metrics(sample: Sample, cfg: CountersConfig, span: Span | None = None) 
             )
         )
     sat = tuple(
-        PromSample(lab(p, counter=name), 1) for p in sample.ports for name in sorted(p.saturated)
+        PromSample(_lab(p, counter=name), 1) for p in sample.ports for name in sorted(p.saturated)
     )
     metrics.append(
         Metric(
@@ -132,7 +147,7 @@ def prom_metrics(sample: Sample, cfg: CountersConfig, span: Span | None = None) 
             sat,
         )
     )
-    bits = tuple(PromSample(lab(p), p.data_bits) for p in ports if p.counters is not None)
+    bits = tuple(PromSample(_lab(p), p.data_bits) for p in ports if p.counters is not None)
     if bits:
         metrics.append(
             Metric(
@@ -142,8 +157,6 @@ def prom_metrics(sample: Sample, cfg: CountersConfig, span: Span | None = None) 
                 bits,
             )
         )
-    if span is not None:
-        metrics.extend(_prom_rates(span, cfg))
     return metrics
 
 

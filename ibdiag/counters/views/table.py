@@ -8,12 +8,14 @@ from typing import Any
 
 from ibdiag.counters.config import CountersConfig
 from ibdiag.counters.delta import figures
+from ibdiag.counters.hw_spec import HW_JUDGED, HwGroup
 from ibdiag.counters.model import PortCounters, PortDelta, Sample, Span
-from ibdiag.counters.spec import ERROR_COUNTERS, HW_JUDGED, HwGroup
+from ibdiag.counters.spec import ERROR_COUNTERS
 from ibdiag.counters.wording import pct
 from ibdiag.findings.model import Finding, Severity, worst
 from ibdiag.output.table import COMPACT_BELOW_COLUMNS
 from ibdiag.ports.config import PortsConfig
+from ibdiag.units import format_bytes
 
 #: Short names of the error counters for narrow terminals (the full sysfs names everywhere else).
 ERR_SHORT = {
@@ -137,9 +139,90 @@ def _err_name(name: str, compact: bool) -> str:
 
 
 def _bytes(v: int | None, saturated: bool) -> str:
-    from ibdiag.units import format_bytes
-
     return ("≥" if saturated else "") + format_bytes(v)
+
+
+_SNAPSHOT_COLUMNS = {
+    True: [
+        ("port", False),
+        ("link", False),
+        ("xmit_wait", True),
+        ("status", False),
+        ("counters", False),
+    ],
+    False: [
+        ("port", False),
+        ("link", False),
+        ("tx", True),
+        ("rx", True),
+        ("xmit_wait", True),
+        ("error counters", False),
+        ("RoCE/transport", False),
+        ("status", False),
+    ],
+}
+"""The snapshot table's (name, right-aligned) columns, on a narrow terminal (True) or not."""
+
+_INTERVAL_COLUMNS = {
+    True: [
+        ("port", False),
+        ("link", False),
+        ("Gb/s tx/rx", True),
+        ("wait", True),
+        ("status", False),
+        ("counters (+, /s)", False),
+    ],
+    False: [
+        ("port", False),
+        ("link", False),
+        ("Gb/s tx/rx", True),
+        ("util", True),
+        ("wait/s", True),
+        ("est.wait", True),
+        ("error counters (+)", False),
+        ("RoCE/transport (/s)", False),
+        ("status", False),
+    ],
+}
+"""The interval table's (name, right-aligned) columns, on a narrow terminal (True) or not."""
+
+
+def _snapshot_cells(
+    p: PortCounters, findings: Sequence[Finding], compact: bool
+) -> tuple[Any, Any, Any, Any, list[tuple[str, Severity]]]:
+    """A port's tx, rx, xmit_wait and error counter cells since the last reset, and the error parts."""
+    from rich.text import Text
+
+    c = p.counters
+    sat = p.saturated_keys()
+    parts: list[tuple[str, Severity]] = []
+    tx: Text | str
+    rx: Text | str
+    if c is None:
+        tx = rx = wait = Text("-", style="dim")
+        errs: Any = Text("no counters/", style="yellow")
+        return tx, rx, wait, errs, parts
+    tx = _bytes(p.xmit_bytes, "xmit_bytes" in sat)
+    rx = _bytes(p.rcv_bytes, "rcv_bytes" in sat)
+    w = c.get("port_xmit_wait")
+    wait = Text(
+        ("≥" if "port_xmit_wait" in sat else "") + _compact(w),
+        style="yellow" if "port_xmit_wait" in sat else "",
+    )
+    sev = _severity_of(findings, "counters.errors", p.subject)
+    parts = [
+        (
+            f"{_err_name(n, compact)}{'≥' if n in sat else '='}{c[n]}",
+            Severity.FAIL if n in sat else sev,
+        )
+        for n in ERROR_COUNTERS
+        if (c.get(n) or 0) > 0
+    ]
+    na = [n for n in ERROR_COUNTERS if n in p.unavailable]
+    errs = _cell_with_severity(parts)
+    if na and not parts:
+        errs = Text(f"{len(na)} N/A", style="yellow")
+    return tx, rx, wait, errs, parts
 
 
 def snapshot_table(
@@ -150,63 +233,16 @@ def snapshot_table(
     *,
     width: int | None = None,
 ) -> Any:
-    from rich.text import Text
 
     compact = width is not None and width < COMPACT_BELOW_COLUMNS
     worst_of = _worst_by_subject(findings)
     title = "RDMA port counters since the last reset (perfquery -x)"
-    if compact:
-        cols = [
-            ("port", False),
-            ("link", False),
-            ("xmit_wait", True),
-            ("status", False),
-            ("counters", False),
-        ]
-    else:
-        cols = [
-            ("port", False),
-            ("link", False),
-            ("tx", True),
-            ("rx", True),
-            ("xmit_wait", True),
-            ("error counters", False),
-            ("RoCE/transport", False),
-            ("status", False),
-        ]
-    t = _table(title, cols, compact=compact)
+    t = _table(title, _SNAPSHOT_COLUMNS[compact], compact=compact)
     for p in sample.ports:
         if p.port is None:
             continue
         c = p.counters
-        sat = p.saturated_keys()
-        parts: list[tuple[str, Severity]] = []
-        tx: Text | str  # a dash without counters, else the formatted byte count
-        rx: Text | str
-        if c is None:
-            tx = rx = wait = Text("-", style="dim")
-            errs: Any = Text("no counters/", style="yellow")
-        else:
-            tx = _bytes(p.xmit_bytes, "xmit_bytes" in sat)
-            rx = _bytes(p.rcv_bytes, "rcv_bytes" in sat)
-            w = c.get("port_xmit_wait")
-            wait = Text(
-                ("≥" if "port_xmit_wait" in sat else "") + _compact(w),
-                style="yellow" if "port_xmit_wait" in sat else "",
-            )
-            sev = _severity_of(findings, "counters.errors", p.subject)
-            parts = [
-                (
-                    f"{_err_name(n, compact)}{'≥' if n in sat else '='}{c[n]}",
-                    Severity.FAIL if n in sat else sev,
-                )
-                for n in ERROR_COUNTERS
-                if (c.get(n) or 0) > 0
-            ]
-            na = [n for n in ERROR_COUNTERS if n in p.unavailable]
-            errs = _cell_with_severity(parts)
-            if na and not parts:
-                errs = Text(f"{len(na)} N/A", style="yellow")
+        tx, rx, wait, errs, parts = _snapshot_cells(p, findings, compact)
         hw = p.hw_counters or {}
         roce_parts = []
         for n in HW_JUDGED:
@@ -257,28 +293,7 @@ def interval_table(
     by_rate = {d.key: d for d in rate_deltas}
     by_count = {d.key: d for d in count_deltas}
     worst_of = _worst_by_subject(findings)
-    if compact:
-        cols = [
-            ("port", False),
-            ("link", False),
-            ("Gb/s tx/rx", True),
-            ("wait", True),
-            ("status", False),
-            ("counters (+, /s)", False),
-        ]
-    else:
-        cols = [
-            ("port", False),
-            ("link", False),
-            ("Gb/s tx/rx", True),
-            ("util", True),
-            ("wait/s", True),
-            ("est.wait", True),
-            ("error counters (+)", False),
-            ("RoCE/transport (/s)", False),
-            ("status", False),
-        ]
-    t = _table(title, cols, compact=compact)
+    t = _table(title, _INTERVAL_COLUMNS[compact], compact=compact)
     for p in sample.ports:
         if p.port is None:
             continue
@@ -316,30 +331,8 @@ def interval_table(
         wait_sev = _severity_of(findings, "counters.xmit_wait", p.subject)
         est_text = pct(fig.xmit_wait_est_pct)
         est = Text(est_text, style=_STYLE[wait_sev] if wait_sev is not Severity.OK else "")
-        err_sev = _severity_of(findings, "counters.errors", p.subject)
-        parts = []
-        for n in ERROR_COUNTERS:
-            if n not in (p.counters or {}):
-                continue
-            v = dc.deltas.get(n)
-            if n in p.saturated or dc.unknown.get(n) == "saturated":
-                parts.append((f"{_err_name(n, compact)}=sat.", Severity.FAIL))
-            elif v:
-                parts.append((f"{_err_name(n, compact)}+{v}", err_sev))
-        roce_sev = _severity_of(findings, "counters.roce_errors", p.subject)
-        cong_sev = _severity_of(findings, "counters.roce_congestion", p.subject)
-        roce = []
-        for n in HW_JUDGED:
-            r = dr.rates.get(p.hw_key(n))
-            if r:
-                roce.append(
-                    (
-                        f"{HW_JUDGED[n].label}={_compact(r)}/s"
-                        if compact
-                        else f"{HW_JUDGED[n].label}={_compact(r)}",
-                        cong_sev if HW_JUDGED[n].group is HwGroup.CONGESTION else roce_sev,
-                    )
-                )
+        parts = _error_increases(p, dc, findings, compact)
+        roce = _hw_rates(p, dr, findings, compact)
         if compact:
             wait_cell = wait if wait_sat else Text(f"{est_text}", style=est.style)
             t.add_row(
@@ -403,3 +396,41 @@ def legend(
                 "error counters: " + ", ".join(f"{ERR_SHORT[n]} = {n}" for n in errs) + "."
             )
     return "\n".join(lines)
+
+
+def _error_increases(
+    p: PortCounters, dc: PortDelta, findings: Sequence[Finding], compact: bool
+) -> list[tuple[str, Severity]]:
+    """The error counters that increased over the span (or saturated), with their severity."""
+    err_sev = _severity_of(findings, "counters.errors", p.subject)
+    parts = []
+    for n in ERROR_COUNTERS:
+        if n not in (p.counters or {}):
+            continue
+        v = dc.deltas.get(n)
+        if n in p.saturated or dc.unknown.get(n) == "saturated":
+            parts.append((f"{_err_name(n, compact)}=sat.", Severity.FAIL))
+        elif v:
+            parts.append((f"{_err_name(n, compact)}+{v}", err_sev))
+    return parts
+
+
+def _hw_rates(
+    p: PortCounters, dr: PortDelta, findings: Sequence[Finding], compact: bool
+) -> list[tuple[str, Severity]]:
+    """The judged hw_counters' rates over the interval, with their check's severity."""
+    roce_sev = _severity_of(findings, "counters.roce_errors", p.subject)
+    cong_sev = _severity_of(findings, "counters.roce_congestion", p.subject)
+    roce = []
+    for n in HW_JUDGED:
+        r = dr.rates.get(p.hw_key(n))
+        if r:
+            roce.append(
+                (
+                    f"{HW_JUDGED[n].label}={_compact(r)}/s"
+                    if compact
+                    else f"{HW_JUDGED[n].label}={_compact(r)}",
+                    cong_sev if HW_JUDGED[n].group is HwGroup.CONGESTION else roce_sev,
+                )
+            )
+    return roce
