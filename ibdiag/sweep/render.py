@@ -265,9 +265,8 @@ def worst_tables(result: SweepResult, *, limit: int = 10) -> list[Any]:
     from rich.table import Table
     from rich.text import Text
 
-    from ibdiag.output.table import (
-        SEVERITY_STYLE,
-    )  # lazy: imports rich, only where a table is drawn
+    # lazy: output.table imports rich, loaded only where a table is drawn
+    from ibdiag.output.table import SEVERITY_STYLE
 
     a = result.analysis
     nodes = Table(title="Worst nodes", title_justify="left")
