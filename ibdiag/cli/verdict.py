@@ -227,10 +227,11 @@ def verdict_command(
 
     node = None
     if root is not None:
+        from ibdiag.node.sysfs import SysfsRoot
         from ibdiag.verdict.node import read_node
 
         with open_root(root) as directory:
-            node = read_node(directory, cfg_file)
+            node = read_node(SysfsRoot(directory).check(), cfg_file)
             meta = run_meta(directory)
     else:
         meta = run_meta(None)

@@ -5,7 +5,6 @@ the fabric unhealthy. Reads through :class:`ibdiag.node.sysfs.SysfsRoot` like ``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ibdiag.counters import CountersConfig, snapshot_findings
@@ -24,10 +23,9 @@ class NodeFacts:
     health: Health
 
 
-def read_node(directory: Path, cfg: Any) -> NodeFacts:
-    """Discover the topology under ``directory`` (which contains ``sys/``), check it and its counters."""
+def read_node(sysfs: SysfsRoot, cfg: Any) -> NodeFacts:
+    """Discover the node's topology, check it and its counters (one ``SysfsRoot``, built by the caller)."""
     topo_cfg = cfg.section("topo", TopoConfig)
-    sysfs = SysfsRoot(directory).check()
     topo = discover(sysfs, gdr_level=topo_cfg.gdr_path_class)
     ports_cfg = cfg.section("ports", PortsConfig)
     # Port state and rate come once, with topo's findings; counters adds what only counters can say.

@@ -336,10 +336,11 @@ def test_fail_on_decides_fail_or_warn():
 def test_node_health_has_each_port_problem_once():
     """topo and counters judge ports through one module; verdict asks it once (no de-duplication)."""
     from ibdiag.config import load_config
+    from ibdiag.node.sysfs import SysfsRoot
     from ibdiag.verdict.node import read_node
     from tests.support.env import SYSFS_FIXTURES
 
-    health = read_node(SYSFS_FIXTURES / "dgx-h100-faulty", load_config(None)).health
+    health = read_node(SysfsRoot(SYSFS_FIXTURES / "dgx-h100-faulty"), load_config(None)).health
     assert health.checked == ("topo", "counters")
     ports = sorted(
         (f.check, f.subject)
