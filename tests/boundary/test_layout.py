@@ -61,3 +61,31 @@ def test_a_function_level_import_without_a_reason_is_found(tmp_path):
         "def h():\n    import json\n"
     )
     assert _function_level_ibdiag_imports(p) == [(2, "ibdiag.units")]
+
+
+def _typer_command(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A typer command: its length is its option signature (``@app.command``)."""
+    return any(
+        isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr == "command"
+        for d in fn.decorator_list
+    )
+
+
+def test_no_module_over_500_lines():
+    long = [
+        f"{p.relative_to(REPO)}: {n} lines"
+        for p in _modules()
+        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    ]
+    assert not long, "\n".join(long)
+
+
+def test_no_function_over_80_lines_but_typer_commands():
+    long = []
+    for p in _modules():
+        for fn in ast.walk(ast.parse(p.read_text())):
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and not _typer_command(fn):
+                n = (fn.end_lineno or fn.lineno) - fn.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{p.relative_to(REPO)}:{fn.lineno} {fn.name}: {n} lines")
+    assert not long, "\n".join(long)
