@@ -17,8 +17,8 @@ from dataclasses import replace
 import pytest
 
 from ibdiag.bench.p2p.control.protocol import ProtocolError
-from ibdiag.bench.p2p.meta import P2PSetup, RdmaEnd, RdmaPath
 from ibdiag.bench.p2p.params import AUTO_INLINE_LAT, RequestError, RunRequest
+from ibdiag.bench.p2p.rdma.device import check_server_run, run_options
 from ibdiag.bench.p2p.rdma.loops import (
     Receiver,
     check_pattern,
@@ -31,8 +31,8 @@ from ibdiag.bench.p2p.rdma.loops import (
     write_bw,
 )
 from ibdiag.bench.p2p.rdma.plan import QpInfo, plan_connection
-from ibdiag.bench.p2p.rdma.session import check_server_run, run_options
 from ibdiag.bench.results.jsonfields import Fields
+from ibdiag.bench.results.p2p_meta import P2PSetup, RdmaEnd, RdmaPath
 from ibdiag.errors import CannotRunError, PeerTimeoutError
 from tests.test_p2p_rdma import ROCE_A, ROCE_B
 

@@ -271,7 +271,8 @@ class P2PPairRunner:
         choice); perftest warms up on its own, so the sweep's warm-up is dropped."""
         from dataclasses import replace
 
-        from ibdiag.bench.p2p.perftest.engine import check_request, resolve_engine
+        from ibdiag.bench.p2p.params import check_request
+        from ibdiag.bench.p2p.perftest.engine import resolve_engine
 
         on_perftest = replace(req, warmup=None, engine="perftest")  # type: ignore[type-var]
         if engine == "perftest":

@@ -30,8 +30,10 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from ibdiag.bench.collective.config import CollectiveConfig
-from ibdiag.bench.collective.meta import (
+from ibdiag.bench.collective.measurement import MeasuredRow, Measurement
+from ibdiag.bench.results.collective_checks import busbw_findings, wrong_findings
+from ibdiag.bench.results.collective_config import CollectiveConfig
+from ibdiag.bench.results.collective_meta import (
     CollectiveMeta,
     CollectiveSetup,
     MinMedMax,
@@ -39,12 +41,10 @@ from ibdiag.bench.collective.meta import (
     Spread,
     Straggler,
 )
-from ibdiag.bench.collective.model import MeasuredRow, Measurement
 from ibdiag.bench.results.model import BenchRun, CollectiveResult
-from ibdiag.collectives import DTYPES, algbw_gbs, avg_busbw, get_op, placement
+from ibdiag.collectives import DTYPES, algbw_gbs, avg_busbw, get_op
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry
-from ibdiag.units import format_bytes
 
 #: Check ids of collective runs, measured or imported (the mechanism: :mod:`ibdiag.findings.registry`).
 CHECKS = CheckRegistry("collective")
@@ -54,10 +54,6 @@ CHECKS.declare(
     "collective.busbw", "busbw of the largest size below [collective] min_busbw_gbs: fail"
 )
 CHECKS.declare("collective.setup", "rendezvous slower than [collective] max_setup_s: warn")
-
-
-def row_label(nbytes: int, in_place: bool) -> str:
-    return f"{format_bytes(nbytes)} {placement(in_place)}"
 
 
 def _stats(values: Sequence[float]) -> MinMedMax:
@@ -273,42 +269,6 @@ def to_bench_run(m: Measurement, cfg: CollectiveConfig) -> tuple[BenchRun, tuple
     return run, tuple(findings)
 
 
-def wrong_findings(
-    op: str, results: Sequence[CollectiveResult], *, checked: bool = True
-) -> list[Finding]:
-    """``collective.wrong``: one FAIL naming the rows with wrong elements, or one OK when all rows were checked."""
-    bad = [r for r in results if r.wrong]
-    if bad:
-        total = sum(r.wrong or 0 for r in bad)
-        first = ", ".join(f"{row_label(r.bytes, r.in_place)}: {r.wrong}" for r in bad[:3])
-        more = f" and {len(bad) - 3} more rows" if len(bad) > 3 else ""
-        return [
-            Finding(
-                "collective.wrong",
-                Severity.FAIL,
-                op,
-                f"validation found {total} wrong elements in {len(bad)} of {len(results)} rows ({first}{more})",
-                value=total,
-                limit=0,
-                unit="elements",
-                hint="data corrupted in flight or by a faulty GPU/NIC: rerun, then check ibdiag counters and the node's GPUs (dcgmi diag)",
-            )
-        ]
-    if checked and results and all(r.wrong is not None for r in results):
-        return [
-            Finding(
-                "collective.wrong",
-                Severity.OK,
-                op,
-                f"every element correct in all {len(results)} rows",
-                value=0,
-                limit=0,
-                unit="elements",
-            )
-        ]
-    return []
-
-
 def straggler_findings(
     stragglers: Sequence[Straggler], m: Measurement, cfg: CollectiveConfig
 ) -> list[Finding]:
@@ -361,28 +321,3 @@ def _ranks(ranks: Sequence[int]) -> str:
     if len(ranks) > 6:
         return f"{ranks[0]}..{ranks[-1]}, {len(ranks)} ranks"
     return ", ".join(str(r) for r in ranks)
-
-
-def busbw_findings(
-    op: str, results: Sequence[CollectiveResult], cfg: CollectiveConfig
-) -> list[Finding]:
-    """``collective.busbw``: the largest size's best busbw against ``min_busbw_gbs`` (when configured)."""
-    if cfg.min_busbw_gbs is None or not results:
-        return []
-    largest = max(r.bytes for r in results)
-    best = max(r.busbw_gbs for r in results if r.bytes == largest)
-    sev = Severity.FAIL if best < cfg.min_busbw_gbs else Severity.OK
-    return [
-        Finding(
-            "collective.busbw",
-            sev,
-            f"{op} {format_bytes(largest)}",
-            f"busbw at the largest size ({format_bytes(largest)}) is {best:.4g} GB/s",
-            value=round(best, 3),
-            limit=cfg.min_busbw_gbs,
-            unit="GB/s",
-            hint="compare with rails x rail bandwidth; check ibdiag topo (GPU-NIC paths) and ibdiag counters"
-            if sev is Severity.FAIL
-            else None,
-        )
-    ]

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ibdiag.bench.collective.config import CollectiveConfig
+from ibdiag.bench.results.collective_config import CollectiveConfig
 from ibdiag.collectives import OPS, collective_dtype
 from ibdiag.errors import InputError, UsageError
 from ibdiag.units import MAX_SIZE_BYTES, MAX_SIZES

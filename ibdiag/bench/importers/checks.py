@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import statistics
 
-from ibdiag.bench.collective.analysis import busbw_findings, wrong_findings
-from ibdiag.bench.collective.config import CollectiveConfig
-from ibdiag.bench.collective.meta import CollectiveMeta, NcclTestsLog
-from ibdiag.bench.p2p.meta import P2PMeta
+from ibdiag.bench.results.collective_checks import busbw_findings, wrong_findings
+from ibdiag.bench.results.collective_config import CollectiveConfig
+from ibdiag.bench.results.collective_meta import CollectiveMeta, NcclTestsLog
 from ibdiag.bench.results.model import BenchRun
+from ibdiag.bench.results.p2p_meta import P2PMeta
 from ibdiag.collectives import find_op
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry

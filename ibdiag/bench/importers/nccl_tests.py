@@ -34,7 +34,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ibdiag.bench.collective.meta import CycleStats, NcclRank, NcclTestsLog
 from ibdiag.bench.importers.context import Context
 from ibdiag.bench.importers.lines import Line, iter_lines
 from ibdiag.bench.importers.nccl_tests_run import choose_op, collective_meta
@@ -46,6 +45,7 @@ from ibdiag.bench.importers.nccl_tests_table import (
     parse_row,
     row_shaped,
 )
+from ibdiag.bench.results.collective_meta import CycleStats, NcclRank, NcclTestsLog
 from ibdiag.bench.results.model import BenchRun, CollectiveResult
 from ibdiag.bench.results.provenance import ImportInfo, Provenance, RunPosition
 from ibdiag.collectives import op_in_text

@@ -13,10 +13,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ibdiag.bench.collective.meta import NcclRank, NcclTestsLog
 from ibdiag.bench.importers.lines import number
 from ibdiag.bench.importers.nccl_tests import HINT
 from ibdiag.bench.importers.nccl_tests_run import choose_op, collective_meta
+from ibdiag.bench.results.collective_meta import NcclRank, NcclTestsLog
 from ibdiag.bench.results.jsonfields import Fields
 from ibdiag.bench.results.model import BenchRun, CollectiveResult
 from ibdiag.bench.results.provenance import ImportInfo, Provenance

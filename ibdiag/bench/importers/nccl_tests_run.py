@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ibdiag.bench.collective.meta import CollectiveMeta, NcclRank, NcclTestsLog
+from ibdiag.bench.results.collective_meta import CollectiveMeta, NcclRank, NcclTestsLog
 from ibdiag.bench.results.model import CollectiveResult
 from ibdiag.collectives import OPS, avg_busbw, find_dtype, op_in_text
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 from ibdiag.bench.importers.context import Context
 from ibdiag.bench.importers.lines import Line, iter_lines, number
-from ibdiag.bench.p2p.meta import P2PMeta, PerftestLog
 from ibdiag.bench.results.model import BenchRun, LatencyStats, P2PResult
+from ibdiag.bench.results.p2p_meta import P2PMeta, PerftestLog
 from ibdiag.bench.results.provenance import ImportInfo, Provenance, RunPosition
 from ibdiag.errors import InputError
 

@@ -9,7 +9,7 @@ read fails with EINVAL, or says -1): the rate is then unknown and no bandwidth f
 from __future__ import annotations
 
 from ibdiag.bench.p2p.control.protocol import is_loopback
-from ibdiag.bench.p2p.meta import LineRate
+from ibdiag.bench.results.p2p_meta import LineRate
 from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.parse import parse_int
 

@@ -79,6 +79,16 @@ MAX_HOST_CHARS = 253
 _HOST_CHARS = re.compile(rb"[A-Za-z0-9_.-]+")
 
 
+#: perftest's own parser's bounds (perftest 6.06, ``perftest_parameters.c``): a request outside them
+#: is refused here (exit 2) instead of by perftest after the connection. ``-s``: "Message Size should
+#: be between 1 and 2147483647".
+PERFTEST_MAX_SIZE = 2**31 - 1
+#: ``-n``: "Iteration num should be between 5 and 100000000".
+PERFTEST_MIN_ITERS, PERFTEST_MAX_ITERS = 5, 100_000_000
+#: ``-I``: "Max inline should be between 0 and 912".
+PERFTEST_MAX_INLINE = 912
+
+
 class RequestError(UsageError):
     """A request field outside its bounds; the message names the flag (``--iters``) and the value."""
 
@@ -189,8 +199,6 @@ class RunRequest:
         if self.engine not in ENGINES:
             raise RequestError(f"--engine {_shown(self.engine)} is not one of {', '.join(ENGINES)}")
         if self.engine == "perftest":
-            from ibdiag.bench.p2p.perftest.engine import check_request
-
             check_request(self)
 
     @property
@@ -480,3 +488,40 @@ def check_rdma_port(ib_port: Any, gid_index: Any) -> tuple[int, int | None]:
         )
     )
     return port, gid
+
+
+def perftest_problem(req: RunRequest) -> str | None:
+    """Why ``req`` cannot run on perftest (no equivalent option, or outside perftest's bounds), or None.
+
+    Checked when the request is built (:meth:`RunRequest.__post_init__`): by the client's command line
+    (exit 2) and again by the server (an untrusted request).
+    """
+    if req.transport != "rdma":
+        return "--engine perftest applies to --transport rdma"
+    if req.warmup is not None:
+        return "--warmup has no perftest equivalent (perftest warms up on its own); drop it with --engine perftest"
+    if req.duration_s is not None and (req.duration_s != int(req.duration_s) or req.duration_s < 1):
+        return f"--duration {req.duration_s:g}: perftest's -D takes whole seconds (1 or more)"
+    if req.iters is not None and not PERFTEST_MIN_ITERS <= req.iters <= PERFTEST_MAX_ITERS:
+        return (
+            f"--iters {req.iters}: perftest's -n takes {PERFTEST_MIN_ITERS} to {PERFTEST_MAX_ITERS}"
+        )
+    if req.max_size > PERFTEST_MAX_SIZE:
+        return f"a {format_bytes(req.max_size)} message is beyond perftest's -s limit of {PERFTEST_MAX_SIZE} bytes"
+    if req.inline is not None and req.inline > PERFTEST_MAX_INLINE:
+        return f"--inline {req.inline}: perftest's -I takes 0 to {PERFTEST_MAX_INLINE}"
+    if "lat" in req.kinds and req.qps > 1:
+        return '--qps above 1 with latency: perftest\'s latency tests use one queue pair ("Multiple QPs only available on bw tests")'
+    if req.mode == "lat" and req.bidir:
+        return "--bidir with --mode lat: perftest's -b is for bandwidth tests only"
+    return None
+
+
+def check_request(req: RunRequest) -> None:
+    """RequestError (exit 2) when ``req`` cannot run on perftest (:func:`perftest_problem`)."""
+    problem = perftest_problem(req)
+    if problem:
+        raise RequestError(
+            problem,
+            hint="use --engine ibdiag for this, or change the option (see docs/bench-p2p.md, 'perftest engine')",
+        )

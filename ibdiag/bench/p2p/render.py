@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, BinaryIO
 
-from ibdiag.bench.p2p.meta import P2PMeta, P2PSetup
 from ibdiag.bench.p2p.params import describe_request
 from ibdiag.bench.results.model import BenchRun, P2PResult
+from ibdiag.bench.results.p2p_meta import P2PMeta, P2PSetup
 from ibdiag.bench.results.provenance_view import provenance_lines
 from ibdiag.units import format_bytes
 

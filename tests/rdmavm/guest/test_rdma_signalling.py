@@ -24,7 +24,7 @@ from ibdiag.bench.p2p.rdma.loops import (
     write_lat_responder,
 )
 from ibdiag.bench.p2p.rdma.plan import plan_connection
-from ibdiag.bench.p2p.session import select_rdma
+from ibdiag.bench.p2p.rdma.session import select_rdma
 from tests.rdmavm.guest.conftest import DEVICE
 
 SIZE = 4096

@@ -360,21 +360,3 @@ def plan_connection(
         max_dest_rd_atomic=rd_atomic,
         remote_read=remote_read,
     )
-
-
-# The loops live in rdma_loops (one job each module); their names stay importable from here.
-from ibdiag.bench.p2p.rdma.loops import (  # noqa: E402,F401
-    SIGNAL_BYTES,
-    Endpoint,
-    Receiver,
-    WriteStats,
-    marker,
-    read_lat,
-    reset_areas,
-    send_lat,
-    serve_receives,
-    signal_interval,
-    write_bw,
-    write_lat_initiator,
-    write_lat_responder,
-)
