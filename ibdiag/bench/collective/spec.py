@@ -17,6 +17,7 @@ from typing import Any
 
 from ibdiag.bench.results.collective_config import CollectiveConfig
 from ibdiag.collectives import OPS, collective_dtype
+from ibdiag.config import build_dataclass
 from ibdiag.errors import InputError, UsageError
 from ibdiag.units import MAX_SIZE_BYTES, MAX_SIZES
 
@@ -121,8 +122,6 @@ class RankJob:
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> RankJob:
         """The job in ``environ[JOB_ENV]``; InputError (exit 2) when it is missing or not a valid job."""
-        from ibdiag.config import build_dataclass
-
         text = environ.get(JOB_ENV)
         if not text:
             raise InputError(

@@ -21,8 +21,31 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ibdiag.bench.collective.spawn import _ERRORS, HEARTBEAT_POLL_S, PROGRESS, RESULT
-from ibdiag.errors import CannotRunError, IbdiagError, PeerTimeoutError, UsageError
+from ibdiag.bench.collective.liveness import (
+    diagnose_wait,
+    heartbeat_period,
+    read_heartbeats,
+    who_did_not_answer,
+)
+from ibdiag.errors import (
+    CannotRunError,
+    IbdiagError,
+    InputError,
+    NotSupportedError,
+    PeerTimeoutError,
+    UsageError,
+)
+
+#: The files rank 0 leaves in the report directory (:mod:`.spawn` writes them, the supervisor reads them).
+PROGRESS = "progress.jsonl"
+RESULT = "result.json"
+#: How often the supervisor reads the heartbeats (seconds; 2 s above 64 ranks).
+HEARTBEAT_POLL_S = 0.5
+
+_ERRORS: dict[str, type[IbdiagError]] = {
+    c.__name__: c
+    for c in (UsageError, InputError, CannotRunError, PeerTimeoutError, NotSupportedError)
+}
 
 
 def _tail(path: Path, lines: int = 4) -> str:
@@ -78,8 +101,6 @@ def watch(
     timeout_s: float,
     on_progress: Callable[[int, int, str], None] | None,
 ) -> dict[str, Any] | None:
-    from ibdiag.bench.collective.liveness import diagnose_wait, heartbeat_period, read_heartbeats
-
     n = len(procs)
     pos = 0
     last_activity = time.monotonic()
@@ -259,8 +280,6 @@ def _compose_error(
     exited_at: Mapping[int, float],
     reported_at: Mapping[int, float],
 ) -> IbdiagError:
-    from ibdiag.bench.collective.liveness import read_heartbeats, who_did_not_answer
-
     errors: dict[int, dict[str, Any]] = {}
     for r in range(len(procs)):
         path = rdir / f"error.rank{r}.json"

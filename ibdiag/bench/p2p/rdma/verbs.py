@@ -25,14 +25,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ibdiag.bench.buffers import Buffer
+from ibdiag.bench.p2p.rdma.plan import ConnectPlan, QpInfo, ensure_port_active
 from ibdiag.errors import CannotRunError
 from ibdiag.parse import PHYS_STATES, PORT_STATES
-
-if TYPE_CHECKING:
-    from ibdiag.bench.buffers import Buffer
-    from ibdiag.bench.p2p.rdma.plan import ConnectPlan, QpInfo
 
 #: Where Debian/Ubuntu's ``python3-pyverbs`` installs the package. A virtual environment does not
 #: see it, so the import is retried with this directory appended to the END of ``sys.path``
@@ -407,7 +405,6 @@ class RdmaEndpoint:
                     f"{device} has no port {port}: {e}",
                     hint="pick the port with --ib-port (ibv_devinfo lists them)",
                 ) from None
-            from ibdiag.bench.p2p.rdma.plan import ensure_port_active
 
             ensure_port_active(device, port, self.port_state.state, self.port_state.phys_state)
             dev = self.ctx.query_device()
@@ -487,8 +484,6 @@ class RdmaEndpoint:
         self.verb = "write"
 
     def local_info(self, psn: int) -> QpInfo:
-        from ibdiag.bench.p2p.rdma.plan import QpInfo
-
         qpns = tuple(int(q.qp_num) for q in self.qps)
         return QpInfo(
             lid=self.port_state.lid,
