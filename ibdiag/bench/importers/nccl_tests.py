@@ -36,7 +36,7 @@ from typing import Any
 
 from ibdiag.bench.importers.context import Context
 from ibdiag.bench.importers.lines import Line, iter_lines
-from ibdiag.bench.importers.nccl_tests_run import choose_op, collective_meta
+from ibdiag.bench.importers.nccl_tests_run import MAX_ROWS, Cycles, choose_op, collective_meta
 from ibdiag.bench.importers.nccl_tests_table import (
     HINT,
     Columns,
@@ -45,7 +45,7 @@ from ibdiag.bench.importers.nccl_tests_table import (
     parse_row,
     row_shaped,
 )
-from ibdiag.bench.results.collective_meta import CycleStats, NcclRank, NcclTestsLog
+from ibdiag.bench.results.collective_meta import NcclRank, NcclTestsLog
 from ibdiag.bench.results.model import BenchRun, CollectiveResult
 from ibdiag.bench.results.provenance import ImportInfo, Provenance, RunPosition
 from ibdiag.collectives import op_in_text
@@ -53,7 +53,6 @@ from ibdiag.errors import InputError
 
 __all__ = ["HINT", "MAX_ROWS", "looks_like", "marks", "parse_lines", "parse_log"]
 
-MAX_ROWS = 1 << 17
 """Most row halves of distinct sizes kept per run (a real table has tens; ``-i`` steps a few thousand)."""
 
 _FAILURE = re.compile(r"\bTest (?:NCCL |CUDA )?failure\b|\bTest failure\b")
@@ -83,46 +82,6 @@ _PARAM_PATTERNS = (
 
 
 @dataclass
-class _Cycles:
-    """Running per-(size, placement) statistics over every cycle, in constant memory per size."""
-
-    count: int = 1
-    stats: dict[tuple[int, bool], list[float]] = field(default_factory=dict)
-    """(bytes, in_place) -> [n, busbw min, busbw sum, busbw max, time min, time max]."""
-    busbw_sum: float = 0.0
-    rows: int = 0
-
-    def add(self, r: CollectiveResult) -> None:
-        self.busbw_sum += r.busbw_gbs
-        self.rows += 1
-        s = self.stats.get((r.bytes, r.in_place))
-        if s is None:
-            if len(self.stats) >= MAX_ROWS:
-                return
-            self.stats[(r.bytes, r.in_place)] = [
-                1,
-                r.busbw_gbs,
-                r.busbw_gbs,
-                r.busbw_gbs,
-                r.time_us,
-                r.time_us,
-            ]
-            return
-        s[0] += 1
-        s[1] = min(s[1], r.busbw_gbs)
-        s[2] += r.busbw_gbs
-        s[3] = max(s[3], r.busbw_gbs)
-        s[4] = min(s[4], r.time_us)
-        s[5] = max(s[5], r.time_us)
-
-    def summary(self) -> tuple[CycleStats, ...]:
-        return tuple(
-            CycleStats(b, ip, int(s[0]), s[1], s[2] / s[0], s[3], s[4], s[5])
-            for (b, ip), s in self.stats.items()
-        )
-
-
-@dataclass
 class _Run:
     tag: str | None
     start_line: int
@@ -134,7 +93,7 @@ class _Run:
     columns: Columns | None = None
     header: str | None = None
     rows: list[CollectiveResult] = field(default_factory=list)
-    cycles: _Cycles = field(default_factory=_Cycles)
+    cycles: Cycles = field(default_factory=Cycles)
     last_size: int = -1
     """The size of the last row read, in whichever cycle."""
     oob: int | None = None

@@ -16,14 +16,14 @@ from ibdiag.bench.p2p.control.protocol import (
     Hello,
     connect,
 )
-from ibdiag.bench.p2p.params import (
-    RunRequest,
+from ibdiag.bench.p2p.fields import (
     check_host,
     check_port,
     check_rdma_port,
     check_socket_buffer,
     check_timeout,
 )
+from ibdiag.bench.p2p.params import RunRequest
 from ibdiag.bench.p2p.phase import Local, Progress
 from ibdiag.bench.p2p.session import engine_for, run_client
 from ibdiag.bench.results.model import BenchRun, P2PResult

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ibdiag.bench.p2p.control.protocol import Channel, ProtocolError, peer_value
-from ibdiag.bench.p2p.params import MAX_LAT_SAMPLES, MAX_WARMUP, RequestError, RunRequest, check_int
+from ibdiag.bench.p2p.fields import RequestError, check_int
+from ibdiag.bench.p2p.params import MAX_LAT_SAMPLES, MAX_WARMUP, RunRequest
 from ibdiag.bench.results.model import LatencyStats, P2PResult
 from ibdiag.bench.results.p2p_meta import LineRate, PerftestEngine, RdmaPath
 from ibdiag.bench.results.stats import cpu_s_per_gb

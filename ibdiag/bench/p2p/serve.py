@@ -34,14 +34,8 @@ from ibdiag.bench.p2p.control.protocol import (
     describe_peer,
     server_handshake,
 )
-from ibdiag.bench.p2p.params import (
-    TRANSPORTS,
-    RunRequest,
-    check_host,
-    check_port,
-    check_socket_buffer,
-    check_timeout,
-)
+from ibdiag.bench.p2p.fields import check_host, check_port, check_socket_buffer, check_timeout
+from ibdiag.bench.p2p.params import TRANSPORTS, RunRequest
 from ibdiag.bench.p2p.phase import Local, ServerSide
 from ibdiag.bench.p2p.rdma import session as rdma_session
 from ibdiag.bench.p2p.rdma.device import select_device

@@ -40,8 +40,9 @@ from ibdiag.bench.p2p.control.protocol import (
     peer_text,
     peer_value,
 )
+from ibdiag.bench.p2p.fields import RequestError, check_int
 from ibdiag.bench.p2p.linerate import rdma_line_rate
-from ibdiag.bench.p2p.params import RequestError, RunRequest, check_int
+from ibdiag.bench.p2p.params import RunRequest
 from ibdiag.bench.p2p.params import perftest_problem as request_problem
 from ibdiag.bench.p2p.perftest.command import (
     INSTALL_HINT,

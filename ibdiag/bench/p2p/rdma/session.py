@@ -27,8 +27,9 @@ from ibdiag.bench.p2p.control.protocol import (
     peer_text,
     peer_value,
 )
+from ibdiag.bench.p2p.fields import RequestError, check_int
 from ibdiag.bench.p2p.linerate import rdma_line_rate
-from ibdiag.bench.p2p.params import RequestError, RunRequest, check_int, latency_iterations
+from ibdiag.bench.p2p.params import RunRequest, latency_iterations
 from ibdiag.bench.p2p.phase import (
     BwOutcome,
     ClientFactory,
@@ -52,17 +53,19 @@ from ibdiag.bench.p2p.rdma.device import (
     read_ends,
     run_options,
 )
+from ibdiag.bench.p2p.rdma.latency import (
+    read_lat,
+    send_lat,
+    write_lat_initiator,
+    write_lat_responder,
+)
 from ibdiag.bench.p2p.rdma.loops import (
     Receiver,
     check_pattern,
     fill_pattern,
-    read_lat,
     reset_areas,
-    send_lat,
     serve_receives,
     write_bw,
-    write_lat_initiator,
-    write_lat_responder,
 )
 from ibdiag.bench.p2p.rdma.plan import (
     READ_RD_ATOMIC,

@@ -15,8 +15,9 @@ from typing import Any
 from ibdiag.bench.buffers import Buffer, allocate
 from ibdiag.bench.p2p.control import sockio
 from ibdiag.bench.p2p.control.protocol import Channel, ProtocolError
+from ibdiag.bench.p2p.fields import RequestError, check_port
 from ibdiag.bench.p2p.linerate import tcp_line_rate
-from ibdiag.bench.p2p.params import RequestError, RunRequest, check_port, latency_iterations
+from ibdiag.bench.p2p.params import RunRequest, latency_iterations
 from ibdiag.bench.p2p.phase import (
     BwOutcome,
     ClientFactory,
