@@ -1,5 +1,8 @@
 """What ``bench collective`` runs: the op, backend, type, sizes and loop (:class:`RunSpec`), checked once.
 
+The run's *spec* (what the user asked), as opposed to its *plan* (:mod:`.plan`), its *measurement*
+(:mod:`.measurement`) and its *meta* (the JSON description, :mod:`ibdiag.bench.results.collective_meta`).
+
 Building a RunSpec checks every field (a :class:`~ibdiag.errors.UsageError` naming the flag, exit 2),
 so the command line and the ranks started by ``--nproc`` share the same bounds. Those ranks get their
 job as JSON (:class:`RankJob`: the spec and the ``[collective]`` settings) in ``IBDIAG_COLLECTIVE_JOB``
