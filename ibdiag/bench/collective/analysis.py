@@ -30,7 +30,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from ibdiag.bench.collective.measurement import MeasuredRow, Measurement
+from ibdiag.bench.collective.measurement import MeasuredRow, Measurement, RankInfo
 from ibdiag.bench.results.collective_checks import busbw_findings, wrong_findings
 from ibdiag.bench.results.collective_config import CollectiveConfig
 from ibdiag.bench.results.collective_meta import (
@@ -42,7 +42,7 @@ from ibdiag.bench.results.collective_meta import (
     Straggler,
 )
 from ibdiag.bench.results.model import BenchRun, CollectiveResult
-from ibdiag.collectives import DTYPES, algbw_gbs, avg_busbw, get_op
+from ibdiag.collectives import DTYPES, DType, OpSpec, algbw_gbs, avg_busbw, get_op
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry
 
@@ -170,46 +170,12 @@ def to_bench_run(m: Measurement, cfg: CollectiveConfig) -> tuple[BenchRun, tuple
     dtype = DTYPES[m.dtype]
     hosts = [r.host for r in sorted(m.ranks, key=lambda x: x.rank)]
     n = m.world_size
-    results: list[CollectiveResult] = []
-    for row in m.rows:
-        t_us = statistics.fmean(row.time_us)
-        algbw = algbw_gbs(row.plan.bytes, t_us * 1e-6)
-        results.append(
-            CollectiveResult(
-                bytes=row.plan.bytes,
-                count=row.plan.count,
-                dtype=dtype.nccl_name,
-                redop="sum" if op.redop else None,
-                root=0 if op.rooted else None,
-                in_place=row.in_place,
-                time_us=t_us,
-                algbw_gbs=algbw,
-                busbw_gbs=algbw * op.busbw_factor(n),
-                wrong=row.wrong,
-                time_us_min=min(row.time_us),
-                time_us_max=max(row.time_us),
-            )
-        )
+    results = _results(m, op, dtype)
     avg = avg_busbw(r.busbw_gbs for r in results)
     stragglers = find_stragglers(m.rows, hosts, cfg)
     setups = [r.setup_s for r in m.ranks]
     slowest_setup = max(m.ranks, key=lambda r: r.setup_s) if m.ranks else None
-    shares_by_row = [late_shares(row) for row in m.rows]
-    per_rank = tuple(
-        RankTiming(
-            rank=info.rank,
-            host=info.host,
-            local_rank=info.local_rank,
-            pid=info.pid,
-            device=info.device,
-            setup_s=info.setup_s,
-            interface=info.interface or None,
-            time_us=tuple(row.time_us[info.rank] for row in m.rows),
-            coll_us=tuple(row.coll_us[info.rank] for row in m.rows),
-            late_share=tuple(s[info.rank] for s in shares_by_row),
-        )
-        for info in sorted(m.ranks, key=lambda x: x.rank)
-    )
+    per_rank = _per_rank(m)
     setup = CollectiveSetup(
         launcher=m.launcher,
         iters=m.iters,
@@ -244,6 +210,61 @@ def to_bench_run(m: Measurement, cfg: CollectiveConfig) -> tuple[BenchRun, tuple
     findings = list(wrong_findings(op.name, results, checked=m.check))
     findings += straggler_findings(stragglers, m, cfg)
     findings += busbw_findings(op.name, results, cfg)
+    findings += _setup_findings(setups, slowest_setup, n, cfg)
+    return run, tuple(findings)
+
+
+def _results(m: Measurement, op: OpSpec, dtype: DType) -> list[CollectiveResult]:
+    """One row per measured size and placement: the mean time over ranks, algbw and busbw from it."""
+    n = m.world_size
+    results: list[CollectiveResult] = []
+    for row in m.rows:
+        t_us = statistics.fmean(row.time_us)
+        algbw = algbw_gbs(row.plan.bytes, t_us * 1e-6)
+        results.append(
+            CollectiveResult(
+                bytes=row.plan.bytes,
+                count=row.plan.count,
+                dtype=dtype.nccl_name,
+                redop="sum" if op.redop else None,
+                root=0 if op.rooted else None,
+                in_place=row.in_place,
+                time_us=t_us,
+                algbw_gbs=algbw,
+                busbw_gbs=algbw * op.busbw_factor(n),
+                wrong=row.wrong,
+                time_us_min=min(row.time_us),
+                time_us_max=max(row.time_us),
+            )
+        )
+    return results
+
+
+def _per_rank(m: Measurement) -> tuple[RankTiming, ...]:
+    """Each rank's own numbers, row by row (its time, its in-collective time, its late share)."""
+    shares_by_row = [late_shares(row) for row in m.rows]
+    return tuple(
+        RankTiming(
+            rank=info.rank,
+            host=info.host,
+            local_rank=info.local_rank,
+            pid=info.pid,
+            device=info.device,
+            setup_s=info.setup_s,
+            interface=info.interface or None,
+            time_us=tuple(row.time_us[info.rank] for row in m.rows),
+            coll_us=tuple(row.coll_us[info.rank] for row in m.rows),
+            late_share=tuple(s[info.rank] for s in shares_by_row),
+        )
+        for info in sorted(m.ranks, key=lambda x: x.rank)
+    )
+
+
+def _setup_findings(
+    setups: list[float], slowest_setup: RankInfo | None, n: int, cfg: CollectiveConfig
+) -> list[Finding]:
+    """``collective.setup``: the slowest rendezvous against ``max_setup_s`` (when configured)."""
+    findings: list[Finding] = []
     if cfg.max_setup_s is not None and setups:
         worst = max(setups)
         sev = Severity.WARN if worst > cfg.max_setup_s else Severity.OK
@@ -266,7 +287,7 @@ def to_bench_run(m: Measurement, cfg: CollectiveConfig) -> tuple[BenchRun, tuple
                 else None,
             )
         )
-    return run, tuple(findings)
+    return findings
 
 
 def straggler_findings(
