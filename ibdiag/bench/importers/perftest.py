@@ -131,84 +131,89 @@ def _results(run: _Run, source: str) -> list[P2PResult]:
     out: list[P2PResult] = []
     for line_no, tokens in run.rows:
         vals = dict(zip(cols, tokens, strict=False))
-        nbytes = int(number(vals["#bytes"], f"{source}:{line_no}", "#bytes", HINT))
-        iters = int(
-            number(vals.get("#iterations", "0"), f"{source}:{line_no}", "#iterations", HINT)
-        )
+        where = f"{source}:{line_no}"
+        nbytes = int(number(vals["#bytes"], where, "#bytes", HINT))
+        iters = int(number(vals.get("#iterations", "0"), where, "#iterations", HINT))
         if run.mode == "bw":
-            if scale is None:
-                raise InputError(
-                    f"{source}:{run.header_line}: unknown bandwidth unit {unit!r}",
-                    hint="perftest prints MiB/sec, MB/sec or Gb/sec",
-                )
-            avg = (
-                number(vals[f"BW average[{unit}]"], f"{source}:{line_no}", "BW average", HINT)
-                * scale
-                / 1e9
-            )
-            peak_raw = vals.get(f"BW peak[{unit}]")
-            peak = None
-            if peak_raw is not None:
-                p = number(peak_raw, f"{source}:{line_no}", "BW peak", HINT)
-                # 0.00: not measured (perftest says "BW peak won't be measured in this run"; FORMATS.md)
-                peak = None if p == 0 else p * scale / 1e9
-            rate = vals.get("MsgRate[Mpps]")
-            out.append(
-                P2PResult(
-                    bytes=nbytes,
-                    iters=iters,
-                    bw_gbs=avg,
-                    bw_peak_gbs=peak,
-                    msg_rate_mpps=None
-                    if rate is None
-                    else number(rate, f"{source}:{line_no}", "MsgRate", HINT),
-                )
-            )
-            continue
-        if "t_typical[usec]" in vals:
-            need = (
-                "t_min[usec]",
-                "t_max[usec]",
-                "t_typical[usec]",
-                "99% percentile[usec]",
-                "99.9% percentile[usec]",
-            )
-            missing = [c for c in need if c not in vals]
-            if missing:
-                raise InputError(
-                    f"{source}:{run.header_line}: latency header without {', '.join(missing)}",
-                    hint="perftest 4.x and later print all percentiles; older output is not supported",
-                )
-            lat = LatencyStats(
-                min_us=number(vals["t_min[usec]"], f"{source}:{line_no}", "t_min", HINT),
-                p50_us=number(vals["t_typical[usec]"], f"{source}:{line_no}", "t_typical", HINT),
-                p99_us=number(vals["99% percentile[usec]"], f"{source}:{line_no}", "99%", HINT),
-                p999_us=number(
-                    vals["99.9% percentile[usec]"], f"{source}:{line_no}", "99.9%", HINT
-                ),
-                max_us=number(vals["t_max[usec]"], f"{source}:{line_no}", "t_max", HINT),
-                avg_us=number(vals["t_avg[usec]"], f"{source}:{line_no}", "t_avg", HINT)
-                if "t_avg[usec]" in vals
-                else None,
-            )
-            out.append(P2PResult(bytes=nbytes, iters=iters, lat_us=lat))
-        elif "t_avg[usec]" in vals:  # duration mode: the average and transactions per second only
-            tps = vals.get("tps average")
-            out.append(
-                P2PResult(
-                    bytes=nbytes,
-                    iters=iters,
-                    msg_rate_mpps=None
-                    if tps is None
-                    else number(tps, f"{source}:{line_no}", "tps average", HINT) / 1e6,
-                    lat_avg_us=number(vals["t_avg[usec]"], f"{source}:{line_no}", "t_avg", HINT),
-                )
-            )
+            out.append(_bw_row(vals, where, nbytes, iters, unit, scale, run, source))
         else:
-            raise InputError(
-                f"{source}:{run.header_line}: latency header without t_typical or t_avg", hint=HINT
-            )
+            out.append(_lat_row(vals, where, nbytes, iters, run, source))
     return out
+
+
+def _bw_row(
+    vals: dict[str, str],
+    where: str,
+    nbytes: int,
+    iters: int,
+    unit: str | None,
+    scale: float | None,
+    run: _Run,
+    source: str,
+) -> P2PResult:
+    """A bandwidth table's row (GB/s from the table's unit; a peak of 0.00 is one not measured)."""
+    if scale is None:
+        raise InputError(
+            f"{source}:{run.header_line}: unknown bandwidth unit {unit!r}",
+            hint="perftest prints MiB/sec, MB/sec or Gb/sec",
+        )
+    avg = number(vals[f"BW average[{unit}]"], where, "BW average", HINT) * scale / 1e9
+    peak_raw = vals.get(f"BW peak[{unit}]")
+    peak = None
+    if peak_raw is not None:
+        p = number(peak_raw, where, "BW peak", HINT)
+        # 0.00: not measured (perftest says "BW peak won't be measured in this run"; FORMATS.md)
+        peak = None if p == 0 else p * scale / 1e9
+    rate = vals.get("MsgRate[Mpps]")
+    return P2PResult(
+        bytes=nbytes,
+        iters=iters,
+        bw_gbs=avg,
+        bw_peak_gbs=peak,
+        msg_rate_mpps=None if rate is None else number(rate, where, "MsgRate", HINT),
+    )
+
+
+def _lat_row(
+    vals: dict[str, str], where: str, nbytes: int, iters: int, run: _Run, source: str
+) -> P2PResult:
+    """A latency table's row: the percentiles, or (duration mode) the average and the rate only."""
+    if "t_typical[usec]" in vals:
+        need = (
+            "t_min[usec]",
+            "t_max[usec]",
+            "t_typical[usec]",
+            "99% percentile[usec]",
+            "99.9% percentile[usec]",
+        )
+        missing = [c for c in need if c not in vals]
+        if missing:
+            raise InputError(
+                f"{source}:{run.header_line}: latency header without {', '.join(missing)}",
+                hint="perftest 4.x and later print all percentiles; older output is not supported",
+            )
+        lat = LatencyStats(
+            min_us=number(vals["t_min[usec]"], where, "t_min", HINT),
+            p50_us=number(vals["t_typical[usec]"], where, "t_typical", HINT),
+            p99_us=number(vals["99% percentile[usec]"], where, "99%", HINT),
+            p999_us=number(vals["99.9% percentile[usec]"], where, "99.9%", HINT),
+            max_us=number(vals["t_max[usec]"], where, "t_max", HINT),
+            avg_us=number(vals["t_avg[usec]"], where, "t_avg", HINT)
+            if "t_avg[usec]" in vals
+            else None,
+        )
+        return P2PResult(bytes=nbytes, iters=iters, lat_us=lat)
+    if "t_avg[usec]" in vals:  # duration mode: the average and transactions per second only
+        tps = vals.get("tps average")
+        return P2PResult(
+            bytes=nbytes,
+            iters=iters,
+            msg_rate_mpps=None if tps is None else number(tps, where, "tps average", HINT) / 1e6,
+            lat_avg_us=number(vals["t_avg[usec]"], where, "t_avg", HINT),
+        )
+    raise InputError(
+        f"{source}:{run.header_line}: latency header without t_typical or t_avg", hint=HINT
+    )
 
 
 def _bench_run(
