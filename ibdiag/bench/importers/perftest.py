@@ -306,6 +306,109 @@ def _numeric(tokens: list[str]) -> bool:
     return tokens[0].isdigit() and all(_NUMBER.match(t) for t in tokens)
 
 
+class _Reader:
+    """The runs read so far, the one being read, and how many lines were not perftest's."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.runs: list[_Run] = []
+        self.cur: _Run | None = None
+        self.skipped = 0
+
+    def new(self, number: int) -> _Run:
+        r = _Run(number)
+        self.runs.append(r)
+        self.cur = r
+        return r
+
+    def feed(self, ln: Line) -> None:
+        s = ln.text.strip()
+        n = ln.number
+        if not s or _SEPARATOR.match(s) or s.startswith("*"):
+            return
+        if ln.truncated:
+            self.skipped += 1
+            return
+        m = _TITLE.match(s)
+        if m:
+            self._title(m, s, n)
+        elif s.startswith("#bytes"):
+            self._header(s, n)
+        elif _numeric(s.split()):
+            self._row(s.split(), n)
+        else:
+            self._other(s, n)
+
+    def _title(self, m: re.Match[str], s: str, n: int) -> None:
+        cur = self.cur
+        if cur is None or cur.title is not None or cur.columns is not None:
+            cur = self.new(n)
+        cur.title = s
+        cur.verb = verb_of(m.group("title"))
+        cur.mode = "bw" if m.group("kind") == "BW" else "lat"
+        cur.bidirectional = "Bidirectional" in m.group("title")
+
+    def _header(self, s: str, n: int) -> None:
+        cols = _COLUMN.findall(s)
+        leftover = _COLUMN.sub("", s).strip()
+        if leftover:
+            raise InputError(
+                f"{self.source}:{n}: unknown perftest column(s) {leftover!r}", hint=HINT
+            )
+        cur = self.cur
+        if cur is None or cur.columns is not None:
+            cur = self.new(n)
+        cur.columns, cur.header_line = cols, n
+        if cur.mode is None:
+            cur.mode = "bw" if any(c.startswith("BW average") for c in cols) else "lat"
+
+    def _row(self, tokens: list[str], n: int) -> None:
+        cur = self.cur
+        if cur is None or cur.columns is None:
+            cols = _cut_columns(tokens)
+            if cols is None:
+                self.skipped += 1
+                return
+            if cur is None:
+                cur = self.new(n)
+            cur.columns, cur.header_line, cur.header_cut = cols, n, True
+            cur.mode = cur.mode or ("bw" if len(cols) == 5 else "lat")
+        if len(tokens) != len(cur.columns):
+            raise InputError(
+                f"{self.source}:{n}: expected {len(cur.columns)} columns as in the header (line {cur.header_line}), found {len(tokens)}",
+                hint=HINT,
+            )
+        cur.rows.append((n, tokens))
+
+    def _other(self, s: str, n: int) -> None:
+        """Addresses, the duration-mode note, the banner's key/value lines, an error; else skipped."""
+        if s.startswith(("local address:", "remote address:")):
+            cur = self.cur if self.cur is not None else self.new(n)
+            cur.addresses[s.split()[0]] = s.split(":", 1)[1].strip()[:200]
+            return
+        if s.startswith("GID:"):
+            return
+        if _FAIL.match(s):
+            raise InputError(
+                f"{self.source}:{n}: perftest reported an error: {s[:200]}",
+                hint="the run did not finish; fix the error and rerun",
+            )
+        if "BW peak won't be measured" in s:
+            cur = self.cur if self.cur is not None else self.new(n)
+            cur.duration = True
+            return
+        pairs = [(k.strip().lower(), v) for k, v in _KV.findall(s)]
+        known = [(k, v) for k, v in pairs if k in _BANNER_KEYS]
+        if known and len(known) == len(pairs):
+            run = self.cur
+            if run is None or run.rows:
+                run = self.new(n)
+            for key, value in known:
+                run.banner[key] = value[:100]
+            return
+        self.skipped += 1
+
+
 def parse_lines(
     lines: Iterable[Line],
     ctx: Context,
@@ -317,93 +420,16 @@ def parse_lines(
     """Every perftest run in the lines (a new title or table header starts one); lines that are not
     perftest's are skipped and counted. ``op`` and ``file_name`` are the importers' common arguments,
     which a perftest log does not need."""
-    runs: list[_Run] = []
-    cur: _Run | None = None
-    skipped = 0
-
-    def new(number: int) -> _Run:
-        r = _Run(number)
-        runs.append(r)
-        return r
-
+    reader = _Reader(source)
     for ln in lines:
-        s = ln.text.strip()
-        n = ln.number
-        if not s or _SEPARATOR.match(s) or s.startswith("*"):
-            continue
-        if ln.truncated:
-            skipped += 1
-            continue
-        m = _TITLE.match(s)
-        if m:
-            if cur is None or cur.title is not None or cur.columns is not None:
-                cur = new(n)
-            cur.title = s
-            cur.verb = verb_of(m.group("title"))
-            cur.mode = "bw" if m.group("kind") == "BW" else "lat"
-            cur.bidirectional = "Bidirectional" in m.group("title")
-            continue
-        if s.startswith("#bytes"):
-            cols = _COLUMN.findall(s)
-            leftover = _COLUMN.sub("", s).strip()
-            if leftover:
-                raise InputError(
-                    f"{source}:{n}: unknown perftest column(s) {leftover!r}", hint=HINT
-                )
-            if cur is None or cur.columns is not None:
-                cur = new(n)
-            cur.columns, cur.header_line = cols, n
-            if cur.mode is None:
-                cur.mode = "bw" if any(c.startswith("BW average") for c in cols) else "lat"
-            continue
-        tokens = s.split()
-        if _numeric(tokens):
-            if cur is None or cur.columns is None:
-                cols = _cut_columns(tokens)
-                if cols is None:
-                    skipped += 1
-                    continue
-                if cur is None:
-                    cur = new(n)
-                cur.columns, cur.header_line, cur.header_cut = cols, n, True
-                cur.mode = cur.mode or ("bw" if len(cols) == 5 else "lat")
-            if len(tokens) != len(cur.columns):
-                raise InputError(
-                    f"{source}:{n}: expected {len(cur.columns)} columns as in the header (line {cur.header_line}), found {len(tokens)}",
-                    hint=HINT,
-                )
-            cur.rows.append((n, tokens))
-            continue
-        if s.startswith(("local address:", "remote address:")):
-            if cur is None:
-                cur = new(n)
-            cur.addresses[s.split()[0]] = s.split(":", 1)[1].strip()[:200]
-            continue
-        if s.startswith("GID:"):
-            continue
-        if _FAIL.match(s):
-            raise InputError(
-                f"{source}:{n}: perftest reported an error: {s[:200]}",
-                hint="the run did not finish; fix the error and rerun",
-            )
-        if "BW peak won't be measured" in s:
-            if cur is None:
-                cur = new(n)
-            cur.duration = True
-            continue
-        pairs = [(k.strip().lower(), v) for k, v in _KV.findall(s)]
-        known = [(k, v) for k, v in pairs if k in _BANNER_KEYS]
-        if known and len(known) == len(pairs):
-            if cur is None or cur.rows:
-                cur = new(n)
-            for key, value in known:
-                cur.banner[key] = value[:100]
-            continue
-        skipped += 1
-    runs = [r for r in runs if r.columns is not None]
+        reader.feed(ln)
+    runs = [r for r in reader.runs if r.columns is not None]
     if not runs:
         raise InputError(f"{source}: no perftest result table (#bytes header) found", hint=HINT)
-    return [_bench_run(r, ctx, source, i, len(runs), skipped) for i, r in enumerate(runs, start=1)]
+    return [
+        _bench_run(r, ctx, source, i, len(runs), reader.skipped)
+        for i, r in enumerate(runs, start=1)
+    ]
 
 
 def parse_log(
