@@ -36,63 +36,8 @@ def parse_doc(
     doc: Mapping[str, Any], source: str, *, op: str | None = None, file_name: str | None = None
 ) -> BenchRun:
     """nccl-tests' ``-J FILE`` output: ``{"version", "args", "config": {..., "devices": [...]}, "results": [...]}``."""
-    results: list[CollectiveResult] = []
-    for i, row in enumerate(doc.get("results") or []):
-        if not isinstance(row, Mapping):
-            raise InputError(f"{source}: results[{i}] is not an object", hint=HINT)
-        where = f"{source}: results[{i}]"
-        try:
-            size, count = int(row["size"]), int(row["count"])
-            root_raw = row.get("root")
-            root = (
-                int(str(root_raw).strip()) if root_raw is not None and str(root_raw).strip() else -1
-            )
-            redop = row.get("redop")
-            redop = None if redop in (None, "none") else str(redop)
-            for key, in_place in (("out_of_place", False), ("in_place", True)):
-                half = row.get(key)
-                if not isinstance(half, Mapping):
-                    continue
-                t = half.get("time", half.get("cpu_time"))
-                nw = half.get("nwrong")
-                results.append(
-                    CollectiveResult(
-                        bytes=size,
-                        count=count,
-                        dtype=str(row.get("type", "")),
-                        redop=redop,
-                        root=root if root >= 0 else None,
-                        in_place=in_place,
-                        time_us=number(t, where, "time", HINT),
-                        algbw_gbs=number(half["alg_bw"], where, "alg_bw", HINT),
-                        busbw_gbs=number(half["bus_bw"], where, "bus_bw", HINT),
-                        wrong=None
-                        if nw in (None, "nan")
-                        else int(number(nw, where, "nwrong", HINT)),
-                    )
-                )
-        except (KeyError, TypeError, ValueError) as e:
-            raise InputError(f"{source}: results[{i}] is malformed ({e})", hint=HINT) from None
-    cfg = doc.get("config") if isinstance(doc.get("config"), Mapping) else {}
-    devices = cfg.get("devices") if isinstance(cfg.get("devices"), list) else []
-    try:
-        ranks = [
-            _json_rank(Fields(d, f"config.devices[{i}]"))
-            for i, d in enumerate(devices)
-            if isinstance(d, Mapping)
-        ]
-        params = Fields(
-            {
-                "config": {
-                    k: v
-                    for k, v in cfg.items()
-                    if k != "devices" and not isinstance(v, (list, dict))
-                }
-            },
-            "",
-        ).scalars("config")
-    except ValueError as e:
-        raise InputError(f"{source}: {e}", hint=HINT) from None
+    results = _json_results(doc, source)
+    ranks, params = _json_config(doc, source)
     args = doc.get("args") if isinstance(doc.get("args"), list) else []
     binary = str(args[0]).rsplit("/", 1)[-1] if args else None
     choice = choose_op(
@@ -131,6 +76,73 @@ def parse_doc(
         nccl_errors=tuple(str(e)[:300] for e in errors),
     )
     return BenchRun(collective_meta(results, ranks, choice, log, None), tuple(results), provenance)
+
+
+def _json_results(doc: Mapping[str, Any], source: str) -> list[CollectiveResult]:
+    """``results``: one row per size and placement (``out_of_place``, ``in_place``)."""
+    results: list[CollectiveResult] = []
+    for i, row in enumerate(doc.get("results") or []):
+        if not isinstance(row, Mapping):
+            raise InputError(f"{source}: results[{i}] is not an object", hint=HINT)
+        where = f"{source}: results[{i}]"
+        try:
+            size, count = int(row["size"]), int(row["count"])
+            root_raw = row.get("root")
+            root = (
+                int(str(root_raw).strip()) if root_raw is not None and str(root_raw).strip() else -1
+            )
+            redop = row.get("redop")
+            redop = None if redop in (None, "none") else str(redop)
+            for key, in_place in (("out_of_place", False), ("in_place", True)):
+                half = row.get(key)
+                if not isinstance(half, Mapping):
+                    continue
+                t = half.get("time", half.get("cpu_time"))
+                nw = half.get("nwrong")
+                results.append(
+                    CollectiveResult(
+                        bytes=size,
+                        count=count,
+                        dtype=str(row.get("type", "")),
+                        redop=redop,
+                        root=root if root >= 0 else None,
+                        in_place=in_place,
+                        time_us=number(t, where, "time", HINT),
+                        algbw_gbs=number(half["alg_bw"], where, "alg_bw", HINT),
+                        busbw_gbs=number(half["bus_bw"], where, "bus_bw", HINT),
+                        wrong=None
+                        if nw in (None, "nan")
+                        else int(number(nw, where, "nwrong", HINT)),
+                    )
+                )
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError(f"{source}: results[{i}] is malformed ({e})", hint=HINT) from None
+    return results
+
+
+def _json_config(doc: Mapping[str, Any], source: str) -> tuple[list[NcclRank], dict[str, Any]]:
+    """``config``: the ranks (its ``devices``) and its scalar parameters."""
+    cfg = doc.get("config") if isinstance(doc.get("config"), Mapping) else {}
+    devices = cfg.get("devices") if isinstance(cfg.get("devices"), list) else []
+    try:
+        ranks = [
+            _json_rank(Fields(d, f"config.devices[{i}]"))
+            for i, d in enumerate(devices)
+            if isinstance(d, Mapping)
+        ]
+        params = Fields(
+            {
+                "config": {
+                    k: v
+                    for k, v in cfg.items()
+                    if k != "devices" and not isinstance(v, (list, dict))
+                }
+            },
+            "",
+        ).scalars("config")
+    except ValueError as e:
+        raise InputError(f"{source}: {e}", hint=HINT) from None
+    return ranks, params
 
 
 def _json_rank(f: Fields) -> NcclRank:
