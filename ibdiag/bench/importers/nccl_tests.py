@@ -189,6 +189,11 @@ class _Parser:
         self.skipped += 1  # a prompt, launcher chatter, a script's output: not part of the table
 
     def _comment(self, line: Line, body: str) -> None:
+        if not self._header_comment(line, body):
+            self._footer_comment(line, body)
+
+    def _header_comment(self, line: Line, body: str) -> bool:
+        """The lines above the table (version, binary, parameters, ranks, column names): True if one."""
         tag, n = line.tag, line.number
         m = _VERSION_LINE.match(body)
         if m:
@@ -196,13 +201,13 @@ class _Parser:
             run.nccl_tests_version = m.group("version")
             run.version_rest = m.group("rest").strip()
             run.eras.add("2025")
-            return
+            return True
         m = _STARTING.match(body)
         if m:
             run = self._fresh_or_new(tag, n, "binary")
             run.binary = m.group("name")
             run.eras.add("2025")
-            return
+            return True
         if body.startswith("nThread"):
             run = self._fresh_or_new(tag, n, "params")
             run.params = _parse_params(body)
@@ -212,7 +217,7 @@ class _Parser:
                 run.eras.add("2022")
             else:
                 run.eras.add("old")
-            return
+            return True
         m = _RANK_LINE.match(body)
         if m:
             rank = int(m.group("rank"))
@@ -231,7 +236,7 @@ class _Parser:
                 )
             )
             run.eras.add("2022" if m.group("group") is not None else "old")
-            return
+            return True
         tokens = body.split()
         if "size" in tokens and "count" in tokens:
             run = self._for_header(tag, n, lambda r: r.columns is None)
@@ -240,7 +245,12 @@ class _Parser:
                 run.eras.add("old")
             elif any("#wrong" in h for h in run.columns.halves):
                 run.eras.add("2022")
-            return
+            return True
+        return False
+
+    def _footer_comment(self, line: Line, body: str) -> None:
+        """The lines below the table (units, out of bounds, average, conclusion, blocking, errors)."""
+        tag, n = line.tag, line.number
         if _UNITS.match(body):
             open_runs = [r for r in self._open(tag) if r.columns is not None]
             if not open_runs:
