@@ -82,6 +82,29 @@ def prepare(
     return ep.prepare(verb, length, signaled=signaled, lane=lane, inline=inline)
 
 
+def _lane_quotas(total: int, lanes: int) -> list[int]:
+    """Lane k carries messages k, k + lanes, ...: total // lanes each, the first total % lanes one more."""
+    return [total // lanes + (1 if k < total % lanes else 0) for k in range(lanes)]
+
+
+def _no_completion(
+    verb: str, timeout_s: float, completed: list[int], posted: list[int]
+) -> PeerTimeoutError:
+    return PeerTimeoutError(
+        f"no RDMA {verb.upper()} completion for {timeout_s:g} s ({sum(completed)} of {sum(posted)} completed)",
+        hint="the peer's port or the path is down, or the peer process died; check ibdiag counters on both ends",
+    )
+
+
+def _account(done: list[int], completed: list[int], lanes: int) -> None:
+    """Completions of several queue pairs: ``wr_id = seq * lanes + lane``; each lane's count only grows."""
+    for w in done:
+        k = w % lanes
+        seq = w // lanes + 1
+        if seq > completed[k]:
+            completed[k] = seq
+
+
 def _post_and_complete(
     ep: Endpoint,
     chains: list[Any],
@@ -108,15 +131,9 @@ def _post_and_complete(
     poll = ep.poll
     posted = [0] * lanes
     completed = [0] * lanes
-    # Lane k carries messages k, k + lanes, ...: total // lanes each, the first total % lanes one more.
-    stop: list[int] | None = (
-        None
-        if total is None
-        else [total // lanes + (1 if k < total % lanes else 0) for k in range(lanes)]
-    )
-    room = (
-        tx_depth - cq_mod
-    )  # a chain is posted while at most this many are in flight on its queue pair
+    stop = None if total is None else _lane_quotas(total, lanes)
+    # a chain is posted while at most this many are in flight on its queue pair
+    room = tx_depth - cq_mod
     last_progress = clock()
     next_beat = last_progress + heartbeat_s
     empty = 0
@@ -154,11 +171,7 @@ def _post_and_complete(
             if lanes == 1:
                 completed[0] = max(completed[0], max(done) + 1)
             else:
-                for w in done:
-                    k = w % lanes
-                    seq = w // lanes + 1
-                    if seq > completed[k]:
-                        completed[k] = seq
+                _account(done, completed, lanes)
             empty = 0
             last_progress = clock()
             continue
@@ -168,10 +181,7 @@ def _post_and_complete(
         if empty % _POLLS_PER_CLOCK == 0:
             now = clock()
             if now - last_progress > timeout_s:
-                raise PeerTimeoutError(
-                    f"no RDMA {verb.upper()} completion for {timeout_s:g} s ({sum(completed)} of {sum(posted)} completed)",
-                    hint="the peer's port or the path is down, or the peer process died; check ibdiag counters on both ends",
-                )
+                raise _no_completion(verb, timeout_s, completed, posted)
             if heartbeat is not None and now >= next_beat:
                 heartbeat()
                 next_beat = now + heartbeat_s
