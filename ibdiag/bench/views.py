@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ibdiag.bench.collective import render as collective_render
+from ibdiag.bench.p2p import render as p2p_render
 from ibdiag.bench.results.model import BenchRun
 
 
@@ -26,22 +28,21 @@ class View:
 
 
 def _p2p() -> View:
-    from ibdiag.bench.p2p import render
-
-    return View(table=render.table_items, csv=lambda run: (render.CSV_HEADER, render.csv_rows(run)))
-
-
-def _collective() -> View:
-    from ibdiag.bench.collective import render
-
     return View(
-        table=render.table_items,
-        csv=lambda run: (render.CSV_HEADER, render.csv_rows(run)),
-        prom=render.prom_metrics,
+        table=p2p_render.table_items,
+        csv=lambda run: (p2p_render.CSV_HEADER, p2p_render.csv_rows(run)),
     )
 
 
-#: ``kind`` -> its view (built on first use: the renderers import rich and the chart code).
+def _collective() -> View:
+    return View(
+        table=collective_render.table_items,
+        csv=lambda run: (collective_render.CSV_HEADER, collective_render.csv_rows(run)),
+        prom=collective_render.prom_metrics,
+    )
+
+
+#: ``kind`` -> its view (rich, which the renderers' tables need, is imported only when they build one).
 VIEWS: dict[str, Callable[[], View]] = {"p2p": _p2p, "collective": _collective}
 
 

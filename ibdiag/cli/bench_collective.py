@@ -288,8 +288,8 @@ def collective_command(
       torchrun --nnodes 64 --nproc-per-node 8 --rdzv-endpoint head:29500 -m ibdiag bench collective --sizes 8:8G
       srun -N 64 --ntasks-per-node 8 ibdiag bench collective --op all_gather --save run.json
     """
-    from ibdiag.bench.collective.config import CollectiveConfig
     from ibdiag.bench.collective.spec import JOB_ENV, RankJob, RunSpec
+    from ibdiag.bench.results.collective_config import CollectiveConfig
     from ibdiag.collectives import collective_dtype, get_op
     from ibdiag.runtime.launch import detect_launch
     from ibdiag.units import parse_size_spec
@@ -469,9 +469,9 @@ def import_command(
       mpirun --tag-output -np 16 all_reduce_perf -b 8 -e 8G | ibdiag bench import -
       ibdiag bench import ib_write_bw.log --save link.json
     """
-    from ibdiag.bench.collective.config import CollectiveConfig
     from ibdiag.bench.importers import read_runs, select_run
     from ibdiag.bench.importers.checks import import_findings
+    from ibdiag.bench.results.collective_config import CollectiveConfig
 
     cfg = read_config(config).section("collective", CollectiveConfig)
     check_output_path(save, "--save")

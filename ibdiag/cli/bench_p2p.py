@@ -203,7 +203,8 @@ def serve_command(
     Without a token only clients on this host (loopback) are accepted. Every refused or dropped
     client is one line on stderr; the server keeps serving. Ctrl-C exits 130.
     """
-    from ibdiag.bench.p2p.params import TRANSPORTS, check_rdma_port
+    from ibdiag.bench.p2p.fields import check_rdma_port
+    from ibdiag.bench.p2p.params import TRANSPORTS
     from ibdiag.bench.p2p.serve import ServeOptions, Server, preflight_rdma
     from ibdiag.units import format_bytes
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, replace
 
 from ibdiag.bench.p2p import client  # client.run_p2p: the seam tests replace
 from ibdiag.bench.p2p.linerate import tcp_line_rate
-from ibdiag.bench.p2p.params import RunRequest
-from ibdiag.bench.p2p.perftest.engine import check_request, resolve_engine
+from ibdiag.bench.p2p.params import RunRequest, check_request
+from ibdiag.bench.p2p.perftest.engine import resolve_engine
 from ibdiag.bench.p2p.rdma.verbs import list_devices
 from ibdiag.bench.p2p.serve import ServeOptions, Server
 from ibdiag.errors import CannotRunError, IbdiagError, UsageError

@@ -16,7 +16,7 @@ import pytest
 from ibdiag.bench.p2p.control import protocol
 from ibdiag.bench.p2p.control.protocol import Channel, client_handshake
 from ibdiag.bench.p2p.params import RunRequest
-from ibdiag.bench.p2p.session import TcpClientSide
+from ibdiag.bench.p2p.tcp.sides import TcpClientSide
 from tests.adversarial.net_support import run_client, start_server
 from tests.support.p2p import server_thread
 

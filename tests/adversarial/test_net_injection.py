@@ -15,7 +15,7 @@ from ibdiag import __version__
 from ibdiag.bench.p2p.control import protocol
 from ibdiag.bench.p2p.control.protocol import Channel, client_handshake
 from ibdiag.bench.p2p.params import RunRequest
-from ibdiag.bench.p2p.session import TcpClientSide
+from ibdiag.bench.p2p.tcp.sides import TcpClientSide
 from tests.adversarial.net_support import client_against, frame, read_frame, start_server
 
 pytestmark = pytest.mark.slow

@@ -11,9 +11,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ibdiag.bench.collective.meta import CollectiveMeta
-from ibdiag.bench.p2p.meta import P2PMeta
+from ibdiag.bench.results.collective_meta import CollectiveMeta
 from ibdiag.bench.results.model import BenchRun, CollectiveResult, LatencyStats, P2PResult
+from ibdiag.bench.results.p2p_meta import P2PMeta
 from ibdiag.findings.model import Report, RunMeta
 from ibdiag.output.jsonout import render_json
 from tests.support.env import REPO, SYSFS_FIXTURES

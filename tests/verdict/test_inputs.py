@@ -3,9 +3,9 @@ fabric health sorting, and the busbw taken from bench runs (literal BenchRun mod
 
 import pytest
 
-from ibdiag.bench.collective.meta import CollectiveMeta
-from ibdiag.bench.p2p.meta import P2PMeta
+from ibdiag.bench.results.collective_meta import CollectiveMeta
 from ibdiag.bench.results.model import BenchRun, CollectiveResult, LatencyStats, P2PResult
+from ibdiag.bench.results.p2p_meta import P2PMeta
 from ibdiag.errors import InputError, UsageError
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.verdict import inputs

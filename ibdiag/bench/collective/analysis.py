@@ -30,8 +30,10 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from ibdiag.bench.collective.config import CollectiveConfig
-from ibdiag.bench.collective.meta import (
+from ibdiag.bench.collective.measurement import MeasuredRow, Measurement, RankInfo
+from ibdiag.bench.results.collective_checks import busbw_findings, wrong_findings
+from ibdiag.bench.results.collective_config import CollectiveConfig
+from ibdiag.bench.results.collective_meta import (
     CollectiveMeta,
     CollectiveSetup,
     MinMedMax,
@@ -39,12 +41,10 @@ from ibdiag.bench.collective.meta import (
     Spread,
     Straggler,
 )
-from ibdiag.bench.collective.model import MeasuredRow, Measurement
 from ibdiag.bench.results.model import BenchRun, CollectiveResult
-from ibdiag.collectives import DTYPES, algbw_gbs, avg_busbw, get_op, placement
+from ibdiag.collectives import DTYPES, DType, OpSpec, algbw_gbs, avg_busbw, get_op
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry
-from ibdiag.units import format_bytes
 
 #: Check ids of collective runs, measured or imported (the mechanism: :mod:`ibdiag.findings.registry`).
 CHECKS = CheckRegistry("collective")
@@ -54,10 +54,6 @@ CHECKS.declare(
     "collective.busbw", "busbw of the largest size below [collective] min_busbw_gbs: fail"
 )
 CHECKS.declare("collective.setup", "rendezvous slower than [collective] max_setup_s: warn")
-
-
-def row_label(nbytes: int, in_place: bool) -> str:
-    return f"{format_bytes(nbytes)} {placement(in_place)}"
 
 
 def _stats(values: Sequence[float]) -> MinMedMax:
@@ -176,46 +172,12 @@ def to_bench_run(m: Measurement, cfg: CollectiveConfig) -> tuple[BenchRun, tuple
     assert dtype.nccl_name is not None
     hosts = [r.host for r in sorted(m.ranks, key=lambda x: x.rank)]
     n = m.world_size
-    results: list[CollectiveResult] = []
-    for row in m.rows:
-        t_us = statistics.fmean(row.time_us)
-        algbw = algbw_gbs(row.plan.bytes, t_us * 1e-6)
-        results.append(
-            CollectiveResult(
-                bytes=row.plan.bytes,
-                count=row.plan.count,
-                dtype=dtype.nccl_name,
-                redop="sum" if op.redop else None,
-                root=0 if op.rooted else None,
-                in_place=row.in_place,
-                time_us=t_us,
-                algbw_gbs=algbw,
-                busbw_gbs=algbw * op.busbw_factor(n),
-                wrong=row.wrong,
-                time_us_min=min(row.time_us),
-                time_us_max=max(row.time_us),
-            )
-        )
+    results = _results(m, op, dtype)
     avg = avg_busbw(r.busbw_gbs for r in results)
     stragglers = find_stragglers(m.rows, hosts, cfg)
     setups = [r.setup_s for r in m.ranks]
     slowest_setup = max(m.ranks, key=lambda r: r.setup_s) if m.ranks else None
-    shares_by_row = [late_shares(row) for row in m.rows]
-    per_rank = tuple(
-        RankTiming(
-            rank=info.rank,
-            host=info.host,
-            local_rank=info.local_rank,
-            pid=info.pid,
-            device=info.device,
-            setup_s=info.setup_s,
-            interface=info.interface or None,
-            time_us=tuple(row.time_us[info.rank] for row in m.rows),
-            coll_us=tuple(row.coll_us[info.rank] for row in m.rows),
-            late_share=tuple(s[info.rank] for s in shares_by_row),
-        )
-        for info in sorted(m.ranks, key=lambda x: x.rank)
-    )
+    per_rank = _per_rank(m)
     setup = CollectiveSetup(
         launcher=m.launcher,
         iters=m.iters,
@@ -250,6 +212,62 @@ def to_bench_run(m: Measurement, cfg: CollectiveConfig) -> tuple[BenchRun, tuple
     findings = list(wrong_findings(op.name, results, checked=m.check))
     findings += straggler_findings(stragglers, m, cfg)
     findings += busbw_findings(op.name, results, cfg)
+    findings += _setup_findings(setups, slowest_setup, n, cfg)
+    return run, tuple(findings)
+
+
+def _results(m: Measurement, op: OpSpec, dtype: DType) -> list[CollectiveResult]:
+    """One row per measured size and placement: the mean time over ranks, algbw and busbw from it."""
+    assert dtype.nccl_name is not None  # the collective spec admits only NCCL's float types
+    n = m.world_size
+    results: list[CollectiveResult] = []
+    for row in m.rows:
+        t_us = statistics.fmean(row.time_us)
+        algbw = algbw_gbs(row.plan.bytes, t_us * 1e-6)
+        results.append(
+            CollectiveResult(
+                bytes=row.plan.bytes,
+                count=row.plan.count,
+                dtype=dtype.nccl_name,
+                redop="sum" if op.redop else None,
+                root=0 if op.rooted else None,
+                in_place=row.in_place,
+                time_us=t_us,
+                algbw_gbs=algbw,
+                busbw_gbs=algbw * op.busbw_factor(n),
+                wrong=row.wrong,
+                time_us_min=min(row.time_us),
+                time_us_max=max(row.time_us),
+            )
+        )
+    return results
+
+
+def _per_rank(m: Measurement) -> tuple[RankTiming, ...]:
+    """Each rank's own numbers, row by row (its time, its in-collective time, its late share)."""
+    shares_by_row = [late_shares(row) for row in m.rows]
+    return tuple(
+        RankTiming(
+            rank=info.rank,
+            host=info.host,
+            local_rank=info.local_rank,
+            pid=info.pid,
+            device=info.device,
+            setup_s=info.setup_s,
+            interface=info.interface or None,
+            time_us=tuple(row.time_us[info.rank] for row in m.rows),
+            coll_us=tuple(row.coll_us[info.rank] for row in m.rows),
+            late_share=tuple(s[info.rank] for s in shares_by_row),
+        )
+        for info in sorted(m.ranks, key=lambda x: x.rank)
+    )
+
+
+def _setup_findings(
+    setups: list[float], slowest_setup: RankInfo | None, n: int, cfg: CollectiveConfig
+) -> list[Finding]:
+    """``collective.setup``: the slowest rendezvous against ``max_setup_s`` (when configured)."""
+    findings: list[Finding] = []
     if cfg.max_setup_s is not None and setups:
         worst = max(setups)
         sev = Severity.WARN if worst > cfg.max_setup_s else Severity.OK
@@ -272,43 +290,7 @@ def to_bench_run(m: Measurement, cfg: CollectiveConfig) -> tuple[BenchRun, tuple
                 else None,
             )
         )
-    return run, tuple(findings)
-
-
-def wrong_findings(
-    op: str, results: Sequence[CollectiveResult], *, checked: bool = True
-) -> list[Finding]:
-    """``collective.wrong``: one FAIL naming the rows with wrong elements, or one OK when all rows were checked."""
-    bad = [r for r in results if r.wrong]
-    if bad:
-        total = sum(r.wrong or 0 for r in bad)
-        first = ", ".join(f"{row_label(r.bytes, r.in_place)}: {r.wrong}" for r in bad[:3])
-        more = f" and {len(bad) - 3} more rows" if len(bad) > 3 else ""
-        return [
-            Finding(
-                "collective.wrong",
-                Severity.FAIL,
-                op,
-                f"validation found {total} wrong elements in {len(bad)} of {len(results)} rows ({first}{more})",
-                value=total,
-                limit=0,
-                unit="elements",
-                hint="data corrupted in flight or by a faulty GPU/NIC: rerun, then check ibdiag counters and the node's GPUs (dcgmi diag)",
-            )
-        ]
-    if checked and results and all(r.wrong is not None for r in results):
-        return [
-            Finding(
-                "collective.wrong",
-                Severity.OK,
-                op,
-                f"every element correct in all {len(results)} rows",
-                value=0,
-                limit=0,
-                unit="elements",
-            )
-        ]
-    return []
+    return findings
 
 
 def straggler_findings(
@@ -363,28 +345,3 @@ def _ranks(ranks: Sequence[int]) -> str:
     if len(ranks) > 6:
         return f"{ranks[0]}..{ranks[-1]}, {len(ranks)} ranks"
     return ", ".join(str(r) for r in ranks)
-
-
-def busbw_findings(
-    op: str, results: Sequence[CollectiveResult], cfg: CollectiveConfig
-) -> list[Finding]:
-    """``collective.busbw``: the largest size's best busbw against ``min_busbw_gbs`` (when configured)."""
-    if cfg.min_busbw_gbs is None or not results:
-        return []
-    largest = max(r.bytes for r in results)
-    best = max(r.busbw_gbs for r in results if r.bytes == largest)
-    sev = Severity.FAIL if best < cfg.min_busbw_gbs else Severity.OK
-    return [
-        Finding(
-            "collective.busbw",
-            sev,
-            f"{op} {format_bytes(largest)}",
-            f"busbw at the largest size ({format_bytes(largest)}) is {best:.4g} GB/s",
-            value=round(best, 3),
-            limit=cfg.min_busbw_gbs,
-            unit="GB/s",
-            hint="compare with rails x rail bandwidth; check ibdiag topo (GPU-NIC paths) and ibdiag counters"
-            if sev is Severity.FAIL
-            else None,
-        )
-    ]

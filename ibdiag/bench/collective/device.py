@@ -30,6 +30,7 @@ from typing import Any
 
 from ibdiag.errors import CannotRunError, NotSupportedError, UsageError
 from ibdiag.runtime.launch import LaunchEnv
+from ibdiag.runtime.torchdist import import_dist
 
 TEST_DEVICE_ENV = "IBDIAG_TEST_DEVICE"
 """``cpu-stand-in`` or ``cpu-stand-in:gpus=N`` (N visible stand-in GPUs, default 8): ibdiag's own tests only."""
@@ -322,8 +323,6 @@ def _stand_in(torch: Any, env: Mapping[str, str]) -> CpuStandInDevice | None:
 
 def select_device(requested: str, env: Mapping[str, str] | None = None) -> HostDevice | CudaDevice:
     """The device for ``--backend``: ``auto`` -> NCCL when CUDA GPUs and NCCL are present, else gloo."""
-    from ibdiag.runtime.torchdist import import_dist
-
     env = os.environ if env is None else env
     torch, dist = import_dist()
     req = requested.lower()

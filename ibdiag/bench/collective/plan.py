@@ -1,5 +1,8 @@
 """What a requested size becomes for one op and world size: element counts, bytes, buffers (nccl-tests' way).
 
+The run's *plan* (what each size becomes), as opposed to its *spec* (:mod:`.spec`, what the user asked),
+its *measurement* (:mod:`.measurement`) and its *meta* (:mod:`ibdiag.bench.results.collective_meta`).
+
 Pure arithmetic, no torch; the op and type facts are in :mod:`ibdiag.collectives`. nccl-tests prints
 ``max(send, recv)`` bytes and, in the ``count`` column, the per-call element count (per rank for the
 ops whose size is the total: all_gather, reduce_scatter, alltoall).

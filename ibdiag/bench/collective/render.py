@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ibdiag.bench.collective.meta import CollectiveMeta, CollectiveSetup
+from ibdiag.bench.results.collective_meta import CollectiveMeta, CollectiveSetup
 from ibdiag.bench.results.model import BenchRun, CollectiveResult
 from ibdiag.bench.results.provenance_view import provenance_lines
 from ibdiag.collectives import find_op, placement

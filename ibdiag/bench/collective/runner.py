@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ibdiag.bench.collective.device import select_device
-from ibdiag.bench.collective.model import MeasuredRow, Measurement, RankInfo
+from ibdiag.bench.collective.measurement import MeasuredRow, Measurement, RankInfo
 from ibdiag.bench.collective.plan import SizePlan, plan_sizes
 from ibdiag.bench.collective.rank import NCCL_EXTRA_S, _Rank
 from ibdiag.bench.collective.spec import RunSpec

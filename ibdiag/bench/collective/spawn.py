@@ -41,19 +41,17 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ibdiag.bench.collective.supervise import PROGRESS, RESULT, watch
 from ibdiag.errors import (
     CannotRunError,
     IbdiagError,
-    InputError,
-    NotSupportedError,
-    PeerTimeoutError,
     UsageError,
 )
 from ibdiag.runtime.parentdeath import die_with_parent
+from ibdiag.runtime.torchdist import serve_store
+from ibdiag.units import format_bytes
 
 REPORT_DIR_ENV = "IBDIAG_COLLECTIVE_REPORT_DIR"
-PROGRESS = "progress.jsonl"
-RESULT = "result.json"
 #: The report directories' name prefix (in the temporary directory, $TMPDIR).
 DIR_PREFIX = "ibdiag-collective-"
 #: In a report directory of a running supervisor: ``<pid> <start time>``; removed when the logs are kept on purpose.
@@ -66,14 +64,6 @@ RANK_MEMORY_BYTES = 300 * 2**20
 #: the rendezvous, so past 8 per CPU the start-up alone outlasts a short --timeout and the run
 #: measures the scheduler, not the fabric.
 MAX_RANKS_PER_CPU = 8
-#: How often the supervisor reads the heartbeats (seconds; 2 s above 64 ranks).
-HEARTBEAT_POLL_S = 0.5
-
-_ERRORS: dict[str, type[IbdiagError]] = {
-    c.__name__: c
-    for c in (UsageError, InputError, CannotRunError, PeerTimeoutError, NotSupportedError)
-}
-
 # variables of an enclosing launch that must not leak into the ranks we start
 _DROP_PREFIXES = ("TORCHELASTIC_", "OMPI_COMM_WORLD_", "PMI_", "PMIX_RANK")
 _DROP = (
@@ -134,8 +124,6 @@ def check_capacity(
     """Refuse (UsageError, exit 2) ``nproc`` local ranks when this node cannot hold them: more than
     :data:`MAX_RANKS_PER_CPU` per CPU this process may run on, or more than the available memory
     divided by :data:`RANK_MEMORY_BYTES`. The message names the numbers."""
-    from ibdiag.units import format_bytes
-
     if cpus is None:
         cpus = (
             len(os.sched_getaffinity(0))
@@ -246,8 +234,6 @@ def run_local(
     """
     check_capacity(nproc)
     sweep_orphans()
-    from ibdiag.runtime.torchdist import serve_store
-
     base = dict(os.environ if env is None else env)
     report_dir = tempfile.mkdtemp(prefix=DIR_PREFIX)
     rdir = Path(report_dir)
@@ -274,8 +260,6 @@ def run_local(
                     preexec_fn=die_with_parent(),  # noqa: PLW1509 - a rank whose supervisor dies (SIGKILL, OOM killer) dies with it
                 )
             )
-        from ibdiag.bench.collective.supervise import watch
-
         outcome = watch(procs, rdir, store, prefix, timeout_s, on_progress)
         if outcome is not None:
             return outcome

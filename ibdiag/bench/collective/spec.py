@@ -1,5 +1,8 @@
 """What ``bench collective`` runs: the op, backend, type, sizes and loop (:class:`RunSpec`), checked once.
 
+The run's *spec* (what the user asked), as opposed to its *plan* (:mod:`.plan`), its *measurement*
+(:mod:`.measurement`) and its *meta* (the JSON description, :mod:`ibdiag.bench.results.collective_meta`).
+
 Building a RunSpec checks every field (a :class:`~ibdiag.errors.UsageError` naming the flag, exit 2),
 so the command line and the ranks started by ``--nproc`` share the same bounds. Those ranks get their
 job as JSON (:class:`RankJob`: the spec and the ``[collective]`` settings) in ``IBDIAG_COLLECTIVE_JOB``
@@ -15,8 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ibdiag.bench.collective.config import CollectiveConfig
+from ibdiag.bench.results.collective_config import CollectiveConfig
 from ibdiag.collectives import OPS, collective_dtype
+from ibdiag.config import build_dataclass
 from ibdiag.errors import InputError, UsageError
 from ibdiag.units import MAX_SIZE_BYTES, MAX_SIZES
 
@@ -121,8 +125,6 @@ class RankJob:
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> RankJob:
         """The job in ``environ[JOB_ENV]``; InputError (exit 2) when it is missing or not a valid job."""
-        from ibdiag.config import build_dataclass
-
         text = environ.get(JOB_ENV)
         if not text:
             raise InputError(

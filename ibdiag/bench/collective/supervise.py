@@ -21,8 +21,31 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ibdiag.bench.collective.spawn import _ERRORS, HEARTBEAT_POLL_S, PROGRESS, RESULT
-from ibdiag.errors import CannotRunError, IbdiagError, PeerTimeoutError, UsageError
+from ibdiag.bench.collective.liveness import (
+    diagnose_wait,
+    heartbeat_period,
+    read_heartbeats,
+    who_did_not_answer,
+)
+from ibdiag.errors import (
+    CannotRunError,
+    IbdiagError,
+    InputError,
+    NotSupportedError,
+    PeerTimeoutError,
+    UsageError,
+)
+
+#: The files rank 0 leaves in the report directory (:mod:`.spawn` writes them, the supervisor reads them).
+PROGRESS = "progress.jsonl"
+RESULT = "result.json"
+#: How often the supervisor reads the heartbeats (seconds; 2 s above 64 ranks).
+HEARTBEAT_POLL_S = 0.5
+
+_ERRORS: dict[str, type[IbdiagError]] = {
+    c.__name__: c
+    for c in (UsageError, InputError, CannotRunError, PeerTimeoutError, NotSupportedError)
+}
 
 
 def _tail(path: Path, lines: int = 4) -> str:
@@ -78,8 +101,6 @@ def watch(
     timeout_s: float,
     on_progress: Callable[[int, int, str], None] | None,
 ) -> dict[str, Any] | None:
-    from ibdiag.bench.collective.liveness import diagnose_wait, heartbeat_period, read_heartbeats
-
     n = len(procs)
     pos = 0
     last_activity = time.monotonic()
@@ -124,23 +145,11 @@ def watch(
             break
         if now >= next_hb:
             next_hb = now + hb_every
-            try:
-                hb = read_heartbeats(store, n, prefix)
-            except Exception:  # noqa: BLE001 - the store raises several types; no heartbeats this time
-                hb = {}
-            for r, h in hb.items():
-                if last_hb.get(r) is None or (h.counter, h.step) != (
-                    last_hb[r].counter,
-                    last_hb[r].step,
-                ):
-                    last_activity = now
-                    beat_seen[r] = now
-            last_hb = {**last_hb, **hb}
-            if _starting_ranks_busy(procs, codes, last_hb, starting_cpu):
-                last_activity = now  # still importing torch on a loaded node: alive, not stalled
-            frozen = _frozen_ranks(
-                procs, codes, last_hb, beat_seen, now, max(timeout_s, 2 * heartbeat_period(n))
+            alive, last_hb, frozen = _poll_heartbeats(
+                procs, codes, store, prefix, now, timeout_s, last_hb, beat_seen, starting_cpu
             )
+            if alive:
+                last_activity = now
             if frozen:
                 break
         if now - last_activity > timeout_s + 15.0:
@@ -164,6 +173,41 @@ def watch(
     raise _compose_error(
         procs, codes, rdir, store, prefix, timeout_s, stalled, last_hb, exited_at, reported_at
     )
+
+
+def _poll_heartbeats(
+    procs: Sequence[subprocess.Popen[bytes]],
+    codes: list[int | None],
+    store: Any,
+    prefix: str,
+    now: float,
+    timeout_s: float,
+    last_hb: dict[int, Any],
+    beat_seen: dict[int, float],
+    starting_cpu: dict[int, float],
+) -> tuple[bool, dict[int, Any], list[str]]:
+    """One look at the heartbeats: (did any rank show life, the heartbeats known now, the ranks
+    frozen). ``beat_seen`` and ``starting_cpu`` are updated in place."""
+    n = len(procs)
+    alive = False
+    try:
+        hb = read_heartbeats(store, n, prefix)
+    except Exception:  # noqa: BLE001 - the store raises several types; no heartbeats this time
+        hb = {}
+    for r, h in hb.items():
+        if last_hb.get(r) is None or (h.counter, h.step) != (
+            last_hb[r].counter,
+            last_hb[r].step,
+        ):
+            alive = True
+            beat_seen[r] = now
+    last_hb = {**last_hb, **hb}
+    if _starting_ranks_busy(procs, codes, last_hb, starting_cpu):
+        alive = True  # still importing torch on a loaded node: alive, not stalled
+    frozen = _frozen_ranks(
+        procs, codes, last_hb, beat_seen, now, max(timeout_s, 2 * heartbeat_period(n))
+    )
+    return alive, last_hb, frozen
 
 
 #: Process states (psutil) of a rank that cannot be making progress, whatever its threads would do.
@@ -247,6 +291,34 @@ def blame(
     return causes, after
 
 
+def _read_errors(rdir: Path, n: int) -> dict[int, dict[str, Any]]:
+    """The error reports ranks wrote (``error.rank<R>.json``), by rank; an unreadable one is left out."""
+    errors: dict[int, dict[str, Any]] = {}
+    for r in range(n):
+        path = rdir / f"error.rank{r}.json"
+        if path.exists():
+            try:
+                errors[r] = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError):
+                pass
+    return errors
+
+
+def _stall_error(
+    last_hb: Mapping[int, Any], hb: dict[int, Any], n: int, timeout_s: float
+) -> PeerTimeoutError:
+    """No rank made progress: who did not answer at the furthest step, or a stuck collective."""
+    step = max((h.step for h in hb.values()), default=0)
+    missing = who_did_not_answer(dict(last_hb), hb, n, step)
+    detail = (
+        "; ".join(missing) if missing else f"every rank alive at step {step}: a collective is stuck"
+    )
+    return PeerTimeoutError(
+        f"no rank made progress for {timeout_s + 15:g} s; {detail}",
+        hint="check the hosts' load and the network; raise --timeout only for huge sizes",
+    )
+
+
 def _compose_error(
     procs: Sequence[subprocess.Popen[bytes]],
     codes: Sequence[int | None],
@@ -259,16 +331,7 @@ def _compose_error(
     exited_at: Mapping[int, float],
     reported_at: Mapping[int, float],
 ) -> IbdiagError:
-    from ibdiag.bench.collective.liveness import read_heartbeats, who_did_not_answer
-
-    errors: dict[int, dict[str, Any]] = {}
-    for r in range(len(procs)):
-        path = rdir / f"error.rank{r}.json"
-        if path.exists():
-            try:
-                errors[r] = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError):
-                pass
+    errors = _read_errors(rdir, len(procs))
     try:
         hb = read_heartbeats(store, len(procs), prefix)
     except Exception:  # noqa: BLE001 - the store raises several types; the last heartbeats seen stand
@@ -325,17 +388,7 @@ def _compose_error(
             str(doc.get("message")) + later, doc.get("hint")
         )
     if stalled:
-        step = max((h.step for h in hb.values()), default=0)
-        missing = who_did_not_answer(dict(last_hb), hb, len(procs), step)
-        detail = (
-            "; ".join(missing)
-            if missing
-            else f"every rank alive at step {step}: a collective is stuck"
-        )
-        return PeerTimeoutError(
-            f"no rank made progress for {timeout_s + 15:g} s; {detail}",
-            hint="check the hosts' load and the network; raise --timeout only for huge sizes",
-        )
+        return _stall_error(last_hb, hb, len(procs), timeout_s)
     return CannotRunError(
         f"the ranks ended without a result (exit statuses {list(codes)})", hint="rerun with --debug"
     )

@@ -44,12 +44,12 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from ibdiag.bench.collective.meta import CollectiveMeta
 from ibdiag.bench.importers import nccl_tests, nccl_tests_json, perftest, perftest_json
 from ibdiag.bench.importers.checks import multiple_runs
 from ibdiag.bench.importers.context import Context
 from ibdiag.bench.importers.lines import Line, iter_lines
-from ibdiag.bench.importers.source import MAX_BYTES, open_log
+from ibdiag.bench.importers.source import _PREFIXED, MAX_BYTES, open_log
+from ibdiag.bench.results.collective_meta import CollectiveMeta
 from ibdiag.bench.results.model import SCHEMA, BenchRun, bench_run_from_json
 from ibdiag.collectives import get_op
 from ibdiag.errors import InputError, UsageError
@@ -157,8 +157,6 @@ def parse_runs(
 
 
 def _prefixed(text: str) -> bool:
-    from ibdiag.bench.importers.source import _PREFIXED
-
     return bool(_PREFIXED.match(text[:64].encode("utf-8", errors="replace")))
 
 

@@ -21,12 +21,14 @@ Check ids:
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 
-from ibdiag.bench.collective.analysis import busbw_findings, wrong_findings
-from ibdiag.bench.collective.config import CollectiveConfig
-from ibdiag.bench.collective.meta import CollectiveMeta, NcclTestsLog
-from ibdiag.bench.p2p.meta import P2PMeta
-from ibdiag.bench.results.model import BenchRun
+from ibdiag.bench.results.collective_checks import busbw_findings, wrong_findings
+from ibdiag.bench.results.collective_config import CollectiveConfig
+from ibdiag.bench.results.collective_meta import CollectiveMeta, NcclTestsLog
+from ibdiag.bench.results.model import BenchRun, CollectiveResult
+from ibdiag.bench.results.p2p_meta import P2PMeta
+from ibdiag.bench.results.provenance import Provenance
 from ibdiag.collectives import find_op
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry
@@ -120,20 +122,7 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
     prov = run.provenance
     src = prov.imported.source if prov.imported is not None else "log"
     if isinstance(m, P2PMeta):
-        out: list[Finding] = []
-        if m.perftest is not None and m.perftest.header:
-            out.append(_header_finding(src, m.perftest.header))
-        if m.perftest is not None and m.perftest.bw_unit_assumed:
-            out.append(
-                Finding(
-                    "import.unit_assumed",
-                    Severity.WARN,
-                    src,
-                    "the perftest JSON does not say its bandwidth unit and MsgRate cannot tell it: MiB/s assumed",
-                    hint="if the run used --report_gbits, divide by 8.39 or rerun and import the text output",
-                )
-            )
-        return out
+        return _perftest_findings(m, src)
     assert isinstance(m, CollectiveMeta)
     log = m.nccl_tests or NcclTestsLog()
     rows = run.collective_rows()
@@ -142,6 +131,38 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
     out = wrong_findings(
         subject, rows, checked=bool(rows) and all(r.wrong is not None for r in rows)
     )
+    out += _out_of_bounds(subject, log)
+    out += socket_fallback(run)
+    if log.header:
+        out.append(_header_finding(subject, log.header))
+    out += _avg_mismatch(subject, m, log, rows)
+    out += _busbw_factor(subject, op, m.world_size, rows)
+    out += _run_shape(subject, src, m, log, rows)
+    out += _nccl_warnings(subject, prov)
+    out += busbw_findings(subject, rows, cfg)
+    return out
+
+
+def _perftest_findings(m: P2PMeta, src: str) -> list[Finding]:
+    out: list[Finding] = []
+    if m.perftest is not None and m.perftest.header:
+        out.append(_header_finding(src, m.perftest.header))
+    if m.perftest is not None and m.perftest.bw_unit_assumed:
+        out.append(
+            Finding(
+                "import.unit_assumed",
+                Severity.WARN,
+                src,
+                "the perftest JSON does not say its bandwidth unit and MsgRate cannot tell it: MiB/s assumed",
+                hint="if the run used --report_gbits, divide by 8.39 or rerun and import the text output",
+            )
+        )
+    return out
+
+
+def _out_of_bounds(subject: str, log: NcclTestsLog) -> list[Finding]:
+    """``import.out_of_bounds``: the footer counts failed validations."""
+    out: list[Finding] = []
     oob = log.out_of_bounds
     if oob is not None and oob > 0:
         out.append(
@@ -155,9 +176,14 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
                 hint="data corrupted in flight or by a faulty GPU/NIC: rerun, then check ibdiag counters and the GPUs",
             )
         )
-    out += socket_fallback(run)
-    if log.header:
-        out.append(_header_finding(subject, log.header))
+    return out
+
+
+def _avg_mismatch(
+    subject: str, m: CollectiveMeta, log: NcclTestsLog, rows: Sequence[CollectiveResult]
+) -> list[Finding]:
+    """``import.avg_mismatch``: the footer's average is not the rows' (every cycle's rows when known)."""
+    out: list[Finding] = []
     avg, rep = m.avg_busbw_gbs, log.avg_busbw_gbs_reported
     if log.avg_busbw_gbs_all_cycles is not None:
         avg = log.avg_busbw_gbs_all_cycles  # the footer averages every cycle's rows
@@ -174,7 +200,14 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
                 hint="rows are missing or belong to another run (interleaved output): check the file",
             )
         )
-    n = m.world_size
+    return out
+
+
+def _busbw_factor(
+    subject: str, op: str | None, n: int | None, rows: Sequence[CollectiveResult]
+) -> list[Finding]:
+    """``import.busbw_factor``: busbw/algbw in most rows is not the op's factor for ``n`` ranks."""
+    out: list[Finding] = []
     spec = None if op is None else find_op(op)
     if spec is not None and n is not None and n >= 1:
         f = spec.busbw_factor(n)
@@ -198,6 +231,15 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
                         hint="the op or the rank count is not what the header says (give --op, or check for interleaved runs)",
                     )
                 )
+    return out
+
+
+def _run_shape(
+    subject: str, src: str, m: CollectiveMeta, log: NcclTestsLog, rows: Sequence[CollectiveResult]
+) -> list[Finding]:
+    """``import.single_rank``, ``import.incomplete``, ``import.op_unknown``."""
+    out: list[Finding] = []
+    n, op = m.world_size, m.op
     if n == 1:
         out.append(
             Finding(
@@ -230,6 +272,12 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
                 hint="give --op (e.g. --op all_gather), or keep the binary's name in the file name",
             )
         )
+    return out
+
+
+def _nccl_warnings(subject: str, prov: Provenance) -> list[Finding]:
+    """``import.nccl_warnings``: NCCL WARN or ``# error:`` lines in the log."""
+    out: list[Finding] = []
     warns, errs = prov.nccl_warnings, prov.nccl_errors
     if warns or errs:
         count = (prov.nccl_warning_count or len(warns)) + len(errs)
@@ -244,5 +292,4 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
                 hint="read them: a fallback transport (NET/Socket instead of IB) or a retry explains low busbw",
             )
         )
-    out += busbw_findings(subject, rows, cfg)
     return out

@@ -34,10 +34,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ibdiag.bench.collective.meta import CycleStats, NcclRank, NcclTestsLog
 from ibdiag.bench.importers.context import Context
 from ibdiag.bench.importers.lines import Line, iter_lines
-from ibdiag.bench.importers.nccl_tests_run import choose_op, collective_meta
+from ibdiag.bench.importers.nccl_tests_run import MAX_ROWS, Cycles, choose_op, collective_meta
 from ibdiag.bench.importers.nccl_tests_table import (
     HINT,
     Columns,
@@ -46,6 +45,7 @@ from ibdiag.bench.importers.nccl_tests_table import (
     parse_row,
     row_shaped,
 )
+from ibdiag.bench.results.collective_meta import NcclRank, NcclTestsLog
 from ibdiag.bench.results.model import BenchRun, CollectiveResult
 from ibdiag.bench.results.provenance import ImportInfo, Provenance, RunPosition
 from ibdiag.collectives import op_in_text
@@ -53,7 +53,6 @@ from ibdiag.errors import InputError
 
 __all__ = ["HINT", "MAX_ROWS", "looks_like", "marks", "parse_lines", "parse_log"]
 
-MAX_ROWS = 1 << 17
 """Most row halves of distinct sizes kept per run (a real table has tens; ``-i`` steps a few thousand)."""
 
 _FAILURE = re.compile(r"\bTest (?:NCCL |CUDA )?failure\b|\bTest failure\b")
@@ -83,46 +82,6 @@ _PARAM_PATTERNS = (
 
 
 @dataclass
-class _Cycles:
-    """Running per-(size, placement) statistics over every cycle, in constant memory per size."""
-
-    count: int = 1
-    stats: dict[tuple[int, bool], list[float]] = field(default_factory=dict)
-    """(bytes, in_place) -> [n, busbw min, busbw sum, busbw max, time min, time max]."""
-    busbw_sum: float = 0.0
-    rows: int = 0
-
-    def add(self, r: CollectiveResult) -> None:
-        self.busbw_sum += r.busbw_gbs
-        self.rows += 1
-        s = self.stats.get((r.bytes, r.in_place))
-        if s is None:
-            if len(self.stats) >= MAX_ROWS:
-                return
-            self.stats[(r.bytes, r.in_place)] = [
-                1,
-                r.busbw_gbs,
-                r.busbw_gbs,
-                r.busbw_gbs,
-                r.time_us,
-                r.time_us,
-            ]
-            return
-        s[0] += 1
-        s[1] = min(s[1], r.busbw_gbs)
-        s[2] += r.busbw_gbs
-        s[3] = max(s[3], r.busbw_gbs)
-        s[4] = min(s[4], r.time_us)
-        s[5] = max(s[5], r.time_us)
-
-    def summary(self) -> tuple[CycleStats, ...]:
-        return tuple(
-            CycleStats(b, ip, int(s[0]), s[1], s[2] / s[0], s[3], s[4], s[5])
-            for (b, ip), s in self.stats.items()
-        )
-
-
-@dataclass
 class _Run:
     tag: str | None
     start_line: int
@@ -134,7 +93,7 @@ class _Run:
     columns: Columns | None = None
     header: str | None = None
     rows: list[CollectiveResult] = field(default_factory=list)
-    cycles: _Cycles = field(default_factory=_Cycles)
+    cycles: Cycles = field(default_factory=Cycles)
     last_size: int = -1
     """The size of the last row read, in whichever cycle."""
     oob: int | None = None
@@ -230,6 +189,11 @@ class _Parser:
         self.skipped += 1  # a prompt, launcher chatter, a script's output: not part of the table
 
     def _comment(self, line: Line, body: str) -> None:
+        if not self._header_comment(line, body):
+            self._footer_comment(line, body)
+
+    def _header_comment(self, line: Line, body: str) -> bool:
+        """The lines above the table (version, binary, parameters, ranks, column names): True if one."""
         tag, n = line.tag, line.number
         m = _VERSION_LINE.match(body)
         if m:
@@ -237,13 +201,13 @@ class _Parser:
             run.nccl_tests_version = m.group("version")
             run.version_rest = m.group("rest").strip()
             run.eras.add("2025")
-            return
+            return True
         m = _STARTING.match(body)
         if m:
             run = self._fresh_or_new(tag, n, "binary")
             run.binary = m.group("name")
             run.eras.add("2025")
-            return
+            return True
         if body.startswith("nThread"):
             run = self._fresh_or_new(tag, n, "params")
             run.params = _parse_params(body)
@@ -253,7 +217,7 @@ class _Parser:
                 run.eras.add("2022")
             else:
                 run.eras.add("old")
-            return
+            return True
         m = _RANK_LINE.match(body)
         if m:
             rank = int(m.group("rank"))
@@ -272,7 +236,7 @@ class _Parser:
                 )
             )
             run.eras.add("2022" if m.group("group") is not None else "old")
-            return
+            return True
         tokens = body.split()
         if "size" in tokens and "count" in tokens:
             run = self._for_header(tag, n, lambda r: r.columns is None)
@@ -281,7 +245,12 @@ class _Parser:
                 run.eras.add("old")
             elif any("#wrong" in h for h in run.columns.halves):
                 run.eras.add("2022")
-            return
+            return True
+        return False
+
+    def _footer_comment(self, line: Line, body: str) -> None:
+        """The lines below the table (units, out of bounds, average, conclusion, blocking, errors)."""
+        tag, n = line.tag, line.number
         if _UNITS.match(body):
             open_runs = [r for r in self._open(tag) if r.columns is not None]
             if not open_runs:

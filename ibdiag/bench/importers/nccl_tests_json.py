@@ -13,10 +13,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ibdiag.bench.collective.meta import NcclRank, NcclTestsLog
 from ibdiag.bench.importers.lines import number
 from ibdiag.bench.importers.nccl_tests import HINT
 from ibdiag.bench.importers.nccl_tests_run import choose_op, collective_meta
+from ibdiag.bench.results.collective_meta import NcclRank, NcclTestsLog
 from ibdiag.bench.results.jsonfields import Fields
 from ibdiag.bench.results.model import BenchRun, CollectiveResult
 from ibdiag.bench.results.provenance import ImportInfo, Provenance
@@ -36,6 +36,46 @@ def parse_doc(
     doc: Mapping[str, Any], source: str, *, op: str | None = None, file_name: str | None = None
 ) -> BenchRun:
     """nccl-tests' ``-J FILE`` output: ``{"version", "args", "config": {..., "devices": [...]}, "results": [...]}``."""
+    results = _json_results(doc, source)
+    ranks, params = _json_config(doc, source)
+    args = doc.get("args") if isinstance(doc.get("args"), list) else []
+    binary = str(args[0]).rsplit("/", 1)[-1] if args else None
+    choice = choose_op(
+        op_in_text(binary) if binary else None, op, file_name, results, len(ranks) or None
+    )
+    avg_doc = got if isinstance(got := doc.get("average_bus_bandwidth"), Mapping) else {}
+    oob_doc = got if isinstance(got := doc.get("out_of_bounds"), Mapping) else {}
+    reported = avg_doc.get("bandwidth")
+    oob = oob_doc.get("count")
+    log = NcclTestsLog(
+        op_source=choice.source,
+        op_candidates=choice.candidates,
+        gpus=tuple(sorted({str(r.gpu) for r in ranks if r.gpu})),
+        ranks=tuple(ranks),
+        params=params,
+        avg_busbw_gbs_reported=float(reported)
+        if isinstance(reported, (int, float))
+        and not isinstance(reported, bool)
+        and math.isfinite(reported)
+        else None,
+        out_of_bounds=oob
+        if isinstance(oob, int) and not isinstance(oob, bool) and oob >= 0
+        else None,
+        complete="end_time" in doc,
+    )
+    errors = got if isinstance(got := doc.get("errors"), list) else []
+    provenance = Provenance(
+        imported=ImportInfo(tool="nccl-tests", source=source, format=f"json v{doc.get('version')}"),
+        nccl_version=None
+        if doc.get("nccl_version") is None
+        else str(doc.get("nccl_version"))[:100],
+        nccl_errors=tuple(str(e)[:300] for e in errors),
+    )
+    return BenchRun(collective_meta(results, ranks, choice, log, None), tuple(results), provenance)
+
+
+def _json_results(doc: Mapping[str, Any], source: str) -> list[CollectiveResult]:
+    """``results``: one row per size and placement (``out_of_place``, ``in_place``)."""
     results: list[CollectiveResult] = []
     for i, row in enumerate(doc.get("results") or []):
         if not isinstance(row, Mapping):
@@ -73,6 +113,11 @@ def parse_doc(
                 )
         except (KeyError, TypeError, ValueError) as e:
             raise InputError(f"{source}: results[{i}] is malformed ({e})", hint=HINT) from None
+    return results
+
+
+def _json_config(doc: Mapping[str, Any], source: str) -> tuple[list[NcclRank], dict[str, Any]]:
+    """``config``: the ranks (its ``devices``) and its scalar parameters."""
     cfg = got if isinstance(got := doc.get("config"), Mapping) else {}
     devices = got if isinstance(got := cfg.get("devices"), list) else []
     try:
@@ -93,40 +138,7 @@ def parse_doc(
         ).scalars("config")
     except ValueError as e:
         raise InputError(f"{source}: {e}", hint=HINT) from None
-    args = doc.get("args") if isinstance(doc.get("args"), list) else []
-    binary = str(args[0]).rsplit("/", 1)[-1] if args else None
-    choice = choose_op(
-        op_in_text(binary) if binary else None, op, file_name, results, len(ranks) or None
-    )
-    avg_doc = got if isinstance(got := doc.get("average_bus_bandwidth"), Mapping) else {}
-    oob_doc = got if isinstance(got := doc.get("out_of_bounds"), Mapping) else {}
-    reported = avg_doc.get("bandwidth")
-    oob = oob_doc.get("count")
-    log = NcclTestsLog(
-        op_source=choice.source,
-        op_candidates=choice.candidates,
-        gpus=tuple(sorted({str(r.gpu) for r in ranks if r.gpu})),
-        ranks=tuple(ranks),
-        params=params,
-        avg_busbw_gbs_reported=float(reported)
-        if isinstance(reported, (int, float))
-        and not isinstance(reported, bool)
-        and math.isfinite(reported)
-        else None,
-        out_of_bounds=oob
-        if isinstance(oob, int) and not isinstance(oob, bool) and oob >= 0
-        else None,
-        complete="end_time" in doc,
-    )
-    errors = got if isinstance(got := doc.get("errors"), list) else []
-    provenance = Provenance(
-        imported=ImportInfo(tool="nccl-tests", source=source, format=f"json v{doc.get('version')}"),
-        nccl_version=None
-        if doc.get("nccl_version") is None
-        else str(doc.get("nccl_version"))[:100],
-        nccl_errors=tuple(str(e)[:300] for e in errors),
-    )
-    return BenchRun(collective_meta(results, ranks, choice, log, None), tuple(results), provenance)
+    return ranks, params
 
 
 def _json_rank(f: Fields) -> NcclRank:

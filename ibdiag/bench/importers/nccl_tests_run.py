@@ -3,18 +3,61 @@
 Shared by the text reader (:mod:`~ibdiag.bench.importers.nccl_tests`) and the ``-J`` reader
 (:mod:`~ibdiag.bench.importers.nccl_tests_json`), so both decide the op the same way: the log's own
 binary name, else the command line around the table, else ``--op``, else the file name, else the
-table (:func:`infer_op`).
+table (:func:`infer_op`); and the per-size statistics over a log's cycles (:class:`Cycles`).
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from ibdiag.bench.collective.meta import CollectiveMeta, NcclRank, NcclTestsLog
+from ibdiag.bench.results.collective_meta import CollectiveMeta, CycleStats, NcclRank, NcclTestsLog
 from ibdiag.bench.results.model import CollectiveResult
 from ibdiag.collectives import OPS, avg_busbw, find_dtype, op_in_text
+
+#: Most result rows of distinct sizes in one run (a log with more is refused).
+MAX_ROWS = 1 << 17
+
+
+@dataclass
+class Cycles:
+    """Running per-(size, placement) statistics over every cycle, in constant memory per size."""
+
+    count: int = 1
+    stats: dict[tuple[int, bool], list[float]] = field(default_factory=dict)
+    """(bytes, in_place) -> [n, busbw min, busbw sum, busbw max, time min, time max]."""
+    busbw_sum: float = 0.0
+    rows: int = 0
+
+    def add(self, r: CollectiveResult) -> None:
+        self.busbw_sum += r.busbw_gbs
+        self.rows += 1
+        s = self.stats.get((r.bytes, r.in_place))
+        if s is None:
+            if len(self.stats) >= MAX_ROWS:
+                return
+            self.stats[(r.bytes, r.in_place)] = [
+                1,
+                r.busbw_gbs,
+                r.busbw_gbs,
+                r.busbw_gbs,
+                r.time_us,
+                r.time_us,
+            ]
+            return
+        s[0] += 1
+        s[1] = min(s[1], r.busbw_gbs)
+        s[2] += r.busbw_gbs
+        s[3] = max(s[3], r.busbw_gbs)
+        s[4] = min(s[4], r.time_us)
+        s[5] = max(s[5], r.time_us)
+
+    def summary(self) -> tuple[CycleStats, ...]:
+        return tuple(
+            CycleStats(b, ip, int(s[0]), s[1], s[2] / s[0], s[3], s[4], s[5])
+            for (b, ip), s in self.stats.items()
+        )
 
 
 @dataclass(frozen=True)

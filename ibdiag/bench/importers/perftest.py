@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 from ibdiag.bench.importers.context import Context
 from ibdiag.bench.importers.lines import Line, iter_lines, number
-from ibdiag.bench.p2p.meta import P2PMeta, PerftestLog
 from ibdiag.bench.results.model import BenchRun, LatencyStats, P2PResult
+from ibdiag.bench.results.p2p_meta import P2PMeta, PerftestLog
 from ibdiag.bench.results.provenance import ImportInfo, Provenance, RunPosition
 from ibdiag.errors import InputError
 
@@ -131,84 +131,89 @@ def _results(run: _Run, source: str) -> list[P2PResult]:
     out: list[P2PResult] = []
     for line_no, tokens in run.rows:
         vals = dict(zip(cols, tokens, strict=False))
-        nbytes = int(number(vals["#bytes"], f"{source}:{line_no}", "#bytes", HINT))
-        iters = int(
-            number(vals.get("#iterations", "0"), f"{source}:{line_no}", "#iterations", HINT)
-        )
+        where = f"{source}:{line_no}"
+        nbytes = int(number(vals["#bytes"], where, "#bytes", HINT))
+        iters = int(number(vals.get("#iterations", "0"), where, "#iterations", HINT))
         if run.mode == "bw":
-            if scale is None:
-                raise InputError(
-                    f"{source}:{run.header_line}: unknown bandwidth unit {unit!r}",
-                    hint="perftest prints MiB/sec, MB/sec or Gb/sec",
-                )
-            avg = (
-                number(vals[f"BW average[{unit}]"], f"{source}:{line_no}", "BW average", HINT)
-                * scale
-                / 1e9
-            )
-            peak_raw = vals.get(f"BW peak[{unit}]")
-            peak = None
-            if peak_raw is not None:
-                p = number(peak_raw, f"{source}:{line_no}", "BW peak", HINT)
-                # 0.00: not measured (perftest says "BW peak won't be measured in this run"; FORMATS.md)
-                peak = None if p == 0 else p * scale / 1e9
-            rate = vals.get("MsgRate[Mpps]")
-            out.append(
-                P2PResult(
-                    bytes=nbytes,
-                    iters=iters,
-                    bw_gbs=avg,
-                    bw_peak_gbs=peak,
-                    msg_rate_mpps=None
-                    if rate is None
-                    else number(rate, f"{source}:{line_no}", "MsgRate", HINT),
-                )
-            )
-            continue
-        if "t_typical[usec]" in vals:
-            need = (
-                "t_min[usec]",
-                "t_max[usec]",
-                "t_typical[usec]",
-                "99% percentile[usec]",
-                "99.9% percentile[usec]",
-            )
-            missing = [c for c in need if c not in vals]
-            if missing:
-                raise InputError(
-                    f"{source}:{run.header_line}: latency header without {', '.join(missing)}",
-                    hint="perftest 4.x and later print all percentiles; older output is not supported",
-                )
-            lat = LatencyStats(
-                min_us=number(vals["t_min[usec]"], f"{source}:{line_no}", "t_min", HINT),
-                p50_us=number(vals["t_typical[usec]"], f"{source}:{line_no}", "t_typical", HINT),
-                p99_us=number(vals["99% percentile[usec]"], f"{source}:{line_no}", "99%", HINT),
-                p999_us=number(
-                    vals["99.9% percentile[usec]"], f"{source}:{line_no}", "99.9%", HINT
-                ),
-                max_us=number(vals["t_max[usec]"], f"{source}:{line_no}", "t_max", HINT),
-                avg_us=number(vals["t_avg[usec]"], f"{source}:{line_no}", "t_avg", HINT)
-                if "t_avg[usec]" in vals
-                else None,
-            )
-            out.append(P2PResult(bytes=nbytes, iters=iters, lat_us=lat))
-        elif "t_avg[usec]" in vals:  # duration mode: the average and transactions per second only
-            tps = vals.get("tps average")
-            out.append(
-                P2PResult(
-                    bytes=nbytes,
-                    iters=iters,
-                    msg_rate_mpps=None
-                    if tps is None
-                    else number(tps, f"{source}:{line_no}", "tps average", HINT) / 1e6,
-                    lat_avg_us=number(vals["t_avg[usec]"], f"{source}:{line_no}", "t_avg", HINT),
-                )
-            )
+            out.append(_bw_row(vals, where, nbytes, iters, unit, scale, run, source))
         else:
-            raise InputError(
-                f"{source}:{run.header_line}: latency header without t_typical or t_avg", hint=HINT
-            )
+            out.append(_lat_row(vals, where, nbytes, iters, run, source))
     return out
+
+
+def _bw_row(
+    vals: dict[str, str],
+    where: str,
+    nbytes: int,
+    iters: int,
+    unit: str | None,
+    scale: float | None,
+    run: _Run,
+    source: str,
+) -> P2PResult:
+    """A bandwidth table's row (GB/s from the table's unit; a peak of 0.00 is one not measured)."""
+    if scale is None:
+        raise InputError(
+            f"{source}:{run.header_line}: unknown bandwidth unit {unit!r}",
+            hint="perftest prints MiB/sec, MB/sec or Gb/sec",
+        )
+    avg = number(vals[f"BW average[{unit}]"], where, "BW average", HINT) * scale / 1e9
+    peak_raw = vals.get(f"BW peak[{unit}]")
+    peak = None
+    if peak_raw is not None:
+        p = number(peak_raw, where, "BW peak", HINT)
+        # 0.00: not measured (perftest says "BW peak won't be measured in this run"; FORMATS.md)
+        peak = None if p == 0 else p * scale / 1e9
+    rate = vals.get("MsgRate[Mpps]")
+    return P2PResult(
+        bytes=nbytes,
+        iters=iters,
+        bw_gbs=avg,
+        bw_peak_gbs=peak,
+        msg_rate_mpps=None if rate is None else number(rate, where, "MsgRate", HINT),
+    )
+
+
+def _lat_row(
+    vals: dict[str, str], where: str, nbytes: int, iters: int, run: _Run, source: str
+) -> P2PResult:
+    """A latency table's row: the percentiles, or (duration mode) the average and the rate only."""
+    if "t_typical[usec]" in vals:
+        need = (
+            "t_min[usec]",
+            "t_max[usec]",
+            "t_typical[usec]",
+            "99% percentile[usec]",
+            "99.9% percentile[usec]",
+        )
+        missing = [c for c in need if c not in vals]
+        if missing:
+            raise InputError(
+                f"{source}:{run.header_line}: latency header without {', '.join(missing)}",
+                hint="perftest 4.x and later print all percentiles; older output is not supported",
+            )
+        lat = LatencyStats(
+            min_us=number(vals["t_min[usec]"], where, "t_min", HINT),
+            p50_us=number(vals["t_typical[usec]"], where, "t_typical", HINT),
+            p99_us=number(vals["99% percentile[usec]"], where, "99%", HINT),
+            p999_us=number(vals["99.9% percentile[usec]"], where, "99.9%", HINT),
+            max_us=number(vals["t_max[usec]"], where, "t_max", HINT),
+            avg_us=number(vals["t_avg[usec]"], where, "t_avg", HINT)
+            if "t_avg[usec]" in vals
+            else None,
+        )
+        return P2PResult(bytes=nbytes, iters=iters, lat_us=lat)
+    if "t_avg[usec]" in vals:  # duration mode: the average and transactions per second only
+        tps = vals.get("tps average")
+        return P2PResult(
+            bytes=nbytes,
+            iters=iters,
+            msg_rate_mpps=None if tps is None else number(tps, where, "tps average", HINT) / 1e6,
+            lat_avg_us=number(vals["t_avg[usec]"], where, "t_avg", HINT),
+        )
+    raise InputError(
+        f"{source}:{run.header_line}: latency header without t_typical or t_avg", hint=HINT
+    )
 
 
 def _bench_run(
@@ -301,6 +306,109 @@ def _numeric(tokens: list[str]) -> bool:
     return tokens[0].isdigit() and all(_NUMBER.match(t) for t in tokens)
 
 
+class _Reader:
+    """The runs read so far, the one being read, and how many lines were not perftest's."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.runs: list[_Run] = []
+        self.cur: _Run | None = None
+        self.skipped = 0
+
+    def new(self, number: int) -> _Run:
+        r = _Run(number)
+        self.runs.append(r)
+        self.cur = r
+        return r
+
+    def feed(self, ln: Line) -> None:
+        s = ln.text.strip()
+        n = ln.number
+        if not s or _SEPARATOR.match(s) or s.startswith("*"):
+            return
+        if ln.truncated:
+            self.skipped += 1
+            return
+        m = _TITLE.match(s)
+        if m:
+            self._title(m, s, n)
+        elif s.startswith("#bytes"):
+            self._header(s, n)
+        elif _numeric(s.split()):
+            self._row(s.split(), n)
+        else:
+            self._other(s, n)
+
+    def _title(self, m: re.Match[str], s: str, n: int) -> None:
+        cur = self.cur
+        if cur is None or cur.title is not None or cur.columns is not None:
+            cur = self.new(n)
+        cur.title = s
+        cur.verb = verb_of(m.group("title"))
+        cur.mode = "bw" if m.group("kind") == "BW" else "lat"
+        cur.bidirectional = "Bidirectional" in m.group("title")
+
+    def _header(self, s: str, n: int) -> None:
+        cols = _COLUMN.findall(s)
+        leftover = _COLUMN.sub("", s).strip()
+        if leftover:
+            raise InputError(
+                f"{self.source}:{n}: unknown perftest column(s) {leftover!r}", hint=HINT
+            )
+        cur = self.cur
+        if cur is None or cur.columns is not None:
+            cur = self.new(n)
+        cur.columns, cur.header_line = cols, n
+        if cur.mode is None:
+            cur.mode = "bw" if any(c.startswith("BW average") for c in cols) else "lat"
+
+    def _row(self, tokens: list[str], n: int) -> None:
+        cur = self.cur
+        if cur is None or cur.columns is None:
+            cols = _cut_columns(tokens)
+            if cols is None:
+                self.skipped += 1
+                return
+            if cur is None:
+                cur = self.new(n)
+            cur.columns, cur.header_line, cur.header_cut = cols, n, True
+            cur.mode = cur.mode or ("bw" if len(cols) == 5 else "lat")
+        if len(tokens) != len(cur.columns):
+            raise InputError(
+                f"{self.source}:{n}: expected {len(cur.columns)} columns as in the header (line {cur.header_line}), found {len(tokens)}",
+                hint=HINT,
+            )
+        cur.rows.append((n, tokens))
+
+    def _other(self, s: str, n: int) -> None:
+        """Addresses, the duration-mode note, the banner's key/value lines, an error; else skipped."""
+        if s.startswith(("local address:", "remote address:")):
+            cur = self.cur if self.cur is not None else self.new(n)
+            cur.addresses[s.split()[0]] = s.split(":", 1)[1].strip()[:200]
+            return
+        if s.startswith("GID:"):
+            return
+        if _FAIL.match(s):
+            raise InputError(
+                f"{self.source}:{n}: perftest reported an error: {s[:200]}",
+                hint="the run did not finish; fix the error and rerun",
+            )
+        if "BW peak won't be measured" in s:
+            cur = self.cur if self.cur is not None else self.new(n)
+            cur.duration = True
+            return
+        pairs = [(k.strip().lower(), v) for k, v in _KV.findall(s)]
+        known = [(k, v) for k, v in pairs if k in _BANNER_KEYS]
+        if known and len(known) == len(pairs):
+            run = self.cur
+            if run is None or run.rows:
+                run = self.new(n)
+            for key, value in known:
+                run.banner[key] = value[:100]
+            return
+        self.skipped += 1
+
+
 def parse_lines(
     lines: Iterable[Line],
     ctx: Context,
@@ -312,94 +420,16 @@ def parse_lines(
     """Every perftest run in the lines (a new title or table header starts one); lines that are not
     perftest's are skipped and counted. ``op`` and ``file_name`` are the importers' common arguments,
     which a perftest log does not need."""
-    runs: list[_Run] = []
-    cur: _Run | None = None
-    skipped = 0
-    cols: list[str] | None  # a header's columns, or those a headerless row implies (None: none fit)
-
-    def new(number: int) -> _Run:
-        r = _Run(number)
-        runs.append(r)
-        return r
-
+    reader = _Reader(source)
     for ln in lines:
-        s = ln.text.strip()
-        n = ln.number
-        if not s or _SEPARATOR.match(s) or s.startswith("*"):
-            continue
-        if ln.truncated:
-            skipped += 1
-            continue
-        m = _TITLE.match(s)
-        if m:
-            if cur is None or cur.title is not None or cur.columns is not None:
-                cur = new(n)
-            cur.title = s
-            cur.verb = verb_of(m.group("title"))
-            cur.mode = "bw" if m.group("kind") == "BW" else "lat"
-            cur.bidirectional = "Bidirectional" in m.group("title")
-            continue
-        if s.startswith("#bytes"):
-            cols = _COLUMN.findall(s)
-            leftover = _COLUMN.sub("", s).strip()
-            if leftover:
-                raise InputError(
-                    f"{source}:{n}: unknown perftest column(s) {leftover!r}", hint=HINT
-                )
-            if cur is None or cur.columns is not None:
-                cur = new(n)
-            cur.columns, cur.header_line = cols, n
-            if cur.mode is None:
-                cur.mode = "bw" if any(c.startswith("BW average") for c in cols) else "lat"
-            continue
-        tokens = s.split()
-        if _numeric(tokens):
-            if cur is None or cur.columns is None:
-                cols = _cut_columns(tokens)
-                if cols is None:
-                    skipped += 1
-                    continue
-                if cur is None:
-                    cur = new(n)
-                cur.columns, cur.header_line, cur.header_cut = cols, n, True
-                cur.mode = cur.mode or ("bw" if len(cols) == 5 else "lat")
-            if len(tokens) != len(cur.columns):
-                raise InputError(
-                    f"{source}:{n}: expected {len(cur.columns)} columns as in the header (line {cur.header_line}), found {len(tokens)}",
-                    hint=HINT,
-                )
-            cur.rows.append((n, tokens))
-            continue
-        if s.startswith(("local address:", "remote address:")):
-            if cur is None:
-                cur = new(n)
-            cur.addresses[s.split()[0]] = s.split(":", 1)[1].strip()[:200]
-            continue
-        if s.startswith("GID:"):
-            continue
-        if _FAIL.match(s):
-            raise InputError(
-                f"{source}:{n}: perftest reported an error: {s[:200]}",
-                hint="the run did not finish; fix the error and rerun",
-            )
-        if "BW peak won't be measured" in s:
-            if cur is None:
-                cur = new(n)
-            cur.duration = True
-            continue
-        pairs = [(k.strip().lower(), v) for k, v in _KV.findall(s)]
-        known = [(k, v) for k, v in pairs if k in _BANNER_KEYS]
-        if known and len(known) == len(pairs):
-            if cur is None or cur.rows:
-                cur = new(n)
-            for key, value in known:
-                cur.banner[key] = value[:100]
-            continue
-        skipped += 1
-    runs = [r for r in runs if r.columns is not None]
+        reader.feed(ln)
+    runs = [r for r in reader.runs if r.columns is not None]
     if not runs:
         raise InputError(f"{source}: no perftest result table (#bytes header) found", hint=HINT)
-    return [_bench_run(r, ctx, source, i, len(runs), skipped) for i, r in enumerate(runs, start=1)]
+    return [
+        _bench_run(r, ctx, source, i, len(runs), reader.skipped)
+        for i, r in enumerate(runs, start=1)
+    ]
 
 
 def parse_log(

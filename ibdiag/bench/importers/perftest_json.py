@@ -16,8 +16,8 @@ from typing import Any
 
 from ibdiag.bench.importers.lines import number
 from ibdiag.bench.importers.perftest import GBIT, HINT, MIB, verb_of
-from ibdiag.bench.p2p.meta import P2PMeta, PerftestLog
 from ibdiag.bench.results.model import BenchRun, P2PResult
+from ibdiag.bench.results.p2p_meta import P2PMeta, PerftestLog
 from ibdiag.bench.results.provenance import ImportInfo, Provenance
 from ibdiag.errors import InputError
 

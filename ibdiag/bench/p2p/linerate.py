@@ -9,7 +9,8 @@ read fails with EINVAL, or says -1): the rate is then unknown and no bandwidth f
 from __future__ import annotations
 
 from ibdiag.bench.p2p.control.protocol import is_loopback
-from ibdiag.bench.p2p.meta import LineRate
+from ibdiag.bench.results.p2p_meta import LineRate
+from ibdiag.node.discover import read_port
 from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.parse import parse_int
 
@@ -50,8 +51,6 @@ def netdev_line_rate(sysfs: SysfsRoot, netdev: str) -> LineRate:
 
 def rdma_line_rate(sysfs: SysfsRoot, device: str, port: int) -> LineRate:
     """The port's rate (``ibstat`` Rate), e.g. 400 Gb/s for ``400 Gb/sec (4X NDR)``."""
-    from ibdiag.node.discover import read_port
-
     p = read_port(sysfs, device, port, with_gids=False)
     if p.software:
         # rxe/siw: the port's rate file is not the link's (read_port takes the netdev's speed instead).

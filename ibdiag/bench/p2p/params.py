@@ -9,15 +9,12 @@ parameters (port, host, socket buffer, timeout, RDMA port and GID index) have th
 
 from __future__ import annotations
 
-import ipaddress
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ibdiag.errors import UsageError
-from ibdiag.text import safe_value
+from ibdiag.bench.p2p.fields import RequestError, check_float, check_int, shown
 from ibdiag.units import format_bytes
 
 TRANSPORTS = ("tcp", "rdma")
@@ -65,22 +62,15 @@ WARMUP_MIN = 2
 WARMUP_BW_MAX = 1000
 WARMUP_LAT_MAX = 200
 
-#: Longest wait on a peer (``--timeout``), seconds.
-MAX_TIMEOUT_S = 86400.0
-#: ``--socket-buffer`` bounds: the kernel's SOCK_MIN_SNDBUF is about 4.6 KiB and setsockopt takes a C
-#: int, which the kernel doubles (socket(7)); past net.core.[rw]mem_max it is capped anyway.
-MIN_SOCKET_BUFFER = 4096
-MAX_SOCKET_BUFFER = 2**30
-#: RDMA port numbers are 8-bit (``ibv_port_attr``); GID tables have at most 256 entries on every adapter we know.
-MAX_IB_PORT = 255
-MAX_GID_INDEX = 255
-#: DNS limits (RFC 1035 2.3.4): 253 characters in a name, 63 in a label.
-MAX_HOST_CHARS = 253
-_HOST_CHARS = re.compile(rb"[A-Za-z0-9_.-]+")
 
-
-class RequestError(UsageError):
-    """A request field outside its bounds; the message names the flag (``--iters``) and the value."""
+#: perftest's own parser's bounds (perftest 6.06, ``perftest_parameters.c``): a request outside them
+#: is refused here (exit 2) instead of by perftest after the connection. ``-s``: "Message Size should
+#: be between 1 and 2147483647".
+PERFTEST_MAX_SIZE = 2**31 - 1
+#: ``-n``: "Iteration num should be between 5 and 100000000".
+PERFTEST_MIN_ITERS, PERFTEST_MAX_ITERS = 5, 100_000_000
+#: ``-I``: "Max inline should be between 0 and 912".
+PERFTEST_MAX_INLINE = 912
 
 
 @dataclass(frozen=True)
@@ -115,10 +105,10 @@ class RunRequest:
         """Every field's type and range (:class:`RequestError`, exit 2, naming the flag)."""
         if self.transport not in TRANSPORTS:
             raise RequestError(
-                f"--transport {_shown(self.transport)} is not one of {', '.join(TRANSPORTS)}"
+                f"--transport {shown(self.transport)} is not one of {', '.join(TRANSPORTS)}"
             )
         if self.mode not in MODES:
-            raise RequestError(f"--mode {_shown(self.mode)} is not one of {', '.join(MODES)}")
+            raise RequestError(f"--mode {shown(self.mode)} is not one of {', '.join(MODES)}")
         if not isinstance(self.sizes, tuple) or not 1 <= len(self.sizes) <= MAX_SIZE_COUNT:
             raise RequestError(
                 f"--sizes must list 1 to {MAX_SIZE_COUNT} sizes", hint="e.g. --sizes 4K:64M"
@@ -150,10 +140,10 @@ class RunRequest:
             )
         check_int(self.streams, "--streams", 1, MAX_STREAMS, hint="e.g. --streams 4")
         if not isinstance(self.bidir, bool):
-            raise RequestError(f"bidir must be true or false, not {_shown(self.bidir)}")
+            raise RequestError(f"bidir must be true or false, not {shown(self.bidir)}")
         check_int(self.tx_depth, "--tx-depth", 1, MAX_TX_DEPTH, hint="perftest's default is 128")
         if self.verb not in VERBS:
-            raise RequestError(f"--verb {_shown(self.verb)} is not one of {', '.join(VERBS)}")
+            raise RequestError(f"--verb {shown(self.verb)} is not one of {', '.join(VERBS)}")
         check_int(self.qps, "--qps", 1, MAX_QPS, hint="e.g. --qps 4 (perftest -q)")
         if self.inline is not None:
             check_int(
@@ -187,10 +177,8 @@ class RunRequest:
                 hint="drop --inline",
             )
         if self.engine not in ENGINES:
-            raise RequestError(f"--engine {_shown(self.engine)} is not one of {', '.join(ENGINES)}")
+            raise RequestError(f"--engine {shown(self.engine)} is not one of {', '.join(ENGINES)}")
         if self.engine == "perftest":
-            from ibdiag.bench.p2p.perftest.engine import check_request
-
             check_request(self)
 
     @property
@@ -377,106 +365,41 @@ def latency_iterations(duration_s: float, warmup_rtt_ns: list[int] | tuple[int, 
     return max(10, min(MAX_LAT_SAMPLES, round(duration_s / rtt_s)))
 
 
-def _shown(value: Any) -> str:
-    """A bad value as the message shows it: short, escaped (it may come from a peer), a string quoted."""
-    return safe_value(value, 40)
-
-
-def check_int(value: Any, name: str, lo: int, hi: int, *, hint: str | None = None) -> int:
-    """``value`` if it is an integer (not a boolean) within ``lo..hi``; :class:`RequestError` naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise RequestError(f"{name} must be a whole number, not {_shown(value)}", hint=hint)
-    if not lo <= value <= hi:
-        raise RequestError(f"{name} {_shown(value)} must be between {lo} and {hi}", hint=hint)
-    return value
-
-
-def check_float(value: Any, name: str, lo: float, hi: float, *, hint: str | None = None) -> float:
-    """``value`` if it is a finite number (not a boolean) within ``lo..hi``; :class:`RequestError` naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise RequestError(f"{name} must be a finite number, not {_shown(value)}", hint=hint)
-    if not lo <= value <= hi:
-        raise RequestError(f"{name} {_shown(value)} must be between {lo:g} and {hi:g}", hint=hint)
-    return float(value)
-
-
 # --- where a run goes: the connection parameters ---------------------------------------------------
 
 
-def check_port(port: Any, flag: str = "--port", *, allow_zero: bool = False) -> int:
-    """A TCP port (1..65535; 0 too where the kernel may pick one)."""
-    lo = 0 if allow_zero else 1
-    hint = (
-        "use 1..65535" + (" (0 picks a free one)" if allow_zero else "") + "; the default is 18516"
-    )
-    return check_int(port, flag, lo, 65535, hint=hint)
+def perftest_problem(req: RunRequest) -> str | None:
+    """Why ``req`` cannot run on perftest (no equivalent option, or outside perftest's bounds), or None.
 
-
-def check_host(host: Any, what: str = "HOST") -> str:
-    """A host name (RFC 1035 lengths, IDNA-encodable) or an IPv4/IPv6 address, ``[::1]`` included."""
-    text = host if isinstance(host, str) else ""
-    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
-    try:
-        ipaddress.ip_address(bare.split("%", 1)[0])
-        return bare
-    except ValueError:
-        pass
-    hint = "give a host name or an IP address, e.g. node-a or 10.0.0.2"
-    if not bare or len(bare) > MAX_HOST_CHARS:
-        raise RequestError(
-            f"{what} {_shown(host)} is not a host name: it has {len(bare)} characters (at most {MAX_HOST_CHARS})",
-            hint=hint,
+    Checked when the request is built (:meth:`RunRequest.__post_init__`): by the client's command line
+    (exit 2) and again by the server (an untrusted request).
+    """
+    if req.transport != "rdma":
+        return "--engine perftest applies to --transport rdma"
+    if req.warmup is not None:
+        return "--warmup has no perftest equivalent (perftest warms up on its own); drop it with --engine perftest"
+    if req.duration_s is not None and (req.duration_s != int(req.duration_s) or req.duration_s < 1):
+        return f"--duration {req.duration_s:g}: perftest's -D takes whole seconds (1 or more)"
+    if req.iters is not None and not PERFTEST_MIN_ITERS <= req.iters <= PERFTEST_MAX_ITERS:
+        return (
+            f"--iters {req.iters}: perftest's -n takes {PERFTEST_MIN_ITERS} to {PERFTEST_MAX_ITERS}"
         )
-    try:
-        encoded = bare.encode("idna")
-    except UnicodeError:
+    if req.max_size > PERFTEST_MAX_SIZE:
+        return f"a {format_bytes(req.max_size)} message is beyond perftest's -s limit of {PERFTEST_MAX_SIZE} bytes"
+    if req.inline is not None and req.inline > PERFTEST_MAX_INLINE:
+        return f"--inline {req.inline}: perftest's -I takes 0 to {PERFTEST_MAX_INLINE}"
+    if "lat" in req.kinds and req.qps > 1:
+        return '--qps above 1 with latency: perftest\'s latency tests use one queue pair ("Multiple QPs only available on bw tests")'
+    if req.mode == "lat" and req.bidir:
+        return "--bidir with --mode lat: perftest's -b is for bandwidth tests only"
+    return None
+
+
+def check_request(req: RunRequest) -> None:
+    """RequestError (exit 2) when ``req`` cannot run on perftest (:func:`perftest_problem`)."""
+    problem = perftest_problem(req)
+    if problem:
         raise RequestError(
-            f"{what} {_shown(host)} is not a host name (a label is empty, longer than 63 characters, or not encodable)",
-            hint=hint,
-        ) from None
-    if not _HOST_CHARS.fullmatch(encoded) or any(len(label) > 63 for label in encoded.split(b".")):
-        raise RequestError(
-            f"{what} {_shown(host)} is not a host name (letters, digits, '-', '_' and '.' only)",
-            hint=hint,
+            problem,
+            hint="use --engine ibdiag for this, or change the option (see docs/bench-p2p.md, 'perftest engine')",
         )
-    return bare
-
-
-def check_socket_buffer(size: int | None) -> int | None:
-    """``--socket-buffer`` in bytes (None: kernel autotuning)."""
-    if size is None:
-        return None
-    return check_int(
-        size,
-        "--socket-buffer",
-        MIN_SOCKET_BUFFER,
-        MAX_SOCKET_BUFFER,
-        hint=f"use {format_bytes(MIN_SOCKET_BUFFER)} to {format_bytes(MAX_SOCKET_BUFFER)} (the kernel caps it at net.core.wmem_max/rmem_max anyway), or leave it out",
-    )
-
-
-def check_timeout(timeout_s: Any) -> float:
-    """``--timeout``: more than 0 and at most a day, in seconds."""
-    value = check_float(timeout_s, "--timeout", 0.0, MAX_TIMEOUT_S, hint="the default is 10 s")
-    if value <= 0:
-        raise RequestError(
-            f"--timeout {value:g} must be more than 0 seconds", hint="the default is 10 s"
-        )
-    return value
-
-
-def check_rdma_port(ib_port: Any, gid_index: Any) -> tuple[int, int | None]:
-    """``--ib-port`` (1..255) and ``--gid-index`` (0..255 or None)."""
-    port = check_int(ib_port, "--ib-port", 1, MAX_IB_PORT, hint="RDMA ports are numbered from 1")
-    gid = (
-        None
-        if gid_index is None
-        else check_int(
-            gid_index,
-            "--gid-index",
-            0,
-            MAX_GID_INDEX,
-            hint="see the port's gids/ in sysfs, or leave it out",
-        )
-    )
-    return port, gid

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any, BinaryIO
 
-from ibdiag.bench.p2p.meta import P2PMeta, P2PSetup
 from ibdiag.bench.p2p.params import describe_request
 from ibdiag.bench.results.model import BenchRun, P2PResult
+from ibdiag.bench.results.p2p_meta import P2PMeta, P2PSetup
 from ibdiag.bench.results.provenance_view import provenance_lines
+from ibdiag.output.chart import hbar_chart
 from ibdiag.units import format_bytes
 
 CSV_HEADER = (
@@ -281,8 +282,6 @@ def results_table(run: BenchRun) -> Any:
 
 def bandwidth_chart(run: BenchRun) -> str | None:
     """Bandwidth by size as terminal bars (Gb/s), with the line rate marked; None without bandwidth."""
-    from ibdiag.output.chart import hbar_chart
-
     ceiling = _meta(run).ceiling_gbps
     rows = [(format_bytes(r.bytes), r.bw_gbps) for r in run.p2p_rows() if r.bw_gbs is not None]
     if not rows:

@@ -15,12 +15,12 @@ cannot lock a token holder out. Refusals are logged at most once a second per ad
 from __future__ import annotations
 
 import errno
+import shutil
 import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from ibdiag import __version__
 from ibdiag.bench.p2p.control import admission
@@ -32,20 +32,16 @@ from ibdiag.bench.p2p.control.protocol import (
     Refused,
     RemoteError,
     describe_peer,
-    peer_text,
-    peer_value,
     server_handshake,
 )
-from ibdiag.bench.p2p.linerate import rdma_line_rate, tcp_line_rate
-from ibdiag.bench.p2p.params import (
-    TRANSPORTS,
-    RunRequest,
-    check_host,
-    check_port,
-    check_socket_buffer,
-    check_timeout,
-)
+from ibdiag.bench.p2p.fields import check_host, check_port, check_socket_buffer, check_timeout
+from ibdiag.bench.p2p.params import TRANSPORTS, RunRequest
+from ibdiag.bench.p2p.phase import Local, ServerSide
+from ibdiag.bench.p2p.rdma import session as rdma_session
+from ibdiag.bench.p2p.rdma.device import select_device
+from ibdiag.bench.p2p.session import engine_for, serve_run
 from ibdiag.errors import CannotRunError, ExitStatus, IbdiagError, UsageError
+from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.units import format_bytes
 
 #: Authenticated connections at once (the running benchmark plus clients being told "busy").
@@ -117,7 +113,7 @@ class Server:
         self._sessions = 0
         self._refusals: dict[str, tuple[float, int]] = {}
         self._current: str | None = None
-        self._sides: set = set()
+        self._sides: set[ServerSide] = set()
         """Running benchmark sides (a perftest side owns processes): closed by :meth:`close` too."""
         self._once_status: int | None = None
         self.address: tuple[str, int] | None = None
@@ -343,75 +339,25 @@ class Server:
         return req
 
     def _run(self, ch: Channel, req: RunRequest) -> None:
-        from ibdiag.bench.p2p import session
-        from ibdiag.bench.p2p.rdma import session as rdma_session
-        from ibdiag.node.sysfs import SysfsRoot
-
-        side: Any
-        if req.engine == "perftest":
-            from ibdiag.bench.p2p.perftest import engine as perftest_engine
-
-            sel = perftest_engine.select_device(
-                self.opts.sysfs_root, self.opts.device, self.opts.ib_port, self.opts.gid_index
-            )
-            side = perftest_engine.PerftestServerSide(
-                ch,
-                req,
-                sel,
-                timeout_s=self.opts.timeout_s,
-                path=self.opts.perftest_path,
-                log=self.log,
-            )
-            rate = rdma_line_rate(SysfsRoot(self.opts.sysfs_root), sel.device, sel.port)
-        elif req.transport == "tcp":
-            side = session.TcpServerSide(
-                ch,
-                req,
-                timeout_s=self.opts.timeout_s,
-                log=self.log,
-                socket_buffer=self.opts.socket_buffer,
-            )
-            rate = tcp_line_rate(SysfsRoot(self.opts.sysfs_root), ch.sock.getsockname()[0])
-        else:
-            from ibdiag.bench.p2p.rdma.plan import message_size_problem
-
-            sel = rdma_session.select_rdma(
-                self.opts.sysfs_root, self.opts.device, self.opts.ib_port, self.opts.gid_index
-            )
-            problem = message_size_problem(req.sizes, sel.max_msg_bytes, sel.device, sel.port)
-            if problem:
-                ch.send_error(
-                    "refused", f"this server's {problem}", "use smaller sizes with --transport rdma"
-                )
-                raise Refused("refused", problem)
-            side = rdma_session.RdmaServerSide(ch, req, sel, timeout_s=self.opts.timeout_s)
-            rate = rdma_line_rate(SysfsRoot(self.opts.sysfs_root), sel.device, sel.port)
+        o = self.opts
+        local = Local(
+            o.sysfs_root,
+            o.device,
+            o.ib_port,
+            o.gid_index,
+            o.timeout_s,
+            o.socket_buffer,
+            o.perftest_path,
+        )
+        side = engine_for(req).server(ch, req, local, self.log)
+        rate = side.line_rate(SysfsRoot(o.sysfs_root))
         with self._state:
             self._sides.add(side)
         try:
-            self._serve_run(ch, side, rate)
+            serve_run(ch, side, rate)
         finally:
             with self._state:
                 self._sides.discard(side)
-
-    def _serve_run(self, ch: Channel, side: Any, rate: Any) -> None:
-        with _closing(side):
-            ready = side.prepare()
-            ch.send({"type": "ready", "line_rate": rate.to_json(), **ready})
-            side.connect()
-            ch.send({"type": "connected"})
-            while True:
-                msg = ch.recv("the client's next test")
-                kind = msg["type"]
-                if kind == "bye":
-                    return
-                if kind == "phase":
-                    side.phase(msg)
-                    continue
-                if kind == "error":
-                    raise RemoteError("failed", peer_text(msg.get("message", "no reason given")))
-                ch.send_error("protocol", f"unexpected {peer_value(kind)}")
-                raise Refused("protocol", f"unexpected {peer_value(kind)} message during a run")
 
 
 def source_address(addr: object) -> str:
@@ -433,17 +379,6 @@ def _as_client(message: str, peer: str) -> str:
     if message.startswith(f"{peer}: "):
         message = message[len(peer) + 2 :]
     return message.replace(peer, "the client")
-
-
-class _closing:
-    def __init__(self, obj: object) -> None:
-        self.obj = obj
-
-    def __enter__(self) -> object:
-        return self.obj
-
-    def __exit__(self, *exc: object) -> None:
-        self.obj.close()  # type: ignore[attr-defined]  # the server sides it wraps have close()
 
 
 def _listen(bind: str | None, port: int) -> socket.socket:
@@ -498,16 +433,10 @@ def _listen(bind: str | None, port: int) -> socket.socket:
 
 def preflight_rdma(opts: ServeOptions) -> str:
     """With ``--transport rdma`` check at start-up that pyverbs, the device and the port are usable."""
-    from ibdiag.bench.p2p.rdma.session import select_rdma
-
     note = ""
     try:
-        sel = select_rdma(opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index)
+        sel = rdma_session.select_rdma(opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index)
     except CannotRunError as e:
-        import shutil
-
-        from ibdiag.bench.p2p.perftest.engine import select_device
-
         # Without pyverbs a server can still serve --engine perftest where perftest is installed.
         if (
             not e.message.startswith("pyverbs")

@@ -1,8 +1,8 @@
 """The results model shared by ``bench p2p``, ``bench collective`` and ``bench import`` (schema ``ibdiag.bench/1``).
 
 A :class:`BenchRun` is what ``--save`` writes and what ``ibdiag verdict --bench`` reads back: its rows,
-what was run (:class:`~ibdiag.bench.p2p.meta.P2PMeta` or
-:class:`~ibdiag.bench.collective.meta.CollectiveMeta`) and where the numbers come from
+what was run (:class:`~ibdiag.bench.results.p2p_meta.P2PMeta` or
+:class:`~ibdiag.bench.results.collective_meta.CollectiveMeta`) and where the numbers come from
 (:class:`~ibdiag.bench.results.provenance.Provenance`). Its JSON is the envelope plus, flat::
 
     {"kind": "p2p" | "collective", ...meta (transport, mode, peer | op, backend, world_size ...),
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ibdiag.bench.collective.meta import CollectiveMeta
-from ibdiag.bench.p2p.meta import P2PMeta
+from ibdiag.bench.results.collective_meta import CollectiveMeta
 from ibdiag.bench.results.jsonfields import Fields
+from ibdiag.bench.results.p2p_meta import P2PMeta
 from ibdiag.bench.results.provenance import Provenance
 from ibdiag.errors import InputError
 from ibdiag.output.jsonout import load_envelope

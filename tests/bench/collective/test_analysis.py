@@ -7,9 +7,9 @@ import random
 import pytest
 
 from ibdiag.bench.collective.analysis import find_stragglers, late_shares, row_spread, to_bench_run
-from ibdiag.bench.collective.config import CollectiveConfig
-from ibdiag.bench.collective.model import MeasuredRow, Measurement, RankInfo
+from ibdiag.bench.collective.measurement import MeasuredRow, Measurement, RankInfo
 from ibdiag.bench.collective.plan import plan_size
+from ibdiag.bench.results.collective_config import CollectiveConfig
 from ibdiag.collectives import DTYPES, OPS
 from ibdiag.errors import InputError
 from ibdiag.findings.model import Severity

@@ -132,8 +132,8 @@ def test_help_imports_no_heavy_module():
 
 
 def test_the_rank_job_travels_as_json_not_as_a_rebuilt_command_line():
-    from ibdiag.bench.collective.config import CollectiveConfig
     from ibdiag.bench.collective.spec import JOB_ENV, RankJob, RunSpec
+    from ibdiag.bench.results.collective_config import CollectiveConfig
 
     job = RankJob(
         RunSpec(

@@ -11,9 +11,9 @@ import pytest
 from ibdiag.bench import importers
 from ibdiag.bench.collective import render
 from ibdiag.bench.collective.analysis import to_bench_run
-from ibdiag.bench.collective.config import CollectiveConfig
-from ibdiag.bench.collective.model import MeasuredRow, Measurement, RankInfo
+from ibdiag.bench.collective.measurement import MeasuredRow, Measurement, RankInfo
 from ibdiag.bench.collective.plan import plan_size
+from ibdiag.bench.results.collective_config import CollectiveConfig
 from ibdiag.collectives import DTYPES, OPS
 from ibdiag.output.prom import render_prom
 

@@ -215,8 +215,8 @@ def test_console_script(ibdiag_exe):
 
 def test_a_saved_p2p_run_prints_like_bench_p2p(cli, tmp_path):
     """One p2p view: a measured run read back is shown with its server and line rate, not as a perftest log."""
-    from ibdiag.bench.p2p.meta import LineRate, P2PMeta, P2PSetup
     from ibdiag.bench.results.model import BenchRun, P2PResult
+    from ibdiag.bench.results.p2p_meta import LineRate, P2PMeta, P2PSetup
     from ibdiag.findings.model import Report, RunMeta
     from ibdiag.output.jsonout import render_json
 

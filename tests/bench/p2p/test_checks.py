@@ -15,9 +15,9 @@ from ibdiag.bench.p2p.linerate import (
     rdma_line_rate,
     tcp_line_rate,
 )
-from ibdiag.bench.p2p.meta import P2PMeta, P2PSetup
 from ibdiag.bench.p2p.render import CSV_HEADER, bandwidth_chart, csv_rows, results_table
 from ibdiag.bench.results.model import BenchRun, LatencyStats, P2PResult, bench_run_from_json
+from ibdiag.bench.results.p2p_meta import P2PMeta, P2PSetup
 from ibdiag.config import load_config
 from ibdiag.errors import InputError
 from ibdiag.findings.model import Severity
@@ -223,7 +223,7 @@ def test_csv_rows_long_form():
 def test_csv_names_the_test_that_ran_as_perftest_names_it(transport, mode, verb, engine, test):
     """The ``test`` column of a measured run: perftest's name of what ran (the importer's values for
     perftest logs), the same whichever engine measured; it survives the saved JSON."""
-    from ibdiag.bench.p2p.meta import RdmaEnd, RdmaPath
+    from ibdiag.bench.results.p2p_meta import RdmaEnd, RdmaPath
 
     end = RdmaEnd("rxe0", 1, 1, None, None, "Ethernet", 1024)
     rdma = RdmaPath(end, end, 1024, 128, verb=verb) if transport == "rdma" else None

@@ -16,15 +16,13 @@ from dataclasses import replace
 import pytest
 
 from ibdiag.bench.p2p.control.protocol import Channel
-from ibdiag.bench.p2p.rdma.loops import (
+from ibdiag.bench.p2p.rdma.latency import (
     lat_signal_interval,
     marker,
-    reset_areas,
-    signal_interval,
-    write_bw,
     write_lat_initiator,
     write_lat_responder,
 )
+from ibdiag.bench.p2p.rdma.loops import reset_areas, signal_interval, write_bw
 from ibdiag.bench.p2p.rdma.plan import (
     ConnectPlan,
     QpInfo,
@@ -418,7 +416,7 @@ def test_write_latency_times_out_when_the_peer_is_silent():
 
 
 def test_round_trips_run_from_the_previous_stamp_or_from_after_the_reaped_completion():
-    from ibdiag.bench.p2p.rdma.loops import _round_trips
+    from ibdiag.bench.p2p.rdma.latency import _round_trips
 
     # answers stamped at 10, 20, 35, 50; iteration 1 was signalled and its completion reaped at 27
     assert _round_trips(0, [10, 20, 35, 50], {1: 27}) == [10, 10, 8, 15]
@@ -430,7 +428,7 @@ def test_write_latency_waits_past_the_inline_spins_for_a_late_answer(
 ):
     """An answer later than the loops' inline spins goes to the wait that keeps the timeout, and the
     ping-pong goes on; the slow round trips show in the samples."""
-    from ibdiag.bench.p2p.rdma import loops as rdma_loops
+    from ibdiag.bench.p2p.rdma import latency as rdma_loops
 
     waits = []
     real = rdma_loops._spin_until

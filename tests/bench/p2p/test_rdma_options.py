@@ -17,22 +17,22 @@ from dataclasses import replace
 import pytest
 
 from ibdiag.bench.p2p.control.protocol import ProtocolError
-from ibdiag.bench.p2p.meta import P2PSetup, RdmaEnd, RdmaPath
-from ibdiag.bench.p2p.params import AUTO_INLINE_LAT, RequestError, RunRequest
+from ibdiag.bench.p2p.fields import RequestError
+from ibdiag.bench.p2p.params import AUTO_INLINE_LAT, RunRequest
+from ibdiag.bench.p2p.rdma.device import check_server_run, run_options
+from ibdiag.bench.p2p.rdma.latency import read_lat, send_lat
 from ibdiag.bench.p2p.rdma.loops import (
     Receiver,
     check_pattern,
     fill_pattern,
     pattern,
-    read_lat,
-    send_lat,
     serve_receives,
     signal_interval,
     write_bw,
 )
 from ibdiag.bench.p2p.rdma.plan import QpInfo, plan_connection
-from ibdiag.bench.p2p.rdma.session import check_server_run, run_options
 from ibdiag.bench.results.jsonfields import Fields
+from ibdiag.bench.results.p2p_meta import P2PSetup, RdmaEnd, RdmaPath
 from ibdiag.errors import CannotRunError, PeerTimeoutError
 from tests.bench.p2p.test_rdma import ROCE_A, ROCE_B
 

@@ -8,11 +8,11 @@ import pytest
 
 from ibdiag.bench import importers
 from ibdiag.bench.collective.analysis import to_bench_run
-from ibdiag.bench.collective.config import CollectiveConfig
-from ibdiag.bench.collective.model import MeasuredRow, Measurement, RankInfo
+from ibdiag.bench.collective.measurement import MeasuredRow, Measurement, RankInfo
 from ibdiag.bench.collective.plan import plan_size
-from ibdiag.bench.p2p.meta import LineRate, P2PMeta, P2PSetup, RdmaEnd, RdmaPath
+from ibdiag.bench.results.collective_config import CollectiveConfig
 from ibdiag.bench.results.model import BenchRun, LatencyStats, P2PResult, bench_run_from_json
+from ibdiag.bench.results.p2p_meta import LineRate, P2PMeta, P2PSetup, RdmaEnd, RdmaPath
 from ibdiag.collectives import DTYPES, OPS
 from ibdiag.errors import InputError
 from tests.support.env import FIXTURES

@@ -71,7 +71,7 @@ def _never_connect() -> None:
     """In the server's process: its queue pair reads the client's details and is never connected,
     so the client's WRITEs reach a QP in INIT that drops them (a misbehaving peer; the client,
     the code under test, is unchanged)."""
-    from ibdiag.bench.p2p import session
+    from ibdiag.bench.p2p.rdma import session
 
     def connect(self) -> None:
         self.ch.expect("qp", "the client's queue pair details")

@@ -15,16 +15,14 @@ import pytest
 
 from ibdiag.bench.buffers import allocate
 from ibdiag.bench.p2p.rdma import verbs
-from ibdiag.bench.p2p.rdma.loops import (
+from ibdiag.bench.p2p.rdma.latency import (
     lat_signal_interval,
-    reset_areas,
-    signal_interval,
-    write_bw,
     write_lat_initiator,
     write_lat_responder,
 )
+from ibdiag.bench.p2p.rdma.loops import reset_areas, signal_interval, write_bw
 from ibdiag.bench.p2p.rdma.plan import plan_connection
-from ibdiag.bench.p2p.session import select_rdma
+from ibdiag.bench.p2p.rdma.session import select_rdma
 from tests.rdmavm.guest.conftest import DEVICE
 
 SIZE = 4096

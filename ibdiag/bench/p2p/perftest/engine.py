@@ -4,7 +4,7 @@ Per size and kind the server starts the perftest server side (``ib_write_bw -p P
 port it picks, waits until perftest listens there, and tells the client; the client runs the same
 binary with the server's address; ibdiag's perftest importer reads the client's output into the
 same :class:`~ibdiag.bench.results.model.P2PResult` rows as ibdiag's own engine. Messages beyond
-:mod:`.session`'s (after ``phase``)::
+:mod:`..session`'s (after ``phase``)::
 
     server -> client  go      {perftest_port, command}      (perftest listens on perftest_port)
     client -> server  beat    (every second while the client's perftest runs)
@@ -19,8 +19,8 @@ its own port on the server, one per run, picked free by the kernel (:func:`free_
 firewall must allow; when another program takes that port before perftest binds it, the server
 starts perftest again on a new one (at most :data:`LISTEN_TRIES` ports).
 
-The limits below are perftest's own parser's (perftest 6.06, ``perftest_parameters.c``): a request
-outside them is refused here (exit 2) instead of by perftest after the connection.
+A request outside perftest's own bounds never gets here: it is refused when it is built
+(:func:`ibdiag.bench.p2p.params.perftest_problem`, exit 2).
 """
 
 from __future__ import annotations
@@ -28,14 +28,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import socket
-import subprocess
-import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from ibdiag.bench.p2p.control.protocol import (
     Channel,
@@ -44,30 +40,55 @@ from ibdiag.bench.p2p.control.protocol import (
     peer_text,
     peer_value,
 )
-from ibdiag.bench.p2p.meta import PerftestEngine
-from ibdiag.bench.p2p.params import ENGINES, RequestError, RunRequest, check_int
-from ibdiag.bench.results.model import LatencyStats, P2PResult
+from ibdiag.bench.p2p.fields import RequestError, check_int
+from ibdiag.bench.p2p.linerate import rdma_line_rate
+from ibdiag.bench.p2p.params import RunRequest
+from ibdiag.bench.p2p.params import perftest_problem as request_problem
+from ibdiag.bench.p2p.perftest.command import (
+    INSTALL_HINT,
+    binary,
+    find_program,
+    parse_version,
+    perftest_argv,
+    program_version,
+    run_limit_s,
+)
+from ibdiag.bench.p2p.perftest.output import (
+    UNREADABLE_RETRIES,
+    UnreadableResult,
+    error_lines,
+    read_result,
+    status_text,
+)
+from ibdiag.bench.p2p.perftest.process import (  # _live: the tests look at the registry through here
+    PerftestProcess,
+    _live,  # noqa: F401 - re-exported: the tests look at the registry through this module
+    kill_all,
+    listening_ports,
+    listening_sockets,
+    listens_on,
+    live_count,
+)
+from ibdiag.bench.p2p.phase import (
+    ClientFactory,
+    Engine,
+    Local,
+    Log,
+    Progress,
+    measure_sizes,
+    merge,
+    read_phase,
+)
+from ibdiag.bench.p2p.rdma import verbs
+from ibdiag.bench.p2p.rdma.device import rdma_path, read_ends, select_device
+from ibdiag.bench.results.model import P2PResult
+from ibdiag.bench.results.p2p_meta import LineRate, PerftestEngine, RdmaPath
 from ibdiag.errors import CannotRunError
-from ibdiag.runtime.parentdeath import die_with_parent
+from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.units import format_bytes
 
-#: perftest's message size bounds (``-s``: "Message Size should be between 1 and 2147483647").
-MAX_SIZE = 2**31 - 1
-#: ``-n``: "Iteration num should be between 5 and 100000000".
-MIN_ITERS, MAX_ITERS = 5, 100_000_000
-#: ``-I``: "Max inline should be between 0 and 912".
-MAX_INLINE = 912
-#: ``-D`` takes whole seconds ("Duration period argument 1.5 should be int"); perftest measures
-#: within a margin of 2 s on each side of it (``-f``, default 2).
-DURATION_MARGIN_S = 2
-INSTALL_HINT = "install perftest on both hosts (apt install perftest, dnf install perftest, or build github.com/linux-rdma/perftest)"
-#: Most output kept from one perftest process (bytes); perftest prints a few kilobytes.
-MAX_OUTPUT = 256 * 1024
 #: Most of the server's perftest output sent to the client (characters).
 MAX_REMOTE_OUTPUT = 4000
-#: Slowest rate and longest per-message time assumed when bounding an --iters run (bytes/s, s).
-SLOWEST_BPS = 50e6
-SLOWEST_MESSAGE_S = 1e-3
 #: How often a client tells the server its perftest is still running (seconds).
 BEAT_S = 1.0
 
@@ -75,212 +96,8 @@ BEAT_S = 1.0
 #: bind, another program may take it (perftest then says "Couldn't listen to port N" and exits).
 LISTEN_TRIES = 3
 
-_ROW_PREFIX = re.compile(r"^\s*\d+(?:\s+[\d.]+)+(?=[A-Za-z])")
-_VERSION = re.compile(r"Version:\s*([0-9][0-9A-Za-z.\-]*)")
 #: perftest 6.06's words when its TCP exchange port is taken (``perftest_communication.c``).
 _BIND_FAILED = re.compile(r"Couldn't listen to port|Failed to bind socket|Address already in use")
-
-
-def binary(verb: str, kind: str) -> str:
-    """``ib_write_bw``, ``ib_read_lat``, ``ib_send_bw`` ..."""
-    return f"ib_{verb}_{kind}"
-
-
-def request_problem(req: RunRequest) -> str | None:
-    """Why ``req`` cannot run on perftest (no equivalent option, or outside perftest's bounds), or None.
-
-    Checked by the client's command line (exit 2) and again by the server (untrusted request).
-    """
-    if req.transport != "rdma":
-        return "--engine perftest applies to --transport rdma"
-    if req.warmup is not None:
-        return "--warmup has no perftest equivalent (perftest warms up on its own); drop it with --engine perftest"
-    if req.duration_s is not None and (req.duration_s != int(req.duration_s) or req.duration_s < 1):
-        return f"--duration {req.duration_s:g}: perftest's -D takes whole seconds (1 or more)"
-    if req.iters is not None and not MIN_ITERS <= req.iters <= MAX_ITERS:
-        return f"--iters {req.iters}: perftest's -n takes {MIN_ITERS} to {MAX_ITERS}"
-    if req.max_size > MAX_SIZE:
-        return f"a {format_bytes(req.max_size)} message is beyond perftest's -s limit of {MAX_SIZE} bytes"
-    if req.inline is not None and req.inline > MAX_INLINE:
-        return f"--inline {req.inline}: perftest's -I takes 0 to {MAX_INLINE}"
-    if "lat" in req.kinds and req.qps > 1:
-        return '--qps above 1 with latency: perftest\'s latency tests use one queue pair ("Multiple QPs only available on bw tests")'
-    if req.mode == "lat" and req.bidir:
-        return "--bidir with --mode lat: perftest's -b is for bandwidth tests only"
-    return None
-
-
-def check_request(req: RunRequest) -> None:
-    problem = request_problem(req)
-    if problem:
-        raise RequestError(
-            problem,
-            hint="use --engine ibdiag for this, or change the option (see docs/bench-p2p.md, 'perftest engine')",
-        )
-
-
-def perftest_argv(
-    program: str,
-    req: RunRequest,
-    kind: str,
-    size: int,
-    *,
-    device: str,
-    ib_port: int,
-    gid_index: int | None,
-    tcp_port: int,
-    server: str | None = None,
-) -> list[str]:
-    """The perftest command for one size and kind; ``server`` is None on the server side.
-
-    ibdiag option -> perftest: --sizes -> ``-s`` (one run per size), --iters -> ``-n``,
-    --duration -> ``-D``, --qps -> ``-q``, --bidir -> ``-b``, --tx-depth -> ``-t`` (bandwidth),
-    --inline -> ``-I``, --tclass -> ``--tclass``, --sl -> ``-S``, --device -> ``-d``,
-    --ib-port -> ``-i``, --gid-index -> ``-x``; ``-F`` always (no failure on a CPU frequency
-    warning, as on VMs); ``-p`` is perftest's own TCP exchange port.
-    """
-    argv = [program, "-d", device, "-i", str(ib_port)]
-    if gid_index is not None:
-        argv += ["-x", str(gid_index)]
-    argv += ["-s", str(size), "-p", str(tcp_port), "-F"]
-    if req.iters is not None:
-        argv += ["-n", str(req.iters)]
-    elif req.duration_s is not None:
-        argv += ["-D", str(int(req.duration_s))]
-    if kind == "bw":
-        argv += ["-t", str(req.tx_depth)]
-        if req.qps > 1:
-            argv += ["-q", str(req.qps)]
-        if req.bidir:
-            argv.append("-b")
-    if req.inline is not None and req.verb != "read":
-        argv += ["-I", str(req.inline)]
-    if req.tclass:
-        argv.append(f"--tclass={req.tclass}")
-    if req.sl:
-        argv += ["-S", str(req.sl)]
-    if server is not None:
-        argv.append(server)
-    return argv
-
-
-def run_limit_s(req: RunRequest, kind: str, size: int, timeout_s: float) -> float:
-    """Longest one perftest run may take before it is killed (seconds): its expected length plus ``timeout_s``.
-
-    Without --iters/--duration perftest runs its defaults (5000 bandwidth, 1000 latency messages).
-    """
-    if req.duration_s is not None:
-        expected = req.duration_s + 2 * DURATION_MARGIN_S
-    else:
-        n = req.iters if req.iters is not None else (5000 if kind == "bw" else 1000)
-        per = size / SLOWEST_BPS + SLOWEST_MESSAGE_S
-        expected = n * per * (2 if kind == "lat" else 1) * (req.qps if kind == "bw" else 1)
-    return expected + timeout_s + 5.0
-
-
-def find_program(name: str, path: str | None, where: str = "this host") -> str:
-    """The absolute path of perftest's ``name`` on ``path`` (a PATH string); CannotRunError (exit 3) if absent."""
-    found = shutil.which(name, path=path)
-    if not found:
-        raise CannotRunError(
-            f"perftest's {name} is not installed on {where} (not on PATH)", hint=INSTALL_HINT
-        )
-    return os.path.abspath(found)
-
-
-def parse_version(text: str) -> str | None:
-    """``Version: 6.06`` (perftest ``--version``) -> ``6.06``."""
-    m = _VERSION.search(text)
-    return m.group(1)[:32] if m else None
-
-
-def program_version(program: str) -> str | None:
-    """perftest's version as ``PROGRAM --version`` prints it, or None."""
-    try:
-        r = subprocess.run(
-            [program, "--version"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return parse_version(r.stdout + r.stderr)
-
-
-def select_device(sysfs_root: str, device: str | None, ib_port: int, gid_index: int | None) -> Any:
-    """Device, port and GID from sysfs alone (perftest needs no pyverbs): like ``select_rdma``."""
-    from ibdiag.bench.p2p.rdma.plan import choose_device, choose_gid
-    from ibdiag.bench.p2p.rdma.session import RdmaSelection
-    from ibdiag.node.discover import list_adapters, list_ports, read_port
-    from ibdiag.node.sysfs import SysfsRoot
-
-    sysfs = SysfsRoot(sysfs_root)
-    ports = [
-        read_port(sysfs, name, ib_port)
-        for name in list_adapters(sysfs)
-        if ib_port in list_ports(sysfs, name)
-    ]
-    port = choose_device(ports, device)
-    gid = choose_gid(port, gid_index)
-    return RdmaSelection(
-        port.adapter, port.port, gid.index, gid.gid, gid.reason, port.link_layer, None
-    )
-
-
-def listening_sockets(proc_net_tcp: str) -> dict[int, set[int]]:
-    """Sockets in LISTEN state (``st`` 0A) in a ``/proc/net/tcp`` or ``tcp6`` table: port -> socket inodes."""
-    out: dict[int, set[int]] = {}
-    for line in proc_net_tcp.splitlines()[1:]:
-        parts = line.split()
-        if len(parts) < 10 or parts[3] != "0A":
-            continue
-        try:
-            port, inode = int(parts[1].rsplit(":", 1)[1], 16), int(parts[9])
-        except (IndexError, ValueError):
-            continue
-        out.setdefault(port, set()).add(inode)
-    return out
-
-
-def listening_ports(proc_net_tcp: str) -> set[int]:
-    """Ports in LISTEN state in a ``/proc/net/tcp`` or ``tcp6`` table."""
-    return set(listening_sockets(proc_net_tcp))
-
-
-def socket_inodes(pid: int, proc_root: str = "/proc") -> set[int]:
-    """The socket inodes process ``pid`` holds open (``/proc/PID/fd/N -> socket:[INODE]``)."""
-    fd_dir = os.path.join(proc_root, str(pid), "fd")
-    out: set[int] = set()
-    try:
-        names = os.listdir(fd_dir)
-    except OSError:
-        return out
-    for name in names:
-        try:
-            target = os.readlink(os.path.join(fd_dir, name))
-        except OSError:
-            continue
-        if target.startswith("socket:[") and target.endswith("]"):
-            try:
-                out.add(int(target[8:-1]))
-            except ValueError:
-                continue
-    return out
-
-
-def listens_on(pid: int, port: int, proc_root: str = "/proc") -> bool:
-    """Whether process ``pid`` itself listens on TCP ``port`` (another program listening there does not count)."""
-    inodes: set[int] = set()
-    for name in ("net/tcp", "net/tcp6"):
-        try:
-            with open(os.path.join(proc_root, name)) as f:
-                inodes |= listening_sockets(f.read()).get(port, set())
-        except OSError:
-            continue
-    return bool(inodes) and bool(inodes & socket_inodes(pid, proc_root))
 
 
 def free_port() -> int:
@@ -292,189 +109,8 @@ def free_port() -> int:
 
 # --- processes ---------------------------------------------------------------------------------------
 
-_live: set[PerftestProcess] = set()
-_live_lock = threading.Lock()
-
-
-class PerftestProcess:
-    """One perftest process: argv list, own session, output to a private temporary file, killed and reaped by :meth:`kill`.
-
-    It gets SIGKILL from the kernel when this process dies (:func:`~ibdiag.runtime.parentdeath.die_with_parent`;
-    strictly, when the thread that started it ends: the sides below start, wait for and kill their
-    process in the same thread).
-    """
-
-    def __init__(self, argv: list[str]) -> None:
-        self.argv = list(argv)
-        self._out = tempfile.TemporaryFile()
-        try:
-            self.proc = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=self._out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                close_fds=True,
-                shell=False,
-                preexec_fn=die_with_parent(),  # noqa: PLW1509 - only a prctl and a getppid between fork and exec
-            )
-        except OSError as e:
-            self._out.close()
-            raise CannotRunError(
-                f"cannot start {self.argv[0]}: {e.strerror or e}", hint=INSTALL_HINT
-            ) from None
-        with _live_lock:
-            _live.add(self)
-
-    @property
-    def returncode(self) -> int | None:
-        return self.proc.poll()
-
-    def wait(self, timeout_s: float) -> int | None:
-        """The exit status, or None when it is still running after ``timeout_s``."""
-        try:
-            return self.proc.wait(timeout=max(0.0, timeout_s))
-        except subprocess.TimeoutExpired:
-            return None
-
-    def kill(self) -> None:
-        """SIGKILL its process group (unless it has exited) and reap it."""
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        with _live_lock:
-            _live.discard(self)
-
-    def output(self) -> str:
-        """What it printed (stdout and stderr), at most :data:`MAX_OUTPUT` bytes from the end."""
-        try:
-            size = self._out.seek(0, os.SEEK_END)
-            self._out.seek(max(0, size - MAX_OUTPUT))
-            return self._out.read(MAX_OUTPUT).decode("utf-8", "replace")
-        except (OSError, ValueError):
-            return ""
-
-    def close(self) -> None:
-        self.kill()
-        self._out.close()
-
-    @property
-    def command(self) -> str:
-        return " ".join(self.argv)
-
-
-def kill_all() -> int:
-    """Kill and reap every perftest process this process started and still runs; returns how many."""
-    with _live_lock:
-        procs = list(_live)
-    for p in procs:
-        p.kill()
-    return len(procs)
-
-
-def live_count() -> int:
-    with _live_lock:
-        return len(_live)
-
-
-def status_text(rc: int | None) -> str:
-    if rc is None:
-        return "still running"
-    if rc < 0:
-        try:
-            return f"killed by signal {rc * -1} ({signal.Signals(-rc).name})"
-        except ValueError:
-            return f"killed by signal {-rc}"
-    return f"exit status {rc}"
-
-
-def error_lines(output: str, limit: int = 3) -> str:
-    """perftest's own complaint from its output: the lines that say what failed, else the last lines."""
-    # perftest may print its complaint right after a table row, on the same line ("65536 0 0.00 ... 0.000000ethernet_read_keys: ...").
-    lines = [_ROW_PREFIX.sub("", ln).strip() for ln in output.splitlines()]
-    lines = [ln for ln in lines if ln and not set(ln) <= set("-*")]
-    bad = [
-        ln
-        for ln in lines
-        if re.search(
-            r"(?i)couldn't|could not|can't|unable|fail|error|not |invalid|should be|no ", ln
-        )
-    ]
-    picked = (bad or lines)[-limit:] if (bad or lines) else ["(no output)"]
-    return "; ".join(ln[:200] for ln in picked)
-
 
 # --- reading perftest's result -----------------------------------------------------------------------
-
-
-class UnreadableResult(CannotRunError):
-    """perftest ended well but its output holds no readable row for the size (under emulation
-    ib_write_lat now and then prints ``inf`` or no row at all): :func:`run_all` runs it again."""
-
-
-#: Extra runs of one size and kind whose output was unreadable (every command run is listed in the
-#: result's ``perftest_commands``, so a repeated run shows there).
-UNREADABLE_RETRIES = 2
-
-
-def read_result(output: str, size: int, kind: str, verb: str, source: str) -> P2PResult:
-    """The row for ``size`` in perftest's output, in ibdiag's model (perftest importer).
-
-    READ latency is printed as the round trip; ibdiag's own engine reports half of it (one way), so
-    it is halved here to keep one meaning per field. CannotRunError when the output has no such row.
-    """
-    from ibdiag.bench.importers.perftest import parse_log
-    from ibdiag.errors import InputError
-
-    try:
-        runs = parse_log(output, source)
-    except InputError as e:
-        raise UnreadableResult(
-            f"{source}: perftest's output has no result: {e.message}",
-            hint="run the same command by hand to see what perftest says",
-        ) from None
-    rows = [r for run in runs for r in run.p2p_rows() if r.bytes == size]
-    if not rows:
-        raise UnreadableResult(
-            f"{source}: perftest printed no {format_bytes(size)} row (its last lines: {error_lines(output)})",
-            hint="run the same command by hand to see what perftest says",
-        )
-    row = rows[-1]
-    if kind == "lat" and verb == "read":
-        row = _halved(row)
-    return row
-
-
-def _halved(r: P2PResult) -> P2PResult:
-    from dataclasses import replace
-
-    lat = r.lat_us
-    if lat is not None:
-        halves: dict[str, Any] = {k: (None if v is None else v / 2) for k, v in vars(lat).items()}
-        lat = LatencyStats(**halves)
-    return replace(r, lat_us=lat, lat_avg_us=None if r.lat_avg_us is None else r.lat_avg_us / 2)
-
-
-def merge(size: int, bw: P2PResult | None, lat: P2PResult | None) -> P2PResult:
-    """One row per size, as ibdiag's engine writes it: bandwidth fields from the bw run, latency from the lat run."""
-    base = bw if bw is not None else lat
-    assert base is not None
-    return P2PResult(
-        bytes=size,
-        iters=base.iters,
-        bw_gbs=None if bw is None else bw.bw_gbs,
-        bw_peak_gbs=None if bw is None else bw.bw_peak_gbs,
-        msg_rate_mpps=None if bw is None else bw.msg_rate_mpps,
-        lat_us=None if lat is None else lat.lat_us,
-        lat_avg_us=None if lat is None else lat.lat_avg_us,
-        lat_iters=None if lat is None else lat.iters,
-    )
 
 
 # --- both sides over the control channel ---------------------------------------------------------------
@@ -542,13 +178,15 @@ class PerftestServerSide(_OwnsPerftest):
         path: str | None,
         log: Callable[[str], None],
     ) -> None:
-        check_request(req)  # the request is untrusted: perftest's bounds are checked here too
         self.ch, self.req, self.sel, self.timeout_s, self.log = ch, req, sel, timeout_s, log
         self.programs = {
             k: find_program(binary(req.verb, k), path, "the server") for k in req.kinds
         }
         self.version = program_version(next(iter(self.programs.values())))
         self.proc: PerftestProcess | None = None
+
+    def line_rate(self, sysfs: SysfsRoot) -> LineRate:
+        return rdma_line_rate(sysfs, self.sel.device, self.sel.port)
 
     def prepare(self) -> dict[str, Any]:
         return {**_details(self.sel), "engine": "perftest", "perftest_version": self.version}
@@ -557,9 +195,7 @@ class PerftestServerSide(_OwnsPerftest):
         """Nothing to connect ahead: each perftest run makes its own queue pairs."""
 
     def phase(self, msg: dict[str, Any]) -> None:
-        from ibdiag.bench.p2p.session import _phase_msg
-
-        kind, size, _ = _phase_msg(msg, self.req)
+        kind, size, _ = read_phase(msg, self.req)
         proc, port = self.start_listening(kind, size)
         try:
             self.ch.send({"type": "go", "perftest_port": port, "command": proc.command})
@@ -674,7 +310,6 @@ class PerftestClientSide(_OwnsPerftest):
         path: str | None,
         server_address: str,
     ) -> None:
-        check_request(req)
         self.ch, self.req, self.sel, self.timeout_s, self.server_address = (
             ch,
             req,
@@ -691,6 +326,21 @@ class PerftestClientSide(_OwnsPerftest):
 
     def details(self) -> dict[str, Any]:
         return _details(self.sel)
+
+    def connect(self, ready: dict[str, Any]) -> RdmaPath:
+        """The server runs perftest too; both ends' devices (the path MTU is perftest's, not known here)."""
+        self.check_ready(ready)
+        client_end, server_end = read_ends(ready, self.details(), self.ch.peer)
+        return rdma_path(self.req, client_end, server_end, None)
+
+    def line_rate(self, sysfs: SysfsRoot) -> LineRate:
+        return rdma_line_rate(sysfs, self.sel.device, self.sel.port)
+
+    def perftest_info(self) -> PerftestEngine:
+        return self.info()
+
+    def measure(self, size: int, kind: str) -> P2PResult:
+        return run_again_if_unreadable(self, size, kind)
 
     def check_ready(self, ready: dict[str, Any]) -> None:
         if ready.get("engine") != "perftest":
@@ -767,39 +417,57 @@ class PerftestClientSide(_OwnsPerftest):
             self.proc = None
 
 
+class _Runs(Protocol):
+    def run(self, size: int, kind: str) -> P2PResult: ...
+
+
+def run_again_if_unreadable(side: _Runs, size: int, kind: str) -> P2PResult:
+    """``side.run``, again when perftest's output was unreadable (at most :data:`UNREADABLE_RETRIES` more)."""
+    for attempt in range(UNREADABLE_RETRIES + 1):
+        try:
+            return side.run(size, kind)
+        except UnreadableResult:
+            if attempt == UNREADABLE_RETRIES:
+                raise
+    raise AssertionError("unreachable")
+
+
 def run_all(
-    side: PerftestClientSide,
-    sizes: Iterable[int],
-    kinds: tuple[str, ...],
-    progress: Callable[[int, int, str], None] | None,
+    side: _Runs, sizes: Iterable[int], kinds: tuple[str, ...], progress: Progress | None
 ) -> list[P2PResult]:
-    sizes = list(sizes)
-    total = len(sizes) * len(kinds)
-    done = 0
-    out: list[P2PResult] = []
-    for size in sizes:
-        got: dict[str, P2PResult] = {}
-        for kind in kinds:
-            if progress is not None:
-                progress(done, total, f"{kind} {format_bytes(size)}")
-            for attempt in range(UNREADABLE_RETRIES + 1):
-                try:
-                    got[kind] = side.run(size, kind)
-                    break
-                except UnreadableResult:
-                    if attempt == UNREADABLE_RETRIES:
-                        raise
-            done += 1
-        out.append(merge(size, got.get("bw"), got.get("lat")))
-    if progress is not None:
-        progress(done, total, "done")
-    return out
+    """Every size and kind on perftest, one merged row per size (:func:`~..phase.measure_sizes`)."""
+    return measure_sizes(
+        lambda size, kind: run_again_if_unreadable(side, size, kind), list(sizes), kinds, progress
+    )
+
+
+def _client(req: RunRequest, local: Local) -> ClientFactory:
+    for kind in req.kinds:  # a missing binary fails before any connection
+        find_program(binary(req.verb, kind), local.perftest_path)
+    sel = select_device(local.sysfs_root, local.device, local.ib_port, local.gid_index)
+    return lambda ch: PerftestClientSide(
+        ch,
+        req,
+        sel,
+        timeout_s=local.timeout_s,
+        path=local.perftest_path,
+        server_address=ch.sock.getpeername()[0],
+    )
+
+
+def _server(ch: Channel, req: RunRequest, local: Local, log: Log) -> PerftestServerSide:
+    sel = select_device(local.sysfs_root, local.device, local.ib_port, local.gid_index)
+    return PerftestServerSide(
+        ch, req, sel, timeout_s=local.timeout_s, path=local.perftest_path, log=log
+    )
+
+
+#: ``--engine perftest`` (``--transport rdma`` only).
+PERFTEST = Engine(_client, _server)
 
 
 def pyverbs_available() -> bool:
     """Can ibdiag's own engine load pyverbs here (the venv, or Debian's dist-packages)?"""
-    from ibdiag.bench.p2p.rdma import verbs
-
     try:
         verbs.import_pyverbs()
     except CannotRunError:
@@ -823,8 +491,10 @@ def resolve_engine(req: RunRequest, path: str | None, *, have_pyverbs: bool | No
     return "ibdiag"
 
 
+#: The perftest engine's surface (its pieces live in :mod:`.command` and :mod:`.output`).
 __all__ = [
-    "ENGINES", "INSTALL_HINT", "PerftestClientSide", "PerftestProcess", "PerftestServerSide", "binary",
-    "check_request", "error_lines", "find_program", "free_port", "kill_all", "listening_ports", "listening_sockets", "listens_on", "merge", "parse_version",
-    "perftest_argv", "read_result", "request_problem", "resolve_engine", "run_all", "run_limit_s", "select_device",
+    "INSTALL_HINT", "PERFTEST", "PerftestClientSide", "PerftestProcess", "PerftestServerSide", "UnreadableResult",
+    "binary", "error_lines", "find_program", "free_port", "kill_all", "listening_ports", "listening_sockets", "listens_on",
+    "live_count", "merge", "parse_version", "perftest_argv", "read_result", "request_problem", "resolve_engine", "run_all",
+    "run_limit_s", "select_device", "status_text",
 ]  # fmt: skip

@@ -14,6 +14,7 @@ from typing import Any
 
 from ibdiag.errors import CannotRunError, UsageError
 from ibdiag.node.model import Gid, Port
+from ibdiag.units import format_bytes
 
 #: ``ibv_qp_attr`` values perftest uses for RC: ACK timeout 4.096 µs * 2^14 ≈ 67 ms, 7 retries,
 #: 7 RNR retries (infinite), RNR timer 12 (0.64 ms), one outstanding RDMA READ/atomic.
@@ -87,8 +88,6 @@ def _size_limit(max_msg_bytes: int | None) -> int:
 
 
 def _limit_text(n: int) -> str:
-    from ibdiag.units import format_bytes
-
     return format_bytes(n) if n & (n - 1) == 0 else f"{n} bytes"
 
 
@@ -360,21 +359,3 @@ def plan_connection(
         max_dest_rd_atomic=rd_atomic,
         remote_read=remote_read,
     )
-
-
-# The loops live in rdma_loops (one job each module); their names stay importable from here.
-from ibdiag.bench.p2p.rdma.loops import (  # noqa: E402,F401 - re-exports: the loops moved, their names stay importable here
-    SIGNAL_BYTES,
-    Endpoint,
-    Receiver,
-    WriteStats,
-    marker,
-    read_lat,
-    reset_areas,
-    send_lat,
-    serve_receives,
-    signal_interval,
-    write_bw,
-    write_lat_initiator,
-    write_lat_responder,
-)

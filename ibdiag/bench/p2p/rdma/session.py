@@ -1,10 +1,10 @@
-"""Both halves of an RDMA run over the control channel (:mod:`.session` has the protocol and TCP).
+"""Both halves of an RDMA run over the control channel (the messages common to every engine: :mod:`..session`).
 
 Each side registers one buffer of 2 x the largest size (receive half, send half) and creates
 ``--qps`` RC queue pairs. Per bandwidth phase both sides fill their send half with a known pattern
 and zero their receive half first, so whoever received data checks it arrived intact
 (:func:`~ibdiag.bench.p2p.rdma.loops.check_pattern`): WRITE and SEND move client -> server, READ
-server -> client, ``--bidir`` both ways at once. Messages beyond :mod:`.session`'s::
+server -> client, ``--bidir`` both ways at once. Messages beyond :mod:`..session`'s::
 
     client -> server  qp      {qp, max_rd_atomic}
     bw:   client -> server  sent   {messages, total}      (after its loop; ``beat`` while it runs)
@@ -16,28 +16,67 @@ from __future__ import annotations
 import random
 import select
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from ibdiag.bench.buffers import allocate
 from ibdiag.bench.p2p.control.protocol import (
     Channel,
     ProtocolError,
+    Refused,
     RemoteError,
     peer_text,
     peer_value,
 )
-from ibdiag.bench.p2p.params import RequestError, RunRequest, check_int
-from ibdiag.bench.p2p.session import (
+from ibdiag.bench.p2p.fields import RequestError, check_int
+from ibdiag.bench.p2p.linerate import rdma_line_rate
+from ibdiag.bench.p2p.params import RunRequest, latency_iterations
+from ibdiag.bench.p2p.phase import (
     BwOutcome,
+    ClientFactory,
+    Engine,
     LatOutcome,
-    _count,
-    _impossible,
-    _iters_msg,
-    _phase_msg,
-    _seconds,
+    Local,
+    Log,
+    OwnLoops,
     check_cpu_s,
+    count_field,
+    impossible,
+    read_iters,
+    read_phase,
+    seconds_field,
 )
+from ibdiag.bench.p2p.rdma import verbs
+from ibdiag.bench.p2p.rdma.device import (
+    RdmaSelection,
+    check_server_run,
+    rdma_path,
+    read_ends,
+    run_options,
+)
+from ibdiag.bench.p2p.rdma.latency import (
+    read_lat,
+    send_lat,
+    write_lat_initiator,
+    write_lat_responder,
+)
+from ibdiag.bench.p2p.rdma.loops import (
+    Receiver,
+    check_pattern,
+    fill_pattern,
+    reset_areas,
+    serve_receives,
+    write_bw,
+)
+from ibdiag.bench.p2p.rdma.plan import (
+    READ_RD_ATOMIC,
+    QpInfo,
+    check_message_sizes,
+    choose_device,
+    choose_gid,
+    message_size_problem,
+    plan_connection,
+)
+from ibdiag.bench.results.p2p_meta import LineRate, RdmaPath
 from ibdiag.bench.results.stats import (
     CpuMeter,
     bandwidth_gbs,
@@ -45,35 +84,18 @@ from ibdiag.bench.results.stats import (
     message_rate_mpps,
 )
 from ibdiag.errors import CannotRunError
+from ibdiag.node.discover import natural_key, read_port
+from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.units import format_bytes
 
 #: Receives kept posted per QP for SEND (perftest's ib_send_bw rx-depth default is 512).
 RX_DEPTH = 512
 
 
-@dataclass(frozen=True)
-class RdmaSelection:
-    """Which device, port and GID one side uses (from sysfs, like ``ibdiag topo``)."""
-
-    device: str
-    port: int
-    gid_index: int | None
-    gid: str | None
-    gid_reason: str
-    link_layer: str | None
-    max_msg_bytes: int | None = None
-    """The port's ``max_msg_sz`` (``ibv_query_port``)."""
-
-
 def select_rdma(
     sysfs_root: str, device: str | None, ib_port: int, gid_index: int | None
 ) -> RdmaSelection:
     """Device (given or the first with an ACTIVE port), then the GID (given or perftest's choice)."""
-    from ibdiag.bench.p2p.rdma import verbs
-    from ibdiag.bench.p2p.rdma.plan import choose_device, choose_gid
-    from ibdiag.node.discover import natural_key, read_port
-    from ibdiag.node.sysfs import SysfsRoot
-
     names = sorted(verbs.list_devices(), key=natural_key)
     sysfs = SysfsRoot(sysfs_root)
     ports = [read_port(sysfs, name, ib_port) for name in names]
@@ -83,28 +105,6 @@ def select_rdma(
     return RdmaSelection(
         port.adapter, port.port, gid.index, gid.gid, gid.reason, port.link_layer, max_msg
     )
-
-
-def run_options(req: RunRequest) -> dict[str, Any]:
-    """The RDMA options a server echoes in ``ready`` (``rdma_run``) as it will run them."""
-    return {
-        "verb": req.verb,
-        "qps": req.qps,
-        "tclass": req.tclass,
-        "sl": req.sl,
-        "bidir": req.bidir,
-    }
-
-
-def check_server_run(ready: dict[str, Any], req: RunRequest, peer: str) -> None:
-    """ProtocolError unless the server echoes the options this client asked for: an older server that
-    ignores ``--verb read`` would otherwise measure WRITEs under a READ label."""
-    want = run_options(req)
-    if ready.get("rdma_run") != want:
-        raise ProtocolError(
-            f"{peer} does not run RDMA the way this client asked ({', '.join(f'{k} {v}' for k, v in want.items())})",
-            hint="an older ibdiag bench serve ignores --verb/--qps/--bidir/--tclass/--sl: run the same ibdiag version on both hosts",
-        )
 
 
 def _rd_atomic(value: Any, peer: str) -> int:
@@ -124,8 +124,6 @@ class RdmaSide:
     def __init__(
         self, ch: Channel, req: RunRequest, sel: RdmaSelection, *, timeout_s: float
     ) -> None:
-        from ibdiag.bench.p2p.rdma import verbs
-
         self.ch = ch
         self.req = req
         self.sel = sel
@@ -170,9 +168,6 @@ class RdmaSide:
 
     def connect_to(self, remote_doc: Any, remote_rd_atomic: Any) -> int:
         """Bring every QP to RTS towards the peer's; returns the path MTU (bytes)."""
-        from ibdiag.bench.p2p.rdma.loops import Receiver
-        from ibdiag.bench.p2p.rdma.plan import READ_RD_ATOMIC, QpInfo, plan_connection
-
         try:
             remote = QpInfo.from_json(remote_doc)
         except ValueError as e:
@@ -214,19 +209,13 @@ class RdmaSide:
         return forward_to_me or self.req.bidir
 
     def _prepare_bw(self, size: int) -> None:
-        from ibdiag.bench.p2p.rdma.loops import fill_pattern
-
         fill_pattern(self.ep.view, self.half, size, self.out_dir)
         self.ep.view[0:size] = bytes(size)
 
     def _verified(self, size: int) -> bool:
-        from ibdiag.bench.p2p.rdma.loops import check_pattern
-
         return check_pattern(self.ep.view, 0, size, self.in_dir)
 
     def _loop(self, size: int, warmup: int, meter: CpuMeter | None, heartbeat: Any = None) -> Any:
-        from ibdiag.bench.p2p.rdma.loops import write_bw
-
         return write_bw(
             self.ep,
             size,
@@ -244,13 +233,6 @@ class RdmaSide:
         )
 
     def _lat(self, size: int, first: int, n: int, *, initiator: bool) -> list[int]:
-        from ibdiag.bench.p2p.rdma.loops import (
-            read_lat,
-            send_lat,
-            write_lat_initiator,
-            write_lat_responder,
-        )
-
         inline = self.req.inline_for(size, "lat", self.ep.max_inline) > 0
         if self.req.verb == "send":
             return send_lat(
@@ -271,6 +253,9 @@ class RdmaSide:
             )
         write_lat_responder(self.ep, size, first, n, timeout_s=self.timeout_s, inline=inline)
         return []
+
+    def line_rate(self, sysfs: SysfsRoot) -> LineRate:
+        return rdma_line_rate(sysfs, self.sel.device, self.sel.port)
 
     def _pending_message(self) -> bool:
         ready, _, _ = select.select([self.ch.sock], [], [], 0)
@@ -310,9 +295,7 @@ class RdmaServerSide(RdmaSide):
             raise ProtocolError(f"unexpected {peer_value(m['type'])} during an RDMA bandwidth test")
 
     def phase(self, msg: dict[str, Any]) -> None:
-        from ibdiag.bench.p2p.rdma.loops import reset_areas, serve_receives
-
-        kind, size, warmup = _phase_msg(msg, self.req)
+        kind, size, warmup = read_phase(msg, self.req)
         if kind == "bw":
             self._prepare_bw(size)
             meter = CpuMeter()
@@ -362,13 +345,18 @@ class RdmaServerSide(RdmaSide):
         reset_areas(self.ep.view, size, self.half)
         self.ch.send({"type": "go"})
         self._lat(size, 0, warmup, initiator=False)
-        n = _iters_msg(self.ch.expect("iters", "the latency iteration count"))
+        n = read_iters(self.ch.expect("iters", "the latency iteration count"))
         self._lat(size, warmup, n, initiator=False)
         self.ch.send({"type": "result"})
 
 
-class RdmaClientSide(RdmaSide):
-    def connect(self, ready: dict[str, Any]) -> int:
+class RdmaClientSide(OwnLoops, RdmaSide):
+    def connect(self, ready: dict[str, Any]) -> RdmaPath:
+        """Both ends' devices (the server's from ``ready``), then every QP to RTS: the path."""
+        client_end, server_end = read_ends(ready, self.details(), self.ch.peer)
+        return rdma_path(self.req, client_end, server_end, self._connect_qps(ready))
+
+    def _connect_qps(self, ready: dict[str, Any]) -> int:
         check_server_run(ready, self.req, self.ch.peer)
         mtu = self.connect_to(ready.get("qp"), ready.get("max_rd_atomic", 1))
         self.ch.send(
@@ -388,8 +376,6 @@ class RdmaClientSide(RdmaSide):
         return self.ch.expect("result", f"the server's {format_bytes(size)} bandwidth result")
 
     def bw(self, size: int, warmup: int) -> BwOutcome:
-        from ibdiag.bench.p2p.rdma.loops import Receiver, serve_receives
-
         peer = self.ch.peer
         what = f"{format_bytes(size)} bandwidth result"
         self._prepare_bw(size)
@@ -405,9 +391,9 @@ class RdmaClientSide(RdmaSide):
         span = time.monotonic() - t_asked
         cpu_server = check_cpu_s(res, peer, what, span)
         if self.req.verb == "send":
-            got = _count(res, "rx_messages", peer, what)
+            got = count_field(res, "rx_messages", peer, what)
             if got != warmup + stats.messages:
-                raise _impossible(
+                raise impossible(
                     peer,
                     f"{what}: rx_messages {got}, but this client sent {warmup + stats.messages} messages",
                 )
@@ -419,11 +405,11 @@ class RdmaClientSide(RdmaSide):
         messages, nbytes, seconds = stats.messages, stats.bytes, stats.seconds
         bw, rate = bandwidth_gbs(nbytes, seconds), message_rate_mpps(messages, seconds)
         if self.req.bidir:
-            back = _count(res, "tx_messages", peer, what)
-            back_bytes = _count(res, "tx_bytes", peer, what)
-            back_s = _seconds(res, "tx_seconds", peer, what, span_s=span)
+            back = count_field(res, "tx_messages", peer, what)
+            back_bytes = count_field(res, "tx_bytes", peer, what)
+            back_s = seconds_field(res, "tx_seconds", peer, what, span_s=span)
             if back_bytes != back * size or (back and back_s <= 0):
-                raise _impossible(
+                raise impossible(
                     peer,
                     f"{what}: tx_bytes {back_bytes} is not tx_messages {back} x {size} bytes in a positive time",
                 )
@@ -441,9 +427,6 @@ class RdmaClientSide(RdmaSide):
         return BwOutcome(messages, nbytes, seconds, bw, rate, cpu_client, cpu_server)
 
     def lat(self, size: int, warmup: int) -> LatOutcome:
-        from ibdiag.bench.p2p.params import latency_iterations
-        from ibdiag.bench.p2p.rdma.loops import reset_areas
-
         self.ch.send({"type": "phase", "kind": "lat", "bytes": size, "warmup": warmup})
         self.ch.expect("go", f"the server to start the {format_bytes(size)} latency test")
         reset_areas(self.ep.view, size, self.half)
@@ -453,3 +436,25 @@ class RdmaClientSide(RdmaSide):
         samples = self._lat(size, warmup, n, initiator=True)
         self.ch.expect("result", f"the server to finish the {format_bytes(size)} latency test")
         return LatOutcome(n, latency_from_round_trips_ns(samples))
+
+
+def _client(req: RunRequest, local: Local) -> ClientFactory:
+    # pyverbs, the device, the port and the sizes: checked before any connection (exit 3)
+    sel = select_rdma(local.sysfs_root, local.device, local.ib_port, local.gid_index)
+    check_message_sizes(req.sizes, sel.max_msg_bytes, sel.device, sel.port)
+    return lambda ch: RdmaClientSide(ch, req, sel, timeout_s=local.timeout_s)
+
+
+def _server(ch: Channel, req: RunRequest, local: Local, log: Log) -> RdmaServerSide:
+    sel = select_rdma(local.sysfs_root, local.device, local.ib_port, local.gid_index)
+    problem = message_size_problem(req.sizes, sel.max_msg_bytes, sel.device, sel.port)
+    if problem:
+        ch.send_error(
+            "refused", f"this server's {problem}", "use smaller sizes with --transport rdma"
+        )
+        raise Refused("refused", problem)
+    return RdmaServerSide(ch, req, sel, timeout_s=local.timeout_s)
+
+
+#: ``--transport rdma`` on ibdiag's own engine (pyverbs).
+RDMA = Engine(_client, _server)

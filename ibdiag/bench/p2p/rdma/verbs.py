@@ -25,14 +25,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ibdiag.bench.buffers import Buffer
+from ibdiag.bench.p2p.rdma.plan import ConnectPlan, QpInfo, ensure_port_active
 from ibdiag.errors import CannotRunError
 from ibdiag.parse import PHYS_STATES, PORT_STATES
-
-if TYPE_CHECKING:
-    from ibdiag.bench.buffers import Buffer
-    from ibdiag.bench.p2p.rdma.plan import ConnectPlan, QpInfo
 
 #: Where Debian/Ubuntu's ``python3-pyverbs`` installs the package. A virtual environment does not
 #: see it, so the import is retried with this directory appended to the END of ``sys.path``
@@ -407,7 +405,6 @@ class RdmaEndpoint:
                     f"{device} has no port {port}: {e}",
                     hint="pick the port with --ib-port (ibv_devinfo lists them)",
                 ) from None
-            from ibdiag.bench.p2p.rdma.plan import ensure_port_active
 
             ensure_port_active(device, port, self.port_state.state, self.port_state.phys_state)
             dev = self.ctx.query_device()
@@ -420,57 +417,9 @@ class RdmaEndpoint:
             )
             self.max_msg_bytes = int(self.ctx.query_port(port).max_msg_sz)
             self.max_inline = max_inline
-            try:
-                self.qps.append(
-                    pv.qp.QP(
-                        self.pd,
-                        build_qp_init_attr(
-                            pv,
-                            self.cq,
-                            tx_depth,
-                            rcq=self.rcq,
-                            rx_depth=rx_depth,
-                            max_inline=max_inline,
-                        ),
-                    )
-                )
-            except errs:
-                if not (inline_optional and max_inline):
-                    raise
-                self.max_inline = (
-                    0  # the automatic inline size is more than this device offers: post from the MR
-                )
-                self.qps.append(
-                    pv.qp.QP(
-                        self.pd,
-                        build_qp_init_attr(pv, self.cq, tx_depth, rcq=self.rcq, rx_depth=rx_depth),
-                    )
-                )
-            for _ in range(qps - 1):
-                self.qps.append(
-                    pv.qp.QP(
-                        self.pd,
-                        build_qp_init_attr(
-                            pv,
-                            self.cq,
-                            tx_depth,
-                            rcq=self.rcq,
-                            rx_depth=rx_depth,
-                            max_inline=self.max_inline,
-                        ),
-                    )
-                )
+            self._create_qps(pv, errs, qps, tx_depth, rx_depth, max_inline, inline_optional)
             self.qp = self.qps[0]
-            try:
-                self.mr = pv.mr.MR(
-                    self.pd, buffer.size, mr_access(pv, relaxed=True), address=buffer.address
-                )
-                self.relaxed_ordering = hasattr(pv.enums, "IBV_ACCESS_RELAXED_ORDERING")
-            except errs:
-                self.mr = pv.mr.MR(
-                    self.pd, buffer.size, mr_access(pv, relaxed=False), address=buffer.address
-                )
-                self.relaxed_ordering = False
+            self._register(pv, errs, buffer)
         except errs as err:
             self.close()
             raise CannotRunError(
@@ -486,9 +435,74 @@ class RdmaEndpoint:
         #: What the send queue carries, for messages (``--verb``; the session sets it).
         self.verb = "write"
 
-    def local_info(self, psn: int) -> QpInfo:
-        from ibdiag.bench.p2p.rdma.plan import QpInfo
+    def _create_qps(
+        self,
+        pv: SimpleNamespace,
+        errs: tuple[type[BaseException], ...],
+        qps: int,
+        tx_depth: int,
+        rx_depth: int,
+        max_inline: int,
+        inline_optional: bool,
+    ) -> None:
+        """``qps`` RC QPs on the CQs; without inline when the automatic size is more than the device offers."""
+        try:
+            self.qps.append(
+                pv.qp.QP(
+                    self.pd,
+                    build_qp_init_attr(
+                        pv,
+                        self.cq,
+                        tx_depth,
+                        rcq=self.rcq,
+                        rx_depth=rx_depth,
+                        max_inline=max_inline,
+                    ),
+                )
+            )
+        except errs:
+            if not (inline_optional and max_inline):
+                raise
+            self.max_inline = (
+                0  # the automatic inline size is more than this device offers: post from the MR
+            )
+            self.qps.append(
+                pv.qp.QP(
+                    self.pd,
+                    build_qp_init_attr(pv, self.cq, tx_depth, rcq=self.rcq, rx_depth=rx_depth),
+                )
+            )
+        for _ in range(qps - 1):
+            self.qps.append(
+                pv.qp.QP(
+                    self.pd,
+                    build_qp_init_attr(
+                        pv,
+                        self.cq,
+                        tx_depth,
+                        rcq=self.rcq,
+                        rx_depth=rx_depth,
+                        max_inline=self.max_inline,
+                    ),
+                )
+            )
 
+    def _register(
+        self, pv: SimpleNamespace, errs: tuple[type[BaseException], ...], buffer: Buffer
+    ) -> None:
+        """The MR over ``buffer``: relaxed ordering where this rdma-core knows it, else without."""
+        try:
+            self.mr = pv.mr.MR(
+                self.pd, buffer.size, mr_access(pv, relaxed=True), address=buffer.address
+            )
+            self.relaxed_ordering = hasattr(pv.enums, "IBV_ACCESS_RELAXED_ORDERING")
+        except errs:
+            self.mr = pv.mr.MR(
+                self.pd, buffer.size, mr_access(pv, relaxed=False), address=buffer.address
+            )
+            self.relaxed_ordering = False
+
+    def local_info(self, psn: int) -> QpInfo:
         qpns = tuple(int(q.qp_num) for q in self.qps)
         return QpInfo(
             lid=self.port_state.lid,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import os
+import selectors
 import socket
 import struct
 import time
@@ -80,6 +81,99 @@ class _Pending:
     buf: bytearray
 
 
+class _Acceptor:
+    """The state of one :func:`accept_streams`: the streams accepted, the strangers pending and dropped."""
+
+    def __init__(
+        self,
+        listener: socket.socket,
+        n: int,
+        key: bytes,
+        nonce: bytes,
+        timeout_s: float,
+        log: Callable[[str], None],
+        socket_buffer: int | None,
+        hello_s: float,
+    ) -> None:
+        self.listener, self.n, self.key, self.nonce = listener, n, key, nonce
+        self.timeout_s, self.log, self.socket_buffer, self.hello_s = (
+            timeout_s,
+            log,
+            socket_buffer,
+            hello_s,
+        )
+        self.got: dict[int, socket.socket] = {}
+        self.pending: dict[socket.socket, _Pending] = {}
+        self.dropped = 0
+        self.sel = selectors.DefaultSelector()
+
+    def drop(self, p: _Pending, why: str) -> None:
+        self.sel.unregister(p.conn)
+        del self.pending[p.conn]
+        p.conn.close()
+        self.dropped += 1
+        if self.dropped <= MAX_LOGGED_STRANGERS:
+            self.log(f"data connection from {p.peer}: dropped: {why}")
+
+    def accept(self) -> None:
+        """A connection on the listener: pending until it introduces itself (the oldest goes when full)."""
+        try:
+            conn, addr = self.listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        if len(self.pending) >= MAX_PENDING_DATA:
+            self.drop(
+                next(iter(self.pending.values())),
+                f"{MAX_PENDING_DATA} connections waited to introduce themselves",
+            )
+        conn.setblocking(False)
+        p = _Pending(conn, describe_peer(addr), time.monotonic() + self.hello_s, bytearray())
+        self.pending[conn] = p
+        self.sel.register(conn, selectors.EVENT_READ)
+
+    def read_hello(self, p: _Pending) -> None:
+        """More of ``p``'s introduction; once whole, a stream of this run's session, or dropped."""
+        try:
+            chunk = p.conn.recv(_DATA_HELLO.size - len(p.buf))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            self.drop(p, f"connection error before its introduction: {e.strerror or e}")
+            return
+        if not chunk:
+            self.drop(p, "closed before its introduction")
+            return
+        p.buf += chunk
+        if len(p.buf) < _DATA_HELLO.size:
+            return
+        magic, index, mac = _DATA_HELLO.unpack(bytes(p.buf))
+        if (
+            magic != DATA_MAGIC
+            or index >= self.n
+            or not hmac.compare_digest(mac, data_mac(self.key, self.nonce, index))
+        ):
+            self.drop(p, "its introduction does not belong to this run's session")
+            return
+        if index in self.got:
+            self.drop(p, f"a second connection for stream {index + 1}")
+            return
+        self.sel.unregister(p.conn)
+        del self.pending[p.conn]
+        p.conn.setblocking(True)
+        tune_data_socket(p.conn, self.timeout_s, self.socket_buffer)
+        self.got[index] = p.conn
+
+    def close(self) -> None:
+        """Drop whoever is still pending, close the selector, count the strangers not logged."""
+        for p in list(self.pending.values()):
+            self.drop(p, "no introduction before the run's own connections were all there")
+        self.sel.close()
+        if self.dropped > MAX_LOGGED_STRANGERS:
+            self.log(
+                f"data connections: {self.dropped - MAX_LOGGED_STRANGERS} more strangers dropped during this run's set-up"
+            )
+
+
 def accept_streams(
     listener: socket.socket,
     n: int,
@@ -99,99 +193,37 @@ def accept_streams(
     says nothing on the ``control`` connection meanwhile: when it does, or hangs up, it has given
     up, and so does this wait (PeerClosedError) instead of running into the timeout.
     """
-    import selectors
-
     hello_s = min(hello_timeout_s, timeout_s)
     deadline = time.monotonic() + timeout_s
-    got: dict[int, socket.socket] = {}
-    pending: dict[socket.socket, _Pending] = {}
-    dropped = 0
-
-    def drop(p: _Pending, why: str) -> None:
-        nonlocal dropped
-        sel.unregister(p.conn)
-        del pending[p.conn]
-        p.conn.close()
-        dropped += 1
-        if dropped <= MAX_LOGGED_STRANGERS:
-            log(f"data connection from {p.peer}: dropped: {why}")
-
-    sel = selectors.DefaultSelector()
+    acc = _Acceptor(listener, n, key, nonce, timeout_s, log, socket_buffer, hello_s)
     listener.setblocking(False)
-    sel.register(listener, selectors.EVENT_READ)
+    acc.sel.register(listener, selectors.EVENT_READ)
     if control is not None:
-        sel.register(control, selectors.EVENT_READ)
+        acc.sel.register(control, selectors.EVENT_READ)
     try:
-        while len(got) < n:
+        while len(acc.got) < n:
             now = time.monotonic()
-            for p in [p for p in pending.values() if p.deadline <= now]:
-                drop(p, f"no introduction within {hello_s:g} s")
+            for p in [p for p in acc.pending.values() if p.deadline <= now]:
+                acc.drop(p, f"no introduction within {hello_s:g} s")
             if now >= deadline:
                 raise PeerTimeoutError(
-                    f"only {len(got)} of {n} data connections arrived within {timeout_s:g} s",
+                    f"only {len(acc.got)} of {n} data connections arrived within {timeout_s:g} s",
                     hint="a firewall may block the data port the server chose; see the client's error",
                 )
-            wake = min([deadline, *(p.deadline for p in pending.values())])
-            for ready, _ in sel.select(max(0.0, wake - now)):
+            wake = min([deadline, *(p.deadline for p in acc.pending.values())])
+            for ready, _ in acc.sel.select(max(0.0, wake - now)):
                 if ready.fileobj is control:
                     raise PeerClosedError(
-                        f"the client gave up (closed or wrote to the control connection) with {len(got)} of {n} data connections set up",
+                        f"the client gave up (closed or wrote to the control connection) with {len(acc.got)} of {n} data connections set up",
                         hint="see the client's error",
                     )
                 if ready.fileobj is listener:
-                    try:
-                        conn, addr = listener.accept()
-                    except (BlockingIOError, InterruptedError):
-                        continue
-                    if len(pending) >= MAX_PENDING_DATA:
-                        drop(
-                            next(iter(pending.values())),
-                            f"{MAX_PENDING_DATA} connections waited to introduce themselves",
-                        )
-                    conn.setblocking(False)
-                    p = _Pending(conn, describe_peer(addr), time.monotonic() + hello_s, bytearray())
-                    pending[conn] = p
-                    sel.register(conn, selectors.EVENT_READ)
+                    acc.accept()
                     continue
-                p = pending[ready.fileobj]  # type: ignore[index]  # not control or listener: a pending socket
-                try:
-                    chunk = p.conn.recv(_DATA_HELLO.size - len(p.buf))
-                except (BlockingIOError, InterruptedError):
-                    continue
-                except OSError as e:
-                    drop(p, f"connection error before its introduction: {e.strerror or e}")
-                    continue
-                if not chunk:
-                    drop(p, "closed before its introduction")
-                    continue
-                p.buf += chunk
-                if len(p.buf) < _DATA_HELLO.size:
-                    continue
-                magic, index, mac = _DATA_HELLO.unpack(bytes(p.buf))
-                if (
-                    magic != DATA_MAGIC
-                    or index >= n
-                    or not hmac.compare_digest(mac, data_mac(key, nonce, index))
-                ):
-                    drop(p, "its introduction does not belong to this run's session")
-                    continue
-                if index in got:
-                    drop(p, f"a second connection for stream {index + 1}")
-                    continue
-                sel.unregister(p.conn)
-                del pending[p.conn]
-                p.conn.setblocking(True)
-                tune_data_socket(p.conn, timeout_s, socket_buffer)
-                got[index] = p.conn
+                acc.read_hello(acc.pending[ready.fileobj])  # type: ignore[index]  # a registered socket: the selector hands back the objects it was given
     except BaseException:
-        close_all(list(got.values()))
+        close_all(list(acc.got.values()))
         raise
     finally:
-        for p in list(pending.values()):
-            drop(p, "no introduction before the run's own connections were all there")
-        sel.close()
-        if dropped > MAX_LOGGED_STRANGERS:
-            log(
-                f"data connections: {dropped - MAX_LOGGED_STRANGERS} more strangers dropped during this run's set-up"
-            )
-    return [got[i] for i in range(n)]
+        acc.close()
+    return [acc.got[i] for i in range(n)]

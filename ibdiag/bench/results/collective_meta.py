@@ -1,5 +1,8 @@
 """What a collective run was, beside its rows: the ``kind: collective`` fields of ``ibdiag.bench/1``.
 
+A collective run's *meta*: its JSON description (not its *spec*, what the user asked, nor its *plan* or
+*measurement*: :mod:`ibdiag.bench.collective`).
+
 :class:`CollectiveMeta` holds what every collective run has (op, backend, ranks, hosts, average busbw)
 and, depending on where the numbers come from, either :class:`CollectiveSetup` (measured by ``ibdiag
 bench collective``: launcher, settings, per-rank timings, spread, stragglers) or :class:`NcclTestsLog`

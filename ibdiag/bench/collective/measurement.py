@@ -1,5 +1,8 @@
 """What a collective run measured, before any averaging: per-rank numbers for every row.
 
+The run's *measurement*, as opposed to its *spec* (:mod:`.spec`), its *plan* (:mod:`.plan`) and its
+*meta* (the JSON description, :mod:`ibdiag.bench.results.collective_meta`).
+
 Filled by :mod:`ibdiag.bench.collective.runner` on rank 0 (after gathering every rank's timings) and
 turned into the shared :class:`~ibdiag.bench.results.model.BenchRun` plus findings by
 :mod:`ibdiag.bench.collective.analysis`. Frozen, no I/O, times in microseconds.

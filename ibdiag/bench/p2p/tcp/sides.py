@@ -1,0 +1,333 @@
+"""Both halves of a TCP run over the control channel (ibdiag's own engine; the messages: :mod:`..session`).
+
+The server listens on a data port it picks and names in ``ready`` with a nonce; the client opens
+``--streams`` data connections, each introduced by the session's MAC over that nonce
+(:mod:`.streams`), and the data moves through :mod:`.data`'s loops.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ibdiag.bench.buffers import Buffer, allocate
+from ibdiag.bench.p2p.control import sockio
+from ibdiag.bench.p2p.control.protocol import Channel, ProtocolError
+from ibdiag.bench.p2p.fields import RequestError, check_port
+from ibdiag.bench.p2p.linerate import tcp_line_rate
+from ibdiag.bench.p2p.params import RunRequest, latency_iterations
+from ibdiag.bench.p2p.phase import (
+    BwOutcome,
+    ClientFactory,
+    Engine,
+    LatOutcome,
+    Local,
+    Log,
+    OwnLoops,
+    check_bw_result,
+    read_iters,
+    read_phase,
+)
+from ibdiag.bench.p2p.tcp import data as tcp
+from ibdiag.bench.p2p.tcp import streams
+from ibdiag.bench.results.p2p_meta import LineRate
+from ibdiag.bench.results.stats import (
+    CpuMeter,
+    bandwidth_gbs,
+    latency_from_round_trips_ns,
+    message_rate_mpps,
+)
+from ibdiag.node.sysfs import SysfsRoot
+from ibdiag.units import format_bytes
+
+
+class TcpServerSide:
+    """The server's half of a TCP run: data listener, receive buffers, phases."""
+
+    def __init__(
+        self,
+        ch: Channel,
+        req: RunRequest,
+        *,
+        timeout_s: float,
+        log: Log,
+        socket_buffer: int | None = None,
+    ) -> None:
+        self.ch = ch
+        self.req = req
+        self.timeout_s = timeout_s
+        self.log = log
+        self.socket_buffer = socket_buffer
+        self.listener: socket.socket | None = None
+        self.socks: list[socket.socket] = []
+        self.rings: list[Buffer] = []
+        self.msgbuf: Buffer | None = None
+        self.data_nonce = streams.new_data_nonce()
+
+    def line_rate(self, sysfs: SysfsRoot) -> LineRate:
+        return tcp_line_rate(sysfs, self.ch.sock.getsockname()[0])
+
+    def prepare(self) -> dict[str, Any]:
+        local = self.ch.sock.getsockname()
+        family = self.ch.sock.family
+        self.listener = socket.socket(family, socket.SOCK_STREAM)
+        self.listener.bind(
+            (local[0], 0)
+            if family == socket.AF_INET
+            else (local[0], 0, 0, local[3] if len(local) > 3 else 0)
+        )
+        self.listener.listen(self.req.streams + 4)
+        self.rings = [allocate(tcp.RECV_RING_MAX) for _ in range(self.req.streams)]
+        if self.req.bidir or "lat" in self.req.kinds:
+            self.msgbuf = allocate(self.req.max_size)
+        return {"data_port": self.listener.getsockname()[1], "data_nonce": self.data_nonce.hex()}
+
+    def connect(self) -> None:
+        assert self.listener is not None and self.ch.session_key is not None
+        self.socks = streams.accept_streams(
+            self.listener,
+            self.req.streams,
+            self.ch.session_key,
+            self.data_nonce,
+            self.timeout_s,
+            self.log,
+            self.socket_buffer,
+            control=self.ch.sock,
+        )
+        self.listener.close()
+        self.listener = None
+
+    def phase(self, msg: dict[str, Any]) -> None:
+        kind, size, warmup = read_phase(msg, self.req)
+        peer = self.ch.peer
+        if kind == "bw":
+            meter = CpuMeter()
+            jobs: list[Callable[[], Any]] = [
+                (
+                    lambda s=s, r=r, i=i: tcp.recv_stream(  # type: ignore[misc]  # mypy#15459: no inference for a lambda with default args
+                        s,
+                        r.view,
+                        size,
+                        on_measure_start=meter.start,
+                        peer=peer,
+                        what=f"{format_bytes(size)} messages on stream {i + 1}",
+                        timeout_s=self.timeout_s,
+                    )
+                )
+                for i, (s, r) in enumerate(zip(self.socks, self.rings, strict=True))
+            ]
+            n_rx = len(jobs)
+            if self.req.bidir:
+                assert self.msgbuf is not None
+                window = tcp.SendWindow(
+                    len(self.socks), self.req.measure_duration_s, self.timeout_s
+                )
+                view = self.msgbuf.view[:size]
+                jobs += [
+                    (
+                        lambda s=s, i=i: tcp.send_stream(  # type: ignore[misc]  # mypy#15459: no inference for a lambda with default args
+                            s,
+                            view,
+                            warmup=warmup,
+                            iters=self.req.iters,
+                            window=window,
+                            peer=peer,
+                            what=f"{format_bytes(size)} messages on stream {i + 1}",
+                        )
+                    )
+                    for i, s in enumerate(self.socks)
+                ]
+            self.ch.send({"type": "go"})
+            stats = tcp.run_parallel(jobs, on_error=lambda: sockio.close_all(self.socks))
+            cpu = meter.stop()
+            rx_msgs, rx_bytes, rx_s = tcp.window_of(stats[:n_rx])
+            tx_msgs, tx_bytes, tx_s = tcp.window_of(stats[n_rx:])
+            self.ch.send(
+                {
+                    "type": "result",
+                    "rx_messages": rx_msgs,
+                    "rx_bytes": rx_bytes,
+                    "rx_seconds": rx_s,
+                    "tx_messages": tx_msgs,
+                    "tx_bytes": tx_bytes,
+                    "tx_seconds": tx_s,
+                    "cpu_s": cpu,
+                }
+            )
+            return
+        assert self.msgbuf is not None
+        sock = self.socks[0]
+        view = self.msgbuf.view[:size]
+        sockio.set_nodelay(sock, True)
+        self.ch.send({"type": "go"})
+        what = f"the next {format_bytes(size)} latency ping"
+        tcp.pong(sock, view, warmup, peer=peer, what=what, timeout_s=self.timeout_s)
+        n = read_iters(self.ch.expect("iters", "the latency iteration count"))
+        tcp.pong(sock, view, n, peer=peer, what=what, timeout_s=self.timeout_s)
+        sockio.set_nodelay(sock, False)
+        self.ch.send({"type": "result"})
+
+    def close(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+        sockio.close_all(self.socks)
+        for b in [*self.rings, *([self.msgbuf] if self.msgbuf else [])]:
+            b.close()
+
+
+class TcpClientSide(OwnLoops):
+    """The client's half of a TCP run."""
+
+    def __init__(
+        self, ch: Channel, req: RunRequest, *, timeout_s: float, socket_buffer: int | None = None
+    ) -> None:
+        self.ch = ch
+        self.req = req
+        self.timeout_s = timeout_s
+        self.socket_buffer = socket_buffer
+        self.socks: list[socket.socket] = []
+        self.sendbuf = allocate(req.max_size)
+        self.rings: list[Buffer] = []
+        self.latbuf: Buffer | None = None
+        try:
+            if req.bidir:
+                self.rings = [allocate(tcp.RECV_RING_MAX) for _ in range(req.streams)]
+            if "lat" in req.kinds:
+                self.latbuf = allocate(req.max_size)
+        except BaseException:
+            self.close()
+            raise
+
+    def line_rate(self, sysfs: SysfsRoot) -> LineRate:
+        return tcp_line_rate(sysfs, self.ch.sock.getsockname()[0])
+
+    def connect(self, ready: dict[str, Any]) -> None:
+        try:
+            port = check_port(ready.get("data_port"), "data_port")
+        except RequestError as e:
+            raise ProtocolError(f"{self.ch.peer} sent an invalid data port: {e.message}") from None
+        nonce_hex = ready.get("data_nonce")
+        try:
+            nonce = (
+                bytes.fromhex(nonce_hex)
+                if isinstance(nonce_hex, str) and len(nonce_hex) == 2 * streams.DATA_NONCE_BYTES
+                else b""
+            )
+        except ValueError:
+            nonce = b""
+        if not nonce or self.ch.session_key is None:
+            raise ProtocolError(f"{self.ch.peer} sent no valid data_nonce for the data connections")
+        host = self.ch.sock.getpeername()[0]
+        self.socks = streams.connect_streams(
+            host,
+            port,
+            self.req.streams,
+            self.ch.session_key,
+            nonce,
+            self.timeout_s,
+            self.socket_buffer,
+        )
+
+    def bw(self, size: int, warmup: int) -> BwOutcome:
+        peer = self.ch.peer
+        t_asked = time.monotonic()
+        self.ch.send({"type": "phase", "kind": "bw", "bytes": size, "warmup": warmup})
+        self.ch.expect("go", f"the server to start the {format_bytes(size)} bandwidth test")
+        meter = CpuMeter()
+        window = tcp.SendWindow(
+            len(self.socks), self.req.measure_duration_s, self.timeout_s, on_start=meter.start
+        )
+        view = self.sendbuf.view[:size]
+        what = f"the {format_bytes(size)} bandwidth test"
+        jobs: list[Callable[[], Any]] = [
+            (
+                lambda s=s, i=i: tcp.send_stream(  # type: ignore[misc]  # mypy#15459: no inference for a lambda with default args
+                    s,
+                    view,
+                    warmup=warmup,
+                    iters=self.req.iters,
+                    window=window,
+                    peer=peer,
+                    what=f"{what} (stream {i + 1})",
+                )
+            )
+            for i, s in enumerate(self.socks)
+        ]
+        n_tx = len(jobs)
+        if self.req.bidir:
+            jobs += [
+                (
+                    lambda s=s, r=r, i=i: tcp.recv_stream(  # type: ignore[misc]  # mypy#15459: no inference for a lambda with default args
+                        s,
+                        r.view,
+                        size,
+                        on_measure_start=lambda: None,
+                        peer=peer,
+                        what=f"{what} (stream {i + 1}, from the server)",
+                        timeout_s=self.timeout_s,
+                    )
+                )
+                for i, (s, r) in enumerate(zip(self.socks, self.rings, strict=True))
+            ]
+        stats = tcp.run_parallel(jobs, on_error=lambda: sockio.close_all(self.socks))
+        cpu_client = meter.stop()
+        res = self.ch.expect("result", f"the server's {format_bytes(size)} bandwidth result")
+        sent = sum(st.messages for st in stats[:n_tx])
+        rx_msgs, rx_bytes, rx_s, cpu_server = check_bw_result(
+            res, size=size, sent_messages=sent, span_s=time.monotonic() - t_asked, peer=peer
+        )
+        messages, nbytes, seconds = rx_msgs, rx_bytes, rx_s
+        bw = bandwidth_gbs(rx_bytes, rx_s)
+        rate = message_rate_mpps(rx_msgs, rx_s)
+        if self.req.bidir:
+            back_msgs, back_bytes, back_s = tcp.window_of(stats[n_tx:])
+            back_bw = bandwidth_gbs(back_bytes, back_s)
+            back_rate = message_rate_mpps(back_msgs, back_s)
+            bw = None if bw is None or back_bw is None else bw + back_bw
+            rate = None if rate is None or back_rate is None else rate + back_rate
+            messages += back_msgs
+            nbytes += back_bytes
+            seconds = max(seconds, back_s)
+        return BwOutcome(messages, nbytes, seconds, bw, rate, cpu_client, cpu_server)
+
+    def lat(self, size: int, warmup: int) -> LatOutcome:
+        assert self.latbuf is not None
+        sock = self.socks[0]
+        sockio.set_nodelay(sock, True)
+        self.ch.send({"type": "phase", "kind": "lat", "bytes": size, "warmup": warmup})
+        self.ch.expect("go", f"the server to start the {format_bytes(size)} latency test")
+        sv = self.sendbuf.view[:size]
+        rv = self.latbuf.view[:size]
+        what = f"the answer to a {format_bytes(size)} latency ping"
+        warm = tcp.ping(
+            sock, sv, rv, warmup, peer=self.ch.peer, what=what, timeout_s=self.timeout_s
+        )
+        n = self.req.iters or latency_iterations(self.req.measure_duration_s or 1.0, warm)
+        self.ch.send({"type": "iters", "n": n})
+        samples = tcp.ping(sock, sv, rv, n, peer=self.ch.peer, what=what, timeout_s=self.timeout_s)
+        self.ch.expect("result", f"the server to finish the {format_bytes(size)} latency test")
+        sockio.set_nodelay(sock, False)
+        return LatOutcome(n, latency_from_round_trips_ns(samples))
+
+    def close(self) -> None:
+        sockio.close_all(self.socks)
+        for b in [self.sendbuf, *self.rings, *([self.latbuf] if self.latbuf else [])]:
+            b.close()
+
+
+def _client(req: RunRequest, local: Local) -> ClientFactory:
+    return lambda ch: TcpClientSide(
+        ch, req, timeout_s=local.timeout_s, socket_buffer=local.socket_buffer
+    )
+
+
+def _server(ch: Channel, req: RunRequest, local: Local, log: Log) -> TcpServerSide:
+    return TcpServerSide(
+        ch, req, timeout_s=local.timeout_s, log=log, socket_buffer=local.socket_buffer
+    )
+
+
+#: ``--transport tcp`` (ibdiag's own engine).
+TCP = Engine(_client, _server)
