@@ -173,12 +173,12 @@ def py_side(sel, iters: int, role: str, cpu: int) -> Side:
 def _py_end(sel, iters: int, role: str, io: Side) -> int:
     from ibdiag.bench.buffers import allocate
     from ibdiag.bench.p2p.params import AUTO_INLINE_LAT, DEFAULT_TX_DEPTH
-    from ibdiag.bench.p2p.rdma import verbs
+    from ibdiag.bench.p2p.rdma.endpoint import RdmaEndpoint
     from ibdiag.bench.p2p.rdma.loops import reset_areas, write_lat_initiator, write_lat_responder
     from ibdiag.bench.p2p.rdma.plan import QpInfo, plan_connection
 
     buf = allocate(2 * HALF)
-    ep = verbs.RdmaEndpoint(
+    ep = RdmaEndpoint(
         sel.device,
         sel.port,
         buf,

@@ -93,13 +93,13 @@ def python_posts(sel, n: int) -> float:
 
     from ibdiag.bench.buffers import allocate
     from ibdiag.bench.p2p.params import DEFAULT_TX_DEPTH
-    from ibdiag.bench.p2p.rdma import verbs
+    from ibdiag.bench.p2p.rdma.endpoint import RdmaEndpoint
     from ibdiag.bench.p2p.rdma.loops import _await_completion
     from ibdiag.bench.p2p.rdma.plan import plan_connection
 
     half = 4096
     buf = allocate(2 * half)
-    ep = verbs.RdmaEndpoint(
+    ep = RdmaEndpoint(
         sel.device,
         sel.port,
         buf,

@@ -345,7 +345,7 @@ def latency_profile(sel, iters: int) -> dict:
 
     from ibdiag.bench.buffers import allocate
     from ibdiag.bench.p2p.params import AUTO_INLINE_LAT, DEFAULT_TX_DEPTH
-    from ibdiag.bench.p2p.rdma import verbs
+    from ibdiag.bench.p2p.rdma.endpoint import RdmaEndpoint
     from ibdiag.bench.p2p.rdma.loops import (
         POLL_BATCH,
         _await_completion,
@@ -379,7 +379,7 @@ def latency_profile(sel, iters: int) -> dict:
     result: dict = {}
     try:
         buf = allocate(2 * half)
-        ep = verbs.RdmaEndpoint(
+        ep = RdmaEndpoint(
             sel.device,
             sel.port,
             buf,

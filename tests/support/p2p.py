@@ -134,7 +134,7 @@ def write_token(path: Path, text: str = "s3cret-token-for-tests") -> Path:
 
 
 class FakeRdmaEndpoint:
-    """STAND-IN for :class:`ibdiag.bench.p2p.rdma.verbs.RdmaEndpoint` — this machine has no RDMA adapter.
+    """STAND-IN for :class:`ibdiag.bench.p2p.rdma.endpoint.RdmaEndpoint` — this machine has no RDMA adapter.
 
     Implements the endpoint interface the RDMA loops use (``view``, ``send_offset``, ``tx_depth``,
     ``prepare``, ``prepare_chain``, ``post``, ``poll``) for WRITEs on one queue pair: a posted WRITE

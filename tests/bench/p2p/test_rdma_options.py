@@ -2,7 +2,7 @@
 --bidir, --inline, --tclass/--sl — validation at the boundary (command line and wire), what the
 peers exchange, the JSON, the pyverbs objects, and the loops' logic.
 
-The loops run against ``FakeVerbsEndpoint`` (a named stand-in for ibdiag.bench.p2p.rdma.verbs.RdmaEndpoint:
+The loops run against ``FakeVerbsEndpoint`` (a named stand-in for ibdiag.bench.p2p.rdma.endpoint.RdmaEndpoint:
 this machine has no RDMA device). It only shows that posting, signalling, receiving and checking
 are right; that the verbs move data on a real stack is shown in the Soft-RoCE guest
 (tests/rdmavm/guest/test_rdma_options.py).
@@ -38,7 +38,7 @@ from tests.bench.p2p.test_rdma import ROCE_A, ROCE_B
 
 
 class FakeVerbsEndpoint:
-    """STAND-IN for :class:`ibdiag.bench.p2p.rdma.verbs.RdmaEndpoint` with several queue pairs — no RDMA adapter here.
+    """STAND-IN for :class:`ibdiag.bench.p2p.rdma.endpoint.RdmaEndpoint` with several queue pairs — no RDMA adapter here.
 
     A posted WRITE copies this side's send half into ``peer``'s receive half, a READ copies ``peer``'s
     send half into this side's receive half, a SEND consumes one receive ``peer`` posted on the same

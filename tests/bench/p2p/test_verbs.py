@@ -259,6 +259,6 @@ def test_flatten_enums_takes_class_members_and_module_constants():
 def test_a_failed_completion_is_explained_by_its_status(status, words):
     """A link going down on Soft-RoCE ends WRITEs with status 2 (local QP operation error), not a
     retry timeout: the hint must say what that status means (found by the two-node guest test)."""
-    from ibdiag.bench.p2p.rdma.verbs import _wc_status_hint
+    from ibdiag.bench.p2p.rdma.endpoint import _wc_status_hint
 
     assert words in _wc_status_hint(status)

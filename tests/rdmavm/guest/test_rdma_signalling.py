@@ -15,6 +15,7 @@ import pytest
 
 from ibdiag.bench.buffers import allocate
 from ibdiag.bench.p2p.rdma import verbs
+from ibdiag.bench.p2p.rdma.endpoint import RdmaEndpoint
 from ibdiag.bench.p2p.rdma.latency import (
     lat_signal_interval,
     write_lat_initiator,
@@ -32,7 +33,7 @@ class CountingCompletions:
     """The real endpoint, with every work request it posts and every completion its ``poll`` returns
     counted (nothing else changes: all other attributes are the endpoint's own)."""
 
-    def __init__(self, ep: verbs.RdmaEndpoint) -> None:
+    def __init__(self, ep: RdmaEndpoint) -> None:
         self.ep = ep
         self.cqes = 0
         self.posted = 0
@@ -67,7 +68,7 @@ def qp_pair():
     sel = select_rdma("/", DEVICE, 1, None)
     bufs = [allocate(2 * SIZE), allocate(2 * SIZE)]
     eps = [
-        verbs.RdmaEndpoint(
+        RdmaEndpoint(
             sel.device,
             sel.port,
             b,

@@ -53,6 +53,7 @@ from ibdiag.bench.p2p.rdma.device import (
     read_ends,
     run_options,
 )
+from ibdiag.bench.p2p.rdma.endpoint import RdmaEndpoint
 from ibdiag.bench.p2p.rdma.latency import (
     read_lat,
     send_lat,
@@ -131,7 +132,7 @@ class RdmaSide:
         self.half = req.max_size
         self.buffer = allocate(2 * self.half)
         try:
-            self.ep = verbs.RdmaEndpoint(
+            self.ep = RdmaEndpoint(
                 sel.device,
                 sel.port,
                 self.buffer,
