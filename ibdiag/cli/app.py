@@ -33,7 +33,7 @@ COMMANDS: dict[str, dict[str, str]] = {
         "report": "ibdiag.cli.report",
     },
     "bench": {
-        "serve": "ibdiag.cli.bench_p2p",
+        "serve": "ibdiag.cli.bench_serve",
         "p2p": "ibdiag.cli.bench_p2p",
         "collective": "ibdiag.cli.bench_collective",
         "import": "ibdiag.cli.bench_collective",

@@ -1,4 +1,4 @@
-"""``ibdiag bench serve`` and ``ibdiag bench p2p``: point-to-point bandwidth and latency (RDMA WRITE, TCP).
+"""``ibdiag bench p2p HOST``: point-to-point bandwidth and latency (RDMA WRITE, TCP).
 
 Like ``ib_write_bw``/``ib_write_lat`` (RDMA) and ``iperf3``/``qperf tcp_lat`` (TCP), from one tool,
 with results ``ibdiag verdict`` can read (``--save``).
@@ -6,8 +6,6 @@ with results ``ibdiag verdict`` can read (``--save``).
 
 from __future__ import annotations
 
-import time
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,234 +24,29 @@ from ibdiag.cli.common import (
     emit,
     env,
     handle_errors,
-    print_warning,
     read_config,
     run_meta,
     table_width,
     write_atomically,
 )
-from ibdiag.errors import UsageError
-
-DEFAULT_PORT = (
-    18516  # ibdiag.bench.p2p.control.protocol.DEFAULT_PORT (kept literal so --help imports nothing)
+from ibdiag.cli.p2p_options import (
+    DEFAULT_PORT,
+    DEFAULT_TIMEOUT_S,
+    DeviceOption,
+    Engine,
+    GidIndexOption,
+    IbPortOption,
+    Mode,
+    PortOption,
+    SocketBufferOption,
+    TimeoutOption,
+    TokenFileOption,
+    Transport,
+    Verb,
+    size_from_option,
+    token_from_option,
 )
-DEFAULT_TIMEOUT_S = 10.0
-
-
-class ServeTransport(str, Enum):
-    any = "any"
-    tcp = "tcp"
-    rdma = "rdma"
-
-
-class Transport(str, Enum):
-    tcp = "tcp"
-    rdma = "rdma"
-
-
-class Mode(str, Enum):
-    bw = "bw"
-    lat = "lat"
-    both = "both"
-
-
-class Engine(str, Enum):
-    auto = "auto"
-    ibdiag = "ibdiag"
-    perftest = "perftest"
-
-
-class Verb(str, Enum):
-    write = "write"
-    read = "read"
-    send = "send"
-
-
-PortOption = Annotated[
-    int,
-    typer.Option(
-        "--port",
-        "-p",
-        metavar="N",
-        help="Control port (TCP). The server's 0 picks a free one and logs it.",
-    ),
-]
-TimeoutOption = Annotated[
-    float,
-    typer.Option(
-        "--timeout",
-        metavar="S",
-        help="Longest wait on the peer, seconds; a dead peer ends the run with exit 3 after this.",
-    ),
-]
-TokenFileOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--token-file",
-        metavar="FILE",
-        help="Shared secret (same file on both hosts; default: $IBDIAG_TOKEN). Never sent on the wire.",
-    ),
-]
-DeviceOption = Annotated[
-    str | None,
-    typer.Option(
-        "--device",
-        "-d",
-        metavar="DEV",
-        help="RDMA device, e.g. mlx5_0 (default: the first with an active port).",
-    ),
-]
-IbPortOption = Annotated[
-    int, typer.Option("--ib-port", "-i", metavar="N", help="Port of the RDMA device (perftest -i).")
-]
-GidIndexOption = Annotated[
-    int | None,
-    typer.Option(
-        "--gid-index",
-        "-x",
-        metavar="N",
-        help="GID table index (perftest -x); default: RoCE v2 IPv4-mapped GID like perftest, none on InfiniBand.",
-    ),
-]
-SocketBufferOption = Annotated[
-    str | None,
-    typer.Option(
-        "--socket-buffer",
-        metavar="SIZE",
-        help="TCP: fixed SO_SNDBUF/SO_RCVBUF (iperf3 -w). Default: kernel autotuning.",
-    ),
-]
-
-
-def _log_line(message: str) -> None:
-    err = env().stderr
-    err.write(f"ibdiag serve: {time.strftime('%Y-%m-%dT%H:%M:%S')} {message}\n")
-    err.flush()
-
-
-def _token(token_file: Path | None) -> bytes | None:
-    from ibdiag.bench.p2p.control.protocol import read_token_file, token_from_env
-
-    if token_file is None:
-        return token_from_env(env().environ.get("IBDIAG_TOKEN"))
-    token = read_token_file(token_file)
-    try:
-        mode = token_file.stat().st_mode
-        if mode & 0o077:
-            print_warning(
-                f"token file {token_file} can be read by other users (mode {mode & 0o777:o}); chmod 600 {token_file}"
-            )
-    except OSError:
-        pass
-    return token
-
-
-def _size(text: str | None, what: str) -> int | None:
-    from ibdiag.units import parse_size
-
-    if text is None:
-        return None
-    value = parse_size(text, what=what)
-    if value < 1:
-        raise UsageError(f"{what} must be at least 1 byte", hint=f"e.g. {what} 4M")
-    return value
-
-
-# --- serve ---------------------------------------------------------------------------------------
-
-
-@bench_app.command("serve")
-@handle_errors
-def serve_command(
-    bind: Annotated[
-        str | None,
-        typer.Option(
-            "--bind", metavar="ADDR", help="Address to listen on (default: all interfaces)."
-        ),
-    ] = None,
-    port: PortOption = DEFAULT_PORT,
-    transport: Annotated[
-        ServeTransport,
-        typer.Option(
-            "--transport", "-t", case_sensitive=False, help="Which transports clients may use."
-        ),
-    ] = ServeTransport.any,
-    device: DeviceOption = None,
-    ib_port: IbPortOption = 1,
-    gid_index: GidIndexOption = None,
-    token_file: TokenFileOption = None,
-    max_size: Annotated[
-        str,
-        typer.Option(
-            "--max-size", metavar="SIZE", help="Largest buffer a client may ask for (per buffer)."
-        ),
-    ] = "1GiB",
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
-    once: Annotated[
-        bool,
-        typer.Option(
-            "--once", help="Exit after one client's run (exit 0 if it completed, 3 if it failed)."
-        ),
-    ] = False,
-    socket_buffer: SocketBufferOption = None,
-    debug: DebugOption = False,
-) -> int:
-    """Wait for 'ibdiag bench p2p' clients and serve them one at a time (like ib_write_bw without a host).
-
-    Without a token only clients on this host (loopback) are accepted. Every refused or dropped
-    client is one line on stderr; the server keeps serving. Ctrl-C exits 130.
-    """
-    from ibdiag.bench.p2p.fields import check_rdma_port
-    from ibdiag.bench.p2p.params import TRANSPORTS
-    from ibdiag.bench.p2p.serve import ServeOptions, Server, preflight_rdma
-    from ibdiag.units import format_bytes
-
-    transports = TRANSPORTS if transport is ServeTransport.any else (transport.value,)
-    if transport is ServeTransport.tcp and (device or gid_index is not None):
-        raise UsageError(
-            "--device and --gid-index apply to RDMA",
-            hint="drop them, or use --transport rdma or any",
-        )
-    check_rdma_port(ib_port, gid_index)
-    max_bytes = _size(max_size, "--max-size")
-    assert max_bytes is not None
-    opts = ServeOptions(
-        bind=bind,
-        port=port,
-        transports=transports,
-        device=device,
-        ib_port=ib_port,
-        gid_index=gid_index,
-        token=_token(token_file),
-        max_size=max_bytes,
-        timeout_s=timeout,
-        once=once,
-        socket_buffer=_size(socket_buffer, "--socket-buffer"),
-        perftest_path=env().environ.get("PATH"),
-    )
-    rdma_line = None
-    if transport is ServeTransport.rdma:
-        rdma_line = preflight_rdma(
-            opts
-        )  # pyverbs, device, port, GID: fail now, not at the first client
-    with Server(opts, _log_line) as server:
-        host, real_port = server.address or ("?", port)
-        shown = f"[{host}]" if ":" in host else host
-        _log_line(
-            f"listening on {shown}:{real_port} ({', '.join(transports)}; up to {format_bytes(max_bytes)} per buffer; timeout {opts.timeout_s:g} s)"
-        )
-        if rdma_line:
-            _log_line(f"RDMA: {rdma_line}")
-        if opts.token is None:
-            _log_line(
-                "no token: accepting clients on this host (loopback) only; give --token-file or IBDIAG_TOKEN to serve other hosts"
-            )
-        _log_line(
-            "serving one client at a time"
-            + ("; exiting after one run" if once else "; Ctrl-C stops")
-        )
-        return server.serve()
-
+from ibdiag.errors import UsageError
 
 # --- p2p -----------------------------------------------------------------------------------------
 
@@ -484,9 +277,9 @@ def p2p_command(
     opts = ClientOptions(
         host=host,
         port=port,
-        token=_token(token_file),
+        token=token_from_option(token_file),
         timeout_s=timeout,
-        socket_buffer=_size(socket_buffer, "--socket-buffer"),
+        socket_buffer=size_from_option(socket_buffer, "--socket-buffer"),
         device=device,
         ib_port=ib_port,
         gid_index=gid_index,

@@ -52,7 +52,7 @@ def run_sweep_command(
         check_output_path(save, "--save")
         check_output_path(png, "--png")
         if png is not None:
-            from ibdiag.verdict.render import need_matplotlib
+            from ibdiag.verdict.chart import need_matplotlib
 
             need_matplotlib()
     if launch.rank == 0 and launch.local_world_size is not None and launch.local_world_size > 1:

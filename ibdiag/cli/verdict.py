@@ -198,13 +198,14 @@ def verdict_command(
     from ibdiag.findings.model import Report
     from ibdiag.verdict import inputs
     from ibdiag.verdict.ceiling import ceiling
+    from ibdiag.verdict.chart import write_png
     from ibdiag.verdict.checks import findings
     from ibdiag.verdict.config import VerdictConfig
     from ibdiag.verdict.judge import judge
-    from ibdiag.verdict.render import CSV_HEADER, csv_rows, prom_metrics, write_png
+    from ibdiag.verdict.render import CSV_HEADER, csv_rows, prom_metrics
 
     if chart is not None:
-        from ibdiag.verdict.render import need_matplotlib
+        from ibdiag.verdict.chart import need_matplotlib
 
         need_matplotlib()
         check_output_path(chart, "--chart")

@@ -1,5 +1,5 @@
 """Views of a :class:`~ibdiag.verdict.judge.Verdict`: sentences with the arithmetic a person can check,
-the scaling table, a terminal chart, an optional PNG (matplotlib), CSV rows and Prometheus metrics.
+the scaling table, CSV rows and Prometheus metrics (the charts: :mod:`ibdiag.verdict.chart`).
 
 Renderers build text and renderables; ``ibdiag/cli/verdict.py`` prints them.
 """
@@ -7,36 +7,14 @@ Renderers build text and renderables; ``ibdiag/cli/verdict.py`` prints them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from ibdiag.errors import CannotRunError
-from ibdiag.output.chart import hbar_chart
 from ibdiag.output.prom import Metric, PromSample
 from ibdiag.units import format_bytes, format_term_seconds
 from ibdiag.verdict import model
+from ibdiag.verdict.chart import chart_text
 from ibdiag.verdict.judge import Verdict
-
-
-def gb(nbytes: float) -> str:
-    """Decimal gigabytes, as gradient sizes are quoted (``16 GB``, ``31.94 GB``)."""
-    if nbytes >= 1e9:
-        return f"{nbytes / 1e9:.4g} GB"
-    if nbytes >= 1e6:
-        return f"{nbytes / 1e6:.4g} MB"
-    return f"{nbytes:.4g} B"
-
-
-def gbs(x: float) -> str:
-    return f"{x:.4g} GB/s"
-
-
-def _count(x: float) -> str:
-    """Parameter counts as people write them: ``8e9``, ``7e10``, ``1.5e12``, ``350000``."""
-    if x < 1e6:
-        return f"{x:.6g}"
-    exp = len(str(int(x))) - 1
-    return f"{x / 10**exp:.4g}e{exp}"
+from ibdiag.verdict.wording import count_text, gb, gbs
 
 
 @dataclass(frozen=True)
@@ -70,7 +48,7 @@ def _traffic(v: Verdict) -> Section:
     lines = []
     if w.params is not None:
         lines.append(
-            f"Gradient size S = {_count(w.params)} parameters x {w.bytes_per_param} B ({w.dtype}) = {gb(w.grad_bytes)} ({w.grad_bytes} B)."
+            f"Gradient size S = {count_text(w.params)} parameters x {w.bytes_per_param} B ({w.dtype}) = {gb(w.grad_bytes)} ({w.grad_bytes} B)."
         )
     else:
         lines.append(f"Gradient size S = {gb(w.grad_bytes)} ({w.grad_bytes} B, --grad-bytes).")
@@ -334,94 +312,6 @@ def scaling_table(v: Verdict) -> Any:
             style=style,
         )
     return t
-
-
-def chart_text(v: Verdict, width: int = 40) -> str:
-    """Share of each step spent waiting for the network, per rank count, with the network-bound line."""
-    rows = [
-        (f"{r.ranks} ranks", None if r.comm_share is None else r.comm_share * 100)
-        for r in v.scaling
-    ]
-    return hbar_chart(
-        rows,
-        unit="%",
-        width=width,
-        maximum=100.0,
-        marker=v.config.network_bound_share * 100,
-        marker_label="network-bound above this share of the step",
-    )
-
-
-def need_matplotlib() -> None:
-    """CannotRunError (exit 3) when matplotlib is not installed; checked before any work is done."""
-    import importlib.util
-
-    if importlib.util.find_spec("matplotlib") is None:
-        raise CannotRunError(
-            "--chart needs matplotlib, which is not installed",
-            hint="pip install 'ibdiag[chart]' (or matplotlib), or drop --chart for the terminal chart",
-        )
-
-
-def write_png(v: Verdict, path: Path | BinaryIO) -> None:
-    """The scaling wall as a PNG: backward time per rank, all communication and exposed communication vs ranks."""
-    need_matplotlib()
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import matplotlib.ticker
-
-    rows = [r for r in v.scaling if r.comm_s is not None]
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
-    try:
-        xs = [r.ranks for r in rows]
-        ax.plot(xs, [r.compute_s for r in rows], marker="o", label="backward per rank (s)")
-        ax.plot(
-            xs,
-            [r.comm_s for r in rows if r.comm_s is not None],
-            marker="s",
-            label="all collectives, no overlap (s)",
-        )
-        ax.plot(
-            xs,
-            [max(r.exposed_s or 0.0, 1e-9) for r in rows],
-            marker="^",
-            label="exposed communication (s)",
-        )
-        if v.wall_ranks is not None:
-            ax.axvline(
-                v.wall_ranks,
-                color="red",
-                linestyle="--",
-                label=f"scaling wall: {v.wall_ranks} ranks",
-            )
-        ax.axvline(
-            v.workload.ranks,
-            color="grey",
-            linestyle=":",
-            label=f"this job: {v.workload.ranks} ranks",
-        )
-        ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _pos: f"{x:.0f}"))
-        ax.set_yscale("log")
-        ax.set_xlabel("ranks")
-        ax.set_ylabel("seconds per step")
-        ax.set_title(
-            f"{gb(v.workload.grad_bytes)} gradients, {v.workload.strategy}, busbw {gbs(v.measured.busbw_gbs)}"
-        )
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize="small")
-        fig.tight_layout()
-        try:
-            fig.savefig(path, format="png")
-        except OSError as e:
-            raise CannotRunError(
-                f"--chart {path}: cannot write: {e.strerror or e}",
-                hint="check the directory exists and is writable",
-            ) from None
-    finally:
-        plt.close(fig)
 
 
 CSV_HEADER = (
