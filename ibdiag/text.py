@@ -16,13 +16,24 @@ import unicodedata
 DEFAULT_LIMIT = 120
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
+#: Unicode categories a terminal or a log acts on: controls, format characters (bidirectional
+#: overrides, zero-width spaces), surrogates, line and paragraph separators.
+_UNSAFE_CATEGORIES = ("Cc", "Cf", "Cs", "Zl", "Zp")
+
+
+def is_printable(text: str) -> bool:
+    """The one printable rule for text from outside: no character :func:`safe_excerpt` would escape
+    but the tab (log lines carry tabs)."""
+    if text.isprintable():  # the common case, in C: nothing of those categories
+        return True
+    return not any(ch != "\t" and unicodedata.category(ch) in _UNSAFE_CATEGORIES for ch in text)
 
 
 def _escaped(ch: str) -> str:
     named = _NAMED.get(ch)
     if named is not None:
         return named
-    if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+    if unicodedata.category(ch) in _UNSAFE_CATEGORIES:
         code = ord(ch)
         if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte (surrogateescape)
             return f"\\x{code - 0xDC00:02x}"

@@ -22,7 +22,7 @@ from ibdiag.errors import InputError
 from ibdiag.node.model import Port
 from ibdiag.output.jsonout import load_envelope
 from ibdiag.parse import MAX_IB_RATE_GBPS
-from ibdiag.text import safe_value
+from ibdiag.text import is_printable, safe_value
 
 SCHEMA = "ibdiag.counters/1"
 _HINT = "save a baseline on this node with `ibdiag counters -o json > before.json` before the job"
@@ -43,7 +43,7 @@ def _text(path: Path, where: str, value: Any, *, optional: bool = ...) -> str | 
 def _text(path: Path, where: str, value: Any, *, optional: bool = True) -> str | None:
     if value is None and optional:
         return None
-    if not isinstance(value, str) or not value or len(value) > MAX_TEXT or not value.isprintable():
+    if not isinstance(value, str) or not value or len(value) > MAX_TEXT or not is_printable(value):
         raise _bad(path, f"{where} is {safe_value(value)}, not a name")
     return value
 

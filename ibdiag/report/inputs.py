@@ -2,7 +2,7 @@
 
 Every file is untrusted: it must be a regular file of at most ``max_bytes``, JSON, an ibdiag envelope of
 a schema the report knows (topo, counters, bench, sweep), and every value the report uses is checked
-for type, range and printable text (:class:`~ibdiag.sweep.untrusted.JsonReader`). A file that fails is
+for type, range and printable text (:class:`~ibdiag.jsonread.JsonReader`). A file that fails is
 *skipped* — named, with the reason — and the rest is reported; only when nothing is readable does the
 command stop (exit 2).
 """
@@ -23,9 +23,9 @@ from ibdiag.counters.hw_spec import HW_JUDGED, HwGroup
 from ibdiag.counters.spec import ERROR_COUNTERS
 from ibdiag.errors import InputError
 from ibdiag.findings.model import Finding, Severity
+from ibdiag.jsonread import JsonReader
 from ibdiag.sweep.model import SweepResult
 from ibdiag.sweep.nodes import ADAPTER_RE, HOST_RE
-from ibdiag.sweep.untrusted import JsonReader
 from ibdiag.text import safe_value
 
 SCHEMAS = {

@@ -14,7 +14,7 @@ The pieces, each pure and usable on its own:
 * :mod:`~ibdiag.sweep.analysis` — robust statistics and node / link / unreachable attribution;
 * :mod:`~ibdiag.sweep.checks` — findings (``sweep.*``); :mod:`~ibdiag.sweep.model` — the
   ``ibdiag.sweep/1`` document; :mod:`~ibdiag.sweep.render` and :mod:`~ibdiag.sweep.chart` — views;
-  :mod:`~ibdiag.sweep.plan` — what ``--plan`` shows; :mod:`~ibdiag.sweep.untrusted` — checked JSON reading.
+  :mod:`~ibdiag.sweep.plan` — what ``--plan`` shows; JSON from other ranks and files is read by :mod:`ibdiag.jsonread`.
 
 ``--test collective`` runs a 2-rank gloo all_reduce per pair (:mod:`~ibdiag.sweep.collrunner`); NCCL per pair is not implemented.
 """

@@ -31,12 +31,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ibdiag.errors import UsageError
+from ibdiag.jsonread import JsonReader
 from ibdiag.sweep.analysis import Analysis, LinkVerdict, SweepConfig
 from ibdiag.sweep.attribution import analyse
 from ibdiag.sweep.nodes import ADAPTER_RE, HOST_RE, FleetNode, Rail, check_fleet
 from ibdiag.sweep.runner import PAIR_ENGINES, PairResult, PairSpec
 from ibdiag.sweep.schedule import MAX_NODES, MAX_RANDOM_ROUNDS, Pattern, Phase
-from ibdiag.sweep.untrusted import JsonReader
 
 SCHEMA = "ibdiag.sweep/1"
 PAIR_COLUMNS = (

@@ -14,11 +14,11 @@ from dataclasses import replace
 from typing import Any, TypeGuard
 
 from ibdiag.errors import InputError
+from ibdiag.jsonread import JsonReader
 from ibdiag.sweep.model import nodes_from_json
 from ibdiag.sweep.nodes import FleetNode, Rail
 from ibdiag.sweep.runner import PAIR_ENGINES, PairResult
 from ibdiag.sweep.schedule import Phase
-from ibdiag.sweep.untrusted import JsonReader
 
 #: Most rows one rank reports per round (one per rail).
 MAX_ROWS = 64

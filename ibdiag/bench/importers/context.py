@@ -24,7 +24,6 @@ import shlex
 from dataclasses import dataclass, field
 
 from ibdiag.bench.importers.lines import Line
-from ibdiag.bench.results.jsonfields import Scalar
 from ibdiag.bench.results.provenance import (
     MAX_NAMES,
     MAX_WARNINGS,
@@ -34,6 +33,7 @@ from ibdiag.bench.results.provenance import (
     CommandLine,
     NcclPath,
 )
+from ibdiag.jsonread import Scalar
 
 NCCL_DEBUG = re.compile(r"\bNCCL (INFO|WARN|TRACE|ERROR|ABORT)\b")
 _NCCL_VERSION = re.compile(r"\bNCCL version (\S+)")

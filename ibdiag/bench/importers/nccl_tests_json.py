@@ -17,11 +17,11 @@ from ibdiag.bench.importers.lines import number
 from ibdiag.bench.importers.nccl_tests import HINT
 from ibdiag.bench.importers.nccl_tests_run import choose_op, collective_meta
 from ibdiag.bench.results.collective_meta import NcclRank, NcclTestsLog
-from ibdiag.bench.results.jsonfields import Fields
 from ibdiag.bench.results.model import BenchRun, CollectiveResult
 from ibdiag.bench.results.provenance import ImportInfo, Provenance
 from ibdiag.collectives import op_in_text
 from ibdiag.errors import InputError
+from ibdiag.jsonread import Fields
 
 
 def is_json_doc(doc: Any) -> bool:

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ibdiag.bench.results.jsonfields import Fields, Scalar, put
+from ibdiag.bench.results.jsonfields import put
+from ibdiag.jsonread import Fields, Scalar
 
 #: Most ranks a run may have (a file claiming more is not a real run).
 MAX_RANKS = 1 << 24

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ibdiag.bench.results.collective_meta import CollectiveMeta
-from ibdiag.bench.results.jsonfields import Fields
 from ibdiag.bench.results.p2p_meta import P2PMeta
 from ibdiag.bench.results.provenance import Provenance
 from ibdiag.errors import InputError
+from ibdiag.jsonread import Fields
 from ibdiag.output.jsonout import load_envelope
 
 SCHEMA = "ibdiag.bench/1"

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ibdiag.bench.results.jsonfields import Fields, put
+from ibdiag.bench.results.jsonfields import put
+from ibdiag.jsonread import Fields
 from ibdiag.text import safe_excerpt
 
 TRANSPORTS = ("tcp", "rdma")

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ibdiag.bench.results.jsonfields import Fields, Scalar, put
+from ibdiag.bench.results.jsonfields import put
+from ibdiag.jsonread import Fields, Scalar
 
 #: Most warning lines kept from a log (the count says how many there were).
 MAX_WARNINGS = 5

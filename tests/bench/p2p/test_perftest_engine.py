@@ -23,9 +23,9 @@ from ibdiag.bench.p2p.control.protocol import Channel, RemoteError, client_hands
 from ibdiag.bench.p2p.fields import RequestError
 from ibdiag.bench.p2p.params import RunRequest
 from ibdiag.bench.p2p.perftest import engine as pe
-from ibdiag.bench.results.jsonfields import Fields
 from ibdiag.bench.results.p2p_meta import P2PSetup, PerftestEngine
 from ibdiag.errors import CannotRunError
+from ibdiag.jsonread import Fields
 from tests.support.env import REPO
 from tests.support.p2p import perftest_processes, server_thread
 

@@ -31,9 +31,9 @@ from ibdiag.bench.p2p.rdma.loops import (
     write_bw,
 )
 from ibdiag.bench.p2p.rdma.plan import QpInfo, plan_connection
-from ibdiag.bench.results.jsonfields import Fields
 from ibdiag.bench.results.p2p_meta import P2PSetup, RdmaEnd, RdmaPath
 from ibdiag.errors import CannotRunError, PeerTimeoutError
+from ibdiag.jsonread import Fields
 from tests.bench.p2p.test_rdma import ROCE_A, ROCE_B
 
 

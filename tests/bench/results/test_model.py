@@ -96,17 +96,17 @@ def _saved(**changes):
 @pytest.mark.parametrize(
     ("changes", "needle"),
     [
-        ({"world_size": "4"}, "world_size is not a whole number"),
-        ({"world_size": 0}, "world_size 0 is outside"),
-        ({"setup_s": -1.0}, "setup_s -1 is outside"),
-        ({"hosts": ["node0\x1b[2J"]}, "hosts[0] holds control characters"),
-        ({"per_rank": {"rank": 0}}, "per_rank is not a list"),
-        ({"per_rank": [{"host": "a"}]}, "per_rank[0].rank is missing"),
+        ({"world_size": "4"}, "world_size: must be a whole number"),
+        ({"world_size": 0}, "world_size: 0 is outside"),
+        ({"setup_s": -1.0}, "setup_s: -1.0 is outside"),
+        ({"hosts": ["node0\x1b[2J"]}, "hosts[0]: holds control or non-printable characters"),
+        ({"per_rank": {"rank": 0}}, "per_rank: must be a list"),
+        ({"per_rank": [{"host": "a"}]}, "per_rank[0].rank: is missing"),
         (
             {"spread": [{"bytes": 8, "time_us": {"min": 1, "median": "x", "max": 2}}]},
-            "spread[0].time_us.median is not a number",
+            "spread[0].time_us.median: must be a finite number",
         ),
-        ({"settings": {"NCCL_ALGO": ["Ring"]}}, "settings.NCCL_ALGO is not a plain value"),
+        ({"settings": {"NCCL_ALGO": ["Ring"]}}, "settings.NCCL_ALGO: must be a plain value"),
         (
             {
                 "stragglers": [
@@ -119,7 +119,7 @@ def _saved(**changes):
                     }
                 ]
             },
-            "stragglers[0].kind 'node' is not one of",
+            "stragglers[0].kind: must be one of",
         ),
         (
             {
@@ -133,7 +133,7 @@ def _saved(**changes):
                     }
                 ]
             },
-            "results[0] is malformed: algbw_gbs is not a number",
+            "results[0] is malformed: algbw_gbs: must be a finite number",
         ),
         (
             {
@@ -141,7 +141,7 @@ def _saved(**changes):
                     {"bytes": -8, "count": 2, "time_us": 1.0, "algbw_gbs": 1.0, "busbw_gbs": 0.0}
                 ]
             },
-            "results[0] is malformed: bytes -8 is outside",
+            "results[0] is malformed: bytes: -8 is outside",
         ),
     ],
 )
@@ -164,7 +164,7 @@ def test_a_minimal_document_is_still_a_run():
 
 
 def test_rdma_device_details_from_a_peer_are_checked():
-    from ibdiag.bench.results.jsonfields import Fields
+    from ibdiag.jsonread import Fields
 
-    with pytest.raises(ValueError, match="ready.ib_port 0 is outside"):
+    with pytest.raises(ValueError, match="ready.ib_port: 0 is outside"):
         RdmaEnd.read(Fields({"device": "mlx5_0", "ib_port": 0}, "ready"))

@@ -12,8 +12,8 @@ from typing import Any
 from ibdiag.bench.p2p.control.protocol import ProtocolError
 from ibdiag.bench.p2p.params import RunRequest
 from ibdiag.bench.p2p.rdma.plan import choose_device, choose_gid
-from ibdiag.bench.results.jsonfields import Fields
 from ibdiag.bench.results.p2p_meta import RdmaEnd, RdmaPath
+from ibdiag.jsonread import Fields
 from ibdiag.node.discover import list_adapters, list_ports, read_port
 from ibdiag.node.sysfs import SysfsRoot
 
