@@ -243,9 +243,10 @@ def in_guest(args: argparse.Namespace) -> int:
     from guest_c import build_c
     from rdma_vs_perftest import CLIENT_CPU, SERVER_CPU, perftest
 
-    from ibdiag.bench.p2p.session import select_rdma
+    from ibdiag.bench.p2p.rdma.session import select_rdma
+    from ibdiag.node.sysfs import SysfsRoot
 
-    sel = select_rdma("/", DEVICE, 1, None)
+    sel = select_rdma(SysfsRoot("/"), DEVICE, 1, None)
     addr = os.environ.get("IBDIAG_RDMAVM_ADDR", "10.77.0.1")
     os.sched_setaffinity(0, {CLIENT_CPU})
     results: dict[str, list[float]] = {}

@@ -151,9 +151,10 @@ def c_posts(exe: Path, gid_index: int, n: int) -> float:
 def in_guest(args: argparse.Namespace) -> int:
     from guest_c import build_c
 
-    from ibdiag.bench.p2p.session import select_rdma
+    from ibdiag.bench.p2p.rdma.session import select_rdma
+    from ibdiag.node.sysfs import SysfsRoot
 
-    sel = select_rdma("/", DEVICE, 1, None)
+    sel = select_rdma(SysfsRoot("/"), DEVICE, 1, None)
     with tempfile.TemporaryDirectory() as d:
         exe = build_c(C_POSTS, Path(d), "posts")
         py: list[float] = []

@@ -206,7 +206,8 @@ def summarize(
 
 
 def in_guest(args: argparse.Namespace) -> int:
-    from ibdiag.bench.p2p.session import select_rdma
+    from ibdiag.bench.p2p.rdma.session import select_rdma
+    from ibdiag.node.sysfs import SysfsRoot
 
     addr = os.environ.get("IBDIAG_RDMAVM_ADDR", "10.77.0.1")
     out = Path(os.environ.get("IBDIAG_RDMAVM_OUT", "."))
@@ -216,7 +217,7 @@ def in_guest(args: argparse.Namespace) -> int:
     from ibdiag.bench.p2p.control.protocol import read_token_file
 
     token = read_token_file(token_file)
-    sel = select_rdma("/", DEVICE, 1, None)
+    sel = select_rdma(SysfsRoot("/"), DEVICE, 1, None)
     bw_sizes = tuple(parse_size(s) for s in args.bw_sizes.split(","))
     rate_sizes = tuple(parse_size(s) for s in args.rate_sizes.split(","))
     sizes = tuple(sorted(set(bw_sizes + rate_sizes)))

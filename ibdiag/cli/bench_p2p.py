@@ -215,6 +215,7 @@ def p2p_command(
     from ibdiag.bench.p2p.params import RunRequest
     from ibdiag.bench.views import view_for
     from ibdiag.findings.model import Report
+    from ibdiag.node.sysfs import SysfsRoot
     from ibdiag.units import parse_size_spec
 
     # Everything that can be refused is refused before a single byte is measured.
@@ -283,6 +284,7 @@ def p2p_command(
         device=device,
         ib_port=ib_port,
         gid_index=gid_index,
+        sysfs=SysfsRoot("/"),  # the one tree of this run: the live node's /sys
         perftest_path=path,
     )
     interactive = fmt is OutputFormat.table and env().stderr_isatty

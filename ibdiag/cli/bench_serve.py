@@ -77,6 +77,7 @@ def serve_command(
     from ibdiag.bench.p2p.fields import check_rdma_port
     from ibdiag.bench.p2p.params import TRANSPORTS
     from ibdiag.bench.p2p.serve import ServeOptions, Server, preflight_rdma
+    from ibdiag.node.sysfs import SysfsRoot
     from ibdiag.units import format_bytes
 
     transports = TRANSPORTS if transport is ServeTransport.any else (transport.value,)
@@ -100,6 +101,7 @@ def serve_command(
         timeout_s=timeout,
         once=once,
         socket_buffer=size_from_option(socket_buffer, "--socket-buffer"),
+        sysfs=SysfsRoot("/"),  # the one tree every client's run reads: the live node's /sys
         perftest_path=env().environ.get("PATH"),
     )
     rdma_line = None

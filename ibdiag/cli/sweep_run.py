@@ -37,6 +37,7 @@ def run_sweep_command(
     debug: bool,
 ) -> int:
     from ibdiag.errors import UsageError
+    from ibdiag.node.sysfs import SysfsRoot
     from ibdiag.runtime.hooks import TestHooks
     from ibdiag.runtime.launch import detect_launch
     from ibdiag.sweep.distributed import SweepJob, run_distributed
@@ -70,6 +71,7 @@ def run_sweep_command(
         file.thresholds(),
         rails,
         file.start_timeout_s,
+        sysfs=SysfsRoot("/"),  # this rank's one tree (rails, servers, clients)
         perftest_path=env().environ.get("PATH"),
     )
     started = time.monotonic()

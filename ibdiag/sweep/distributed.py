@@ -27,10 +27,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ibdiag.errors import CannotRunError, InputError, UsageError
+from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.runtime.hooks import TestHooks
 from ibdiag.runtime.launch import LaunchEnv
 from ibdiag.sweep.analysis import SweepConfig
@@ -69,7 +70,8 @@ class SweepJob:
     """``--rails``: adapters in rail order; None: from topo."""
     start_timeout_s: float = 60.0
     """How long rank 0 waits for every node to start and publish itself."""
-    sysfs_root: str = "/"
+    sysfs: SysfsRoot = field(default_factory=SysfsRoot)
+    """The tree this rank reads (rails, line rates, devices). Never sent: each rank builds its own job."""
     perftest_path: str | None = None
     """PATH for perftest's binaries (``--engine perftest``/``auto``); None: this process's PATH."""
 
@@ -125,9 +127,9 @@ class _Rank:
         if (
             job.spec.test == "collective"
         ):  # gloo between the nodes' addresses: one TCP rail, no p2p servers
-            rails, _ = local_rails("tcp", address, None, job.sysfs_root)
+            rails, _ = local_rails("tcp", address, None, job.sysfs)
         else:
-            rails, fallback = local_rails(job.spec.transport, address, job.adapters, job.sysfs_root)
+            rails, fallback = local_rails(job.spec.transport, address, job.adapters, job.sysfs)
             if fallback:
                 self.log(fallback)
             self.servers = RailServers(
@@ -137,7 +139,7 @@ class _Rank:
                 job.spec.bytes,
                 job.spec.timeout_s,
                 self.log,
-                job.sysfs_root,
+                job.sysfs,
                 job.perftest_path,
             )
             ports = self.servers.start()
@@ -175,7 +177,7 @@ class _Rank:
         self.runner = P2PPairRunner(
             table,
             self.token_bytes,
-            sysfs_root=self.job.sysfs_root,
+            sysfs=self.job.sysfs,
             perftest_path=self.job.perftest_path,
         )
         return missing

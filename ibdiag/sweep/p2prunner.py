@@ -42,7 +42,7 @@ def local_rails(
     transport: str,
     address: str,
     adapters: Sequence[str] | None,
-    sysfs_root: str = "/",
+    sysfs: SysfsRoot,
     *,
     rdma_devices: Callable[[], list[str]] | None = None,
 ) -> tuple[tuple[Rail, ...], str | None]:
@@ -53,7 +53,6 @@ def local_rails(
     the device list, :func:`ibdiag.bench.p2p.rdma.verbs.list_devices` by default — the boundary to the RDMA
     stack). One TCP rail for ``--transport tcp``, without adapters, or without a usable RDMA stack.
     """
-    sysfs = SysfsRoot(sysfs_root)
     tcp = (Rail(0, None, None, tcp_line_rate(sysfs, address).gbps),)
     if transport != "rdma":
         return tcp, None
@@ -111,7 +110,8 @@ class RailServers:
     max_bytes: int
     timeout_s: float
     log: Callable[[str], None]
-    sysfs_root: str = "/"
+    sysfs: SysfsRoot = field(default_factory=SysfsRoot)
+    """The tree every rail's server reads (the sweep's one, from the command)."""
     perftest_path: str | None = None
     """PATH for perftest's binaries when a client asks for ``--engine perftest``."""
     ports: list[int] = field(default_factory=list)
@@ -130,7 +130,7 @@ class RailServers:
                 token=self.token,
                 max_size=self.max_bytes,
                 timeout_s=self.timeout_s,
-                sysfs_root=self.sysfs_root,
+                sysfs=self.sysfs,
                 perftest_path=self.perftest_path,
             )
             server = Server(opts, lambda line, k=rail.index: self.log(f"rail {k} server: {line}"))  # type: ignore[misc]  # mypy#15459: no inference for a lambda with default args
@@ -171,12 +171,12 @@ class P2PPairRunner:
         ports: Mapping[int, Sequence[int]],
         token: bytes,
         *,
-        sysfs_root: str = "/",
+        sysfs: SysfsRoot | None = None,
         perftest_path: str | None = None,
     ) -> None:
         self.ports = ports
         self.token = token
-        self.sysfs_root = sysfs_root
+        self.sysfs = sysfs if sysfs is not None else SysfsRoot()  # None: this node's /sys
         self.perftest_path = perftest_path
 
     def run_pair(self, test: PairTest, a: FleetNode, b: FleetNode, spec: PairSpec) -> PairResult:
@@ -210,7 +210,7 @@ class P2PPairRunner:
                 timeout_s=spec.timeout_s,
                 device=rail_b.adapter if transport == "rdma" else None,
                 ib_port=rail_b.port or 1,
-                sysfs_root=self.sysfs_root,
+                sysfs=self.sysfs,
                 perftest_path=self.perftest_path,
             )
             run = client.run_p2p(req, opts)

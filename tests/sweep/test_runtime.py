@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from ibdiag.errors import InputError
+from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.sweep.distributed import round_limit_s
 from ibdiag.sweep.passes import RoundDone
 from ibdiag.sweep.progress import eta_s, progress_line
@@ -180,7 +181,7 @@ def test_rails_are_the_gpus_ports_in_nic_order_and_fall_back_to_tcp(fixture_root
     from ibdiag.errors import CannotRunError, UsageError
     from ibdiag.sweep.p2prunner import local_rails
 
-    root = str(fixture_root("dgx-h100"))
+    root = SysfsRoot(fixture_root("dgx-h100"))
     rails, note = local_rails("rdma", "127.0.0.1", None, root, rdma_devices=lambda: DGX_DEVICES)
     # topo's GPU-nearest ports: the eight compute NICs, not the two storage NICs (mlx5_4, mlx5_5)
     assert [r.adapter for r in rails] == [
@@ -215,7 +216,7 @@ def test_rails_are_the_gpus_ports_in_nic_order_and_fall_back_to_tcp(fixture_root
     with pytest.raises(CannotRunError, match="libibverbs cannot open mlx5_9"):
         local_rails("rdma", "127.0.0.1", ["mlx5_9"], root, rdma_devices=lambda: DGX_DEVICES[:4])
     assert (
-        local_rails("rdma", "127.0.0.1", None, str(fixture_root("vm-no-rdma")))[1]
+        local_rails("rdma", "127.0.0.1", None, SysfsRoot(fixture_root("vm-no-rdma")))[1]
         == "no RDMA adapter: testing over TCP"
     )
     assert local_rails("tcp", "127.0.0.1", None, root) == ((tcp[0],), None)
@@ -273,7 +274,7 @@ def _pair_without_rxe0(tmp_path):
     (tmp_path / "sys" / "class" / "infiniband").mkdir(parents=True)
     nodes = make_fleet(["a", "b"], ["rxe0"], addresses=["127.0.0.1", "127.0.0.1"])
     runner = P2PPairRunner(
-        {0: [free_port()], 1: [free_port()]}, b"t" * 32, sysfs_root=str(tmp_path)
+        {0: [free_port()], 1: [free_port()]}, b"t" * 32, sysfs=SysfsRoot(tmp_path)
     )
     test = PairTest(0, Phase.FIRST, End(0, 0, "rxe0"), End(1, 0, "rxe0"))
     return runner, test, nodes

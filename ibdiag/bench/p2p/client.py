@@ -34,6 +34,7 @@ from ibdiag.bench.results.p2p_meta import (
     PerftestEngine,
     RdmaPath,
 )
+from ibdiag.node.sysfs import SysfsRoot
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,8 @@ class ClientOptions:
     device: str | None = None
     ib_port: int = 1
     gid_index: int | None = None
-    sysfs_root: str = "/"
+    sysfs: SysfsRoot = field(default_factory=SysfsRoot)
+    """The tree this end reads (device, port, GID, line rate): one for the whole run, built by the command."""
     perftest_path: str | None = None
     """PATH searched for perftest's binaries (``--engine perftest``); None: this process's PATH."""
 
@@ -105,7 +107,7 @@ class P2PRun:
 def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = None) -> P2PRun:
     """Run ``req`` against the server at ``opts.host:opts.port``; raises ibdiag errors (exit 2/3)."""
     local = Local(
-        opts.sysfs_root,
+        opts.sysfs,
         opts.device,
         opts.ib_port,
         opts.gid_index,
@@ -117,9 +119,7 @@ def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = No
     peer = f"[{opts.host}]:{opts.port}" if ":" in opts.host else f"{opts.host}:{opts.port}"
     sock = connect(opts.host, opts.port, opts.timeout_s)
     ch = Channel(sock, peer, opts.timeout_s)
-    run = run_client(
-        ch, req, make_side, token=opts.token, sysfs_root=opts.sysfs_root, progress=progress
-    )
+    run = run_client(ch, req, make_side, token=opts.token, sysfs=opts.sysfs, progress=progress)
     return P2PRun(
         req,
         peer,

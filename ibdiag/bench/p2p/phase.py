@@ -225,7 +225,7 @@ def measure_sizes(
 class Local:
     """This end's settings an engine reads (from the client's or the server's options)."""
 
-    sysfs_root: str
+    sysfs: SysfsRoot
     device: str | None
     ib_port: int
     gid_index: int | None

@@ -69,7 +69,8 @@ class ServeOptions:
     timeout_s: float = DEFAULT_TIMEOUT_S
     once: bool = False
     socket_buffer: int | None = None
-    sysfs_root: str = "/"
+    sysfs: SysfsRoot = field(default_factory=SysfsRoot)
+    """The tree this server reads (device, port, GID, line rate), shared by every client it serves."""
     handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S
     """One deadline for a stranger's whole handshake (capped at ``timeout_s``)."""
     max_unauthenticated_per_address: int = admission.PER_SOURCE
@@ -341,7 +342,7 @@ class Server:
     def _run(self, ch: Channel, req: RunRequest) -> None:
         o = self.opts
         local = Local(
-            o.sysfs_root,
+            o.sysfs,
             o.device,
             o.ib_port,
             o.gid_index,
@@ -350,7 +351,7 @@ class Server:
             o.perftest_path,
         )
         side = engine_for(req).server(ch, req, local, self.log)
-        rate = side.line_rate(SysfsRoot(o.sysfs_root))
+        rate = side.line_rate(o.sysfs)
         with self._state:
             self._sides.add(side)
         try:
@@ -435,7 +436,7 @@ def preflight_rdma(opts: ServeOptions) -> str:
     """With ``--transport rdma`` check at start-up that pyverbs, the device and the port are usable."""
     note = ""
     try:
-        sel = rdma_session.select_rdma(opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index)
+        sel = rdma_session.select_rdma(opts.sysfs, opts.device, opts.ib_port, opts.gid_index)
     except CannotRunError as e:
         # Without pyverbs a server can still serve --engine perftest where perftest is installed.
         if (
@@ -443,6 +444,6 @@ def preflight_rdma(opts: ServeOptions) -> str:
             or shutil.which("ib_write_bw", path=opts.perftest_path) is None
         ):
             raise
-        sel = select_device(opts.sysfs_root, opts.device, opts.ib_port, opts.gid_index)
+        sel = select_device(opts.sysfs, opts.device, opts.ib_port, opts.gid_index)
         note = f"; {e.message}: serving --engine perftest clients only"
     return f"{sel.device} port {sel.port}, GID index {sel.gid_index if sel.gid_index is not None else '-'} ({sel.gid_reason}){note}"

@@ -91,7 +91,7 @@ def run_client(
     make_side: ClientFactory,
     *,
     token: bytes | None,
-    sysfs_root: str,
+    sysfs: SysfsRoot,
     progress: Progress | None = None,
 ) -> ClientRun:
     """Handshake, ``run``, the data path, every size and kind, ``bye``; closes the side and ``ch``.
@@ -106,7 +106,7 @@ def run_client(
         remote_rate = LineRate.from_json(ready.get("line_rate"))
         side = make_side(ch)
         rdma = side.connect(ready)
-        local_rate = side.line_rate(SysfsRoot(sysfs_root))
+        local_rate = side.line_rate(sysfs)
         ch.expect("connected", "the server to set up the data path")
         results = measure_sizes(side.measure, req.sizes, req.kinds, progress)
         ch.send({"type": "bye"})

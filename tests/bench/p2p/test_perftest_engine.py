@@ -26,6 +26,7 @@ from ibdiag.bench.p2p.perftest import engine as pe
 from ibdiag.bench.results.p2p_meta import P2PSetup, PerftestEngine
 from ibdiag.errors import CannotRunError
 from ibdiag.jsonread import Fields
+from ibdiag.node.sysfs import SysfsRoot
 from tests.support.env import REPO
 from tests.support.p2p import perftest_processes, server_thread
 
@@ -355,8 +356,8 @@ def test_cli_help_documents_the_engine(cli):
 def test_the_real_perftest_fails_on_the_server_and_the_client_hears_why():
     """The server's ib_write_bw (real, on a sysfs fixture naming rxe0) exits before it listens: the
     client gets perftest's own words and the server's command, exit 3; no process is left."""
-    with server_thread(sysfs_root=RXE_ROOT) as (port, log, _):
-        opts = ClientOptions(host="127.0.0.1", port=port, timeout_s=10.0, sysfs_root=RXE_ROOT)
+    with server_thread(sysfs=SysfsRoot(RXE_ROOT)) as (port, log, _):
+        opts = ClientOptions(host="127.0.0.1", port=port, timeout_s=10.0, sysfs=SysfsRoot(RXE_ROOT))
         with pytest.raises(RemoteError) as e:
             run_p2p(req(iters=5), opts)
         log.wait_for(r"dropped: perftest on the server")
@@ -373,8 +374,8 @@ def test_the_real_perftest_fails_on_the_server_and_the_client_hears_why():
 
 @pytest.mark.skipif(not HAVE_PERFTEST, reason="needs perftest installed")
 def test_perftest_missing_on_the_server_is_a_clear_error(tmp_path):
-    with server_thread(sysfs_root=RXE_ROOT, perftest_path=str(tmp_path)) as (port, log, _):
-        opts = ClientOptions(host="127.0.0.1", port=port, timeout_s=10.0, sysfs_root=RXE_ROOT)
+    with server_thread(sysfs=SysfsRoot(RXE_ROOT), perftest_path=str(tmp_path)) as (port, log, _):
+        opts = ClientOptions(host="127.0.0.1", port=port, timeout_s=10.0, sysfs=SysfsRoot(RXE_ROOT))
         with pytest.raises(RemoteError) as e:
             run_p2p(req(iters=5, mode="lat", sizes=(8,)), opts)
         log.wait_for(r"dropped: perftest's ib_write_lat is not installed on the server")
@@ -396,7 +397,7 @@ def test_a_dead_client_gets_the_servers_perftest_killed(tmp_path):
         "p = int(sys.argv[sys.argv.index('-p') + 1])\ns = socket.socket(); s.bind(('', p)); s.listen(1)\ntime.sleep(300)\n"
     )
     script.chmod(0o755)
-    with server_thread(sysfs_root=RXE_ROOT, perftest_path=str(tmp_path), timeout_s=2.0) as (
+    with server_thread(sysfs=SysfsRoot(RXE_ROOT), perftest_path=str(tmp_path), timeout_s=2.0) as (
         port,
         log,
         _,
@@ -433,10 +434,12 @@ def test_a_server_without_pyverbs_serves_perftest_clients(monkeypatch, tmp_path)
     monkeypatch.setattr(rdma_session, "select_rdma", no_pyverbs)
     (tmp_path / "ib_write_bw").write_text("#!/bin/sh\n")
     (tmp_path / "ib_write_bw").chmod(0o755)
-    line = preflight_rdma(ServeOptions(sysfs_root=RXE_ROOT, perftest_path=str(tmp_path)))
+    line = preflight_rdma(ServeOptions(sysfs=SysfsRoot(RXE_ROOT), perftest_path=str(tmp_path)))
     assert line.startswith("rxe0 port 1") and "serving --engine perftest clients only" in line
     with pytest.raises(CannotRunError, match="pyverbs"):
-        preflight_rdma(ServeOptions(sysfs_root=RXE_ROOT, perftest_path=str(tmp_path / "none")))
+        preflight_rdma(
+            ServeOptions(sysfs=SysfsRoot(RXE_ROOT), perftest_path=str(tmp_path / "none"))
+        )
 
 
 # --- processes that do not outlive ibdiag, and perftest's port taken before it binds ------------------
@@ -560,7 +563,7 @@ def test_a_perftest_port_taken_before_perftest_binds_it_is_replaced_by_another(
     monkeypatch.setattr(
         pe, "free_port", lambda: picks.append(taken_port if not picks else real()) or picks[-1]
     )
-    with server_thread(sysfs_root=RXE_ROOT, perftest_path=str(tmp_path), timeout_s=5.0) as (
+    with server_thread(sysfs=SysfsRoot(RXE_ROOT), perftest_path=str(tmp_path), timeout_s=5.0) as (
         port,
         log,
         _,
@@ -584,7 +587,7 @@ def test_a_perftest_port_taken_every_time_is_a_clear_exit_3(tmp_path, monkeypatc
     """Every pick taken: after LISTEN_TRIES tries the client hears why (exit 3, a hint), nothing is left."""
     _stand_in_perftest_server(tmp_path)
     monkeypatch.setattr(pe, "free_port", lambda: taken_port)
-    with server_thread(sysfs_root=RXE_ROOT, perftest_path=str(tmp_path), timeout_s=5.0) as (
+    with server_thread(sysfs=SysfsRoot(RXE_ROOT), perftest_path=str(tmp_path), timeout_s=5.0) as (
         port,
         log,
         _,

@@ -24,6 +24,7 @@ from ibdiag.bench.p2p.rdma.latency import (
 from ibdiag.bench.p2p.rdma.loops import reset_areas, signal_interval, write_bw
 from ibdiag.bench.p2p.rdma.plan import plan_connection
 from ibdiag.bench.p2p.rdma.session import select_rdma
+from ibdiag.node.sysfs import SysfsRoot
 from tests.rdmavm.guest.conftest import DEVICE
 
 SIZE = 4096
@@ -65,7 +66,7 @@ class CountingCompletions:
 
 @pytest.fixture
 def qp_pair():
-    sel = select_rdma("/", DEVICE, 1, None)
+    sel = select_rdma(SysfsRoot("/"), DEVICE, 1, None)
     bufs = [allocate(2 * SIZE), allocate(2 * SIZE)]
     eps = [
         RdmaEndpoint(

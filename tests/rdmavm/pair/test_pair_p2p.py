@@ -22,8 +22,9 @@ PERFTEST_PORT = 18515
 
 def _gid_index() -> int:
     from ibdiag.bench.p2p.rdma.session import select_rdma
+    from ibdiag.node.sysfs import SysfsRoot
 
-    return select_rdma("/", DEVICE, 1, None).gid_index
+    return select_rdma(SysfsRoot("/"), DEVICE, 1, None).gid_index
 
 
 def ib_write_bw(node0, size: int, iters: int) -> float:

@@ -444,7 +444,7 @@ def run_all(
 def _client(req: RunRequest, local: Local) -> ClientFactory:
     for kind in req.kinds:  # a missing binary fails before any connection
         find_program(binary(req.verb, kind), local.perftest_path)
-    sel = select_device(local.sysfs_root, local.device, local.ib_port, local.gid_index)
+    sel = select_device(local.sysfs, local.device, local.ib_port, local.gid_index)
     return lambda ch: PerftestClientSide(
         ch,
         req,
@@ -456,7 +456,7 @@ def _client(req: RunRequest, local: Local) -> ClientFactory:
 
 
 def _server(ch: Channel, req: RunRequest, local: Local, log: Log) -> PerftestServerSide:
-    sel = select_device(local.sysfs_root, local.device, local.ib_port, local.gid_index)
+    sel = select_device(local.sysfs, local.device, local.ib_port, local.gid_index)
     return PerftestServerSide(
         ch, req, sel, timeout_s=local.timeout_s, path=local.perftest_path, log=log
     )

@@ -33,10 +33,9 @@ class RdmaSelection:
 
 
 def select_device(
-    sysfs_root: str, device: str | None, ib_port: int, gid_index: int | None
+    sysfs: SysfsRoot, device: str | None, ib_port: int, gid_index: int | None
 ) -> RdmaSelection:
     """Device, port and GID from sysfs alone (perftest needs no pyverbs): like :func:`select_rdma`."""
-    sysfs = SysfsRoot(sysfs_root)
     ports = [
         read_port(sysfs, name, ib_port)
         for name in list_adapters(sysfs)

@@ -94,11 +94,10 @@ RX_DEPTH = 512
 
 
 def select_rdma(
-    sysfs_root: str, device: str | None, ib_port: int, gid_index: int | None
+    sysfs: SysfsRoot, device: str | None, ib_port: int, gid_index: int | None
 ) -> RdmaSelection:
     """Device (given or the first with an ACTIVE port), then the GID (given or perftest's choice)."""
     names = sorted(verbs.list_devices(), key=natural_key)
-    sysfs = SysfsRoot(sysfs_root)
     ports = [read_port(sysfs, name, ib_port) for name in names]
     port = choose_device(ports, device)
     gid = choose_gid(port, gid_index)
@@ -441,13 +440,13 @@ class RdmaClientSide(OwnLoops, RdmaSide):
 
 def _client(req: RunRequest, local: Local) -> ClientFactory:
     # pyverbs, the device, the port and the sizes: checked before any connection (exit 3)
-    sel = select_rdma(local.sysfs_root, local.device, local.ib_port, local.gid_index)
+    sel = select_rdma(local.sysfs, local.device, local.ib_port, local.gid_index)
     check_message_sizes(req.sizes, sel.max_msg_bytes, sel.device, sel.port)
     return lambda ch: RdmaClientSide(ch, req, sel, timeout_s=local.timeout_s)
 
 
 def _server(ch: Channel, req: RunRequest, local: Local, log: Log) -> RdmaServerSide:
-    sel = select_rdma(local.sysfs_root, local.device, local.ib_port, local.gid_index)
+    sel = select_rdma(local.sysfs, local.device, local.ib_port, local.gid_index)
     problem = message_size_problem(req.sizes, sel.max_msg_bytes, sel.device, sel.port)
     if problem:
         ch.send_error(
