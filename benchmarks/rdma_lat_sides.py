@@ -174,7 +174,8 @@ def _py_end(sel, iters: int, role: str, io: Side) -> int:
     from ibdiag.bench.buffers import allocate
     from ibdiag.bench.p2p.params import AUTO_INLINE_LAT, DEFAULT_TX_DEPTH
     from ibdiag.bench.p2p.rdma.endpoint import RdmaEndpoint
-    from ibdiag.bench.p2p.rdma.loops import reset_areas, write_lat_initiator, write_lat_responder
+    from ibdiag.bench.p2p.rdma.latency import write_lat_initiator, write_lat_responder
+    from ibdiag.bench.p2p.rdma.loops import reset_areas
     from ibdiag.bench.p2p.rdma.plan import QpInfo, plan_connection
 
     buf = allocate(2 * HALF)

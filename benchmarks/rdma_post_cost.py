@@ -94,7 +94,7 @@ def python_posts(sel, n: int) -> float:
     from ibdiag.bench.buffers import allocate
     from ibdiag.bench.p2p.params import DEFAULT_TX_DEPTH
     from ibdiag.bench.p2p.rdma.endpoint import RdmaEndpoint
-    from ibdiag.bench.p2p.rdma.loops import _await_completion
+    from ibdiag.bench.p2p.rdma.latency import _await_completion
     from ibdiag.bench.p2p.rdma.plan import plan_connection
 
     half = 4096

@@ -347,14 +347,13 @@ def latency_profile(sel, iters: int) -> dict:
     from ibdiag.bench.buffers import allocate
     from ibdiag.bench.p2p.params import AUTO_INLINE_LAT, DEFAULT_TX_DEPTH
     from ibdiag.bench.p2p.rdma.endpoint import RdmaEndpoint
-    from ibdiag.bench.p2p.rdma.loops import (
-        POLL_BATCH,
+    from ibdiag.bench.p2p.rdma.latency import (
         _await_completion,
         lat_signal_interval,
-        reset_areas,
         write_lat_initiator,
         write_lat_responder,
     )
+    from ibdiag.bench.p2p.rdma.loops import POLL_BATCH, reset_areas
     from ibdiag.bench.p2p.rdma.plan import QpInfo, plan_connection
 
     c2s_r, c2s_w = os.pipe()

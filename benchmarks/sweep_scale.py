@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ibdiag.sweep.analysis import analyse, second_pass_plan  # noqa: E402
+from ibdiag.sweep.attribution import analyse, second_pass_plan  # noqa: E402
 from ibdiag.sweep.nodes import make_fleet  # noqa: E402
 from ibdiag.sweep.passes import run_round, run_sweep  # noqa: E402
 from ibdiag.sweep.runner import PairSpec  # noqa: E402
