@@ -2,6 +2,7 @@
 
     python scripts/json_outputs.py OUTDIR            # run this checkout's ibdiag, one file a command line
     python scripts/json_outputs.py --compare A B     # exit 1 and name each file that differs
+    python scripts/json_outputs.py --against REV OUT # both at once: REV's code (a git worktree) and this one's
 
 The envelope's ``generated_at`` (and a few wall-clock fields) are the only things normalised: every
 other byte of each document, and each command's exit status, must be the same. Used to show that a
@@ -14,6 +15,7 @@ import argparse
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,7 +110,7 @@ def command_lines(work: Path) -> dict[str, list[str]]:
     return lines
 
 
-def run_all(out: Path) -> None:
+def run_all(out: Path, code: Path = ROOT) -> None:
     out.mkdir(parents=True, exist_ok=True)
     work = out / "work"
     work.mkdir(exist_ok=True)
@@ -118,11 +120,11 @@ def run_all(out: Path) -> None:
             [sys.executable, "-m", "ibdiag", *argv],
             capture_output=True,
             text=True,
-            cwd=ROOT,
+            cwd=code,
             timeout=120,
         )
         (out / f"{name}.json").write_text(
-            f"exit {res.returncode}\n{normalise(res.stdout)}\n--- stderr\n{normalise(res.stderr)}"
+            f"exit {res.returncode}\n{normalise(res.stdout.replace(str(work), 'WORK'))}\n--- stderr\n{normalise(res.stderr.replace(str(work), 'WORK'))}"
         )
     # report over what the commands above wrote: the fleet view of many nodes' documents
     inputs = sorted(str(p) for p in out.glob("topo-*.json")) + sorted(
@@ -136,11 +138,11 @@ def run_all(out: Path) -> None:
         [sys.executable, "-m", "ibdiag", "report", str(work), "-o", "json"],
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=code,
         timeout=120,
     )
     (out / "report-fleet.json").write_text(
-        f"exit {res.returncode}\n{normalise(res.stdout)}\n--- stderr\n{normalise(res.stderr)}"
+        f"exit {res.returncode}\n{normalise(res.stdout.replace(str(work), 'WORK'))}\n--- stderr\n{normalise(res.stderr.replace(str(work), 'WORK'))}"
     )
 
 
@@ -162,15 +164,33 @@ def compare(a: Path, b: Path) -> int:
     return 1 if bad else 0
 
 
+def against(rev: str, out: Path) -> int:
+    """Run REV's code (checked out in a temporary worktree) and this checkout's on this checkout's
+    fixtures, then compare: the code is the only thing that differs."""
+    tree = Path(tempfile.mkdtemp(prefix="ibdiag-rev-")) / "tree"
+    subprocess.run(
+        ["git", "worktree", "add", "--detach", "-q", str(tree), rev], cwd=ROOT, check=True
+    )
+    try:
+        run_all(out / "old", code=tree)
+        run_all(out / "new")
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
+    return compare(out / "old", out / "new")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("dirs", nargs="+", type=Path)
     ap.add_argument("--compare", action="store_true")
+    ap.add_argument("--against", metavar="REV")
     args = ap.parse_args()
     if args.compare:
         return compare(*args.dirs)
+    if args.against:
+        return against(args.against, args.dirs[0])
     run_all(args.dirs[0])
     return 0
 
