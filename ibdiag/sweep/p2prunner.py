@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from ibdiag.bench.p2p import client  # client.run_p2p: the seam tests replace
 from ibdiag.bench.p2p.linerate import tcp_line_rate
-from ibdiag.bench.p2p.params import RunRequest, check_request
+from ibdiag.bench.p2p.params import RunRequest
 from ibdiag.bench.p2p.perftest.engine import resolve_engine
 from ibdiag.bench.p2p.rdma.verbs import list_devices
 from ibdiag.bench.p2p.serve import ServeOptions, Server
@@ -232,9 +232,10 @@ class P2PPairRunner:
     def _perftest_or(self, req: RunRequest, engine: str) -> RunRequest:
         """The request on perftest (``--engine perftest``, or ``auto`` where perftest is this node's
         choice); perftest warms up on its own, so the sweep's warm-up is dropped."""
-        on_perftest = replace(req, warmup=None, engine="perftest")
+        on_perftest = replace(
+            req, warmup=None, engine="perftest"
+        )  # checked for perftest on creation
         if engine == "perftest":
-            check_request(on_perftest)
             return on_perftest
         return on_perftest if resolve_engine(on_perftest, self.perftest_path) == "perftest" else req
 
