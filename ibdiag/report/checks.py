@@ -25,6 +25,15 @@ def _listed(items: tuple[str, ...], limit: int = 6) -> str:
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
+def _settings(texts: list[str]) -> str:
+    """``1 setting``, ``N settings``."""
+    return f"{len(texts)} setting{'s' if len(texts) != 1 else ''}"
+
+
+def _first_four(texts: list[str]) -> str:
+    return "; ".join(texts[:4]) + (f"; and {len(texts) - 4} more" if len(texts) > 4 else "")
+
+
 @CHECKS.check(
     "report.node",
     "a node's worst finding over its topo, counters, bench and sweep files, and configuration outliers",
@@ -70,9 +79,7 @@ def config_outlier(host: str, items: Sequence[Outlier | Split]) -> Finding:
             "report.config",
             Severity.WARN,
             FLEET,
-            f"{len(texts)} setting{'s' if len(texts) != 1 else ''} without a majority value: "
-            + "; ".join(texts[:4])
-            + (f"; and {len(texts) - 4} more" if len(texts) > 4 else ""),
+            f"{_settings(texts)} without a majority value: {_first_four(texts)}",
             hint="decide which value is right and converge the fleet",
         )
     texts = [
@@ -84,9 +91,7 @@ def config_outlier(host: str, items: Sequence[Outlier | Split]) -> Finding:
         "report.config",
         Severity.WARN,
         host,
-        f"differs from the fleet's majority in {len(texts)} setting{'s' if len(texts) != 1 else ''}: "
-        + "; ".join(texts[:4])
-        + (f"; and {len(texts) - 4} more" if len(texts) > 4 else ""),
+        f"differs from the fleet's majority in {_settings(texts)}: {_first_four(texts)}",
         hint="an outlier node behaves differently under the same job: align it with the majority (firmware, driver, cabling, PCIe slot), or find out why it differs",
     )
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 
 from ibdiag.findings.model import Finding, RunMeta, Severity, worst
-from ibdiag.report.view import FleetView
+from ibdiag.report.view import NODE_COLUMNS, FleetView
 from ibdiag.sweep import chart, render
 from ibdiag.sweep.analysis import LinkVerdict, NodeStatus
 from ibdiag.sweep.chart import FAILED_COLOUR, PALETTE, UNTESTED_COLOUR
@@ -162,19 +162,11 @@ def render_html(view: FleetView, findings: Sequence[Finding], meta: RunMeta) -> 
 def _node_sections(view: FleetView) -> list[str]:
     """The nodes (worst first), the configuration outliers and the top counter errors."""
     parts: list[str] = []
-    order = sorted(view.rows, key=lambda r: (-r.status.rank, -len(r.failing), r.host))
+    order = view.worst_first()
     parts.append("<h2>Nodes</h2>")
     parts.append(
         _table(
-            (
-                "node",
-                "status",
-                "failing checks",
-                "warnings",
-                "differs from the fleet",
-                "sweep",
-                "read",
-            ),
+            NODE_COLUMNS,
             [
                 (
                     r.host,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ibdiag.findings.model import Severity
 from ibdiag.output.prom import Metric, PromSample
-from ibdiag.report.view import FleetView
+from ibdiag.report.view import NODE_COLUMNS, FleetView
 from ibdiag.sweep import render as sweep_render
 from ibdiag.sweep.render import LINE_WIDTH, fit_line
 
@@ -113,17 +113,9 @@ def _nodes_table(view: FleetView) -> Any:
     )
 
     nodes = Table(title="Nodes (worst first)", title_justify="left")
-    for col in (
-        "node",
-        "status",
-        "failing checks",
-        "warnings",
-        "differs from the fleet",
-        "sweep",
-        "read",
-    ):
+    for col in NODE_COLUMNS:
         nodes.add_column(col, no_wrap=col in ("node", "status", "sweep", "read"))
-    order = sorted(view.rows, key=lambda r: (-r.status.rank, -len(r.failing), r.host))
+    order = view.worst_first()
     for r in order[:TABLE_ROWS]:
         nodes.add_row(
             r.host,

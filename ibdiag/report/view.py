@@ -21,6 +21,16 @@ from ibdiag.sweep.checks import link_subject, sweep_findings
 NOT_COMPARED: tuple[str, ...] = ()
 #: Counter errors listed, worst first.
 TOP_COUNTER_ERRORS = 20
+#: The columns of the nodes table (the terminal's and the HTML page's).
+NODE_COLUMNS = (
+    "node",
+    "status",
+    "failing checks",
+    "warnings",
+    "differs from the fleet",
+    "sweep",
+    "read",
+)
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,10 @@ class FleetView:
 
     def row(self, host: str) -> NodeRow | None:
         return next((r for r in self.rows if r.host == host), None)
+
+    def worst_first(self) -> list[NodeRow]:
+        """The nodes, worst status first, then most failing checks, then by host."""
+        return sorted(self.rows, key=lambda r: (-r.status.rank, -len(r.failing), r.host))
 
 
 def _pandas() -> Any:

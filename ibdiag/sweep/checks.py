@@ -145,18 +145,11 @@ def _bad_node(result: SweepResult, verdict: NodeVerdict) -> Finding:
         share = f", {span} x the rails' medians" if ratios else ""
         partners = max(e.partners for e in bad)
         msg = f"slow on {len(bad)} of {len(verdict.ends)} rails{share}, slow with most of its {partners} partners, who are fine with others"
-        return Finding(
-            "sweep.node",
-            Severity.FAIL,
-            node.label,
-            msg,
-            value=worst.bw_gbs,
-            limit=limit,
-            unit="GB/s",
-            hint=NODE_HINT,
-        )
-    msg = "; ".join(_end_text(result, e, a.rail(e.rail)) for e in bad)
-    dev = result.adapter(worst.rank, worst.rail) or "<adapter>"
+        hint = NODE_HINT
+    else:
+        msg = "; ".join(_end_text(result, e, a.rail(e.rail)) for e in bad)
+        dev = result.adapter(worst.rank, worst.rail) or "<adapter>"
+        hint = RAIL_HINT.format(dev=dev)
     return Finding(
         "sweep.node",
         Severity.FAIL,
@@ -165,7 +158,7 @@ def _bad_node(result: SweepResult, verdict: NodeVerdict) -> Finding:
         value=worst.bw_gbs,
         limit=limit,
         unit="GB/s",
-        hint=RAIL_HINT.format(dev=dev),
+        hint=hint,
     )
 
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,7 @@ from typing import Any
 from ibdiag.bench.importers import nccl_tests, nccl_tests_json, perftest, perftest_json
 from ibdiag.bench.importers.checks import multiple_runs
 from ibdiag.bench.importers.context import Context
-from ibdiag.bench.importers.lines import Line, iter_lines
+from ibdiag.bench.importers.lines import Line
 from ibdiag.bench.importers.source import _PREFIXED, MAX_BYTES, open_log
 from ibdiag.bench.results.collective_meta import CollectiveMeta
 from ibdiag.bench.results.model import SCHEMA, BenchRun, bench_run_from_json
@@ -115,7 +115,7 @@ def parse_lines(
     """
     op = None if op is None else get_op(op).name
     ctx = Context()
-    table_lines: Iterator[Line] = (ln for ln in iter_lines(raw_lines) if not ctx.feed(ln))
+    table_lines = ctx.table_lines(raw_lines)
     held: deque[Line] = deque()
     held_bytes = 0
     seen = 0

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from ibdiag.bench.importers.lines import Line
+from ibdiag.bench.importers.lines import Line, iter_lines
 from ibdiag.bench.results.provenance import (
     MAX_NAMES,
     MAX_WARNINGS,
@@ -300,6 +301,10 @@ class Context:
         self.warning_count = 0
         self.facts = _PathFacts()
         self.skipped = 0
+
+    def table_lines(self, raw_lines: Iterable[str]) -> Iterator[Line]:
+        """Every line (see :func:`iter_lines`) that :meth:`feed` does not take, lazily."""
+        return (ln for ln in iter_lines(raw_lines) if not self.feed(ln))
 
     def feed(self, line: Line) -> bool:
         """True when the line is a command line or an NCCL debug line (not part of any table)."""

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ibdiag.bench.importers.context import Context
-from ibdiag.bench.importers.lines import Line, iter_lines
+from ibdiag.bench.importers.lines import Line
 from ibdiag.bench.importers.nccl_tests_run import MAX_ROWS, Cycles, choose_op, collective_meta
 from ibdiag.bench.importers.nccl_tests_table import (
     HINT,
@@ -476,7 +476,7 @@ def parse_log(
     """Every run in an nccl-tests log held in ``text`` (see the module docstring)."""
     ctx = Context()
     return parse_lines(
-        (ln for ln in iter_lines(text.splitlines()) if not ctx.feed(ln)),
+        ctx.table_lines(text.splitlines()),
         ctx,
         source,
         op=op,

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ibdiag.bench.importers.context import Context
-from ibdiag.bench.importers.lines import Line, iter_lines, number
+from ibdiag.bench.importers.lines import Line, number
 from ibdiag.bench.results.model import BenchRun, LatencyStats, P2PResult
 from ibdiag.bench.results.p2p_meta import P2PMeta, PerftestLog
 from ibdiag.bench.results.provenance import ImportInfo, Provenance, RunPosition
@@ -438,7 +438,7 @@ def parse_log(
     """Every perftest run in ``text`` (see :func:`parse_lines`)."""
     ctx = Context()
     return parse_lines(
-        (ln for ln in iter_lines(text.splitlines()) if not ctx.feed(ln)),
+        ctx.table_lines(text.splitlines()),
         ctx,
         source,
         op=op,

@@ -18,6 +18,7 @@ from ibdiag.bench.p2p.rdma.verbs import (
     import_pyverbs,
     link,
     mr_access,
+    open_device,
     port_state_from_attr,
     pyverbs_errors,
 )
@@ -59,13 +60,7 @@ class RdmaEndpoint:
         self.tx_depth = tx_depth
         self.qps: list[Any] = []
         errs = pyverbs_errors(pv)
-        try:
-            self.ctx = pv.device.Context(name=device)
-        except errs as e:
-            raise CannotRunError(
-                f"cannot open RDMA device {device}: {e}",
-                hint="check the name with ibv_devices or ibdiag topo; opening needs access to /dev/infiniband/uverbs*",
-            ) from None
+        self.ctx = open_device(pv, device)
         try:
             try:
                 self.port_state = port_state_from_attr(self.ctx.query_port(port))
@@ -115,46 +110,26 @@ class RdmaEndpoint:
         inline_optional: bool,
     ) -> None:
         """``qps`` RC QPs on the CQs; without inline when the automatic size is more than the device offers."""
-        try:
-            self.qps.append(
-                pv.qp.QP(
-                    self.pd,
-                    build_qp_init_attr(
-                        pv,
-                        self.cq,
-                        tx_depth,
-                        rcq=self.rcq,
-                        rx_depth=rx_depth,
-                        max_inline=max_inline,
-                    ),
-                )
+
+        def new_qp(inline: int) -> Any:
+            return pv.qp.QP(
+                self.pd,
+                build_qp_init_attr(
+                    pv, self.cq, tx_depth, rcq=self.rcq, rx_depth=rx_depth, max_inline=inline
+                ),
             )
+
+        try:
+            self.qps.append(new_qp(max_inline))
         except errs:
             if not (inline_optional and max_inline):
                 raise
             self.max_inline = (
                 0  # the automatic inline size is more than this device offers: post from the MR
             )
-            self.qps.append(
-                pv.qp.QP(
-                    self.pd,
-                    build_qp_init_attr(pv, self.cq, tx_depth, rcq=self.rcq, rx_depth=rx_depth),
-                )
-            )
+            self.qps.append(new_qp(0))
         for _ in range(qps - 1):
-            self.qps.append(
-                pv.qp.QP(
-                    self.pd,
-                    build_qp_init_attr(
-                        pv,
-                        self.cq,
-                        tx_depth,
-                        rcq=self.rcq,
-                        rx_depth=rx_depth,
-                        max_inline=self.max_inline,
-                    ),
-                )
-            )
+            self.qps.append(new_qp(self.max_inline))
 
     def _register(
         self, pv: SimpleNamespace, errs: tuple[type[BaseException], ...], buffer: Buffer

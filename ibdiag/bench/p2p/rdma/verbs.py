@@ -256,17 +256,22 @@ def mr_access(pv: SimpleNamespace, *, relaxed: bool) -> int:
     return flags | (int(ro) if relaxed and ro is not None else 0)
 
 
-def port_max_msg_bytes(device: str, port: int) -> int:
-    """The port's ``max_msg_sz`` (``ibv_devinfo -v``), the largest message one work request may carry."""
-    pv = import_pyverbs()
-    errs = pyverbs_errors(pv)
+def open_device(pv: SimpleNamespace, device: str) -> Any:
+    """A verbs context on ``device``; a device that will not open is a :class:`CannotRunError` naming it."""
     try:
-        ctx = pv.device.Context(name=device)
-    except errs as e:
+        return pv.device.Context(name=device)
+    except pyverbs_errors(pv) as e:
         raise CannotRunError(
             f"cannot open RDMA device {device}: {e}",
             hint="check the name with ibv_devices or ibdiag topo; opening needs access to /dev/infiniband/uverbs*",
         ) from None
+
+
+def port_max_msg_bytes(device: str, port: int) -> int:
+    """The port's ``max_msg_sz`` (``ibv_devinfo -v``), the largest message one work request may carry."""
+    pv = import_pyverbs()
+    errs = pyverbs_errors(pv)
+    ctx = open_device(pv, device)
     try:
         return int(ctx.query_port(port).max_msg_sz)
     except errs as e:
