@@ -21,8 +21,18 @@ import pytest
 from ibdiag.bench.p2p.client import ClientOptions, run_p2p
 from ibdiag.bench.p2p.control.protocol import Channel, RemoteError, client_handshake
 from ibdiag.bench.p2p.fields import RequestError
-from ibdiag.bench.p2p.params import RunRequest
+from ibdiag.bench.p2p.params import RunRequest, perftest_problem
 from ibdiag.bench.p2p.perftest import engine as pe
+from ibdiag.bench.p2p.perftest.command import binary, parse_version, perftest_argv, run_limit_s
+from ibdiag.bench.p2p.perftest.output import UnreadableResult, error_lines, read_result, status_text
+from ibdiag.bench.p2p.perftest.process import (
+    _live,
+    listening_ports,
+    listening_sockets,
+    listens_on,
+    live_count,
+)
+from ibdiag.bench.p2p.phase import merge
 from ibdiag.bench.results.p2p_meta import P2PSetup, PerftestEngine
 from ibdiag.errors import CannotRunError
 from ibdiag.jsonread import Fields
@@ -52,7 +62,7 @@ def req(**kw: object) -> RunRequest:
 
 def test_bandwidth_argv_maps_every_option():
     r = req(iters=1000, qps=4, bidir=True, tx_depth=64, inline=64, tclass=106, sl=3)
-    argv = pe.perftest_argv(
+    argv = perftest_argv(
         "/usr/bin/ib_write_bw",
         r,
         "bw",
@@ -70,7 +80,7 @@ def test_bandwidth_argv_maps_every_option():
 
 
 def test_server_argv_has_no_host_and_duration_is_whole_seconds():
-    argv = pe.perftest_argv(
+    argv = perftest_argv(
         "ib_send_bw",
         req(duration_s=3.0, verb="send"),
         "bw",
@@ -86,7 +96,7 @@ def test_server_argv_has_no_host_and_duration_is_whole_seconds():
 
 
 def test_latency_argv_leaves_out_the_bandwidth_only_options():
-    argv = pe.perftest_argv(
+    argv = perftest_argv(
         "ib_write_lat",
         req(mode="both", bidir=True, tx_depth=32),
         "lat",
@@ -102,11 +112,11 @@ def test_latency_argv_leaves_out_the_bandwidth_only_options():
 
 
 def test_read_never_gets_inline_and_default_options_add_nothing():
-    argv = pe.perftest_argv(
+    argv = perftest_argv(
         "ib_read_bw", req(verb="read"), "bw", 64, device="d", ib_port=1, gid_index=None, tcp_port=9
     )
     assert argv == ["ib_read_bw", "-d", "d", "-i", "1", "-s", "64", "-p", "9", "-F", "-t", "128"]
-    assert pe.binary("read", "lat") == "ib_read_lat" and pe.binary("send", "bw") == "ib_send_bw"
+    assert binary("read", "lat") == "ib_read_lat" and binary("send", "bw") == "ib_send_bw"
 
 
 @pytest.mark.parametrize(
@@ -135,7 +145,7 @@ def test_options_without_a_perftest_equivalent_are_refused(kw, text):
 
 def test_mappable_requests_pass_and_the_wire_carries_the_engine():
     r = req(mode="both", iters=5, sizes=(8, 2**31 - 1), inline=912, bidir=True)
-    assert pe.request_problem(r) is None
+    assert perftest_problem(r) is None
     assert RunRequest.from_json(r.to_json()) == r
     older = {k: v for k, v in req(engine="ibdiag").to_json().items() if k != "engine"}
     assert RunRequest.from_json(older).engine == "ibdiag"  # a client from before the engine option
@@ -153,10 +163,10 @@ def test_the_server_refuses_a_perftest_request_beyond_perftest():
 
 
 def test_run_limit_grows_with_the_work():
-    small = pe.run_limit_s(req(iters=5), "bw", 8, 10)
-    big = pe.run_limit_s(req(iters=10**6), "bw", 2**20, 10)
+    small = run_limit_s(req(iters=5), "bw", 8, 10)
+    big = run_limit_s(req(iters=10**6), "bw", 2**20, 10)
     assert 15 <= small < 20 and big > 1000
-    assert pe.run_limit_s(req(duration_s=5.0), "lat", 8, 10) == 5 + 4 + 10 + 5
+    assert run_limit_s(req(duration_s=5.0), "lat", 8, 10) == 5 + 4 + 10 + 5
 
 
 # --- pure readers ---------------------------------------------------------------------------------------
@@ -170,26 +180,21 @@ def test_listening_ports_read_proc_net_tcp():
         "   2: 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A 0:0 0:0 0 0 0 3\n"
         "   garbage\n"
     )
-    assert pe.listening_ports(text) == {0x4844, 0x1F90}
+    assert listening_ports(text) == {0x4844, 0x1F90}
 
 
 def test_version_and_error_lines():
-    assert pe.parse_version("Version: 6.06\n") == "6.06"
-    assert pe.parse_version("nothing") is None
+    assert parse_version("Version: 6.06\n") == "6.06"
+    assert parse_version("nothing") is None
     out = "---\n Did not detect devices \n If device exists, check if driver is up\n Unable to find the Infiniband/RoCE device\n"
-    assert "Did not detect devices" in pe.error_lines(out) and "Unable to find" in pe.error_lines(
-        out
-    )
+    assert "Did not detect devices" in error_lines(out) and "Unable to find" in error_lines(out)
     glued = " 65536      0                0.00               0.00   \t\t   0.000000ethernet_read_keys: Couldn't read remote address\n"
-    assert pe.error_lines(glued) == "ethernet_read_keys: Couldn't read remote address"
-    assert (
-        pe.status_text(-9) == "killed by signal 9 (SIGKILL)"
-        and pe.status_text(1) == "exit status 1"
-    )
+    assert error_lines(glued) == "ethernet_read_keys: Couldn't read remote address"
+    assert status_text(-9) == "killed by signal 9 (SIGKILL)" and status_text(1) == "exit status 1"
 
 
 def test_results_come_from_the_perftest_importer():
-    bw = pe.read_result(
+    bw = read_result(
         (LOGS / "perftest-ib_write_bw-MiB-roce.log").read_text(), 65536, "bw", "write", "t"
     )
     assert (
@@ -197,19 +202,19 @@ def test_results_come_from_the_perftest_importer():
         and bw.msg_rate_mpps == pytest.approx(0.182935)
         and bw.iters == 5000
     )
-    lat = pe.read_result((LOGS / "perftest-ib_write_lat.log").read_text(), 8, "lat", "write", "t")
+    lat = read_result((LOGS / "perftest-ib_write_lat.log").read_text(), 8, "lat", "write", "t")
     assert lat.lat_us is not None and lat.lat_us.p50_us == 1.00 and lat.lat_us.p999_us == 3.94
-    read = pe.read_result((LOGS / "perftest-ib_write_lat.log").read_text(), 8, "lat", "read", "t")
+    read = read_result((LOGS / "perftest-ib_write_lat.log").read_text(), 8, "lat", "read", "t")
     assert (
         read.lat_us is not None and read.lat_us.p50_us == 0.5 and read.lat_us.max_us == 3.94 / 2
     )  # READ: perftest's round trip halved
-    row = pe.merge(8, None, lat)
+    row = merge(8, None, lat)
     assert row.lat_iters == 1000 and row.bw_gbs is None and row.lat_us == lat.lat_us
 
 
 def test_output_without_the_size_is_a_cannot_run_error():
     with pytest.raises(CannotRunError, match="no 1 MiB row"):
-        pe.read_result(
+        read_result(
             (LOGS / "perftest-ib_write_lat.log").read_text(),
             2**20,
             "lat",
@@ -217,7 +222,7 @@ def test_output_without_the_size_is_a_cannot_run_error():
             "ib_write_lat 1 MiB",
         )
     with pytest.raises(CannotRunError, match="no result"):
-        pe.read_result(" Did not detect devices\n", 8, "lat", "write", "x")
+        read_result(" Did not detect devices\n", 8, "lat", "write", "x")
 
 
 class FlakyPerftestSide:
@@ -234,7 +239,7 @@ class FlakyPerftestSide:
             if self.runs <= self.unreadable
             else (LOGS / "perftest-ib_write_lat.log").read_text()
         )
-        return pe.read_result(text, size, kind, "write", f"ib_write_lat run {self.runs}")
+        return read_result(text, size, kind, "write", f"ib_write_lat run {self.runs}")
 
 
 def test_an_unreadable_perftest_result_is_run_again_at_most_twice():
@@ -243,7 +248,7 @@ def test_an_unreadable_perftest_result_is_run_again_at_most_twice():
     assert side.runs == 3 and row.lat_us is not None and row.lat_us.p50_us == 1.00
     side = FlakyPerftestSide(unreadable=3)
     with pytest.raises(
-        pe.UnreadableResult, match="^ib_write_lat run 3: perftest.s output has no result"
+        UnreadableResult, match="^ib_write_lat run 3: perftest.s output has no result"
     ):
         pe.run_all(side, [8], ("lat",), None)
     assert side.runs == 3
@@ -369,7 +374,7 @@ def test_the_real_perftest_fails_on_the_server_and_the_client_hears_why():
     )
     assert "Did not detect devices" in err.message or "Unable to find" in err.message
     assert "-d rxe0" in (err.hint or "") and " -F" in (err.hint or "")
-    assert pe.live_count() == 0 and perftest_processes(os.getpid()) == []
+    assert live_count() == 0 and perftest_processes(os.getpid()) == []
 
 
 @pytest.mark.skipif(not HAVE_PERFTEST, reason="needs perftest installed")
@@ -412,12 +417,12 @@ def test_a_dead_client_gets_the_servers_perftest_killed(tmp_path):
         ch.send({"type": "phase", "kind": "bw", "bytes": 65536, "warmup": 0})
         go = ch.expect("go", "go")
         assert 1 <= go["perftest_port"] <= 65535 and "-d rxe0" in go["command"]
-        assert pe.live_count() == 1
+        assert live_count() == 1
         sock.close()  # the client dies
         deadline = time.monotonic() + 10
-        while pe.live_count() and time.monotonic() < deadline:
+        while live_count() and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert pe.live_count() == 0
+        assert live_count() == 0
         log.wait_for(r"client|dropped")
     assert perftest_processes(os.getpid()) == []
 
@@ -476,7 +481,7 @@ def test_a_perftest_process_dies_with_its_sigkilled_parent(in_thread):
         start = (
             f"threading.Thread(target=lambda: exec({start!r}, globals())).start(); time.sleep(300)"
         )
-    code = f"import threading, time\nfrom ibdiag.bench.p2p.perftest.engine import PerftestProcess\n{start}\n"
+    code = f"import threading, time\nfrom ibdiag.bench.p2p.perftest.process import PerftestProcess\n{start}\n"
     parent = subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO
     )
@@ -572,15 +577,13 @@ def test_a_perftest_port_taken_before_perftest_binds_it_is_replaced_by_another(
         go = ch.expect("go", "go")
         assert picks[0] == taken_port and go["perftest_port"] == picks[1] != taken_port
         assert f"-p {picks[1]} " in go["command"]
-        (proc,) = list(pe._live)
-        assert pe.listens_on(proc.proc.pid, picks[1]) and not pe.listens_on(
-            proc.proc.pid, taken_port
-        )
+        (proc,) = list(_live)
+        assert listens_on(proc.proc.pid, picks[1]) and not listens_on(proc.proc.pid, taken_port)
         log.wait_for(
             rf"could not listen on port {taken_port} \(taken since it was picked free\); starting it on another"
         )
         ch.sock.close()
-    assert perftest_processes(os.getpid()) == [] and pe.live_count() == 0
+    assert perftest_processes(os.getpid()) == [] and live_count() == 0
 
 
 def test_a_perftest_port_taken_every_time_is_a_clear_exit_3(tmp_path, monkeypatch, taken_port):
@@ -604,7 +607,7 @@ def test_a_perftest_port_taken_every_time_is_a_clear_exit_3(tmp_path, monkeypatc
         in err.message
     )
     assert "ss -tlnp" in (err.hint or "")
-    assert perftest_processes(os.getpid()) == [] and pe.live_count() == 0
+    assert perftest_processes(os.getpid()) == [] and live_count() == 0
 
 
 def test_listening_sockets_and_who_holds_them():
@@ -614,15 +617,15 @@ def test_listening_sockets_and_who_holds_them():
         "   0: 00000000:4A34 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1234 1 0 100 0 0 10 0\n"
         "   1: 0100007F:4A34 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 999 1 0 20 4 30 10 -1\n"
     )
-    assert pe.listening_sockets(table) == {0x4A34: {1234}} and pe.listening_ports(table) == {0x4A34}
+    assert listening_sockets(table) == {0x4A34: {1234}} and listening_ports(table) == {0x4A34}
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        assert not pe.listens_on(os.getpid(), s.getsockname()[1])  # bound, not listening
+        assert not listens_on(os.getpid(), s.getsockname()[1])  # bound, not listening
         s.listen(1)
-        assert pe.listens_on(os.getpid(), s.getsockname()[1])
+        assert listens_on(os.getpid(), s.getsockname()[1])
         with subprocess.Popen(["sleep", "30"]) as other:
             try:
-                assert not pe.listens_on(
+                assert not listens_on(
                     other.pid, s.getsockname()[1]
                 )  # someone listens there, not it
             finally:

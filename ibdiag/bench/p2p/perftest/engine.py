@@ -13,7 +13,7 @@ same :class:`~ibdiag.bench.results.model.P2PResult` rows as ibdiag's own engine.
 
 perftest runs from an argv list (never a shell), in its own session, with output to a private file;
 every process is killed (SIGKILL to its process group) and reaped when a run ends, times out, the
-peer dies or ibdiag is interrupted (:func:`kill_all`), and the kernel kills it when ibdiag itself is
+peer dies or ibdiag is interrupted (:func:`.process.kill_all`), and the kernel kills it when ibdiag itself is
 killed (SIGKILL, the OOM killer: :mod:`ibdiag.runtime.parentdeath`). perftest's own TCP exchange uses
 its own port on the server, one per run, picked free by the kernel (:func:`free_port`), which a
 firewall must allow; when another program takes that port before perftest binds it, the server
@@ -42,13 +42,10 @@ from ibdiag.bench.p2p.control.protocol import (
 )
 from ibdiag.bench.p2p.fields import RequestError, check_int
 from ibdiag.bench.p2p.linerate import rdma_line_rate
-from ibdiag.bench.p2p.params import RunRequest
-from ibdiag.bench.p2p.params import perftest_problem as request_problem
+from ibdiag.bench.p2p.params import RunRequest, perftest_problem
 from ibdiag.bench.p2p.perftest.command import (
-    INSTALL_HINT,
     binary,
     find_program,
-    parse_version,
     perftest_argv,
     program_version,
     run_limit_s,
@@ -60,14 +57,9 @@ from ibdiag.bench.p2p.perftest.output import (
     read_result,
     status_text,
 )
-from ibdiag.bench.p2p.perftest.process import (  # _live: the tests look at the registry through here
+from ibdiag.bench.p2p.perftest.process import (
     PerftestProcess,
-    _live,  # noqa: F401 - re-exported: the tests look at the registry through this module
-    kill_all,
-    listening_ports,
-    listening_sockets,
     listens_on,
-    live_count,
 )
 from ibdiag.bench.p2p.phase import (
     ClientFactory,
@@ -76,7 +68,6 @@ from ibdiag.bench.p2p.phase import (
     Log,
     Progress,
     measure_sizes,
-    merge,
     read_phase,
 )
 from ibdiag.bench.p2p.rdma import verbs
@@ -484,17 +475,8 @@ def resolve_engine(req: RunRequest, path: str | None, *, have_pyverbs: bool | No
         have_pyverbs = pyverbs_available()
     if have_pyverbs:
         return "ibdiag"
-    if request_problem(req) is None and all(
+    if perftest_problem(req) is None and all(
         shutil.which(binary(req.verb, k), path=path) for k in req.kinds
     ):
         return "perftest"
     return "ibdiag"
-
-
-#: The perftest engine's surface (its pieces live in :mod:`.command` and :mod:`.output`).
-__all__ = [
-    "INSTALL_HINT", "PERFTEST", "PerftestClientSide", "PerftestProcess", "PerftestServerSide", "UnreadableResult",
-    "binary", "error_lines", "find_program", "free_port", "kill_all", "listening_ports", "listening_sockets", "listens_on",
-    "live_count", "merge", "parse_version", "perftest_argv", "read_result", "request_problem", "resolve_engine", "run_all",
-    "run_limit_s", "select_device", "status_text",
-]  # fmt: skip
