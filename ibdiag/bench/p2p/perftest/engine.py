@@ -146,9 +146,22 @@ def _await_listening(proc: PerftestProcess, port: int, deadline: float) -> bool:
 
 
 class _OwnsPerftest:
-    """A side that runs at most one perftest process at a time (``proc``); :meth:`close` kills it."""
+    """A side that runs at most one perftest process at a time (``proc``); :meth:`close` kills it.
 
-    proc: PerftestProcess | None = None
+    Both sides find perftest's binaries for the request's kinds on ``path`` (``where`` names the
+    host in the message when one is missing) and read the version of the first.
+    """
+
+    def __init__(
+        self, ch: Channel, req: RunRequest, sel: Any, timeout_s: float, path: str | None, where: str
+    ) -> None:
+        self.ch, self.req, self.sel, self.timeout_s = ch, req, sel, timeout_s
+        self.programs = {k: find_program(binary(req.verb, k), path, where) for k in req.kinds}
+        self.version = program_version(next(iter(self.programs.values())))
+        self.proc: PerftestProcess | None = None
+
+    def line_rate(self, sysfs: SysfsRoot) -> LineRate:
+        return rdma_line_rate(sysfs, self.sel.device, self.sel.port)
 
     def close(self) -> None:
         if self.proc is not None:
@@ -169,15 +182,8 @@ class PerftestServerSide(_OwnsPerftest):
         path: str | None,
         log: Callable[[str], None],
     ) -> None:
-        self.ch, self.req, self.sel, self.timeout_s, self.log = ch, req, sel, timeout_s, log
-        self.programs = {
-            k: find_program(binary(req.verb, k), path, "the server") for k in req.kinds
-        }
-        self.version = program_version(next(iter(self.programs.values())))
-        self.proc: PerftestProcess | None = None
-
-    def line_rate(self, sysfs: SysfsRoot) -> LineRate:
-        return rdma_line_rate(sysfs, self.sel.device, self.sel.port)
+        super().__init__(ch, req, sel, timeout_s, path, "the server")
+        self.log = log
 
     def prepare(self) -> dict[str, Any]:
         return {**_details(self.sel), "engine": "perftest", "perftest_version": self.version}
@@ -301,19 +307,11 @@ class PerftestClientSide(_OwnsPerftest):
         path: str | None,
         server_address: str,
     ) -> None:
-        self.ch, self.req, self.sel, self.timeout_s, self.server_address = (
-            ch,
-            req,
-            sel,
-            timeout_s,
-            server_address,
-        )
-        self.programs = {k: find_program(binary(req.verb, k), path) for k in req.kinds}
-        self.version = program_version(next(iter(self.programs.values())))
+        super().__init__(ch, req, sel, timeout_s, path, "this host")
+        self.server_address = server_address
         self.server_version: str | None = None
         self.commands: list[str] = []
         self.server_commands: list[str] = []
-        self.proc: PerftestProcess | None = None
 
     def details(self) -> dict[str, Any]:
         return _details(self.sel)
@@ -323,9 +321,6 @@ class PerftestClientSide(_OwnsPerftest):
         self.check_ready(ready)
         client_end, server_end = read_ends(ready, self.details(), self.ch.peer)
         return rdma_path(self.req, client_end, server_end, None)
-
-    def line_rate(self, sysfs: SysfsRoot) -> LineRate:
-        return rdma_line_rate(sysfs, self.sel.device, self.sel.port)
 
     def perftest_info(self) -> PerftestEngine:
         return self.info()
