@@ -147,7 +147,7 @@ def with_flags(obj: C, flags: Mapping[str, tuple[str, Any]]) -> C:
         if why:
             raise UsageError(
                 f"{flag} {value:g} {why}",
-                hint="see the README's Configuration section for the range of the setting it overrides",
+                hint="see docs/configuration.md for the range of the setting it overrides",
             )
         changes[name] = value
     return dataclasses.replace(obj, **changes) if changes else obj
@@ -226,7 +226,7 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
     except tomllib.TOMLDecodeError as e:
         raise InputError(
             f"config file {p}: not valid TOML: {safe_excerpt(e, 200)}",
-            hint="see the README's Configuration section for an example",
+            hint="see docs/configuration.md for an example",
         ) from None
     except RecursionError:
         raise InputError(
@@ -331,7 +331,7 @@ def _check_number(value: float, bounds: Bounds, where: str, src: str) -> None:
     if why:
         raise InputError(
             f"{src}{where} = {safe_value(value)} {why}",
-            hint="see the README's Configuration section for each key's range",
+            hint="see docs/configuration.md for each key's range",
         )
 
 

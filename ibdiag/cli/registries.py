@@ -15,7 +15,7 @@ from ibdiag.verdict.checks import CHECKS as verdict
 
 
 def all_registries() -> tuple[CheckRegistry, ...]:
-    """Every package's ``CHECKS``, in the order of the README's sections (tests, docs)."""
+    """Every package's ``CHECKS``, in the order of the command references in docs/ (tests, docs)."""
     return (topo, ports, counters, p2p, collective, importers, verdict, sweep, report)
 
 

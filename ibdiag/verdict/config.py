@@ -42,7 +42,7 @@ class VerdictConfig:
         def bad(key: str, why: str) -> InputError:
             return InputError(
                 f"config [verdict] {key} {why}",
-                hint="see the README's verdict section for the keys and their ranges",
+                hint="see docs/verdict.md (Configuration) for the keys and their ranges",
             )
 
         if not 0 < self.network_bound_share < 1:
