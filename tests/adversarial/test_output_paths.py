@@ -211,7 +211,10 @@ def hook(event, args):
     # complete and fsynced. Say so, then wait for the parent's signal (bounded: a missed signal fails).
     if event == "os.rename" and str(args[0]).endswith(".tmp"):
         os.write(ready, b"r")
-        time.sleep(60)
+        # Short sleeps: a signal that lands before a sleep starts is handled at the loop's next turn
+        # (one long sleep would not see it until it ends, and the parent's wait would run out first).
+        for _ in range(600):
+            time.sleep(0.1)
         os.write(2, b"no signal came\n")
 sys.addaudithook(hook)
 from ibdiag.cli import app
