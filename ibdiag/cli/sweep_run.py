@@ -53,9 +53,9 @@ def run_sweep_command(
         check_output_path(save, "--save")
         check_output_path(png, "--png")
         if png is not None:
-            from ibdiag.verdict.chart import need_matplotlib
+            from ibdiag.output.chart import need_matplotlib
 
-            need_matplotlib()
+            need_matplotlib("--png", "leave --png out (the matrix is in the table and the JSON)")
     if launch.rank == 0 and launch.local_world_size is not None and launch.local_world_size > 1:
         from ibdiag.cli.common import print_warning
 

@@ -128,7 +128,7 @@ def _port(path: Path, i: int, doc: Any, *, device: bool) -> PortCounters:
     )  # rdma_hw_stats values are u64
     saturated = doc.get("saturated", [])
     if not isinstance(saturated, list) or not all(
-        isinstance(s, str) and s.isprintable() and len(s) <= MAX_TEXT for s in saturated
+        isinstance(s, str) and is_printable(s) and len(s) <= MAX_TEXT for s in saturated
     ):
         raise _bad(path, f"{where}.saturated is not a list of counter names")
     derived: dict[str, int | None] = {}

@@ -1,8 +1,23 @@
-"""Terminal charts: horizontal bars people can read over ssh, no plotting library needed."""
+"""Terminal charts: horizontal bars people can read over ssh, no plotting library needed; and the one
+check that a PNG chart can be drawn (matplotlib, an extra) before a command does any work."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
+
+from ibdiag.errors import CannotRunError
+
+
+def need_matplotlib(flag: str, instead: str) -> None:
+    """CannotRunError (exit 3) naming ``flag`` when matplotlib is not installed; ``instead`` is the
+    alternative the hint offers."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise CannotRunError(
+            f"{flag} needs matplotlib, which is not installed",
+            hint=f"pip install 'ibdiag[chart]' (or matplotlib), or {instead}",
+        )
+
 
 _BLOCKS = " ▏▎▍▌▋▊▉█"
 

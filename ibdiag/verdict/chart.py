@@ -8,6 +8,7 @@ from typing import BinaryIO
 
 from ibdiag.errors import CannotRunError
 from ibdiag.output.chart import hbar_chart
+from ibdiag.output.chart import need_matplotlib as need_png
 from ibdiag.verdict.judge import Verdict
 from ibdiag.verdict.wording import gb, gbs
 
@@ -29,14 +30,8 @@ def chart_text(v: Verdict, width: int = 40) -> str:
 
 
 def need_matplotlib() -> None:
-    """CannotRunError (exit 3) when matplotlib is not installed; checked before any work is done."""
-    import importlib.util
-
-    if importlib.util.find_spec("matplotlib") is None:
-        raise CannotRunError(
-            "--chart needs matplotlib, which is not installed",
-            hint="pip install 'ibdiag[chart]' (or matplotlib), or drop --chart for the terminal chart",
-        )
+    """The ``--chart`` check, before any work is done."""
+    need_png("--chart", "drop --chart for the terminal chart")
 
 
 def write_png(v: Verdict, path: Path | BinaryIO) -> None:

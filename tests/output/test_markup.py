@@ -151,3 +151,22 @@ def test_report_table(cli, tmp_path):
             doc["adapters"][0]["fw_ver"] = "[/bold]28.39:ab:"
         (tmp_path / f"{len(host)}.json").write_text(json.dumps(doc))
     scanned(cli("report", tmp_path, env=WIDE), "[bold]gpu:ab:01", "[/bold]28.39:ab:")
+
+
+def test_a_png_flag_without_matplotlib_names_itself(monkeypatch):
+    """One check for every PNG option: exit 3 before any work, naming the flag the user gave."""
+    import importlib.util
+
+    from ibdiag.errors import CannotRunError
+    from ibdiag.output import chart
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "matplotlib" else real(name, *a),
+    )
+    with pytest.raises(CannotRunError) as e:
+        chart.need_matplotlib("--png", "leave --png out")
+    assert e.value.message == "--png needs matplotlib, which is not installed"
+    assert e.value.hint == "pip install 'ibdiag[chart]' (or matplotlib), or leave --png out"
