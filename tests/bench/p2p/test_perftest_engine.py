@@ -225,6 +225,16 @@ def test_output_without_the_size_is_a_cannot_run_error():
         read_result(" Did not detect devices\n", 8, "lat", "write", "x")
 
 
+def test_a_bandwidth_row_of_zero_is_unreadable_not_a_rate():
+    # ib_send_bw -q 2 under Soft-RoCE once printed this average for a run that exited 0 (a CI failure).
+    text = (
+        " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]\n"
+        " 4096       200              0.00               0.00   \t\t   0.000000\n"
+    )
+    with pytest.raises(UnreadableResult, match="no bandwidth"):
+        read_result(text, 4096, "bw", "send", "ib_send_bw 4 KiB")
+
+
 class FlakyPerftestSide:
     """A fake client side (no RDMA device here): its perftest "prints" an unreadable result the first
     ``unreadable`` times, as ib_write_lat under emulation now and then does, then a real log."""

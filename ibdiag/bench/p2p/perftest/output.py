@@ -47,7 +47,8 @@ def error_lines(output: str, limit: int = 3) -> str:
 
 class UnreadableResult(CannotRunError):
     """perftest ended well but its output holds no readable row for the size (under emulation
-    ib_write_lat now and then prints ``inf`` or no row at all): :func:`run_all` runs it again."""
+    ib_write_lat now and then prints ``inf`` or no row at all, ib_send_bw a 0.00 average):
+    :func:`run_all` runs it again."""
 
 
 #: Extra runs of one size and kind whose output was unreadable (every command run is listed in the
@@ -75,6 +76,13 @@ def read_result(output: str, size: int, kind: str, verb: str, source: str) -> P2
             hint="run the same command by hand to see what perftest says",
         )
     row = rows[-1]
+    if kind == "bw" and not (row.bw_gbs or 0) > 0:
+        # Bytes moved in a run that ended well cannot take no time: a 0.00 average is perftest's
+        # timing gone wrong (seen under emulation: ib_send_bw -q 2, 100 iterations), not a rate.
+        raise UnreadableResult(
+            f"{source}: perftest printed a {format_bytes(size)} row with no bandwidth (BW average 0)",
+            hint="run the same command by hand, with more --iters, to see what perftest says",
+        )
     if kind == "lat" and verb == "read":
         row = _halved(row)
     return row
