@@ -27,6 +27,7 @@ COMMANDS: dict[str, dict[str, str]] = {
     "ibdiag": {
         "topo": "ibdiag.cli.topo",
         "counters": "ibdiag.cli.counters",
+        "fabric": "ibdiag.cli.fabric",
         "verdict": "ibdiag.cli.verdict",
         "snapshot": "ibdiag.cli.snapshot",
         "sweep": "ibdiag.cli.sweep",
@@ -46,6 +47,7 @@ COMMANDS: dict[str, dict[str, str]] = {
 SHORT_HELP = {
     "topo": "Map GPUs, RDMA adapters, PCIe and NUMA; judge the layout.",
     "counters": "Port error, backpressure and throughput counters.",
+    "fabric": "The InfiniBand subnet: SM, links, switch-side counters.",
     "verdict": "Is the network the bottleneck of this training job?",
     "snapshot": "Capture the sysfs subset ibdiag reads, for --root.",
     "sweep": "Find the bad node, rail or link of a cluster.",

@@ -6,6 +6,7 @@ from ibdiag.bench.collective.analysis import CHECKS as collective
 from ibdiag.bench.importers.checks import CHECKS as importers
 from ibdiag.bench.p2p.checks import CHECKS as p2p
 from ibdiag.counters.checks import CHECKS as counters
+from ibdiag.fabric.judge import CHECKS as fabric
 from ibdiag.findings.registry import Check, CheckRegistry
 from ibdiag.ports.checks import CHECKS as ports
 from ibdiag.report.checks import CHECKS as report
@@ -16,7 +17,7 @@ from ibdiag.verdict.checks import CHECKS as verdict
 
 def all_registries() -> tuple[CheckRegistry, ...]:
     """Every package's ``CHECKS``, in the order of the command references in docs/ (tests, docs)."""
-    return (topo, ports, counters, p2p, collective, importers, verdict, sweep, report)
+    return (topo, ports, counters, fabric, p2p, collective, importers, verdict, sweep, report)
 
 
 def all_checks() -> dict[str, Check]:

@@ -1,0 +1,191 @@
+"""``ibdiag fabric``: the InfiniBand subnet itself — subnet manager, links, switch-side counters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ibdiag.cli.app import app
+from ibdiag.cli.common import (
+    ConfigOption,
+    DebugOption,
+    FormatOption,
+    OutputFormat,
+    StrictOption,
+    TextfileOption,
+    emit,
+    env,
+    handle_errors,
+    read_config,
+    run_meta,
+    table_width,
+)
+
+MAX_INTERVAL_S = 86400.0
+
+FromOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--from",
+        metavar="DUMP",
+        help="Judge a saved fabric (a --save directory or .tar.gz, or a file of ibnetdiscover output) instead of the live one.",
+    ),
+]
+SaveOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--save",
+        metavar="DIR|FILE.tar.gz",
+        help="Also save what the tools printed, for --from and --since later.",
+    ),
+]
+SinceOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--since",
+        metavar="DUMP",
+        help="Judge against an earlier --save of this fabric: links lost since, counter deltas.",
+    ),
+]
+IntervalOption = Annotated[
+    float | None,
+    typer.Option(
+        "--interval",
+        "-i",
+        metavar="SECONDS",
+        help="Read the counters twice, SECONDS apart: error deltas and backpressure as a share of time.",
+    ),
+]
+CaOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ca", "-C", metavar="CA", help="This node's adapter the tools use (as ibnetdiscover -C)."
+    ),
+]
+PortOption = Annotated[
+    int | None, typer.Option("--port", "-P", metavar="PORT", help="Its port (as ibnetdiscover -P).")
+]
+TopoOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--topo",
+        metavar="TOPO.json",
+        help="`ibdiag topo -o json` of a node (repeat): names host ports by node, NIC index and nearest GPUs.",
+    ),
+]
+TimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--timeout",
+        metavar="SECONDS",
+        help="Time limit of each infiniband-diags tool (killed past it; the fabric is then partial).",
+    ),
+]
+
+
+@app.command("fabric")
+@handle_errors
+def fabric_command(
+    fmt: FormatOption = OutputFormat.table,
+    config: ConfigOption = None,
+    strict: StrictOption = False,
+    source: FromOption = None,
+    save: SaveOption = None,
+    since: SinceOption = None,
+    interval: IntervalOption = None,
+    ca: CaOption = None,
+    port: PortOption = None,
+    topo: TopoOption = None,
+    timeout: TimeoutOption = 60.0,
+    textfile: TextfileOption = None,  # written by the boundary (cli/errors.py) from the report's metrics
+    debug: DebugOption = False,
+) -> int:
+    """The InfiniBand subnet (like ibnetdiscover + ibqueryerrors + sminfo, judged): SM, links, switch-side counters."""
+    from ibdiag.counters.config import CountersConfig
+    from ibdiag.errors import UsageError
+    from ibdiag.fabric import dump
+    from ibdiag.fabric.build import build_fabric, origin
+    from ibdiag.fabric.collect import Collector, Limits, collect
+    from ibdiag.fabric.config import FabricConfig
+    from ibdiag.fabric.hosts import HostEnd, read_topo
+    from ibdiag.fabric.judge import judge
+    from ibdiag.outfile import check_output_path
+
+    if interval is not None and not 0 < interval <= MAX_INTERVAL_S:
+        raise UsageError(
+            f"--interval {interval:g} is outside (0, {MAX_INTERVAL_S:g}] seconds",
+            hint="e.g. --interval 10",
+        )
+    if interval is not None and source is not None:
+        raise UsageError(
+            "--interval reads the live fabric twice; it cannot judge a saved one (--from)",
+            hint="use --since EARLIER with --from LATER",
+        )
+    if not 0 < timeout <= 3600:
+        raise UsageError(
+            f"--timeout {timeout:g} is outside (0, 3600] seconds", hint="e.g. --timeout 60"
+        )
+    if port is not None and not 0 < port < 255:
+        raise UsageError(f"--port {port} is not a port number", hint="1 for a single-port adapter")
+    if save is not None and dump.is_archive(save):
+        check_output_path(save, "--save")
+    cfg_file = read_config(config)
+    ccfg = cfg_file.section("counters", CountersConfig)
+    fcfg = cfg_file.section("fabric", FabricConfig)
+    hosts: dict[str, HostEnd] = {}
+    for f in topo or []:
+        hosts.update(read_topo(f))
+    if source is not None:
+        cap = dump.load(source)
+    else:
+        lim = Limits(timeout, timeout, min(timeout, 10.0))
+        cap = collect(Collector(env().environ, ca=ca, port=port, limits=lim), interval_s=interval)
+    if save is not None:
+        dump.save(cap, save)
+    fab = build_fabric(cap)
+    earlier = reference = None
+    mode = "interval"
+    if interval is not None:
+        earlier, fab = fab, build_fabric(cap, counters_run="ibqueryerrors-1")
+    elif since is not None:
+        reference = earlier = build_fabric(dump.load(since))
+        mode = "since"
+    judged = judge(
+        fab,
+        hosts=hosts,
+        cfg=ccfg,
+        fcfg=fcfg,
+        origin=origin(cap),
+        earlier=earlier,
+        reference=reference,
+        mode=mode,
+    )
+    return _output(judged, fmt, strict)
+
+
+def _output(judged: Any, fmt: OutputFormat, strict: bool) -> int:
+    from ibdiag.fabric.views import csv_rows, json_data, prom_metrics
+    from ibdiag.fabric.views import table as view
+    from ibdiag.findings.model import Report
+    from ibdiag.output.table import findings_block
+
+    report = Report("fabric", json_data.fabric_data(judged), judged.findings)
+
+    def table() -> list[Any]:
+        return [
+            view.head(judged),
+            *findings_block(report, strict=strict, width=table_width()),
+            *view.items(judged),
+        ]
+
+    return emit(
+        report,
+        fmt,
+        run_meta(),
+        strict=strict,
+        table=table,
+        csv=lambda: (csv_rows.CSV_HEADER, csv_rows.csv_rows(judged)),
+        prom=lambda: prom_metrics.prom_metrics(judged),
+    )

@@ -1,0 +1,186 @@
+"""A :class:`~.capture.Capture` (what the tools printed) -> one :class:`~.model.Fabric`. Pure.
+
+ibnetdiscover gives the nodes and cabled ports (widths, speeds, LIDs); iblinkinfo adds every port's
+state and physical state (ports without a cable too); ibqueryerrors the counters; sminfo/saquery the
+subnet managers; stderr of each the notes (:mod:`.toolerr`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from ibdiag.counters.model import PortCounters, Sample
+from ibdiag.counters.spec import ERROR_COUNTERS, IB_COUNTERS, max_value
+from ibdiag.errors import CannotRunError, InputError
+from ibdiag.fabric.capture import Capture, ToolRun
+from ibdiag.fabric.linkinfo import parse_linkinfo
+from ibdiag.fabric.model import Fabric, FabricNode, FabricPort, PortRef, SubnetManager, ToolNote
+from ibdiag.fabric.netdiscover import parse_netdiscover
+from ibdiag.fabric.queryerrors import parse_queryerrors
+from ibdiag.fabric.sminfo import parse_sm_lids, parse_sminfo
+from ibdiag.fabric.toolerr import classify
+
+#: IBA name -> counters' key, for the counters a switch's PMA reports in PortCounters.
+BY_IBA = {spec.iba: name for name, spec in IB_COUNTERS.items() if spec.bits is not None}
+#: Judged per port whether or not ibqueryerrors listed it (absent: it counted none).
+ZERO_UNLESS_LISTED = (*ERROR_COUNTERS, "port_xmit_wait")
+_ORIGIN = re.compile(r"^#\s*Initiated from node ([0-9a-fA-F]{1,16}) port ([0-9a-fA-F]{1,16})", re.M)
+
+
+def build_fabric(cap: Capture, counters_run: str = "ibqueryerrors") -> Fabric:
+    disc = cap.run("ibnetdiscover")
+    if disc is None or not disc.stdout.strip():
+        said = "; ".join(n.text for n in (classify(disc) if disc else ())[:3]) or "no output"
+        raise CannotRunError(
+            f"ibnetdiscover discovered nothing ({said})",
+            hint="check that this node's port is up and the subnet manager runs (`ibstat`, `sminfo`); -C/-P pick the port",
+        )
+    nodes, ports = parse_netdiscover(disc.stdout)
+    notes: list[ToolNote] = list(classify(disc))
+    link = cap.run("iblinkinfo")
+    states_known = link is not None and bool(link.stdout.strip())
+    if link is not None:
+        notes.extend(classify(link))
+        if states_known:
+            ports = _merge_states(nodes, ports, link, notes)
+    sms, sm_known = _sms(cap, notes)
+    counters = None
+    qe = cap.run(counters_run)
+    if qe is not None:
+        notes.extend(classify(qe))
+        counters = _counters(ports, qe, notes, qe.taken_at_s or cap.taken_at_s)
+    return Fabric(
+        source=cap.source,
+        taken_at_s=cap.taken_at_s,
+        nodes=nodes,
+        ports=ports,
+        sms=sms,
+        sm_known=sm_known,
+        states_known=states_known,
+        counters=counters,
+        notes=tuple(notes),
+    )
+
+
+def origin(cap: Capture) -> str | None:
+    """The node GUID ibnetdiscover started from (its header comment), if it says."""
+    disc = cap.run("ibnetdiscover")
+    m = _ORIGIN.search(disc.stdout) if disc else None
+    return None if m is None else f"0x{int(m.group(1), 16):016x}"
+
+
+def _merge_states(
+    nodes: tuple[FabricNode, ...],
+    ports: tuple[FabricPort, ...],
+    run: ToolRun,
+    notes: list[ToolNote],
+) -> tuple[FabricPort, ...]:
+    lines = parse_linkinfo(run.stdout)
+    desc = {n.guid: n.desc for n in nodes}
+    by_port_guid = {p.port_guid: p.guid for p in ports if p.port_guid}
+    known_nodes = {n.guid for n in nodes}
+    merged = {p.ref: p for p in ports}
+    for ln in lines:
+        guid = by_port_guid.get(ln.guid, ln.guid)
+        if guid not in known_nodes:
+            continue  # a node iblinkinfo saw and ibnetdiscover did not: the notes say so
+        ref = PortRef(guid, ln.port)
+        if ln.peer_unknown:
+            notes.append(
+                ToolNote(
+                    "iblinkinfo",
+                    "unreachable",
+                    f"port {ln.port} of {desc.get(guid, guid)} is {ln.state}, its far end was not discovered ({guid})",
+                )
+            )
+        peer = None
+        if ln.peer_guid is not None and ln.peer_port is not None:
+            peer = PortRef(by_port_guid.get(ln.peer_guid, ln.peer_guid), ln.peer_port)
+        old = merged.get(ref)
+        if old is None:
+            merged[ref] = FabricPort(
+                guid,
+                ln.port,
+                ln.state,
+                ln.phys_state,
+                ln.width,
+                ln.speed,
+                peer,
+                ln.lid,
+                could_be=ln.could_be,
+            )
+        else:
+            merged[ref] = replace(
+                old,
+                state=ln.state,
+                phys_state=ln.phys_state,
+                width=ln.width or old.width,
+                speed=ln.speed or old.speed,
+                peer=old.peer or peer,
+                lid=old.lid or ln.lid,
+                could_be=ln.could_be,
+            )
+    return tuple(sorted(merged.values(), key=lambda p: (p.guid, p.port)))
+
+
+def _sms(cap: Capture, notes: list[ToolNote]) -> tuple[tuple[SubnetManager, ...], bool]:
+    master = cap.run("sminfo")
+    if master is None:
+        return (), False
+    notes.extend(n for n in classify(master) if n.kind != "failed")
+    found: dict[int, SubnetManager] = {}
+    try:
+        sm = parse_sminfo(master.stdout)
+        found[sm.lid] = sm
+    except InputError:
+        pass
+    sa = cap.run("saquery")
+    lids = parse_sm_lids(sa.stdout) if sa is not None else ()
+    for lid in lids:
+        if lid in found:
+            continue
+        run = cap.run(f"sminfo-{lid}")
+        try:
+            found[lid] = parse_sminfo(run.stdout if run else "")
+        except InputError:
+            found[lid] = SubnetManager(lid, None, None, "not answering")
+    return tuple(found.values()), True
+
+
+def _counters(
+    ports: tuple[FabricPort, ...], run: ToolRun, notes: list[ToolNote], taken_at_s: float | None
+) -> Sample | None:
+    if run.rc not in (0, 1) or any(n.kind == "no-sm" for n in classify(run)):
+        return None
+    listed = parse_queryerrors(run.stdout)
+    unread = _unread(notes, ports)
+    out: list[PortCounters] = []
+    for p in ports:
+        if p.peer is None or p.state not in (None, "Active", "Armed"):
+            continue
+        values: dict[str, int | None] = dict.fromkeys(ZERO_UNLESS_LISTED, 0)
+        unavailable: dict[str, str] = {}
+        if (p.lid, p.port) in unread or (p.guid, p.port) in unread:
+            values = dict.fromkeys(ZERO_UNLESS_LISTED)
+            unavailable = dict.fromkeys(ZERO_UNLESS_LISTED, "PMA query failed")
+        for iba, v in listed.get((p.guid, p.port), {}).items():
+            key = BY_IBA.get(iba)
+            if key is not None:
+                values[key] = v
+        saturated = frozenset(
+            k
+            for k, v in values.items()
+            if v is not None and v >= max_value(IB_COUNTERS[k].bits or 64)
+        )
+        out.append(PortCounters(p.guid, p.port, None, values, None, unavailable, saturated))
+    return Sample(taken_at_s or 0.0, None, tuple(out))
+
+
+def _unread(notes: list[ToolNote], ports: tuple[FabricPort, ...]) -> set[tuple[object, int]]:
+    out: set[tuple[object, int]] = set()
+    for n in notes:
+        m = re.search(r"\(LID (\d+)\) port (\d+) not read", n.text)
+        if n.kind == "unreachable" and m:
+            out.add((int(m.group(1)), int(m.group(2))))
+    return out

@@ -1,0 +1,256 @@
+"""The fabric's own checks: subnet manager, discovery, port states, link widths and speeds, lost links.
+Counter checks are :mod:`.counterchecks`; :func:`ibdiag.fabric.judge.judge` calls both in order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from ibdiag.fabric.config import FabricConfig
+from ibdiag.fabric.hosts import Names
+from ibdiag.fabric.model import LANE_GBPS, SPEED_ORDER, SWITCH, Fabric, FabricPort, PortRef
+from ibdiag.findings.model import Finding, Severity
+from ibdiag.findings.registry import CheckRegistry
+
+CHECKS = CheckRegistry("fabric")
+LIST_LIMIT = 8
+
+
+def listed(items: list[str], limit: int = LIST_LIMIT) -> str:
+    more = len(items) - limit
+    return "; ".join(items[:limit]) + (f"; and {more} more" if more > 0 else "")
+
+
+@CHECKS.check(
+    "fabric.sm", "no master subnet manager, more than one master, or an SM not answering: fail"
+)
+def subnet_manager(fab: Fabric, names: Names) -> Finding | None:
+    if not fab.sm_known:
+        return None
+    masters = [s for s in fab.sms if s.state == "master"]
+    silent = [s for s in fab.sms if s.state == "not answering"]
+
+    def who(lid: int, guid: str | None) -> str:
+        node = next((p for p in fab.ports if p.lid == lid and fab.node(p.guid) is not None), None)
+        name = names.port(node.ref) if node else (guid or "?")
+        return f"LID {lid} ({name})"
+
+    if not masters:
+        init = sum(1 for p in fab.ports if p.state == "Initialize")
+        return Finding(
+            "fabric.sm",
+            Severity.FAIL,
+            "subnet manager",
+            "no master subnet manager answers"
+            + (f": {init} ports wait in Initialize (no SM has brought them up)" if init else ""),
+            value=0,
+            limit=1,
+            hint="start the subnet manager (`systemctl start opensm`, or the switch's or UFM's SM) and check `sminfo`",
+        )
+    others = ", ".join(f"{who(s.lid, s.guid)} {s.state}" for s in fab.sms if s.state != "master")
+    if len(masters) > 1:
+        return Finding(
+            "fabric.sm",
+            Severity.FAIL,
+            "subnet manager",
+            f"{len(masters)} master subnet managers: "
+            + ", ".join(who(s.lid, s.guid) for s in masters),
+            value=len(masters),
+            limit=1,
+            hint="two masters fight over LIDs and routes: stop one, or give them distinct priorities so one stands by",
+        )
+    m = masters[0]
+    text = f"master {who(m.lid, m.guid)}, priority {m.priority}, activity count {m.activity}" + (
+        f"; {others}" if others else ""
+    )
+    if silent:
+        return Finding(
+            "fabric.sm",
+            Severity.FAIL,
+            "subnet manager",
+            f"{text}: {len(silent)} SM port(s) do not answer SMInfo",
+            value=len(silent),
+            hint="a standby SM that does not answer will not take over: check it (`sminfo LID`)",
+        )
+    return Finding("fabric.sm", Severity.OK, "subnet manager", text)
+
+
+def _walk(fab: Fabric, origin: str | None, path: str, names: Names) -> str:
+    hops = [int(h) for h in path.split(",")[1:] if h.isdigit()]
+    if origin is None or fab.node(origin) is None or not hops:
+        return f"directed route {path}"
+    node = origin
+    for i, hop in enumerate(hops):
+        port = fab.port(PortRef(node, hop))
+        if port is None or port.peer is None or i == len(hops) - 1:
+            return f"behind {names.port(PortRef(node, hop))} (directed route {path})"
+        node = port.peer.guid
+    return f"directed route {path}"
+
+
+@CHECKS.check(
+    "fabric.discovery",
+    "part of the fabric not discovered, or a tool timed out: fail; port counters not read: warn",
+)
+def discovery(fab: Fabric, names: Names, origin: str | None) -> Finding:
+    lost = [
+        n
+        for n in fab.notes
+        if n.kind in ("unreachable", "timeout", "other")
+        and n.tool in ("ibnetdiscover", "iblinkinfo")
+    ]
+    unread = [
+        n
+        for n in fab.notes
+        if n.kind in ("unreachable", "timeout", "other") and n.tool.startswith("ibqueryerrors")
+    ]
+    if lost:
+        where = []
+        for n in lost:
+            if n.text.startswith("directed route "):
+                path = n.text.split()[2].rstrip(":")
+                where.append(f"{_walk(fab, origin, path, names)}: {n.text.split(': ', 1)[-1]}")
+            elif n.text.startswith("port "):
+                m = re.match(
+                    r"port (\d+) of .* is (\w+), its far end was not discovered \((0x[0-9a-f]+)\)",
+                    n.text,
+                )
+                where.append(
+                    f"beyond {names.port(PortRef(m.group(3), int(m.group(1))))} ({m.group(2)}; far end not discovered)"
+                    if m
+                    else n.text
+                )
+            else:
+                where.append(f"{n.tool}: {n.text}")
+        return Finding(
+            "fabric.discovery",
+            Severity.FAIL,
+            "fabric",
+            f"discovered in part ({len(fab.nodes)} nodes, {len(fab.ports)} ports seen); not reached: {listed(where, 5)}",
+            value=len(lost),
+            hint="management datagrams are lost or time out there: check that link's cable and ports (`ibdiag fabric` again, `ibnetdiscover -v`); nothing behind it was judged",
+        )
+    if unread:
+        return Finding(
+            "fabric.discovery",
+            Severity.WARN,
+            "fabric",
+            f"discovered whole, but the counters of some ports were not read: {listed([n.text for n in unread], 5)}",
+            value=len(unread),
+            hint="their performance-management queries failed (MAD loss or a port without PMA); their errors are unknown",
+        )
+    return Finding(
+        "fabric.discovery",
+        Severity.OK,
+        "fabric",
+        f"{len(fab.nodes)} nodes ({sum(1 for n in fab.nodes if n.kind == SWITCH)} switches), {len(fab.links())} links discovered with no tool complaint",
+    )
+
+
+@CHECKS.check(
+    "fabric.port_state",
+    "a cabled port not Active (Down/Polling/Initialize/Armed with a peer): fail",
+)
+def port_state(fab: Fabric, names: Names) -> list[Finding]:
+    if not fab.states_known or (fab.sm_known and not any(s.state == "master" for s in fab.sms)):
+        return []  # no master SM: fabric.sm says why every port waits in Initialize
+    out = []
+    for p in fab.ports:
+        if p.peer is not None and p.state not in ("Active", None):
+            out.append(
+                Finding(
+                    "fabric.port_state",
+                    Severity.FAIL,
+                    names.subject(p.ref),
+                    f"{names.cable(p)} is {p.state}/{p.phys_state}, cabled but not Active",
+                    value=p.state,
+                    limit="Active",
+                    hint="Armed/Initialize: the SM has not finished bringing it up (check `sminfo`, the SM log); Down/Polling with a peer: reseat or replace the cable",
+                )
+            )
+    return out
+
+
+def switch_end(fab: Fabric, a: FabricPort, b: FabricPort | None) -> FabricPort:
+    """The switch end of a host link (the one whose cable text names the host), else ``a``."""
+    node = fab.node(a.guid)
+    if node is not None and node.kind == SWITCH or b is None:
+        return a
+    return b
+
+
+def _norm(fab: Fabric, cfg: FabricConfig, ports: list[FabricPort]) -> tuple[int | None, str | None]:
+    widths = Counter(p.width for p in ports if p.width)
+    speeds = Counter(p.speed for p in ports if p.speed)
+    width = cfg.expect_width or (widths.most_common(1)[0][0] if widths else None)
+    speed = cfg.expect_speed or (speeds.most_common(1)[0][0] if speeds else None)
+    return width, speed
+
+
+@CHECKS.check(
+    "fabric.link_rate",
+    "a link narrower or slower than the fabric's norm (or [fabric] expect_width/expect_speed): fail",
+)
+def link_rate(fab: Fabric, names: Names, cfg: FabricConfig) -> list[Finding]:
+    links = [(a, b) for a, b in fab.links() if a.state in ("Active", None) and a.width and a.speed]
+    width, speed = _norm(fab, cfg, [a for a, _ in links])
+    if width is None or speed is None:
+        return []
+    out = []
+    for a, b in links:
+        slow = []
+        if a.width is not None and a.width < width:
+            slow.append(f"{a.width}x where the fabric runs {width}x")
+        if a.speed in LANE_GBPS and SPEED_ORDER.index(a.speed) < SPEED_ORDER.index(speed):
+            slow.append(f"{a.speed} where the fabric runs {speed}")
+        if not slow:
+            continue
+        kind = "inter-switch link" if fab.is_isl(a) else "host link"
+        ends = f"{names.port(a.ref)} — {names.port(b.ref) if b else '?'}"
+        if kind == "host link":
+            ends = names.cable(switch_end(fab, a, b))
+        could = (
+            f"; both ends could do {a.could_be}" if a.could_be and "12X" not in a.could_be else ""
+        )
+        out.append(
+            Finding(
+                "fabric.link_rate",
+                Severity.FAIL,
+                names.link_subject(a, b),
+                f"{kind} {ends} trained at {a.link_text} ({a.rate_gbps:g} Gb/s): {' and '.join(slow)}{could}",
+                value=a.rate_gbps,
+                limit=width * LANE_GBPS[speed],
+                unit="Gb/s",
+                hint="a link that trains narrow or slow has a bad lane or cable: reseat or replace it, then check `iblinkinfo` shows the full width and speed",
+            )
+        )
+    return out
+
+
+@CHECKS.check("fabric.link_lost", "a link of the reference fabric (--since) that is gone: fail")
+def link_lost(
+    fab: Fabric, names: Names, before: Fabric | None, before_names: Names | None
+) -> list[Finding]:
+    if before is None or before_names is None:
+        return []
+    now = {(p.guid, p.port) for p, _ in fab.links()} | {
+        (p.peer.guid, p.peer.port) for p, _ in fab.links() if p.peer
+    }
+    out = []
+    for a, b in before.links():
+        if (a.guid, a.port) in now and (b is None or (b.guid, b.port) in now):
+            continue
+        ends = f"{before_names.port(a.ref)} — {before_names.port(b.ref) if b else '?'}"
+        kind = "inter-switch link" if before.is_isl(a) else "host link"
+        far = before_names.cable(switch_end(before, a, b)) if kind == "host link" else ends
+        out.append(
+            Finding(
+                "fabric.link_lost",
+                Severity.FAIL,
+                before_names.link_subject(a, b),
+                f"{kind} {far} was up in the reference and is not now",
+                hint="the cable is down or unplugged, or a port failed: check both ends (`iblinkinfo`), reseat, replace",
+            )
+        )
+    return out

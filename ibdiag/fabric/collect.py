@@ -1,0 +1,148 @@
+"""Live: run infiniband-diags as subprocesses, each with a time limit, into a :class:`~.capture.Capture`.
+
+One discovery: ``ibnetdiscover --cache`` writes libibnetdisc's cache into a private temporary
+directory; ``iblinkinfo`` and ``ibqueryerrors`` load it instead of discovering again. Then ``sminfo``
+(the master), ``saquery -s`` (every port with the IsSM capability) and ``sminfo LID`` for each other
+SM. ``-C``/``-P`` pick this node's adapter and port, as for the tools. The tools run from an argv list
+(never a shell) with the environment ibdiag was given; a tool past its limit is killed and noted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ibdiag.errors import CannotRunError
+from ibdiag.fabric.capture import Capture, ToolRun
+from ibdiag.fabric.sminfo import parse_sm_lids
+
+TOOLS_HINT = "install infiniband-diags (Debian/Ubuntu: apt-get install infiniband-diags; RHEL: dnf install infiniband-diags)"
+#: Most other subnet managers queried one by one.
+MAX_SMS = 8
+
+
+@dataclass(frozen=True)
+class Limits:
+    discover_s: float = 60.0
+    query_s: float = 60.0
+    sm_s: float = 10.0
+
+
+Runner = Callable[[Sequence[str], Mapping[str, str], float], tuple[str, str, int | None, float]]
+
+
+def run_tool(
+    argv: Sequence[str], env: Mapping[str, str], timeout_s: float
+) -> tuple[str, str, int | None, float]:
+    """stdout, stderr, exit status (None when killed at the limit) and seconds taken."""
+    start = time.monotonic()
+    try:
+        done = subprocess.run(
+            list(argv),
+            env=dict(env),
+            capture_output=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else ""
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else ""
+        return out, err, None, time.monotonic() - start
+    return (
+        done.stdout.decode(errors="replace"),
+        done.stderr.decode(errors="replace"),
+        done.returncode,
+        time.monotonic() - start,
+    )
+
+
+def _find(tool: str, env: Mapping[str, str]) -> str:
+    path = shutil.which(tool, path=env.get("PATH") or os.defpath)
+    if path is None:
+        raise CannotRunError(
+            f"{tool} is not installed (ibdiag fabric runs infiniband-diags)", hint=TOOLS_HINT
+        )
+    return path
+
+
+class Collector:
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        *,
+        ca: str | None = None,
+        port: int | None = None,
+        limits: Limits = Limits(),
+        runner: Runner = run_tool,
+    ) -> None:
+        self.env = env
+        self.sel = [*(("-C", ca) if ca else ()), *(("-P", str(port)) if port else ())]
+        self.limits = limits
+        self.runner = runner
+
+    def _run(self, name: str, argv: list[str], timeout_s: float) -> ToolRun:
+        argv = [_find(argv[0], self.env), *argv[1:]]
+        taken = time.time()
+        out, err, rc, elapsed = self.runner(argv, self.env, timeout_s)
+        shown = " ".join([os.path.basename(argv[0]), *argv[1:]])
+        return ToolRun(name, shown, out, err, rc, round(elapsed, 4), taken)
+
+    def capture(self, cache_dir: str) -> list[ToolRun]:
+        cache = os.path.join(cache_dir, "ibnetdiscover.cache")
+        runs = [
+            self._run(
+                "ibnetdiscover",
+                ["ibnetdiscover", *self.sel, "--cache", cache],
+                self.limits.discover_s,
+            )
+        ]
+        have_cache = os.path.exists(cache)
+        load = ["--load-cache", cache] if have_cache else []
+        runs.append(
+            self._run("iblinkinfo", ["iblinkinfo", *self.sel, "-l", *load], self.limits.discover_s)
+        )
+        runs.append(self.counters(cache_dir, "ibqueryerrors"))
+        runs.append(self._run("sminfo", ["sminfo", *self.sel], self.limits.sm_s))
+        sa = self._run("saquery", ["saquery", *self.sel, "-s"], self.limits.sm_s)
+        runs.append(sa)
+        for lid in parse_sm_lids(sa.stdout)[:MAX_SMS]:
+            runs.append(
+                self._run(f"sminfo-{lid}", ["sminfo", *self.sel, str(lid)], self.limits.sm_s)
+            )
+        return runs
+
+    def counters(self, cache_dir: str, name: str) -> ToolRun:
+        cache = os.path.join(cache_dir, "ibnetdiscover.cache")
+        load = ["--load-cache", cache] if os.path.exists(cache) else []
+        return self._run(
+            name, ["ibqueryerrors", *self.sel, *load, "--data", "--details"], self.limits.query_s
+        )
+
+    def version(self) -> str:
+        out, err, _rc, _ = self.runner(
+            [_find("ibnetdiscover", self.env), "--version"], self.env, self.limits.sm_s
+        )
+        text = (out + err).strip().splitlines()
+        return text[0][-40:] if text else "unknown"
+
+
+def collect(
+    collector: Collector,
+    *,
+    interval_s: float | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Capture:
+    """Everything once; with ``interval_s``, the counters again that many seconds later (``ibqueryerrors-1``)."""
+    with tempfile.TemporaryDirectory(prefix="ibdiag-fabric-") as tmp:
+        taken = time.time()
+        runs = collector.capture(tmp)
+        if interval_s:
+            sleep(interval_s)
+            runs.append(collector.counters(tmp, "ibqueryerrors-1"))
+        return Capture("live", tuple(runs), taken, {"infiniband-diags": collector.version()})

@@ -1,0 +1,47 @@
+"""``[fabric]`` settings. Counter thresholds, the rate limit and the xmit_wait assumption are
+``[counters]``'s (the same meanings on a switch port as on a host port). Example::
+
+    [fabric]
+    expect_width = 4          # lanes every link should run at; 0: the fabric's most common width
+    expect_speed = "HDR"      # lane speed every link should run at; "": the fabric's most common speed
+    xmit_wait_warn_pct = 5    # a port waiting for credits this share of an interval or more warns
+    congestion_share_pct = 25 # a port holding this share of the fabric's xmit_wait is where it concentrates
+    congestion_min_ticks = 10000
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ibdiag.errors import InputError
+from ibdiag.fabric.model import LANE_GBPS
+
+
+@dataclass(frozen=True)
+class FabricConfig:
+    expect_width: int = 0
+    expect_speed: str = ""
+    xmit_wait_warn_pct: float = 5.0
+    congestion_share_pct: float = 25.0
+    congestion_min_ticks: int = 10000
+
+    def __post_init__(self) -> None:
+        if self.expect_width not in (0, 1, 2, 4, 8, 12):
+            raise InputError(
+                f"config [fabric] expect_width = {self.expect_width}",
+                hint="0 (the fabric's norm), 1, 2, 4, 8 or 12",
+            )
+        if self.expect_speed and self.expect_speed not in LANE_GBPS:
+            raise InputError(
+                f"config [fabric] expect_speed = {self.expect_speed[:20]!r}",
+                hint=f'one of {", ".join(LANE_GBPS)}, or "" for the fabric\'s norm',
+            )
+        if not 0 < self.xmit_wait_warn_pct <= 100 or not 0 < self.congestion_share_pct <= 100:
+            raise InputError(
+                "config [fabric] percentages must be in (0, 100]",
+                hint="e.g. xmit_wait_warn_pct = 5",
+            )
+        if self.congestion_min_ticks < 0:
+            raise InputError(
+                "config [fabric] congestion_min_ticks must be 0 or more", hint="e.g. 10000"
+            )

@@ -1,0 +1,173 @@
+"""Host ports named by node, NIC and GPU: ``gpu03 mlx5_2 (NIC 2, GPU2/GPU3)``.
+
+From ``ibdiag topo -o json`` files of the nodes (``--topo``): each adapter's node GUID, NIC index and
+the GPUs that have it nearest. Without them, a channel adapter's node description is read the way
+rdma-ndd writes it (``<hostname> <device>``), which names the host and NIC but not the GPUs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ibdiag.errors import InputError
+from ibdiag.fabric.model import CA, Fabric, FabricNode, FabricPort, PortRef
+from ibdiag.jsonread import Fields, JsonFieldError
+from ibdiag.text import safe_excerpt, safe_value
+
+HINT = "give files written by `ibdiag topo -o json` on each node"
+MAX_TOPO_BYTES = 16 * 2**20
+_DESC = re.compile(r"^(\S{1,64}) (\S{1,32})$")
+
+
+@dataclass(frozen=True)
+class HostEnd:
+    host: str
+    adapter: str
+    nic_index: int | None = None
+    gpus: tuple[int, ...] = ()
+
+    @property
+    def text(self) -> str:
+        gpus = f", GPU{'/GPU'.join(str(g) for g in self.gpus)}" if self.gpus else ""
+        nic = f"NIC {self.nic_index}" if self.nic_index is not None else ""
+        extra = ", ".join(x for x in (nic,) if x) + gpus
+        return f"{self.host} {self.adapter}" + (f" ({extra.lstrip(', ')})" if extra else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "adapter": self.adapter,
+            "nic_index": self.nic_index,
+            "gpus": list(self.gpus),
+        }
+
+
+def guid_from_sysfs(text: str) -> str:
+    """``a088:c203:00b1:2c40`` (sysfs node_guid) -> ``0xa088c20300b12c40``."""
+    digits = text.replace(":", "")
+    if not re.fullmatch(r"[0-9a-fA-F]{16}", digits):
+        raise JsonFieldError("node_guid", f"{safe_value(text)} is not a GUID")
+    return "0x" + digits.lower()
+
+
+def read_topo(path: Path) -> dict[str, HostEnd]:
+    """Node GUID -> host end, from one ``ibdiag topo -o json`` file."""
+    try:
+        data = path.read_bytes()[: MAX_TOPO_BYTES + 1]
+        if len(data) > MAX_TOPO_BYTES:
+            raise InputError(
+                f"{safe_value(str(path))} is larger than {MAX_TOPO_BYTES // 2**20} MiB", hint=HINT
+            )
+        doc = json.loads(data)
+    except OSError as e:
+        raise InputError(f"{safe_value(str(path))}: {e.strerror}", hint=HINT) from None
+    except (ValueError, RecursionError) as e:
+        raise InputError(
+            f"{safe_value(str(path))}: not JSON ({safe_excerpt(e, 80)})", hint=HINT
+        ) from None
+    try:
+        f = Fields(doc, "")
+        if f.text("schema") != "ibdiag.topo/1":
+            raise JsonFieldError("schema", "is not ibdiag.topo/1")
+        host = f.text("host", required=True)
+        nearest: dict[str, list[int]] = {}
+        for p in f.objects(
+            "pairings", lambda p: (p.integer("gpu", 0, 4096), p.texts("nearest", 64))
+        ):
+            gpu, names = p
+            for name in names:
+                if gpu is not None:
+                    nearest.setdefault(name, []).append(gpu)
+        out: dict[str, HostEnd] = {}
+        for a in f.objects(
+            "adapters",
+            lambda a: (
+                a.text("name", required=True),
+                a.integer("nic_index", 0, 4096),
+                a.text("node_guid"),
+            ),
+        ):
+            name, idx, guid = a
+            if guid:
+                out[guid_from_sysfs(guid)] = HostEnd(
+                    host, name, idx, tuple(sorted(nearest.get(name, [])))
+                )
+    except JsonFieldError as e:
+        raise InputError(f"{safe_value(str(path))}: {e}", hint=HINT) from None
+    return out
+
+
+def _token(text: str) -> str:
+    return re.sub(r"\s+", "/", text.strip()) or "?"
+
+
+def from_desc(node: FabricNode) -> HostEnd | None:
+    m = _DESC.match(node.desc)
+    return HostEnd(m.group(1), m.group(2)) if m and node.kind == CA else None
+
+
+@dataclass(frozen=True)
+class Names:
+    """How to name any port: a switch by its description, a host port by host, NIC and GPUs."""
+
+    fabric: Fabric
+    hosts: dict[str, HostEnd]
+
+    def host(self, guid: str) -> HostEnd | None:
+        node = self.fabric.node(guid)
+        if node is None or node.kind != CA:
+            return None
+        return self.hosts.get(guid) or from_desc(node)
+
+    def node(self, guid: str) -> str:
+        node = self.fabric.node(guid)
+        if node is None:
+            return guid
+        if node.kind == CA:
+            h = self.host(guid)
+            return h.text if h else (node.desc or guid)
+        return node.desc or guid
+
+    def port(self, ref: PortRef) -> str:
+        node = self.fabric.node(ref.guid)
+        if node is not None and node.kind == CA:
+            h = self.host(ref.guid)
+            if h is not None:
+                return f"{h.host} {h.adapter}" + (f" port {ref.port}" if node.ports > 1 else "")
+        return f"{self.node(ref.guid)} port {ref.port}"
+
+    def subject(self, ref: PortRef) -> str:
+        """A finding's subject, one token: ``leaf-r2-1:3``, ``gpu03/mlx5_2`` (``gpu03/mlx5_2:2`` on a
+        multi-port adapter); whitespace inside a description becomes ``/``."""
+        node = self.fabric.node(ref.guid)
+        if node is not None and node.kind == CA:
+            h = self.host(ref.guid)
+            name = f"{h.host}/{h.adapter}" if h else _token(node.desc or ref.guid)
+            return name + (f":{ref.port}" if node.ports > 1 else "")
+        return f"{_token(node.desc if node and node.desc else ref.guid)}:{ref.port}"
+
+    def link_subject(self, a: FabricPort, b: FabricPort | None) -> str:
+        """``leaf-r3-1:11<>spine-1:14``: the switch end first on a host link."""
+        first, second = (a, b)
+        if (
+            b is not None
+            and self.fabric.node(a.guid) is not None
+            and self.fabric.node(a.guid).kind == CA
+        ):  # type: ignore[union-attr]
+            first, second = b, a
+        return self.subject(first.ref) + "<>" + (self.subject(second.ref) if second else "?")
+
+    def cable(self, p: FabricPort) -> str:
+        """``leaf-r2-1 port 3 (cable to gpu03 mlx5_2 (NIC 2, GPU2/GPU3))``."""
+        own = self.port(p.ref)
+        if p.peer is None:
+            return own
+        far = self.fabric.node(p.peer.guid)
+        if far is not None and far.kind == CA:
+            h = self.host(p.peer.guid)
+            return f"{own} (cable to {h.text if h else self.port(p.peer)})"
+        return f"{own} (cable to {self.port(p.peer)})"

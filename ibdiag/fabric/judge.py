@@ -1,0 +1,62 @@
+"""A fabric (and, for ``--since``/``--interval``, an earlier read) -> findings, in the order shown."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ibdiag.counters.config import CountersConfig
+from ibdiag.counters.delta import build_span
+from ibdiag.counters.model import Span
+from ibdiag.fabric.checks import CHECKS, discovery, link_lost, link_rate, port_state, subnet_manager
+from ibdiag.fabric.config import FabricConfig
+from ibdiag.fabric.counterchecks import errors, xmit_wait
+from ibdiag.fabric.hosts import HostEnd, Names
+from ibdiag.fabric.model import Fabric
+from ibdiag.findings.model import Finding
+from ibdiag.units import format_duration
+
+__all__ = ["CHECKS", "Judged", "judge"]
+
+
+@dataclass(frozen=True)
+class Judged:
+    fabric: Fabric
+    names: Names
+    findings: tuple[Finding, ...]
+    span: Span | None
+
+
+def counter_span(before: Fabric | None, after: Fabric, mode: str) -> Span | None:
+    if before is None or before.counters is None or after.counters is None:
+        return None
+    if not after.counters.taken_at_s > before.counters.taken_at_s:
+        return None
+    return build_span([before.counters, after.counters], mode=mode, keep_steps=False)
+
+
+def judge(
+    fab: Fabric,
+    *,
+    hosts: dict[str, HostEnd],
+    cfg: CountersConfig,
+    fcfg: FabricConfig,
+    origin: str | None = None,
+    earlier: Fabric | None = None,
+    reference: Fabric | None = None,
+    mode: str = "interval",
+) -> Judged:
+    """``earlier``: the counters' first read (``--interval``) or the reference (``--since``);
+    ``reference``: the fabric whose links must still be there (``--since``)."""
+    names = Names(fab, hosts)
+    span = counter_span(earlier, fab, mode)
+    dur = format_duration(span.interval_s) if span is not None else "since the last reset"
+    ref_names = Names(reference, hosts) if reference is not None else None
+    out: list[Finding] = []
+    out += discovery(fab, names, origin)
+    out += subnet_manager(fab, names)
+    out += link_lost(fab, names, reference, ref_names)
+    out += port_state(fab, names)
+    out += link_rate(fab, names, fcfg)
+    out += errors(fab, names, cfg, span, dur)
+    out += xmit_wait(fab, names, cfg, fcfg, span, dur)
+    return Judged(fab, names, tuple(out), span)

@@ -1,0 +1,206 @@
+"""The subnet as frozen dataclasses: nodes, ports with both ends of each link, subnet managers.
+
+GUIDs are ``0x`` + 16 lower-case hex digits. A port is keyed by its node's GUID and its number
+(``(guid, 0)`` is a switch's management port). Strings from outside (node descriptions) are already
+escaped and capped by the parsers. Counters are :class:`ibdiag.counters.model.PortCounters` keyed
+``(node guid, port)``: the same meanings, saturation and deltas as ``ibdiag counters``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ibdiag.counters.model import Sample
+
+SWITCH = "switch"
+CA = "ca"
+ROUTER = "router"
+
+#: Data rate per lane in Gb/s after encoding, by IBA speed name.
+LANE_GBPS: dict[str, float] = {
+    "SDR": 2.0,
+    "DDR": 4.0,
+    "QDR": 8.0,
+    "FDR10": 10.0,
+    "FDR": 13.64,
+    "EDR": 25.0,
+    "HDR": 50.0,
+    "NDR": 100.0,
+    "XDR": 200.0,
+}
+SPEED_ORDER = tuple(LANE_GBPS)
+
+
+def guid_text(value: int) -> str:
+    return f"0x{value:016x}"
+
+
+@dataclass(frozen=True)
+class PortRef:
+    guid: str
+    port: int
+
+
+@dataclass(frozen=True)
+class FabricNode:
+    guid: str
+    kind: str
+    """``switch``, ``ca`` or ``router``."""
+    desc: str
+    """NodeDescription (``gpu03 mlx5_2``, ``leaf-su1-r2``): set by whoever administers the node."""
+    ports: int
+    lid: int | None = None
+    """A switch's LID (port 0); adapters have one per port."""
+    node_id: str = ""
+    """The name ibnetdiscover's dump gives the node (``S-<guid>``, ``H-<guid>``)."""
+    vendor_id: int | None = None
+    device_id: int | None = None
+    sysimg_guid: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "guid": self.guid,
+            "kind": self.kind,
+            "desc": self.desc,
+            "ports": self.ports,
+            "lid": self.lid,
+            "vendor_id": self.vendor_id,
+            "device_id": self.device_id,
+        }
+
+
+@dataclass(frozen=True)
+class FabricPort:
+    guid: str
+    """The node's GUID."""
+    port: int
+    state: str | None = None
+    """``Active``, ``Armed``, ``Initialize``, ``Down``; None when the source did not say."""
+    phys_state: str | None = None
+    """``LinkUp``, ``Polling``, ``Disabled`` ...; None when the source did not say."""
+    width: int | None = None
+    """Active lanes (1, 2, 4, 8, 12)."""
+    speed: str | None = None
+    """Active lane speed (``HDR``)."""
+    peer: PortRef | None = None
+    lid: int | None = None
+    port_guid: str | None = None
+    could_be: str = ""
+    """What iblinkinfo says the link could do (``12X``, ``53.125 Gbps``): both ends support more."""
+
+    @property
+    def ref(self) -> PortRef:
+        return PortRef(self.guid, self.port)
+
+    @property
+    def rate_gbps(self) -> float | None:
+        if self.width is None or self.speed not in LANE_GBPS:
+            return None
+        return self.width * LANE_GBPS[self.speed]
+
+    @property
+    def link_text(self) -> str:
+        return f"{self.width}x{self.speed}" if self.width and self.speed else "?"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "guid": self.guid,
+            "port": self.port,
+            "lid": self.lid,
+            "port_guid": self.port_guid,
+            "state": self.state,
+            "phys_state": self.phys_state,
+            "width": self.width,
+            "speed": self.speed,
+            "rate_gbps": self.rate_gbps,
+            "peer": None if self.peer is None else {"guid": self.peer.guid, "port": self.peer.port},
+        }
+
+
+@dataclass(frozen=True)
+class SubnetManager:
+    lid: int
+    guid: str | None
+    priority: int | None
+    state: str
+    """``master``, ``standby``, ``discovering``, ``not-active``, or ``not answering``."""
+    activity: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "lid": self.lid,
+            "guid": self.guid,
+            "priority": self.priority,
+            "state": self.state,
+            "activity_count": self.activity,
+        }
+
+
+@dataclass(frozen=True)
+class ToolNote:
+    """What a tool said on stderr (or how it ended), classified."""
+
+    tool: str
+    kind: str
+    """``unreachable`` (part of the fabric not discovered or queried), ``timeout`` (the tool ran past its
+    limit), ``failed`` (non-zero exit with no result), ``no-sm``, ``noise`` (informational)."""
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tool": self.tool, "kind": self.kind, "text": self.text}
+
+
+@dataclass(frozen=True)
+class Fabric:
+    source: str
+    """``live`` (this node's tools), or the saved dump it was read from."""
+    taken_at_s: float | None
+    nodes: tuple[FabricNode, ...]
+    ports: tuple[FabricPort, ...]
+    """Every port the sources name; links appear on both ends."""
+    sms: tuple[SubnetManager, ...] = ()
+    sm_known: bool = True
+    """False when the source holds no subnet-manager query (a bare ibnetdiscover dump)."""
+    states_known: bool = True
+    """False when the source holds no port states (a bare ibnetdiscover dump: every listed link is up)."""
+    counters: Sample | None = None
+    """Switch and adapter port counters, keyed ``(guid, port)``; None when not read."""
+    notes: tuple[ToolNote, ...] = ()
+    _index: dict[str, FabricNode] = field(default_factory=dict, compare=False, repr=False)
+    _ports: dict[PortRef, FabricPort] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._index.update({n.guid: n for n in self.nodes})
+        self._ports.update({p.ref: p for p in self.ports})
+
+    def node(self, guid: str) -> FabricNode | None:
+        return self._index.get(guid)
+
+    def port(self, ref: PortRef) -> FabricPort | None:
+        return self._ports.get(ref)
+
+    def port_ref(self, guid: str, port: int | None) -> PortRef:
+        return PortRef(guid, port or 0)
+
+    @property
+    def partial(self) -> bool:
+        return any(n.kind in ("unreachable", "timeout") for n in self.notes)
+
+    def links(self) -> list[tuple[FabricPort, FabricPort | None]]:
+        """Each link once (the end with the lower (guid, port) first); the far end None when not discovered."""
+        out: list[tuple[FabricPort, FabricPort | None]] = []
+        for p in self.ports:
+            if p.peer is None:
+                continue
+            far = self.port(p.peer)
+            if far is not None and (far.guid, far.port) < (p.guid, p.port):
+                continue
+            out.append((p, far))
+        return out
+
+    def is_isl(self, p: FabricPort) -> bool:
+        """Both ends switches: an inter-switch link."""
+        a = self.node(p.guid)
+        b = self.node(p.peer.guid) if p.peer else None
+        return a is not None and b is not None and a.kind == SWITCH and b.kind == SWITCH

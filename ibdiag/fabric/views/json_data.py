@@ -1,0 +1,65 @@
+"""``ibdiag.fabric/1``: the command's own keys (the envelope and findings are added by the renderer)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ibdiag.fabric.judge import Judged
+from ibdiag.fabric.model import CA, SWITCH
+
+
+def fabric_data(j: Judged) -> dict[str, Any]:
+    fab, names = j.fabric, j.names
+    links = []
+    for a, b in fab.links():
+        links.append(
+            {
+                "kind": "isl" if fab.is_isl(a) else "host",
+                "a": {"guid": a.guid, "port": a.port, "name": names.port(a.ref)},
+                "b": None
+                if b is None
+                else {"guid": b.guid, "port": b.port, "name": names.port(b.ref)},
+                "state": a.state,
+                "phys_state": a.phys_state,
+                "width": a.width,
+                "speed": a.speed,
+                "rate_gbps": a.rate_gbps,
+            }
+        )
+    hosts = {}
+    for n in fab.nodes:
+        h = names.host(n.guid) if n.kind == CA else None
+        if h is not None:
+            hosts[n.guid] = h.to_json()
+    counters = []
+    if fab.counters is not None:
+        for pc in fab.counters.ports:
+            values = {k: v for k, v in (pc.counters or {}).items() if v}
+            d = j.span.total(pc.key) if j.span is not None else None
+            deltas = {k: v for k, v in (d.deltas.items() if d else ()) if v}
+            if values or deltas or pc.unavailable:
+                counters.append(
+                    {
+                        "guid": pc.adapter,
+                        "port": pc.port,
+                        "name": names.port(fab.port_ref(pc.adapter, pc.port)),
+                        "counters": values,
+                        "deltas": deltas if d else None,
+                        "saturated": sorted(pc.saturated),
+                        "unavailable": dict(pc.unavailable),
+                    }
+                )
+    return {
+        "source": fab.source,
+        "taken_at_s": fab.taken_at_s,
+        "partial": fab.partial,
+        "interval_s": None if j.span is None else j.span.interval_s,
+        "switches": [n.to_json() for n in fab.nodes if n.kind == SWITCH],
+        "adapters": [
+            {**n.to_json(), "host": hosts.get(n.guid)} for n in fab.nodes if n.kind != SWITCH
+        ],
+        "links": links,
+        "subnet_managers": None if not fab.sm_known else [s.to_json() for s in fab.sms],
+        "port_counters": counters,
+        "notes": [n.to_json() for n in fab.notes],
+    }

@@ -1,0 +1,208 @@
+"""``ibdiag fabric`` against a real subnet: ibsim + opensm + infiniband-diags (tests/support/ibsim.py).
+
+Each planted fault gives exactly its finding, naming both ends (and the host, NIC and GPUs where a
+host is involved); the healthy fabric is OK. Every fabric here is the 8-host x 4-rail fat tree of
+tests/support/fabric_topology.py (4 leaves, 2 spines, 1:1) unless a test says otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import run_cli
+from tests.support.fabric_topology import Topology, rail_fat_tree
+from tests.support.ibsim import SimFabric, need_simulator
+
+
+@pytest.fixture
+def sim(tmp_path: Path):
+    need_simulator()
+    made: list[SimFabric] = []
+
+    def start(topo: Topology | None = None, **kw) -> tuple[SimFabric, Topology]:
+        t = topo or rail_fat_tree()
+        f = SimFabric(t.text(), tmp_path / f"sim{len(made)}", **kw)
+        made.append(f)
+        return f, t
+
+    yield start
+    for f in made:
+        f.close()
+
+
+def fabric(f: SimFabric, *args: str):
+    r = run_cli("fabric", "-o", "json", *args, env=f.env())
+    assert r.exception is None, r.stderr
+    doc = json.loads(r.stdout)
+    return r.exit_code, doc, [x for x in doc["findings"] if x["severity"] != "ok"]
+
+
+def test_the_healthy_fat_tree_is_ok(sim):
+    f, t = sim()
+    code, doc, bad = fabric(f)
+    assert code == 0 and bad == [] and doc["status"] == "ok"
+    assert len(doc["switches"]) == 6 and len(doc["adapters"]) == 32 and len(doc["links"]) == 64
+    assert sum(1 for link in doc["links"] if link["kind"] == "isl") == 32
+    (sm,) = doc["subnet_managers"]
+    assert sm["state"] == "master" and doc["partial"] is False
+
+
+def test_symbol_errors_on_the_leaf_side_of_a_host_cable_name_the_host_nic_and_gpus(sim, tmp_path):
+    f, t = sim()
+    sw, port = t.host_cable("gpu03", 2)
+    f.console(f'PerformanceSet "{sw.node_id}"[{port}] PortCounters.SymbolErrorCounter=57')
+    topo = tmp_path / "gpu03.json"
+    ca = t.ca("gpu03", 2)
+    g = f"{ca.guid:016x}"
+    topo.write_text(
+        json.dumps(
+            {
+                "schema": "ibdiag.topo/1",
+                "host": "gpu03",
+                "adapters": [
+                    {
+                        "name": "mlx5_2",
+                        "nic_index": 2,
+                        "node_guid": ":".join(g[i : i + 4] for i in range(0, 16, 4)),
+                    }
+                ],
+                "pairings": [{"gpu": 2, "nearest": ["mlx5_2"]}, {"gpu": 3, "nearest": ["mlx5_2"]}],
+            }
+        )
+    )
+    code, doc, bad = fabric(f, "--topo", str(topo))
+    assert [(x["check"], x["subject"], x["value"]) for x in bad] == [
+        ("fabric.errors", f"{sw.desc}:{port}", 57)
+    ]
+    assert "cable to gpu03 mlx5_2 (NIC 2, GPU2/GPU3)" in bad[0]["message"]
+    assert "symbol_error 57" in bad[0]["message"] and "host-facing" in bad[0]["message"]
+
+
+def test_counters_ramping_between_two_reads_are_rates_and_fail_above_the_threshold(sim):
+    f, t = sim()
+    sw, port, spine, spine_port = t.isl("leaf-r1-1", 1)
+    f.console(f'PerformanceSet "{spine.node_id}"[{spine_port}] PortCounters.SymbolErrorCounter=100')
+    import threading
+
+    timer = threading.Timer(
+        0.8,
+        lambda: f.console(
+            f'PerformanceSet "{spine.node_id}"[{spine_port}] PortCounters.SymbolErrorCounter=400'
+        ),
+    )
+    timer.start()
+    code, doc, bad = fabric(f, "--interval", "2")
+    timer.join()
+    assert code == 1 and doc["interval_s"] == pytest.approx(2, abs=1)
+    assert [(x["check"], x["severity"], x["subject"]) for x in bad] == [
+        ("fabric.errors", "fail", f"{spine.desc}:{spine_port}")
+    ]
+    assert (
+        "+300" in bad[0]["message"]
+        and "inter-switch link" in bad[0]["message"]
+        and sw.desc in bad[0]["message"]
+    )
+
+
+def test_xmit_wait_concentrated_on_one_spine_port_is_named(sim):
+    f, t = sim()
+    _, _, spine, spine_port = t.isl("leaf-r0-1", 0)
+    f.console(f'PerformanceSet "{spine.node_id}"[{spine_port}] PortCounters.PortXmitWait=900000')
+    code, doc, bad = fabric(f)
+    assert [(x["check"], x["subject"]) for x in bad] == [
+        ("fabric.xmit_wait", f"{spine.desc}:{spine_port}")
+    ]
+    assert (
+        "100% of the fabric's wait" in bad[0]["message"]
+        and "inter-switch link" in bad[0]["message"]
+    )
+
+
+def test_a_downtrained_isl_and_a_host_link_at_edr_name_both_ends(sim):
+    t = rail_fat_tree()
+    leaf, lport, spine, sport = t.isl("leaf-r3-1", 2)
+    t.set_link(leaf.desc, lport, "1xHDR")
+    hsw, hport = t.host_cable("gpu05", 0)
+    t.set_link(hsw.desc, hport, "4xEDR")
+    f, _ = sim(t)
+    code, doc, bad = fabric(f)
+    got = sorted((x["check"], x["message"]) for x in bad)
+    assert code == 1 and [c for c, _ in got] == ["fabric.link_rate", "fabric.link_rate"]
+    isl = next(m for _, m in got if "inter-switch" in m)
+    host = next(m for _, m in got if "host link" in m)
+    assert (
+        f"{leaf.desc} port {lport}" in isl
+        and f"{spine.desc} port {sport}" in isl
+        and "1x where the fabric runs 4x" in isl
+    )
+    assert (
+        f"{hsw.desc} port {hport} (cable to gpu05 mlx5_0)" in host
+        and "EDR where the fabric runs HDR" in host
+    )
+
+
+def test_no_subnet_manager_is_said_once_not_as_every_port(sim):
+    f, t = sim(sm=False)
+    code, doc, bad = fabric(f)
+    assert code == 1 and [x["check"] for x in bad] == ["fabric.sm"]
+    assert "Initialize" in bad[0]["message"]
+
+
+def test_a_second_sm_stands_by_and_a_silent_one_fails(sim):
+    f, t = sim()
+    f.start_sm(t.ca("gpu08", 3).node_id, wait=False)
+    f.settle(1.0)
+    code, doc, bad = fabric(f)
+    states = sorted(s["state"] for s in doc["subnet_managers"])
+    masters = states.count("master")
+    if masters > 1:
+        assert [x["check"] for x in bad] == ["fabric.sm"] and "master subnet managers" in bad[0][
+            "message"
+        ]
+    else:
+        assert len(states) == 2 and bad == [], (states, bad)
+
+
+def test_a_saved_dump_replayed_offline_gives_the_same_findings(sim, tmp_path):
+    f, t = sim()
+    sw, port = t.host_cable("gpu02", 1)
+    f.console(f'PerformanceSet "{sw.node_id}"[{port}] PortCounters.LinkDownedCounter=3')
+    live = run_cli("fabric", "-o", "json", "--save", str(tmp_path / "dump.tar.gz"), env=f.env())
+    saved = run_cli("fabric", "-o", "json", "--from", str(tmp_path / "dump.tar.gz"))
+    a, b = json.loads(live.stdout), json.loads(saved.stdout)
+    assert live.exit_code == saved.exit_code
+    assert a["findings"] == b["findings"] and a["links"] == b["links"]
+    assert any(x["check"] == "fabric.errors" and x["severity"] != "ok" for x in b["findings"])
+
+
+def test_a_host_cable_and_an_isl_unplugged_since_the_reference_name_both_ends(sim, tmp_path):
+    f, t = sim()
+    ref = tmp_path / "ref"
+    assert run_cli("fabric", "--save", str(ref), env=f.env()).exit_code == 0
+    sw, port = t.host_cable("gpu04", 1)
+    leaf, lport, spine, sport = t.isl("leaf-r2-1", 3)
+    f.console(f'Unlink "{sw.node_id}"[{port}]', f'Unlink "{leaf.node_id}"[{lport}]')
+    f.settle()
+    code, doc, bad = fabric(f, "--since", str(ref))
+    lost = sorted(x["message"] for x in bad if x["check"] == "fabric.link_lost")
+    assert code == 1 and {x["check"] for x in bad} == {"fabric.link_lost"} and len(lost) == 2
+    assert any(f"{sw.desc} port {port} (cable to gpu04 mlx5_1)" in m for m in lost)
+    assert any(f"{leaf.desc} port {lport}" in m and f"{spine.desc} port {sport}" in m for m in lost)
+
+
+def test_mad_loss_at_one_port_is_partial_discovery_naming_where(sim):
+    f, t = sim()
+    leaf, lport, spine, sport = t.isl("leaf-r1-1", 0)
+    f.console(f'Error "{spine.node_id}"[{sport}] 100', f'Error "{leaf.node_id}"[{lport}] 100')
+    code, doc, bad = fabric(f)
+    assert code == 1 and doc["partial"] is True
+    disc = [x for x in bad if x["check"] == "fabric.discovery"]
+    assert disc and disc[0]["severity"] == "fail" and "not reached" in disc[0]["message"]
+    assert (
+        f"{spine.desc} port {sport}" in disc[0]["message"]
+        or f"{leaf.desc} port {lport}" in disc[0]["message"]
+    )
+    assert doc["status"] == "fail"
