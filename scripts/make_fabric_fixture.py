@@ -32,13 +32,19 @@ def main() -> int:
         sw, port = t.host_cable("gpu03", 2)
         f.console(f'PerformanceSet "{sw.node_id}"[{port}] PortCounters.SymbolErrorCounter=57')
         saved = Path(tmp) / "dump"
-        subprocess.run([sys.executable, "-m", "ibdiag", "fabric", "--save", str(saved), "-o", "line"], env=f.env(), check=False)
+        subprocess.run(
+            [sys.executable, "-m", "ibdiag", "fabric", "--save", str(saved), "-o", "line"],
+            env=f.env(),
+            check=False,
+        )
         shutil.rmtree(dest, ignore_errors=True)
         shutil.copytree(saved, dest)
     for p in dest.iterdir():
         # The simulator's preload library says where it attached, on every tool's stderr: not the fabric's.
         if p.suffix == ".err":
-            p.write_text("".join(ln for ln in p.read_text().splitlines(True) if "sim_connect" not in ln))
+            p.write_text(
+                "".join(ln for ln in p.read_text().splitlines(True) if "sim_connect" not in ln)
+            )
     print(f"wrote {dest}")
     return 0
 

@@ -21,7 +21,6 @@ from ibdiag.fabric.hosts import Names
 from ibdiag.fabric.model import SWITCH, Fabric, FabricPort, PortRef
 from ibdiag.findings.model import Finding, Severity
 
-
 FABRIC_SNAPSHOT_HINT = (
     "counts are since the last reset, time unknown: `ibdiag fabric --interval 10` measures a rate, "
     "`ibdiag fabric --save before.tar.gz` then `--since before.tar.gz` measures a job"

@@ -153,11 +153,8 @@ class Names:
     def link_subject(self, a: FabricPort, b: FabricPort | None) -> str:
         """``leaf-r3-1:11<>spine-1:14``: the switch end first on a host link."""
         first, second = (a, b)
-        if (
-            b is not None
-            and self.fabric.node(a.guid) is not None
-            and self.fabric.node(a.guid).kind == CA
-        ):  # type: ignore[union-attr]
+        node = self.fabric.node(a.guid)
+        if b is not None and node is not None and node.kind == CA:
             first, second = b, a
         return self.subject(first.ref) + "<>" + (self.subject(second.ref) if second else "?")
 
