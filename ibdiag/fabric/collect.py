@@ -62,7 +62,7 @@ def run_tool(
     )
 
 
-def _find(tool: str, env: Mapping[str, str]) -> str:
+def find_tool(tool: str, env: Mapping[str, str]) -> str:
     path = shutil.which(tool, path=env.get("PATH") or os.defpath)
     if path is None:
         raise CannotRunError(
@@ -87,7 +87,7 @@ class Collector:
         self.runner = runner
 
     def _run(self, name: str, argv: list[str], timeout_s: float) -> ToolRun:
-        argv = [_find(argv[0], self.env), *argv[1:]]
+        argv = [find_tool(argv[0], self.env), *argv[1:]]
         taken = time.time()
         out, err, rc, elapsed = self.runner(argv, self.env, timeout_s)
         shown = " ".join([os.path.basename(argv[0]), *argv[1:]])
@@ -126,7 +126,7 @@ class Collector:
 
     def version(self) -> str:
         out, err, _rc, _ = self.runner(
-            [_find("ibnetdiscover", self.env), "--version"], self.env, self.limits.sm_s
+            [find_tool("ibnetdiscover", self.env), "--version"], self.env, self.limits.sm_s
         )
         text = (out + err).strip().splitlines()
         return text[0][-40:] if text else "unknown"
