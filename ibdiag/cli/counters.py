@@ -227,8 +227,10 @@ def _snapshot(
     report = Report("counters", json_data.snapshot_data(sample, cfg), tuple(judge.snapshot(sample)))
     ends: list[Any] = []
     if far_end:
-        ends = _far_ends(sysfs, sample)
-        report = _with_far_ends(report, ends, cfg)
+        from ibdiag.cli.far_end import far_ends, with_far_ends
+
+        ends = far_ends(sysfs, sample)
+        report = with_far_ends(report, ends, cfg)
     n_ports = sum(1 for p in sample.ports if p.port is not None)
 
     def table() -> list[Any]:
@@ -259,40 +261,6 @@ def _snapshot(
         table=table,
         csv=lambda: (csv_rows.CSV_HEADER, csv_rows.csv_rows_snapshot(sample)),
         prom=lambda: prom_metrics.prom_metrics(sample, cfg),
-    )
-
-
-def _far_ends(sysfs: Any, sample: Any) -> list[Any]:
-    from ibdiag.errors import CannotRunError
-    from ibdiag.fabric.farend import FarEndReader, ib_ports
-    from ibdiag.fabric.hosts import guid_from_sysfs
-    from ibdiag.jsonread import JsonFieldError
-
-    ports = ib_ports(sample.ports)
-    if not ports:
-        raise CannotRunError(
-            "--far-end: no Active InfiniBand port on this node",
-            hint="the far end of a RoCE port is an Ethernet switch: read it with the switch's own tools",
-        )
-    reader = FarEndReader(env().environ)
-    out = []
-    for adapter, port in ports:
-        try:
-            guid = guid_from_sysfs(sysfs.read(f"class/infiniband/{adapter}/node_guid") or "")
-        except JsonFieldError:
-            guid = None
-        out.append(reader.read(adapter, port, guid))
-    return out
-
-
-def _with_far_ends(report: Any, ends: list[Any], cfg: Any) -> Any:
-    from ibdiag.fabric.checks import far_end
-    from ibdiag.findings.model import Report
-
-    return Report(
-        report.command,
-        {**report.data, "far_end": [e.to_json() for e in ends]},
-        (*report.findings, *far_end(ends, cfg)),
     )
 
 

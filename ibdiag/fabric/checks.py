@@ -107,7 +107,8 @@ def discovery(fab: Fabric, names: Names, origin: str | None) -> Finding:
     unread = [
         n
         for n in fab.notes
-        if n.kind in ("unreachable", "timeout", "other") and n.tool.startswith("ibqueryerrors")
+        if (n.kind in ("unreachable", "timeout", "other") and n.tool.startswith("ibqueryerrors"))
+        or (n.kind == "failed" and n.tool != "ibnetdiscover" and not n.tool.startswith("sminfo"))
     ]
     if lost:
         where = []
@@ -140,9 +141,9 @@ def discovery(fab: Fabric, names: Names, origin: str | None) -> Finding:
             "fabric.discovery",
             Severity.WARN,
             "fabric",
-            f"discovered whole, but the counters of some ports were not read: {listed([n.text for n in unread], 5)}",
+            f"discovered whole, but not everything was read: {listed([n.text for n in unread], 5)}",
             value=len(unread),
-            hint="their performance-management queries failed (MAD loss or a port without PMA); their errors are unknown",
+            hint="a counters query that failed leaves those ports' errors unknown (MAD loss, a port without PMA, a tool that crashed): run `ibdiag fabric` again; iblinkinfo failing leaves port states unknown",
         )
     return Finding(
         "fabric.discovery",

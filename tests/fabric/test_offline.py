@@ -107,3 +107,20 @@ def test_since_a_dump_with_more_counts_gives_deltas_and_no_lost_link():
     doc = json.loads(r.stdout)
     # The same read twice: no time passed, no span; the counts are judged as a snapshot, nothing is lost.
     assert not [f for f in doc["findings"] if f["check"] == "fabric.link_lost"]
+
+
+def test_a_counters_tool_that_crashed_is_said_not_taken_for_a_clean_fabric(tmp_path):
+    import shutil
+
+    dump = tmp_path / "dump"
+    shutil.copytree(FAULTY, dump)
+    meta = json.loads((dump / "capture.json").read_text())
+    for run in meta["runs"]:
+        if run["name"] == "ibqueryerrors":
+            run["rc"] = -11  # ibqueryerrors once died by SIGSEGV on the 4096-port simulated fabric
+    (dump / "capture.json").write_text(json.dumps(meta))
+    (dump / "ibqueryerrors.out").write_text("")
+    doc = json.loads(run_cli("fabric", "--from", str(dump), "-o", "json").stdout)
+    (disc,) = [f for f in doc["findings"] if f["check"] == "fabric.discovery"]
+    assert disc["severity"] == "warn" and "ibqueryerrors exited with status -11" in disc["message"]
+    assert not [f for f in doc["findings"] if f["check"] == "fabric.errors"]

@@ -8,6 +8,9 @@ tests/support/fabric_topology.py (4 leaves, 2 spines, 1:1) unless a test says ot
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -81,21 +84,44 @@ def test_symbol_errors_on_the_leaf_side_of_a_host_cable_name_the_host_nic_and_gp
     assert "symbol_error 57" in bad[0]["message"] and "host-facing" in bad[0]["message"]
 
 
+def _after_first_run_of(tool: str, action, timeout_s: float = 30.0) -> threading.Thread:
+    """Run ``action`` once the first process of ``tool`` has come and gone (watched in /proc)."""
+
+    def running() -> bool:
+        for pid in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if f.read().split(b"\0")[0].endswith(tool.encode()):
+                        return True
+            except OSError:
+                continue
+        return False
+
+    def watch() -> None:
+        deadline = time.monotonic() + timeout_s
+        while not running() and time.monotonic() < deadline:
+            time.sleep(0.002)
+        while running() and time.monotonic() < deadline:
+            time.sleep(0.002)
+        action()
+
+    th = threading.Thread(target=watch, daemon=True)
+    th.start()
+    return th
+
+
 def test_counters_ramping_between_two_reads_are_rates_and_fail_above_the_threshold(sim):
     f, t = sim()
     sw, port, spine, spine_port = t.isl("leaf-r1-1", 1)
     f.console(f'PerformanceSet "{spine.node_id}"[{spine_port}] PortCounters.SymbolErrorCounter=100')
-    import threading
-
-    timer = threading.Timer(
-        0.8,
+    watcher = _after_first_run_of(
+        "ibqueryerrors",
         lambda: f.console(
             f'PerformanceSet "{spine.node_id}"[{spine_port}] PortCounters.SymbolErrorCounter=400'
         ),
     )
-    timer.start()
     code, doc, bad = fabric(f, "--interval", "2")
-    timer.join()
+    watcher.join()
     assert code == 1 and doc["interval_s"] == pytest.approx(2, abs=1)
     assert [(x["check"], x["severity"], x["subject"]) for x in bad] == [
         ("fabric.errors", "fail", f"{spine.desc}:{spine_port}")
@@ -105,6 +131,19 @@ def test_counters_ramping_between_two_reads_are_rates_and_fail_above_the_thresho
         and "inter-switch link" in bad[0]["message"]
         and sw.desc in bad[0]["message"]
     )
+
+
+def test_since_an_earlier_save_gives_the_deltas_of_a_job(sim, tmp_path):
+    f, t = sim()
+    sw, port = t.host_cable("gpu06", 3)
+    f.console(f'PerformanceSet "{sw.node_id}"[{port}] PortCounters.PortRcvErrors=5')
+    assert run_cli("fabric", "--save", str(tmp_path / "before.tar.gz"), env=f.env()).exit_code == 0
+    f.console(f'PerformanceSet "{sw.node_id}"[{port}] PortCounters.PortRcvErrors=905')
+    code, doc, bad = fabric(f, "--since", str(tmp_path / "before.tar.gz"))
+    assert code == 1 and [(x["check"], x["subject"]) for x in bad] == [
+        ("fabric.errors", f"{sw.desc}:{port}")
+    ]
+    assert "+900" in bad[0]["message"] and "gpu06 mlx5_3" in bad[0]["message"]
 
 
 def test_xmit_wait_concentrated_on_one_spine_port_is_named(sim):
