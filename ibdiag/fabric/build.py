@@ -169,9 +169,7 @@ def _counters(
             if key is not None:
                 values[key] = v
         saturated = frozenset(
-            k
-            for k, v in values.items()
-            if v is not None and v >= max_value(IB_COUNTERS[k].bits or 64)
+            k for k, v in values.items() if v and v >= max_value(IB_COUNTERS[k].bits or 64)
         )
         out.append(PortCounters(p.guid, p.port, None, values, None, unavailable, saturated))
     return Sample(taken_at_s or 0.0, None, tuple(out))
