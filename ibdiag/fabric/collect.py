@@ -63,8 +63,13 @@ def run_tool(
     )
 
 
+#: Where distributions install infiniband-diags (Debian: /usr/sbin), searched after PATH: cron's and
+#: slurmd's PATH often lack the sbin directories.
+SBIN = "/usr/sbin:/sbin:/usr/bin:/bin"
+
+
 def find_tool(tool: str, env: Mapping[str, str]) -> str:
-    path = shutil.which(tool, path=env.get("PATH") or os.defpath)
+    path = shutil.which(tool, path=env.get("PATH") or os.defpath) or shutil.which(tool, path=SBIN)
     if path is None:
         raise CannotRunError(
             f"{tool} is not installed (ibdiag fabric runs infiniband-diags)", hint=TOOLS_HINT

@@ -63,7 +63,21 @@ def test_a_tool_that_died_by_a_signal_runs_once_more_and_a_timeout_is_kept():
     assert cap.run("iblinkinfo").rc is None  # type: ignore[union-attr]
 
 
-def test_missing_infiniband_diags_is_exit_3_with_the_install_hint():
+def test_missing_infiniband_diags_is_exit_3_with_the_install_hint(monkeypatch):
+    import ibdiag.fabric.collect as collect_module
+
+    monkeypatch.setattr(collect_module, "SBIN", "/nonexistent")
     with pytest.raises(CannotRunError, match="ibnetdiscover is not installed") as e:
         collect(Collector({"PATH": "/nonexistent"}, runner=Recorder({})))
     assert e.value.hint and "infiniband-diags" in e.value.hint
+
+
+def test_the_tools_are_found_in_sbin_when_path_lacks_it():
+    # cron's PATH is /usr/bin:/bin and Debian installs infiniband-diags in /usr/sbin
+    rec = Recorder({})
+    collect(Collector({"PATH": "/usr/bin:/bin"}, runner=rec))
+    assert rec.calls[0][0][0] in (
+        "/usr/sbin/ibnetdiscover",
+        "/sbin/ibnetdiscover",
+        "/usr/bin/ibnetdiscover",
+    )

@@ -9,8 +9,16 @@ import os
 import tarfile
 from pathlib import Path
 
+import pytest
+
 from tests.support.cli import run_cli
-from tests.support.env import FIXTURES
+from tests.support.env import FIXTURES, unavailable
+
+
+def need_tool_or_sbin(name: str) -> None:
+    if not any(os.path.exists(f"{d}/{name}") for d in ("/usr/sbin", "/sbin", "/usr/bin")):
+        unavailable(f"{name} is not installed (make system-deps)")
+
 
 FAULTY = FIXTURES / "fabric" / "rail-fat-tree-faulty"
 
@@ -124,3 +132,16 @@ def test_a_counters_tool_that_crashed_is_said_not_taken_for_a_clean_fabric(tmp_p
     (disc,) = [f for f in doc["findings"] if f["check"] == "fabric.discovery"]
     assert disc["severity"] == "warn" and "ibqueryerrors exited with status -11" in disc["message"]
     assert not [f for f in doc["findings"] if f["check"] == "fabric.errors"]
+
+
+def test_live_on_a_node_without_infiniband_is_exit_3_with_what_the_tool_said():
+    # This machine has no RDMA in its kernel: the real ibnetdiscover fails, and ibdiag says why.
+    if os.path.exists("/sys/class/infiniband_mad/abi_version"):
+        pytest.skip("this node has the umad module: ibnetdiscover may find a subnet")
+    need_tool_or_sbin("ibnetdiscover")
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "IBSIM_SOCKNAME")}
+    r = run_cli("fabric", env=env)
+    assert (
+        r.exit_code == 3 and "ibnetdiscover discovered nothing" in r.stderr and "umad" in r.stderr
+    )
+    assert "Traceback" not in r.stderr
