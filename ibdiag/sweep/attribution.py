@@ -1,16 +1,24 @@
 """What a sweep's results mean: per link and per node values, robust distances, and attribution.
 
 Per rail (rail k is compared with rail k only), every tested link gets its bandwidth (the median of
-its tests), its share of the line rate and its robust distance ``z`` from the rail's median
-(:mod:`ibdiag.sweep.stats`; the MAD on the healthy side only). The rail's median and scale come from
-the links the first pass tested: the second pass is a biased sample by design (every suspect against
-good nodes, so a bad node adds slow links), and in a small fleet its links would drag the median
-toward the faults it is meant to confirm. A link is *slow* when ``z <= -z_limit`` (or its latency's ``z >=
-z_limit``), or when a test of it failed while both ends answered. Then, per node end (node, rail):
+its tests), its share of the line rate and its distance ``z`` from the rail's typical healthy link,
+in log space (:mod:`ibdiag.sweep.stats`). That typical link must hold when half the links are slow
+(one slow node in a ring of 4): each node's best link is a healthy level unless the node itself is
+slow, so the rail's upper-quartile node sets a level, and the *reference links* are the first pass's
+links less those at or below ``ratio_limit`` of it. The second pass's links are never in the
+reference: that pass is a biased sample by design (every suspect against good nodes, so a bad node
+adds slow links). Over the reference: the median, and the MAD (the larger of the healthy side's and
+both sides', widened for few links). A link is *slow* at or below the higher of ``median x
+exp(-z_limit x scale)`` (with ``z_min_links`` reference links or more) and ``median x ratio_limit``,
+a limit that is never negative; where the rail has fewer than 3 reference links (2 nodes) also at or
+below ``ratio_limit x min_bw_share`` of its line rate; the same upwards for latency; or when a test of
+it failed while both ends answered. Then, per node end (node, rail):
 
 * **bad node** (rail): slow with most of its partners (more than half), and confirmed: at least
   ``confirm_partners`` of those slow partners are fine with somebody else — the second pass makes
-  sure every suspect meets at least two nodes already known good. Its slow links are explained by it.
+  sure every suspect meets at least two nodes already known good. Its slow links are explained by it,
+  and left out of its partners' counts (repeated until no more ends turn bad): a node slow only with
+  bad nodes is not a suspect.
 * **bad link**: a slow link whose two ends are not bad and are each fine with some other partner.
 * **unreachable**: a node the runner named as not answering; its unanswered tests are left out.
 * What the evidence cannot separate (a majority slow but not confirmed, a slow link whose end has no
@@ -293,7 +301,7 @@ def _end_verdicts(
         new = {
             end
             for end in pending
-            if _judge(end, adjacency[end], bad, fine_count, config)[0] is EndVerdict.BAD
+            if _judge(end, adjacency[end], bad, fine_count, config) is EndVerdict.BAD
         }
         if not new:
             break
@@ -302,10 +310,11 @@ def _end_verdicts(
     end_verdict: dict[tuple[int, int], EndVerdict] = {}
     end_counts: dict[tuple[int, int], tuple[int, int, int]] = {}
     for end, met in adjacency.items():
-        verdict, _ = _judge(end, met, bad - {end}, fine_count, config)
         slow_partners = [p for p, slow in met if slow]
         confirming = sum(1 for p in slow_partners if fine_count.get((p, end[1]), 0) > 0)
-        end_verdict[end] = EndVerdict.BAD if end in bad else verdict
+        end_verdict[end] = (
+            EndVerdict.BAD if end in bad else _judge(end, met, bad, fine_count, config)
+        )
         end_counts[end] = (len(met), len(slow_partners), confirming)
     return end_verdict, end_counts
 
@@ -316,17 +325,17 @@ def _judge(
     bad: set[_End],
     fine_count: dict[_End, int],
     config: SweepConfig,
-) -> tuple[EndVerdict, int]:
-    """One end against the partners not already bad: bad, suspect or ok; and its confirming partners."""
+) -> EndVerdict:
+    """One end against its partners not already bad: bad, suspect or ok."""
     rail = end[1]
     open_ = [(p, slow) for p, slow in met if (p, rail) not in bad]
     slow_partners = [p for p, slow in open_ if slow]
     confirming = sum(1 for p in slow_partners if fine_count.get((p, rail), 0) > 0)
     if 2 * len(slow_partners) > len(open_):
         if confirming >= config.confirm_partners:
-            return EndVerdict.BAD, confirming
-        return EndVerdict.SUSPECT, confirming
-    return EndVerdict.OK, confirming
+            return EndVerdict.BAD
+        return EndVerdict.SUSPECT
+    return EndVerdict.OK
 
 
 def _link_verdicts(
