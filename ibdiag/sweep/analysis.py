@@ -15,12 +15,22 @@ class SweepConfig:
     """Thresholds of the attribution; every default names its source."""
 
     z_limit: float = 5.0
-    """Robust units below the rail's median at which a link is slow. For normal measurement noise 5
-    sigma is a false alarm in ~3e-7 of links (about one in 24 sweeps of 16384 nodes x 8 rails, ring
-    + second pass); a real fault (a link at half speed) sits tens of units away."""
+    """Robust units (of ``ln(bw / median)``) below the rail's typical link at which a link is slow.
+    For normal measurement noise 5 sigma is a false alarm in ~3e-7 of links (about one in 24 sweeps
+    of 16384 nodes x 8 rails, ring + second pass); a real fault (a link at half speed) sits tens of
+    units away."""
     floor_share: float = 0.02
-    """Smallest scale, as a share of the median: with z_limit 5 nothing within 10 % of the median
+    """Smallest scale, as a share of the median: with z_limit 5 nothing within ~10 % of the median
     is slow. perftest runs of one healthy link at a large message size repeat within ~1-2 %."""
+    ratio_limit: float = 0.5
+    """A link at or below this share of its rail's typical link is slow whatever the noise (a node
+    or link at half speed or worse is a finding even where the spread hides it from ``z_limit``);
+    where the rail holds fewer than 3 reference links (2 nodes) a link at or below ``ratio_limit x
+    min_bw_share`` of its line rate is slow. 0.5: on a loaded host healthy TCP links spread over
+    ±30 % (0.66-1.3 GB/s in one netns run), never to half the typical link."""
+    z_min_links: int = 8
+    """Reference links a rail needs before ``z_limit`` is applied: the MAD of fewer is too unsure
+    (a small ring's few healthy links can agree by chance); below it only ``ratio_limit`` judges."""
     confirm_partners: int = 2
     """Slow partners, each fine with somebody else, that a bad node needs (the issue's "second pass:
     each suspect against >= 2 known-good nodes"): one slow partner cannot tell node from link."""
@@ -69,14 +79,18 @@ class NodeStatus(str, Enum):
 class RailStats:
     rail: int
     bw: RobustScale
-    """Over the bandwidths (GB/s) of the rail's links that the first pass tested (all its links where
-    the first pass measured none): the reference every link is judged against."""
+    """Over the bandwidths (GB/s) of the rail's reference links, in log space: the links the first
+    pass tested (all its links where it measured none), less those at or below ``ratio_limit`` of the
+    rail's upper-quartile node (each node's best link): the typical healthy link every link is
+    judged against, which the slow links cannot drag down or widen."""
     lat: RobustScale
     """The same over their latencies (us); count 0 when latency was not measured."""
     line_rate_gbps: float | None
     """Median line rate of the rail's ports, where known."""
     bw_limit_gbs: float | None
-    """Bandwidth at or below which a link is slow: ``median - z_limit x scale``."""
+    """Bandwidth at or below which a link is slow: the higher of ``median x exp(-z_limit x
+    log_scale)`` (with ``z_min_links`` reference links or more) and ``median x ratio_limit``; never
+    negative."""
     lat_limit_us: float | None
 
     @property

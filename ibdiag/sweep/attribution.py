@@ -1,16 +1,24 @@
 """What a sweep's results mean: per link and per node values, robust distances, and attribution.
 
 Per rail (rail k is compared with rail k only), every tested link gets its bandwidth (the median of
-its tests), its share of the line rate and its robust distance ``z`` from the rail's median
-(:mod:`ibdiag.sweep.stats`; the MAD on the healthy side only). The rail's median and scale come from
-the links the first pass tested: the second pass is a biased sample by design (every suspect against
-good nodes, so a bad node adds slow links), and in a small fleet its links would drag the median
-toward the faults it is meant to confirm. A link is *slow* when ``z <= -z_limit`` (or its latency's ``z >=
-z_limit``), or when a test of it failed while both ends answered. Then, per node end (node, rail):
+its tests), its share of the line rate and its distance ``z`` from the rail's typical healthy link,
+in log space (:mod:`ibdiag.sweep.stats`). That typical link must hold when half the links are slow
+(one slow node in a ring of 4): each node's best link is a healthy level unless the node itself is
+slow, so the rail's upper-quartile node sets a level, and the *reference links* are the first pass's
+links less those at or below ``ratio_limit`` of it. The second pass's links are never in the
+reference: that pass is a biased sample by design (every suspect against good nodes, so a bad node
+adds slow links). Over the reference: the median, and the MAD (the larger of the healthy side's and
+both sides', widened for few links). A link is *slow* at or below the higher of ``median x
+exp(-z_limit x scale)`` (with ``z_min_links`` reference links or more) and ``median x ratio_limit``,
+a limit that is never negative; where the rail has fewer than 3 reference links (2 nodes) also at or
+below ``ratio_limit x min_bw_share`` of its line rate; the same upwards for latency; or when a test of
+it failed while both ends answered. Then, per node end (node, rail):
 
 * **bad node** (rail): slow with most of its partners (more than half), and confirmed: at least
   ``confirm_partners`` of those slow partners are fine with somebody else — the second pass makes
-  sure every suspect meets at least two nodes already known good. Its slow links are explained by it.
+  sure every suspect meets at least two nodes already known good. Its slow links are explained by it,
+  and left out of its partners' counts (repeated until no more ends turn bad): a node slow only with
+  bad nodes is not a suspect.
 * **bad link**: a slow link whose two ends are not bad and are each fine with some other partner.
 * **unreachable**: a node the runner named as not answering; its unanswered tests are left out.
 * What the evidence cannot separate (a majority slow but not confirmed, a slow link whose end has no
@@ -142,42 +150,93 @@ def _answered_tests(results: list[PairResult], n: int) -> tuple[dict[_Key, list]
     return acc, first_pass
 
 
+def _typical_best(rows: _Medians, idx: int, sign: int) -> float | None:
+    """The rail's upper-quartile node: each node's best link (``sign`` +1: highest value, -1: lowest),
+    then the quarter of nodes with the best of those. A slow node's every link is slow, a healthy
+    node has a healthy partner: unless most nodes are slow, this is a healthy link's level however
+    many of the links the slow nodes touch (half of a small ring's)."""
+    best: dict[int, float] = {}
+    for (_, a, b), bw, lat in rows:
+        v = bw if idx == 1 else lat
+        if v is None or v <= 0:
+            continue
+        for end in (a, b):
+            old = best.get(end)
+            if old is None or v * sign > old * sign:
+                best[end] = v
+    if not best:
+        return None
+    ordered = sorted((v * sign for v in best.values()), reverse=True)
+    return ordered[(len(ordered) - 1) // 4] * sign
+
+
+def _reference(
+    rows: _Medians, first_pass: set[_Key], idx: int, sign: int, ratio: float
+) -> list[float]:
+    """The rail's reference values (module docstring): the first pass's links (all where it measured
+    none), less those ``ratio`` or worse of the upper-quartile node's best link."""
+    measured = [(key, bw if idx == 1 else lat) for key, bw, lat in rows]
+    values = [v for key, v in measured if key in first_pass and v is not None]
+    if not values:
+        values = [v for _, v in measured if v is not None]
+    top = _typical_best(rows, idx, sign)
+    if top is None:
+        return values
+    if sign > 0:
+        kept = [v for v in values if v > top * ratio]
+    else:
+        kept = [v for v in values if 0 < v < top / ratio]
+    return kept or values
+
+
 def _rail_stats(
     nodes: Sequence[FleetNode],
     acc: dict[_Key, list],
     first_pass: set[_Key],
     config: SweepConfig,
 ) -> tuple[dict[int, _Medians], dict[int, RailStats]]:
-    """2. Rails: robust scale over the links' medians."""
+    """2. Rails: the typical link and the limits, from the reference links (module docstring)."""
     by_rail: dict[int, list[tuple[tuple[int, int, int], float | None, float | None]]] = {}
     for key, (_, _, bws, lats) in acc.items():
         by_rail.setdefault(key[0], []).append((key, _median(bws), _median(lats)))
     rails: dict[int, RailStats] = {}
+    ratio = config.ratio_limit
     for k in sorted(by_rail):
-        # The reference: the first pass's links, where the rail has measured ones (module docstring).
-        ref = [row for row in by_rail[k] if row[0] in first_pass]
-        ref_bw = [v for _, v, _ in ref if v is not None] or [
-            v for _, v, _ in by_rail[k] if v is not None
-        ]
-        ref_lat = [v for _, _, v in ref if v is not None] or [
-            v for _, _, v in by_rail[k] if v is not None
-        ]
-        bw = robust_scale(ref_bw, floor_share=config.floor_share, healthy_side=+1)
-        lat = robust_scale(ref_lat, floor_share=config.floor_share, healthy_side=-1)
+        ref_bw = _reference(by_rail[k], first_pass, 1, +1, ratio)
+        ref_lat = _reference(by_rail[k], first_pass, 2, -1, ratio)
+        bw = robust_scale(ref_bw, floor_share=config.floor_share, healthy_side=+1, log=True)
+        lat = robust_scale(ref_lat, floor_share=config.floor_share, healthy_side=-1, log=True)
         rates = [r.rate_gbps for node in nodes if (r := node.rail(k)) is not None and r.rate_gbps]
+        use_z = bw.count >= config.z_min_links
+        use_lat_z = lat.count >= config.z_min_links
         rails[k] = RailStats(
             rail=k,
             bw=bw,
             lat=lat,
             line_rate_gbps=_median(rates),
-            bw_limit_gbs=None
-            if bw.median is None or bw.scale is None
-            else bw.median - config.z_limit * bw.scale,
-            lat_limit_us=None
-            if lat.median is None or lat.scale is None
-            else lat.median + config.z_limit * lat.scale,
+            bw_limit_gbs=_limit(bw.median, bw.at(-config.z_limit) if use_z else None, ratio),
+            lat_limit_us=_limit(
+                lat.median,
+                lat.at(config.z_limit) if use_lat_z else None,
+                1 / ratio if ratio else 0.0,
+            ),
         )
     return by_rail, rails
+
+
+def _limit(median: float | None, z_limit: float | None, ratio: float) -> float | None:
+    """The value at which a link is slow: ``ratio x median`` (bandwidth, ratio < 1) or ``median /
+    ratio_limit`` (latency, ratio > 1), or the z limit where that is stricter; positive or None."""
+    if median is None or median <= 0:
+        return None
+    by_ratio = median * ratio
+    if z_limit is None or by_ratio <= 0:
+        return by_ratio if by_ratio > 0 else z_limit
+    return max(by_ratio, z_limit) if ratio < 1 else min(by_ratio, z_limit)
+
+
+#: Reference links below which a rail has nothing to compare a link with but the line rate.
+MIN_COMPARABLE_LINKS = 3
 
 
 def _link_rows(
@@ -187,26 +246,41 @@ def _link_rows(
     rails: dict[int, RailStats],
     config: SweepConfig,
 ) -> tuple[list[_LinkRow], dict[_End, list[tuple[int, bool]]]]:
-    """3. Slow links, and who each end met."""
+    """3. Slow links (at or beyond the rail's limits, below the line rate where nothing else compares,
+    or failed), and who each end met."""
     rate = {(node.rank, r.index): r.rate_gbps for node in nodes for r in node.rails if r.rate_gbps}
     link_rows: list[_LinkRow] = []
     adjacency: dict[tuple[int, int], list[tuple[int, bool]]] = {}
+    line_floor = config.ratio_limit * config.min_bw_share
     for k, rows in by_rail.items():
         stats = rails[k]
+        bw_limit, lat_limit = stats.bw_limit_gbs, stats.lat_limit_us
+        alone = stats.bw.count < MIN_COMPARABLE_LINKS
         for key, bw_med, lat_med in rows:
             tests, failed = acc[key][0], acc[key][1]
-            z = stats.bw.z(bw_med)
-            lat_z = stats.lat.z(lat_med)
-            slow = (
-                failed > 0
-                or (z is not None and z <= -config.z_limit)
-                or (lat_z is not None and lat_z >= config.z_limit)
-            )
             _, a, b = key
             ra, rb = rate.get((a, k)), rate.get((b, k))
             slower = min(ra, rb) if ra and rb else (ra or rb)
+            share = share_of(bw_med, slower)
+            slow = (
+                failed > 0
+                or (bw_med is not None and bw_limit is not None and bw_med <= bw_limit)
+                or (bw_med is not None and bw_med <= 0)
+                or (lat_med is not None and lat_limit is not None and lat_med >= lat_limit)
+                or (alone and share is not None and share <= line_floor)
+            )
             link_rows.append(
-                (key, tests, failed, bw_med, lat_med, share_of(bw_med, slower), z, lat_z, slow)
+                (
+                    key,
+                    tests,
+                    failed,
+                    bw_med,
+                    lat_med,
+                    share,
+                    stats.bw.z(bw_med),
+                    stats.lat.z(lat_med),
+                    slow,
+                )
             )
             adjacency.setdefault((a, k), []).append((b, slow))
             adjacency.setdefault((b, k), []).append((a, slow))
@@ -218,21 +292,50 @@ def _end_verdicts(
     fine_count: dict[_End, int],
     config: SweepConfig,
 ) -> tuple[dict[_End, EndVerdict], dict[_End, tuple[int, int, int]]]:
-    """4. Ends: bad when most partners are slow and enough of them are fine elsewhere."""
+    """4. Ends: bad when most partners are slow and enough of them are fine elsewhere; a slow link to a
+    partner already found bad is explained by that partner, so it is left out of the other end's
+    count, until no more ends turn bad (module docstring)."""
+    bad: set[_End] = set()
+    pending: set[_End] = set(adjacency)
+    while pending:
+        new = {
+            end
+            for end in pending
+            if _judge(end, adjacency[end], bad, fine_count, config) is EndVerdict.BAD
+        }
+        if not new:
+            break
+        bad |= new
+        pending = {(p, end[1]) for end in new for p, _ in adjacency[end]} - bad
     end_verdict: dict[tuple[int, int], EndVerdict] = {}
     end_counts: dict[tuple[int, int], tuple[int, int, int]] = {}
     for end, met in adjacency.items():
         slow_partners = [p for p, slow in met if slow]
         confirming = sum(1 for p in slow_partners if fine_count.get((p, end[1]), 0) > 0)
-        if 2 * len(slow_partners) > len(met):
-            verdict = (
-                EndVerdict.BAD if confirming >= config.confirm_partners else EndVerdict.SUSPECT
-            )
-        else:
-            verdict = EndVerdict.OK
-        end_verdict[end] = verdict
+        end_verdict[end] = (
+            EndVerdict.BAD if end in bad else _judge(end, met, bad, fine_count, config)
+        )
         end_counts[end] = (len(met), len(slow_partners), confirming)
     return end_verdict, end_counts
+
+
+def _judge(
+    end: _End,
+    met: list[tuple[int, bool]],
+    bad: set[_End],
+    fine_count: dict[_End, int],
+    config: SweepConfig,
+) -> EndVerdict:
+    """One end against its partners not already bad: bad, suspect or ok."""
+    rail = end[1]
+    open_ = [(p, slow) for p, slow in met if (p, rail) not in bad]
+    slow_partners = [p for p, slow in open_ if slow]
+    confirming = sum(1 for p in slow_partners if fine_count.get((p, rail), 0) > 0)
+    if 2 * len(slow_partners) > len(open_):
+        if confirming >= config.confirm_partners:
+            return EndVerdict.BAD
+        return EndVerdict.SUSPECT
+    return EndVerdict.OK
 
 
 def _link_verdicts(
@@ -314,17 +417,25 @@ def _node_verdicts(
 
 
 def suspects_and_good(analysis: Analysis) -> tuple[list[int], list[int]]:
-    """After the first pass: ranks with a slow link (suspects), and ranks with tests and none slow (good)."""
-    slow_ranks: set[int] = set()
+    """After the first pass: the suspects — ranks with an end not ok, or with a slow link whose other
+    end is ok (it could be either end or the link); and the good — every other tested rank. A node
+    whose slow links all go to suspect or bad partners is explained by them: it serves as a good
+    partner (in a small ring every node has a slow link when two neighbours are slow)."""
+    verdict = {(e.rank, e.rail): e.verdict for n in analysis.nodes for e in n.ends}
+    suspects: set[int] = set()
     tested: set[int] = set()
     for link in analysis.links:
         tested.update((link.a, link.b))
-        if link.slow:
-            slow_ranks.update((link.a, link.b))
+        if not link.slow:
+            continue
+        va = verdict.get((link.a, link.rail), EndVerdict.OK)
+        vb = verdict.get((link.b, link.rail), EndVerdict.OK)
+        if va is not EndVerdict.OK or vb is EndVerdict.OK:
+            suspects.add(link.a)
+        if vb is not EndVerdict.OK or va is EndVerdict.OK:
+            suspects.add(link.b)
     dead = set(analysis.unreachable)
-    suspects = sorted(slow_ranks - dead)
-    good = sorted(tested - slow_ranks - dead)
-    return suspects, good
+    return sorted(suspects - dead), sorted(tested - suspects - dead)
 
 
 def second_pass_plan(

@@ -10,6 +10,8 @@ Example::
     start_timeout_s = 60.0      # how long rank 0 waits for every node to start
     z_limit = 5.0               # robust units below the rail's median at which a link is slow
     floor_share = 0.02          # smallest robust scale, as a share of the median
+    ratio_limit = 0.5           # a link at or below this share of the rail's typical link is slow
+    z_min_links = 8             # reference links a rail needs before z_limit applies
     confirm_partners = 2        # slow partners, each fine elsewhere, that a bad node needs
     second_pass_partners = 2    # known-good nodes each suspect meets in the second pass
     min_bw_share = 0.8          # a rail's median below this share of line rate warns
@@ -42,6 +44,8 @@ class SweepSettingsFile:
     start_timeout_s: float = bounded(60.0, low=0, low_open=True, high=3600)
     z_limit: float = bounded(SweepConfig.z_limit, low=0.5, high=1000)
     floor_share: float = bounded(SweepConfig.floor_share, low=0, high=1)
+    ratio_limit: float = bounded(SweepConfig.ratio_limit, low=0, high=0.95)
+    z_min_links: int = bounded(SweepConfig.z_min_links, low=1, high=100000)
     confirm_partners: int = bounded(SweepConfig.confirm_partners, low=1, high=1000)
     second_pass_partners: int = bounded(SweepConfig.second_pass_partners, low=0, high=1000)
     min_bw_share: float = bounded(SweepConfig.min_bw_share, low=0, high=1)
@@ -62,6 +66,8 @@ class SweepSettingsFile:
         return SweepConfig(
             z_limit=self.z_limit,
             floor_share=self.floor_share,
+            ratio_limit=self.ratio_limit,
+            z_min_links=self.z_min_links,
             confirm_partners=self.confirm_partners,
             second_pass_partners=self.second_pass_partners,
             min_bw_share=self.min_bw_share,

@@ -115,6 +115,8 @@ class SweepResult:
             "thresholds": {
                 "z_limit": cfg.z_limit,
                 "floor_share": cfg.floor_share,
+                "ratio_limit": cfg.ratio_limit,
+                "z_min_links": cfg.z_min_links,
                 "confirm_partners": cfg.confirm_partners,
                 "second_pass_partners": cfg.second_pass_partners,
                 "min_bw_share": cfg.min_bw_share,
@@ -174,6 +176,19 @@ class SweepResult:
             z_limit=r.number(th.get("z_limit"), f"{top}.thresholds.z_limit", lo=0.5, hi=1000),
             floor_share=r.number(
                 th.get("floor_share"), f"{top}.thresholds.floor_share", lo=0, hi=1
+            ),
+            # absent from sweeps saved before they existed: the defaults
+            ratio_limit=r.number(
+                th.get("ratio_limit", SweepConfig.ratio_limit),
+                f"{top}.thresholds.ratio_limit",
+                lo=0,
+                hi=0.95,
+            ),
+            z_min_links=r.integer(
+                th.get("z_min_links", SweepConfig.z_min_links),
+                f"{top}.thresholds.z_min_links",
+                lo=1,
+                hi=100000,
             ),
             confirm_partners=r.integer(
                 th.get("confirm_partners"), f"{top}.thresholds.confirm_partners", lo=1, hi=1000

@@ -55,10 +55,14 @@ class SyntheticFabric:
         noise: float = 0.01,
         lat_us: float | None = None,
         seed: int = 0,
+        spread: bool = False,
     ) -> None:
         self.faults = faults
         self.bw_gbs = bw_gbs
         self.noise = noise
+        self.spread = spread
+        """Noise as a bounded spread: each measurement uniform within ±noise of its value (a loaded
+        host), instead of normal with sigma ``noise``."""
         self.lat_us = lat_us
         self._rng = random.Random(seed)
 
@@ -95,7 +99,8 @@ class SyntheticFabric:
             f.slow_ends.get((rb, k), 1.0),
             f.slow_links.get(key, 1.0),
         )
-        jitter = 1.0 + self.noise * self._rng.gauss(0.0, 1.0)
+        draw = self._rng.uniform(-1.0, 1.0) if self.spread else self._rng.gauss(0.0, 1.0)
+        jitter = 1.0 + self.noise * draw
         bw = max(0.0, self.bw_gbs * factor * jitter)
         lat = (
             None

@@ -23,7 +23,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,13 +60,14 @@ class Fabric:
     """Namespace of rank i."""
 
 
-@pytest.fixture
-def fabric() -> Iterator[Fabric]:
+@contextmanager
+def _fabric(n: int, shape: Callable[[Fabric], None], tag: str = "") -> Iterator[Fabric]:
+    """``n`` namespaces on one bridge (in a namespace of its own), addresses ``addr(rank)``, shaped."""
     need_root()
     need_tool("ip")
     need_tool("tc")
     pid = os.getpid()
-    fab = Fabric(f"ibdiag-fbr-{pid}", tuple(f"ibdiag-fn{i}-{pid}" for i in range(N)))
+    fab = Fabric(f"ibdiag-fbr{tag}-{pid}", tuple(f"ibdiag-fn{tag}{i}-{pid}" for i in range(n)))
     created: list[str] = []
     try:
         _ip("netns", "add", fab.bridge_ns)
@@ -93,7 +95,7 @@ def fabric() -> Iterator[Fabric]:
             _ip("-n", ns, "addr", "add", f"{addr(i)}/24", "dev", "eth0")
             _ip("-n", ns, "link", "set", "eth0", "up")
             _ip("-n", ns, "link", "set", "lo", "up")
-        _shape(fab)
+        shape(fab)
         yield fab
     finally:
         for ns in reversed(
@@ -102,41 +104,36 @@ def fabric() -> Iterator[Fabric]:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
 
 
+@pytest.fixture
+def fabric() -> Iterator[Fabric]:
+    with _fabric(N, _shape) as fab:
+        yield fab
+
+
+def _tbf(fab: Fabric, rank: int, rate: str) -> None:
+    """Both ends of ``rank``'s veth at ``rate`` (what it sends, what it receives): a slow node."""
+    for ns, dev in ((fab.nodes[rank], "eth0"), (fab.bridge_ns, f"p{rank}")):
+        _tc(
+            ns,
+            "qdisc",
+            "add",
+            "dev",
+            dev,
+            "root",
+            "tbf",
+            "rate",
+            rate,
+            "burst",
+            "64kb",
+            "latency",
+            "50ms",
+        )
+
+
 def _shape(fab: Fabric) -> None:
     for i, ns in enumerate(fab.nodes):
-        if (
-            i == SLOW_NODE
-        ):  # the slow node: tbf on both ends of its veth (what it sends, what it receives)
-            _tc(
-                ns,
-                "qdisc",
-                "add",
-                "dev",
-                "eth0",
-                "root",
-                "tbf",
-                "rate",
-                SLOW_RATE,
-                "burst",
-                "64kb",
-                "latency",
-                "50ms",
-            )
-            _tc(
-                fab.bridge_ns,
-                "qdisc",
-                "add",
-                "dev",
-                f"p{i}",
-                "root",
-                "tbf",
-                "rate",
-                SLOW_RATE,
-                "burst",
-                "64kb",
-                "latency",
-                "50ms",
-            )
+        if i == SLOW_NODE:  # the slow node: tbf on both ends of its veth
+            _tbf(fab, i, SLOW_RATE)
             continue
         _tc(ns, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "10")
         _tc(
@@ -195,6 +192,13 @@ def _shape(fab: Fabric) -> None:
             )
 
 
+# The six namespaces share two busy CPUs: healthy links vary more than on a fabric (0.019-0.024 GB/s
+# in one CI run). Nothing within 25 % of the median is slow (floor_share 1/12 x z_limit 3); the
+# planted faults are at a quarter. z_limit 3, not 5: a ring of 6 has 5 first-pass links, 2 of them
+# slow, and the fleet-size false-alarm budget behind 5 does not apply to a 6-node test.
+NOISY_CONFIG = "[sweep]\nfloor_share = 0.08333\nz_limit = 3\nstart_timeout_s = 120\n"
+
+
 def _children(pid: int) -> list[int]:
     import psutil
 
@@ -218,6 +222,7 @@ def run_sweep_job(
     *args: str,
     kill_rank: int | None = DEAD_NODE,
     kill_at_round: int = 2,
+    config: str = NOISY_CONFIG,
 ) -> tuple[dict, str, str]:
     """Start one torchrun agent per namespace, kill ``kill_rank``'s worker when it reaches round
     ``kill_at_round`` (1-based), and return rank 0's saved JSON, stdout and stderr."""
@@ -226,11 +231,7 @@ def run_sweep_job(
     marks.mkdir()
     save = tmp_path / "sweep.json"
     cfg = tmp_path / "ibdiag.toml"
-    # The six namespaces share two busy CPUs: healthy links vary more than on a fabric (0.019-0.024 GB/s
-    # in one CI run). Nothing within 25 % of the median is slow (floor_share 1/12 x z_limit 3); the
-    # planted faults are at a quarter. z_limit 3, not 5: a ring of 6 has 5 first-pass links, 2 of them
-    # slow, and the fleet-size false-alarm budget behind 5 does not apply to a 6-node test.
-    cfg.write_text("[sweep]\nfloor_share = 0.08333\nz_limit = 3\nstart_timeout_s = 120\n")
+    cfg.write_text(config)
     port = 29000 + os.getpid() % 1000
     env = {
         **os.environ,
@@ -253,7 +254,7 @@ def run_sweep_job(
                 ns,
                 torchrun,
                 "--nnodes",
-                str(N),
+                str(len(fab.nodes)),
                 "--nproc-per-node",
                 "1",
                 "--node-rank",
@@ -403,3 +404,41 @@ def test_collective_ring_names_the_same_faults_through_2_rank_all_reduces(fabric
     assert doc["sweep"]["test"] == "collective"
     # gloo's 2-rank all_reduce sends the whole buffer each way per call: about half the p2p figure
     check_common(doc, out, median=(0.008, 0.026), size=2**20)
+
+
+RING4_SLOW = 2
+
+
+def test_a_4_node_ring_names_the_node_shaped_to_200_mbit_and_nothing_else(tmp_path):
+    """The issue's sweep: 4 namespaces, unshaped veths (0.66-1.3 GB/s on a loaded 2-core machine) but
+    rank 2's, shaped with tbf to 200 Mbit/s (0.024 GB/s, ~27x slower); the default thresholds. Half
+    the ring's links touch rank 2: the rail's median over all of them was contaminated, its limit came
+    out at -4.4 GB/s and nothing was flagged."""
+    with _fabric(4, lambda fab: _tbf(fab, RING4_SLOW, "200mbit"), tag="r") as fab:
+        started = time.monotonic()
+        doc, out, err = run_sweep_job(
+            fab,
+            tmp_path,
+            "--pattern",
+            "ring",
+            "--sizes",
+            "4M",
+            kill_rank=None,
+            config="[sweep]\nstart_timeout_s = 120\n",
+        )
+        elapsed = time.monotonic() - started
+    host = doc["nodes"][0]["host"]
+    assert failing(doc) == [("sweep.node", f"{host} (rank {RING4_SLOW})")], json.dumps(
+        doc["findings"], indent=1
+    )
+    warns = [(f["check"], f["subject"]) for f in doc["findings"] if f["severity"] == "warn"]
+    assert warns in ([], [("sweep.fleet", "rail 0")]), warns  # the veths' TCP may not reach 80 %
+    assert {n["rank"]: n["status"] for n in doc["nodes"]} == {0: "ok", 1: "ok", 2: "bad", 3: "ok"}
+    (rail,) = doc["rails"]
+    assert 0 < rail["limit_bw_gbs"] < rail["median_bw_gbs"], rail
+    slow = [r for r in doc["pairs"]["rows"] if RING4_SLOW in (r[3], r[5]) and r[7] is not None]
+    assert slow and all(r[7] < 0.03 for r in slow), slow  # 200 Mbit/s = 0.025 GB/s on the wire
+    fast = [r[7] for r in doc["pairs"]["rows"] if RING4_SLOW not in (r[3], r[5])]
+    assert fast and min(fast) > 4 * 0.025, fast
+    assert out.startswith("sweep FAIL: drain"), out
+    assert elapsed < 60, elapsed
