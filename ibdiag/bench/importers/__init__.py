@@ -242,7 +242,7 @@ def select_run(
     elif run_index not in (None, 1):
         raise UsageError(f"--run {run_index}: {source} holds one run", hint="drop --run")
     run = runs[(run_index or 1) - 1]
-    if not run.results:
+    if not run.results and run.provenance.failure is None:
         raise InputError(
             f"{source}: the run has a header but no result rows (it stopped before measuring?)",
             hint="rerun the benchmark to completion",
@@ -260,4 +260,10 @@ def parse_text(
 def load(path: str | Path) -> BenchRun:
     """The one run in the log at ``path`` (see the module docstring for what is accepted and refused)."""
     runs, source = read_runs(path)
-    return select_run(runs, source)[0]
+    run = select_run(runs, source)[0]
+    if run.provenance.failure is not None:
+        raise InputError(
+            f"{source}: the run failed ({run.provenance.failure}): its numbers are not a measurement",
+            hint="fix what the error names and rerun; ibdiag bench import FILE shows what was read",
+        )
+    return run
