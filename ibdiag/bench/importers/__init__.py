@@ -26,6 +26,8 @@ The interface other commands use (``ibdiag verdict --nccl-tests FILE`` among the
     output tag", or "interleaved (untagged lines; rows attributed in order of appearance)").
 ``select_run(runs, source, run_index=None) -> (BenchRun, findings)``
     The policy for a file of several runs (refuse and list them, or pick ``--run N`` with a warning).
+``separate_runs(runs) -> bool``
+    Several runs one after the other, which ``ibdiag bench import`` imports each of.
 
 A run is typed: nccl-tests runs have a ``CollectiveMeta`` (``op`` None when the log does not say and
 the table fits several ops) whose ``nccl_tests`` part holds the header's ranks and parameters, the
@@ -55,7 +57,15 @@ from ibdiag.collectives import get_op
 from ibdiag.errors import InputError, UsageError
 from ibdiag.findings.model import Finding
 
-__all__ = ["MAX_BYTES", "load", "parse_text", "parse_runs", "read_runs", "select_run"]
+__all__ = [
+    "MAX_BYTES",
+    "load",
+    "parse_text",
+    "parse_runs",
+    "read_runs",
+    "select_run",
+    "separate_runs",
+]
 
 #: Text formats, tried in order: each module has ``marks(line)`` (a line only that tool prints) and
 #: ``parse_lines(lines, context, source, *, op, file_name) -> list[BenchRun]``.
@@ -200,6 +210,18 @@ def _separation(runs: list[BenchRun]) -> str:
         first.position.separation
         if first is not None and first.position is not None
         else "separate"
+    )
+
+
+def separate_runs(runs: list[BenchRun]) -> bool:
+    """True when the file holds several runs printed one after the other (different ops too): each
+    can be imported on its own. Interleaved or per-tag runs are not (they are how a binary built
+    without MPI runs under mpirun)."""
+    return len(runs) > 1 and all(
+        r.provenance.imported is not None
+        and r.provenance.imported.position is not None
+        and r.provenance.imported.position.separation == "one after the other"
+        for r in runs
     )
 
 

@@ -330,8 +330,9 @@ class Context:
             self._nccl(dbg.group(1), prefix, s[dbg.end() :], line.number)
             self._fragment(prefix, line)
             return True
-        if s.startswith(("NCCL_", "export NCCL_", "setenv NCCL_", "declare -x NCCL_")):
-            m = _ENV_LINE.match(s)
+        if "NCCL_" in s[:40]:
+            p = _PROMPT.match(s)
+            m = _ENV_LINE.match(s[p.end() :] if p else s)
             if m and len(self.env) < MAX_NAMES:
                 value = m.group(2).strip("'\"")[:200]
                 self.env[m.group(1)[:100]] = (value, f"line {line.number}: {m.group(1)}={value}")

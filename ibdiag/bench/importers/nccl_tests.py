@@ -195,10 +195,17 @@ class _Parser:
         if not tokens or any(not _CELL.match(t) for t in tokens):
             return False
         cands = [r for r in self._open(first.tag) if r.columns is not None]
-        if not cands or len(head) + len(tokens) != cands[0].columns.width:  # type: ignore[union-attr]  # cands have columns
+        if not cands:
+            return False
+        width = cands[0].columns.width  # type: ignore[union-attr]  # cands have columns
+        if len(head) + len(tokens) == width:
+            joined = head + tokens
+        elif len(head) + len(tokens) - 1 == width:  # the line ran in mid-number: 35.4|7
+            joined = [*head[:-1], head[-1] + tokens[0], *tokens[1:]]
+        else:
             return False
         self.pending = None
-        return self._row(first, head + tokens, whole=True)
+        return self._row(first, joined, whole=True)
 
     def _failure(self, line: Line, s: str) -> None:
         """A tool's error line where rows were expected: the run failed (the first such line is kept)."""
@@ -339,7 +346,7 @@ class _Parser:
                 if not r.rows or r.rows[-1].bytes < size:
                     run = r
                     break
-        halves = parse_row(line, run.columns, self.source)  # type: ignore[arg-type]  # cands are runs with columns
+        halves = parse_row(line, run.columns, self.source, tokens)  # type: ignore[arg-type]  # cands are runs with columns
         cyc = run.cycles
         if run.rows and self._new_cycle(run, size) and (len(cands) == 1 or tag is not None):
             cyc.count += 1  # -N: the table starts again at the smallest size

@@ -259,7 +259,7 @@ def to_bench_run(
         params=run.params,
         avg_busbw_gbs_reported=run.avg_reported,
         out_of_bounds=run.oob,
-        complete=run.finished,
+        complete=run.finished and run.failure is None,
         header=run.header,
         cycles=cyc.count if cyc.count > 1 else None,
         cycle_stats=cyc.summary() if cyc.count > 1 else (),

@@ -150,10 +150,13 @@ def _iter_stats(vals: dict[str, str], where: str) -> IterStats | None:
     return IterStats(min_us=got[0], max_us=got[1], p99_us=got[2], cv_pct=got[3])
 
 
-def parse_row(line: Line, cols: Columns, source: str) -> list[CollectiveResult]:
+def parse_row(
+    line: Line, cols: Columns, source: str, tokens: list[str] | None = None
+) -> list[CollectiveResult]:
     """One table row -> its out-of-place and in-place halves. InputError (naming the line) for a row
-    that does not fit the header."""
-    tokens = line.text.split()
+    that does not fit the header. ``tokens``: the row's cells when they are not the line's words (rank
+    labels dropped, a split row joined)."""
+    tokens = line.text.split() if tokens is None else list(tokens)
     if cols.timestamp:
         tokens, _ = _strip_timestamp(tokens)
     n = line.number

@@ -37,7 +37,7 @@ _PLUGIN_NONE = re.compile(
     r"NET/Plugin.*(?:No plugin found|using internal implementation|Using internal network plugin)",
     re.IGNORECASE,
 )
-_PLUGIN_LOADED = re.compile(r"NET/Plugin\s*:?\s*Loaded (?:net|coll) plugin (.+?)(?: \(v\d+\))?\s*$")
+_PLUGIN_LOADED = re.compile(r"NET/Plugin\s*:?\s*Loaded net plugin (.+?)(?: \(v\d+\))?\s*$")
 _CHANNELS = re.compile(r"\b(\d+) coll channels\b")
 _COLLNET = re.compile(r"\b(\d+) collnet channels\b")
 _NVLS = re.compile(r"\b(\d+) nvls channels\b")
