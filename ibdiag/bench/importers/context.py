@@ -316,7 +316,8 @@ class Context:
         """Keep what stands before an NCCL line's ``host:pid:tid [dev]`` prefix when it starts like a row."""
         m = PREFIX_HOST.search(prefix)
         head = (prefix[: m.start()] if m else prefix).strip()
-        if head[:1].isdigit():
+        words = head.split()
+        if m and len(words) >= 2 and words[0].isdigit() and words[1].isdigit():
             self.fragment = Line(line.number, head, line.tag, line.truncated)
 
     def feed(self, line: Line) -> bool:

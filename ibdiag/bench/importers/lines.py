@@ -38,7 +38,7 @@ _SRUN = re.compile(r"^\s*(\d+):\s")
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _QUOTE = re.compile(r"^[ ]{0,3}>(?:[ ]|$)(?:[ ]{0,3}>(?:[ ]|$))*")
-_EMPHASIS = re.compile(r"(\*\*|__|\*|_|`)([-+]?\d[\d.]*(?:[eE][-+]?\d+)?%?)\1(?![\w*`])")
+_EMPHASIS = re.compile(r"(?<![\w*`])(\*\*|__|\*|_|`)([-+]?\d[\d.]*(?:[eE][-+]?\d+)?%?)\1(?![\w*`])")
 _LABEL_TOKEN = re.compile(r"^(?:\[\d+(?:,\d+)?\](?:<(?:stdout|stderr|stddiag)>:)?|\d+:)$")
 _MAX_PREFIXES = 4
 
