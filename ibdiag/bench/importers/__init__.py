@@ -12,8 +12,8 @@ The interface other commands use (``ibdiag verdict --nccl-tests FILE`` among the
 ``load(path) -> BenchRun``
     The one run in the file, read as a stream. Raises :class:`~ibdiag.errors.InputError` (exit 2) for
     an unreadable, empty or binary file, a file without a result table, a row that does not fit its
-    header (the message names its line), a file without result rows, and a file that holds several
-    runs: they are never averaged, and the message says how many there are and how they were told
+    header (the message names its line), a file without result rows, a run that failed (its tool's
+    error line, ``provenance.failure``: no measurement), and a file that holds several runs: they are never averaged, and the message says how many there are and how they were told
     apart. Lines around the table (prompts, command lines, NCCL debug lines, launcher chatter) are
     read for provenance or skipped. Callers that can handle several runs use ``read_runs``.
 ``read_runs(path, *, op=None, file_name=None) -> (list[BenchRun], source)``
