@@ -16,6 +16,7 @@ and arithmetic, no torch. The facts (nccl-tests ``src/*.cu``, DESIGN.md "Domain 
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -156,7 +157,14 @@ def placement(in_place: bool) -> str:
 def find_op(name: str) -> OpSpec | None:
     """``all_reduce``, ``allreduce``, ``all_reduce_perf``, ``alltoall``, ``all-gather`` ... -> the OpSpec, or None."""
     key = str(name).strip().lower().replace("-", "_").removesuffix("_perf")
-    return OPS.get(key) or next((s for s in OPS.values() if key in s.aliases), None)
+    found = OPS.get(key) or next((s for s in OPS.values() if key in s.aliases), None)
+    if found is None:  # ReduceScatter, reduce scatter, all_to_all
+        flat = re.sub(r"[-_\s]+", "", key)
+        found = next(
+            (s for s in OPS.values() if flat in {n.replace("_", "") for n in s.names_in_text}),
+            None,
+        )
+    return found
 
 
 def get_op(name: str) -> OpSpec:
@@ -169,12 +177,14 @@ def get_op(name: str) -> OpSpec:
 
 def op_in_text(text: str) -> str | None:
     """The op named in a binary or file name (``logs/allreduce-64n.log`` -> ``all_reduce``), longest name
-    first so ``reduce_scatter`` is not read as ``reduce``; None when no op name is in it."""
-    low = text.lower()
+    first so ``reduce_scatter`` is not read as ``reduce``, whatever the spelling (``reduce-scatter``,
+    ``ReduceScatter``, ``reduce scatter``, ``all_to_all``); None when no op name is in it."""
+    squashed = re.sub(r"[-_\s]+", "", text.lower())
     names = sorted(
-        ((n, s.name) for s in OPS.values() for n in s.names_in_text), key=lambda p: -len(p[0])
+        ((n.replace("_", ""), s.name) for s in OPS.values() for n in s.names_in_text),
+        key=lambda p: -len(p[0]),
     )
-    return next((op for needle, op in names if needle in low), None)
+    return next((op for needle, op in names if needle in squashed), None)
 
 
 def algbw_gbs(nbytes: int, time_s: float) -> float:

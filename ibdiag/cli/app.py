@@ -37,7 +37,7 @@ COMMANDS: dict[str, dict[str, str]] = {
         "serve": "ibdiag.cli.bench_serve",
         "p2p": "ibdiag.cli.bench_p2p",
         "collective": "ibdiag.cli.bench_collective",
-        "import": "ibdiag.cli.bench_collective",
+        "import": "ibdiag.cli.bench_import",
     },
 }
 

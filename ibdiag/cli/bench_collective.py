@@ -1,4 +1,4 @@
-"""``ibdiag bench collective`` and ``ibdiag bench import``.
+"""``ibdiag bench collective`` (``ibdiag bench import`` is :mod:`ibdiag.cli.bench_import`).
 
 ``collective`` measures collective bus bandwidth the way nccl-tests does, through torch.distributed
 (NCCL on GPUs, gloo on CPUs), launched by ``--nproc N`` (local ranks it starts itself), torchrun,
@@ -90,7 +90,7 @@ class _ProgressBar:
             self.progress.stop()
 
 
-def _emit_run(run: Any, findings: Any, fmt: OutputFormat, save: Path | None, strict: bool) -> int:
+def emit_run(run: Any, findings: Any, fmt: OutputFormat, save: Path | None, strict: bool) -> int:
     """Print a BenchRun in ``fmt`` through its kind's view; write ``--save`` first (JSON, atomically)."""
     from ibdiag.bench.views import view_for
     from ibdiag.findings.model import Report
@@ -339,7 +339,7 @@ def collective_command(
             )
         run = bench_run_from_json(doc["run"], source="rank 0's result")
         findings: Sequence[Finding] = [Finding.from_json(f) for f in doc.get("findings", [])]
-        return _emit_run(run, findings, fmt, save, strict)
+        return emit_run(run, findings, fmt, save, strict)
     if launch is None:
         raise UsageError(
             "no ranks to run: no launcher environment (torchrun, srun, mpirun) and no --nproc",
@@ -374,7 +374,7 @@ def collective_command(
     if measurement is None:  # not rank 0: only rank 0 prints and saves
         return 0
     run, findings = to_bench_run(measurement, cfg)
-    return _emit_run(run, findings, fmt, save, strict)
+    return emit_run(run, findings, fmt, save, strict)
 
 
 def _supervised_rank(launch: Any, report_dir: str) -> int:
@@ -415,67 +415,3 @@ def _supervised_rank(launch: Any, report_dir: str) -> int:
         spawn.write_error(report_dir, launch.rank, e)
         raise
     return 0
-
-
-@bench_app.command("import")
-@handle_errors
-def import_command(
-    file: Annotated[
-        str,
-        typer.Argument(
-            metavar="FILE", help="nccl-tests or perftest output (text, JSON, .gz), or - for stdin."
-        ),
-    ],
-    run_index: Annotated[
-        int | None,
-        typer.Option(
-            "--run",
-            metavar="N",
-            help="The file holds several runs: import run N (1-based); they are never averaged.",
-        ),
-    ] = None,
-    op: Annotated[
-        str | None,
-        typer.Option(
-            "--op",
-            metavar="OP",
-            help="The collective, when an old nccl-tests log does not say (all_gather and alltoall look alike).",
-        ),
-    ] = None,
-    fmt: FormatOption = OutputFormat.table,
-    save: Annotated[
-        Path | None,
-        typer.Option(
-            "--save",
-            metavar="FILE",
-            help="Also write the JSON result (ibdiag.bench/1) to FILE, atomically.",
-        ),
-    ] = None,
-    config: ConfigOption = None,
-    strict: StrictOption = False,
-    debug: DebugOption = False,
-) -> int:
-    """Read nccl-tests (*_perf) and perftest (ib_*_bw, ib_*_lat, --out_json) logs into ibdiag's results.
-
-    Every nccl-tests format era, mpirun --tag-output prefixes, interleaved runs (reported, never
-    averaged); perftest MB/sec, MiB/sec and Gb/sec, duration mode. Logs as captured are fine: prompts,
-    command lines, NCCL INFO lines, launcher output, '> ' quotes, CRLF and colours around the table
-    are read for provenance or skipped. Exit 2: no table, a row that does not fit its header (with
-    its line number), an empty or binary file.
-
-    \b
-    Examples:
-      ibdiag bench import all_reduce_perf.log -o json > imported.json
-      mpirun --tag-output -np 16 all_reduce_perf -b 8 -e 8G | ibdiag bench import -
-      ibdiag bench import ib_write_bw.log --save link.json
-    """
-    from ibdiag.bench.importers import read_runs, select_run
-    from ibdiag.bench.importers.checks import import_findings
-    from ibdiag.bench.results.collective_config import CollectiveConfig
-
-    cfg = read_config(config).section("collective", CollectiveConfig)
-    check_output_path(save, "--save")
-    runs, source = read_runs(file, op=op)
-    run, extra = select_run(runs, source, run_index)
-    findings = extra + import_findings(run, cfg)
-    return _emit_run(run, findings, fmt, save, strict)

@@ -12,8 +12,8 @@ The interface other commands use (``ibdiag verdict --nccl-tests FILE`` among the
 ``load(path) -> BenchRun``
     The one run in the file, read as a stream. Raises :class:`~ibdiag.errors.InputError` (exit 2) for
     an unreadable, empty or binary file, a file without a result table, a row that does not fit its
-    header (the message names its line), a file without result rows, and a file that holds several
-    runs: they are never averaged, and the message says how many there are and how they were told
+    header (the message names its line), a file without result rows, a run that failed (its tool's
+    error line, ``provenance.failure``: no measurement), and a file that holds several runs: they are never averaged, and the message says how many there are and how they were told
     apart. Lines around the table (prompts, command lines, NCCL debug lines, launcher chatter) are
     read for provenance or skipped. Callers that can handle several runs use ``read_runs``.
 ``read_runs(path, *, op=None, file_name=None) -> (list[BenchRun], source)``
@@ -26,6 +26,8 @@ The interface other commands use (``ibdiag verdict --nccl-tests FILE`` among the
     output tag", or "interleaved (untagged lines; rows attributed in order of appearance)").
 ``select_run(runs, source, run_index=None) -> (BenchRun, findings)``
     The policy for a file of several runs (refuse and list them, or pick ``--run N`` with a warning).
+``separate_runs(runs) -> bool``
+    Several runs one after the other, which ``ibdiag bench import`` imports each of.
 
 A run is typed: nccl-tests runs have a ``CollectiveMeta`` (``op`` None when the log does not say and
 the table fits several ops) whose ``nccl_tests`` part holds the header's ranks and parameters, the
@@ -55,7 +57,15 @@ from ibdiag.collectives import get_op
 from ibdiag.errors import InputError, UsageError
 from ibdiag.findings.model import Finding
 
-__all__ = ["MAX_BYTES", "load", "parse_text", "parse_runs", "read_runs", "select_run"]
+__all__ = [
+    "MAX_BYTES",
+    "load",
+    "parse_text",
+    "parse_runs",
+    "read_runs",
+    "select_run",
+    "separate_runs",
+]
 
 #: Text formats, tried in order: each module has ``marks(line)`` (a line only that tool prints) and
 #: ``parse_lines(lines, context, source, *, op, file_name) -> list[BenchRun]``.
@@ -203,6 +213,18 @@ def _separation(runs: list[BenchRun]) -> str:
     )
 
 
+def separate_runs(runs: list[BenchRun]) -> bool:
+    """True when the file holds several runs printed one after the other (different ops too): each
+    can be imported on its own. Interleaved or per-tag runs are not (they are how a binary built
+    without MPI runs under mpirun)."""
+    return len(runs) > 1 and all(
+        r.provenance.imported is not None
+        and r.provenance.imported.position is not None
+        and r.provenance.imported.position.separation == "one after the other"
+        for r in runs
+    )
+
+
 def select_run(
     runs: list[BenchRun], source: str, run_index: int | None = None
 ) -> tuple[BenchRun, list[Finding]]:
@@ -242,7 +264,7 @@ def select_run(
     elif run_index not in (None, 1):
         raise UsageError(f"--run {run_index}: {source} holds one run", hint="drop --run")
     run = runs[(run_index or 1) - 1]
-    if not run.results:
+    if not run.results and run.provenance.failure is None:
         raise InputError(
             f"{source}: the run has a header but no result rows (it stopped before measuring?)",
             hint="rerun the benchmark to completion",
@@ -260,4 +282,10 @@ def parse_text(
 def load(path: str | Path) -> BenchRun:
     """The one run in the log at ``path`` (see the module docstring for what is accepted and refused)."""
     runs, source = read_runs(path)
-    return select_run(runs, source)[0]
+    run = select_run(runs, source)[0]
+    if run.provenance.failure is not None:
+        raise InputError(
+            f"{source}: the run failed ({run.provenance.failure}): its numbers are not a measurement",
+            hint="fix what the error names and rerun; ibdiag bench import FILE shows what was read",
+        )
+    return run

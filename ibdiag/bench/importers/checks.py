@@ -13,8 +13,12 @@ Check ids:
 * ``import.op_unknown``      the log does not say which collective: warn
 * ``import.nccl_warnings``   NCCL WARN lines or ``# error:`` lines in the log: warn
 * ``import.unit_assumed``    a perftest JSON whose bandwidth unit could not be told: warn
-* ``import.socket_fallback`` NCCL's INFO lines show ``NET/Socket`` on a run across nodes: fail
-  (the collective went over TCP, not the IB/RoCE fabric)
+* ``import.socket_fallback`` the run crossed nodes over NCCL's socket transport (TCP), however the
+  log says it (``NET/Socket`` lines, ``NCCL_IB_DISABLE=1``, ``NCCL_NET=Socket``, ``Failed to open
+  libibverbs``, ``NET/IB : No device found``): fail; the finding names the line that told it
+* ``import.run_failed``      the tool printed an error where its results should be (``Test NCCL
+  failure``, perftest's ``Couldn't connect to``, ``Failed to modify QP to RTR``, completion with
+  error): fail
 * ``import.header_incomplete`` the paste lacks the table's header: the columns were told from the rows: warn
 """
 
@@ -69,9 +73,13 @@ def run_nodes(run: BenchRun) -> int | None:
     return max(known) if known else None
 
 
-@CHECKS.check("import.socket_fallback", "NCCL's lines show NET/Socket on a run across nodes: fail")
+@CHECKS.check(
+    "import.socket_fallback",
+    "the run crossed nodes over NCCL's socket transport (NET/Socket, NCCL_IB_DISABLE=1 ...): fail",
+)
 def socket_fallback(run: BenchRun) -> Finding | None:
-    """A multi-node collective whose NCCL used TCP sockets (NET/Socket) instead of the IB/RoCE fabric."""
+    """A multi-node collective whose NCCL used TCP sockets (NET/Socket) instead of the IB/RoCE fabric,
+    told by any signal (:mod:`~ibdiag.bench.importers.transport`)."""
     path = run.provenance.nccl_path
     nodes = run_nodes(run)
     if (
@@ -83,14 +91,33 @@ def socket_fallback(run: BenchRun) -> Finding | None:
     ):
         return None
     devs = f" over {', '.join(path.devices[:4])}" if path.devices else ""
+    told = f" (told by {path.transport_source})" if path.transport_source else ""
     return Finding(
         "import.socket_fallback",
         Severity.FAIL,
         "NET/Socket",
-        f"NCCL used NET/Socket (TCP{devs}) between the {nodes} nodes: the collective did not use the IB/RoCE fabric",
+        f"NCCL used NET/Socket (TCP{devs}) between the {nodes} nodes{told}: the collective did not use the IB/RoCE fabric",
         value="Socket",
         limit="IB",
         hint="NCCL found no usable RDMA device: check NCCL_IB_HCA / NCCL_NET, that nvidia-peermem and the RDMA stack are loaded in the job's environment, and ibdiag topo on the nodes",
+    )
+
+
+@CHECKS.check("import.run_failed", "the tool printed an error where its results should be: fail")
+def run_failed(run: BenchRun) -> Finding | None:
+    """The log's run ended in the tool's own error line (kept in ``provenance.failure``)."""
+    failure = run.provenance.failure
+    if failure is None:
+        return None
+    tool = run.provenance.imported.tool if run.provenance.imported is not None else "the tool"
+    rows = len(run.results)
+    return Finding(
+        "import.run_failed",
+        Severity.FAIL,
+        tool,
+        f"the {tool} run failed: {failure}"
+        + (f" (after {rows} result rows)" if rows else " (no result rows)"),
+        hint="the run did not finish: fix what the error names (NCCL_DEBUG=WARN, ibv_devinfo, the peer's address and port) and rerun",
     )
 
 
@@ -122,7 +149,7 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
     prov = run.provenance
     src = prov.imported.source if prov.imported is not None else "log"
     if isinstance(m, P2PMeta):
-        return _perftest_findings(m, src)
+        return run_failed(run) + _perftest_findings(m, src)
     assert isinstance(m, CollectiveMeta)
     log = m.nccl_tests or NcclTestsLog()
     rows = run.collective_rows()
@@ -131,6 +158,7 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
     out = wrong_findings(
         subject, rows, checked=bool(rows) and all(r.wrong is not None for r in rows)
     )
+    out += run_failed(run)
     out += _out_of_bounds(subject, log)
     out += socket_fallback(run)
     if log.header:

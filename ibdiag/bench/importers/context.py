@@ -10,7 +10,11 @@ it; it keeps
   are read into a :class:`~ibdiag.bench.results.provenance.CommandLine`;
 * ``NCCL INFO``/``WARN`` lines (``NCCL_DEBUG=INFO``): the NCCL version, the network and its devices,
   GPUDirect RDMA, SHARP/CollNet/NVLS, ring/tree, channel counts (a
-  :class:`~ibdiag.bench.results.provenance.NcclPath`), and the warning lines.
+  :class:`~ibdiag.bench.results.provenance.NcclPath`, read by :mod:`~ibdiag.bench.importers.transport`),
+  the warning lines, and the hosts named in their ``host:pid:tid [dev]`` prefixes. A table row that ran
+  into an NCCL line (stdout and stderr sharing a terminal) is handed on without it;
+* environment lines (``export NCCL_IB_DISABLE=1``, ``NCCL_NET=Socket`` printed by ``env``): NCCL's
+  variables, a signal of the transport like the command line's ``-x VAR=value``.
 
 Facts: NCCL's ``init.cc``/``transport/net_ib.cc``/``net_socket.cc`` log lines (``NET/IB : Using
 [0]mlx5_0:1/IB ; OOB ib0:...``, ``Using network IB``, ``Channel 00/0 : 0[0] -> 1[1] [send] via
@@ -22,9 +26,9 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 
 from ibdiag.bench.importers.lines import Line, iter_lines
+from ibdiag.bench.importers.transport import PREFIX_HOST, PathFacts, nccl_path
 from ibdiag.bench.results.provenance import (
     MAX_NAMES,
     MAX_WARNINGS,
@@ -179,6 +183,26 @@ def _hosts(value: str) -> list[str]:
     return [h.split(":", 1)[0] for h in value.split(",") if h.split(":", 1)[0]]
 
 
+def node_list(value: str) -> list[str]:
+    """Slurm's node list: ``node[01-03,07],gpu5`` -> node01, node02, node03, node07, gpu5 (at most MAX_NAMES)."""
+    out: list[str] = []
+    for part in re.findall(r"[\w.-]*\[[^\]]*\][\w.-]*|[^,]+", value):
+        m = _NODELIST.match(part)
+        if not m:
+            out.append(part)
+            continue
+        for rng in m.group("ranges").split(","):
+            lo, _, hi = rng.partition("-")
+            if not lo.isdigit():
+                continue
+            top = int(hi) if hi.isdigit() else int(lo)
+            for i in range(int(lo), min(top, int(lo) + MAX_NAMES) + 1):
+                out.append(f"{m.group('pre')}{i:0{len(lo)}d}{m.group('post')}")
+        if len(out) >= MAX_NAMES:
+            break
+    return [h for h in out if h][:MAX_NAMES]
+
+
 def command_line(text: str) -> CommandLine | None:
     """The command in one line of a log, or None when the line is not a command running a benchmark."""
     s = text.strip()
@@ -237,6 +261,8 @@ def command_line(text: str) -> CommandLine | None:
             ranks = _int(val)
         elif launcher == "srun" and opt == "--ntasks-per-node":
             per_node = _int(val)
+        elif launcher == "srun" and opt in ("-w", "--nodelist"):
+            hosts += node_list(val)
         else:
             took = False
         i += 2 if took else 1
@@ -256,39 +282,10 @@ def command_line(text: str) -> CommandLine | None:
     )
 
 
-@dataclass
-class _PathFacts:
-    using_network: str | None = None
-    net_using: str | None = None
-    channel_nets: set[str] = field(default_factory=set)
-    devices: dict[str, None] = field(default_factory=dict)
-    plugin: str | None = None
-    gdr_yes: int = 0
-    gdr_no: int = 0
-    sharp: bool = False
-    collnet: int | None = None
-    nvls: int | None = None
-    algorithms: dict[str, None] = field(default_factory=dict)
-    channels: int | None = None
-    nodes: int | None = None
-    info_lines: int = 0
-
-
-_USING_NETWORK = re.compile(r"\bUsing network (\S+)")
-_NET_USING = re.compile(r"\bNET/(IB|Socket)\s*:\s*Using\s+(.*)")
-_DEVICE = re.compile(r"\[\d+\]([^\s;\[]+)")
-_VIA_NET = re.compile(r"\bvia NET/(\w+)(?:/\d+)?(?:\(\d+\))?(/GDRDMA)?")
-_GDR = re.compile(r"\bGDR (\d)\b")
-_PLUGIN_NONE = re.compile(
-    r"NET/Plugin.*(?:No plugin found|using internal implementation|Using internal network plugin)",
-    re.IGNORECASE,
+_ENV_LINE = re.compile(
+    r"^(?:export\s+|setenv\s+|declare -x\s+)?(NCCL_[A-Z0-9_]+)(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)\s*$"
 )
-_PLUGIN_LOADED = re.compile(r"NET/Plugin\s*:?\s*Loaded (?:net|coll) plugin (.+?)(?: \(v\d+\))?\s*$")
-_CHANNELS = re.compile(r"\b(\d+) coll channels\b")
-_COLLNET = re.compile(r"\b(\d+) collnet channels\b")
-_NVLS = re.compile(r"\b(\d+) nvls channels\b")
-_NNODES = re.compile(r"\bnNodes (\d+)\b")
-_ALGO_ENV = re.compile(r"\bNCCL_ALGO set by environment to (\S+)")
+_NODELIST = re.compile(r"^(?P<pre>[\w.-]*)\[(?P<ranges>[\d,\-]+)\](?P<post>[\w.-]*)$")
 
 
 class Context:
@@ -299,12 +296,29 @@ class Context:
         self.nccl_version: str | None = None
         self.warnings: list[tuple[int, str]] = []
         self.warning_count = 0
-        self.facts = _PathFacts()
+        self.facts = PathFacts()
+        self.env: dict[str, tuple[str, str]] = {}
+        """NCCL variables set in environment lines of the log (``export NCCL_IB_DISABLE=1``): value, where."""
+        self.fragment: Line | None = None
         self.skipped = 0
 
     def table_lines(self, raw_lines: Iterable[str]) -> Iterator[Line]:
-        """Every line (see :func:`iter_lines`) that :meth:`feed` does not take, lazily."""
-        return (ln for ln in iter_lines(raw_lines) if not self.feed(ln))
+        """Every line (see :func:`iter_lines`) that :meth:`feed` does not take, lazily; of an NCCL line
+        that a table row ran into (stdout and stderr sharing a terminal), the row's part."""
+        for ln in iter_lines(raw_lines):
+            if not self.feed(ln):
+                yield ln
+            elif self.fragment is not None:
+                yield self.fragment
+                self.fragment = None
+
+    def _fragment(self, prefix: str, line: Line) -> None:
+        """Keep what stands before an NCCL line's ``host:pid:tid [dev]`` prefix when it starts like a row."""
+        m = PREFIX_HOST.search(prefix)
+        head = (prefix[: m.start()] if m else prefix).strip()
+        words = head.split()
+        if m and len(words) >= 2 and words[0].isdigit() and words[1].isdigit():
+            self.fragment = Line(line.number, head, line.tag, line.truncated)
 
     def feed(self, line: Line) -> bool:
         """True when the line is a command line or an NCCL debug line (not part of any table)."""
@@ -313,8 +327,17 @@ class Context:
             return False
         dbg = NCCL_DEBUG.search(s) if "NCCL " in s else None
         if dbg:
-            self._nccl(dbg.group(1), s[dbg.end() :], line.number)
+            prefix = s[: dbg.start()]
+            self._nccl(dbg.group(1), prefix, s[dbg.end() :], line.number)
+            self._fragment(prefix, line)
             return True
+        if "NCCL_" in s[:40]:
+            p = _PROMPT.match(s)
+            m = _ENV_LINE.match(s[p.end() :] if p else s)
+            if m and len(self.env) < MAX_NAMES:
+                value = m.group(2).strip("'\"")[:200]
+                self.env[m.group(1)[:100]] = (value, f"line {line.number}: {m.group(1)}={value}")
+                return True
         if s.startswith("NCCL version"):
             m = _NCCL_VERSION.search(s)
             if m:
@@ -327,76 +350,22 @@ class Context:
                 return True
         return False
 
-    def _nccl(self, kind: str, body: str, number: int) -> None:
+    def _nccl(self, kind: str, prefix: str, body: str, number: int) -> None:
+        self.facts.host(prefix)
+        where = f"line {number}"
         if kind in ("WARN", "ERROR", "ABORT"):
             self.warning_count += 1
             if len(self.warnings) < MAX_WARNINGS:
                 self.warnings.append((number, f"NCCL {kind}{body}"[:300]))
+            self.facts.warn(body, where)
             return
         if kind != "INFO":
             return
-        f = self.facts
-        f.info_lines += 1
-        # substring tests first: a regex per fact on every INFO line of a long log is the slow part
         if "NCCL version" in body:
             m = _NCCL_VERSION.search(body)
             if m:
                 self.nccl_version = m.group(1)[:100]
-                return
-        if "Using network" in body:
-            m = _USING_NETWORK.search(body)
-            if m:
-                f.using_network = m.group(1)[:40]
-        if "Using" in body and "NET/" in body:
-            m = _NET_USING.search(body)
-            if m:
-                f.net_using = m.group(1)
-                for dev in _DEVICE.findall(m.group(2).split(";", 1)[0]):
-                    name = dev if m.group(1) == "IB" else dev.split(":", 1)[0]
-                    if len(f.devices) < MAX_NAMES:
-                        f.devices[name[:80]] = None
-        if "via NET/" in body:
-            for net, gdr in _VIA_NET.findall(body):
-                f.channel_nets.add(net)
-                if gdr:
-                    f.gdr_yes += 1
-                elif net == "IB":
-                    f.gdr_no += 1
-        if "GDR " in body:
-            m = _GDR.search(body)
-            if m:
-                if m.group(1) == "1":
-                    f.gdr_yes += 1
-                else:
-                    f.gdr_no += 1
-        if "NET/Plugin" in body:
-            if _PLUGIN_NONE.search(body):
-                f.plugin = f.plugin or "internal"
-            else:
-                m = _PLUGIN_LOADED.search(body)
-                if m:
-                    f.plugin = m.group(1)[:80]
-        if ("SHARP" in body or "sharp" in body) and re.search(r"\bSHARP\b|\bsharp\b", body):
-            f.sharp = True
-        if " channels" in body:
-            for rx, attr in ((_CHANNELS, "channels"), (_COLLNET, "collnet"), (_NVLS, "nvls")):
-                m = rx.search(body)
-                if m:
-                    setattr(f, attr, int(m.group(1)))
-        if "nNodes" in body:
-            m = _NNODES.search(body)
-            if m:
-                f.nodes = max(f.nodes or 0, int(m.group(1))) or None
-        if "Connected all rings" in body:
-            f.algorithms["ring"] = None
-        if "Connected all trees" in body:
-            f.algorithms["tree"] = None
-        if "NCCL_ALGO" in body:
-            m = _ALGO_ENV.search(body)
-            if m:
-                for a in m.group(1).lower().split(","):
-                    if a and len(f.algorithms) < 8:
-                        f.algorithms[a[:20]] = None
+        self.facts.info(body, where)
 
     def command_for(self, start_line: int) -> CommandLine | None:
         """The last command line before ``start_line``, else the first one in the log."""
@@ -405,26 +374,7 @@ class Context:
             return before[-1]
         return self.commands[0][1] if self.commands else None
 
-    def nccl_path(self) -> NcclPath | None:
-        f = self.facts
-        if not f.info_lines:
-            return None
-        transport = f.using_network
-        if transport is None and f.channel_nets:
-            transport = "IB" if "IB" in f.channel_nets else sorted(f.channel_nets)[0]
-        if transport is None:
-            transport = f.net_using
-        gdr = True if f.gdr_yes else (False if f.gdr_no else None)
-        return NcclPath(
-            transport=transport,
-            net_plugin=f.plugin,
-            devices=tuple(f.devices),
-            gdr=gdr,
-            sharp=True if f.sharp else None,
-            collnet=None if f.collnet is None else f.collnet > 0,
-            nvls=None if f.nvls is None else f.nvls > 0,
-            algorithms=tuple(f.algorithms),
-            channels=f.channels,
-            nodes=f.nodes,
-            info_lines=f.info_lines,
-        )
+    def nccl_path(self, command: CommandLine | None = None) -> NcclPath | None:
+        """What every signal says about the path (:func:`~ibdiag.bench.importers.transport.nccl_path`),
+        for the run launched by ``command``."""
+        return nccl_path(self.facts, command, self.env)

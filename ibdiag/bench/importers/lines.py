@@ -13,6 +13,12 @@ Cleaning (:func:`clean`), in this order, because that is how the layers were add
   - ``mpiexec -prepend-rank`` (MPICH, Intel MPI) and similar: ``[0] `` -> tag ``0``
   - ``srun --label``: ``0: `` -> tag ``0``
 
+  Prefixes stack (a launcher's own prefix, then a rank label the program printed: ``0: [0] ``,
+  ``[1,0]<stdout>:[0] ``): every one is stripped, the outermost names the writer. A label standing
+  alone *inside* a row (two writers sharing a line) is dropped by :func:`row_tokens`.
+
+* markdown emphasis around a number (``**5544.28**``, ``*12.3*``, ``__7__``, `` `42` ``): the number.
+
 A line without a prefix has tag None. Also the cell readers every table importer uses (:func:`number`,
 :func:`whole`). Pure functions of text.
 """
@@ -32,6 +38,9 @@ _SRUN = re.compile(r"^\s*(\d+):\s")
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _QUOTE = re.compile(r"^[ ]{0,3}>(?:[ ]|$)(?:[ ]{0,3}>(?:[ ]|$))*")
+_EMPHASIS = re.compile(r"(?<![\w*`])(\*\*|__|\*|_|`)([-+]?\d[\d.]*(?:[eE][-+]?\d+)?%?)\1(?![\w*`])")
+_LABEL_TOKEN = re.compile(r"^(?:\[\d+(?:,\d+)?\](?:<(?:stdout|stderr|stddiag)>:)?|\d+:)$")
+_MAX_PREFIXES = 4
 
 
 @dataclass(frozen=True)
@@ -59,11 +68,12 @@ def clean(raw: str) -> str:
     s = _CONTROL.sub("", s)
     if s[:4].lstrip(" ").startswith(">"):
         s = _QUOTE.sub("", s)
+    if "*" in s or "_" in s or "`" in s:
+        s = _EMPHASIS.sub(r"\2", s)
     return s
 
 
-def tagged(text: str) -> tuple[str, str | None]:
-    """(text without a launcher prefix, the tag it names or None)."""
+def _prefix(text: str) -> tuple[str, str] | None:
     m = _OMPI.match(text)
     if m:
         return text[m.end() :], f"{m.group(1)},{m.group(2)}"
@@ -73,7 +83,30 @@ def tagged(text: str) -> tuple[str, str | None]:
     m = _SRUN.match(text)
     if m:
         return text[m.end() :], m.group(1)
-    return text, None
+    return None
+
+
+def tagged(text: str) -> tuple[str, str | None]:
+    """(text without its launcher prefixes, the tag the outermost one names, or None).
+
+    Stacked prefixes (``0: [0] ``, ``[1,0]<stdout>:[0] ``) are all stripped."""
+    tag: str | None = None
+    for _ in range(_MAX_PREFIXES):
+        got = _prefix(text)
+        if got is None:
+            break
+        text, t = got
+        tag = t if tag is None else tag
+    return text, tag
+
+
+def row_tokens(text: str) -> list[str]:
+    """The cells of a table line, without rank labels that stand inside it (``[3]``, ``0:``,
+    ``[1,2]<stdout>:``: two writers sharing one line)."""
+    tokens = text.split()
+    if any(t.endswith((":", "]")) for t in tokens):
+        tokens = [t for t in tokens if not _LABEL_TOKEN.match(t)]
+    return tokens
 
 
 class Truncated(str):

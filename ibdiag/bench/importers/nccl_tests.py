@@ -23,32 +23,38 @@ Pure functions of text. What is read (see ``shared/reference/FORMATS.md``):
   never averaged; rows of untagged interleaved runs are attributed in order of appearance (the k-th
   copy of a size goes to the k-th run), which the run's ``separation`` says.
 
-Refused (InputError with the line number): no table, a row that does not fit its header, a run that
-reports a failure (``Test NCCL failure``), more than :data:`MAX_ROWS` rows of distinct sizes.
+Also read (issue 26, logs of every shape): rank labels stacked after a launcher's prefix or standing
+inside a row; a row split in two by an NCCL line that ran into it (joined again); header and footer
+lines pasted without their ``#``; 11-cell rows (``size count type`` + two halves: the unreduced ops
+before 2022) and an empty ``redop`` cell (all-to-all); repeated sizes (several sizes round to 0 bytes
+over many ranks) are rows, not ``-N`` cycles, unless the size goes down or the command line says
+``-N``; numbers in markdown emphasis (``**5544.28**``). A run that ends in nccl-tests' failure line
+(``Test NCCL failure common.cu:958 ...``) is a run with its ``provenance.failure`` (the
+``import.run_failed`` finding), with whatever rows it printed before.
+
+Refused (InputError with the line number): no table and no failure line, a row that does not fit its
+header, more than :data:`MAX_ROWS` rows of distinct sizes.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ibdiag.bench.importers.context import Context
-from ibdiag.bench.importers.lines import Line
-from ibdiag.bench.importers.nccl_tests_run import MAX_ROWS, Cycles, choose_op, collective_meta
+from ibdiag.bench.importers.lines import Line, row_tokens
+from ibdiag.bench.importers.nccl_tests_run import MAX_ROWS, Run, to_bench_run
 from ibdiag.bench.importers.nccl_tests_table import (
     HINT,
-    Columns,
     columns_from_row,
     parse_columns,
     parse_row,
     row_shaped,
 )
-from ibdiag.bench.results.collective_meta import NcclRank, NcclTestsLog
-from ibdiag.bench.results.model import BenchRun, CollectiveResult
-from ibdiag.bench.results.provenance import ImportInfo, Provenance, RunPosition
-from ibdiag.collectives import op_in_text
+from ibdiag.bench.results.collective_meta import NcclRank
+from ibdiag.bench.results.model import BenchRun
+from ibdiag.bench.results.provenance import RunPosition
 from ibdiag.errors import InputError
 
 __all__ = ["HINT", "MAX_ROWS", "looks_like", "marks", "parse_lines", "parse_log"]
@@ -65,6 +71,13 @@ _CONCLUDED = re.compile(r"^Collective test concluded:\s*(?P<name>\S+)")
 _OOB = re.compile(r"^Out of bounds values\s*:\s*(?P<n>\d+)\s*(?P<state>\w*)")
 _AVG = re.compile(r"^Avg bus bandwidth\s*:\s*(?P<v>[-+0-9.eEnaNinf]+)\s*(?P<state>\w*)")
 _UNITS = re.compile(r"^\(B\)\s+\(elements\)")
+#: How a header or footer line starts when it was pasted without its ``#``.
+_BARE_START = re.compile(
+    r"^(?:nThread\s|nccl-tests version\s|Collective test (?:starting|concluded)|Rank\s+\d|size\s|"
+    r"\(B\)\s|Out of bounds values|Avg bus bandwidth|Using devices|Blocking Enabled)"
+)
+_HEADER_WORDS = frozenset({"size", "count", "type", "algbw", "busbw"})
+_CELL = re.compile(r"^(?:\d+(?:\.\d*)?(?:e[-+]?\d+)?|N/A|-)$", re.IGNORECASE)
 
 _PARAM_PATTERNS = (
     ("nThread", r"nThread\s+(\d+)"),
@@ -81,37 +94,6 @@ _PARAM_PATTERNS = (
 )
 
 
-@dataclass
-class _Run:
-    tag: str | None
-    start_line: int
-    nccl_tests_version: str | None = None
-    version_rest: str | None = None
-    binary: str | None = None
-    params: dict[str, Any] = field(default_factory=dict)
-    ranks: list[NcclRank] = field(default_factory=list)
-    columns: Columns | None = None
-    header: str | None = None
-    rows: list[CollectiveResult] = field(default_factory=list)
-    cycles: Cycles = field(default_factory=Cycles)
-    last_size: int = -1
-    """The size of the last row read, in whichever cycle."""
-    oob: int | None = None
-    avg_reported: float | None = None
-    finished: bool = False
-    concluded: bool = False
-    blocking: bool = False
-    units_seen: bool = False
-    errors: list[str] = field(default_factory=list)
-    eras: set[str] = field(default_factory=set)
-    interleaved: bool = False
-
-    @property
-    def fresh(self) -> bool:
-        """Only the version / starting lines seen so far."""
-        return not self.params and self.columns is None and not self.rows
-
-
 def _parse_params(body: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, pat in _PARAM_PATTERNS:
@@ -123,17 +105,20 @@ def _parse_params(body: str) -> dict[str, Any]:
 
 
 class _Parser:
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, ctx: Context | None = None) -> None:
         self.source = source
-        self.runs: list[_Run] = []
+        self.ctx = ctx
+        self.runs: list[Run] = []
         self.skipped = 0
+        self.pending: tuple[Line, list[str]] | None = None
+        """A row shorter than its header, waiting for the rest (a line ran into it)."""
 
     # which run a line belongs to ------------------------------------------------------------------
 
-    def _open(self, tag: str | None) -> list[_Run]:
+    def _open(self, tag: str | None) -> list[Run]:
         return [r for r in self.runs if r.tag == tag and not r.finished]
 
-    def _start(self, tag: str | None, line_no: int) -> _Run:
+    def _start(self, tag: str | None, line_no: int) -> Run:
         open_runs = self._open(tag)
         if tag is not None:
             for r in open_runs:  # a tagged run restarted without its footer: it ended there
@@ -143,12 +128,12 @@ class _Parser:
             if started:
                 for r in open_runs:
                     r.interleaved = True
-        run = _Run(tag, line_no)
+        run = Run(tag, line_no)
         run.interleaved = tag is None and any(not r.fresh for r in open_runs)
         self.runs.append(run)
         return run
 
-    def _fresh_or_new(self, tag: str | None, line_no: int, want: str) -> _Run:
+    def _fresh_or_new(self, tag: str | None, line_no: int, want: str) -> Run:
         """The open run still waiting for this header part, or a new run."""
         for r in self._open(tag):
             if want == "binary" and r.binary is None and not r.params and r.columns is None:
@@ -157,7 +142,7 @@ class _Parser:
                 return r
         return self._start(tag, line_no)
 
-    def _for_header(self, tag: str | None, line_no: int, pred: Any) -> _Run:
+    def _for_header(self, tag: str | None, line_no: int, pred: Any) -> Run:
         for r in self._open(tag):
             if pred(r):
                 return r
@@ -176,23 +161,67 @@ class _Parser:
             self.skipped += 1
             return
         if s.startswith("#"):
+            self._flush()
             self._comment(line, s.lstrip("#").strip())
             return
         if _FAILURE.search(s):
-            raise InputError(
-                f"{self.source}:{line.number}: the nccl-tests run reported a failure: {s[:200]}",
-                hint="the run did not finish: fix the failure (NCCL_DEBUG=WARN shows why) and rerun",
-            )
-        tokens = s.split()
+            self._flush()
+            self._failure(line, s)
+            return
+        tokens = row_tokens(s)
+        if self.pending is not None and self._join(line, tokens):
+            return
+        self._flush()
         if row_shaped(tokens) and self._row(line, tokens):
             return
+        if _BARE_START.match(s) and self._comment(line, s, hashed=False):
+            return  # a header or footer line pasted without its '#'
         self.skipped += 1  # a prompt, launcher chatter, a script's output: not part of the table
 
-    def _comment(self, line: Line, body: str) -> None:
-        if not self._header_comment(line, body):
-            self._footer_comment(line, body)
+    def finish(self) -> None:
+        """The end of the lines: a row still waiting for its continuation is read as it stands."""
+        self._flush()
 
-    def _header_comment(self, line: Line, body: str) -> bool:
+    def _flush(self) -> None:
+        if self.pending is not None:
+            line, tokens = self.pending
+            self.pending = None
+            self._row(line, tokens, whole=True)
+
+    def _join(self, line: Line, tokens: list[str]) -> bool:
+        """A row split in two by a line that ran into it (an NCCL INFO line): the continuation is all
+        cells and the two parts make a whole row. True when joined and read."""
+        first, head = self.pending  # type: ignore[misc]  # checked by the caller
+        if not tokens or any(not _CELL.match(t) for t in tokens):
+            return False
+        cands = [r for r in self._open(first.tag) if r.columns is not None]
+        if not cands:
+            return False
+        width = cands[0].columns.width  # type: ignore[union-attr]  # cands have columns
+        if len(head) + len(tokens) == width:
+            joined = head + tokens
+        elif len(head) + len(tokens) - 1 == width:  # the line ran in mid-number: 35.4|7
+            joined = [*head[:-1], head[-1] + tokens[0], *tokens[1:]]
+        else:
+            return False
+        self.pending = None
+        return self._row(first, joined, whole=True)
+
+    def _failure(self, line: Line, s: str) -> None:
+        """A tool's error line where rows were expected: the run failed (the first such line is kept)."""
+        runs = self._open(line.tag) or [r for r in self.runs if not r.finished]
+        if not runs and self.runs and self.runs[-1].failure is not None:
+            return  # every rank prints the failure: the run already has its first line
+        run = runs[-1] if runs else self._start(line.tag, line.number)
+        if run.failure is None:
+            run.failure = f"line {line.number}: {s[:200]}"
+        run.finished = True
+
+    def _comment(self, line: Line, body: str, *, hashed: bool = True) -> bool:
+        """A ``#`` line (or, ``hashed`` False, a line that starts like one pasted without it): True if read."""
+        return self._header_comment(line, body, hashed) or self._footer_comment(line, body, hashed)
+
+    def _header_comment(self, line: Line, body: str, hashed: bool = True) -> bool:
         """The lines above the table (version, binary, parameters, ranks, column names): True if one."""
         tag, n = line.tag, line.number
         m = _VERSION_LINE.match(body)
@@ -238,7 +267,7 @@ class _Parser:
             run.eras.add("2022" if m.group("group") is not None else "old")
             return True
         tokens = body.split()
-        if "size" in tokens and "count" in tokens:
+        if "size" in tokens and "count" in tokens and (hashed or _HEADER_WORDS <= set(tokens)):
             run = self._for_header(tag, n, lambda r: r.columns is None)
             run.columns = parse_columns(body, n, self.source)
             if any("error" in h for h in run.columns.halves):
@@ -248,7 +277,7 @@ class _Parser:
             return True
         return False
 
-    def _footer_comment(self, line: Line, body: str) -> None:
+    def _footer_comment(self, line: Line, body: str, hashed: bool = True) -> bool:
         """The lines below the table (units, out of bounds, average, conclusion, blocking, errors)."""
         tag, n = line.tag, line.number
         if _UNITS.match(body):
@@ -256,12 +285,12 @@ class _Parser:
             if not open_runs:
                 run = self._for_header(tag, n, lambda r: r.columns is None)
                 run.units_seen = True
-            return
+            return True
         m = _OOB.match(body)
         if m:
             run = self._for_header(tag, n, lambda r: r.columns is not None and r.oob is None)
             run.oob = int(m.group("n"))
-            return
+            return True
         m = _AVG.match(body)
         if m:
             run = self._for_header(
@@ -272,27 +301,29 @@ class _Parser:
             except ValueError:
                 run.avg_reported = None
             run.finished = True
-            return
+            return True
         m = _CONCLUDED.match(body)
         if m:
             done = [r for r in self.runs if r.tag == tag and r.finished and not r.concluded]
             if done:
                 done[0].concluded = True
-            return
+            return True
         if body.startswith("Blocking Enabled"):
             run = self._for_header(tag, n, lambda r: r.columns is None and not r.blocking)
             run.blocking = True
-            return
-        if body.startswith("error:"):
+            return True
+        if hashed and body.startswith("error:"):
             cands = [r for r in self.runs if r.tag == tag]
             if cands:
                 cands[-1].errors.append(body[len("error:") :].strip()[:300])
-            return
+            return True
+        return body.startswith("Using devices")
         # anything else after '#' is a comment nccl-tests or the user wrote (Using devices, out-of-place,
         # Reducing maxBytes, GPU memory usage ...), or a root prompt's command (read by the context)
 
-    def _row(self, line: Line, tokens: list[str]) -> bool:
-        """Read a row-shaped line; False when it is not part of any table (then it is skipped)."""
+    def _row(self, line: Line, tokens: list[str], *, whole: bool = False) -> bool:
+        """Read a row-shaped line; False when it is not part of any table (then it is skipped). A row
+        shorter than its header waits for its continuation (:meth:`_join`) unless ``whole``."""
         tag = line.tag
         cands = [r for r in self._open(tag) if r.columns is not None]
         if not cands:
@@ -306,15 +337,18 @@ class _Parser:
             cands = [run]
         size = int(tokens[0])
         run = cands[0]
+        if not whole and len(tokens) < run.columns.width - 1:  # type: ignore[union-attr]  # cands have columns
+            self.pending = (line, tokens)
+            return True
         if tag is None and len(cands) > 1:
             # untagged interleaved runs: the first run whose sizes have not reached this one yet
             for r in cands:
                 if not r.rows or r.rows[-1].bytes < size:
                     run = r
                     break
-        halves = parse_row(line, run.columns, self.source)  # type: ignore[arg-type]  # cands are runs with columns
+        halves = parse_row(line, run.columns, self.source, tokens)  # type: ignore[arg-type]  # cands are runs with columns
         cyc = run.cycles
-        if run.rows and size <= run.last_size and (len(cands) == 1 or tag is not None):
+        if run.rows and self._new_cycle(run, size) and (len(cands) == 1 or tag is not None):
             cyc.count += 1  # -N: the table starts again at the smallest size
         run.last_size = size
         if cyc.count == 1:
@@ -328,109 +362,44 @@ class _Parser:
             cyc.add(h)
         return True
 
-
-def _era(eras: set[str]) -> str | None:
-    if "2025" in eras:
-        return "2025"
-    if "2022" in eras:
-        return "2022-2025"
-    if "old" in eras:
-        return "before 2022"
-    return None
-
-
-def _to_bench_run(
-    run: _Run,
-    parser: _Parser,
-    ctx: Context,
-    source: str,
-    option: str | None,
-    file_name: str | None,
-    position: RunPosition | None,
-) -> BenchRun:
-    command = ctx.command_for(run.start_line)
-    header = (op_in_text(run.binary) or run.binary.removesuffix("_perf")) if run.binary else None
-    from_command = op_in_text(command.binary) if command is not None and command.binary else None
-    nranks = len({r.rank for r in run.ranks}) or _command_ranks(command)
-    choice = choose_op(header, option, file_name, run.rows, nranks, command=from_command)
-    rows = tuple(run.rows)
-    cyc = run.cycles
-    log = NcclTestsLog(
-        op_source=choice.source,
-        op_candidates=choice.candidates,
-        gpus=tuple(sorted({r.gpu for r in run.ranks if r.gpu})),
-        ranks=tuple(run.ranks),
-        params=run.params,
-        avg_busbw_gbs_reported=run.avg_reported,
-        out_of_bounds=run.oob,
-        complete=run.finished,
-        header=run.header,
-        cycles=cyc.count if cyc.count > 1 else None,
-        cycle_stats=cyc.summary() if cyc.count > 1 else (),
-        avg_busbw_gbs_all_cycles=cyc.busbw_sum / cyc.rows if cyc.count > 1 and cyc.rows else None,
-        per_iter_timing=True if run.columns is not None and run.columns.per_iter else None,
-    )
-    provenance = Provenance(
-        imported=ImportInfo(
-            tool="nccl-tests",
-            source=source,
-            format=_era(run.eras),
-            first_line=run.start_line,
-            tag=run.tag,
-            position=position,
-        ),
-        nccl_version=ctx.nccl_version,
-        nccl_tests_version=run.nccl_tests_version,
-        nccl_errors=tuple(run.errors),
-        nccl_warnings=tuple(f"line {n}: {t}" for n, t in ctx.warnings),
-        nccl_warning_count=ctx.warning_count or None,
-        command=command,
-        nccl_path=ctx.nccl_path(),
-        skipped_lines=(parser.skipped + len(ctx.commands)) or None,
-    )
-    meta = collective_meta(rows, run.ranks, choice, log, run.blocking)
-    if meta.world_size is None and nranks:
-        nodes = command.nodes if command is not None else None
-        meta = replace(
-            meta,
-            world_size=nranks,
-            nodes=nodes or (provenance.nccl_path.nodes if provenance.nccl_path else None),
-        )
-    return BenchRun(meta, rows, provenance)
-
-
-def _command_ranks(command: Any) -> int | None:
-    """Ranks from ``mpirun -np`` / ``srun -n`` (times nccl-tests' ``-t`` threads and ``-g`` GPUs each)."""
-    if command is None or command.ranks is None:
-        return None
-    per = 1
-    for key in ("threads", "gpus_per_thread"):
-        v = command.options.get(key)
-        if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 10:
-            per *= v
-    return command.ranks * per
+    def _new_cycle(self, run: Run, size: int) -> bool:
+        """A row starts the table again (``-N``): its size is below the last row's, or equal to it when
+        the command line says ``-N`` (a repeated size alone is not a cycle: several sizes round to 0
+        bytes for all-to-all over many ranks)."""
+        if size < run.last_size:
+            return True
+        if size != run.last_size:
+            return False
+        cmd = self.ctx.command_for(run.start_line) if self.ctx is not None else None
+        cycles = cmd.options.get("cycles") if cmd is not None else None
+        return isinstance(cycles, int) and not isinstance(cycles, bool) and cycles > 1
 
 
 def marks(line: Line) -> bool:
-    """True when the line is an nccl-tests marker: a header, rank or footer line, or a row of a table."""
+    """True when the line is an nccl-tests marker: a header, rank or footer line (with its ``#`` or
+    pasted without it), a row of a table, or nccl-tests' own failure line (``Test NCCL failure x.cu:N``)."""
     text = line.text.lstrip()
     body = text.lstrip("#").strip()
+    if body.startswith(
+        (
+            "nThread",
+            "nccl-tests version",
+            "Collective test starting",
+            "Avg bus bandwidth",
+            "Out of bounds values",
+        )
+    ):
+        return True
+    if _RANK_LINE.match(body) or _UNITS.match(body):
+        return True
+    tokens = body.split()
+    if "algbw" in tokens and "busbw" in tokens:
+        return True
     if text.startswith("#"):
-        if body.startswith(
-            (
-                "nThread",
-                "nccl-tests version",
-                "Collective test starting",
-                "Avg bus bandwidth",
-                "Out of bounds values",
-            )
-        ):
-            return True
-        if _RANK_LINE.match(body) or _UNITS.match(body):
-            return True
-        tokens = body.split()
-        return "algbw" in tokens and "busbw" in tokens
-    return not line.truncated and columns_from_row(body.split(), line.number) is not None
+        return False
+    if ".cu" in text and _FAILURE.search(text):
+        return True
+    return not line.truncated and columns_from_row(row_tokens(body), line.number) is not None
 
 
 def looks_like(lines: Sequence[Line]) -> bool:
@@ -447,10 +416,11 @@ def parse_lines(
     file_name: str | None = None,
 ) -> list[BenchRun]:
     """Every run in an nccl-tests log, in the order they started (``lines``: those the context did not take)."""
-    parser = _Parser(source)
+    parser = _Parser(source, ctx)
     for ln in lines:
         parser.feed(ln)
-    runs = [r for r in parser.runs if r.rows or r.columns is not None or r.params]
+    parser.finish()
+    runs = [r for r in parser.runs if r.rows or r.columns is not None or r.params or r.failure]
     if not runs:
         raise InputError(f"{source}: no nccl-tests result table found", hint=HINT)
     out = []
@@ -466,7 +436,7 @@ def parse_lines(
             else:
                 sep = "one after the other"
             position = RunPosition(i, len(runs), sep)
-        out.append(_to_bench_run(r, parser, ctx, source, op, file_name, position))
+        out.append(to_bench_run(r, parser.skipped, ctx, source, op, file_name, position))
     return out
 
 

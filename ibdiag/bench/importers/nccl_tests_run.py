@@ -2,18 +2,24 @@
 
 Shared by the text reader (:mod:`~ibdiag.bench.importers.nccl_tests`) and the ``-J`` reader
 (:mod:`~ibdiag.bench.importers.nccl_tests_json`), so both decide the op the same way: the log's own
-binary name, else the command line around the table, else ``--op``, else the file name, else the
-table (:func:`infer_op`); and the per-size statistics over a log's cycles (:class:`Cycles`).
+binary name, else the command line around the table, else ``--op``, else the table's own shape
+(:func:`infer_op`) where it decides, else the file name where the table does not contradict it; and
+the per-size statistics over a log's cycles (:class:`Cycles`). Also the run being read (:class:`Run`)
+and how it becomes a :class:`BenchRun` (:func:`to_bench_run`).
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+from ibdiag.bench.importers.context import Context
+from ibdiag.bench.importers.nccl_tests_table import Columns
 from ibdiag.bench.results.collective_meta import CollectiveMeta, CycleStats, NcclRank, NcclTestsLog
-from ibdiag.bench.results.model import CollectiveResult
+from ibdiag.bench.results.model import BenchRun, CollectiveResult
+from ibdiag.bench.results.provenance import ImportInfo, Provenance, RunPosition
 from ibdiag.collectives import OPS, avg_busbw, find_dtype, op_in_text
 
 #: Most result rows of distinct sizes in one run (a log with more is refused).
@@ -64,7 +70,8 @@ class Cycles:
 class OpChoice:
     op: str | None
     source: str | None
-    """``header``, ``command line``, ``option``, ``file name``, ``inferred from the table``, or None when not known."""
+    """``header``, ``command line``, ``option``, ``inferred from the table`` (with what the file name
+    said, when it disagreed), ``file name``, or None when not known."""
     candidates: tuple[str, ...] = ()
     """The ops the table fits when it cannot tell them apart."""
 
@@ -79,7 +86,8 @@ def choose_op(
     command: str | None = None,
 ) -> OpChoice:
     """The op of a run: ``header`` (the log names its binary), the command line found around the table,
-    ``option`` (``--op``, canonical), the file name, else the table."""
+    ``option`` (``--op``, canonical), else the table where its shape decides, else the file name where
+    the table does not rule it out (a file name is a person's label, the table is the tool's output)."""
     if header:
         return OpChoice(header, "header")
     if command:
@@ -87,20 +95,48 @@ def choose_op(
     if option:
         return OpChoice(option, "option")
     named = op_in_text(file_name) if file_name else None
-    if named:
-        return OpChoice(named, "file name")
     op, cands = infer_op(rows, nranks)
-    return OpChoice(op, "inferred from the table" if op else None, tuple(cands))
+    if named and (named == op or named in cands or (op is None and not cands)):
+        return OpChoice(named, "file name")
+    if op:
+        said = f" (the file name says {named})" if named else ""
+        return OpChoice(op, "inferred from the table" + said)
+    return OpChoice(None, None, tuple(cands))
 
 
 def infer_op(rows: Sequence[CollectiveResult], nranks: int | None) -> tuple[str | None, list[str]]:
     """The op from the table itself: redop, root, how count relates to size, busbw/algbw.
 
-    Returns (op, candidates); op is None when the table fits several ops (all_gather and alltoall
-    print the same columns and the same arithmetic).
+    Returns (op, candidates): op None when the table fits several ops (all_gather and alltoall print
+    the same columns and the same arithmetic), the candidates then; with an op, the candidates are the
+    other ops it cannot be told from (sendrecv prints a ``sum`` redop and all_reduce's counts: told
+    apart by busbw/algbw, except over 2 ranks where both factors are 1).
     """
     if not rows:
         return None, []
+    op, cands = _infer_by_shape(rows, nranks)
+    ratios = [r.busbw_gbs / r.algbw_gbs for r in rows if r.algbw_gbs >= 0.05]
+    if not ratios or not nranks or nranks < 2:
+        return op, ([] if op else cands)
+    ratio = statistics.median(ratios)
+
+    def fits(name: str) -> bool:
+        return abs(OPS[name].busbw_factor(nranks) - ratio) <= 0.02 + 0.01 * ratio
+
+    if op == "all_reduce" and fits("sendrecv"):
+        return ("all_reduce", ["sendrecv"]) if fits("all_reduce") else ("sendrecv", [])
+    if op is not None:
+        return op, []
+    found = [name for name in cands if fits(name)]
+    if len(found) == 1:
+        return found[0], []
+    return None, found or cands
+
+
+def _infer_by_shape(
+    rows: Sequence[CollectiveResult], nranks: int | None
+) -> tuple[str | None, list[str]]:
+    """The op from the columns and the count arithmetic alone."""
     first = rows[0]
     rooted = any(r.root is not None for r in rows)
     has_redop = first.redop is not None
@@ -117,28 +153,17 @@ def infer_op(rows: Sequence[CollectiveResult], nranks: int | None) -> tuple[str 
                 per_rank_count = False
     if rooted:
         return ("reduce", []) if has_redop else ("broadcast", [])
-    ratios = [r.busbw_gbs / r.algbw_gbs for r in rows if r.algbw_gbs >= 0.05]
-    ratio = statistics.median(ratios) if ratios else None
     if has_redop:
-        cands = ["all_reduce", "reduce_scatter"]
         if per_rank_count is True:
             return "reduce_scatter", []
         if per_rank_count is False:
             return "all_reduce", []
-    else:
-        cands = ["all_gather", "all_to_all", "sendrecv"]
-        if per_rank_count is False:
-            return "sendrecv", []
-        if per_rank_count is True:
-            return None, ["all_gather", "all_to_all"]
-    if ratio is not None and nranks:
-        fits = [
-            op for op in cands if abs(OPS[op].busbw_factor(nranks) - ratio) <= 0.02 + 0.01 * ratio
-        ]
-        if len(fits) == 1:
-            return fits[0], []
-        cands = fits or cands
-    return None, cands
+        return None, ["all_reduce", "reduce_scatter"]
+    if per_rank_count is False:
+        return "sendrecv", []
+    if per_rank_count is True:
+        return None, ["all_gather", "all_to_all"]
+    return None, ["all_gather", "all_to_all", "sendrecv"]
 
 
 def collective_meta(
@@ -165,3 +190,119 @@ def collective_meta(
         avg_busbw_gbs=avg_busbw(r.busbw_gbs for r in rows),
         nccl_tests=log,
     )
+
+
+@dataclass
+class Run:
+    tag: str | None
+    start_line: int
+    nccl_tests_version: str | None = None
+    version_rest: str | None = None
+    binary: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    ranks: list[NcclRank] = field(default_factory=list)
+    columns: Columns | None = None
+    header: str | None = None
+    rows: list[CollectiveResult] = field(default_factory=list)
+    cycles: Cycles = field(default_factory=Cycles)
+    last_size: int = -1
+    """The size of the last row read, in whichever cycle."""
+    oob: int | None = None
+    avg_reported: float | None = None
+    finished: bool = False
+    concluded: bool = False
+    blocking: bool = False
+    units_seen: bool = False
+    errors: list[str] = field(default_factory=list)
+    eras: set[str] = field(default_factory=set)
+    interleaved: bool = False
+    failure: str | None = None
+    """The tool's error line (``line 12: Test NCCL failure ...``) where rows were expected."""
+
+    @property
+    def fresh(self) -> bool:
+        """Only the version / starting lines seen so far."""
+        return not self.params and self.columns is None and not self.rows
+
+
+def _era(eras: set[str]) -> str | None:
+    if "2025" in eras:
+        return "2025"
+    if "2022" in eras:
+        return "2022-2025"
+    if "old" in eras:
+        return "before 2022"
+    return None
+
+
+def to_bench_run(
+    run: Run,
+    skipped: int,
+    ctx: Context,
+    source: str,
+    option: str | None,
+    file_name: str | None,
+    position: RunPosition | None,
+) -> BenchRun:
+    command = ctx.command_for(run.start_line)
+    header = (op_in_text(run.binary) or run.binary.removesuffix("_perf")) if run.binary else None
+    from_command = op_in_text(command.binary) if command is not None and command.binary else None
+    nranks = len({r.rank for r in run.ranks}) or _command_ranks(command)
+    choice = choose_op(header, option, file_name, run.rows, nranks, command=from_command)
+    rows = tuple(run.rows)
+    cyc = run.cycles
+    log = NcclTestsLog(
+        op_source=choice.source,
+        op_candidates=choice.candidates,
+        gpus=tuple(sorted({r.gpu for r in run.ranks if r.gpu})),
+        ranks=tuple(run.ranks),
+        params=run.params,
+        avg_busbw_gbs_reported=run.avg_reported,
+        out_of_bounds=run.oob,
+        complete=run.finished and run.failure is None,
+        header=run.header,
+        cycles=cyc.count if cyc.count > 1 else None,
+        cycle_stats=cyc.summary() if cyc.count > 1 else (),
+        avg_busbw_gbs_all_cycles=cyc.busbw_sum / cyc.rows if cyc.count > 1 and cyc.rows else None,
+        per_iter_timing=True if run.columns is not None and run.columns.per_iter else None,
+    )
+    provenance = Provenance(
+        imported=ImportInfo(
+            tool="nccl-tests",
+            source=source,
+            format=_era(run.eras),
+            first_line=run.start_line,
+            tag=run.tag,
+            position=position,
+        ),
+        nccl_version=ctx.nccl_version,
+        nccl_tests_version=run.nccl_tests_version,
+        nccl_errors=tuple(run.errors),
+        nccl_warnings=tuple(f"line {n}: {t}" for n, t in ctx.warnings),
+        nccl_warning_count=ctx.warning_count or None,
+        command=command,
+        nccl_path=ctx.nccl_path(command),
+        skipped_lines=(skipped + len(ctx.commands)) or None,
+        failure=run.failure,
+    )
+    meta = collective_meta(rows, run.ranks, choice, log, run.blocking)
+    if meta.world_size is None and nranks:
+        nodes = command.nodes if command is not None else None
+        meta = replace(
+            meta,
+            world_size=nranks,
+            nodes=nodes or (provenance.nccl_path.nodes if provenance.nccl_path else None),
+        )
+    return BenchRun(meta, rows, provenance)
+
+
+def _command_ranks(command: Any) -> int | None:
+    """Ranks from ``mpirun -np`` / ``srun -n`` (times nccl-tests' ``-t`` threads and ``-g`` GPUs each)."""
+    if command is None or command.ranks is None:
+        return None
+    per = 1
+    for key in ("threads", "gpus_per_thread"):
+        v = command.options.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 10:
+            per *= v
+    return command.ranks * per

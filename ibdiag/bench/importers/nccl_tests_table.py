@@ -48,6 +48,10 @@ DTYPES = frozenset(
 )
 
 
+#: The reductions nccl-tests prints in the ``redop`` column (``test_opnames``), and ``none``.
+REDOPS = frozenset({"sum", "prod", "max", "min", "avg", "mulsum", "premulsum", "none"})
+
+
 @dataclass
 class Columns:
     head: list[str]
@@ -102,14 +106,21 @@ def _strip_timestamp(tokens: list[str]) -> tuple[list[str], bool]:
 def columns_from_row(tokens: list[str], line_no: int) -> Columns | None:
     """The columns of a row whose header was not in the paste, or None when its shape is not a table row.
 
-    12 cells: ``size count type redop`` + 2 x (time algbw busbw error|#wrong) (all_reduce before 2022);
-    13: with ``root`` (2022 on, and the rooted ops before); 21: with ``-I 1``'s four per-iteration cells
-    per half. The last cell of a half says the era: ``2e-07`` (an error) or a whole number/``N/A``.
+    11 cells: ``size count type`` + 2 x (time algbw busbw error|#wrong) (all_gather, alltoall before
+    2022); 12: ``size count type redop`` + 2 halves (all_reduce before 2022), or ``size count type root``
+    when the fourth cell is a whole number (an empty ``redop`` cell, all-to-all); 13: ``redop`` and
+    ``root`` (2022 on, and the rooted ops before); 21: with ``-I 1``'s four per-iteration cells per
+    half. The last cell of a half says the era: ``2e-07`` (an error) or a whole number/``N/A``.
     """
     tokens, stamped = _strip_timestamp(tokens)
-    if not row_shaped(tokens) or len(tokens) not in (12, 13, 21) or tokens[2] not in DTYPES:
+    if not row_shaped(tokens) or len(tokens) not in (11, 12, 13, 21) or tokens[2] not in DTYPES:
         return None
-    head = ["size", "count", "type", "redop"] + (["root"] if len(tokens) >= 13 else [])
+    if len(tokens) == 11:
+        head = ["size", "count", "type"]
+    elif len(tokens) == 12 and _INT.match(tokens[3]):
+        head = ["size", "count", "type", "root"]
+    else:
+        head = ["size", "count", "type", "redop"] + (["root"] if len(tokens) >= 13 else [])
     n = len(head)
     if n == 5 and not _INT.match(tokens[4]):
         return None
@@ -139,16 +150,23 @@ def _iter_stats(vals: dict[str, str], where: str) -> IterStats | None:
     return IterStats(min_us=got[0], max_us=got[1], p99_us=got[2], cv_pct=got[3])
 
 
-def parse_row(line: Line, cols: Columns, source: str) -> list[CollectiveResult]:
+def parse_row(
+    line: Line, cols: Columns, source: str, tokens: list[str] | None = None
+) -> list[CollectiveResult]:
     """One table row -> its out-of-place and in-place halves. InputError (naming the line) for a row
-    that does not fit the header."""
-    tokens = line.text.split()
+    that does not fit the header. ``tokens``: the row's cells when they are not the line's words (rank
+    labels dropped, a split row joined)."""
+    tokens = line.text.split() if tokens is None else list(tokens)
     if cols.timestamp:
         tokens, _ = _strip_timestamp(tokens)
     n = line.number
     where = f"{source}:{n}"
     halves = list(cols.halves)
     in_place_flags = [False, True][: len(halves)] if len(halves) > 1 else [False]
+    if len(tokens) == cols.width - 1 and "redop" in cols.head:
+        at = cols.head.index("redop")
+        if at < len(tokens) and tokens[at].lower() not in REDOPS:
+            tokens = [*tokens[:at], "none", *tokens[at:]]  # an empty redop cell (all-to-all)
     if len(tokens) != cols.width:
         if len(halves) == 2 and len(tokens) == len(cols.head) + len(halves[1]):
             halves, in_place_flags = (

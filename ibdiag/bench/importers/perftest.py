@@ -13,6 +13,11 @@ Pure functions of text. Facts (``shared/reference/FORMATS.md``, perftest ``perft
   read and atomic latency as the full round trip (its ``rtt_factor``); values are kept as printed and
   the run's ``latency`` says which;
 
+* numbers in markdown emphasis (``**5544.28**``, cleaned by :mod:`~ibdiag.bench.importers.lines`);
+* an error line where the table should be, or among its rows (``Couldn't connect to 10.0.0.2:18515``,
+  ``Failed to modify QP 1234 to RTR``, ``Completion with error at client``): the run is read with its
+  ``provenance.failure`` (the ``import.run_failed`` finding) and whatever rows came before it.
+
 ``--out_json`` files are :mod:`~ibdiag.bench.importers.perftest_json`'s.
 """
 
@@ -43,7 +48,13 @@ _COLUMN = re.compile(
 )
 _KV = re.compile(r"(?P<key>[A-Za-z][A-Za-z0-9 ._\-/]*?)\s*:\s+(?P<value>\S+)")
 _FAIL = re.compile(
-    r"^(?:Couldn't|Could not|Can't|Unable to|Failed to|Completion with error|Problems with)\b"
+    r"^(?:Couldn't|Could not|Can't|Unable to|Failed to|Failed status \d+|Completion with error|Problems with)\b"
+)
+#: Error lines only perftest prints (they mark a log as perftest's when no table follows them).
+_FAIL_MARK = re.compile(
+    r"^(?:Couldn't connect to|Failed to modify QP\b.*\bto (?:RTR|RTS|INIT)|Completion with error at|"
+    r"Failed status \d+: wr_id|Unable to Connect the HCA's through the link|Couldn't get device info|"
+    r"Unable to open file descriptor for socket connection)"
 )
 _NUMBER = re.compile(r"^\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
 #: The banner's keys (perftest ``ctx_print_test_info``), lower case; other ``key : value`` lines are not perftest's.
@@ -72,6 +83,8 @@ class _Run:
     header_cut: bool = False
     duration: bool = False
     """perftest said "BW peak won't be measured in this run" (duration mode, ``-D``)."""
+    failure: str | None = None
+    """perftest's error line (``line 20: Couldn't connect to 10.0.0.2:18515``): the run failed."""
 
 
 def verb_of(title: str) -> str | None:
@@ -97,6 +110,7 @@ def marks(line: Line) -> bool:
         s.startswith("#bytes")
         or _TITLE.match(s)
         or s.startswith(("local address:", "remote address:"))
+        or _FAIL_MARK.match(s)
     ):
         return True
     tokens = s.split()
@@ -227,8 +241,12 @@ def _bench_run(
     by_command = command is not None and "duration_s" in command.options
     verb = run.verb
     bw = run.mode == "bw"
+    test = f"ib_{verb or 'unknown'}_{'bw' if bw else 'lat'}"
+    if (verb is None or run.mode is None) and command is not None and command.binary:
+        test = command.binary  # a run that failed before its banner: the command names the test
+        verb, bw = verb_of(test.replace("ib_", "rdma_")), test.endswith("_bw")
     log = PerftestLog(
-        test=f"ib_{verb or 'unknown'}_{'bw' if bw else 'lat'}",
+        test=test,
         title=run.title,
         verb=verb,
         device=b.get("device"),
@@ -256,13 +274,18 @@ def _bench_run(
         tool="perftest", source=source, first_line=run.start_line, position=position
     )
     provenance = Provenance(
-        imported=imported, command=command, skipped_lines=(skipped + len(ctx.commands)) or None
+        imported=imported,
+        command=command,
+        skipped_lines=(skipped + len(ctx.commands)) or None,
+        failure=run.failure,
     )
     bidir = run.bidirectional or (
         command is not None and command.options.get("bidirectional") is True
     )
     return BenchRun(
-        P2PMeta(transport="rdma", mode=run.mode, bidir=bidir, perftest=log),
+        P2PMeta(
+            transport="rdma", mode=run.mode or ("bw" if bw else "lat"), bidir=bidir, perftest=log
+        ),
         tuple(results),
         provenance,
     )
@@ -389,10 +412,11 @@ class _Reader:
         if s.startswith("GID:"):
             return
         if _FAIL.match(s):
-            raise InputError(
-                f"{self.source}:{n}: perftest reported an error: {s[:200]}",
-                hint="the run did not finish; fix the error and rerun",
-            )
+            if self.cur is not None and self.cur.failure is not None:
+                return  # the lines after the first (Failed status ..., scnt=...) say the same
+            failed = self.cur if self.cur is not None else self.new(n)
+            failed.failure = f"line {n}: {s[:200]}"
+            return
         if "BW peak won't be measured" in s:
             cur = self.cur if self.cur is not None else self.new(n)
             cur.duration = True
@@ -423,7 +447,7 @@ def parse_lines(
     reader = _Reader(source)
     for ln in lines:
         reader.feed(ln)
-    runs = [r for r in reader.runs if r.columns is not None]
+    runs = [r for r in reader.runs if r.columns is not None or r.failure is not None]
     if not runs:
         raise InputError(f"{source}: no perftest result table (#bytes header) found", hint=HINT)
     return [

@@ -160,7 +160,7 @@ def summary_lines(run: BenchRun) -> list[str]:
         out.append(
             f"# run {imported.position.index} of {imported.position.count} found in the file"
         )
-    if m.mode == "bw":
+    if m.mode == "bw" and (log is None or log.bw_unit is not None):
         assumed = " (assumed)" if log is not None and log.bw_unit_assumed else ""
         out.append(
             f"# bandwidth read as {log.bw_unit if log else '?'}{assumed}, shown in GB/s (1e9 B/s) and Gb/s (1e9 bit/s)"
@@ -296,7 +296,8 @@ def table_items(run: BenchRun) -> list[Any]:
     from rich.text import Text
 
     items: list[Any] = [Text(line) for line in summary_lines(run)]
-    items.append(results_table(run))
+    if run.results:  # a run that failed before its first row has none
+        items.append(results_table(run))
     chart = bandwidth_chart(run)
     if chart:
         items += [Text("bandwidth by message size (Gb/s)"), Text(chart)]

@@ -189,9 +189,18 @@ class NcclPath:
     channels: int | None = None
     """``N coll channels``: the collective channels per communicator."""
     nodes: int | None = None
-    """``nNodes N`` of the communicator's init line."""
+    """The nodes NCCL's lines show: ``nNodes N`` of the communicator's init line, or the hosts named in
+    the ``host:pid:tid [dev] NCCL INFO`` prefixes, whichever is more."""
     info_lines: int = 0
-    """How many ``NCCL INFO`` lines the log had."""
+    """How many ``NCCL INFO`` lines the log had (0: the path was told from the command line, the
+    environment or WARN lines only)."""
+    transport_source: str | None = None
+    """Where ``transport`` came from: ``line 31: Using network Socket``, ``command line: NCCL_IB_DISABLE=1``,
+    ``line 9: NCCL WARN Failed to open libibverbs.so`` ..."""
+    gdr_source: str | None = None
+    """Where ``gdr`` came from (GPUDirect RDMA is on only where the IB/RoCE path says so)."""
+    hosts: tuple[str, ...] = ()
+    """The hosts named in NCCL's line prefixes (``node01:61000:61020 [0] NCCL INFO``)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -206,6 +215,9 @@ class NcclPath:
             "channels": self.channels,
             "nodes": self.nodes,
             "info_lines": self.info_lines,
+            "transport_source": self.transport_source,
+            "gdr_source": self.gdr_source,
+            "hosts": list(self.hosts),
         }
 
     @classmethod
@@ -222,6 +234,9 @@ class NcclPath:
             channels=f.integer("channels", 0, 1 << 16),
             nodes=f.integer("nodes", 1, 1 << 24),
             info_lines=f.integer("info_lines", 0) or 0,
+            transport_source=f.text("transport_source"),
+            gdr_source=f.text("gdr_source"),
+            hosts=f.texts("hosts", MAX_NAMES),
         )
 
 
@@ -246,6 +261,9 @@ class Provenance:
     """What the log's ``NCCL INFO`` lines say (None when it has none)."""
     skipped_lines: int | None = None
     """Lines around the table that were not part of it (prompts, launcher output, debug lines)."""
+    failure: str | None = None
+    """The tool's own error line where a result was expected (``line 12: Test NCCL failure common.cu:958
+    ...``, ``line 20: Couldn't connect to 10.0.0.2:18515``): the run failed."""
 
     def to_json(self) -> dict[str, Any]:
         doc = {} if self.imported is None else self.imported.to_json()
@@ -257,6 +275,7 @@ class Provenance:
         put(doc, "nccl_tests_version", self.nccl_tests_version)
         put(doc, "nccl_version", self.nccl_version)
         put(doc, "nccl_errors", self.nccl_errors)
+        put(doc, "failure", self.failure)
         if self.nccl_warnings or self.nccl_warning_count:
             doc["nccl_warning_count"] = self.nccl_warning_count or len(self.nccl_warnings)
             doc["nccl_warnings"] = list(self.nccl_warnings)
@@ -274,6 +293,7 @@ class Provenance:
             command=_maybe(f, "command", CommandLine.read),
             nccl_path=_maybe(f, "nccl_path", NcclPath.read),
             skipped_lines=f.integer("skipped_lines", 0),
+            failure=f.text("failure"),
         )
 
 

@@ -51,10 +51,20 @@ def provenance_lines(run: BenchRun) -> list[str]:
             f"{path.channels} channels" if path.channels is not None else None,
         ]
         out.append(f"{head}: " + ", ".join(f for f in facts if f))
+        told = [
+            f"network from {safe_excerpt(path.transport_source, 100)}"
+            if path.transport_source
+            else None,
+            f"GPUDirect from {safe_excerpt(path.gdr_source, 100)}" if path.gdr_source else None,
+        ]
+        if any(told):
+            out.append("# told by: " + "; ".join(t for t in told if t))
     elif prov.nccl_version:
         out.append(
             f"# NCCL {safe_excerpt(prov.nccl_version, 40)} (no NCCL INFO lines: run with NCCL_DEBUG=INFO to see the path)"
         )
+    if prov.failure:
+        out.append(f"# the run failed: {safe_excerpt(prov.failure, 200)}")
     log: Any = getattr(run.meta, "nccl_tests", None) or getattr(run.meta, "perftest", None)
     if log is not None and getattr(log, "header", None):
         out.append(f"# header incomplete ({log.header}): columns told from the rows")

@@ -9,8 +9,10 @@ import json
 import pytest
 
 from ibdiag.bench import importers
+from ibdiag.bench.importers.checks import import_findings
 from ibdiag.collectives import OPS, op_in_text
 from ibdiag.errors import InputError
+from ibdiag.findings.model import Severity
 from tests.support.env import FIXTURES
 
 LOGS = FIXTURES / "logs"
@@ -222,14 +224,21 @@ def test_not_a_number():
     assert "n.log:10:" in e.value.message and "busbw" in e.value.message
 
 
-def test_a_failed_run_is_an_input_error_with_the_line():
+def test_a_failed_run_is_read_with_its_failure_line_and_fails(tmp_path):
     text = (
         MODERN.split("     2097152")[0]
         + "node01: Test NCCL failure common.cu:958 'unhandled cuda error'\n"
+        + "node02: Test NCCL failure common.cu:958 'unhandled cuda error'\n"
     )
-    with pytest.raises(InputError) as e:
-        importers.parse_text(text, "f.log")
-    assert "f.log:11:" in e.value.message and "failure" in e.value.message
+    run = importers.parse_text(text, "f.log")
+    assert run.provenance.failure.startswith("line 11: node01: Test NCCL failure common.cu:958")
+    assert len(run.results) == 2  # the row printed before the failure is kept
+    failed = [f for f in import_findings(run) if f.check == "import.run_failed"]
+    assert failed and failed[0].severity is Severity.FAIL and "line 11" in failed[0].message
+    with pytest.raises(InputError) as e:  # verdict's reader: a failed run is no measurement
+        (tmp_path / "f.log").write_text(text)
+        importers.load(tmp_path / "f.log")
+    assert "the run failed" in e.value.message
 
 
 def test_rows_without_their_header_are_read_by_shape_and_said_so():

@@ -92,7 +92,7 @@ NCCL_CASES = {
                 r.provenance.nccl_path.devices,
                 r.provenance.nccl_path.gdr,
             )
-            == ("Socket", ("eth0",), None)
+            == ("Socket", ("eth0",), False)
         ),
     ),
     "nccl-tests-noise-ssh-openmpi_all_reduce_perf.log": (

@@ -6,7 +6,9 @@ import pytest
 
 from ibdiag.bench import importers
 from ibdiag.bench.importers import perftest
+from ibdiag.bench.importers.checks import import_findings
 from ibdiag.errors import InputError
+from ibdiag.findings.model import Severity
 from tests.support.env import FIXTURES
 
 LOGS = FIXTURES / "logs"
@@ -155,9 +157,14 @@ def test_perftest_error_lines_are_failures():
     text = (
         _bw("MiB/sec", "1.00", "1.00").split(" #bytes")[0] + " Couldn't connect to 10.0.0.2:18515\n"
     )
-    with pytest.raises(InputError) as e:
-        importers.parse_text(text, "e.log")
-    assert "e.log:13:" in e.value.message and "perftest reported an error" in e.value.message
+    run = importers.parse_text(text, "e.log")  # the run is read, and its failure named
+    assert (
+        run.results == ()
+        and run.provenance.failure == "line 13: Couldn't connect to 10.0.0.2:18515"
+    )
+    assert run.meta.perftest.test == "ib_write_bw" and run.meta.perftest.device == "mlx5_2"
+    failed = [f for f in import_findings(run) if f.check == "import.run_failed"]
+    assert failed and failed[0].severity is Severity.FAIL and "line 13" in failed[0].message
 
 
 def test_bad_rows_and_headers():

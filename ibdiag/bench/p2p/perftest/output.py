@@ -69,6 +69,12 @@ def read_result(output: str, size: int, kind: str, verb: str, source: str) -> P2
             f"{source}: perftest's output has no result: {e.message}",
             hint="run the same command by hand to see what perftest says",
         ) from None
+    failed = next((r.provenance.failure for r in runs if r.provenance.failure), None)
+    if failed is not None:  # the importer reads a failed run; a measurement it is not
+        raise UnreadableResult(
+            f"{source}: perftest's output has no result: perftest reported an error ({failed})",
+            hint="run the same command by hand to see what perftest says",
+        )
     rows = [r for run in runs for r in run.p2p_rows() if r.bytes == size]
     if not rows:
         raise UnreadableResult(

@@ -1,0 +1,290 @@
+"""The path NCCL's data took, from every signal a log gives: NCCL's INFO and WARN lines, the command
+line and the environment, and the hosts named anywhere.
+
+Pure functions of text. :class:`PathFacts` is fed the body of every ``NCCL INFO``/``WARN`` line (by
+:class:`~ibdiag.bench.importers.context.Context`); :func:`nccl_path` turns the facts, the run's command
+line and the environment lines into a :class:`~ibdiag.bench.results.provenance.NcclPath` whose
+``transport_source`` and ``gdr_source`` say which line decided. The order, strongest first:
+
+1. what NCCL says it used: ``Using network X``, ``via NET/X`` channel lines, ``NET/X : Using ...``
+   (``IBext_v8``, ``IBext`` and other ``IB*`` names are the IB transport through a plugin: the name
+   goes to ``net_plugin``; ``NET/OFI``/``Libfabric``/``AWS`` is ``OFI``);
+2. what makes NCCL fall back to sockets: ``NET/IB : No device found``, ``Failed to open libibverbs``,
+   ``NCCL_IB_DISABLE set by environment to 1``;
+3. what the job asked for: ``NCCL_IB_DISABLE=1`` or ``NCCL_NET=Socket`` (Socket), ``NCCL_NET=IB`` or
+   ``NCCL_IB_HCA`` (IB, requested: NCCL's lines do not confirm it), on the command line
+   (``-x VAR=value``, ``VAR=value cmd``) or in the environment lines of the log (``export VAR=value``).
+
+GPUDirect RDMA is on only where the IB/RoCE path says so (``via NET/IB/0/GDRDMA``, ``GDR 1`` on a
+``NET/IB`` line, ``GPU Direct RDMA Enabled``); a socket transport is never GPUDirect; ``GDR 1`` on
+another line is not read. ``NCCL_NET_GDR_LEVEL=LOC`` (or 0) turns it off.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ibdiag.bench.results.provenance import MAX_NAMES, CommandLine, NcclPath
+
+_USING_NETWORK = re.compile(r"\bUsing network (\S+(?: Libfabric)?)")
+_NET_USING = re.compile(r"\bNET/(IB\w*|Socket)\s*:\s*Using\s+(.*)")
+_DEVICE = re.compile(r"\[\d+\]([^\s;\[]+)")
+_VIA_NET = re.compile(r"\bvia NET/([\w-]+(?: Libfabric)?)(?:/\d+)?(?:\(\d+\))?(/GDRDMA)?")
+_GDR = re.compile(r"\bGDR (\d)\b")
+_PLUGIN_NONE = re.compile(
+    r"NET/Plugin.*(?:No plugin found|using internal implementation|Using internal network plugin)",
+    re.IGNORECASE,
+)
+_PLUGIN_LOADED = re.compile(r"NET/Plugin\s*:?\s*Loaded net plugin (.+?)(?: \(v\d+\))?\s*$")
+_CHANNELS = re.compile(r"\b(\d+) coll channels\b")
+_COLLNET = re.compile(r"\b(\d+) collnet channels\b")
+_NVLS = re.compile(r"\b(\d+) nvls channels\b")
+_NNODES = re.compile(r"\bnNodes (\d+)\b")
+_ALGO_ENV = re.compile(r"\bNCCL_ALGO set by environment to (\S+)")
+_SET_BY_ENV = re.compile(r"\b(NCCL_[A-Z_]+) set by environment to (\S+?)\.?$")
+_NO_IB = re.compile(r"NET/IB\w* ?: No (?:IB )?device found", re.IGNORECASE)
+_NO_VERBS = re.compile(r"Failed to open libibverbs|libibverbs\S* *: *cannot open", re.IGNORECASE)
+_GDR_ENABLED = re.compile(r"GPU Direct RDMA (Enabled|Disabled)", re.IGNORECASE)
+#: ``host:pid:tid [dev] `` before ``NCCL INFO``: the host that wrote the line.
+PREFIX_HOST = re.compile(r"([A-Za-z][\w.-]*):(\d+):(\d+) \[\d+\]\s*$")
+
+
+def network_name(raw: str) -> tuple[str, str | None]:
+    """(transport, plugin name or None): ``IBext_v8`` -> (``IB``, ``IBext_v8``), ``Socket`` -> (``Socket``, None)."""
+    low = raw.lower()
+    if low == "ib":
+        return "IB", None
+    if low.startswith("ib"):
+        return "IB", raw
+    if low == "socket":
+        return "Socket", None
+    if "ofi" in low or "libfabric" in low or low.startswith("aws"):
+        return "OFI", raw if low != "ofi" else None
+    return raw, None
+
+
+@dataclass
+class PathFacts:
+    """What NCCL's lines said, each with the first line that said it (``line N: text``)."""
+
+    using_network: tuple[str, str] | None = None
+    net_using: tuple[str, str] | None = None
+    channel_nets: dict[str, str] = field(default_factory=dict)
+    devices: dict[str, None] = field(default_factory=dict)
+    plugin: str | None = None
+    gdr_ib: str | None = None
+    gdr_off: str | None = None
+    fallback: str | None = None
+    """A line that makes NCCL fall back to sockets (no IB device, no libibverbs, IB disabled)."""
+    env: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """``NCCL_X set by environment to V`` -> (V, where)."""
+    sharp: bool = False
+    collnet: int | None = None
+    nvls: int | None = None
+    algorithms: dict[str, None] = field(default_factory=dict)
+    channels: int | None = None
+    nodes: int | None = None
+    hosts: dict[str, None] = field(default_factory=dict)
+    info_lines: int = 0
+
+    def host(self, prefix: str) -> None:
+        """The text before ``NCCL INFO``: keep the host its ``host:pid:tid [dev]`` prefix names."""
+        m = PREFIX_HOST.search(prefix)
+        if m and len(self.hosts) < MAX_NAMES:
+            self.hosts[m.group(1)[:80]] = None
+
+    def warn(self, body: str, where: str) -> None:
+        """A ``NCCL WARN`` line's body: the fallback signals."""
+        if self.fallback is None and (_NO_VERBS.search(body) or _NO_IB.search(body)):
+            self.fallback = f"{where}: NCCL WARN{body.rstrip()}"[:200]
+
+    def info(self, body: str, where: str) -> None:
+        """A ``NCCL INFO`` line's body (substring tests first: a regex per fact on every line is slow)."""
+        self.info_lines += 1
+        said = f"{where}:{body.rstrip()}"[:200]
+        if "Using network" in body:
+            m = _USING_NETWORK.search(body)
+            if m:
+                self.using_network = (m.group(1)[:40], said)
+        if "NET/" in body:
+            self._net(body, said)
+        if "GDR " in body and "NET/IB" in body:
+            m = _GDR.search(body)
+            if m and m.group(1) == "1":
+                self.gdr_ib = self.gdr_ib or said
+            elif m:
+                self.gdr_off = self.gdr_off or said
+        if "RDMA" in body:
+            m = _GDR_ENABLED.search(body)
+            if m and m.group(1).lower() == "enabled":
+                self.gdr_ib = self.gdr_ib or said
+            elif m:
+                self.gdr_off = self.gdr_off or said
+        if "set by environment" in body:
+            m = _SET_BY_ENV.search(body.strip())
+            if m:
+                self.env.setdefault(m.group(1), (m.group(2), said))
+        self._shape(body)
+
+    def _net(self, body: str, said: str) -> None:
+        if "Using" in body:
+            m = _NET_USING.search(body)
+            if m:
+                self.net_using = (m.group(1), said)
+                for dev in _DEVICE.findall(m.group(2).split(";", 1)[0]):
+                    name = dev if m.group(1).startswith("IB") else dev.split(":", 1)[0]
+                    if len(self.devices) < MAX_NAMES:
+                        self.devices[name[:80]] = None
+        if "via NET/" in body:
+            for net, gdr in _VIA_NET.findall(body):
+                self.channel_nets.setdefault(net, said)
+                transport, _ = network_name(net)
+                if gdr and transport != "Socket":
+                    self.gdr_ib = self.gdr_ib or said
+                elif transport == "IB":
+                    self.gdr_off = self.gdr_off or said
+        if "NET/OFI" in body:
+            self.channel_nets.setdefault("OFI", said)
+        if self.fallback is None and _NO_IB.search(body):
+            self.fallback = said
+        if "NET/Plugin" in body:
+            if _PLUGIN_NONE.search(body):
+                self.plugin = self.plugin or "internal"
+            else:
+                m = _PLUGIN_LOADED.search(body)
+                if m:
+                    self.plugin = m.group(1)[:80]
+
+    def _shape(self, body: str) -> None:
+        """SHARP, CollNet/NVLS, channels, nodes, algorithms."""
+        if ("SHARP" in body or "sharp" in body) and re.search(r"\bSHARP\b|\bsharp\b", body):
+            self.sharp = True
+        if " channels" in body:
+            for rx, attr in ((_CHANNELS, "channels"), (_COLLNET, "collnet"), (_NVLS, "nvls")):
+                m = rx.search(body)
+                if m:
+                    setattr(self, attr, int(m.group(1)))
+        if "nNodes" in body:
+            m = _NNODES.search(body)
+            if m:
+                self.nodes = max(self.nodes or 0, int(m.group(1))) or None
+        if "Connected all rings" in body:
+            self.algorithms["ring"] = None
+        if "Connected all trees" in body:
+            self.algorithms["tree"] = None
+        if "NCCL_ALGO" in body:
+            m = _ALGO_ENV.search(body)
+            if m:
+                for a in m.group(1).lower().split(","):
+                    if a and len(self.algorithms) < 8:
+                        self.algorithms[a[:20]] = None
+
+
+def _env(
+    command: CommandLine | None, env_lines: Mapping[str, tuple[str, str]], facts: PathFacts
+) -> dict[str, tuple[str, str]]:
+    """NCCL variables -> (value, where), from NCCL's own report, the environment lines and the command."""
+    out: dict[str, tuple[str, str]] = dict(env_lines)
+    if command is not None:
+        for k, v in command.env.items():
+            out[k] = (v, f"command line: {k}={v}")
+    for k, vw in facts.env.items():
+        out.setdefault(k, vw)
+    return out
+
+
+def _observed(f: PathFacts) -> tuple[str, str | None, str] | None:
+    """(transport, plugin, where) from what NCCL says it used."""
+    if f.using_network is not None:
+        t, plugin = network_name(f.using_network[0])
+        return t, plugin, f.using_network[1]
+    if f.channel_nets:
+        names = {network_name(n)[0]: n for n in f.channel_nets}
+        pick = "IB" if "IB" in names else ("OFI" if "OFI" in names else sorted(names)[0])
+        raw = names[pick]
+        return pick, network_name(raw)[1], f.channel_nets[raw]
+    if f.net_using is not None:
+        t, plugin = network_name(f.net_using[0])
+        return t, plugin, f.net_using[1]
+    return None
+
+
+def _requested(env: Mapping[str, tuple[str, str]]) -> tuple[str, str] | None:
+    """(transport, where) from the variables the job set."""
+    v = env.get("NCCL_IB_DISABLE")
+    if v is not None and v[0].strip() == "1":
+        return "Socket", v[1]
+    v = env.get("NCCL_NET")
+    if v is not None:
+        t, _ = network_name(v[0].strip("'\""))
+        return t, v[1] + ("" if t == "Socket" else " (requested; NCCL's lines do not confirm it)")
+    v = env.get("NCCL_IB_HCA")
+    if v is not None and v[0].strip():
+        return "IB", v[1] + " (requested; NCCL's lines do not confirm it)"
+    return None
+
+
+def _transport(
+    f: PathFacts, env: Mapping[str, tuple[str, str]]
+) -> tuple[str | None, str | None, str | None]:
+    """(transport, plugin, where): what NCCL used, else what made it fall back, else what was asked."""
+    seen = _observed(f)
+    if seen is not None:
+        return seen
+    if f.fallback is not None:
+        return "Socket", None, f.fallback
+    req = _requested(env)
+    if req is not None:
+        return req[0], None, req[1]
+    return None, None, None
+
+
+def _gdr(
+    transport: str | None, f: PathFacts, env: Mapping[str, tuple[str, str]]
+) -> tuple[bool | None, str | None]:
+    if transport == "Socket":
+        return False, "the transport is Socket (TCP): no GPUDirect RDMA"
+    level = env.get("NCCL_NET_GDR_LEVEL")
+    if level is not None and level[0].strip().upper() in ("0", "LOC"):
+        return False, level[1]
+    if transport is not None and f.gdr_ib is not None:
+        return True, f.gdr_ib
+    if f.gdr_off is not None:
+        return False, f.gdr_off
+    return None, None
+
+
+def nccl_path(
+    f: PathFacts,
+    command: CommandLine | None = None,
+    env_lines: Mapping[str, tuple[str, str]] | None = None,
+) -> NcclPath | None:
+    """The path from every signal (see the module docstring); None when nothing says anything."""
+    env = _env(command, env_lines or {}, f)
+    transport, plugin, where = _transport(f, env)
+    gdr, gdr_where = _gdr(transport, f, env)
+    devices = tuple(f.devices)
+    hca = env.get("NCCL_IB_HCA")
+    if not devices and transport == "IB" and hca is not None:
+        devices = tuple(d for d in hca[0].lstrip("^=").split(",") if d)[:MAX_NAMES]
+    if not f.info_lines and transport is None and gdr is None:
+        return None
+    nodes = max(f.nodes or 0, len(f.hosts)) or None
+    return NcclPath(
+        transport=transport,
+        net_plugin=f.plugin if f.plugin not in (None, "internal") or plugin is None else plugin,
+        devices=devices,
+        gdr=gdr,
+        sharp=True if f.sharp else None,
+        collnet=None if f.collnet is None else f.collnet > 0,
+        nvls=None if f.nvls is None else f.nvls > 0,
+        algorithms=tuple(f.algorithms),
+        channels=f.channels,
+        nodes=nodes,
+        info_lines=f.info_lines,
+        transport_source=where,
+        gdr_source=gdr_where,
+        hosts=tuple(f.hosts),
+    )
