@@ -18,6 +18,7 @@ from ibdiag.cli.common import (
     StrictOption,
     TextfileOption,
     emit,
+    env,
     handle_errors,
     open_root,
     read_config,
@@ -33,6 +34,15 @@ ExpectAdaptersOption = Annotated[
         help="RDMA adapters this node must have: fewer fail (overrides [topo] expect_adapters).",
     ),
 ]
+NcclEnvOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--nccl-env",
+        metavar="FILE",
+        help="Judge the NCCL_* settings in FILE (KEY=VALUE lines, or a launcher line with -x KEY=VALUE) "
+        "instead of this environment's.",
+    ),
+]
 
 
 @app.command("topo")
@@ -44,6 +54,7 @@ def topo_command(
     strict: StrictOption = False,
     expect_adapters: ExpectAdaptersOption = None,
     expect_rate: ExpectRateOption = None,
+    nccl_env: NcclEnvOption = None,
     textfile: TextfileOption = None,  # written by the boundary (cli/errors.py) from the report's metrics
     debug: DebugOption = False,
 ) -> int:
@@ -55,6 +66,8 @@ def topo_command(
     from ibdiag.ports.config import PortsConfig
     from ibdiag.topo import render
     from ibdiag.topo.checks import TopoConfig, check_topology
+    from ibdiag.topo.configuration import check_configuration, read_configuration
+    from ibdiag.topo.nccl_env import from_environ, read_env_file
 
     cfg_file = read_config(config)
     cfg = with_flags(
@@ -65,8 +78,11 @@ def topo_command(
     with open_root(root) as directory:
         sysfs = SysfsRoot(directory).check()
         topo = discover(sysfs, gdr_level=cfg.gdr_path_class)
+        nccl = read_env_file(str(nccl_env)) if nccl_env else from_environ(env().environ)
+        node_config = read_configuration(sysfs, nccl)
         meta = run_meta(directory)
-    report = Report("topo", topo.to_json(), tuple(check_topology(topo, cfg, ports)))
+    findings = [*check_topology(topo, cfg, ports), *check_configuration(topo, node_config)]
+    report = Report("topo", {**topo.to_json(), **node_config.to_json()}, tuple(findings))
 
     def table() -> list[Any]:
         from rich.text import Text
