@@ -45,6 +45,21 @@ NcclEnvOption = Annotated[
 ]
 
 
+def _dcb_reader(root: Path, directory: Path) -> Any:
+    """``dcb -j`` on the live node; the JSON saved beside sys/ (``dcb/<netdev>/``) in any other tree."""
+    import os
+    import shutil
+    from functools import partial
+
+    from ibdiag.node import dcb
+
+    if str(root) == "/":
+        # dcb lives in /usr/sbin (Debian, RHEL), which a user's PATH often lacks.
+        path = os.pathsep.join([env().environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+        return partial(dcb.read_live, shutil.which("dcb", path=path))
+    return partial(dcb.read_saved, directory)
+
+
 @app.command("topo")
 @handle_errors
 def topo_command(
@@ -79,7 +94,7 @@ def topo_command(
         sysfs = SysfsRoot(directory).check()
         topo = discover(sysfs, gdr_level=cfg.gdr_path_class)
         nccl = read_env_file(str(nccl_env)) if nccl_env else from_environ(env().environ)
-        node_config = read_configuration(sysfs, nccl)
+        node_config = read_configuration(sysfs, topo, nccl, _dcb_reader(root, directory))
         meta = run_meta(directory)
     findings = [*check_topology(topo, cfg, ports), *check_configuration(topo, node_config)]
     report = Report("topo", {**topo.to_json(), **node_config.to_json()}, tuple(findings))

@@ -1,20 +1,24 @@
 """Is the configuration right, not only consistent: the node's settings judged against its topology.
 
 The entry point of the configuration checks (docs/configuration-checks.md): NCCL's environment
-(:mod:`ibdiag.topo.nccl_checks`, :mod:`ibdiag.topo.nccl_net_checks`). Importing this module registers
+(:mod:`ibdiag.topo.nccl_checks`, :mod:`ibdiag.topo.nccl_net_checks`) and the RoCE lossless settings
+(:mod:`ibdiag.topo.roce_checks`). Importing this module registers
 their ids in :data:`ibdiag.topo.checks.CHECKS` (re-exported here for ``cli/registries.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ibdiag.findings.model import Finding
+from ibdiag.node.dcb import DcbState
 from ibdiag.node.model import Topology
 from ibdiag.node.netdev import Netdev, read_netdevs
+from ibdiag.node.roce import read_roce_port
 from ibdiag.node.sysfs import SysfsRoot
-from ibdiag.topo import nccl_checks, nccl_net_checks
+from ibdiag.topo import nccl_checks, nccl_net_checks, roce_checks
 from ibdiag.topo.checks import CHECKS
 from ibdiag.topo.nccl_env import NcclEnv
 
@@ -27,14 +31,23 @@ class NodeConfig:
 
     nccl: NcclEnv
     netdevs: tuple[Netdev, ...] = ()
+    roce: tuple[roce_checks.RoceState, ...] = ()
+    """The RoCE ports NCCL uses, with their lossless settings (unknown ones None)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"nccl_env": self.nccl.to_json()}
+        return {"nccl_env": self.nccl.to_json(), "roce": [r.to_json() for r in self.roce]}
 
 
-def read_configuration(sysfs: SysfsRoot, nccl: NcclEnv) -> NodeConfig:
-    """Read what the configuration checks need from ``sysfs`` (interfaces)."""
-    return NodeConfig(nccl=nccl, netdevs=read_netdevs(sysfs))
+def read_configuration(
+    sysfs: SysfsRoot, topo: Topology, nccl: NcclEnv, dcb: Callable[[str], DcbState]
+) -> NodeConfig:
+    """Read what the configuration checks need: interfaces, and for each RoCE port NCCL uses its
+    sysfs/configfs settings and ``dcb(netdev)``'s PFC and DSCP table."""
+    roce = tuple(
+        roce_checks.RoceState(read_roce_port(sysfs, p), dcb(p.netdev or ""))
+        for p in roce_checks.roce_ports(topo, nccl)
+    )
+    return NodeConfig(nccl=nccl, netdevs=read_netdevs(sysfs), roce=roce)
 
 
 def check_configuration(topo: Topology, config: NodeConfig) -> list[Finding]:
@@ -48,4 +61,8 @@ def check_configuration(topo: Topology, config: NodeConfig) -> list[Finding]:
         *nccl_net_checks.nccl_ib_tc_sl(topo, env),
         *nccl_net_checks.nccl_net(topo, env),
         *nccl_net_checks.nccl_tuning(topo, env),
+        *roce_checks.roce_pfc(list(config.roce), env),
+        *roce_checks.roce_ecn(list(config.roce), env),
+        *roce_checks.roce_cm(list(config.roce)),
+        *roce_checks.roce_mtu(list(config.roce)),
     ]

@@ -102,6 +102,25 @@ class Tree:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"{value}\n")
 
+    def dcb(
+        self, netdev: str, *, pfc: Iterable[int] = (), dscp_prio: Iterable[tuple[int, int]] = ()
+    ) -> None:
+        """``dcb/<netdev>/pfc.json`` and ``app.json`` beside sys/: what iproute2's ``dcb -j pfc show dev``
+        and ``dcb -j app show dev`` print (dcb/dcb_pfc.c, dcb/dcb_app.c), PFC on the priorities ``pfc``."""
+        on = set(pfc)
+        base = self.root / "dcb" / netdev
+        base.mkdir(parents=True, exist_ok=True)
+        doc = {
+            "pfc_cap": 8,
+            "macsec_bypass": False,
+            "delay": 0,
+            "prio_pfc": [i in on for i in range(8)],
+        }
+        (base / "pfc.json").write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+        entries = [[d, p] for d, p in dscp_prio]
+        app = {"dscp_prio": entries} if entries else {}
+        (base / "app.json").write_text(json.dumps(app, separators=(",", ":")) + "\n")
+
     def kernel(self, release: str) -> None:
         """``proc/sys/kernel/osrelease``: what ``uname -r`` prints."""
         self.proc("sys/kernel/osrelease", release)

@@ -9,6 +9,7 @@ import random
 import pytest
 
 from ibdiag.findings.model import Severity
+from ibdiag.node.dcb import read_saved
 from ibdiag.node.discover import discover
 from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.topo.configuration import check_configuration, read_configuration
@@ -24,7 +25,9 @@ ROCE_FITS = "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1"
 def judge(fixture: str, env: dict[str, str]):
     sysfs = SysfsRoot(SYSFS_FIXTURES / fixture)
     topo = discover(sysfs)
-    return check_configuration(topo, read_configuration(sysfs, from_environ(env)))
+    root = SYSFS_FIXTURES / fixture
+    config = read_configuration(sysfs, topo, from_environ(env), lambda n: read_saved(root, n))
+    return check_configuration(topo, config)
 
 
 def problems(findings):
