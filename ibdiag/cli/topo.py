@@ -74,6 +74,8 @@ def topo_command(
     debug: DebugOption = False,
 ) -> int:
     """Map GPUs, RDMA adapters, PCIe paths and NUMA (like nvidia-smi topo -m) and judge the layout."""
+    import dataclasses
+
     from ibdiag.config import with_flags
     from ibdiag.findings.model import Report
     from ibdiag.node.discover import discover
@@ -95,6 +97,9 @@ def topo_command(
         topo = discover(sysfs, gdr_level=cfg.gdr_path_class)
         nccl = read_env_file(str(nccl_env)) if nccl_env else from_environ(env().environ)
         node_config = read_configuration(sysfs, topo, nccl, _dcb_reader(root, directory))
+        # what the configuration reads could not read (a refused mtu, a malformed ecn flag) is reported
+        # by topo.sysfs_value like every other value
+        topo = dataclasses.replace(topo, problems=tuple(sysfs.problems))
         meta = run_meta(directory)
     findings = [*check_topology(topo, cfg, ports), *check_configuration(topo, node_config)]
     report = Report("topo", {**topo.to_json(), **node_config.to_json()}, tuple(findings))

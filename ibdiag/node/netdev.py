@@ -8,8 +8,9 @@ from typing import Any
 from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.parse import parse_uint
 
-#: Largest MTU Linux accepts on any device (IP_MAX_MTU, include/net/ip.h).
-MAX_MTU = 0xFFFF
+#: Largest MTU a netdev can print: net_device.mtu is an unsigned int bounded by max_mtu, which some
+#: drivers leave at INT_MAX; loopback's default is 65536 (drivers/net/loopback.c), above IP's 0xFFFF.
+MAX_MTU = 2**31 - 1
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Is the configuration right, not only consistent: the node's settings judged against its topology.
 
 The entry point of the configuration checks (docs/configuration-checks.md): NCCL's environment
-(:mod:`ibdiag.topo.nccl_checks`, :mod:`ibdiag.topo.nccl_net_checks`) and the RoCE lossless settings
-(:mod:`ibdiag.topo.roce_checks`). Importing this module registers
+(:mod:`ibdiag.topo.nccl_checks`, :mod:`ibdiag.topo.nccl_net_checks`) the RoCE lossless settings
+(:mod:`ibdiag.topo.roce_checks`) and the PCIe settings on GPU-adapter paths (:mod:`ibdiag.topo.pcie_checks`). Importing this module registers
 their ids in :data:`ibdiag.topo.checks.CHECKS` (re-exported here for ``cli/registries.py``).
 """
 
@@ -18,7 +18,7 @@ from ibdiag.node.model import Topology
 from ibdiag.node.netdev import Netdev, read_netdevs
 from ibdiag.node.roce import read_roce_port
 from ibdiag.node.sysfs import SysfsRoot
-from ibdiag.topo import nccl_checks, nccl_net_checks, roce_checks
+from ibdiag.topo import nccl_checks, nccl_net_checks, pcie_checks, roce_checks
 from ibdiag.topo.checks import CHECKS
 from ibdiag.topo.nccl_env import NcclEnv
 
@@ -33,9 +33,15 @@ class NodeConfig:
     netdevs: tuple[Netdev, ...] = ()
     roce: tuple[roce_checks.RoceState, ...] = ()
     """The RoCE ports NCCL uses, with their lossless settings (unknown ones None)."""
+    pcie: pcie_checks.PcieState = pcie_checks.PcieState()
+    """Every GPU -> nearest adapter path and the configuration space of the functions on it."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"nccl_env": self.nccl.to_json(), "roce": [r.to_json() for r in self.roce]}
+        return {
+            "nccl_env": self.nccl.to_json(),
+            "roce": [r.to_json() for r in self.roce],
+            "pcie_config": self.pcie.to_json(),
+        }
 
 
 def read_configuration(
@@ -47,7 +53,9 @@ def read_configuration(
         roce_checks.RoceState(read_roce_port(sysfs, p), dcb(p.netdev or ""))
         for p in roce_checks.roce_ports(topo, nccl)
     )
-    return NodeConfig(nccl=nccl, netdevs=read_netdevs(sysfs), roce=roce)
+    return NodeConfig(
+        nccl=nccl, netdevs=read_netdevs(sysfs), roce=roce, pcie=pcie_checks.read_pcie(sysfs, topo)
+    )
 
 
 def check_configuration(topo: Topology, config: NodeConfig) -> list[Finding]:
@@ -65,4 +73,8 @@ def check_configuration(topo: Topology, config: NodeConfig) -> list[Finding]:
         *roce_checks.roce_ecn(list(config.roce), env),
         *roce_checks.roce_cm(list(config.roce)),
         *roce_checks.roce_mtu(list(config.roce)),
+        *pcie_checks.pcie_acs(config.pcie),
+        *pcie_checks.iommu(config.pcie),
+        *pcie_checks.pcie_mps(config.pcie),
+        *pcie_checks.pcie_mrrs(config.pcie),
     ]

@@ -16,7 +16,7 @@ def _tree(root):
             if os.path.islink(p):
                 out[rel] = ("link", os.readlink(p))
             elif os.path.isfile(p):
-                with open(p) as fh:
+                with open(p, "rb") as fh:
                     out[rel] = ("file", fh.read())
     return out
 

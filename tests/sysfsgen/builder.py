@@ -84,6 +84,21 @@ class Tree:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"{value}\n")
 
+    def blob(self, rel: str, data: bytes) -> None:
+        """A binary attribute (a PCI function's ``config``), byte for byte."""
+        path = self.p(rel)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+    def iommu_group(self, device_rel: str, group: int, kind: str) -> None:
+        """``<device>/iommu_group -> kernel/iommu_groups/<group>`` and the group's ``type``
+        (``identity``, ``DMA``, ``DMA-FQ``: drivers/iommu/iommu.c iommu_group_show_type)."""
+        self.file(f"kernel/iommu_groups/{group}/type", kind)
+        self.link(f"{device_rel}/iommu_group", f"kernel/iommu_groups/{group}")
+        self.link(
+            f"kernel/iommu_groups/{group}/devices/{device_rel.rsplit('/', 1)[-1]}", device_rel
+        )
+
     def link(self, rel: str, target_rel: str) -> None:
         """Relative symlink ``sys/rel`` -> ``sys/target_rel``, as the kernel makes them."""
         path = self.p(rel)
@@ -185,6 +200,7 @@ class PciNode:
         link: Link | None = Link(),
         subsystem: tuple[int, int] | None = None,
         extra: Mapping[str, object] | None = None,
+        config: bytes | None = None,
     ) -> PciNode:
         numa = self.numa if numa is None else numa
         cpulist = self.cpulist if cpulist is None else cpulist
@@ -205,6 +221,8 @@ class PciNode:
             t.file(f"{rel}/max_link_width", link.max_width)
         for k, v in (extra or {}).items():
             t.file(f"{rel}/{k}", v)
+        if config is not None:
+            t.blob(f"{rel}/config", config)
         t.link(f"bus/pci/devices/{address}", rel)
         return PciNode(t, rel, address, numa, cpulist)
 

@@ -14,17 +14,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from tests.sysfsgen.builder import Tree, roce_gids, zero_counters, zero_hw_counters
+from tests.sysfsgen.builder import PciNode, Tree, roce_gids, zero_counters, zero_hw_counters
 from tests.sysfsgen.parts import (
     BROADCOM,
+    CLASS_3D,
     CLASS_ETH,
     CX7,
+    H100_SXM5,
     MELLANOX,
+    NVIDIA,
     SWITCH_PEX89,
     gpu_node,
-    h100,
-    root_port,
 )
+from tests.sysfsgen.pcicfg import (
+    ACS_LINUX_ENABLES,
+    DOWNSTREAM,
+    ENDPOINT,
+    ROOT_PORT,
+    UPSTREAM,
+    config_space,
+)
+
+INTEL_RP = (0x8086, 0x352A)
+CLASS_BRIDGE = 0x060400
 
 NAME = "roce-lossless"
 CPUS = "0-47"
@@ -47,13 +59,76 @@ class Settings:
     mtu: int = 9000
     gid_v2_ipv4_index: int = 3
     """Where the RoCE v2 IPv4 GID sits (3 as mlx5 fills the table; 1 when the netdev has no link-local)."""
+    acs_redirect: tuple[str, ...] = ()
+    """Switch ports whose ACS control has what Linux enables with an IOMMU on (redirects included)."""
+    iommu: str | None = "identity"
+    """IOMMU group type of every function (None: no IOMMU groups, the IOMMU is off)."""
+    config_bytes: int = 4096
+    """Bytes of each ``config`` (64: what a reader that is not root gets; 0: no config file)."""
+    nic_mps: int = 256
+    bridge_mps: int = 256
+    nic_mrrs: int = 4096
+    ats: bool = True
     extra: dict[str, object] = field(default_factory=dict)
 
 
-def _nic(tree: Tree, parent, address: str, i: int, s: Settings) -> None:
-    dev = parent.add(
-        address, vendor=MELLANOX, device=CX7, cls=CLASS_ETH, subsystem=(MELLANOX, 0x0023)
+def _cfg(
+    s: Settings, address: str, vendor: int, device: int, cls: int, port_type: int, **kw: object
+) -> bytes | None:
+    if not s.config_bytes:
+        return None
+    acs = None
+    if port_type in (ROOT_PORT, DOWNSTREAM):
+        acs = ACS_LINUX_ENABLES if address in s.acs_redirect else 0
+    kw.setdefault("mps", s.bridge_mps if port_type != ENDPOINT else 256)
+    return config_space(
+        vendor, device, cls, port_type=port_type, acs_ctrl=acs, size=s.config_bytes, **kw
+    )  # type: ignore[arg-type]
+
+
+def _bridge(
+    parent: PciNode, s: Settings, address: str, ids: tuple[int, int], port_type: int
+) -> PciNode:
+    node = parent.bridge(
+        address,
+        vendor=ids[0],
+        device=ids[1],
+        config=_cfg(s, address, *ids, CLASS_BRIDGE, port_type),
     )
+    _iommu(parent.tree, s, node)
+    return node
+
+
+_GROUPS: dict[str, int] = {}
+
+
+def _iommu(tree: Tree, s: Settings, node: PciNode) -> None:
+    if s.iommu is not None and node.address:
+        group = _GROUPS.setdefault(node.address, len(_GROUPS) + 10)
+        tree.iommu_group(node.rel, group, s.iommu)
+
+
+def _nic(tree: Tree, parent: PciNode, address: str, i: int, s: Settings) -> None:
+    cfg = _cfg(
+        s,
+        address,
+        MELLANOX,
+        CX7,
+        CLASS_ETH,
+        ENDPOINT,
+        mps=s.nic_mps,
+        mrrs=s.nic_mrrs,
+        ats_enabled=s.ats,
+    )
+    dev = parent.add(
+        address,
+        vendor=MELLANOX,
+        device=CX7,
+        cls=CLASS_ETH,
+        subsystem=(MELLANOX, 0x0023),
+        config=cfg,
+    )
+    _iommu(tree, s, dev)
     guid = f"a088:c203:00e1:{0x5000 + i:04x}"
     ib = dev.rdma(
         f"mlx5_{i}",
@@ -97,14 +172,27 @@ def _nic(tree: Tree, parent, address: str, i: int, s: Settings) -> None:
 
 def build(tree: Tree, settings: Settings = Settings(), **change: object) -> None:
     s = replace(settings, **change)  # type: ignore[arg-type]
+    _GROUPS.clear()
     gpu_node(tree, {0: CPUS})
     tree.kernel("6.8.0-45-generic")
+    sw = (BROADCOM, SWITCH_PEX89)
     for i, bus in enumerate((0x15, 0x97)):
-        rp = root_port(tree, bus, 0, CPUS, vendor=0x8086, device=0x352A)
-        usp = rp.bridge(f"0000:{bus + 1:02x}:00.0", vendor=BROADCOM, device=SWITCH_PEX89)
-        gpu_dsp = usp.bridge(f"0000:{bus + 2:02x}:00.0", vendor=BROADCOM, device=SWITCH_PEX89)
-        nic_dsp = usp.bridge(f"0000:{bus + 2:02x}:01.0", vendor=BROADCOM, device=SWITCH_PEX89)
-        h100(gpu_dsp, f"0000:{bus + 3:02x}:00.0")
+        hb = tree.host_bridge(f"0000:{bus:02x}")
+        hb.numa, hb.cpulist = 0, CPUS
+        rp = _bridge(hb, s, f"0000:{bus:02x}:01.0", INTEL_RP, ROOT_PORT)
+        usp = _bridge(rp, s, f"0000:{bus + 1:02x}:00.0", sw, UPSTREAM)
+        gpu_dsp = _bridge(usp, s, f"0000:{bus + 2:02x}:00.0", sw, DOWNSTREAM)
+        nic_dsp = _bridge(usp, s, f"0000:{bus + 2:02x}:01.0", sw, DOWNSTREAM)
+        gpu_addr = f"0000:{bus + 3:02x}:00.0"
+        gpu = gpu_dsp.add(
+            gpu_addr,
+            vendor=NVIDIA,
+            device=H100_SXM5,
+            cls=CLASS_3D,
+            subsystem=(NVIDIA, 0x16C1),
+            config=_cfg(s, gpu_addr, NVIDIA, H100_SXM5, CLASS_3D, ENDPOINT),
+        )
+        _iommu(tree, s, gpu)
         _nic(tree, nic_dsp, f"0000:{bus + 4:02x}:00.0", i, s)
     tree.manifest(
         "roce-gpu-11", "project fixture: lossless RoCE GPU node, 2x H100, 2x ConnectX-7 400GbE"
