@@ -110,6 +110,9 @@ def topo_command(
         from ibdiag.output.table import findings_block
 
         items: list[Any] = [Text(line, no_wrap=True) for line in render.summary_lines(topo)]
+        if nccl:
+            names = ", ".join(k for k, _ in nccl.variables)
+            items.append(Text(f"NCCL settings judged ({nccl.source}): {names}", no_wrap=True))
         matrix = render.matrix_text(topo)
         if matrix:
             items += [

@@ -242,9 +242,10 @@ def nccl_gid_index(topo: Topology, env: NcclEnv) -> list[Finding]:
 
 # --- GPUDirect RDMA ------------------------------------------------------------------------------
 
-#: NCCL_NET_GDR_LEVEL names (NCCL has no NODE class: it calls a path across host bridges of one NUMA
-#: node PHB, so PHB there covers nvidia-smi's NODE as well).
-_GDR_LEVELS = {"LOC": -1, "PIX": 0, "PXB": 1, "PHB": 3, "NODE": 3, "SYS": 4}
+#: NCCL_NET_GDR_LEVEL names, as ranks of :class:`PathClass` (NCCL has no NODE class — its path types
+#: are LOC, NVL, NVB, PIX, PXB, PXN, PHB, SYS ... in src/graph/paths.cc — and calls a path across host
+#: bridges of one NUMA node PHB, so PHB there covers nvidia-smi's NODE as well).
+_GDR_LEVELS = {"LOC": -1, "PIX": 0, "PXB": 1, "PHB": 3, "SYS": 4}
 
 
 def _gdr_findings(topo: Topology, value: str, level: int) -> list[Finding]:

@@ -104,6 +104,18 @@ MISTAKES = {
         [("warn", "topo.nccl_socket_ifname", "NCCL_SOCKET_IFNAME")],
         "=enp71s0f0np0,enp71s0f1np1,enp195s0f0np0,enp195s0f1np1",
     ),
+    "gdr_level_nccl_does_not_know": (
+        "roce-node",
+        {"NCCL_NET_GDR_LEVEL": "NODE"},
+        [("fail", "topo.nccl_gdr", "NCCL_NET_GDR_LEVEL")],
+        "PXB",
+    ),
+    "gdr_level_off": (
+        "dgx-h100",
+        {"NCCL_NET_GDR_LEVEL": "LOC"},
+        [("warn", "topo.nccl_gdr", f"GPU{i}") for i in range(8)],
+        "PXB",
+    ),
     "ib_tc_out_of_range": (
         "roce-node",
         {"NCCL_IB_TC": "300"},
@@ -294,3 +306,14 @@ def test_cli_bad_env_file_is_exit_2(cli, tmp_path):
     assert res.exit_code == 2 and "expected KEY=VALUE" in res.stderr and "hint:" in res.stderr
     res = cli("topo", "--root", SYSFS_FIXTURES / "roce-node", "--nccl-env", tmp_path / "none")
     assert res.exit_code == 2 and "cannot read" in res.stderr
+
+
+def test_table_says_which_settings_it_judged(cli):
+    res = cli(
+        "topo",
+        "--root",
+        SYSFS_FIXTURES / "roce-node",
+        env={"NCCL_IB_GID_INDEX": "3", "NCCL_ALGO": "Ring"},
+    )
+    assert "NCCL settings judged (environment): NCCL_IB_GID_INDEX, NCCL_ALGO" in res.stdout
+    assert "NCCL settings judged" not in cli("topo", "--root", SYSFS_FIXTURES / "vm-no-rdma").stdout
