@@ -62,6 +62,12 @@ MISTAKES = {
         [("fail", "topo.nccl_ib_hca", "NCCL_IB_HCA")],
         "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_5:1,mlx5_6:1,mlx5_7:1,mlx5_8:1",
     ),
+    "hca_excludes_a_device_that_is_not_there": (
+        "dgx-h100",
+        {"NCCL_IB_HCA": "^=mlx5_12"},
+        [("warn", "topo.nccl_ib_hca", "NCCL_IB_HCA")],
+        DGX_FITS,
+    ),
     "hca_prefix_selects_others": (
         "dgx-h100",
         {"NCCL_IB_HCA": "mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_6,mlx5_7,mlx5_8,mlx5_9"},

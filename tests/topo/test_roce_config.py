@@ -202,3 +202,16 @@ def test_cli_on_the_bundled_node_with_and_without_the_jobs_traffic_class(cli):
     doc = json.loads(res.stdout)
     assert res.exit_code == 0 and doc["status"] == "ok", res.stdout
     assert [r["dcb"]["pfc"] for r in doc["roce"]] == [[3], [3]]
+
+
+def test_a_malformed_configfs_value_is_unknown_and_said(cli, tmp_path):
+    root = build(tmp_path, cm_mode="RoCE v3")
+    config, out = judge(root)
+    assert config.roce[0].settings.cm_mode is None and not [
+        f for f in out if f.check == "topo.roce_cm"
+    ]
+    doc = json.loads(cli("topo", "--root", root, "-o", "json", env={"NCCL_IB_TC": "106"}).stdout)
+    said = [f for f in doc["findings"] if f["check"] == "topo.sysfs_value"]
+    assert {f["subject"] for f in said} == {
+        f"/sys/kernel/config/rdma_cm/mlx5_{i}/ports/1/default_roce_mode" for i in (0, 1)
+    }
