@@ -161,7 +161,9 @@ def collect(sysfs: SysfsRoot) -> _Collector:
         group = c.link(f"{d}/iommu_group")  # -> kernel/iommu_groups/N (topo.iommu)
         if group:
             c.file(f"{group}/type")
-    c.tree("kernel/config/rdma_cm")  # rdma_cm's default RoCE mode and ToS (topo.roce_cm), when mounted
+    c.tree(
+        "kernel/config/rdma_cm"
+    )  # rdma_cm's default RoCE mode and ToS (topo.roce_cm), when mounted
     for name in sysfs.listdir("devices/system/node"):
         if re.fullmatch(r"node\d+", name):
             c.file(f"devices/system/node/{name}/cpulist")
