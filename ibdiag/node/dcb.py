@@ -107,6 +107,10 @@ def read_saved(root: str | os.PathLike[str], netdev: str) -> DcbState:
             netdev, unknown_why="no dcb/ beside sys/ in this tree (dcb runs only on the live node)"
         )
     base = realpath(base_dir)
+    real_root = realpath(root)
+    if base == real_root or os.path.commonpath([base, real_root]) != real_root:
+        # an untrusted tree's dcb/ must not lead to another directory of this machine
+        return DcbState(netdev, unknown_why="dcb/ leads outside the tree; not read")
     texts: dict[str, str | None] = {}
     for name in ("pfc", "app"):
         try:

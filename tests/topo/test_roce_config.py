@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shutil
 import stat
 import subprocess
 
@@ -215,3 +216,12 @@ def test_a_malformed_configfs_value_is_unknown_and_said(cli, tmp_path):
     assert {f["subject"] for f in said} == {
         f"/sys/kernel/config/rdma_cm/mlx5_{i}/ports/1/default_roce_mode" for i in (0, 1)
     }
+
+
+def test_a_dcb_dir_leading_outside_the_tree_is_not_read(tmp_path):
+    elsewhere = build(tmp_path / "other")
+    root = build(tmp_path / "node", pfc=())
+    shutil.rmtree(root / "dcb")
+    (root / "dcb").symlink_to(elsewhere / "dcb")
+    state = dcb.read_saved(root, "enp25s0np0")
+    assert state.pfc is None and "outside the tree" in state.unknown_why
