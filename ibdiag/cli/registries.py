@@ -11,7 +11,7 @@ from ibdiag.findings.registry import Check, CheckRegistry
 from ibdiag.ports.checks import CHECKS as ports
 from ibdiag.report.checks import CHECKS as report
 from ibdiag.sweep.checks import CHECKS as sweep
-from ibdiag.topo.checks import CHECKS as topo
+from ibdiag.topo.configuration import CHECKS as topo
 from ibdiag.verdict.checks import CHECKS as verdict
 
 

@@ -18,6 +18,7 @@ from ibdiag.cli.common import (
     StrictOption,
     TextfileOption,
     emit,
+    env,
     handle_errors,
     open_root,
     read_config,
@@ -33,6 +34,30 @@ ExpectAdaptersOption = Annotated[
         help="RDMA adapters this node must have: fewer fail (overrides [topo] expect_adapters).",
     ),
 ]
+NcclEnvOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--nccl-env",
+        metavar="FILE",
+        help="Judge the NCCL_* settings in FILE (KEY=VALUE lines, or a launcher line with -x KEY=VALUE) "
+        "instead of this environment's.",
+    ),
+]
+
+
+def _dcb_reader(root: Path, directory: Path) -> Any:
+    """``dcb -j`` on the live node; the JSON saved beside sys/ (``dcb/<netdev>/``) in any other tree."""
+    import os
+    import shutil
+    from functools import partial
+
+    from ibdiag.node import dcb
+
+    if str(root) == "/":
+        # dcb lives in /usr/sbin (Debian, RHEL), which a user's PATH often lacks.
+        path = os.pathsep.join([env().environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+        return partial(dcb.read_live, shutil.which("dcb", path=path))
+    return partial(dcb.read_saved, directory)
 
 
 @app.command("topo")
@@ -44,10 +69,13 @@ def topo_command(
     strict: StrictOption = False,
     expect_adapters: ExpectAdaptersOption = None,
     expect_rate: ExpectRateOption = None,
+    nccl_env: NcclEnvOption = None,
     textfile: TextfileOption = None,  # written by the boundary (cli/errors.py) from the report's metrics
     debug: DebugOption = False,
 ) -> int:
     """Map GPUs, RDMA adapters, PCIe paths and NUMA (like nvidia-smi topo -m) and judge the layout."""
+    import dataclasses
+
     from ibdiag.config import with_flags
     from ibdiag.findings.model import Report
     from ibdiag.node.discover import discover
@@ -55,6 +83,8 @@ def topo_command(
     from ibdiag.ports.config import PortsConfig
     from ibdiag.topo import render
     from ibdiag.topo.checks import TopoConfig, check_topology
+    from ibdiag.topo.configuration import check_configuration, read_configuration
+    from ibdiag.topo.nccl_env import from_environ, read_env_file
 
     cfg_file = read_config(config)
     cfg = with_flags(
@@ -65,8 +95,14 @@ def topo_command(
     with open_root(root) as directory:
         sysfs = SysfsRoot(directory).check()
         topo = discover(sysfs, gdr_level=cfg.gdr_path_class)
+        nccl = read_env_file(str(nccl_env)) if nccl_env else from_environ(env().environ)
+        node_config = read_configuration(sysfs, topo, nccl, _dcb_reader(root, directory))
+        # what the configuration reads could not read (a refused mtu, a malformed ecn flag) is reported
+        # by topo.sysfs_value like every other value
+        topo = dataclasses.replace(topo, problems=tuple(sysfs.problems))
         meta = run_meta(directory)
-    report = Report("topo", topo.to_json(), tuple(check_topology(topo, cfg, ports)))
+    findings = [*check_topology(topo, cfg, ports), *check_configuration(topo, node_config)]
+    report = Report("topo", {**topo.to_json(), **node_config.to_json()}, tuple(findings))
 
     def table() -> list[Any]:
         from rich.text import Text
@@ -74,6 +110,9 @@ def topo_command(
         from ibdiag.output.table import findings_block
 
         items: list[Any] = [Text(line, no_wrap=True) for line in render.summary_lines(topo)]
+        if nccl:
+            names = ", ".join(k for k, _ in nccl.variables)
+            items.append(Text(f"NCCL settings judged ({nccl.source}): {names}", no_wrap=True))
         matrix = render.matrix_text(topo)
         if matrix:
             items += [

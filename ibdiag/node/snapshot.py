@@ -154,9 +154,16 @@ def collect(sysfs: SysfsRoot) -> _Collector:
         if real:
             for attr in NET_ATTRS:
                 c.file(f"{real}/{attr}")
+            c.tree(f"{real}/ecn")  # mlx5's per-priority ECN switches (topo.roce_ecn)
     for d in sorted(pci_dirs):
         for attr in PCI_ATTRS:
             c.file(f"{d}/{attr}")
+        group = c.link(f"{d}/iommu_group")  # -> kernel/iommu_groups/N (topo.iommu)
+        if group:
+            c.file(f"{group}/type")
+    c.tree(
+        "kernel/config/rdma_cm"
+    )  # rdma_cm's default RoCE mode and ToS (topo.roce_cm), when mounted
     for name in sysfs.listdir("devices/system/node"):
         if re.fullmatch(r"node\d+", name):
             c.file(f"devices/system/node/{name}/cpulist")

@@ -303,6 +303,21 @@ class SysfsRoot:
             return None
         return self._value(fd, rel)
 
+    def read_bytes(self, rel: str, limit: int = 4096) -> bytes | None:
+        """The raw bytes of a binary attribute (a PCI function's ``config``: 4096 bytes for root, 64 for
+        others — drivers/pci/pci-sysfs.c ``pci_read_config``); at most ``limit`` bytes; None if missing,
+        unreadable or refused (recorded as for :meth:`read`)."""
+        fd = self._open(rel, directory=False)
+        if fd is None:
+            return None
+        try:
+            return _read_capped(fd, limit)[:limit]
+        except OSError as e:
+            self._problem(rel, "unreadable", e)
+            return None
+        finally:
+            os.close(fd)
+
     def read_proc(self, rel: str) -> str | None:
         """``<root>/proc/<rel>`` (``sys/kernel/osrelease``) with every check of :meth:`read`, for the few
         facts the kernel keeps only in procfs. ``<root>/proc`` must be a directory inside the root (never

@@ -65,7 +65,7 @@ def node_status(row: NodeRow) -> Finding:
 
 @CHECKS.check(
     "report.config",
-    "a node's configuration differs from the fleet's majority (kernel, firmware, drivers, rates, PCIe, GPUDirect module, NCCL_IB_HCA), or a setting has no majority: warn",
+    "a node's configuration differs from the fleet's majority (kernel, firmware, drivers, rates, PCIe, GPUDirect module, NCCL_IB_HCA, the NCCL_IB_GID_INDEX topo judged), or a setting has no majority: warn",
 )
 def config_outlier(host: str, items: Sequence[Outlier | Split]) -> Finding:
     """One finding per node (all its outliers), or for the fleet (``host`` "fleet": the splits)."""

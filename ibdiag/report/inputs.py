@@ -92,6 +92,8 @@ class TopoFacts:
     nccl_ib_hca: str | None
     kernel_release: str | None = None
     """``uname -r`` (None: unknown, or a topo file of an older version)."""
+    nccl_gid_index: str | None = None
+    """``NCCL_IB_GID_INDEX`` of the environment topo judged (``nccl_env``); None: not set, or an older file."""
 
 
 def _error_counters() -> frozenset[str]:
@@ -336,6 +338,8 @@ def _topo(r: JsonReader, doc: Mapping[str, Any]) -> TopoFacts:
             )
         )
     gdr = r.obj(doc.get("gdr") or {}, "gdr")
+    nccl_env = r.obj(doc.get("nccl_env") or {}, "nccl_env")
+    nccl_vars = r.obj(nccl_env.get("variables") or {}, "nccl_env.variables")
     return TopoFacts(
         gpus=len(gpus),
         gpu_pcie_widths=tuple(widths),
@@ -345,6 +349,9 @@ def _topo(r: JsonReader, doc: Mapping[str, Any]) -> TopoFacts:
         nccl_ib_hca=r.opt_text(doc.get("nccl_ib_hca"), "nccl_ib_hca", max_len=2000),
         kernel_release=r.opt_text(
             doc.get("kernel_release"), "kernel_release", max_len=64, pattern=_KERNEL_RELEASE_RE
+        ),
+        nccl_gid_index=r.opt_text(
+            nccl_vars.get("NCCL_IB_GID_INDEX"), "nccl_env.variables.NCCL_IB_GID_INDEX", max_len=16
         ),
     )
 

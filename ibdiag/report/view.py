@@ -140,6 +140,8 @@ def topo_facts(facts: TopoFacts) -> list[tuple[str, str]]:
         out.append(("NVIDIA driver", facts.nvidia_driver or "not loaded"))
     if facts.nccl_ib_hca is not None:
         out.append(("NCCL_IB_HCA", facts.nccl_ib_hca))
+    if facts.nccl_gid_index is not None:
+        out.append(("NCCL_IB_GID_INDEX", facts.nccl_gid_index))
     for i, w in enumerate(facts.gpu_pcie_widths):
         if w is not None:
             out.append((f"GPU{i} PCIe width", f"x{w}"))

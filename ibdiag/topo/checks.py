@@ -12,6 +12,8 @@ Check ids are stable (CI and dashboards key on them); each is one function regis
 * ``topo.sysfs_value``    an attribute that mattered could not be read or parsed: warn
 
 and the ports' ``port.state``/``port.rate`` (:mod:`ibdiag.ports.checks`, shared with counters and verdict).
+The configuration checks (NCCL's environment, RoCE lossless settings, PCIe ACS/IOMMU/MPS/MRRS) register
+their ids in this ``CHECKS`` from their own modules; :mod:`ibdiag.topo.configuration` is their entry point.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ def _tree(root):
             if os.path.islink(p):
                 out[rel] = ("link", os.readlink(p))
             elif os.path.isfile(p):
-                with open(p) as fh:
+                with open(p, "rb") as fh:
                     out[rel] = ("file", fh.read())
     return out
 
@@ -29,10 +29,12 @@ def test_fixture_trees_match_their_profiles(tmp_path):
         fresh = {
             **_tree(tmp_path / name / "sys"),
             **{f"../proc/{k}": v for k, v in _tree(tmp_path / name / "proc").items()},
+            **{f"../dcb/{k}": v for k, v in _tree(tmp_path / name / "dcb").items()},
         }
         committed = {
             **_tree(SYSFS_FIXTURES / name / "sys"),
             **{f"../proc/{k}": v for k, v in _tree(SYSFS_FIXTURES / name / "proc").items()},
+            **{f"../dcb/{k}": v for k, v in _tree(SYSFS_FIXTURES / name / "dcb").items()},
         }
         stale = sorted(set(fresh) ^ set(committed)) + sorted(
             k for k in fresh if k in committed and fresh[k] != committed[k]

@@ -43,6 +43,7 @@ def generate(out: Path, names: list[str] | None = None) -> list[str]:
         target = Path(out) / name
         shutil.rmtree(target / "sys", ignore_errors=True)
         shutil.rmtree(target / "proc", ignore_errors=True)
+        shutil.rmtree(target / "dcb", ignore_errors=True)
         (target / "ibdiag-snapshot.json").unlink(missing_ok=True)
         tree = Tree(target)
         mod.build(tree)  # type: ignore[attr-defined]

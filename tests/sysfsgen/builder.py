@@ -84,6 +84,21 @@ class Tree:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"{value}\n")
 
+    def blob(self, rel: str, data: bytes) -> None:
+        """A binary attribute (a PCI function's ``config``), byte for byte."""
+        path = self.p(rel)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+    def iommu_group(self, device_rel: str, group: int, kind: str) -> None:
+        """``<device>/iommu_group -> kernel/iommu_groups/<group>`` and the group's ``type``
+        (``identity``, ``DMA``, ``DMA-FQ``: drivers/iommu/iommu.c iommu_group_show_type)."""
+        self.file(f"kernel/iommu_groups/{group}/type", kind)
+        self.link(f"{device_rel}/iommu_group", f"kernel/iommu_groups/{group}")
+        self.link(
+            f"kernel/iommu_groups/{group}/devices/{device_rel.rsplit('/', 1)[-1]}", device_rel
+        )
+
     def link(self, rel: str, target_rel: str) -> None:
         """Relative symlink ``sys/rel`` -> ``sys/target_rel``, as the kernel makes them."""
         path = self.p(rel)
@@ -101,6 +116,25 @@ class Tree:
         path = self.root / "proc" / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"{value}\n")
+
+    def dcb(
+        self, netdev: str, *, pfc: Iterable[int] = (), dscp_prio: Iterable[tuple[int, int]] = ()
+    ) -> None:
+        """``dcb/<netdev>/pfc.json`` and ``app.json`` beside sys/: what iproute2's ``dcb -j pfc show dev``
+        and ``dcb -j app show dev`` print (dcb/dcb_pfc.c, dcb/dcb_app.c), PFC on the priorities ``pfc``."""
+        on = set(pfc)
+        base = self.root / "dcb" / netdev
+        base.mkdir(parents=True, exist_ok=True)
+        doc = {
+            "pfc_cap": 8,
+            "macsec_bypass": False,
+            "delay": 0,
+            "prio_pfc": [i in on for i in range(8)],
+        }
+        (base / "pfc.json").write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+        entries = [[d, p] for d, p in dscp_prio]
+        app = {"dscp_prio": entries} if entries else {}
+        (base / "app.json").write_text(json.dumps(app, separators=(",", ":")) + "\n")
 
     def kernel(self, release: str) -> None:
         """``proc/sys/kernel/osrelease``: what ``uname -r`` prints."""
@@ -166,6 +200,7 @@ class PciNode:
         link: Link | None = Link(),
         subsystem: tuple[int, int] | None = None,
         extra: Mapping[str, object] | None = None,
+        config: bytes | None = None,
     ) -> PciNode:
         numa = self.numa if numa is None else numa
         cpulist = self.cpulist if cpulist is None else cpulist
@@ -186,6 +221,8 @@ class PciNode:
             t.file(f"{rel}/max_link_width", link.max_width)
         for k, v in (extra or {}).items():
             t.file(f"{rel}/{k}", v)
+        if config is not None:
+            t.blob(f"{rel}/config", config)
         t.link(f"bus/pci/devices/{address}", rel)
         return PciNode(t, rel, address, numa, cpulist)
 

@@ -22,6 +22,7 @@ PROFILES = [
     "hgx-dualport",
     "epyc-nps2",
     "gpu-no-mlx5",
+    "roce-lossless",
 ]
 
 
