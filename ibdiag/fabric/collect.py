@@ -40,17 +40,23 @@ Runner = Callable[[Sequence[str], Mapping[str, str], float], tuple[str, str, int
 def run_tool(
     argv: Sequence[str], env: Mapping[str, str], timeout_s: float
 ) -> tuple[str, str, int | None, float]:
-    """stdout, stderr, exit status (None when killed at the limit) and seconds taken."""
+    """stdout, stderr, exit status (None when killed at the limit) and seconds taken.
+
+    The tool runs in a private temporary directory, removed after it: the tools write nothing, but a
+    preload library may (ibsim's umad2sim writes ``./sys-<pid>/``), and never into the user's directory.
+    """
     start = time.monotonic()
     try:
-        done = subprocess.run(
-            list(argv),
-            env=dict(env),
-            capture_output=True,
-            timeout=timeout_s,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
+        with tempfile.TemporaryDirectory(prefix="ibdiag-tool-") as cwd:
+            done = subprocess.run(
+                list(argv),
+                env=dict(env),
+                capture_output=True,
+                timeout=timeout_s,
+                stdin=subprocess.DEVNULL,
+                check=False,
+                cwd=cwd,
+            )
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else ""
         err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else ""
