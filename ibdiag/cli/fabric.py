@@ -75,6 +75,22 @@ TopoOption = Annotated[
         help="`ibdiag topo -o json` of a node (repeat): names host ports by node, NIC index and nearest GPUs.",
     ),
 ]
+ExpectOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--expect",
+        metavar="PLAN",
+        help="Diff the cabling against a plan: CSV (node,adapter,switch,port / switch,port,switch,port), TOML, or a saved known-good fabric.",
+    ),
+]
+SlurmOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--slurm-topology",
+        metavar="FILE",
+        help="Also write topology.conf for Slurm's topology/tree plugin (host names from node descriptions or --topo).",
+    ),
+]
 TimeoutOption = Annotated[
     float,
     typer.Option(
@@ -98,6 +114,8 @@ def fabric_command(
     ca: CaOption = None,
     port: PortOption = None,
     topo: TopoOption = None,
+    expect: ExpectOption = None,
+    slurm_topology: SlurmOption = None,
     timeout: TimeoutOption = 60.0,
     textfile: TextfileOption = None,  # written by the boundary (cli/errors.py) from the report's metrics
     debug: DebugOption = False,
@@ -137,6 +155,10 @@ def fabric_command(
     hosts: dict[str, HostEnd] = {}
     for f in topo or []:
         hosts.update(read_topo(f))
+    # lazy: --expect's reader is needed only with the flag
+    from ibdiag.fabric.plan import load_plan
+
+    plan = load_plan(expect, hosts) if expect is not None else None
     if source is not None:
         cap = dump.load(source)
     else:
@@ -161,8 +183,21 @@ def fabric_command(
         earlier=earlier,
         reference=reference,
         mode=mode,
+        plan=plan,
     )
+    if slurm_topology is not None:
+        _write_slurm(judged, slurm_topology)
     return _output(judged, fmt, strict)
+
+
+def _write_slurm(judged: Any, path: Path) -> None:
+    from ibdiag.fabric.slurm import topology_conf
+    from ibdiag.outfile import atomic_output, check_output_path
+
+    text = topology_conf(judged.fabric, judged.names, judged.shape)
+    check_output_path(path, "--slurm-topology")
+    with atomic_output(path, "--slurm-topology") as fh:
+        fh.write(text.encode())
 
 
 def _output(judged: Any, fmt: OutputFormat, strict: bool) -> int:

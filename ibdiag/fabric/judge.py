@@ -13,6 +13,7 @@ from ibdiag.fabric.config import FabricConfig
 from ibdiag.fabric.counterchecks import errors, xmit_wait
 from ibdiag.fabric.hosts import HostEnd, Names
 from ibdiag.fabric.model import Fabric
+from ibdiag.fabric.plan import Plan, plan_check, plan_diff
 from ibdiag.fabric.rails import Rails, rails
 from ibdiag.fabric.shape import Shape, shape
 from ibdiag.fabric.shapechecks import oversubscription, tiers
@@ -53,9 +54,10 @@ def judge(
     earlier: Fabric | None = None,
     reference: Fabric | None = None,
     mode: str = "interval",
+    plan: Plan | None = None,
 ) -> Judged:
     """``earlier``: the counters' first read (``--interval``) or the reference (``--since``);
-    ``reference``: the fabric whose links must still be there (``--since``)."""
+    ``reference``: the fabric whose links must still be there (``--since``); ``plan``: ``--expect``'s."""
     names = Names(fab, hosts)
     span = counter_span(earlier, fab, mode)
     dur = format_duration(span.interval_s) if span is not None else "since the last reset"
@@ -73,4 +75,9 @@ def judge(
     out += tiers(fab, sh)
     out += oversubscription(fab, names, sh, fcfg)
     out += rail_check(fab, names, rl)
-    return Judged(fab, names, tuple(out), span, sh, rl)
+    extra = None
+    if plan is not None:
+        changes, got = plan_diff(fab, names, plan)
+        out += plan_check(plan, changes, got["texts"])
+        extra = {"plan": got["doc"]}
+    return Judged(fab, names, tuple(out), span, sh, rl, extra)

@@ -278,3 +278,17 @@ def remove_link(t: Topology, switch: str, port: int) -> None:
     for c in t.cas:
         if c.node_id == peer_id:
             c.peer = None
+
+
+def plan_csv(t: Topology) -> str:
+    """The topology as a cabling plan: ``node,adapter,switch,port`` and ``switch,port,switch,port``."""
+    desc = {s.node_id: s.desc for s in t.switches}
+    out = ["node,adapter,switch,port"]
+    for c in t.cas:
+        if c.peer is not None:
+            out.append(f"{c.host},{c.desc.split()[1]},{desc[c.peer[0]]},{c.peer[1]}")
+    for s in t.switches:
+        for port, (peer_id, peer_port, _) in sorted(s.peers.items()):
+            if peer_id in desc and (s.node_id, port) < (peer_id, peer_port):
+                out.append(f"{s.desc},{port},{desc[peer_id]},{peer_port}")
+    return "\n".join(out) + "\n"

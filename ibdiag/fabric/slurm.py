@@ -1,0 +1,102 @@
+"""``ibdiag fabric --slurm-topology FILE``: ``topology.conf`` for Slurm's topology/tree plugin.
+
+Slurm's tree wants each node under one leaf switch and each switch under one parent; a fat tree
+gives neither as cabled (a rail-optimised host hangs off one leaf per rail, every leaf off every spine).
+So switches are grouped: leaves that serve the same hosts are one Slurm switch (a scalable unit,
+``su1``), and switches of a higher tier that reach the same groups below are one (``spines1``). What
+Slurm needs, "which nodes are close", survives; a comment line says what each group holds. Host
+names come from the adapters' node descriptions (``gpu03 mlx5_2``) or ``--topo``; a name Slurm could
+not read is left out and said in a comment.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ibdiag.errors import InputError
+from ibdiag.fabric.hosts import Names
+from ibdiag.fabric.model import Fabric
+from ibdiag.fabric.nodelist import compress
+from ibdiag.fabric.shape import SINGLE, TREE, Shape, host_links, tier_plural
+from ibdiag.text import safe_excerpt
+
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+def _switch_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", text)[:64] or "switch"
+
+
+def topology_conf(fab: Fabric, names: Names, sh: Shape | None) -> str:
+    if sh is None or sh.kind not in (TREE, SINGLE):
+        raise InputError(
+            f"--slurm-topology: the fabric is not a tree of tiers ({sh.text if sh else 'no shape'})",
+            hint="Slurm's topology/tree needs leaves under spines; see the fabric.tiers finding",
+        )
+    skipped: set[str] = set()
+    leaf_hosts: dict[str, frozenset[str]] = {}
+    for leaf, ports in host_links(fab).items():
+        got = set()
+        for p in ports:
+            assert p.peer is not None
+            h = names.host(p.peer.guid)
+            if h is None:
+                continue
+            if _HOST.fullmatch(h.host):
+                got.add(h.host)
+            else:
+                skipped.add(safe_excerpt(h.host, 40))
+        if got:
+            leaf_hosts[leaf] = frozenset(got)
+    if not leaf_hosts:
+        raise InputError(
+            "--slurm-topology: no host is named on this fabric",
+            hint="adapters' node descriptions name their host (`gpu03 mlx5_2`, rdma-ndd); or give --topo files",
+        )
+    lines = [
+        f"# topology.conf for Slurm's topology/tree, written by `ibdiag fabric` from {safe_excerpt(fab.source, 80)}",
+        f"# {sh.text}",
+    ]
+    # Tier 0: leaves with the same hosts are one Slurm switch.
+    groups: dict[frozenset[str], list[str]] = {}
+    for leaf, hs in leaf_hosts.items():
+        groups.setdefault(hs, []).append(leaf)
+    member: dict[str, str] = {}
+    body: list[str] = []
+    ordered = sorted(groups.items(), key=lambda kv: (min(kv[0]), sorted(kv[1])))
+    for i, (hs, leaves) in enumerate(ordered, 1):
+        name = _switch_name(names.node(leaves[0])) if len(leaves) == 1 else f"su{i}"
+        if len(leaves) > 1:
+            body.append(f"# {name}: {' '.join(sorted(names.node(x) for x in leaves))}")
+        body.append(f"SwitchName={name} Nodes={compress(sorted(hs))}")
+        member.update(dict.fromkeys(leaves, name))
+    # Higher tiers: switches reaching the same groups below are one.
+    g = sh.graph
+    for t in range(1, sh.depth):
+        above: dict[frozenset[str], list[str]] = {}
+        for s, tier in sh.tiers.items():
+            if tier != t:
+                continue
+            below = frozenset(
+                member[n] for n in g.neighbors(s) if sh.tiers[n] == t - 1 and n in member
+            )
+            if below:
+                above.setdefault(below, []).append(s)
+        for i, (below, switches) in enumerate(
+            sorted(above.items(), key=lambda kv: sorted(kv[0])), 1
+        ):
+            name = (
+                _switch_name(names.node(switches[0]))
+                if len(switches) == 1
+                else f"{tier_plural(t, 2).split()[0]}{i}"
+            )
+            if len(switches) > 1:
+                body.append(f"# {name}: {' '.join(sorted(names.node(x) for x in switches))}")
+            body.append(f"SwitchName={name} Switches={','.join(sorted(below))}")
+            member.update(dict.fromkeys(switches, name))
+    if skipped:
+        lines.append(
+            f"# left out, not host names Slurm reads: {', '.join(sorted(skipped)[:8])}"
+            + (f" and {len(skipped) - 8} more" if len(skipped) > 8 else "")
+        )
+    return "\n".join(lines + body) + "\n"
