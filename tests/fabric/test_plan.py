@@ -68,9 +68,9 @@ def test_the_fabric_as_planned_matches_and_a_moved_cable_is_named_by_its_host_en
     a, b = t.ca("gpu03", 1), t.ca("gpu04", 1)
     leaf, pa = t.host_cable("gpu03", 1)
     _, pb = t.host_cable("gpu04", 1)
+    f.console(f'Unlink "{a.node_id}"[1]', f'Unlink "{b.node_id}"[1]')
+    f.settle()  # opensm sweeps the cables out before they come back elsewhere
     f.console(
-        f'Unlink "{a.node_id}"[1]',
-        f'Unlink "{b.node_id}"[1]',
         f'Link "{a.node_id}"[1] "{leaf.node_id}"[{pb}]',
         f'Link "{b.node_id}"[1] "{leaf.node_id}"[{pa}]',
     )

@@ -129,9 +129,9 @@ def test_two_hosts_rail_cables_swapped_are_both_named_with_their_rails(sim):
     a, b = t.ca("gpu03", 1), t.ca("gpu05", 2)
     sw_a, port_a = t.host_cable("gpu03", 1)
     sw_b, port_b = t.host_cable("gpu05", 2)
+    f.console(f'Unlink "{a.node_id}"[1]', f'Unlink "{b.node_id}"[1]')
+    f.settle()  # opensm sweeps the cables out before they come back elsewhere
     f.console(
-        f'Unlink "{a.node_id}"[1]',
-        f'Unlink "{b.node_id}"[1]',
         f'Link "{a.node_id}"[1] "{sw_b.node_id}"[{port_b}]',
         f'Link "{b.node_id}"[1] "{sw_a.node_id}"[{port_a}]',
     )
