@@ -32,6 +32,8 @@ demo: $(STAMP)
 	$(BIN)/ibdiag topo --root fixtures/sysfs/dgx-h100
 	$(BIN)/ibdiag counters --root fixtures/sysfs/dgx-h100
 	$(BIN)/ibdiag verdict --params 8e9 --dtype bf16 --ranks 512 --compute-s 2 --busbw 360 --root fixtures/sysfs/dgx-h100
+	# a saved rail-optimised fat tree with two planted faults: exit 1 is its answer (a faulty fabric)
+	$(BIN)/ibdiag fabric --from fixtures/fabric/rail-fat-tree-faulty; test $$? -eq 1
 
 ## test: the whole suite (real processes, namespaces and torch process groups included)
 test: $(TSTAMP)

@@ -71,6 +71,13 @@ WatchOption = Annotated[
         help="Live table refreshed every --interval (default 1 s) until Ctrl-C (exit 130).",
     ),
 ]
+FarEndOption = Annotated[
+    bool,
+    typer.Option(
+        "--far-end",
+        help="Also read the switch port at the other end of each InfiniBand port's cable (infiniband-diags: smpquery, perfquery).",
+    ),
+]
 SinceOption = Annotated[
     Path | None,
     typer.Option(
@@ -140,6 +147,7 @@ def counters_command(
     watch: WatchOption = False,
     since: SinceOption = None,
     expect_rate: ExpectRateOption = None,
+    far_end: FarEndOption = False,
     textfile: TextfileOption = None,  # written by the boundary (cli/errors.py) from the report's metrics
     debug: DebugOption = False,
 ) -> int:
@@ -150,6 +158,11 @@ def counters_command(
     from ibdiag.node.sysfs import SysfsRoot
 
     _validate(fmt, interval, count, watch, since)
+    if far_end and (watch or since is not None or interval is not None):
+        raise UsageError(
+            "--far-end reads the far ends once, with a snapshot",
+            hint="for rates of switch ports, fabric-wide: ibdiag fabric --interval 10",
+        )
     if watch and textfile is not None:
         raise UsageError(
             "--watch draws a live table; it cannot write --textfile",
@@ -175,7 +188,7 @@ def counters_command(
             return _since(sysfs, layout, judge, meta, since, patterns, fmt, strict)
         if interval is not None:
             return _interval(sysfs, layout, judge, meta, interval, count or 1, fmt, strict)
-        return _snapshot(sysfs, layout, judge, meta, fmt, strict)
+        return _snapshot(sysfs, layout, judge, meta, fmt, strict, far_end)
 
 
 def _report_items(
@@ -194,7 +207,13 @@ def _report_items(
 
 
 def _snapshot(
-    sysfs: Any, layout: Any, judge: Any, meta: Any, fmt: OutputFormat, strict: bool
+    sysfs: Any,
+    layout: Any,
+    judge: Any,
+    meta: Any,
+    fmt: OutputFormat,
+    strict: bool,
+    far_end: bool = False,
 ) -> int:
     from rich.text import Text
 
@@ -206,15 +225,25 @@ def _snapshot(
     cfg = judge.cfg
     sample = read_sample(sysfs, layout, data_bits=cfg.data_bits)
     report = Report("counters", json_data.snapshot_data(sample, cfg), tuple(judge.snapshot(sample)))
+    ends: list[Any] = []
+    if far_end:
+        from ibdiag.cli.far_end import far_ends, with_far_ends
+
+        ends = far_ends(sysfs, sample)
+        report = with_far_ends(report, ends, cfg)
     n_ports = sum(1 for p in sample.ports if p.port is not None)
 
     def table() -> list[Any]:
-        head = [
+        head: list[Any] = [
             Text(
                 f"{meta.host}: {n_ports} RDMA port(s); counts since the last counter reset (the time of that reset is unknown)."
             )
         ]
         hint = "for rates: ibdiag counters --interval 10 · across a job: ibdiag counters -o json > before.json; <job>; ibdiag counters --since before.json"
+        if ends:
+            from ibdiag.fabric.views.table import far_end_table
+
+            head.append(far_end_table(ends))
         return _report_items(
             report,
             strict,

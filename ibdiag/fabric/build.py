@@ -20,6 +20,7 @@ from ibdiag.fabric.netdiscover import parse_netdiscover
 from ibdiag.fabric.queryerrors import parse_queryerrors
 from ibdiag.fabric.sminfo import parse_sm_lids, parse_sminfo
 from ibdiag.fabric.toolerr import classify
+from ibdiag.text import safe_excerpt
 
 #: IBA name -> counters' key, for the counters a switch's PMA reports in PortCounters.
 BY_IBA = {spec.iba: name for name, spec in IB_COUNTERS.items() if spec.bits is not None}
@@ -30,11 +31,20 @@ _ORIGIN = re.compile(r"^#\s*Initiated from node ([0-9a-fA-F]{1,16}) port ([0-9a-
 
 def build_fabric(cap: Capture, counters_run: str = "ibqueryerrors") -> Fabric:
     disc = cap.run("ibnetdiscover")
-    if disc is None or not disc.stdout.strip():
-        said = "; ".join(n.text for n in (classify(disc) if disc else ())[:3]) or "no output"
+    if disc is None or not disc.stdout.strip() or disc.rc not in (0, None):
+        # No subnet to discover (no adapter, no umad access, the port down): the tool says so on
+        # stdout or stderr and exits non-zero; what it said is the message, never parsed as a dump.
+        said = (
+            "; ".join(
+                safe_excerpt(ln.strip(), 160)
+                for ln in ((disc.stderr + disc.stdout).splitlines() if disc else ())
+                if ln.strip() and "sim_connect" not in ln
+            )[:400]
+            or "no output"
+        )
         raise CannotRunError(
-            f"ibnetdiscover discovered nothing ({said})",
-            hint="check that this node's port is up and the subnet manager runs (`ibstat`, `sminfo`); -C/-P pick the port",
+            f"ibnetdiscover discovered nothing (exit {disc.rc if disc else '-'}: {said})",
+            hint="the tools need an InfiniBand port that is up, the ib_umad module loaded and access to /dev/infiniband/umad* (root or the rdma group); check `ibstat` and `sminfo`; -C/-P pick the port; or judge a saved dump with --from",
         )
     nodes, ports = parse_netdiscover(disc.stdout)
     notes: list[ToolNote] = list(classify(disc))
@@ -169,9 +179,7 @@ def _counters(
             if key is not None:
                 values[key] = v
         saturated = frozenset(
-            k
-            for k, v in values.items()
-            if v is not None and v >= max_value(IB_COUNTERS[k].bits or 64)
+            k for k, v in values.items() if v and v >= max_value(IB_COUNTERS[k].bits or 64)
         )
         out.append(PortCounters(p.guid, p.port, None, values, None, unavailable, saturated))
     return Sample(taken_at_s or 0.0, None, tuple(out))

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import replace
 
+from ibdiag.counters.config import CountersConfig
+from ibdiag.counters.rules import SNAPSHOT_HINT, errors_snapshot
 from ibdiag.fabric.config import FabricConfig
+from ibdiag.fabric.farend import FarEnd
 from ibdiag.fabric.hosts import Names
 from ibdiag.fabric.model import LANE_GBPS, SPEED_ORDER, SWITCH, Fabric, FabricPort, PortRef
 from ibdiag.findings.model import Finding, Severity
@@ -103,7 +107,8 @@ def discovery(fab: Fabric, names: Names, origin: str | None) -> Finding:
     unread = [
         n
         for n in fab.notes
-        if n.kind in ("unreachable", "timeout", "other") and n.tool.startswith("ibqueryerrors")
+        if (n.kind in ("unreachable", "timeout", "other") and n.tool.startswith("ibqueryerrors"))
+        or (n.kind == "failed" and n.tool != "ibnetdiscover" and not n.tool.startswith("sminfo"))
     ]
     if lost:
         where = []
@@ -136,9 +141,9 @@ def discovery(fab: Fabric, names: Names, origin: str | None) -> Finding:
             "fabric.discovery",
             Severity.WARN,
             "fabric",
-            f"discovered whole, but the counters of some ports were not read: {listed([n.text for n in unread], 5)}",
+            f"discovered whole, but not everything was read: {listed([n.text for n in unread], 5)}",
             value=len(unread),
-            hint="their performance-management queries failed (MAD loss or a port without PMA); their errors are unknown",
+            hint="a counters query that failed leaves those ports' errors unknown (MAD loss, a port without PMA, a tool that crashed): run `ibdiag fabric` again; iblinkinfo failing leaves port states unknown",
         )
     return Finding(
         "fabric.discovery",
@@ -225,6 +230,52 @@ def link_rate(fab: Fabric, names: Names, cfg: FabricConfig) -> list[Finding]:
                 hint="a link that trains narrow or slow has a bad lane or cable: reseat or replace it, then check `iblinkinfo` shows the full width and speed",
             )
         )
+    return out
+
+
+@CHECKS.check(
+    "fabric.far_end",
+    "the switch port at the other end of this node's cable (counters --far-end): its error counters (counters' rules), or that it could not be read: warn/fail",
+)
+def far_end(ends: list[FarEnd], cfg: CountersConfig) -> list[Finding]:
+    out = []
+    for e in ends:
+        local = f"{e.adapter}:{e.port}"
+        if e.counters is None:
+            out.append(
+                Finding(
+                    "fabric.far_end",
+                    Severity.WARN,
+                    local,
+                    f"the far end of {local} could not be read: {e.problem}",
+                    hint="the tools need umad access (/dev/infiniband/umad*, root or the rdma group) and a running subnet manager",
+                )
+            )
+            continue
+        name = f"{e.desc or e.guid} port {e.far_port}"
+        f = errors_snapshot(e.counters, cfg)
+        if f is None or f.severity is Severity.OK:
+            out.append(
+                Finding(
+                    "fabric.far_end",
+                    Severity.OK,
+                    local,
+                    f"far end {name} ({e.kind}, LID {e.lid}): all error counters 0 since the last reset",
+                )
+            )
+        else:
+            out.append(
+                replace(
+                    f,
+                    check="fabric.far_end",
+                    subject=local,
+                    message=f"far end of {local}: {name} ({e.kind}, LID {e.lid}): {f.message}",
+                    hint=(f.hint or "").replace(
+                        SNAPSHOT_HINT,
+                        "counts are since the switch port's last reset; `ibdiag fabric --interval 10` measures a rate fabric-wide",
+                    ),
+                )
+            )
     return out
 
 

@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ibdiag.errors import CannotRunError
@@ -62,8 +63,13 @@ def run_tool(
     )
 
 
-def _find(tool: str, env: Mapping[str, str]) -> str:
-    path = shutil.which(tool, path=env.get("PATH") or os.defpath)
+#: Where distributions install infiniband-diags (Debian: /usr/sbin), searched after PATH: cron's and
+#: slurmd's PATH often lack the sbin directories.
+SBIN = "/usr/sbin:/sbin:/usr/bin:/bin"
+
+
+def find_tool(tool: str, env: Mapping[str, str]) -> str:
+    path = shutil.which(tool, path=env.get("PATH") or os.defpath) or shutil.which(tool, path=SBIN)
     if path is None:
         raise CannotRunError(
             f"{tool} is not installed (ibdiag fabric runs infiniband-diags)", hint=TOOLS_HINT
@@ -87,46 +93,63 @@ class Collector:
         self.runner = runner
 
     def _run(self, name: str, argv: list[str], timeout_s: float) -> ToolRun:
-        argv = [_find(argv[0], self.env), *argv[1:]]
+        argv = [find_tool(argv[0], self.env), *argv[1:]]
         taken = time.time()
         out, err, rc, elapsed = self.runner(argv, self.env, timeout_s)
+        if rc is not None and rc < 0:
+            # Killed by a signal it did not get from us (ibqueryerrors once died by SIGSEGV on a
+            # 4096-port simulated fabric, and not the next time): once more; a second death is kept.
+            taken = time.time()
+            out, err, rc, elapsed = self.runner(argv, self.env, timeout_s)
         shown = " ".join([os.path.basename(argv[0]), *argv[1:]])
         return ToolRun(name, shown, out, err, rc, round(elapsed, 4), taken)
 
     def capture(self, cache_dir: str) -> list[ToolRun]:
         cache = os.path.join(cache_dir, "ibnetdiscover.cache")
-        runs = [
-            self._run(
-                "ibnetdiscover",
-                ["ibnetdiscover", *self.sel, "--cache", cache],
+        discover = ["ibnetdiscover", *self.sel, "--cache", cache]
+        runs = [self._run("ibnetdiscover", discover, self.limits.discover_s)]
+        load = ["--load-cache", cache] if os.path.exists(cache) else []
+        # After the one discovery the rest are independent queries: run side by side (each its own process).
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            link = pool.submit(
+                self._run,
+                "iblinkinfo",
+                ["iblinkinfo", *self.sel, "-l", *load],
                 self.limits.discover_s,
             )
-        ]
-        have_cache = os.path.exists(cache)
-        load = ["--load-cache", cache] if have_cache else []
-        runs.append(
-            self._run("iblinkinfo", ["iblinkinfo", *self.sel, "-l", *load], self.limits.discover_s)
-        )
-        runs.append(self.counters(cache_dir, "ibqueryerrors"))
-        runs.append(self._run("sminfo", ["sminfo", *self.sel], self.limits.sm_s))
-        sa = self._run("saquery", ["saquery", *self.sel, "-s"], self.limits.sm_s)
-        runs.append(sa)
-        for lid in parse_sm_lids(sa.stdout)[:MAX_SMS]:
-            runs.append(
-                self._run(f"sminfo-{lid}", ["sminfo", *self.sel, str(lid)], self.limits.sm_s)
-            )
+            errors = pool.submit(self.counters, cache_dir, "ibqueryerrors")
+            sminfo = pool.submit(self._run, "sminfo", ["sminfo", *self.sel], self.limits.sm_s)
+            sa = pool.submit(self._run, "saquery", ["saquery", *self.sel, "-s"], self.limits.sm_s)
+            runs += [link.result(), errors.result(), sminfo.result(), sa.result()]
+            lids = parse_sm_lids(runs[-1].stdout)[:MAX_SMS]
+            others = [
+                pool.submit(
+                    self._run, f"sminfo-{lid}", ["sminfo", *self.sel, str(lid)], self.limits.sm_s
+                )
+                for lid in lids
+            ]
+            runs += [f.result() for f in others]
         return runs
 
     def counters(self, cache_dir: str, name: str) -> ToolRun:
         cache = os.path.join(cache_dir, "ibnetdiscover.cache")
         load = ["--load-cache", cache] if os.path.exists(cache) else []
-        return self._run(
-            name, ["ibqueryerrors", *self.sel, *load, "--data", "--details"], self.limits.query_s
-        )
+        # An empty threshold file: every non-zero error counter is listed, whatever a site's
+        # /etc/infiniband-diags/error_thresholds raises (ibdiag applies [counters] thresholds itself).
+        argv = [
+            "ibqueryerrors",
+            *self.sel,
+            *load,
+            "--threshold-file",
+            os.devnull,
+            "--data",
+            "--details",
+        ]
+        return self._run(name, argv, self.limits.query_s)
 
     def version(self) -> str:
         out, err, _rc, _ = self.runner(
-            [_find("ibnetdiscover", self.env), "--version"], self.env, self.limits.sm_s
+            [find_tool("ibnetdiscover", self.env), "--version"], self.env, self.limits.sm_s
         )
         text = (out + err).strip().splitlines()
         return text[0][-40:] if text else "unknown"

@@ -27,6 +27,11 @@ FABRIC_SNAPSHOT_HINT = (
 )
 
 
+def totals_by_port(span: Span | None) -> dict[tuple[str, int | None], PortDelta]:
+    """The span's per-port totals by key (Span.total scans: a fabric has thousands of ports)."""
+    return {} if span is None else {d.key: d for d in span.totals}
+
+
 def _where(fab: Fabric, names: Names, p: FabricPort) -> str:
     node = fab.node(p.guid)
     kind = (
@@ -47,11 +52,19 @@ def errors(
     if fab.counters is None:
         return []
     out: list[Finding] = []
+    totals = totals_by_port(span)
     for pc in fab.counters.ports:
+        d = totals.get(pc.key)
+        if (
+            d is None
+            and not pc.saturated
+            and not pc.unavailable
+            and not any((pc.counters or {}).values())
+        ):
+            continue  # a snapshot of a port that counted nothing: nothing to say (most of a fabric)
         port = fab.port(PortRef(pc.adapter, pc.port or 0))
         if port is None:
             continue
-        d = span.total(pc.key) if span is not None else None
         f = errors_span(pc, d, cfg, dur) if d is not None else errors_snapshot(pc, cfg)
         if f is None or f.severity is Severity.OK:
             continue
@@ -78,11 +91,12 @@ def errors(
 def _wait_rows(fab: Fabric, span: Span | None) -> list[tuple[FabricPort, float, PortDelta | None]]:
     rows = []
     assert fab.counters is not None
+    totals = totals_by_port(span)
     for pc in fab.counters.ports:
         port = fab.port(PortRef(pc.adapter, pc.port or 0))
         if port is None:
             continue
-        d = span.total(pc.key) if span is not None else None
+        d = totals.get(pc.key)
         value = (
             d.deltas.get("port_xmit_wait")
             if d is not None

@@ -35,7 +35,7 @@ _PORT = re.compile(
     r"\s*(?:#(.*))?$"
 )
 _PORT_COMMENT = re.compile(
-    r'^\s*(?:lid\s+(\d+)\s+lmc\s+\d+\s+)?"(.*)"\s+lid\s+(\d+)\s+(\d+)x([A-Z0-9]+)\s*$'
+    r'^\s*(?:lid\s+(\d+)\s+lmc\s+\d+\s+)?"(.*)"\s+lid\s+(\d+)\s+(?:(\d+)x([A-Z0-9]+)|(\?+))\s*$'
 )
 _SW_LID = re.compile(r"\b(?:enhanced|base)\s+port\s+0\s+lid\s+(\d+)")
 _GUID_LINE = re.compile(
@@ -125,7 +125,8 @@ def _port(m: re.Match[str], cur: _Node, n: int, line: str) -> FabricPort:
         c = _PORT_COMMENT.match(m.group(6))
         if c is None:
             raise _bad(n, line, "the comment after # is not '\"desc\" lid N <width>x<speed>'")
-        width, speed = int(c.group(4)), c.group(5)
+        # "?????": ibnetdiscover could not read the port's PortInfo (a lost MAD); width and speed unknown.
+        width, speed = (int(c.group(4)), c.group(5)) if c.group(4) else (None, None)
         # An adapter's own LID is in its port line; a switch port's LID is the switch's.
         lid = (int(c.group(1)) or None) if c.group(1) else cur.lid
     pg = own_pg if cur.kind != SWITCH else None

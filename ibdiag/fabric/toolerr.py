@@ -61,7 +61,11 @@ def classify(run: ToolRun) -> tuple[ToolNote, ...]:
         if len(notes) >= MAX_NOTES_PER_TOOL:
             notes.append(ToolNote(run.name, "other", "… more lines on stderr not shown"))
             break
-    if run.rc not in (None, 0) and not notes and not (run.name == "ibqueryerrors" and run.rc == 1):
+    if (
+        run.rc not in (None, 0)
+        and not notes
+        and not (run.name.startswith("ibqueryerrors") and run.rc == 1)
+    ):
         # ibqueryerrors exits 1 when it found errors: that is its answer, not a failure.
         notes.append(ToolNote(run.name, "failed", f"{run.name} exited with status {run.rc}"))
     return tuple(_dedup(notes))

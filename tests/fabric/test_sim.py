@@ -8,6 +8,9 @@ tests/support/fabric_topology.py (4 leaves, 2 spines, 1:1) unless a test says ot
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -81,21 +84,44 @@ def test_symbol_errors_on_the_leaf_side_of_a_host_cable_name_the_host_nic_and_gp
     assert "symbol_error 57" in bad[0]["message"] and "host-facing" in bad[0]["message"]
 
 
+def _after_first_run_of(tool: str, action, timeout_s: float = 30.0) -> threading.Thread:
+    """Run ``action`` once the first process of ``tool`` has come and gone (watched in /proc)."""
+
+    def running() -> bool:
+        for pid in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if f.read().split(b"\0")[0].endswith(tool.encode()):
+                        return True
+            except OSError:
+                continue
+        return False
+
+    def watch() -> None:
+        deadline = time.monotonic() + timeout_s
+        while not running() and time.monotonic() < deadline:
+            time.sleep(0.002)
+        while running() and time.monotonic() < deadline:
+            time.sleep(0.002)
+        action()
+
+    th = threading.Thread(target=watch, daemon=True)
+    th.start()
+    return th
+
+
 def test_counters_ramping_between_two_reads_are_rates_and_fail_above_the_threshold(sim):
     f, t = sim()
     sw, port, spine, spine_port = t.isl("leaf-r1-1", 1)
     f.console(f'PerformanceSet "{spine.node_id}"[{spine_port}] PortCounters.SymbolErrorCounter=100')
-    import threading
-
-    timer = threading.Timer(
-        0.8,
+    watcher = _after_first_run_of(
+        "ibqueryerrors",
         lambda: f.console(
             f'PerformanceSet "{spine.node_id}"[{spine_port}] PortCounters.SymbolErrorCounter=400'
         ),
     )
-    timer.start()
     code, doc, bad = fabric(f, "--interval", "2")
-    timer.join()
+    watcher.join()
     assert code == 1 and doc["interval_s"] == pytest.approx(2, abs=1)
     assert [(x["check"], x["severity"], x["subject"]) for x in bad] == [
         ("fabric.errors", "fail", f"{spine.desc}:{spine_port}")
@@ -105,6 +131,19 @@ def test_counters_ramping_between_two_reads_are_rates_and_fail_above_the_thresho
         and "inter-switch link" in bad[0]["message"]
         and sw.desc in bad[0]["message"]
     )
+
+
+def test_since_an_earlier_save_gives_the_deltas_of_a_job(sim, tmp_path):
+    f, t = sim()
+    sw, port = t.host_cable("gpu06", 3)
+    f.console(f'PerformanceSet "{sw.node_id}"[{port}] PortCounters.PortRcvErrors=5')
+    assert run_cli("fabric", "--save", str(tmp_path / "before.tar.gz"), env=f.env()).exit_code == 0
+    f.console(f'PerformanceSet "{sw.node_id}"[{port}] PortCounters.PortRcvErrors=905')
+    code, doc, bad = fabric(f, "--since", str(tmp_path / "before.tar.gz"))
+    assert code == 1 and [(x["check"], x["subject"]) for x in bad] == [
+        ("fabric.errors", f"{sw.desc}:{port}")
+    ]
+    assert "+900" in bad[0]["message"] and "gpu06 mlx5_3" in bad[0]["message"]
 
 
 def test_xmit_wait_concentrated_on_one_spine_port_is_named(sim):
@@ -207,13 +246,75 @@ def test_a_host_cable_and_an_isl_unplugged_since_the_reference_name_both_ends(si
 def test_mad_loss_at_one_port_is_partial_discovery_naming_where(sim):
     f, t = sim()
     leaf, lport, spine, sport = t.isl("leaf-r1-1", 0)
+    f.console(f'Error "{spine.node_id}"[{sport}] 30')  # 30% of the MADs through that port are lost
+    code, doc, bad = fabric(f)
+    assert code == 1 and doc["partial"] is True and doc["status"] == "fail"
+    (disc,) = [x for x in bad if x["check"] == "fabric.discovery"]
+    assert disc["severity"] == "fail" and "not reached: behind " in disc["message"]
+    # Every lost directed route leaves through the lossy port: it is named first.
+    assert f"{spine.desc} port {sport}" in disc["message"] or f"{leaf.desc} port" in disc["message"]
+
+
+def test_a_port_that_drops_every_mad_hides_what_lies_behind_it(sim):
+    f, t = sim()
+    leaf, lport, spine, sport = t.isl("leaf-r1-1", 0)
     f.console(f'Error "{spine.node_id}"[{sport}] 100', f'Error "{leaf.node_id}"[{lport}] 100')
     code, doc, bad = fabric(f)
-    assert code == 1 and doc["partial"] is True
-    disc = [x for x in bad if x["check"] == "fabric.discovery"]
-    assert disc and disc[0]["severity"] == "fail" and "not reached" in disc[0]["message"]
+    (disc,) = [x for x in bad if x["check"] == "fabric.discovery"]
     assert (
-        f"{spine.desc} port {sport}" in disc[0]["message"]
-        or f"{leaf.desc} port {lport}" in disc[0]["message"]
+        code == 1
+        and f"beyond {spine.desc} port {sport} (Active; far end not discovered)" in disc["message"]
     )
-    assert doc["status"] == "fail"
+
+
+def test_counters_far_end_reads_the_switch_port_at_the_other_end_of_the_cable(sim, tmp_path):
+    import shutil
+
+    from tests.support.env import SYSFS_FIXTURES
+
+    f, t = sim()
+    ca = t.ca("gpu03", 2)
+    sw, port = t.host_cable("gpu03", 2)
+    f.console(f'PerformanceSet "{sw.node_id}"[{port}] PortCounters.SymbolErrorCounter=57')
+    root = tmp_path / "root"
+    shutil.copytree(SYSFS_FIXTURES / "dgx-h100", root, symlinks=True)
+    g = f"{ca.guid:016x}"
+    guid_file = root / "sys/class/infiniband/mlx5_0/node_guid"
+    guid_file.resolve().write_text(":".join(g[i : i + 4] for i in range(0, 16, 4)) + "\n")
+    r = run_cli(
+        "counters",
+        "--root",
+        str(root),
+        "-d",
+        "mlx5_0",
+        "--far-end",
+        "-o",
+        "json",
+        env=f.env(ca.node_id),
+    )
+    assert r.exception is None, r.stderr
+    doc = json.loads(r.stdout)
+    (end,) = doc["far_end"]
+    assert (end["desc"], end["far_port"], end["kind"], end["counters"]["symbol_error"]) == (
+        sw.desc,
+        port,
+        "switch",
+        57,
+    )
+    (finding,) = [x for x in doc["findings"] if x["check"] == "fabric.far_end"]
+    assert finding["severity"] == "warn" and finding["subject"] == "mlx5_0:1"
+    assert (
+        f"far end of mlx5_0:1: {sw.desc} port {port}" in finding["message"]
+        and "symbol_error 57" in finding["message"]
+    )
+    table = run_cli(
+        "counters",
+        "--root",
+        str(root),
+        "-d",
+        "mlx5_0",
+        "--far-end",
+        env=f.env(ca.node_id),
+        columns=200,
+    )
+    assert f"{sw.desc} port {port}" in table.stdout and "symbol_error 57" in table.stdout

@@ -142,7 +142,7 @@ def rail_fat_tree(
         raise ValueError("hosts must divide evenly over the leaves of a rail")
     down = hosts // leaves_per_rail
     up = down // oversubscription
-    if up % spines:
+    if up % spines and spines % up:
         raise ValueError(f"{up} uplinks per leaf do not spread evenly over {spines} spines")
     leaf_ports = switch_ports or (down + up)
     nleaves = rails * leaves_per_rail
@@ -172,9 +172,10 @@ def rail_fat_tree(
             leaf.peers[port] = (ca.node_id, 1, link)
             cas.append(ca)
     next_spine_port = [1] * spines
-    for leaf in leaves:
+    for i, leaf in enumerate(leaves):
         for u in range(up):
-            spine = u % spines
+            # more spines than uplinks: each leaf reaches its own share of them, round robin
+            spine = (u + (i * up if spines > up else 0)) % spines
             sp = spine_nodes[spine]
             lp = down + u + 1
             pp = next_spine_port[spine]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ibdiag.counters.spec import ERROR_COUNTERS
+from ibdiag.fabric.counterchecks import totals_by_port
 from ibdiag.fabric.judge import Judged
 
 CSV_HEADER = (
@@ -26,13 +27,14 @@ CSV_HEADER = (
 
 def csv_rows(j: Judged) -> list[dict[str, Any]]:
     fab, names = j.fabric, j.names
+    totals = totals_by_port(j.span)
     counters = {pc.key: pc for pc in fab.counters.ports} if fab.counters else {}
     rows = []
     for p in fab.ports:
         if p.peer is None:
             continue
         pc = counters.get((p.guid, p.port))
-        d = j.span.total((p.guid, p.port)) if j.span else None
+        d = totals.get((p.guid, p.port))
         values = (d.deltas if d else (pc.counters if pc else None)) or {}
         rows.append(
             {

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ibdiag.fabric.counterchecks import totals_by_port
 from ibdiag.fabric.judge import Judged
 from ibdiag.fabric.model import CA, SWITCH
 
 
 def fabric_data(j: Judged) -> dict[str, Any]:
     fab, names = j.fabric, j.names
+    totals = totals_by_port(j.span)
     links = []
     for a, b in fab.links():
         links.append(
@@ -35,7 +37,7 @@ def fabric_data(j: Judged) -> dict[str, Any]:
     if fab.counters is not None:
         for pc in fab.counters.ports:
             values = {k: v for k, v in (pc.counters or {}).items() if v}
-            d = j.span.total(pc.key) if j.span is not None else None
+            d = totals.get(pc.key)
             deltas = {k: v for k, v in (d.deltas.items() if d else ()) if v}
             if values or deltas or pc.unavailable:
                 counters.append(

@@ -8,6 +8,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from ibdiag.fabric.farend import FarEnd
 from ibdiag.fabric.judge import Judged
 from ibdiag.fabric.model import SWITCH, PortRef
 from ibdiag.findings.model import Severity
@@ -84,3 +85,20 @@ def sm_text(j: Judged) -> Text:
 
 def items(j: Judged) -> list[Any]:
     return [sm_text(j), switch_table(j)]
+
+
+def far_end_table(ends: list[FarEnd]) -> Table:
+    """``counters --far-end``: beside each local port, the switch port at the other end of its cable."""
+    t = Table(title="Far ends (the switch side of each cable)", title_justify="left")
+    for col in ("port", "far end", "LID", "error counters since the last reset"):
+        t.add_column(col, overflow="fold")
+    for e in ends:
+        if e.counters is None:
+            t.add_row(
+                f"{e.adapter}:{e.port}", e.desc or "?", str(e.lid or "-"), f"not read: {e.problem}"
+            )
+            continue
+        nonzero = {k: v for k, v in (e.counters.counters or {}).items() if v}
+        text = ", ".join(f"{k} {v}" for k, v in nonzero.items()) or "all 0"
+        t.add_row(f"{e.adapter}:{e.port}", f"{e.desc} port {e.far_port}", str(e.lid), text)
+    return t

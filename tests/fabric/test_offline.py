@@ -1,0 +1,147 @@
+"""``ibdiag fabric --from`` / ``--save`` without the simulator: the bundled dump, a bare ibnetdiscover
+file, and dumps and paths that must be refused (exit 2, never a traceback, nothing written)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import run_cli
+from tests.support.env import FIXTURES, unavailable
+
+
+def need_tool_or_sbin(name: str) -> None:
+    if not any(os.path.exists(f"{d}/{name}") for d in ("/usr/sbin", "/sbin", "/usr/bin")):
+        unavailable(f"{name} is not installed (make system-deps)")
+
+
+FAULTY = FIXTURES / "fabric" / "rail-fat-tree-faulty"
+
+
+def test_the_bundled_faulty_fabric_names_its_two_planted_faults():
+    r = run_cli("fabric", "--from", str(FAULTY), "-o", "json")
+    doc = json.loads(r.stdout)
+    bad = sorted((f["check"], f["subject"]) for f in doc["findings"] if f["severity"] != "ok")
+    assert r.exit_code == 1
+    assert bad == [
+        ("fabric.errors", "leaf-r2-1:3"),
+        ("fabric.link_rate", "leaf-r3-1:11<>spine-1:14"),
+    ]
+
+
+def test_every_format_renders_the_bundled_fabric(tmp_path):
+    for fmt, probe in (
+        ("table", "Switches"),
+        ("csv", "remote_guid"),
+        ("prom", "ibdiag_fabric_port_symbol_error_total"),
+        ("junit", "<testsuites"),
+        ("line", "FAIL fabric.link_rate"),
+    ):
+        r = run_cli("fabric", "--from", str(FAULTY), "-o", fmt, columns=200)
+        assert r.exit_code == 1 and probe in r.stdout, (fmt, r.stderr)
+    prom = run_cli("fabric", "--from", str(FAULTY), "-o", "prom").stdout
+    assert (
+        'switch="leaf-r2-1",guid="0xb8cef60300000003",port="3",remote_node="gpu03 mlx5_2",remote_port="1"} 57'
+        in prom
+    )
+
+
+def test_a_bare_ibnetdiscover_file_is_judged_as_topology_alone(tmp_path):
+    bare = tmp_path / "net.txt"
+    bare.write_text((FAULTY / "ibnetdiscover.out").read_text())
+    r = run_cli("fabric", "--from", str(bare), "-o", "json")
+    doc = json.loads(r.stdout)
+    assert doc["subnet_managers"] is None and doc["port_counters"] == []
+    assert [f["check"] for f in doc["findings"] if f["severity"] != "ok"] == ["fabric.link_rate"]
+
+
+def test_a_malformed_dump_is_exit_2_with_the_line(tmp_path):
+    bad = tmp_path / "net.txt"
+    bad.write_text((FAULTY / "ibnetdiscover.out").read_text().replace("Switch\t", "Swatch\t", 1))
+    r = run_cli("fabric", "--from", str(bad))
+    assert r.exit_code == 2 and "line " in r.stderr and "Traceback" not in r.stderr
+
+
+def _tar(path: Path, members: list[tarfile.TarInfo], data: dict[str, bytes]) -> None:
+    with tarfile.open(path, "w:gz") as tar:
+        for m in members:
+            tar.addfile(m, io.BytesIO(data[m.name]) if m.name in data else None)
+
+
+def test_archives_with_links_or_strangers_are_refused(tmp_path):
+    link = tarfile.TarInfo("ibnetdiscover.out")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc/shadow"
+    evil = tarfile.TarInfo("../../x.out")
+    evil.size = 1
+    for i, members in enumerate(([link], [evil])):
+        p = tmp_path / f"e{i}.tar.gz"
+        _tar(p, members, {"../../x.out": b"x"})
+        r = run_cli("fabric", "--from", str(p))
+        assert r.exit_code == 2 and "not an ibdiag fabric dump" in r.stderr
+    assert not (tmp_path.parent.parent / "x.out").exists()
+
+
+def test_save_into_a_full_directory_or_through_a_link_is_refused(tmp_path):
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep").write_text("mine")
+    r = run_cli("fabric", "--from", str(FAULTY), "--save", str(full))
+    assert r.exit_code == 2 and (full / "keep").read_text() == "mine" and len(os.listdir(full)) == 1
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    os.symlink(target, tmp_path / "link")
+    r = run_cli("fabric", "--from", str(FAULTY), "--save", str(tmp_path / "link"))
+    assert r.exit_code == 2 and os.listdir(target) == []
+
+
+def test_a_saved_dump_round_trips(tmp_path):
+    for out in (tmp_path / "d", tmp_path / "d.tar.gz"):
+        assert (
+            run_cli("fabric", "--from", str(FAULTY), "--save", str(out), "-o", "line").exit_code
+            == 1
+        )
+        a = json.loads(run_cli("fabric", "--from", str(FAULTY), "-o", "json").stdout)
+        b = json.loads(run_cli("fabric", "--from", str(out), "-o", "json").stdout)
+        assert a["findings"] == b["findings"] and a["links"] == b["links"]
+
+
+def test_since_a_dump_with_more_counts_gives_deltas_and_no_lost_link():
+    r = run_cli("fabric", "--from", str(FAULTY), "--since", str(FAULTY), "-o", "json")
+    doc = json.loads(r.stdout)
+    # The same read twice: no time passed, no span; the counts are judged as a snapshot, nothing is lost.
+    assert not [f for f in doc["findings"] if f["check"] == "fabric.link_lost"]
+
+
+def test_a_counters_tool_that_crashed_is_said_not_taken_for_a_clean_fabric(tmp_path):
+    import shutil
+
+    dump = tmp_path / "dump"
+    shutil.copytree(FAULTY, dump)
+    meta = json.loads((dump / "capture.json").read_text())
+    for run in meta["runs"]:
+        if run["name"] == "ibqueryerrors":
+            run["rc"] = -11  # ibqueryerrors once died by SIGSEGV on the 4096-port simulated fabric
+    (dump / "capture.json").write_text(json.dumps(meta))
+    (dump / "ibqueryerrors.out").write_text("")
+    doc = json.loads(run_cli("fabric", "--from", str(dump), "-o", "json").stdout)
+    (disc,) = [f for f in doc["findings"] if f["check"] == "fabric.discovery"]
+    assert disc["severity"] == "warn" and "ibqueryerrors exited with status -11" in disc["message"]
+    assert not [f for f in doc["findings"] if f["check"] == "fabric.errors"]
+
+
+def test_live_on_a_node_without_infiniband_is_exit_3_with_what_the_tool_said():
+    # This machine has no RDMA in its kernel: the real ibnetdiscover fails, and ibdiag says why.
+    if os.path.exists("/sys/class/infiniband_mad/abi_version"):
+        pytest.skip("this node has the umad module: ibnetdiscover may find a subnet")
+    need_tool_or_sbin("ibnetdiscover")
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "IBSIM_SOCKNAME")}
+    r = run_cli("fabric", env=env)
+    assert (
+        r.exit_code == 3 and "ibnetdiscover discovered nothing" in r.stderr and "umad" in r.stderr
+    )
+    assert "Traceback" not in r.stderr
