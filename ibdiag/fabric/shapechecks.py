@@ -75,7 +75,7 @@ def _why(fab: Fabric, names: Names, x: SwitchLoad, peers: list[SwitchLoad]) -> s
 
 @CHECKS.check(
     "fabric.oversubscription",
-    "a switch more oversubscribed than its tier's peers (uplinks down, missing or trained slow): fail; the fabric above [fabric] expect_oversubscription: warn",
+    "a switch more oversubscribed than its tier's peers: fail (uplinks down or missing), warn (an uplink trained slow: fabric.link_rate names it); the leaves above [fabric] expect_oversubscription: warn",
 )
 def oversubscription(fab: Fabric, names: Names, sh: Shape, cfg: FabricConfig) -> list[Finding]:
     if not judgeable(fab) or sh.kind != TREE:
@@ -93,10 +93,13 @@ def oversubscription(fab: Fabric, names: Names, sh: Shape, cfg: FabricConfig) ->
                 continue
             if x.ratio is None and x.down_gbps <= 0:
                 continue
+            # All its uplinks there, some trained slow: fabric.link_rate fails the link; this is the
+            # consequence for the leaf (a warning), not a second failure for one cable.
+            slow_only = bool(x.slow_uplinks) and x.uplinks >= median(p.uplinks for p in loads)
             out.append(
                 Finding(
                     "fabric.oversubscription",
-                    Severity.FAIL,
+                    Severity.WARN if slow_only else Severity.FAIL,
                     names.subject(fab.port_ref(x.guid, 0)).rsplit(":", 1)[0],
                     f"{tier_name(t)} {names.node(x.guid)} is {ratio_text(x.ratio)} where its peers are "
                     f"{ratio_text(peer)} (expected {expect:g}:1): {_why(fab, names, x, loads)}",

@@ -171,7 +171,9 @@ def test_a_downtrained_isl_and_a_host_link_at_edr_name_both_ends(sim):
     # The 1x uplink also lowers leaf-r3-1's uplink capacity: fabric.oversubscription names it.
     over = [x for x in bad if x["check"] == "fabric.oversubscription"]
     assert [x["subject"] for x in over] == [leaf.desc]
-    assert f"{leaf.desc} port {lport} at 1xHDR" in over[0]["message"]
+    assert (
+        f"{leaf.desc} port {lport} at 1xHDR" in over[0]["message"] and over[0]["severity"] == "warn"
+    )
     got = sorted((x["check"], x["message"]) for x in bad if x not in over)
     assert code == 1 and [c for c, _ in got] == ["fabric.link_rate", "fabric.link_rate"]
     isl = next(m for _, m in got if "inter-switch" in m)
