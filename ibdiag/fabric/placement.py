@@ -197,14 +197,14 @@ def _ceiling(
     lines = []
     if worst is not None:
         lines.append(
-            f"{worst.name}: {worst.units:.4g} units of b ({what}) over {worst.up_gbps:g} Gb/s of uplinks "
+            f"{worst.name}: {worst.units:.4g} unit(s) of b ({what}) over {worst.up_gbps:g} Gb/s of uplinks "
             f"= {rail:.4g} Gb/s per rail, below the {host_gbps:g} Gb/s host link"
         )
     else:
         busiest = max(leaves, key=lambda x: x.units, default=None)
         if busiest is not None and busiest.units > 0:
             lines.append(
-                f"busiest leaf {busiest.name}: {busiest.units:.4g} units of b over {busiest.up_gbps:g} Gb/s of uplinks "
+                f"busiest leaf {busiest.name}: {busiest.units:.4g} unit(s) of b over {busiest.up_gbps:g} Gb/s of uplinks "
                 f"= {busiest.per_unit_gbps:.4g} Gb/s per rail, above the {host_gbps:g} Gb/s host link"
             )
         else:

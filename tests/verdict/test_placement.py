@@ -16,6 +16,7 @@ import pytest
 
 from ibdiag.fabric.placement import double_tree
 from tests.support.cli import run_cli
+from tests.support.env import REPO
 from tests.support.fabric_topology import rail_fat_tree
 from tests.support.ibsim import SimFabric, need_simulator
 
@@ -25,11 +26,19 @@ LEAF_ORDER = [f"gpu{i:02d}" for i in range(1, 17)]
 INTERLEAVED = [h for pair in zip(LEAF_ORDER[:8], LEAF_ORDER[8:], strict=True) for h in pair]
 
 
+FIXTURE = REPO / "fixtures" / "fabric" / "two-to-one.net"
+
+
 @pytest.fixture
-def net(tmp_path: Path) -> Path:
-    p = tmp_path / "fabric.net"
-    p.write_text(rail_fat_tree(hosts=16, rails=2, leaves_per_rail=2, oversubscription=2).text())
-    return p
+def net() -> Path:
+    return FIXTURE
+
+
+def test_the_bundled_2to1_fabric_is_the_generators():
+    """README's worked example runs on fixtures/fabric/two-to-one.net: it must stay this fabric."""
+    assert FIXTURE.read_text() == (
+        rail_fat_tree(hosts=16, rails=2, leaves_per_rail=2, oversubscription=2).text()
+    )
 
 
 def verdict(*args: str, env=None):
