@@ -174,10 +174,24 @@ def shape(fab: Fabric) -> Shape:
     leaves = [s for s in g.nodes if s in hosts]
     if not leaves:
         return Shape(MESH, {}, "no switch has a host link: tiers cannot be told", graph=g)
-    tiers: dict[str, int] = dict(nx.multi_source_dijkstra_path_length(g, leaves, weight=None))
-    odd: tuple[tuple[str, str], ...] = tuple(
-        sorted({(min(a, b), max(a, b)) for a, b in g.edges() if tiers[a] == tiers[b]})
-    )
+    tiers, odd = _tiers(g, leaves)
+    stray: list[str] = []
+    if odd:
+        # A switch above the leaves with a host or two of its own (an SM or UFM server on a spine):
+        # every switch it is cabled to has hosts, and it has more ISLs than host links.
+        stray = [
+            s
+            for s in leaves
+            if g.degree(s) >= 2
+            and all(n in hosts for n in g.neighbors(s))
+            and len(hosts[s]) < g.degree(s)
+        ]
+        if stray and len(stray) < len(leaves):
+            again = _tiers(g, [s for s in leaves if s not in stray])
+            if not again[1]:
+                tiers, odd = again
+        if odd:
+            stray = []
     if odd:
         pairs = [" — ".join(_names(fab, pair)) for pair in odd[:4]]
         return Shape(
@@ -195,6 +209,11 @@ def shape(fab: Fabric) -> Shape:
         len(counts), f"{len(counts)}-tier tree"
     )
     text = f"{words}: " + ", ".join(f"{n} {tier_plural(t, n)}" for t, n in enumerate(counts))
+    if stray:
+        text += "; " + ", ".join(
+            f"{name} ({tier_name(tiers[s])}) also has {len(hosts[s])} host link(s)"
+            for s, name in sorted((s, _names(fab, [s])[0]) for s in stray)
+        )
     return Shape(
         TREE,
         tiers,
@@ -204,6 +223,15 @@ def shape(fab: Fabric) -> Shape:
         host_gbps,
         graph=g,
     )
+
+
+def _tiers(
+    g: nx.MultiGraph, leaves: list[str]
+) -> tuple[dict[str, int], tuple[tuple[str, str], ...]]:
+    """Each switch's distance from the nearest leaf, and the ISLs inside a tier."""
+    tiers: dict[str, int] = dict(nx.multi_source_dijkstra_path_length(g, leaves, weight=None))
+    odd = tuple(sorted({(min(a, b), max(a, b)) for a, b in g.edges() if tiers[a] == tiers[b]}))
+    return tiers, odd
 
 
 def _has_up(g: nx.MultiGraph, tiers: dict[str, int], s: str) -> bool:

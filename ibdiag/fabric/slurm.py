@@ -36,6 +36,8 @@ def topology_conf(fab: Fabric, names: Names, sh: Shape | None) -> str:
     skipped: set[str] = set()
     leaf_hosts: dict[str, frozenset[str]] = {}
     for leaf, ports in host_links(fab).items():
+        if sh.tiers.get(leaf, 0) != 0:
+            continue  # a host on a spine (an SM server) is not a compute node's place
         got = set()
         for p in ports:
             assert p.peer is not None

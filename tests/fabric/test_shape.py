@@ -13,6 +13,8 @@ import pytest
 
 from tests.support.cli import run_cli
 from tests.support.fabric_topology import (
+    CA_BASE,
+    CaNode,
     Topology,
     rail_fat_tree,
     remove_link,
@@ -195,3 +197,19 @@ def test_leaves_cabled_to_each_other_are_not_a_tree_of_tiers(sim):
     assert [(x["check"], x["severity"]) for x in bad] == [("fabric.tiers", "warn")]
     assert "1 ISL(s) join switches of the same tier (leaf-r0-1 — leaf-r1-1)" in bad[0]["message"]
     assert doc["shape"]["kind"] == "mesh"
+
+
+def test_a_server_on_a_spine_does_not_make_the_spine_a_leaf(sim):
+    t = rail_fat_tree(switch_ports=20)  # spines use 16 of 20 ports
+    spine = t.switch("spine-1")
+    sm = CaNode(CA_BASE + 0xF000, "sm01 mlx5_0", "sm01", 0)
+    sm.peer = (spine.node_id, 20, "4xHDR")
+    spine.peers[20] = (sm.node_id, 1, "4xHDR")
+    t.cas.append(sm)
+    f = sim(t)
+    code, doc, bad = fabric(f)
+    assert code == 0 and bad == []
+    assert ok(doc, "fabric.tiers")[0].startswith(
+        "two-tier fat tree: 4 leaves, 2 spines; spine-1 (spine) also has 1 host link(s)"
+    )
+    assert doc["shape"]["tiers"][f"0x{spine.guid:016x}"] == "spine"
