@@ -129,7 +129,7 @@ def _port(text: str, where: str) -> int:
 
 def _name(text: str, where: str) -> str:
     t = text.strip()
-    if not _NAME.fullmatch(t):
+    if not _NAME.fullmatch(t) or not t.isprintable():
         raise InputError(
             f"{where}: {safe_value(t) or 'an empty field'} is not a node, adapter or switch name",
             hint=HINT,
@@ -230,7 +230,10 @@ def load_plan(path: Path, hosts: dict[str, HostEnd]) -> Plan:
         if path.suffix.lower() == ".csv":
             return parse_csv(text, source)
         return parse_toml(text, source)
-    fab = build_fabric(dump.load(path))
+    try:
+        fab = build_fabric(dump.load(path))
+    except InputError as e:
+        raise InputError(f"--expect: {e.message}", hint=f"{HINT}; {e.hint or ''}") from None
     return Plan(source, cabling(fab, Names(fab, hosts)).cables)
 
 

@@ -158,6 +158,7 @@ def test_a_plan_in_toml_with_switches_by_guid_and_an_unplanned_cable(tmp_path):
         ("gpu01,mlx5_0,leaf\n", "line 1: 3 fields, not 4"),
         ("leaf,1,spine,999\n", "line 1: port '999' is not a port number"),
         ("# a comment\n\ngpu 01,mlx5_0,leaf,1\n", "line 3: 'gpu 01' is not a node"),
+        ("gpu01,mlx5_0,leaf\x1b[31m,1\n", r"line 1: 'leaf\\x1b\[31m' is not a node"),
     ],
 )
 def test_a_malformed_csv_plan_is_refused_with_its_line(text, said):
