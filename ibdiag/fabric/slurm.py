@@ -5,8 +5,9 @@ gives neither as cabled (a rail-optimised host hangs off one leaf per rail, ever
 So switches are grouped: leaves that serve the same hosts are one Slurm switch (a scalable unit,
 ``su1``), and switches of a higher tier that reach the same groups below are one (``spines1``). What
 Slurm needs, "which nodes are close", survives; a comment line says what each group holds. Host
-names come from the adapters' node descriptions (``gpu03 mlx5_2``) or ``--topo``; a name Slurm could
-not read is left out and said in a comment.
+names come from the adapters' node descriptions (``gpu03 mlx5_2``) or ``--topo``, renamed by a
+``--hosts`` map where Slurm knows the node by another name; a name Slurm could not read is left out
+and said in a comment.
 """
 
 from __future__ import annotations
@@ -27,12 +28,44 @@ def _switch_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", text)[:64] or "switch"
 
 
-def topology_conf(fab: Fabric, names: Names, sh: Shape | None) -> str:
+MAX_MAP_BYTES = 4 * 2**20
+MAP_HINT = "one mapping a line: <host as the node descriptions name it, or an adapter's node GUID> <Slurm node name>"
+
+
+def parse_hosts_map(text: str, source: str) -> dict[str, str]:
+    """``--hosts FILE``: ``gpu03 node-a17`` (a host as node descriptions or --topo name it) or
+    ``0x0002c90300000300 node-a17`` (an adapter's node GUID: its host); ``#`` comments."""
+    out: dict[str, str] = {}
+    for no, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) != 2 or not _HOST.fullmatch(parts[1]) or not parts[0].isprintable():
+            raise InputError(f"{source} line {no}: {safe_excerpt(line, 60)}", hint=MAP_HINT)
+        key = parts[0].lower() if parts[0].lower().startswith("0x") else parts[0]
+        if key in out:
+            raise InputError(
+                f"{source} line {no}: {safe_excerpt(parts[0], 40)} mapped twice", hint=MAP_HINT
+            )
+        out[key] = parts[1]
+    return out
+
+
+def topology_conf(
+    fab: Fabric, names: Names, sh: Shape | None, rename: dict[str, str] | None = None
+) -> str:
     if sh is None or sh.kind not in (TREE, SINGLE):
         raise InputError(
             f"--slurm-topology: the fabric is not a tree of tiers ({sh.text if sh else 'no shape'})",
             hint="Slurm's topology/tree needs leaves under spines; see the fabric.tiers finding",
         )
+    # An adapter's GUID names its whole host (every adapter of it), a host name itself.
+    by_host = {k: v for k, v in (rename or {}).items() if not k.startswith("0x")}
+    for key, value in (rename or {}).items():
+        h = names.host(key) if key.startswith("0x") else None
+        if h is not None:
+            by_host[h.host] = value
     skipped: set[str] = set()
     leaf_hosts: dict[str, frozenset[str]] = {}
     for leaf, ports in host_links(fab).items():
@@ -44,10 +77,11 @@ def topology_conf(fab: Fabric, names: Names, sh: Shape | None) -> str:
             h = names.host(p.peer.guid)
             if h is None:
                 continue
-            if _HOST.fullmatch(h.host):
-                got.add(h.host)
+            host = by_host.get(h.host, h.host)
+            if _HOST.fullmatch(host):
+                got.add(host)
             else:
-                skipped.add(safe_excerpt(h.host, 40))
+                skipped.add(safe_excerpt(host, 40))
         if got:
             leaf_hosts[leaf] = frozenset(got)
     if not leaf_hosts:

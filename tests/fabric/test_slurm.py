@@ -120,3 +120,29 @@ def test_host_lists_compress_back():
     assert compress(["gpu03", "gpu01", "gpu02", "gpu07", "login"]) == "login,gpu[01-03,07]"
     assert compress(["gpu9", "gpu10", "gpu11"]) == "gpu9,gpu[10-11]"
     assert expand(compress(expand("n[001-100],m[1-3]"))) == sorted(expand("n[001-100],m[1-3]"))
+
+
+def test_a_hosts_map_gives_slurms_names(tmp_path):
+    t = rail_fat_tree(leaves_per_rail=2)
+    net = tmp_path / "net"
+    net.write_text(t.text())
+    m = tmp_path / "hosts"
+    ca = t.ca("gpu08", 0)
+    # gpu01-04 by host name; gpu08 by one adapter's GUID (which names the whole host)
+    m.write_text(
+        "# ibdiag's name  Slurm's\n"
+        + "".join(f"gpu0{i} node-a{i}\n" for i in range(1, 5))
+        + f"0x{ca.guid:016x} node-b8\n"
+    )
+    out = tmp_path / "topology.conf"
+    r = run_cli("fabric", "--from", str(net), "--slurm-topology", str(out), "--hosts", str(m))
+    assert r.exit_code == 0, r.stderr
+    assert rows(out.read_text())[:2] == [
+        "SwitchName=su1 Nodes=gpu[05-07],node-b8",
+        "SwitchName=su2 Nodes=node-a[1-4]",
+    ]
+    r = run_cli("fabric", "--from", str(net), "--hosts", str(m))
+    assert r.exit_code == 2 and "--slurm-topology" in r.stderr
+    m.write_text("gpu01 node a1\n")
+    r = run_cli("fabric", "--from", str(net), "--slurm-topology", str(out), "--hosts", str(m))
+    assert r.exit_code == 2 and "line 1" in r.stderr
