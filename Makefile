@@ -91,6 +91,7 @@ bench-scripts: $(TSTAMP)
 	$(BIN)/python benchmarks/verdict_overlap.py
 	$(BIN)/python benchmarks/sweep_scale.py
 	$(BIN)/python benchmarks/import_streaming.py
+	$(BIN)/python benchmarks/fabric_scale.py
 	@# boots the Soft-RoCE guest (root, qemu; ~15 min); exit 3 = no test bed here, noted in the summary
 	$(BIN)/python benchmarks/rdma_vs_perftest.py || test $$? -eq 3
 	$(BIN)/python benchmarks/rdma_post_cost.py || test $$? -eq 3

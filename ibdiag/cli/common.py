@@ -332,7 +332,7 @@ def record(report: Report, *, strict: bool, prom: Callable[[], list[Any]] | None
         if prom is None:
             raise UsageError(
                 f"ibdiag {report.command} has no metrics for --textfile",
-                hint="use --textfile with ibdiag topo or ibdiag counters",
+                hint="use --textfile with ibdiag topo, counters or fabric",
             )
         from ibdiag.output.prom import render_prom
 

@@ -150,3 +150,44 @@ def test_live_on_a_node_without_infiniband_is_exit_3_with_what_the_tool_said():
         r.exit_code == 3 and "ibnetdiscover discovered nothing" in r.stderr and "umad" in r.stderr
     )
     assert "Traceback" not in r.stderr
+
+
+def _with_sms(tmp_path: Path, second: str | None) -> Path:
+    """The bundled dump with a second IsSM port (LID 38, gpu08 mlx5_3) whose sminfo says ``second``
+    (None: it did not answer). The simulator's opensm always stands by, so two masters are written
+    here in sminfo's own format."""
+    import shutil
+
+    dump = tmp_path / "sms"
+    shutil.copytree(FAULTY, dump)
+    sa = (dump / "saquery.out").read_text()
+    record = "PortInfoRecord dump:\n\t\tEndPortLid..............38\n\t\tPortNum.................1\n"
+    (dump / "saquery.out").write_text(
+        sa.replace("\nIsSMdisabled ports", record + "\nIsSMdisabled ports")
+    )
+    meta = json.loads((dump / "capture.json").read_text())
+    meta["runs"].append({"name": "sminfo-38", "command": "sminfo 38", "rc": 0 if second else 255})
+    (dump / "capture.json").write_text(json.dumps(meta))
+    state = {"master": "3 SMINFO_MASTER", "standby": "2 SMINFO_STANDBY"}.get(second or "", "")
+    (dump / "sminfo-38.out").write_text(
+        f"sminfo: sm lid 38 sm guid 0x2c90300000831, activity count 12 priority 0 state {state}\n"
+        if second
+        else ""
+    )
+    (dump / "sminfo-38.err").write_text("" if second else "sminfo: iberror: failed: query\n")
+    return dump
+
+
+def test_two_master_sms_fail_a_standby_passes_and_a_silent_one_fails(tmp_path):
+    for second, severity, words in (
+        ("master", "fail", "2 master subnet managers: LID 1"),
+        ("standby", "ok", "LID 38 (gpu08 mlx5_3) standby"),
+        (None, "fail", "1 SM port(s) do not answer SMInfo"),
+    ):
+        doc = json.loads(
+            run_cli(
+                "fabric", "--from", str(_with_sms(tmp_path / str(second), second)), "-o", "json"
+            ).stdout
+        )
+        (sm,) = [f for f in doc["findings"] if f["check"] == "fabric.sm"]
+        assert sm["severity"] == severity and words in sm["message"], sm
