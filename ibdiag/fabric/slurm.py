@@ -52,17 +52,13 @@ def parse_hosts_map(text: str, source: str) -> dict[str, str]:
     return out
 
 
-def topology_conf(
-    fab: Fabric, names: Names, sh: Shape | None, rename: dict[str, str] | None = None
-) -> str:
-    if sh is None or sh.kind not in (TREE, SINGLE):
-        raise InputError(
-            f"--slurm-topology: the fabric is not a tree of tiers ({sh.text if sh else 'no shape'})",
-            hint="Slurm's topology/tree needs leaves under spines; see the fabric.tiers finding",
-        )
+def _leaf_hosts(
+    fab: Fabric, names: Names, sh: Shape, rename: dict[str, str]
+) -> tuple[dict[str, frozenset[str]], set[str]]:
+    """Leaf GUID -> the Slurm names of its hosts; and the names left out (not readable by Slurm)."""
     # An adapter's GUID names its whole host (every adapter of it), a host name itself.
-    by_host = {k: v for k, v in (rename or {}).items() if not k.startswith("0x")}
-    for key, value in (rename or {}).items():
+    by_host = {k: v for k, v in rename.items() if not k.startswith("0x")}
+    for key, value in rename.items():
         h = names.host(key) if key.startswith("0x") else None
         if h is not None:
             by_host[h.host] = value
@@ -84,6 +80,18 @@ def topology_conf(
                 skipped.add(safe_excerpt(host, 40))
         if got:
             leaf_hosts[leaf] = frozenset(got)
+    return leaf_hosts, skipped
+
+
+def topology_conf(
+    fab: Fabric, names: Names, sh: Shape | None, rename: dict[str, str] | None = None
+) -> str:
+    if sh is None or sh.kind not in (TREE, SINGLE):
+        raise InputError(
+            f"--slurm-topology: the fabric is not a tree of tiers ({sh.text if sh else 'no shape'})",
+            hint="Slurm's topology/tree needs leaves under spines; see the fabric.tiers finding",
+        )
+    leaf_hosts, skipped = _leaf_hosts(fab, names, sh, rename or {})
     if not leaf_hosts:
         raise InputError(
             "--slurm-topology: no host is named on this fabric",
