@@ -71,7 +71,7 @@ completions: $(STAMP)
 
 ## system-deps: Debian packages the tests use (run as root; .ci/run does this)
 system-deps:
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pyverbs rdma-core perftest ibverbs-utils iperf3 qperf sockperf hwloc pciutils iproute2 tmux prometheus-node-exporter ibsim-utils libumad2sim0 opensm infiniband-diags >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pyverbs rdma-core perftest ibverbs-utils iperf3 qperf sockperf hwloc pciutils iproute2 tmux prometheus-node-exporter ibsim-utils libumad2sim0 opensm infiniband-diags slurmctld slurm-client >/dev/null
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null  # headless browser test of ibdiag report -o html
 
 ## bench: the benchmark scripts behind the README's numbers (needs the test extras and system-deps)

@@ -75,6 +75,30 @@ TopoOption = Annotated[
         help="`ibdiag topo -o json` of a node (repeat): names host ports by node, NIC index and nearest GPUs.",
     ),
 ]
+ExpectOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--expect",
+        metavar="PLAN",
+        help="Diff the cabling against a plan: CSV (node,adapter,switch,port / switch,port,switch,port), TOML, or a saved known-good fabric.",
+    ),
+]
+SlurmOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--slurm-topology",
+        metavar="FILE",
+        help="Also write topology.conf for Slurm's topology/tree plugin (host names from node descriptions or --topo).",
+    ),
+]
+HostsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--hosts",
+        metavar="FILE",
+        help="With --slurm-topology: Slurm's node names, one `<host or adapter GUID> <node name>` a line.",
+    ),
+]
 TimeoutOption = Annotated[
     float,
     typer.Option(
@@ -98,6 +122,9 @@ def fabric_command(
     ca: CaOption = None,
     port: PortOption = None,
     topo: TopoOption = None,
+    expect: ExpectOption = None,
+    slurm_topology: SlurmOption = None,
+    hosts_map: HostsOption = None,
     timeout: TimeoutOption = 60.0,
     textfile: TextfileOption = None,  # written by the boundary (cli/errors.py) from the report's metrics
     debug: DebugOption = False,
@@ -137,6 +164,18 @@ def fabric_command(
     hosts: dict[str, HostEnd] = {}
     for f in topo or []:
         hosts.update(read_topo(f))
+    # lazy: --expect's reader is needed only with the flag
+    from ibdiag.fabric.plan import load_plan
+
+    plan = load_plan(expect, hosts) if expect is not None else None
+    if hosts_map is not None and slurm_topology is None:
+        raise UsageError(
+            "--hosts names Slurm's nodes in --slurm-topology's file",
+            hint="add --slurm-topology FILE",
+        )
+    rename = _read_hosts_map(hosts_map) if hosts_map is not None else None
+    if slurm_topology is not None:
+        check_output_path(slurm_topology, "--slurm-topology")
     if source is not None:
         cap = dump.load(source)
     else:
@@ -161,8 +200,37 @@ def fabric_command(
         earlier=earlier,
         reference=reference,
         mode=mode,
+        plan=plan,
     )
+    if slurm_topology is not None:
+        _write_slurm(judged, slurm_topology, rename)
     return _output(judged, fmt, strict)
+
+
+def _read_hosts_map(path: Path) -> dict[str, str]:
+    from ibdiag.errors import InputError
+    from ibdiag.fabric.slurm import MAP_HINT, MAX_MAP_BYTES, parse_hosts_map
+    from ibdiag.text import safe_value
+
+    where = f"--hosts {safe_value(str(path))}"
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_MAP_BYTES + 1)
+    except OSError as e:
+        raise InputError(f"{where}: {e.strerror}", hint=MAP_HINT) from None
+    if len(data) > MAX_MAP_BYTES:
+        raise InputError(f"{where}: larger than 4 MiB", hint=MAP_HINT)
+    return parse_hosts_map(data.decode("utf-8", errors="replace"), where)
+
+
+def _write_slurm(judged: Any, path: Path, rename: dict[str, str] | None) -> None:
+    from ibdiag.fabric.slurm import topology_conf
+    from ibdiag.outfile import atomic_output, check_output_path
+
+    text = topology_conf(judged.fabric, judged.names, judged.shape, rename)
+    check_output_path(path, "--slurm-topology")
+    with atomic_output(path, "--slurm-topology") as fh:
+        fh.write(text.encode())
 
 
 def _output(judged: Any, fmt: OutputFormat, strict: bool) -> int:

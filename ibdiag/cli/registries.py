@@ -13,6 +13,7 @@ from ibdiag.report.checks import CHECKS as report
 from ibdiag.sweep.checks import CHECKS as sweep
 from ibdiag.topo.configuration import CHECKS as topo
 from ibdiag.verdict.checks import CHECKS as verdict
+from ibdiag.verdict.placement import placement as _registers_verdict_placement  # noqa: F401
 
 
 def all_registries() -> tuple[CheckRegistry, ...]:

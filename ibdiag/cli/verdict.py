@@ -17,6 +17,7 @@ from ibdiag.cli.common import (
     atomic_output,
     check_output_path,
     emit,
+    env,
     handle_errors,
     open_root,
     read_config,
@@ -172,6 +173,33 @@ def verdict_command(
             rich_help_panel=_C,
         ),
     ] = None,
+    fabric: Annotated[
+        str | None,
+        typer.Option(
+            "--fabric",
+            metavar="DUMP|live",
+            help="The subnet (an `ibdiag fabric --save`, or live): the fabric's ceiling for the job's nodes where they are.",
+            rich_help_panel=_C,
+        ),
+    ] = None,
+    nodes: Annotated[
+        str | None,
+        typer.Option(
+            "--nodes",
+            metavar="HOSTLIST",
+            help="The job's nodes, a Slurm host list (gpu[01-64]); default $SLURM_JOB_NODELIST.",
+            rich_help_panel=_C,
+        ),
+    ] = None,
+    rank_order: Annotated[
+        str | None,
+        typer.Option(
+            "--rank-order",
+            metavar="FILE|HOSTLIST",
+            help="The nodes in rank order when not the list's (a file of one host a line, or a host list).",
+            rich_help_panel=_C,
+        ),
+    ] = None,
     chart: Annotated[
         Path | None,
         typer.Option(
@@ -277,7 +305,32 @@ def verdict_command(
         config=cfg,
         latency_us=latency_us,
     )
-    report = Report("verdict", v.to_json(), tuple(findings(v)))
+    data, found, place_lines = v.to_json(), list(findings(v)), []
+    if (nodes or rank_order) and fabric is None:
+        from ibdiag.errors import UsageError
+
+        raise UsageError(
+            "--nodes and --rank-order place the job on a fabric",
+            hint="add --fabric live or --fabric DUMP",
+        )
+    if fabric is not None:
+        from ibdiag.cli.verdict_fabric import job_placement
+        from ibdiag.verdict.placement import placement, placement_lines
+
+        where = job_placement(
+            fabric,
+            nodes,
+            rank_order,
+            dict(env().environ),
+            rails_used=ceil.rails_used if ceil.rails_source != "default" else work.ranks_per_node,
+            payload_share=cfg.link_payload_share,
+        )
+        data["placement"] = where.to_json()
+        # verdict's rail ceiling where its rails are known (flags, --root), else the fabric's host links
+        rail_gbs = ceil.busbw_gbs if ceil.rails_source != "default" else None
+        found += placement(where, rail_gbs, measured.busbw_gbs)
+        place_lines = placement_lines(where, rail_gbs)
+    report = Report("verdict", data, tuple(found))
     if chart is not None:
         with atomic_output(chart, "--chart") as fh:
             write_png(v, fh)
@@ -289,6 +342,10 @@ def verdict_command(
         from ibdiag.verdict.render import table_items
 
         items = table_items(v)
+        if place_lines:
+            items.append(Text("Fabric placement", style="bold"))
+            items.extend(Text("  " + line) for line in place_lines)
+            items.append(Text(""))
         if chart is not None:
             items.append(Text(f"Chart written to {chart}"))
         items += findings_block(report, strict=strict, width=table_width())

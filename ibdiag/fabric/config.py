@@ -7,6 +7,7 @@
     xmit_wait_warn_pct = 5    # a port waiting for credits this share of an interval or more warns
     congestion_share_pct = 25 # a port holding this share of the fabric's xmit_wait is where it concentrates
     congestion_min_ticks = 10000
+    expect_oversubscription = 1.0  # leaves down:up as built (2.0 is 2:1); a fabric above it warns
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class FabricConfig:
     xmit_wait_warn_pct: float = 5.0
     congestion_share_pct: float = 25.0
     congestion_min_ticks: int = 10000
+    expect_oversubscription: float = 1.0
 
     def __post_init__(self) -> None:
         if self.expect_width not in (0, 1, 2, 4, 8, 12):
@@ -40,6 +42,11 @@ class FabricConfig:
             raise InputError(
                 "config [fabric] percentages must be in (0, 100]",
                 hint="e.g. xmit_wait_warn_pct = 5",
+            )
+        if not 0 < self.expect_oversubscription <= 64:
+            raise InputError(
+                f"config [fabric] expect_oversubscription = {self.expect_oversubscription:g}",
+                hint="the leaves' down:up ratio as built, 1.0 (1:1, non-blocking) to 64; e.g. 2.0 for 2:1",
             )
         if self.congestion_min_ticks < 0:
             raise InputError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ibdiag.counters.config import CountersConfig
 from ibdiag.counters.delta import build_span
@@ -12,6 +13,11 @@ from ibdiag.fabric.config import FabricConfig
 from ibdiag.fabric.counterchecks import errors, xmit_wait
 from ibdiag.fabric.hosts import HostEnd, Names
 from ibdiag.fabric.model import Fabric
+from ibdiag.fabric.plan import Plan, plan_check, plan_diff
+from ibdiag.fabric.rails import Rails, rails
+from ibdiag.fabric.shape import Shape, shape
+from ibdiag.fabric.shapechecks import oversubscription, tiers
+from ibdiag.fabric.shapechecks import rails as rail_check
 from ibdiag.findings.model import Finding
 from ibdiag.units import format_duration
 
@@ -24,6 +30,10 @@ class Judged:
     names: Names
     findings: tuple[Finding, ...]
     span: Span | None
+    shape: Shape | None = None
+    rails: Rails | None = None
+    extra: dict[str, Any] | None = None
+    """More keys for the JSON document (``--expect``'s plan diff)."""
 
 
 def counter_span(before: Fabric | None, after: Fabric, mode: str) -> Span | None:
@@ -44,9 +54,10 @@ def judge(
     earlier: Fabric | None = None,
     reference: Fabric | None = None,
     mode: str = "interval",
+    plan: Plan | None = None,
 ) -> Judged:
     """``earlier``: the counters' first read (``--interval``) or the reference (``--since``);
-    ``reference``: the fabric whose links must still be there (``--since``)."""
+    ``reference``: the fabric whose links must still be there (``--since``); ``plan``: ``--expect``'s."""
     names = Names(fab, hosts)
     span = counter_span(earlier, fab, mode)
     dur = format_duration(span.interval_s) if span is not None else "since the last reset"
@@ -59,4 +70,14 @@ def judge(
     out += link_rate(fab, names, fcfg)
     out += errors(fab, names, cfg, span, dur)
     out += xmit_wait(fab, names, cfg, fcfg, span, dur)
-    return Judged(fab, names, tuple(out), span)
+    sh = shape(fab)
+    rl = rails(fab, names)
+    out += tiers(fab, sh)
+    out += oversubscription(fab, names, sh, fcfg)
+    out += rail_check(fab, names, rl)
+    extra = None
+    if plan is not None:
+        changes, got = plan_diff(fab, names, plan)
+        out += plan_check(plan, changes, got["texts"])
+        extra = {"plan": got["doc"]}
+    return Judged(fab, names, tuple(out), span, sh, rl, extra)

@@ -31,6 +31,8 @@ def test_the_bundled_faulty_fabric_names_its_two_planted_faults():
     assert bad == [
         ("fabric.errors", "leaf-r2-1:3"),
         ("fabric.link_rate", "leaf-r3-1:11<>spine-1:14"),
+        # the 1x uplink's consequence for its leaf (a warning: the link is link_rate's failure)
+        ("fabric.oversubscription", "leaf-r3-1"),
     ]
 
 
@@ -57,7 +59,10 @@ def test_a_bare_ibnetdiscover_file_is_judged_as_topology_alone(tmp_path):
     r = run_cli("fabric", "--from", str(bare), "-o", "json")
     doc = json.loads(r.stdout)
     assert doc["subnet_managers"] is None and doc["port_counters"] == []
-    assert [f["check"] for f in doc["findings"] if f["severity"] != "ok"] == ["fabric.link_rate"]
+    assert [f["check"] for f in doc["findings"] if f["severity"] != "ok"] == [
+        "fabric.link_rate",
+        "fabric.oversubscription",
+    ]
 
 
 def test_a_malformed_dump_is_exit_2_with_the_line(tmp_path):

@@ -168,7 +168,13 @@ def test_a_downtrained_isl_and_a_host_link_at_edr_name_both_ends(sim):
     t.set_link(hsw.desc, hport, "4xEDR")
     f, _ = sim(t)
     code, doc, bad = fabric(f)
-    got = sorted((x["check"], x["message"]) for x in bad)
+    # The 1x uplink also lowers leaf-r3-1's uplink capacity: fabric.oversubscription names it.
+    over = [x for x in bad if x["check"] == "fabric.oversubscription"]
+    assert [x["subject"] for x in over] == [leaf.desc]
+    assert (
+        f"{leaf.desc} port {lport} at 1xHDR" in over[0]["message"] and over[0]["severity"] == "warn"
+    )
+    got = sorted((x["check"], x["message"]) for x in bad if x not in over)
     assert code == 1 and [c for c, _ in got] == ["fabric.link_rate", "fabric.link_rate"]
     isl = next(m for _, m in got if "inter-switch" in m)
     host = next(m for _, m in got if "host link" in m)
@@ -227,7 +233,14 @@ def test_a_host_cable_and_an_isl_unplugged_since_the_reference_name_both_ends(si
     f.settle()
     code, doc, bad = fabric(f, "--since", str(ref))
     lost = sorted(x["message"] for x in bad if x["check"] == "fabric.link_lost")
-    assert code == 1 and {x["check"] for x in bad} == {"fabric.link_lost"} and len(lost) == 2
+    # The lost ISL also leaves its leaf short of an uplink: fabric.oversubscription names the leaf.
+    over = [x["subject"] for x in bad if x["check"] == "fabric.oversubscription"]
+    assert over == [leaf.desc]
+    assert code == 1 and {x["check"] for x in bad} == {
+        "fabric.link_lost",
+        "fabric.oversubscription",
+    }
+    assert len(lost) == 2
     assert any(f"{sw.desc} port {port} (cable to gpu04 mlx5_1)" in m for m in lost)
     assert any(f"{leaf.desc} port {lport}" in m and f"{spine.desc} port {sport}" in m for m in lost)
 

@@ -183,3 +183,113 @@ def rail_fat_tree(
             leaf.peers[lp] = (sp.node_id, pp, link)
             sp.peers[pp] = (leaf.node_id, lp, link)
     return Topology(switches, cas, speed)
+
+
+def single_switch(hosts: int = 4, rails: int = 2, speed: str = "HDR") -> Topology:
+    """Every adapter of every host on one switch: no tiers."""
+    link = f"4x{speed}"
+    sw = SwitchNode(SWITCH_BASE + 1, "switch-1", hosts * rails)
+    cas = []
+    for h in range(hosts):
+        for r in range(rails):
+            ca = CaNode(
+                CA_BASE + (h + 1) * 0x100 + r * 0x10, f"{host_name(h)} mlx5_{r}", host_name(h), r
+            )
+            port = h * rails + r + 1
+            ca.peer = (sw.node_id, port, link)
+            sw.peers[port] = (ca.node_id, 1, link)
+            cas.append(ca)
+    return Topology([sw], cas, speed)
+
+
+def three_tier(
+    pods: int = 2,
+    hosts_per_leaf: int = 4,
+    leaves_per_pod: int = 2,
+    spines_per_pod: int = 2,
+    cores: int = 2,
+    speed: str = "HDR",
+) -> Topology:
+    """A three-tier fat tree, one adapter per host (rail 0): pods of leaves under their own spines,
+    every spine of a pod cabled to every core; 1:1 at every tier."""
+    link = f"4x{speed}"
+    switches: list[SwitchNode] = []
+    cas: list[CaNode] = []
+    up_leaf = hosts_per_leaf // spines_per_pod
+    spine_down = leaves_per_pod * up_leaf
+    per_core = spine_down // cores
+    core_nodes = [
+        SwitchNode(SWITCH_BASE + 0x200 + c + 1, f"core-{c + 1}", pods * spines_per_pod * per_core)
+        for c in range(cores)
+    ]
+    core_port = [1] * cores
+    h = 0
+
+    def cable(a: SwitchNode, ap: int, b: SwitchNode, bp: int) -> None:
+        a.peers[ap] = (b.node_id, bp, link)
+        b.peers[bp] = (a.node_id, ap, link)
+
+    for p in range(pods):
+        spines = [
+            SwitchNode(
+                SWITCH_BASE + 0x100 + p * 0x10 + s + 1,
+                f"spine-p{p + 1}-{s + 1}",
+                spine_down + per_core * cores,
+            )
+            for s in range(spines_per_pod)
+        ]
+        spine_port = [1] * spines_per_pod
+        for n in range(leaves_per_pod):
+            leaf = SwitchNode(
+                SWITCH_BASE + p * 0x10 + n + 1,
+                f"leaf-p{p + 1}-{n + 1}",
+                hosts_per_leaf + up_leaf * spines_per_pod,
+            )
+            switches.append(leaf)
+            for port in range(1, hosts_per_leaf + 1):
+                ca = CaNode(CA_BASE + (h + 1) * 0x100, f"{host_name(h)} mlx5_0", host_name(h), 0)
+                ca.peer = (leaf.node_id, port, link)
+                leaf.peers[port] = (ca.node_id, 1, link)
+                cas.append(ca)
+                h += 1
+            lp = hosts_per_leaf + 1
+            for s, sp in enumerate(spines):
+                for _ in range(up_leaf):
+                    cable(leaf, lp, sp, spine_port[s])
+                    lp += 1
+                    spine_port[s] += 1
+        for s, sp in enumerate(spines):
+            for c, core in enumerate(core_nodes):
+                for _ in range(per_core):
+                    cable(sp, spine_port[s], core, core_port[c])
+                    spine_port[s] += 1
+                    core_port[c] += 1
+        switches.extend(spines)
+    switches.extend(core_nodes)
+    return Topology(switches, cas, speed)
+
+
+def remove_link(t: Topology, switch: str, port: int) -> None:
+    """Take a cable out of the topology file (both ends): the fabric is built without it."""
+    sw = t.switch(switch)
+    peer_id, peer_port, _ = sw.peers.pop(port)
+    for s in t.switches:
+        if s.node_id == peer_id:
+            s.peers.pop(peer_port)
+    for c in t.cas:
+        if c.node_id == peer_id:
+            c.peer = None
+
+
+def plan_csv(t: Topology) -> str:
+    """The topology as a cabling plan: ``node,adapter,switch,port`` and ``switch,port,switch,port``."""
+    desc = {s.node_id: s.desc for s in t.switches}
+    out = ["node,adapter,switch,port"]
+    for c in t.cas:
+        if c.peer is not None:
+            out.append(f"{c.host},{c.desc.split()[1]},{desc[c.peer[0]]},{c.peer[1]}")
+    for s in t.switches:
+        for port, (peer_id, peer_port, _) in sorted(s.peers.items()):
+            if peer_id in desc and (s.node_id, port) < (peer_id, peer_port):
+                out.append(f"{s.desc},{port},{desc[peer_id]},{peer_port}")
+    return "\n".join(out) + "\n"

@@ -83,8 +83,15 @@ def sm_text(j: Judged) -> Text:
     )
 
 
+def shape_text(j: Judged) -> Text:
+    parts = [j.shape.text] if j.shape is not None else []
+    if j.rails is not None and j.rails.verdict:
+        parts.append(j.rails.verdict)
+    return Text("shape: " + "; ".join(parts) if parts else "shape: not judged", style="dim")
+
+
 def items(j: Judged) -> list[Any]:
-    return [sm_text(j), switch_table(j)]
+    return [sm_text(j), shape_text(j), switch_table(j)]
 
 
 def far_end_table(ends: list[FarEnd]) -> Table:

@@ -1,0 +1,88 @@
+"""``ibdiag verdict --fabric DUMP|live --nodes LIST [--rank-order FILE|LIST]``: the job's nodes on the
+fabric, for :mod:`ibdiag.verdict.placement`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ibdiag.errors import UsageError
+
+MAX_RANK_FILE_BYTES = 16 * 2**20
+HINT = "e.g. --fabric live --nodes 'gpu[01-64]' (inside a job, $SLURM_JOB_NODELIST is the default)"
+
+
+def read_order(text: str) -> list[str]:
+    """A rank order: a file with one host a line (a host repeated per rank keeps its first place), or a
+    Slurm host list in rank order."""
+    from ibdiag.fabric.nodelist import expand
+    from ibdiag.text import safe_value
+
+    path = Path(text)
+    if not path.is_file():
+        return expand(text)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_RANK_FILE_BYTES + 1)
+    except OSError as e:
+        raise UsageError(f"--rank-order {safe_value(text)}: {e.strerror}", hint=HINT) from None
+    if len(data) > MAX_RANK_FILE_BYTES:
+        raise UsageError(f"--rank-order {safe_value(text)}: larger than 16 MiB", hint=HINT)
+    seen: dict[str, None] = {}
+    for line in data.decode("utf-8", errors="replace").splitlines():
+        name = line.split("#", 1)[0].strip()
+        if name:
+            for host in expand(name):
+                seen.setdefault(host, None)
+    if not seen:
+        raise UsageError(f"--rank-order {safe_value(text)}: no host in it", hint=HINT)
+    return list(seen)
+
+
+def job_placement(
+    fabric: str,
+    nodes: str | None,
+    rank_order: str | None,
+    environ: dict[str, str],
+    *,
+    rails_used: int | None,
+    payload_share: float,
+) -> Any:
+    from ibdiag.fabric import dump
+    from ibdiag.fabric.build import build_fabric
+    from ibdiag.fabric.collect import Collector, Limits, collect
+    from ibdiag.fabric.hosts import Names
+    from ibdiag.fabric.nodelist import expand
+    from ibdiag.fabric.placement import place
+    from ibdiag.fabric.shape import shape
+
+    given = nodes or environ.get("SLURM_JOB_NODELIST")
+    if not given and not rank_order:
+        raise UsageError(
+            "--fabric needs the job's nodes: --nodes, or $SLURM_JOB_NODELIST", hint=HINT
+        )
+    order = read_order(rank_order) if rank_order else expand(given or "")
+    if given and rank_order:
+        want = set(expand(given))
+        if set(order) != want:
+            extra = sorted(set(order) - want)[:4]
+            lack = sorted(want - set(order))[:4]
+            raise UsageError(
+                "--rank-order and the node list name different nodes"
+                + (f" (not in the list: {', '.join(extra)})" if extra else "")
+                + (f" (not in the order: {', '.join(lack)})" if lack else ""),
+                hint="the rank order lists each node of the job once, in rank order",
+            )
+    if fabric == "live":
+        cap = collect(Collector(environ, limits=Limits(60.0, 60.0, 10.0)), interval_s=None)
+    else:
+        cap = dump.load(Path(fabric))
+    fab = build_fabric(cap)
+    return place(
+        fab,
+        Names(fab, {}),
+        shape(fab),
+        order,
+        rails_used=rails_used,
+        payload_share=payload_share,
+    )

@@ -1,0 +1,179 @@
+"""Checks on the fabric's shape: its tiers, the oversubscription of each switch, the rails' cabling.
+
+They judge the active links only, and nothing on a fabric discovered in part (``fabric.discovery``
+fails then: a leaf whose uplinks were not reached is not short of them) or with no link up (no SM).
+"""
+
+from __future__ import annotations
+
+from statistics import median
+
+from ibdiag.fabric.checks import CHECKS, listed
+from ibdiag.fabric.config import FabricConfig
+from ibdiag.fabric.hosts import Names
+from ibdiag.fabric.model import Fabric
+from ibdiag.fabric.rails import Rails
+from ibdiag.fabric.shape import MESH, TREE, Shape, SwitchLoad, tier_name, up
+from ibdiag.findings.model import Finding, Severity
+
+#: Ratios within this share of each other are the same (1.005:1 is 1:1).
+RATIO_TOL = 0.01
+
+
+def judgeable(fab: Fabric) -> bool:
+    return not fab.partial and any(up(p) for p in fab.ports if fab.is_isl(p) or p.peer)
+
+
+def ratio_text(r: float | None) -> str:
+    return "no uplink" if r is None else f"{r:.3g}:1"
+
+
+@CHECKS.check(
+    "fabric.tiers",
+    "the fabric's shape from its graph: a tree of tiers (leaf/spine/core), a single switch; not a tree (a mesh, parts not connected): warn",
+)
+def tiers(fab: Fabric, sh: Shape) -> Finding | None:
+    if not judgeable(fab):
+        return None
+    if sh.kind == TREE or sh.kind == "single-switch" or sh.kind == "no-switch":
+        bis = (
+            f"; bisection {sh.bisection_gbps:g} Gb/s of {sh.host_gbps / 2:g} Gb/s (half the host links)"
+            if sh.bisection_gbps is not None
+            else ""
+        )
+        return Finding("fabric.tiers", Severity.OK, "fabric", sh.text + bis)
+    return Finding(
+        "fabric.tiers",
+        Severity.WARN,
+        "fabric",
+        sh.text + "; oversubscription and placement are not judged",
+        value=sh.kind,
+        hint="a tree of tiers has ISLs only between adjacent tiers: an ISL inside a tier is a miscabled link or a mesh design"
+        if sh.kind == MESH
+        else "switches with no active ISL between them cannot reach each other: check the links between them",
+    )
+
+
+def _peers(loads: list[SwitchLoad]) -> float | None:
+    ratios = [x.ratio for x in loads if x.ratio is not None]
+    return median(ratios) if ratios else None
+
+
+def _why(fab: Fabric, names: Names, x: SwitchLoad, peers: list[SwitchLoad]) -> str:
+    more = median(p.uplinks for p in peers)
+    parts = [
+        f"{x.down_gbps:g} Gb/s down over {x.up_gbps:g} Gb/s up in {x.uplinks} uplink(s)"
+        + (f" where its peers have {more:g}" if x.uplinks < more else "")
+    ]
+    if x.slow_uplinks:
+        parts.append(
+            "uplink(s) trained below their peers: "
+            + listed([f"{names.port(p.ref)} at {p.link_text}" for p in x.slow_uplinks], 4)
+        )
+    return "; ".join(parts)
+
+
+@CHECKS.check(
+    "fabric.oversubscription",
+    "a switch more oversubscribed than its tier's peers: fail (uplinks down or missing), warn (an uplink trained slow: fabric.link_rate names it); the leaves above [fabric] expect_oversubscription: warn",
+)
+def oversubscription(fab: Fabric, names: Names, sh: Shape, cfg: FabricConfig) -> list[Finding]:
+    if not judgeable(fab) or sh.kind != TREE:
+        return []
+    out: list[Finding] = []
+    expect = cfg.expect_oversubscription
+    typical: dict[int, float | None] = {}
+    for t in range(sh.depth - 1):
+        loads = [x for x in sh.loads if x.tier == t]
+        peer = _peers(loads)
+        typical[t] = peer
+        bar = max(expect, peer or 0.0) * (1 + RATIO_TOL)
+        for x in loads:
+            if x.ratio is not None and x.ratio <= bar:
+                continue
+            if x.ratio is None and x.down_gbps <= 0:
+                continue
+            # All its uplinks there, some trained slow: fabric.link_rate fails the link; this is the
+            # consequence for the leaf (a warning), not a second failure for one cable.
+            slow_only = bool(x.slow_uplinks) and x.uplinks >= median(p.uplinks for p in loads)
+            out.append(
+                Finding(
+                    "fabric.oversubscription",
+                    Severity.WARN if slow_only else Severity.FAIL,
+                    names.subject(fab.port_ref(x.guid, 0)).rsplit(":", 1)[0],
+                    f"{tier_name(t)} {names.node(x.guid)} is {ratio_text(x.ratio)} where its peers are "
+                    f"{ratio_text(peer)} (expected {expect:g}:1): {_why(fab, names, x, loads)}",
+                    value=None if x.ratio is None else round(x.ratio, 4),
+                    limit=round(max(expect, peer or 0.0), 4),
+                    hint="an uplink down, missing or trained narrow/slow: compare its ISLs with a peer's (`iblinkinfo`), reseat or replace; `--since` names links lost",
+                )
+            )
+    leaf = typical.get(0)
+    if leaf is not None and leaf > expect * (1 + RATIO_TOL):
+        out.append(
+            Finding(
+                "fabric.oversubscription",
+                Severity.WARN,
+                "fabric",
+                f"the leaves are {ratio_text(leaf)} (the median leaf) where [fabric] expect_oversubscription says {expect:g}:1; "
+                + _tier_text(sh),
+                value=round(leaf, 4),
+                limit=expect,
+                hint=f"if the fabric is built {leaf:.3g}:1, set [fabric] expect_oversubscription = {leaf:.3g}; otherwise uplinks are missing on every leaf",
+            )
+        )
+    if not out:
+        out.append(
+            Finding(
+                "fabric.oversubscription",
+                Severity.OK,
+                "fabric",
+                _tier_text(sh) + f" (expected {expect:g}:1 or better)",
+            )
+        )
+    return out
+
+
+def _tier_text(sh: Shape) -> str:
+    parts = []
+    for t in range(sh.depth - 1):
+        ratios = sorted({round(x.ratio, 3) for x in sh.loads if x.tier == t and x.ratio})
+        each = (
+            f"every {tier_name(t)} {ratios[0]:g}:1"
+            if len(ratios) == 1
+            else f"{tier_name(t)}s {ratios[0]:g}:1 to {ratios[-1]:g}:1"
+            if ratios
+            else f"{tier_name(t)}s carry nothing"
+        )
+        whole = sh.tier_ratio(t)
+        parts.append(
+            each + (f" ({whole:.3g}:1 over the tier)" if len(ratios) > 1 and whole else "")
+        )
+    if sh.bisection_gbps is not None:
+        parts.append(f"bisection {sh.bisection_gbps:g} Gb/s")
+    return "; ".join(parts)
+
+
+@CHECKS.check(
+    "fabric.rails",
+    "rail-optimised cabling: an adapter on a leaf of another rail (a swapped or moved cable): fail",
+)
+def rails(fab: Fabric, names: Names, r: Rails) -> list[Finding]:
+    if not judgeable(fab) or r.verdict is None:
+        return []
+    if not r.misplaced:
+        return [Finding("fabric.rails", Severity.OK, "fabric", r.verdict)]
+    out = []
+    for m in r.misplaced:
+        out.append(
+            Finding(
+                "fabric.rails",
+                Severity.FAIL,
+                m.subject,
+                m.text,
+                value=m.rail,
+                limit=m.leaf_rail,
+                hint="rail k of every host of a scalable unit belongs on rail k's leaf: swap the cables back (the plan: `ibdiag fabric --expect PLAN`)",
+            )
+        )
+    return out
