@@ -7,6 +7,10 @@ a log would act on). Every problem is a :class:`JsonFieldError` that names the v
 document (``pairs.rows[17][5]: must be a finite number``); callers turn it into an
 :class:`~ibdiag.errors.InputError` with their hint, or name the file that held it (:class:`JsonReader`).
 
+Every document is parsed by :func:`loads`, with a budget: at most :data:`MAX_DEPTH` levels of nesting,
+:data:`MAX_ELEMENTS` values, integers of at most :data:`MAX_INT_DIGITS` digits — so a hostile file or
+store value costs bounded memory and time, and never a RecursionError or Python's int-digit error.
+
 Two ways in, over the same checks: :class:`Fields` hands out an object's fields by key (the bench
 results model reads itself this way), and :class:`JsonReader` checks values as a parser walks a
 document of its own shape (a sweep's rows of numbers, a report input).
@@ -14,6 +18,7 @@ document of its own shape (a sweep's rows of numbers, a report input).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -30,6 +35,14 @@ MAX_TEXT = 4096
 MAX_ITEMS = 1 << 20
 #: Largest whole number accepted where no tighter bound applies (counts, bytes, pids).
 MAX_INT = 2**62
+
+#: Deepest nesting of arrays and objects accepted (ibdiag's own documents are under 10 levels deep).
+MAX_DEPTH = 64
+#: Most values (arrays, objects, numbers, strings...) in one document: about 300 MB of Python objects
+#: at worst (an empty array costs 64 bytes, its text 3), whatever the file's size.
+MAX_ELEMENTS = 1 << 22
+#: Longest integer accepted, in digits (a 64-bit counter has 20; Python refuses more than 4300).
+MAX_INT_DIGITS = 40
 
 Scalar = int | float | str | bool | None
 
@@ -107,6 +120,64 @@ def check_object(value: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise JsonFieldError(where, "must be an object")
     return value
+
+
+def _integer(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise JsonFieldError("", f"an integer of {len(text)} digits (at most {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def _no_constant(name: str) -> Any:
+    raise JsonFieldError("", f"{name} is not a number JSON allows")
+
+
+def depth(doc: Any, limit: int = MAX_DEPTH) -> int:
+    """How deeply ``doc`` nests (a scalar: 0), counted without recursion; stops once past ``limit``."""
+    deepest = 0
+    stack = [(doc, 1)] if isinstance(doc, (dict, list)) else []
+    while stack and deepest <= limit:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((v, d + 1) for v in children if isinstance(v, (dict, list)))
+    return deepest
+
+
+def loads(
+    text: str | bytes,
+    *,
+    max_depth: int = MAX_DEPTH,
+    max_elements: int = MAX_ELEMENTS,
+    nan: bool = True,
+) -> Any:
+    """Parse one JSON document within the budget. Raises :class:`JsonFieldError` (a ValueError) whose
+    ``problem`` says what is wrong: not UTF-8, not JSON, more than ``max_elements`` values (counted,
+    as an upper bound, from the text before anything is built), nested deeper than ``max_depth``, an
+    integer longer than :data:`MAX_INT_DIGITS` digits; with ``nan=False`` also NaN and Infinity."""
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise JsonFieldError("", f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    # Every value but the last is followed by a comma or closes a container: an upper bound.
+    elements = text.count(",") + text.count("[") + text.count("{") + 1
+    if elements > max_elements:
+        raise JsonFieldError(
+            "", f"holds up to {elements} values, more than the {max_elements} ibdiag reads"
+        )
+    try:
+        if nan:
+            doc = json.loads(text, parse_int=_integer)
+        else:
+            doc = json.loads(text, parse_int=_integer, parse_constant=_no_constant)
+    except json.JSONDecodeError as e:
+        raise JsonFieldError("", f"not JSON ({e.msg} at line {e.lineno})") from None
+    except RecursionError:
+        raise JsonFieldError("", f"nested deeper than {max_depth} levels") from None
+    if depth(doc, max_depth) > max_depth:
+        raise JsonFieldError("", f"nested deeper than {max_depth} levels")
+    return doc
 
 
 class Fields:
