@@ -156,8 +156,16 @@ def find_files(args: Sequence[str]) -> tuple[list[Path], list[Skipped]]:
     for arg in args:
         p = Path(arg)
         if p.is_dir():
-            for child in sorted(p.rglob("*.json")):
+            found, too_deep = json_files(p)
+            for child in found:
                 add(child)
+            skipped += [
+                Skipped(
+                    shown_name(d),
+                    f"deeper than {MAX_DIR_DEPTH} levels below {shown_name(p)}: not read",
+                )
+                for d in too_deep
+            ]
         elif any(ch in arg for ch in "*?["):
             matches = sorted(glob.glob(arg, recursive=True))
             if not matches:
@@ -174,6 +182,35 @@ def find_files(args: Sequence[str]) -> tuple[list[Path], list[Skipped]]:
                 hint="report on a smaller part of the fleet, or a directory per job",
             )
     return files, skipped
+
+
+#: Deepest directory ``report DIR`` descends into (a fleet's layout is a few levels deep).
+MAX_DIR_DEPTH = 32
+
+
+def json_files(top: Path) -> tuple[list[Path], list[Path]]:
+    """Every ``*.json`` below ``top``, sorted, walked without recursion and without following links
+    to directories (as ``rglob`` walks); and the directories not entered, deeper than
+    :data:`MAX_DIR_DEPTH` (a tree 1000 levels deep is a RecursionError for ``rglob``)."""
+    found: list[Path] = []
+    too_deep: list[Path] = []
+    stack = [(top, 0)]
+    while stack:
+        directory, depth = stack.pop()
+        try:
+            with os.scandir(directory) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for e in entries:
+            if e.name.endswith(".json"):
+                found.append(Path(e.path))
+            if e.is_dir(follow_symlinks=False):
+                if depth >= MAX_DIR_DEPTH:
+                    too_deep.append(Path(e.path))
+                else:
+                    stack.append((Path(e.path), depth + 1))
+    return sorted(found), sorted(too_deep)
 
 
 #: Longest file name shown (escapes included) before it is cut with a note.
