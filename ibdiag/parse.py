@@ -23,6 +23,28 @@ _HEX_RE = re.compile(r"(?:0x)?([0-9a-f]{1,16})")
 U64_MAX = 2**64 - 1
 
 
+_DECIMAL_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+#: Longest decimal number accepted (a float has 17 significant digits; an exponent a few more).
+MAX_DECIMAL_CHARS = 64
+
+
+def parse_decimal(text: str | float) -> float:
+    """``"0.5"``, ``"2"``, ``"1e-3"`` -> a finite float. Stricter than ``float()``, which also takes
+    ``"1_000"``, other scripts' digits (``"１０"``), ``"inf"`` and ``"nan"``: a command-line number is
+    ASCII digits, one point and an exponent, nothing else. A float (a flag's default) is itself."""
+    if isinstance(text, float):
+        return text
+    t = text.strip()
+    if len(t) > MAX_DECIMAL_CHARS or not _DECIMAL_RE.fullmatch(t):
+        raise ValueError(
+            f"{safe_value(text)} is not a decimal number (ASCII digits, a point, an exponent such as 1e-3)"
+        )
+    value = float(t)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{safe_value(text)} is beyond the range of a number")
+    return value
+
+
 def parse_int(text: str) -> int:
     """``"42"`` -> 42, ``"-1"`` -> -1. Rejects empty text, trailing garbage, non-ASCII digits and more
     than 20 digits."""
