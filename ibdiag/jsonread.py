@@ -50,8 +50,9 @@ _CONTAINER_BYTES = 72
 _VALUE_BYTES = 60
 #: Largest JSON file read where no tighter bound applies (`report`'s default `--max-file-size`).
 MAX_DOCUMENT_BYTES = 128 * 2**20
-#: Longest integer accepted, in digits (a 64-bit counter has 20; Python refuses more than 4300).
-MAX_INT_DIGITS = 40
+#: Longest integer accepted, in digits (a 64-bit counter has 20; Python refuses more than 4300): a
+#: longer one is refused while parsing; shorter ones out of range are refused by the field's check.
+MAX_INT_DIGITS = 100
 
 Scalar = int | float | str | bool | None
 
@@ -236,9 +237,9 @@ def loads(
     except json.JSONDecodeError as e:
         raise JsonFieldError("", f"not JSON ({e.msg} at line {e.lineno})") from None
     except RecursionError:
-        raise JsonFieldError("", f"nested deeper than {max_depth} levels") from None
+        raise JsonFieldError("", f"nested too deeply (more than {max_depth} levels)") from None
     if depth(doc, max_depth) > max_depth:
-        raise JsonFieldError("", f"nested deeper than {max_depth} levels")
+        raise JsonFieldError("", f"nested too deeply (more than {max_depth} levels)")
     return doc
 
 

@@ -23,15 +23,18 @@ _HEX_RE = re.compile(r"(?:0x)?([0-9a-f]{1,16})")
 U64_MAX = 2**64 - 1
 
 
-_DECIMAL_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_DECIMAL_RE = re.compile(
+    r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE
+)
 #: Longest decimal number accepted (a float has 17 significant digits; an exponent a few more).
 MAX_DECIMAL_CHARS = 64
 
 
 def parse_decimal(text: str | float) -> float:
-    """``"0.5"``, ``"2"``, ``"1e-3"`` -> a finite float. Stricter than ``float()``, which also takes
-    ``"1_000"``, other scripts' digits (``"１０"``), ``"inf"`` and ``"nan"``: a command-line number is
-    ASCII digits, one point and an exponent, nothing else. A float (a flag's default) is itself."""
+    """``"0.5"``, ``"2"``, ``"1e-3"`` -> a float. Stricter than ``float()``, which also takes ``"1_000"``
+    and other scripts' digits (``"１０"``): a command-line number is ASCII digits, one point and an
+    exponent. ``inf`` and ``nan`` (and ``1e400``, which is inf) pass, for each flag's own range check
+    to refuse naming the flag. A float (a flag's default) is itself."""
     if isinstance(text, float):
         return text
     t = text.strip()
@@ -39,10 +42,7 @@ def parse_decimal(text: str | float) -> float:
         raise ValueError(
             f"{safe_value(text)} is not a decimal number (ASCII digits, a point, an exponent such as 1e-3)"
         )
-    value = float(t)
-    if value != value or value in (float("inf"), float("-inf")):
-        raise ValueError(f"{safe_value(text)} is beyond the range of a number")
-    return value
+    return float(t)
 
 
 def parse_int(text: str) -> int:

@@ -1,6 +1,7 @@
 """Float flags are decimal numbers in ASCII (issue 28, case 10; decided: refuse). ``float()`` accepted
-``1_000``, full-width digits (``１０``), ``inf`` and ``nan`` in ``--interval`` and every other float
-flag; they now go through one parser, :func:`ibdiag.parse.parse_decimal`, and are a usage error."""
+``1_000`` and full-width digits (``１０``) in ``--interval`` and every other float flag; they now go
+through one parser, :func:`ibdiag.parse.parse_decimal`, and are a usage error. ``inf``, ``nan`` and
+``1e400`` reach each flag's own range check, which refuses them naming the flag."""
 
 from __future__ import annotations
 
