@@ -228,6 +228,11 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
             f"config file {p}: not valid TOML: {safe_excerpt(e, 200)}",
             hint="see docs/configuration.md for an example",
         ) from None
+    except ValueError as e:  # an integer past Python's 4300-digit limit
+        raise InputError(
+            f"config file {p}: {safe_excerpt(e, 200)}",
+            hint="TOML integers are 64-bit; see docs/configuration.md for an example",
+        ) from None
     except RecursionError:
         raise InputError(
             f"config file {p}: nested too deeply",

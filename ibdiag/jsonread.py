@@ -7,6 +7,10 @@ a log would act on). Every problem is a :class:`JsonFieldError` that names the v
 document (``pairs.rows[17][5]: must be a finite number``); callers turn it into an
 :class:`~ibdiag.errors.InputError` with their hint, or name the file that held it (:class:`JsonReader`).
 
+Every document is parsed by :func:`loads`, with a budget: at most :data:`MAX_DEPTH` levels of nesting,
+:data:`MAX_OBJECT_BYTES` of Python objects (estimated from the text first), integers of at most :data:`MAX_INT_DIGITS` digits — so a hostile file or
+store value costs bounded memory and time, and never a RecursionError or Python's int-digit error.
+
 Two ways in, over the same checks: :class:`Fields` hands out an object's fields by key (the bench
 results model reads itself this way), and :class:`JsonReader` checks values as a parser walks a
 document of its own shape (a sweep's rows of numbers, a report input).
@@ -14,8 +18,11 @@ document of its own shape (a sweep's rows of numbers, a report input).
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar, overload
 
@@ -30,6 +37,22 @@ MAX_TEXT = 4096
 MAX_ITEMS = 1 << 20
 #: Largest whole number accepted where no tighter bound applies (counts, bytes, pids).
 MAX_INT = 2**62
+
+#: Deepest nesting of arrays and objects accepted (ibdiag's own documents are under 10 levels deep).
+MAX_DEPTH = 64
+#: Most memory the objects of one document may cost, estimated from its text before anything is
+#: built: an empty array costs 64 bytes for 3 of text (``[],``), so a 64 MiB file of them would
+#: take 1.7 GB. A 16384-node sweep of 8 random rounds (73 MiB) is estimated at about 600 MB.
+MAX_OBJECT_BYTES = 768 * 2**20
+#: An array or object with the reference to it, and a short string with its reference (a float
+#: costs 32, a small integer 8): the estimate's prices, each what the costliest value of its kind takes.
+_CONTAINER_BYTES = 72
+_VALUE_BYTES = 60
+#: Largest JSON file read where no tighter bound applies (`report`'s default `--max-file-size`).
+MAX_DOCUMENT_BYTES = 128 * 2**20
+#: Longest integer accepted, in digits (a 64-bit counter has 20; Python refuses more than 4300): a
+#: longer one is refused while parsing; shorter ones out of range are refused by the field's check.
+MAX_INT_DIGITS = 100
 
 Scalar = int | float | str | bool | None
 
@@ -107,6 +130,117 @@ def check_object(value: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise JsonFieldError(where, "must be an object")
     return value
+
+
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+}
+_OPEN_FILE = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+def _not_regular(st: os.stat_result) -> JsonFieldError | None:
+    if stat.S_ISREG(st.st_mode):
+        return None
+    return JsonFieldError(
+        "", f"{_KINDS.get(stat.S_IFMT(st.st_mode), 'not a file')}, not a regular file"
+    )
+
+
+def read_regular(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """The bytes of the file ``path`` (links followed) if it is a regular file of at most ``max_bytes``.
+    Its type is checked by ``stat`` before it is opened — a device or FIFO is never opened (opening
+    /dev/watchdog arms it) — and again by ``fstat`` after; the open is non-blocking and never makes a
+    terminal the controlling one. Raises :class:`JsonFieldError` (what it is, or too long) or OSError."""
+    problem = _not_regular(os.stat(path))
+    if problem is not None:
+        raise problem
+    fd = os.open(path, _OPEN_FILE)
+    try:
+        st = os.fstat(fd)
+        problem = _not_regular(st)
+        if problem is not None:
+            raise problem
+        if st.st_size > max_bytes:
+            raise JsonFieldError("", f"{st.st_size} bytes, more than the {max_bytes} allowed")
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                raise JsonFieldError("", f"more than the {max_bytes} bytes allowed")
+    finally:
+        os.close(fd)
+
+
+def _integer(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise JsonFieldError("", f"an integer of {len(text)} digits (at most {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def _no_constant(name: str) -> Any:
+    raise JsonFieldError("", f"{name} is not a number JSON allows")
+
+
+def depth(doc: Any, limit: int = MAX_DEPTH) -> int:
+    """How deeply ``doc`` nests (a scalar: 0), counted without recursion; stops once past ``limit``."""
+    deepest = 0
+    stack = [(doc, 1)] if isinstance(doc, (dict, list)) else []
+    while stack and deepest <= limit:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((v, d + 1) for v in children if isinstance(v, (dict, list)))
+    return deepest
+
+
+def loads(
+    text: str | bytes,
+    *,
+    max_depth: int = MAX_DEPTH,
+    max_object_bytes: int = MAX_OBJECT_BYTES,
+    nan: bool = True,
+) -> Any:
+    """Parse one JSON document within the budget. Raises :class:`JsonFieldError` (a ValueError) whose
+    ``problem`` says what is wrong: not UTF-8, not JSON, objects that would cost more than
+    ``max_object_bytes`` (an upper bound, counted in the text before anything is built), nested deeper than ``max_depth``, an
+    integer longer than :data:`MAX_INT_DIGITS` digits; with ``nan=False`` also NaN and Infinity."""
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError:
+            raise JsonFieldError("", "not UTF-8 text") from None
+    # Every value but the last in a container is followed by a comma: upper bounds, in C.
+    containers = text.count("[") + text.count("{")
+    values = text.count(",") + 1
+    estimate = containers * _CONTAINER_BYTES + values * _VALUE_BYTES
+    if estimate > max_object_bytes:
+        raise JsonFieldError(
+            "",
+            f"{containers} arrays or objects and {values} values would take about "
+            f"{estimate >> 20} MiB of memory, more than the {max_object_bytes >> 20} MiB ibdiag "
+            "spends on one document",
+        )
+    try:
+        if nan:
+            doc = json.loads(text, parse_int=_integer)
+        else:
+            doc = json.loads(text, parse_int=_integer, parse_constant=_no_constant)
+    except json.JSONDecodeError as e:
+        raise JsonFieldError("", f"not JSON ({e.msg} at line {e.lineno})") from None
+    except RecursionError:
+        raise JsonFieldError("", f"nested too deeply (more than {max_depth} levels)") from None
+    if depth(doc, max_depth) > max_depth:
+        raise JsonFieldError("", f"nested too deeply (more than {max_depth} levels)")
+    return doc
 
 
 class Fields:

@@ -23,6 +23,28 @@ _HEX_RE = re.compile(r"(?:0x)?([0-9a-f]{1,16})")
 U64_MAX = 2**64 - 1
 
 
+_DECIMAL_RE = re.compile(
+    r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE
+)
+#: Longest decimal number accepted (a float has 17 significant digits; an exponent a few more).
+MAX_DECIMAL_CHARS = 64
+
+
+def parse_decimal(text: str | float) -> float:
+    """``"0.5"``, ``"2"``, ``"1e-3"`` -> a float. Stricter than ``float()``, which also takes ``"1_000"``
+    and other scripts' digits (``"１０"``): a command-line number is ASCII digits, one point and an
+    exponent. ``inf`` and ``nan`` (and ``1e400``, which is inf) pass, for each flag's own range check
+    to refuse naming the flag. A float (a flag's default) is itself."""
+    if isinstance(text, float):
+        return text
+    t = text.strip()
+    if len(t) > MAX_DECIMAL_CHARS or not _DECIMAL_RE.fullmatch(t):
+        raise ValueError(
+            f"{safe_value(text)} is not a decimal number (ASCII digits, a point, an exponent such as 1e-3)"
+        )
+    return float(t)
+
+
 def parse_int(text: str) -> int:
     """``"42"`` -> 42, ``"-1"`` -> -1. Rejects empty text, trailing garbage, non-ASCII digits and more
     than 20 digits."""

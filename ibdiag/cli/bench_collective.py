@@ -38,6 +38,7 @@ from ibdiag.cli.common import (
     write_atomically,
 )
 from ibdiag.errors import ExitStatus, IbdiagError, PeerTimeoutError, UsageError
+from ibdiag.parse import parse_decimal
 
 REPORT_DIR_ENV = "IBDIAG_COLLECTIVE_REPORT_DIR"  # ibdiag.bench.collective.spawn.REPORT_DIR_ENV (literal: --help imports nothing)
 DEFAULT_SIZES = "1M:64M"
@@ -225,7 +226,12 @@ def collective_command(
     ] = DEFAULT_SIZES,
     factor: Annotated[
         float,
-        typer.Option("--factor", metavar="F", help="Step between MIN and MAX (nccl-tests -f)."),
+        typer.Option(
+            "--factor",
+            parser=parse_decimal,
+            metavar="F",
+            help="Step between MIN and MAX (nccl-tests -f).",
+        ),
     ] = 2.0,
     iters: Annotated[
         int, typer.Option("--iters", metavar="N", help="Timed calls per size (nccl-tests -n).")
@@ -260,6 +266,7 @@ def collective_command(
         float,
         typer.Option(
             "--timeout",
+            parser=parse_decimal,
             metavar="S",
             help="Longest wait on any rank, seconds: a dead or stuck rank ends the run with exit 3 naming it.",
         ),

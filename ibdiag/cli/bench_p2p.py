@@ -47,6 +47,7 @@ from ibdiag.cli.p2p_options import (
     token_from_option,
 )
 from ibdiag.errors import UsageError
+from ibdiag.parse import parse_decimal
 
 # --- p2p -----------------------------------------------------------------------------------------
 
@@ -92,7 +93,11 @@ def p2p_command(
     duration: Annotated[
         float | None,
         typer.Option(
-            "--duration", "-D", metavar="S", help="Seconds per size and mode [default: 1]."
+            "--duration",
+            "-D",
+            parser=parse_decimal,
+            metavar="S",
+            help="Seconds per size and mode [default: 1].",
         ),
     ] = None,
     warmup: Annotated[
@@ -177,6 +182,7 @@ def p2p_command(
         float | None,
         typer.Option(
             "--line-rate-gbps",
+            parser=parse_decimal,
             metavar="GBPS",
             help="Judge bandwidth against this rate (Gb/s) instead of the port's/interface's.",
         ),

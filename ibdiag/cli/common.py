@@ -29,6 +29,7 @@ from ibdiag.outfile import (  # noqa: F401 - the commands' one output writer
     check_output_path,
     write_atomically,
 )
+from ibdiag.parse import parse_decimal
 
 
 class OutputFormat(str, Enum):
@@ -82,6 +83,7 @@ ExpectRateOption = Annotated[
     float | None,
     typer.Option(
         "--expect-rate",
+        parser=parse_decimal,
         metavar="GBPS",
         help="Rate every RDMA port must reach, Gb/s (overrides [ports] expected_rate_gbps; default: the node's fastest port).",
     ),

@@ -29,6 +29,7 @@ from ibdiag.cli.common import (
     table_width,
     warn_refused,
 )
+from ibdiag.parse import parse_decimal
 
 #: Shortest --interval: mlx5 caches hw_counters for ``lifespan`` ms (10-12 ms by default), and
 #: every counters/ read is a MAD to the adapter's firmware on a live node.
@@ -50,6 +51,7 @@ IntervalOption = Annotated[
     typer.Option(
         "--interval",
         "-i",
+        parser=parse_decimal,
         metavar="SECONDS",
         help="Read twice, SECONDS apart, and judge the deltas: errors/s, Gb/s, backpressure.",
     ),

@@ -12,6 +12,7 @@ import typer
 
 from ibdiag.cli.common import env, print_warning
 from ibdiag.errors import UsageError
+from ibdiag.parse import parse_decimal
 
 DEFAULT_PORT = (
     18516  # ibdiag.bench.p2p.control.protocol.DEFAULT_PORT (kept literal so --help imports nothing)
@@ -61,6 +62,7 @@ TimeoutOption = Annotated[
     float,
     typer.Option(
         "--timeout",
+        parser=parse_decimal,
         metavar="S",
         help="Longest wait on the peer, seconds; a dead peer ends the run with exit 3 after this.",
     ),

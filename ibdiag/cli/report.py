@@ -58,7 +58,7 @@ def report_command(
             metavar="SIZE",
             help="Largest input file read; a larger one is skipped.",
         ),
-    ] = "256M",
+    ] = "128M",
     strict: StrictOption = False,
     debug: DebugOption = False,
 ) -> int:
@@ -83,7 +83,7 @@ def report_command(
     max_bytes = parse_size(max_file_size, what="--max-file-size")
     if max_bytes < 1024:
         raise UsageError(
-            f"--max-file-size {max_file_size} is below 1 KiB", hint="the default is 256M"
+            f"--max-file-size {max_file_size} is below 1 KiB", hint="the default is 128M"
         )
     check_output_path(png, "--png")
     docs, skipped = read_all(inputs, max_bytes=max_bytes)

@@ -27,6 +27,7 @@ from ibdiag.cli.common import (
     refuse_html,
     run_meta,
 )
+from ibdiag.parse import parse_decimal
 
 
 class PatternChoice(str, Enum):
@@ -113,12 +114,18 @@ def sweep_command(
     ] = None,
     duration: Annotated[
         float | None,
-        typer.Option("--duration", metavar="S", help="Measured seconds per pair test (default 1)."),
+        typer.Option(
+            "--duration",
+            parser=parse_decimal,
+            metavar="S",
+            help="Measured seconds per pair test (default 1).",
+        ),
     ] = None,
     timeout: Annotated[
         float | None,
         typer.Option(
             "--timeout",
+            parser=parse_decimal,
             metavar="S",
             help="Longest wait on a peer (default 10): a node silent that long is named unreachable and the sweep goes on.",
         ),
@@ -138,6 +145,7 @@ def sweep_command(
         float | None,
         typer.Option(
             "--pair-seconds",
+            parser=parse_decimal,
             metavar="S",
             help="With --plan: seconds one pair test takes (default: --duration + 1 s of set-up).",
         ),

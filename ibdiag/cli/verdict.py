@@ -24,6 +24,7 @@ from ibdiag.cli.common import (
     run_meta,
     table_width,
 )
+from ibdiag.parse import parse_decimal
 
 _W = "Workload"
 _M = "Measured bandwidth (one of)"
@@ -87,6 +88,7 @@ def verdict_command(
         float,
         typer.Option(
             "--compute-s",
+            parser=parse_decimal,
             metavar="SECONDS",
             help="Backward-pass time per step, seconds.",
             rich_help_panel=_W,
@@ -96,6 +98,7 @@ def verdict_command(
         float | None,
         typer.Option(
             "--forward-s",
+            parser=parse_decimal,
             metavar="SECONDS",
             help="Forward-pass time per step, seconds (default 0: the share is then an upper bound).",
             rich_help_panel=_W,
@@ -114,6 +117,7 @@ def verdict_command(
         float | None,
         typer.Option(
             "--busbw",
+            parser=parse_decimal,
             metavar="GB/S",
             help="Measured bus bandwidth, GB/s (nccl-tests' busbw at the bucket size).",
             rich_help_panel=_M,
@@ -141,6 +145,7 @@ def verdict_command(
         float | None,
         typer.Option(
             "--latency-us",
+            parser=parse_decimal,
             metavar="US",
             help="Per-collective latency, µs (default: from --bench/--nccl-tests, else [verdict] latency_us).",
             rich_help_panel=_M,
@@ -150,6 +155,7 @@ def verdict_command(
         float | None,
         typer.Option(
             "--link-gbps",
+            parser=parse_decimal,
             metavar="GBIT/S",
             help="Rail link rate, Gb/s (400 for NDR; default: from --root).",
             rich_help_panel=_C,

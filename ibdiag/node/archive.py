@@ -41,6 +41,9 @@ MAX_PATH_CHARS = 1024
 MAX_COMPONENT_BYTES = 255
 #: Links followed while resolving one target (the kernel's own limit, MAXSYMLINKS).
 MAX_LINK_HOPS = 40
+#: Most path components walked while resolving one archive's links, all links together (each link
+#: is resolved once: a real snapshot's few thousand links take some tens of thousands).
+MAX_LINK_STEPS = 1_000_000
 
 _HINT = "make one with `ibdiag snapshot FILE.tar.gz`"
 _CHUNK = 65536
@@ -193,6 +196,9 @@ class _Members:
     def __init__(self) -> None:
         self.by_path: dict[tuple[str, ...], _Member] = {}
         self.implicit_dirs: set[tuple[str, ...]] = set()
+        self.resolved: dict[tuple[str, ...], tuple[tuple[str, ...], int]] = {}
+        """Each link member's resolution and its count of links, once found (a pass resolves it once)."""
+        self.steps = 0
 
     def add(self, m: _Member) -> None:
         if m.parts in self.by_path:
@@ -212,7 +218,7 @@ class _Members:
                 )
         for m in self.by_path.values():
             if m.kind == "link":
-                self.resolve(m.parts[:-1], m.info.linkname, hops=0, origin=m)
+                self._link(m.parts, origin=m, active=frozenset())
 
     def _kind(self, parts: tuple[str, ...]) -> str | None:
         m = self.by_path.get(parts)
@@ -220,17 +226,48 @@ class _Members:
             return m.kind
         return "dir" if parts in self.implicit_dirs else None
 
+    def _link(
+        self, key: tuple[str, ...], *, origin: _Member, active: frozenset[tuple[str, ...]]
+    ) -> tuple[tuple[str, ...], int]:
+        """Where the link member ``key`` leads and how many links the kernel follows to get there
+        (itself not counted): resolved once per pass, then remembered — links nested
+        ``L_i -> L_{i-1}/../L_{i-1}/..`` cost one resolution each, not 3^i."""
+        known = self.resolved.get(key)
+        if known is not None:
+            return known
+        if key in active or len(active) >= MAX_LINK_HOPS:
+            where = f"link {safe_value(origin.info.name)} -> {safe_value(origin.info.linkname)}"
+            raise _Refused(f"{where} goes through more than {MAX_LINK_HOPS} links (a loop?)")
+        found = self.resolve(
+            key[:-1], self.by_path[key].info.linkname, origin=origin, active=active | {key}
+        )
+        self.resolved[key] = found
+        return found
+
     def resolve(
-        self, start: tuple[str, ...], target: str, *, hops: int, origin: _Member
-    ) -> tuple[str, ...]:
-        """Where ``target`` (relative to the directory ``start``) leads, following link members; it must
-        stay inside sys/ at every step and end at a member."""
+        self,
+        start: tuple[str, ...],
+        target: str,
+        *,
+        origin: _Member,
+        active: frozenset[tuple[str, ...]] = frozenset(),
+    ) -> tuple[tuple[str, ...], int]:
+        """Where ``target`` (relative to the directory ``start``) leads, following link members, and how
+        many links that follows (as the kernel counts them: at most :data:`MAX_LINK_HOPS` in one
+        lookup); it must stay inside sys/ at every step and end at a member. Every component walked
+        in a pass counts against :data:`MAX_LINK_STEPS`."""
         where = f"link {safe_value(origin.info.name)} -> {safe_value(origin.info.linkname)}"
         parts = list(start)
+        hops = 0
         comps = target.split("/")
         if len(comps) > 4 * MAX_DEPTH:
             raise _Refused(f"{where} has too many components")
         for comp in comps:
+            self.steps += 1
+            if self.steps > MAX_LINK_STEPS:
+                raise _Refused(
+                    f"resolving the archive's links takes more than {MAX_LINK_STEPS} steps ({where})"
+                )
             if comp in ("", "."):
                 continue
             if comp == "..":
@@ -244,21 +281,18 @@ class _Members:
             key = tuple(parts)
             kind = self._kind(key)
             if kind == "link":
-                hops += 1
+                inner, inner_hops = self._link(key, origin=origin, active=active)
+                hops += 1 + inner_hops
                 if hops > MAX_LINK_HOPS:
                     raise _Refused(
                         f"{where} goes through more than {MAX_LINK_HOPS} links (a loop?)"
                     )
-                parts = list(
-                    self.resolve(
-                        key[:-1], self.by_path[key].info.linkname, hops=hops, origin=origin
-                    )
-                )
+                parts = list(inner)
             elif kind is None:
                 raise _Refused(f"{where} points to nothing in the archive")
         if self._kind(tuple(parts)) is None:  # pragma: no cover - every step above was checked
             raise _Refused(f"{where} points to nothing in the archive")
-        return tuple(parts)
+        return tuple(parts), hops
 
 
 def _scan(tar: tarfile.TarFile, manifest: str) -> _Members:

@@ -7,11 +7,11 @@ name the snapshot's host without importing the snapshot writer (issue 15: start-
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
+from ibdiag.jsonread import loads
 from ibdiag.node.sysfs import Refused, read_inside
 
 MANIFEST = "ibdiag-snapshot.json"
@@ -23,7 +23,7 @@ def read_manifest(root: Path) -> dict[str, Any] | None:
     ``ROOT``, a FIFO or anything but a regular JSON file of at most 1 MiB: it is never believed then)."""
     try:
         raw = read_inside(Path(root) / MANIFEST, os.path.realpath(root), limit=MAX_MANIFEST_BYTES)
-        doc = json.loads(raw)
+        doc = loads(raw)
     except (OSError, ValueError, Refused):
         return None
     return doc if isinstance(doc, dict) else None

@@ -10,6 +10,7 @@ from typing import Any
 
 from ibdiag.errors import InputError
 from ibdiag.findings.model import Report, RunMeta
+from ibdiag.jsonread import MAX_DOCUMENT_BYTES, JsonFieldError, loads, read_regular
 from ibdiag.text import safe_value
 
 ENVELOPE_KEYS = ("schema", "version", "host", "generated_at", "status", "findings")
@@ -66,7 +67,11 @@ def load_envelope(path: Path | str, *, schema: str | tuple[str, ...]) -> dict[st
     schemas = (schema,) if isinstance(schema, str) else tuple(schema)
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_regular(p, MAX_DOCUMENT_BYTES)  # a device or FIFO is never opened
+    except JsonFieldError as e:
+        raise InputError(
+            f"{p}: {e.problem}", hint="give a file written by ibdiag ... -o json or --save"
+        ) from None
     except FileNotFoundError:
         raise InputError(f"{p}: no such file", hint="check the path") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -74,15 +79,10 @@ def load_envelope(path: Path | str, *, schema: str | tuple[str, ...]) -> dict[st
             f"{p}: cannot read: {e}", hint="check the file's permissions and that it is text"
         ) from None
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
+        doc = loads(text)
+    except JsonFieldError as e:
         raise InputError(
-            f"{p}: not JSON ({e.msg} at line {e.lineno})",
-            hint="give a file written by ibdiag ... -o json or --save",
-        ) from None
-    except RecursionError:
-        raise InputError(
-            f"{p}: JSON nested too deeply",
+            f"{p}: {e.problem}",
             hint="give a file written by ibdiag ... -o json or --save",
         ) from None
     if not isinstance(doc, dict) or "schema" not in doc:

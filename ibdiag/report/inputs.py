@@ -10,10 +10,8 @@ command stop (exit 2).
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +21,10 @@ from ibdiag.counters.hw_spec import HW_JUDGED, HwGroup
 from ibdiag.counters.spec import ERROR_COUNTERS
 from ibdiag.errors import InputError
 from ibdiag.findings.model import Finding, Severity
-from ibdiag.jsonread import JsonReader
+from ibdiag.jsonread import MAX_DOCUMENT_BYTES, JsonFieldError, JsonReader, loads, read_regular
 from ibdiag.sweep.model import SweepResult
 from ibdiag.sweep.nodes import ADAPTER_RE, HOST_RE
-from ibdiag.text import safe_value
+from ibdiag.text import safe_excerpt, safe_value
 
 SCHEMAS = {
     "ibdiag.topo/1": "topo",
@@ -35,8 +33,9 @@ SCHEMAS = {
     "ibdiag.sweep/1": "sweep",
 }
 #: Largest file read (a 16384-node x 8-rail sweep's JSON is 42 MiB for ring, 73 MiB for 8 random
-#: rounds, benchmarks/sweep_scale.py); ``--max-file-size`` changes it.
-DEFAULT_MAX_BYTES = 256 * 2**20
+#: rounds, benchmarks/sweep_scale.py); ``--max-file-size`` changes it. Memory is bounded apart from
+#: it, by :func:`ibdiag.jsonread.loads`'s estimate (:data:`~ibdiag.jsonread.MAX_OBJECT_BYTES`).
+DEFAULT_MAX_BYTES = MAX_DOCUMENT_BYTES
 #: Most files one report reads (a directory of a 16384-node fleet's topo, counters and bench files fits).
 MAX_FILES = 100_000
 MAX_FINDINGS = 100_000
@@ -159,18 +158,26 @@ def find_files(args: Sequence[str]) -> tuple[list[Path], list[Skipped]]:
     for arg in args:
         p = Path(arg)
         if p.is_dir():
-            for child in sorted(p.rglob("*.json")):
+            found, too_deep = json_files(p)
+            for child in found:
                 add(child)
+            skipped += [
+                Skipped(
+                    shown_name(d),
+                    f"deeper than {MAX_DIR_DEPTH} levels below {shown_name(p)}: not read",
+                )
+                for d in too_deep
+            ]
         elif any(ch in arg for ch in "*?["):
             matches = sorted(glob.glob(arg, recursive=True))
             if not matches:
-                skipped.append(Skipped(arg, "the pattern matches no file"))
+                skipped.append(Skipped(shown_name(arg), "the pattern matches no file"))
             for m in matches:
                 add(Path(m))
         elif p.exists() or p.is_symlink():
             add(p)
         else:
-            skipped.append(Skipped(arg, "no such file or directory"))
+            skipped.append(Skipped(shown_name(arg), "no such file or directory"))
         if len(files) > MAX_FILES:
             raise InputError(
                 f"more than {MAX_FILES} files to read",
@@ -179,47 +186,66 @@ def find_files(args: Sequence[str]) -> tuple[list[Path], list[Skipped]]:
     return files, skipped
 
 
+#: Deepest directory ``report DIR`` descends into (a fleet's layout is a few levels deep).
+MAX_DIR_DEPTH = 32
+
+
+def json_files(top: Path) -> tuple[list[Path], list[Path]]:
+    """Every ``*.json`` below ``top``, sorted, walked without recursion and without following links
+    to directories (as ``rglob`` walks); and the directories not entered, deeper than
+    :data:`MAX_DIR_DEPTH` (a tree 1000 levels deep is a RecursionError for ``rglob``)."""
+    found: list[Path] = []
+    too_deep: list[Path] = []
+    stack = [(top, 0)]
+    while stack:
+        directory, depth = stack.pop()
+        try:
+            with os.scandir(directory) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for e in entries:
+            if e.name.endswith(".json"):
+                found.append(Path(e.path))
+            if e.is_dir(follow_symlinks=False):
+                if depth >= MAX_DIR_DEPTH:
+                    too_deep.append(Path(e.path))
+                else:
+                    stack.append((Path(e.path), depth + 1))
+    return sorted(found), sorted(too_deep)
+
+
+#: Longest file name shown (escapes included) before it is cut with a note.
+MAX_SHOWN_NAME = 1024
+
+
+def shown_name(path: str | os.PathLike[str]) -> str:
+    """A file name as every view shows it: through the one excerpt rule (a name is as untrusted as the
+    file: escape sequences in it must not reach a terminal, nor invalid characters an XML report)."""
+    return safe_excerpt(os.fspath(path), MAX_SHOWN_NAME)
+
+
 def read_bytes(path: Path, max_bytes: int) -> bytes:
-    """The file's bytes, if it is a regular file of at most ``max_bytes`` (a FIFO or a device never blocks us)."""
+    """The file's bytes, if it is a regular file of at most ``max_bytes``: its type is checked before it
+    is opened (:func:`ibdiag.jsonread.read_regular`), so a FIFO or a device is never opened."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        return read_regular(path, max_bytes)
+    except JsonFieldError as e:
+        more = " (--max-file-size)" if "allowed" in e.problem else ""
+        raise InputError(e.problem + more) from None
     except OSError as e:
         raise InputError(f"cannot open: {e.strerror or e}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise InputError("not a regular file")
-        if st.st_size > max_bytes:
-            raise InputError(
-                f"{st.st_size} bytes, more than the {max_bytes} allowed (--max-file-size)"
-            )
-        chunks, total = [], 0
-        while True:
-            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > max_bytes:
-                raise InputError(f"more than the {max_bytes} bytes allowed (--max-file-size)")
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def read_input(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> InputDoc | Skipped:
     """One file, checked; a :class:`Skipped` says why it cannot be used."""
-    name = str(path)
+    name = shown_name(path)
     try:
         raw = read_bytes(path, max_bytes)
         try:
-            doc = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            raise InputError("not UTF-8 text") from None
-        except json.JSONDecodeError as e:
-            raise InputError(f"not JSON ({e.msg} at line {e.lineno})") from None
-        except RecursionError:
-            raise InputError("JSON nested too deeply") from None
+            doc = loads(raw)
+        except JsonFieldError as e:
+            raise InputError(e.problem) from None
         return parse_document(doc, name)
     except InputError as e:
         return Skipped(name, e.message.removeprefix(f"{name}: "))
@@ -231,7 +257,7 @@ def parse_document(doc: Any, source: str) -> InputDoc:
     if not isinstance(doc, Mapping) or "schema" not in doc:
         raise InputError("not an ibdiag JSON document (no schema)")
     schema = doc.get("schema")
-    if schema not in SCHEMAS:
+    if not isinstance(schema, str) or schema not in SCHEMAS:
         raise InputError(
             f"schema {safe_value(schema)} is not one ibdiag report reads ({', '.join(SCHEMAS)})"
         )

@@ -11,14 +11,18 @@ never read as this one's)::
     node/<r>              rank r: its hostname, address, rails and the ports of its p2p servers (JSON)
     fleet                 rank 0: the nodes of the sweep in rank order, and who never published (JSON)
     round/<i>/<r>         rank 0: rank r's tests in round i, or the end of the sweep (JSON)
-    done/<i>/<r>          rank r: its results of round i (JSON); then ``done/<i>`` += 1, and the rank
-                          that brings the count to the round's ``expect`` sets ``done/<i>/all``
+    done/<i>/<r>          rank r: its results of round i (JSON); rank 0 counts the round complete
+                          when it has found every live rank's key (no key any rank can write, such
+                          as a shared counter, ends its wait early)
     end                   rank 0: the sweep is over (also for a rank it stopped waiting for)
     bye/<r>               rank r: it read the end (rank 0 waits for these before it may take the
                           store down, when it serves it)
 
 Every value read is untrusted (another rank, or anyone who can reach the store, wrote it) and is
-checked by the reader. Waits poll :meth:`check` so that a missing key costs no error message from
+checked by the reader, parsed within :func:`ibdiag.jsonread.loads`'s budget (a ``"[" * 100000`` is a
+refused value, not a RecursionError). The store itself is not authenticated: any process of the job can
+write any key, so everyone in the job is trusted not to forge another rank's report (docs/security.md).
+Waits poll :meth:`check` so that a missing key costs no error message from
 the store's C++ side; the poll interval grows with the job so the store is not flooded.
 
 Here too: how a rank reaches the store (:func:`connect_store`) and the address it publishes to its
@@ -34,7 +38,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ibdiag.errors import CannotRunError
+from ibdiag.errors import CannotRunError, InputError
+from ibdiag.jsonread import JsonFieldError, loads
 from ibdiag.runtime.launch import LaunchEnv
 from ibdiag.runtime.torchdist import first_line, import_dist
 
@@ -86,18 +91,19 @@ class Coordinator:
         return bool(self._call(f"looking for {key}", self.store.check, [key]))
 
     def read(self, key: str) -> Any:
-        """The JSON value of a key known to be there (CannotRunError when it is not JSON)."""
+        """The JSON value of a key known to be there: InputError when it is not JSON within the budget
+        of :func:`~ibdiag.jsonread.loads` (or too long), CannotRunError when the store fails."""
         raw = self._call(f"reading {key}", self.store.get, key)
         if len(raw) > MAX_VALUE_BYTES:
-            raise CannotRunError(
+            raise InputError(
                 f"store key {key}: {len(raw)} bytes, more than a sweep writes",
                 hint="is another job using the same rendezvous store and port?",
             )
         try:
-            return json.loads(bytes(raw).decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            raise CannotRunError(
-                f"store key {key} does not hold JSON",
+            return loads(bytes(raw))
+        except JsonFieldError as e:
+            raise InputError(
+                f"store key {key} does not hold JSON ibdiag reads: {e.problem}",
                 hint="is another job using the same rendezvous store and port?",
             ) from None
 
@@ -133,13 +139,19 @@ class Coordinator:
         """Which of ``keys`` do not exist (one check per key: ``check`` answers for all at once)."""
         return [k for k in keys if not self.has(k)]
 
-    def report(self, round_index: int, rank: int, results: Any, expect: int) -> None:
-        """Publish this rank's results of a round and count it; the last one sets ``done/<i>/all``."""
+    def wait_all(self, keys: Sequence[str], deadline: float) -> list[str]:
+        """Poll until every one of ``keys`` exists or the deadline passes; the keys still missing.
+        Each key is looked for until it is found, then no more."""
+        left = list(keys)
+        while True:
+            left = self.missing(left)
+            if not left or time.monotonic() >= deadline:
+                return left
+            time.sleep(min(self.poll_s, max(0.0, deadline - time.monotonic())))
+
+    def report(self, round_index: int, rank: int, results: Any) -> None:
+        """Publish this rank's results of a round (rank 0 looks for each rank's key)."""
         self.put(f"done/{round_index}/{rank}", results)
-        if self.count(f"done/{round_index}") >= expect:
-            self._call(
-                f"writing done/{round_index}/all", self.store.set, f"done/{round_index}/all", "1"
-            )
 
 
 def route_address(master_addr: str, port: int) -> str:

@@ -101,6 +101,8 @@ class _Rank:
         self.runner: P2PPairRunner | None = None
         self.token_bytes = b""
         self.address = ""
+        self.waited_s = 0.0
+        """How long rank 0 waited for the last round's reports (what "did not report within" says)."""
         self.fleet: tuple[FleetNode, ...] = ()
 
     # --- set-up ------------------------------------------------------------------------------------
@@ -155,7 +157,11 @@ class _Rank:
         ports: list[list[int]] = []
         missing: list[int] = []
         for r in range(self.world):
-            doc = self.coord.wait_value(f"node/{r}", deadline)
+            try:
+                doc = self.coord.wait_value(f"node/{r}", deadline)
+            except InputError as e:  # not JSON, or beyond the budget: that rank is left out
+                self.log(f"refused: rank {r}'s description: {e.message}")
+                doc = None
             if node_doc_ok(doc, r, collective=self.job.spec.test == "collective", log=self.log):
                 nodes.append({k: doc.get(k) for k in ("rank", "host", "address", "rails")})
                 ports.append(doc["ports"])
@@ -244,9 +250,7 @@ class _Rank:
                 results += [res] if res is not None else []
         else:
             results = self.measure(tests, round_index, phase)
-        self.coord.report(
-            round_index, self.rank, result_rows(results), int(task.get("expect", self.world))
-        )
+        self.coord.report(round_index, self.rank, result_rows(results))
 
     def worker_loop(self) -> None:
         limit = 2 * round_limit_s(self.job.spec) + self.job.start_timeout_s
@@ -260,8 +264,12 @@ class _Rank:
                     f"rank {self.rank}: rank 0 gave no work for round {i + 1} within {limit:g} s",
                     hint="rank 0 or the rendezvous store is gone; check rank 0's output",
                 )
-            task = self.coord.read(found)
-            if found == "end" or not isinstance(task, dict) or task.get("end"):
+            try:
+                task = self.coord.read(found)
+            except InputError as e:  # not JSON: no tests to take part in, but this rank answers
+                self.log(f"refused: {e.message}")
+                task = {"tests": []}
+            if found == "end" or not isinstance(task, dict) or task.get("end") is True:
                 self.coord.put(f"bye/{self.rank}", 1)
                 return
             self.take_part(task, i)
@@ -368,12 +376,16 @@ class _Rank:
         )
         started = time.monotonic()
         self.take_part({"phase": kind, "expect": expect, "tests": by_rank.get(0, [])}, i)
-        self.coord.wait_for(f"done/{i}/all", started + round_limit_s(self.job.spec))
+        # Complete when every live rank's own report is there: counted here, from the keys read.
+        silent = self.coord.wait_all(
+            [f"done/{i}/{r}" for r in by_rank if r != 0], started + round_limit_s(self.job.spec)
+        )
+        self.waited_s = time.monotonic() - started
         reported: dict[int, list[PairResult]] = {}
         refused: dict[int, str] = {}
         for r in by_rank:
             key = f"done/{i}/{r}"
-            if r == 0 or self.coord.has(key):
+            if key not in silent:
                 try:
                     reported[r] = read_results(
                         self.coord.read(key),
@@ -411,7 +423,10 @@ class _Rank:
                 None,
                 error=f"report refused: {refused[t.b.rank]}"[:500],
             )
-        why = f"rank {t.b.rank} did not report within {round_limit_s(self.job.spec):g} s"
+        if t.b.rank in reported:  # it reported the round, without this test
+            why = f"rank {t.b.rank}'s report of round {i + 1} has no result for this test"
+            return PairResult(i, phase, t.rail, t.a.rank, t.b.rank, None, error=why)
+        why = f"rank {t.b.rank} did not report within {self.waited_s:.1f} s"
         return PairResult(
             i, phase, t.rail, t.a.rank, t.b.rank, None, error=why, unreachable=(t.b.rank,)
         )

@@ -81,6 +81,11 @@ def parse_strategy(text: str) -> str:
     return strategy.name
 
 
+#: Smallest positive value of a flag (1 ns, 1e-9 GB/s): below it no number means anything, and a
+#: subnormal one (1e-310) overflowed the overlap model to infinity.
+MIN_POSITIVE = 1e-9
+
+
 def check_positive(
     name: str,
     value: float | None,
@@ -100,6 +105,11 @@ def check_positive(
         raise UsageError(
             f"{name} must be {'zero or more' if allow_zero else 'positive'}, not {value:g}",
             hint=hint,
+        )
+    if 0 < value < MIN_POSITIVE:  # subnormal numbers end as infinities in the model
+        raise UsageError(
+            f"{name} {value:g} {unit} is absurdly small",
+            hint=f"values below {MIN_POSITIVE:g} {unit} are refused; check the unit ({unit})",
         )
     if value > maximum:
         raise UsageError(

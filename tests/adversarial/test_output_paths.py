@@ -163,12 +163,18 @@ def test_the_temporary_file_lives_beside_the_final_target(tmp_path, monkeypatch)
     os.symlink(elsewhere / "t.json", tmp_path / "l.json")
     seen = []
     real_replace = os.replace
-    monkeypatch.setattr(
-        os, "replace", lambda a, b: (seen.append((Path(a), Path(b))), real_replace(a, b))[1]
-    )
+
+    def replace(a: str, b: str, *, src_dir_fd: int, dst_dir_fd: int) -> None:
+        # the rename happens inside the directory held open (its path cannot be swapped meanwhile)
+        held = Path(os.readlink(f"/proc/self/fd/{src_dir_fd}"))
+        seen.append((held / a, Path(os.readlink(f"/proc/self/fd/{dst_dir_fd}")) / b))
+        real_replace(a, b, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+
+    monkeypatch.setattr(os, "replace", replace)
     write_atomically(tmp_path / "l.json", "new")
     ((src, dst),) = seen
     assert src.parent == dst.parent == elsewhere and src.name == f".t.json.{os.getpid()}.tmp"
+    assert (elsewhere / "t.json").read_text() == "new"
 
 
 def test_an_error_while_writing_leaves_no_temporary_file(tmp_path):

@@ -216,7 +216,7 @@ def test_bad_files_are_named_and_skipped(cli, fleet_dir, tmp_path):
     assert reasons["evil.json"] == "host: holds control or non-printable characters"
     assert reasons["wrongtype.json"] == "ports[0].counters.symbol_error: must be a finite number"
     assert reasons["binary.json"] == "not UTF-8 text"
-    assert reasons["fifo.json"] == "not a regular file"
+    assert reasons["fifo.json"] == "a FIFO, not a regular file"
     assert reasons["nothing-*.json"] == "the pattern matches no file"
     warned = {
         os.path.basename(f["subject"]) for f in doc["findings"] if f["check"] == "report.input"

@@ -39,7 +39,6 @@ the NCCL path in ``provenance``. Every parser here is a pure function of text; a
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from collections.abc import Iterable
 from itertools import chain
@@ -56,6 +55,7 @@ from ibdiag.bench.results.model import SCHEMA, BenchRun, bench_run_from_json
 from ibdiag.collectives import get_op
 from ibdiag.errors import InputError, UsageError
 from ibdiag.findings.model import Finding
+from ibdiag.jsonread import JsonFieldError, loads
 
 __all__ = [
     "MAX_BYTES",
@@ -87,13 +87,9 @@ def parse_json(
         doc = perftest_json.load_json_text(text, source)
     else:
         try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise InputError(
-                f"{source}:{e.lineno}: not JSON ({e.msg})", hint=nccl_tests.HINT
-            ) from None
-        except RecursionError:
-            raise InputError(f"{source}: JSON nested too deeply", hint=nccl_tests.HINT) from None
+            doc = loads(text)
+        except JsonFieldError as e:
+            raise InputError(f"{source}: {e.problem}", hint=nccl_tests.HINT) from None
     if isinstance(doc, dict) and "schema" in doc:
         if doc["schema"] != SCHEMA:
             raise InputError(

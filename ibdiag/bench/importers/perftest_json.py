@@ -20,13 +20,16 @@ from ibdiag.bench.results.model import BenchRun, P2PResult
 from ibdiag.bench.results.p2p_meta import P2PMeta, PerftestLog
 from ibdiag.bench.results.provenance import ImportInfo, Provenance
 from ibdiag.errors import InputError
+from ibdiag.jsonread import JsonFieldError, loads
 
 
 def load_json_text(text: str, source: str) -> Any:
     """JSON, or perftest's not-quite-JSON (bare words, trailing commas) repaired first."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as first:
+        return loads(text)
+    except JsonFieldError as first:
+        if not first.problem.startswith("not JSON"):  # beyond the budget: no repair helps
+            raise InputError(f"{source}: {first.problem}", hint=HINT) from None
         repaired = re.sub(r"([{,]\s*)([A-Za-z_][\w .\-]*?)\s*:", r'\1"\2":', text)  # bare keys
 
         def quote(m: re.Match[str]) -> str:
@@ -38,11 +41,9 @@ def load_json_text(text: str, source: str) -> Any:
         )  # bare values
         repaired = re.sub(r",\s*([}\]])", r"\1", repaired)  # trailing commas
         try:
-            return json.loads(repaired)
-        except json.JSONDecodeError:
-            raise InputError(
-                f"{source}:{first.lineno}: not JSON ({first.msg})", hint=HINT
-            ) from None
+            return loads(repaired)
+        except JsonFieldError:
+            raise InputError(f"{source}: {first.problem}", hint=HINT) from None
 
 
 def _result_objects(doc: Any) -> list[Mapping[str, Any]]:

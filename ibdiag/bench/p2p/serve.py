@@ -9,7 +9,9 @@ server keeps serving. The library never prints: log lines go to the ``log`` call
 Before a client has authenticated it is a stranger: its whole handshake has one deadline
 (``handshake_timeout_s``, at most ``--timeout``), and :class:`~.admission.Admission` bounds how
 many such connections one address and everyone together may hold, so strangers trickling bytes
-cannot lock a token holder out. Refusals are logged at most once a second per address.
+cannot lock a token holder out. What is logged about strangers (refused, dropped, gave up before
+authenticating) is bounded by :class:`~.admission.StrangerLog`: once a second per address, a few lines
+a second in all, the rest counted.
 """
 
 from __future__ import annotations
@@ -50,8 +52,6 @@ MAX_SESSIONS = 16
 HANDSHAKE_TIMEOUT_S = 5.0
 #: How often the accept loop looks at the stop flag (seconds).
 _ACCEPT_POLL_S = 0.5
-#: At most one "refused" log line per source address per this many seconds (the rest are counted).
-_REFUSAL_LOG_EVERY_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ class Server:
         )
         self._displaced: set[socket.socket] = set()
         self._sessions = 0
-        self._refusals: dict[str, tuple[float, int]] = {}
+        self._stranger_log = admission.StrangerLog(log)
         self._current: str | None = None
         self._sides: set[ServerSide] = set()
         """Running benchmark sides (a perftest side owns processes): closed by :meth:`close` too."""
@@ -182,19 +182,7 @@ class Server:
         return self._once_status if self._once_status is not None else int(ExitStatus.OK)
 
     def _log_refusal(self, peer: str, source: str, reason: str) -> None:
-        """One log line per address and second; the refusals in between are counted in the next one."""
-        now = time.monotonic()
-        last, hidden = self._refusals.get(source, (0.0, 0))
-        if now - last < _REFUSAL_LOG_EVERY_S:
-            self._refusals[source] = (last, hidden + 1)
-            return
-        more = f" ({hidden} more from {source} refused since the last such line)" if hidden else ""
-        self.log(f"{peer}: refused: {reason}{more}")
-        self._refusals[source] = (now, 0)
-        if len(self._refusals) > 4 * self.opts.max_unauthenticated:  # forget quiet addresses
-            self._refusals = {
-                k: v for k, v in self._refusals.items() if now - v[0] < _REFUSAL_LOG_EVERY_S
-            }
+        self._stranger_log(source, f"{peer}: refused: {reason}")
 
     def stop(self) -> None:
         self._stop.set()
@@ -247,10 +235,19 @@ class Server:
 
     def _handle(self, conn: socket.socket, addr: tuple) -> None:
         peer = describe_peer(addr)
+        source = source_address(addr)
         ch = Channel(conn, peer, self.opts.timeout_s)
         ran = False
         ok = False
         session = False
+        stranger = True  # until the handshake proved it (lines about strangers are bounded)
+
+        def say(line: str) -> None:
+            if stranger:
+                self._stranger_log(source, line)
+            else:
+                self.log(line)
+
         try:
             hello = server_handshake(
                 ch,
@@ -261,6 +258,7 @@ class Server:
                 transports=self.opts.transports,
                 deadline=time.monotonic() + self.opts.handshake_limit_s,
             )
+            stranger = False
             session = self._authenticated(conn)
             if not session:
                 ch.send_error("busy", f"{MAX_SESSIONS} authenticated clients are connected already")
@@ -284,22 +282,20 @@ class Server:
                 self._current = None
                 self._busy.release()
         except Refused as r:
-            self.log(
-                f"{peer}: {r.reason}" if r.code == "client" else f"{peer}: refused: {r.reason}"
-            )
+            say(f"{peer}: {r.reason}" if r.code == "client" else f"{peer}: refused: {r.reason}")
         except RemoteError as e:
-            self.log(f"{peer}: client gave up: {_as_client(e.message, peer)}")
+            say(f"{peer}: client gave up: {_as_client(e.message, peer)}")
         except ProtocolError as e:
             ch.send_error("protocol", e.message.replace(peer, "the client"), e.hint)
-            self.log(f"{peer}: refused: {_as_client(e.message, peer)}")
+            say(f"{peer}: refused: {_as_client(e.message, peer)}")
         except IbdiagError as e:
             if conn in self._displaced:
-                self.log(
+                say(
                     f"{peer}: dropped: still unauthenticated when the server was full; a client from a less crowded address took its place"
                 )
             elif not self._stop.is_set():
                 ch.send_error("failed", e.message, e.hint)
-                self.log(f"{peer}: dropped: {_as_client(e.message, peer)}")
+                say(f"{peer}: dropped: {_as_client(e.message, peer)}")
         except Exception as e:  # noqa: BLE001 - a bug must not take the server down
             ch.send_error("failed", f"internal error on the server: {type(e).__name__}")
             self.log(f"{peer}: internal error: {type(e).__name__}: {e}")

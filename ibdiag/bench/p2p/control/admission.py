@@ -13,12 +13,18 @@ what a client without the token can hold:
 
 Each connection also has a deadline for its whole handshake (the server enforces it); together
 these make a token holder's run independent of how many strangers trickle bytes at the port.
+
+What the server logs about strangers is bounded too (:class:`StrangerLog`): one line per address per
+second, a few per second in all, the lines held back counted in the next one.
 """
 
 from __future__ import annotations
 
+import math
+import threading
+import time
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 #: Defaults (``ServeOptions``): unauthenticated connections per source address and overall.
@@ -82,3 +88,55 @@ class Admission:
         del conns[key]
         if not conns:
             del self._by_source[source]
+
+
+#: Lines about strangers: at most one per source address in this many seconds ...
+STRANGER_LOG_EVERY_S = 1.0
+#: ... and at most this many in any second, all addresses together.
+STRANGER_LINES_PER_S = 5
+#: Addresses remembered for the limit (the quiet ones are forgotten first).
+_REMEMBERED = 4096
+
+
+class StrangerLog:
+    """The log lines about connections that never authenticated (refused, dropped, gave up), bounded:
+    one per address per :data:`STRANGER_LOG_EVERY_S` and :data:`STRANGER_LINES_PER_S` in all; the
+    lines held back are counted, and the next line written says how many. Thread-safe."""
+
+    def __init__(
+        self,
+        log: Callable[[str], None],
+        *,
+        every_s: float = STRANGER_LOG_EVERY_S,
+        per_s: int = STRANGER_LINES_PER_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.log, self.every_s, self.per_s, self.clock = log, every_s, per_s, clock
+        self._lock = threading.Lock()
+        self._last: dict[str, tuple[float, int]] = {}
+        self._second, self._lines = -math.inf, 0
+        self._held, self._held_from = 0, set[str]()
+
+    def __call__(self, source: str, line: str) -> None:
+        with self._lock:
+            now = self.clock()
+            last, hidden = self._last.get(source, (-math.inf, 0))
+            if now - last < self.every_s:
+                self._last[source] = (last, hidden + 1)
+                return
+            if now - self._second >= 1.0:
+                self._second, self._lines = now, 0
+            if self._lines >= self.per_s:
+                self._held += 1
+                if len(self._held_from) < _REMEMBERED:
+                    self._held_from.add(source)
+                return
+            self._lines += 1
+            notes = [f"{hidden} more from {source} since its last line"] if hidden else []
+            if self._held:
+                notes.append(f"{self._held} lines about {len(self._held_from)} addresses held back")
+                self._held, self._held_from = 0, set()
+            self._last[source] = (now, 0)
+            if len(self._last) > _REMEMBERED:
+                self._last = {k: v for k, v in self._last.items() if now - v[0] < self.every_s}
+        self.log(line + (f" ({'; '.join(notes)})" if notes else ""))
