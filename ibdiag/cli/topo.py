@@ -24,6 +24,7 @@ from ibdiag.cli.common import (
     run_meta,
     table_width,
 )
+from ibdiag.cli.history import HistoryOption, history_setup, with_history
 
 ExpectAdaptersOption = Annotated[
     int | None,
@@ -44,6 +45,7 @@ def topo_command(
     strict: StrictOption = False,
     expect_adapters: ExpectAdaptersOption = None,
     expect_rate: ExpectRateOption = None,
+    history: HistoryOption = None,
     textfile: TextfileOption = None,  # written by the boundary (cli/errors.py) from the report's metrics
     debug: DebugOption = False,
 ) -> int:
@@ -62,11 +64,14 @@ def topo_command(
         {"expect_adapters": ("--expect-adapters", expect_adapters)},
     )
     ports = cfg_file.section("ports", PortsConfig).with_expected_rate(expect_rate)
+    hist = history_setup(history, cfg_file)
     with open_root(root) as directory:
         sysfs = SysfsRoot(directory).check()
         topo = discover(sysfs, gdr_level=cfg.gdr_path_class)
         meta = run_meta(directory)
+        rec = _record(topo, meta.host) if hist is not None else None
     report = Report("topo", topo.to_json(), tuple(check_topology(topo, cfg, ports)))
+    report, hist_metrics = with_history(report, hist, rec)
 
     def table() -> list[Any]:
         from rich.text import Text
@@ -96,5 +101,16 @@ def topo_command(
         strict=strict,
         table=table,
         csv=lambda: (render.CSV_HEADER, render.csv_rows(topo)),
-        prom=lambda: render.prom_metrics(topo),
+        prom=lambda: render.prom_metrics(topo) + hist_metrics,
     )
+
+
+def _record(topo: Any, host: str) -> Any:
+    """The history record of a topo reading: every port's state and rate, no counters."""
+    import time
+
+    from ibdiag.history.model import Record
+    from ibdiag.history.run import topo_ports
+
+    ports = [p for a in topo.adapters for p in a.ports]
+    return Record(time.time(), host, "topo", topo_ports(ports))

@@ -1,0 +1,87 @@
+"""One run with ``--history DIR``: read the window back, add this run's record, judge the ports' story."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ibdiag.counters.config import CountersConfig
+from ibdiag.counters.model import PortCounters
+from ibdiag.findings.model import Finding
+from ibdiag.history.analysis import port_stories
+from ibdiag.history.checks import check_history, when
+from ibdiag.history.config import HistoryConfig
+from ibdiag.history.model import PortStory, Record
+from ibdiag.history.store import Loaded, read_records, write_record
+from ibdiag.node.aer import AerCounts
+from ibdiag.node.model import Port
+
+
+@dataclass(frozen=True)
+class HistoryResult:
+    """What the history said in this run."""
+
+    directory: str
+    written: str
+    stories: tuple[PortStory, ...]
+    loaded: Loaded
+    findings: tuple[Finding, ...]
+    window_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "directory": self.directory,
+            "written": self.written,
+            "window_s": self.window_s,
+            "records": len(self.loaded.records) + 1,
+            "skipped": list(self.loaded.skipped),
+            "ports": [
+                {
+                    "adapter": s.adapter,
+                    "port": s.port,
+                    "flaps": s.flap_count,
+                    "last_flap": None if s.last_flap_s is None else when(s.last_flap_s),
+                    "last_flap_epoch_s": s.last_flap_s,
+                    "events": [
+                        {"at": when(f.at_s), "count": f.count, "how": f.how} for f in s.flaps
+                    ],
+                    "error_bursts": len(s.bursts),
+                    "resets": s.resets,
+                    "up_now": s.up_now,
+                }
+                for s in self.stories
+            ],
+        }
+
+
+def topo_ports(ports: Sequence[Port]) -> tuple[PortCounters, ...]:
+    """``topo``'s ports as records without counters (state and rate only)."""
+    return tuple(PortCounters(p.adapter, p.port, p, None, None) for p in ports)
+
+
+def record_and_judge(
+    directory: Path,
+    record: Record,
+    cfg: HistoryConfig,
+    counters_cfg: CountersConfig | None = None,
+) -> HistoryResult:
+    """Read the store's window, write ``record`` into it (pruning it), and judge every port."""
+    since = record.taken_at_s - cfg.window_s
+    loaded = read_records(directory, host=record.host, since_s=since)
+    written = write_record(directory, record, cfg)
+    older = [r for r in loaded.records if r.taken_at_s < record.taken_at_s]
+    loaded = Loaded(tuple(older), loaded.skipped)
+    stories = port_stories([*older, record], since_s=since, counters_cfg=counters_cfg)
+    findings = check_history(
+        stories, loaded, cfg, now_s=record.taken_at_s, directory=str(directory)
+    )
+    return HistoryResult(
+        str(directory), str(written), stories, loaded, tuple(findings), cfg.window_s
+    )
+
+
+def aer_of(records: Sequence[Record]) -> tuple[AerCounts, ...]:
+    """The newest record's AER counts (for views)."""
+    return records[-1].aer if records else ()
