@@ -35,7 +35,13 @@ from ibdiag.cli.counters_options import (
     SinceOption,
     WatchOption,
 )
-from ibdiag.cli.history import HistoryOption, HistorySetup, history_setup, with_history
+from ibdiag.cli.history import (
+    HistoryOption,
+    HistorySetup,
+    KernelLogOption,
+    history_setup,
+    with_history,
+)
 
 #: Shortest --interval: mlx5 caches hw_counters for ``lifespan`` ms (10-12 ms by default), and
 #: every counters/ read is a MAD to the adapter's firmware on a live node.
@@ -105,6 +111,7 @@ def counters_command(
     expect_rate: ExpectRateOption = None,
     far_end: FarEndOption = False,
     history: HistoryOption = None,
+    kernel_log: KernelLogOption = None,
     textfile: TextfileOption = None,  # written by the boundary (cli/errors.py) from the report's metrics
     debug: DebugOption = False,
 ) -> int:
@@ -127,7 +134,7 @@ def counters_command(
         )
     cfg_file = read_config(config)
     judge = Judging.from_config(cfg_file).with_expected_rate(expect_rate)
-    hist = history_setup(history, cfg_file, watch=watch)
+    hist = history_setup(history, cfg_file, watch=watch, kernel_log=kernel_log)
     patterns = parse_device_filter(device or [])
     with open_root(root) as directory:
         sysfs = SysfsRoot(directory).check()
@@ -155,6 +162,17 @@ def _record(sysfs: Any, sample: Any, meta: Any) -> Any:
     from ibdiag.history.model import Record
 
     return Record(sample.taken_at_s, meta.host, "counters", sample.ports)
+
+
+def _topo(sysfs: Any) -> Any:
+    """The node's topology, for the kernel log's device names (discovered only when asked)."""
+
+    def discover_topology() -> Any:
+        from ibdiag.node.discover import discover
+
+        return discover(sysfs)
+
+    return discover_topology
 
 
 def _report_items(
@@ -192,7 +210,9 @@ def _snapshot(
     cfg = judge.cfg
     sample = read_sample(sysfs, layout, data_bits=cfg.data_bits)
     report = Report("counters", json_data.snapshot_data(sample, cfg), tuple(judge.snapshot(sample)))
-    report, hist_metrics = with_history(report, hist, _record(sysfs, sample, meta), cfg)
+    report, hist_metrics = with_history(
+        report, hist, _record(sysfs, sample, meta), cfg, _topo(sysfs)
+    )
     ends: list[Any] = []
     if far_end:
         from ibdiag.cli.far_end import far_ends, with_far_ends
@@ -252,7 +272,9 @@ def _span_output(
     report = Report(
         "counters", json_data.span_data(span, cfg, baseline=baseline), tuple(judge.span(span))
     )
-    report, hist_metrics = with_history(report, hist, _record(sysfs, span.last, meta), cfg)
+    report, hist_metrics = with_history(
+        report, hist, _record(sysfs, span.last, meta), cfg, _topo(sysfs)
+    )
 
     def table() -> list[Any]:
         from rich.text import Text
@@ -383,7 +405,7 @@ def _interval(
     if stream_csv:
         report = Report("counters", {}, tuple(judge.span(span)))
         report, hist_metrics = with_history(
-            report, hist, _record(sysfs, span.last, meta), judge.cfg
+            report, hist, _record(sysfs, span.last, meta), judge.cfg, _topo(sysfs)
         )
         record(
             report,

@@ -1,8 +1,10 @@
-"""``--history DIR`` for ``counters`` and ``topo``: record this run's reading and judge the ports' past."""
+"""``--history DIR`` and ``--kernel-log SOURCE`` for ``counters`` and ``topo``: record this run's
+reading and judge the ports' past; judge what the kernel logged."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,20 +19,30 @@ HistoryOption = Annotated[
         "recoveries and error bursts over [history] window_hours. Nothing is written without it.",
     ),
 ]
+KernelLogOption = Annotated[
+    str | None,
+    typer.Option(
+        "--kernel-log",
+        metavar="SOURCE",
+        help="Judge the kernel's own words about ports, cables, PCIe and AER: kmsg (/dev/kmsg, what is buffered), "
+        "journal (journalctl -k), auto (kmsg, else the journal), or a saved dmesg/journalctl file.",
+    ),
+]
 
 
 @dataclasses.dataclass(frozen=True)
 class HistorySetup:
-    directory: Path
+    directory: Path | None
     cfg: Any
     """:class:`~ibdiag.history.config.HistoryConfig`."""
+    kernel_log: str | None = None
 
 
 def history_setup(
-    directory: Path | None, cfg_file: Any, *, watch: bool = False
+    directory: Path | None, cfg_file: Any, *, watch: bool = False, kernel_log: str | None = None
 ) -> HistorySetup | None:
     """Checked before the run: the section of the config file and a writable store directory."""
-    if directory is None:
+    if directory is None and kernel_log is None:
         return None
     from ibdiag.errors import UsageError
     from ibdiag.history.config import HistoryConfig
@@ -38,23 +50,39 @@ def history_setup(
 
     if watch:
         raise UsageError(
-            "--history records one reading; it cannot be combined with --watch",
+            "--history and --kernel-log judge one reading; they cannot be combined with --watch",
             hint="run it from cron or a timer",
         )
     cfg = cfg_file.section("history", HistoryConfig)
-    return HistorySetup(check_store(directory), cfg)
+    return HistorySetup(None if directory is None else check_store(directory), cfg, kernel_log)
 
 
 def with_history(
-    report: Any, setup: HistorySetup | None, record: Any, counters_cfg: Any = None
+    report: Any,
+    setup: HistorySetup | None,
+    record: Any,
+    counters_cfg: Any = None,
+    topo: Callable[[], Any] | None = None,
 ) -> tuple[Any, list[Any]]:
-    """``report`` with the history's findings and ``history`` data added, and the history's metrics."""
+    """``report`` with the history's and the kernel log's findings and data added, and the history's
+    metrics. ``topo`` gives the node's topology (the kernel log's device names, the AER counts)."""
     if setup is None:
         return report, []
-    from ibdiag.history.run import record_and_judge
+    from ibdiag.history.run import judge_kernel_log, record_and_judge
     from ibdiag.history.views import prom_metrics
 
-    result = record_and_judge(setup.directory, record, setup.cfg, counters_cfg)
-    data = {**report.data, "history": result.to_json()}
-    out = dataclasses.replace(report, data=data, findings=(*report.findings, *result.findings))
-    return out, prom_metrics(result)
+    data = dict(report.data)
+    findings = list(report.findings)
+    metrics: list[Any] = []
+    if setup.directory is not None:
+        result = record_and_judge(setup.directory, record, setup.cfg, counters_cfg)
+        data["history"] = result.to_json()
+        findings += result.findings
+        metrics = prom_metrics(result)
+    if setup.kernel_log is not None:
+        kfindings, kdata = judge_kernel_log(
+            setup.kernel_log, topo() if topo else None, setup.cfg, now_s=record.taken_at_s
+        )
+        data["kernel_log"] = kdata
+        findings += kfindings
+    return dataclasses.replace(report, data=data, findings=tuple(findings)), metrics

@@ -9,6 +9,7 @@ from ibdiag.counters.checks import CHECKS as counters
 from ibdiag.fabric.judge import CHECKS as fabric
 from ibdiag.findings.registry import Check, CheckRegistry
 from ibdiag.history.checks import CHECKS as history
+from ibdiag.history.kernchecks import CHECKS as kernel
 from ibdiag.ports.checks import CHECKS as ports
 from ibdiag.report.checks import CHECKS as report
 from ibdiag.sweep.checks import CHECKS as sweep
@@ -23,6 +24,7 @@ def all_registries() -> tuple[CheckRegistry, ...]:
         ports,
         counters,
         history,
+        kernel,
         fabric,
         p2p,
         collective,

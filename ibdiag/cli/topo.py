@@ -24,7 +24,7 @@ from ibdiag.cli.common import (
     run_meta,
     table_width,
 )
-from ibdiag.cli.history import HistoryOption, history_setup, with_history
+from ibdiag.cli.history import HistoryOption, KernelLogOption, history_setup, with_history
 
 ExpectAdaptersOption = Annotated[
     int | None,
@@ -46,6 +46,7 @@ def topo_command(
     expect_adapters: ExpectAdaptersOption = None,
     expect_rate: ExpectRateOption = None,
     history: HistoryOption = None,
+    kernel_log: KernelLogOption = None,
     textfile: TextfileOption = None,  # written by the boundary (cli/errors.py) from the report's metrics
     debug: DebugOption = False,
 ) -> int:
@@ -64,14 +65,14 @@ def topo_command(
         {"expect_adapters": ("--expect-adapters", expect_adapters)},
     )
     ports = cfg_file.section("ports", PortsConfig).with_expected_rate(expect_rate)
-    hist = history_setup(history, cfg_file)
+    hist = history_setup(history, cfg_file, kernel_log=kernel_log)
     with open_root(root) as directory:
         sysfs = SysfsRoot(directory).check()
         topo = discover(sysfs, gdr_level=cfg.gdr_path_class)
         meta = run_meta(directory)
-        rec = _record(topo, meta.host) if hist is not None else None
+        rec = _record(topo, meta.host)
     report = Report("topo", topo.to_json(), tuple(check_topology(topo, cfg, ports)))
-    report, hist_metrics = with_history(report, hist, rec)
+    report, hist_metrics = with_history(report, hist, rec, topo=lambda: topo)
 
     def table() -> list[Any]:
         from rich.text import Text

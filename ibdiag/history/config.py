@@ -10,6 +10,7 @@ Example (every key optional)::
     retention_days = 7         # records older than this are deleted when a run records
     max_bytes = 67108864       # the store is kept under this size (oldest records go first)
     aer_correctable_warn = 1   # correctable AER errors on a GPU-NIC path between two records that warn
+    access_reg_flood = 10      # this many "ACCESS_REG(0x805) ... failed" kernel messages from one adapter warn
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ class HistoryConfig:
     aer_correctable_warn: int = bounded(1, low=1, high=2**62)
     """Correctable PCIe AER errors, between two records, on a GPU, NIC or bridge between them, that warn
     (they precede a link's downtraining)."""
+
+    access_reg_flood: int = bounded(10, low=1, high=2**62)
+    """``ACCESS_REG(0x805) ... failed`` kernel messages from one adapter that warn: a tool or daemon
+    polling a register the firmware refuses (a flood fills the log and hides the real messages)."""
 
     @property
     def window_s(self) -> float:

@@ -13,10 +13,14 @@ from ibdiag.findings.model import Finding
 from ibdiag.history.analysis import port_stories
 from ibdiag.history.checks import check_history, when
 from ibdiag.history.config import HistoryConfig
+from ibdiag.history.devices import device_map
+from ibdiag.history.kernchecks import check_kernel
+from ibdiag.history.kernlog import events
+from ibdiag.history.kernsource import read_kernel_log
 from ibdiag.history.model import PortStory, Record
 from ibdiag.history.store import Loaded, read_records, write_record
 from ibdiag.node.aer import AerCounts
-from ibdiag.node.model import Port
+from ibdiag.node.model import Port, Topology
 
 
 @dataclass(frozen=True)
@@ -85,3 +89,36 @@ def record_and_judge(
 def aer_of(records: Sequence[Record]) -> tuple[AerCounts, ...]:
     """The newest record's AER counts (for views)."""
     return records[-1].aer if records else ()
+
+
+def judge_kernel_log(
+    source: str, topo: Topology | None, cfg: HistoryConfig, *, now_s: float
+) -> tuple[list[Finding], dict[str, Any]]:
+    """Read the kernel log ``source`` (kmsg, journal, auto or a file), match its events over the
+    window, judge them per device of ``topo``; the findings and the JSON of the events."""
+    since = now_s - cfg.window_s
+    text = read_kernel_log(source, since_s=since)
+    evs = list(events(text.lines, since_s=since, boot_epoch_s=text.boot_epoch_s))
+    devices = device_map(topo)
+    findings = check_kernel(text, evs, devices, cfg, now_s=now_s)
+    data = {
+        "source": text.source,
+        "lines": len(text.lines),
+        "problem": text.problem,
+        "events": [
+            {
+                "kind": e.kind,
+                "at": e.when,
+                "epoch_s": e.line.epoch_s,
+                "driver": e.driver,
+                "pci": e.pci,
+                "name": e.name,
+                "device": None
+                if devices.find(e.pci, e.name) is None
+                else devices.find(e.pci, e.name).subject,  # type: ignore[union-attr]  # checked in the same expression
+                "detail": e.detail,
+            }
+            for e in evs
+        ],
+    }
+    return findings, data
