@@ -211,7 +211,7 @@ def _snapshot(
     sample = read_sample(sysfs, layout, data_bits=cfg.data_bits)
     report = Report("counters", json_data.snapshot_data(sample, cfg), tuple(judge.snapshot(sample)))
     report, hist_metrics = with_history(
-        report, hist, _record(sysfs, sample, meta), cfg, _topo(sysfs)
+        report, hist, _record(sysfs, sample, meta), cfg, _topo(sysfs), sysfs
     )
     ends: list[Any] = []
     if far_end:
@@ -273,7 +273,7 @@ def _span_output(
         "counters", json_data.span_data(span, cfg, baseline=baseline), tuple(judge.span(span))
     )
     report, hist_metrics = with_history(
-        report, hist, _record(sysfs, span.last, meta), cfg, _topo(sysfs)
+        report, hist, _record(sysfs, span.last, meta), cfg, _topo(sysfs), sysfs
     )
 
     def table() -> list[Any]:
@@ -405,7 +405,7 @@ def _interval(
     if stream_csv:
         report = Report("counters", {}, tuple(judge.span(span)))
         report, hist_metrics = with_history(
-            report, hist, _record(sysfs, span.last, meta), judge.cfg, _topo(sysfs)
+            report, hist, _record(sysfs, span.last, meta), judge.cfg, _topo(sysfs), sysfs
         )
         record(
             report,

@@ -4,6 +4,7 @@ reading and judge the ports' past; judge what the kernel logged."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -63,25 +64,30 @@ def with_history(
     record: Any,
     counters_cfg: Any = None,
     topo: Callable[[], Any] | None = None,
+    sysfs: Any = None,
 ) -> tuple[Any, list[Any]]:
     """``report`` with the history's and the kernel log's findings and data added, and the history's
-    metrics. ``topo`` gives the node's topology (the kernel log's device names, the AER counts)."""
+    metrics. ``topo`` gives the node's topology (the kernel log's device names, the AER counts);
+    with ``sysfs`` (still open) the record gets the AER counts of the GPUs, NICs and bridges between them."""
     if setup is None:
         return report, []
-    from ibdiag.history.run import judge_kernel_log, record_and_judge
+    from ibdiag.history.run import judge_kernel_log, path_aer, record_and_judge
     from ibdiag.history.views import prom_metrics
 
     data = dict(report.data)
     findings = list(report.findings)
     metrics: list[Any] = []
+    topology = functools.cache(topo) if topo else (lambda: None)
     if setup.directory is not None:
-        result = record_and_judge(setup.directory, record, setup.cfg, counters_cfg)
+        if sysfs is not None:
+            record = dataclasses.replace(record, aer=path_aer(sysfs, topology()))
+        result = record_and_judge(setup.directory, record, setup.cfg, counters_cfg, topology())
         data["history"] = result.to_json()
         findings += result.findings
         metrics = prom_metrics(result)
     if setup.kernel_log is not None:
         kfindings, kdata = judge_kernel_log(
-            setup.kernel_log, topo() if topo else None, setup.cfg, now_s=record.taken_at_s
+            setup.kernel_log, topology(), setup.cfg, now_s=record.taken_at_s
         )
         data["kernel_log"] = kdata
         findings += kfindings

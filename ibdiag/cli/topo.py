@@ -70,9 +70,11 @@ def topo_command(
         sysfs = SysfsRoot(directory).check()
         topo = discover(sysfs, gdr_level=cfg.gdr_path_class)
         meta = run_meta(directory)
-        rec = _record(topo, meta.host)
-    report = Report("topo", topo.to_json(), tuple(check_topology(topo, cfg, ports)))
-    report, hist_metrics = with_history(report, hist, rec, topo=lambda: topo)
+        report = Report("topo", topo.to_json(), tuple(check_topology(topo, cfg, ports)))
+        # Inside the root: the history's record reads AER counts from it (a snapshot is unpacked here).
+        report, hist_metrics = with_history(
+            report, hist, _record(topo, meta.host), topo=lambda: topo, sysfs=sysfs
+        )
 
     def table() -> list[Any]:
         from rich.text import Text

@@ -8,6 +8,11 @@ Check ids (one finding per check and port, subject ``mlx5_0:1``):
   ``recovery_hours`` (4 h): OK, with when it last flapped, so a health check returns the node to service
 * ``history.errors``     IBA error counters rose above their ``[counters.thresholds]`` between two
   records (a burst) in the window: warn, with the counters and the time of the last burst
+* ``history.aer``        PCIe AER errors counted between records in the window, on a GPU, an RDMA NIC
+  or a bridge between them: uncorrectable (non-fatal or fatal) fail; correctable at least
+  ``aer_correctable_warn`` on a GPU-NIC path warn (they precede the link's downtraining), elsewhere ok
+* ``history.aer_total``  AER errors since boot (absolute, this run's reading): uncorrectable warn (when
+  is unknown), correctable ok with the count; devices with none are not listed
 * ``history.records``    the store itself: how many records the window had; records that could not be
   read (malformed, another host's) warn
 """
@@ -19,7 +24,9 @@ from datetime import datetime, timezone
 
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry
+from ibdiag.history.aer import AerStory
 from ibdiag.history.config import HistoryConfig
+from ibdiag.history.devices import Device, DeviceMap
 from ibdiag.history.model import PortStory
 from ibdiag.history.store import Loaded
 from ibdiag.units import format_duration
@@ -160,4 +167,82 @@ def check_history(
         out += flaps(s, cfg, now_s)
         out += recovered(s, cfg, now_s)
         out += errors(s, cfg)
+    return out
+
+
+_AER_HINT = (
+    "PCIe errors on the path between a GPU and its NIC: reseat the card and riser, check the slot and "
+    "BIOS PCIe settings; `ibdiag topo` shows the trained width and speed"
+)
+
+
+def on_gpu_nic_path(dev: Device) -> bool:
+    """A NIC that serves a GPU, a GPU with a NIC, or a bridge above both."""
+    if dev.role == "bridge":
+        return any(s.startswith("GPU") for s in dev.serves) and any(
+            not s.startswith("GPU") for s in dev.serves
+        )
+    return bool(dev.serves)
+
+
+def _bits(s: AerStory) -> str:
+    return ", ".join(f"{k} +{v}" for k, v in sorted(s.bits.items(), key=lambda kv: -kv[1])[:5])
+
+
+@CHECKS.check(
+    "history.aer",
+    "AER errors between records: uncorrectable fail, correctable bursts on a GPU-NIC path warn",
+)
+def aer_window(s: AerStory, dev: Device, cfg: HistoryConfig) -> Finding | None:
+    if not s.increase:
+        return None
+    cor = s.increase.get("correctable", 0)
+    uncor = s.increase.get("nonfatal", 0) + s.increase.get("fatal", 0)
+    path = on_gpu_nic_path(dev)
+    if uncor:
+        severity = Severity.FAIL
+    elif cor >= cfg.aer_correctable_warn and path:
+        severity = Severity.WARN
+    else:
+        severity = Severity.OK
+    where = "on a GPU-NIC path" if path else "not between a GPU and a NIC"
+    return Finding(
+        "history.aer",
+        severity,
+        dev.subject,
+        f"{dev.said()}: {cor} correctable, {uncor} uncorrectable PCIe error(s) in the last {format_duration(cfg.window_s)} "
+        f"({where}), last at {when(s.last_s or 0)}: {_bits(s)}",
+        value=cor + uncor,
+        limit=cfg.aer_correctable_warn,
+        hint=_AER_HINT if severity is not Severity.OK else None,
+    )
+
+
+@CHECKS.check(
+    "history.aer_total", "AER errors since boot: uncorrectable warn, correctable ok with the count"
+)
+def aer_total(s: AerStory, dev: Device) -> Finding | None:
+    if s.now is None:
+        return None
+    cor = s.now.total("correctable") or 0
+    uncor = (s.now.total("nonfatal") or 0) + (s.now.total("fatal") or 0)
+    if not cor and not uncor:
+        return None
+    return Finding(
+        "history.aer_total",
+        Severity.WARN if uncor else Severity.OK,
+        dev.subject,
+        f"{dev.said()}: {cor} correctable, {uncor} uncorrectable PCIe error(s) since boot (aer_dev_*; when is unknown: "
+        "the history's records time the increases)",
+        value=cor + uncor,
+        hint=_AER_HINT if uncor else None,
+    )
+
+
+def check_aer(stories: Sequence[AerStory], devices: DeviceMap, cfg: HistoryConfig) -> list[Finding]:
+    out: list[Finding] = []
+    for s in stories:
+        dev = devices.by_pci.get(s.device) or Device(s.device, "other", s.device)
+        out += aer_window(s, dev, cfg)
+        out += aer_total(s, dev)
     return out

@@ -10,8 +10,9 @@ from typing import Any
 from ibdiag.counters.config import CountersConfig
 from ibdiag.counters.model import PortCounters
 from ibdiag.findings.model import Finding
+from ibdiag.history.aer import AerStory, aer_stories
 from ibdiag.history.analysis import port_stories
-from ibdiag.history.checks import check_history, when
+from ibdiag.history.checks import check_aer, check_history, when
 from ibdiag.history.config import HistoryConfig
 from ibdiag.history.devices import device_map
 from ibdiag.history.kernchecks import check_kernel
@@ -19,8 +20,9 @@ from ibdiag.history.kernlog import events
 from ibdiag.history.kernsource import read_kernel_log
 from ibdiag.history.model import PortStory, Record
 from ibdiag.history.store import Loaded, read_records, write_record
-from ibdiag.node.aer import AerCounts
+from ibdiag.node.aer import AER_FILES, AerCounts, read_aer
 from ibdiag.node.model import Port, Topology
+from ibdiag.node.sysfs import SysfsRoot
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class HistoryResult:
     loaded: Loaded
     findings: tuple[Finding, ...]
     window_s: float
+    aer: tuple[AerStory, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -57,6 +60,16 @@ class HistoryResult:
                 }
                 for s in self.stories
             ],
+            "aer": [
+                {
+                    "pci": a.device,
+                    "increase": dict(a.increase),
+                    "bits": dict(a.bits),
+                    "last_increase": None if a.last_s is None else when(a.last_s),
+                    "since_boot": None if a.now is None else {k: a.now.total(k) for k in AER_FILES},
+                }
+                for a in self.aer
+            ],
         }
 
 
@@ -65,13 +78,22 @@ def topo_ports(ports: Sequence[Port]) -> tuple[PortCounters, ...]:
     return tuple(PortCounters(p.adapter, p.port, p, None, None) for p in ports)
 
 
+def path_aer(sysfs: SysfsRoot, topo: Topology | None) -> tuple[AerCounts, ...]:
+    """The AER counts of every GPU, RDMA NIC and bridge above them (topo's map) that has them."""
+    devices = device_map(topo)
+    found = (read_aer(sysfs, address) for address in sorted(devices.by_pci))
+    return tuple(a for a in found if a is not None)
+
+
 def record_and_judge(
     directory: Path,
     record: Record,
     cfg: HistoryConfig,
     counters_cfg: CountersConfig | None = None,
+    topo: Topology | None = None,
 ) -> HistoryResult:
-    """Read the store's window, write ``record`` into it (pruning it), and judge every port."""
+    """Read the store's window, write ``record`` into it (pruning it), and judge every port and every
+    device's AER counts (named by ``topo``'s GPU/NIC map)."""
     since = record.taken_at_s - cfg.window_s
     loaded = read_records(directory, host=record.host, since_s=since)
     written = write_record(directory, record, cfg)
@@ -81,14 +103,11 @@ def record_and_judge(
     findings = check_history(
         stories, loaded, cfg, now_s=record.taken_at_s, directory=str(directory)
     )
+    aer = aer_stories([*older, record], since_s=since)
+    findings += check_aer(aer, device_map(topo), cfg)
     return HistoryResult(
-        str(directory), str(written), stories, loaded, tuple(findings), cfg.window_s
+        str(directory), str(written), stories, loaded, tuple(findings), cfg.window_s, aer
     )
-
-
-def aer_of(records: Sequence[Record]) -> tuple[AerCounts, ...]:
-    """The newest record's AER counts (for views)."""
-    return records[-1].aer if records else ()
 
 
 def judge_kernel_log(

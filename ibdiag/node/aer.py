@@ -9,6 +9,7 @@ kernel without CONFIG_PCIEAER, or a virtio device under qemu) has no such files:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ AER_FILES = {
     "nonfatal": "aer_dev_nonfatal",
     "fatal": "aer_dev_fatal",
 }
+_NAME_RE = re.compile(r"[A-Za-z_][\w\[\]]{0,63}")
 #: Largest count accepted (the kernel keeps u64).
 MAX_COUNT = 2**64 - 1
 
@@ -66,7 +68,7 @@ def parse_aer(text: str) -> dict[str, int] | None:
         if not line.strip():
             continue
         parts = line.split()
-        if len(parts) != 2 or not parts[1].isdigit() or not parts[0].isidentifier():
+        if len(parts) != 2 or not parts[1].isdigit() or not _NAME_RE.fullmatch(parts[0]):
             return None
         value = int(parts[1])
         if value > MAX_COUNT:
