@@ -134,7 +134,7 @@ def counters_command(
         )
     cfg_file = read_config(config)
     judge = Judging.from_config(cfg_file).with_expected_rate(expect_rate)
-    hist = history_setup(history, cfg_file, watch=watch, kernel_log=kernel_log)
+    hist = history_setup(history, cfg_file, watch=watch, kernel_log=kernel_log, root=root)
     patterns = parse_device_filter(device or [])
     with open_root(root) as directory:
         sysfs = SysfsRoot(directory).check()

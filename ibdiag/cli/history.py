@@ -40,14 +40,27 @@ class HistorySetup:
 
 
 def history_setup(
-    directory: Path | None, cfg_file: Any, *, watch: bool = False, kernel_log: str | None = None
+    directory: Path | None,
+    cfg_file: Any,
+    *,
+    watch: bool = False,
+    kernel_log: str | None = None,
+    root: Path = Path("/"),
 ) -> HistorySetup | None:
-    """Checked before the run: the section of the config file and a writable store directory."""
+    """Checked before the run: the section of the config file, a writable store directory, and a
+    kernel log that belongs to the node read (this node's live log only without ``--root``)."""
     if directory is None and kernel_log is None:
         return None
     from ibdiag.errors import UsageError
     from ibdiag.history.config import HistoryConfig
+    from ibdiag.history.kernsource import KEYWORDS
     from ibdiag.history.store import check_store
+
+    if kernel_log in KEYWORDS and Path(root) != Path("/"):
+        raise UsageError(
+            f"--kernel-log {kernel_log} reads this node's live kernel log, not the one of --root {root}",
+            hint="pass the log saved with the tree: --kernel-log FILE (dmesg or journalctl -k -o short-iso)",
+        )
 
     if watch:
         raise UsageError(

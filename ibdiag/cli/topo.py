@@ -65,7 +65,7 @@ def topo_command(
         {"expect_adapters": ("--expect-adapters", expect_adapters)},
     )
     ports = cfg_file.section("ports", PortsConfig).with_expected_rate(expect_rate)
-    hist = history_setup(history, cfg_file, kernel_log=kernel_log)
+    hist = history_setup(history, cfg_file, kernel_log=kernel_log, root=root)
     with open_root(root) as directory:
         sysfs = SysfsRoot(directory).check()
         topo = discover(sysfs, gdr_level=cfg.gdr_path_class)

@@ -154,3 +154,8 @@ def test_cli_kernel_log_file(cli):
     assert doc["kernel_log"]["source"].endswith("rxe-node-netdev-bounce.dmesg.txt")
     res = cli("counters", "--root", SYSFS_FIXTURES / "rxe-node", "--kernel-log", "/nonexistent/log")
     assert res.exit_code == 2 and "--kernel-log" in res.stderr
+
+
+def test_live_log_with_a_root_is_refused(cli):
+    res = cli("topo", "--root", SYSFS_FIXTURES / "rxe-node", "--kernel-log", "auto")
+    assert res.exit_code == 2 and "--kernel-log FILE" in res.stderr
