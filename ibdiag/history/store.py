@@ -152,6 +152,20 @@ def prune(directory: Path, cfg: HistoryConfig, *, now: float) -> int:
     return deleted
 
 
+def _read_record(path: Path) -> bytes:
+    """A record file's bytes: never through a link, never a device or FIFO, never more than the cap."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        data = os.read(fd, MAX_RECORD_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_RECORD_BYTES:
+        raise ValueError(f"more than {MAX_RECORD_BYTES} bytes")
+    return data
+
+
 def read_records(directory: Path, *, host: str, since_s: float) -> Loaded:
     """Records from ``since_s`` on, plus the newest one before it (the baseline of the first step)."""
     d = Path(directory)
@@ -173,7 +187,7 @@ def read_records(directory: Path, *, host: str, since_s: float) -> Loaded:
             why = f"{size} bytes, more than {MAX_RECORD_BYTES}"
         else:
             try:
-                rec = parse_record(json.loads((d / name).read_bytes()))
+                rec = parse_record(json.loads(_read_record(d / name)))
             except FileNotFoundError:
                 continue  # pruned by a concurrent run
             except (OSError, ValueError) as e:  # JsonFieldError and JSONDecodeError are ValueErrors

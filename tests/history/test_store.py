@@ -128,3 +128,15 @@ def test_store_must_be_a_writable_directory(tmp_path):
         check_store(f)
     made = check_store(tmp_path / "a" / "b")
     assert made.is_dir()
+
+
+def test_a_link_in_the_store_is_never_followed(tmp_path):
+    store = check_store(tmp_path / "store")
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"schema": "ibdiag.history/1"}')
+    name = record_name(Record(NOW, HOST, "counters", ()), pid=3)
+    (store / name).symlink_to(secret)
+    (store / ("." + name + ".3.tmp")).symlink_to(secret)
+    assert read_records(store, host=HOST, since_s=0).records == ()
+    prune(store, HistoryConfig(retention_days=1), now=NOW + 10 * 86400)
+    assert secret.exists()  # pruning deletes only regular files, never a link's target
