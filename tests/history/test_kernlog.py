@@ -159,3 +159,16 @@ def test_cli_kernel_log_file(cli):
 def test_live_log_with_a_root_is_refused(cli):
     res = cli("topo", "--root", SYSFS_FIXTURES / "rxe-node", "--kernel-log", "auto")
     assert res.exit_code == 2 and "--kernel-log FILE" in res.stderr
+
+
+def test_ice_link_lines_for_irdma():
+    # ice_print_link_msg (drivers/net/ethernet/intel/ice/ice_main.c): irdma's netdev says it, not irdma.
+    down, up = events(
+        [
+            "[ 50.1] ice 0000:51:00.0 ens2f0: NIC Link is Down",
+            "[ 52.9] ice 0000:51:00.0 ens2f0: NIC Link is up 100 Gbps Full Duplex, Requested FEC: RS-FEC, "
+            "Negotiated FEC: RS-FEC, Autoneg Advertised: On, Autoneg Negotiated: True, Flow Control: None",
+        ]
+    )
+    assert (down.kind, down.pci, down.name) == (LINK_DOWN, "0000:51:00.0", "ens2f0")
+    assert up.kind == "link_up"
