@@ -43,7 +43,17 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 #: The tables a config file may have, one per command.
-SECTIONS = ("ports", "topo", "counters", "fabric", "p2p", "collective", "verdict", "sweep")
+SECTIONS = (
+    "ports",
+    "topo",
+    "counters",
+    "history",
+    "fabric",
+    "p2p",
+    "collective",
+    "verdict",
+    "sweep",
+)
 
 #: Renamed tables, old -> new. ``[bench]`` configured ``bench p2p`` only (``bench collective`` and
 #: ``bench import`` read ``[collective]``), so it is called ``[p2p]`` (issue 13).

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
-
-import typer
+from typing import Any
 
 from ibdiag.cli.app import app
 from ibdiag.cli.common import (
@@ -29,65 +27,27 @@ from ibdiag.cli.common import (
     table_width,
     warn_refused,
 )
-from ibdiag.parse import parse_decimal
+from ibdiag.cli.counters_options import (
+    CountOption,
+    DeviceOption,
+    FarEndOption,
+    IntervalOption,
+    SinceOption,
+    WatchOption,
+)
+from ibdiag.cli.history import (
+    HistoryOption,
+    HistorySetup,
+    KernelLogOption,
+    history_setup,
+    with_history,
+)
 
 #: Shortest --interval: mlx5 caches hw_counters for ``lifespan`` ms (10-12 ms by default), and
 #: every counters/ read is a MAD to the adapter's firmware on a live node.
 MIN_INTERVAL_S = 0.1
 MAX_INTERVAL_S = 86400.0
 MAX_COUNT = 1_000_000
-
-DeviceOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--device",
-        "-d",
-        metavar="DEV[:PORT]",
-        help="Only these ports: mlx5_3:1, mlx5_3 (all its ports), a pattern like 'mlx5_*'; repeat or separate with commas.",
-    ),
-]
-IntervalOption = Annotated[
-    float | None,
-    typer.Option(
-        "--interval",
-        "-i",
-        parser=parse_decimal,
-        metavar="SECONDS",
-        help="Read twice, SECONDS apart, and judge the deltas: errors/s, Gb/s, backpressure.",
-    ),
-]
-CountOption = Annotated[
-    int | None,
-    typer.Option(
-        "--count",
-        "-c",
-        metavar="N",
-        help="With --interval: N samples (a series; csv/json rows per sample). With --watch: stop after N.",
-    ),
-]
-WatchOption = Annotated[
-    bool,
-    typer.Option(
-        "--watch",
-        "-w",
-        help="Live table refreshed every --interval (default 1 s) until Ctrl-C (exit 130).",
-    ),
-]
-FarEndOption = Annotated[
-    bool,
-    typer.Option(
-        "--far-end",
-        help="Also read the switch port at the other end of each InfiniBand port's cable (infiniband-diags: smpquery, perfquery).",
-    ),
-]
-SinceOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--since",
-        metavar="BEFORE.json",
-        help="Judge what the counters did since a saved `ibdiag counters -o json` of this node (e.g. across a job).",
-    ),
-]
 
 
 def _progress(text: str, *, end: str = "\n") -> None:
@@ -150,6 +110,8 @@ def counters_command(
     since: SinceOption = None,
     expect_rate: ExpectRateOption = None,
     far_end: FarEndOption = False,
+    history: HistoryOption = None,
+    kernel_log: KernelLogOption = None,
     textfile: TextfileOption = None,  # written by the boundary (cli/errors.py) from the report's metrics
     debug: DebugOption = False,
 ) -> int:
@@ -170,7 +132,9 @@ def counters_command(
             "--watch draws a live table; it cannot write --textfile",
             hint="for node_exporter run ibdiag counters --textfile FILE.prom from cron or a timer",
         )
-    judge = Judging.from_config(read_config(config)).with_expected_rate(expect_rate)
+    cfg_file = read_config(config)
+    judge = Judging.from_config(cfg_file).with_expected_rate(expect_rate)
+    hist = history_setup(history, cfg_file, watch=watch, kernel_log=kernel_log, root=root)
     patterns = parse_device_filter(device or [])
     with open_root(root) as directory:
         sysfs = SysfsRoot(directory).check()
@@ -187,10 +151,28 @@ def counters_command(
         if watch:
             return _watch(sysfs, layout, judge, meta, interval or 1.0, count, strict)
         if since is not None:
-            return _since(sysfs, layout, judge, meta, since, patterns, fmt, strict)
+            return _since(sysfs, layout, judge, meta, since, patterns, fmt, strict, hist)
         if interval is not None:
-            return _interval(sysfs, layout, judge, meta, interval, count or 1, fmt, strict)
-        return _snapshot(sysfs, layout, judge, meta, fmt, strict, far_end)
+            return _interval(sysfs, layout, judge, meta, interval, count or 1, fmt, strict, hist)
+        return _snapshot(sysfs, layout, judge, meta, fmt, strict, far_end, hist)
+
+
+def _record(sysfs: Any, sample: Any, meta: Any) -> Any:
+    """The history record of a counters reading."""
+    from ibdiag.history.model import Record
+
+    return Record(sample.taken_at_s, meta.host, "counters", sample.ports)
+
+
+def _topo(sysfs: Any) -> Any:
+    """The node's topology, for the kernel log's device names (discovered only when asked)."""
+
+    def discover_topology() -> Any:
+        from ibdiag.node.discover import discover
+
+        return discover(sysfs)
+
+    return discover_topology
 
 
 def _report_items(
@@ -216,6 +198,7 @@ def _snapshot(
     fmt: OutputFormat,
     strict: bool,
     far_end: bool = False,
+    hist: HistorySetup | None = None,
 ) -> int:
     from rich.text import Text
 
@@ -227,6 +210,9 @@ def _snapshot(
     cfg = judge.cfg
     sample = read_sample(sysfs, layout, data_bits=cfg.data_bits)
     report = Report("counters", json_data.snapshot_data(sample, cfg), tuple(judge.snapshot(sample)))
+    report, hist_metrics = with_history(
+        report, hist, _record(sysfs, sample, meta), cfg, _topo(sysfs), sysfs
+    )
     ends: list[Any] = []
     if far_end:
         from ibdiag.cli.far_end import far_ends, with_far_ends
@@ -262,7 +248,7 @@ def _snapshot(
         strict=strict,
         table=table,
         csv=lambda: (csv_rows.CSV_HEADER, csv_rows.csv_rows_snapshot(sample)),
-        prom=lambda: prom_metrics.prom_metrics(sample, cfg),
+        prom=lambda: prom_metrics.prom_metrics(sample, cfg) + hist_metrics,
     )
 
 
@@ -275,6 +261,8 @@ def _span_output(
     *,
     title: str,
     baseline: Any = None,
+    hist: HistorySetup | None = None,
+    sysfs: Any = None,
 ) -> int:
     from ibdiag.counters.views import csv_rows, json_data, prom_metrics
     from ibdiag.counters.views import table as view
@@ -283,6 +271,9 @@ def _span_output(
     cfg = judge.cfg
     report = Report(
         "counters", json_data.span_data(span, cfg, baseline=baseline), tuple(judge.span(span))
+    )
+    report, hist_metrics = with_history(
+        report, hist, _record(sysfs, span.last, meta), cfg, _topo(sysfs), sysfs
     )
 
     def table() -> list[Any]:
@@ -327,7 +318,7 @@ def _span_output(
         strict=strict,
         table=table,
         csv=csv,
-        prom=lambda: prom_metrics.prom_metrics(span.last, cfg, span),
+        prom=lambda: prom_metrics.prom_metrics(span.last, cfg, span) + hist_metrics,
     )
 
 
@@ -340,6 +331,7 @@ def _since(
     patterns: list[str],
     fmt: OutputFormat,
     strict: bool,
+    hist: HistorySetup | None = None,
 ) -> int:
     import dataclasses
 
@@ -358,7 +350,9 @@ def _since(
     check_comparable(since, before, now)
     span = build_span([before, now], mode="since")
     title = f"since {info.get('sampled_at') or info.get('generated_at')} ({format_duration(span.interval_s)}; baseline {since})"
-    return _span_output(span, judge, meta, fmt, strict, title=title, baseline=info)
+    return _span_output(
+        span, judge, meta, fmt, strict, title=title, baseline=info, hist=hist, sysfs=sysfs
+    )
 
 
 def _interval(
@@ -370,6 +364,7 @@ def _interval(
     count: int,
     fmt: OutputFormat,
     strict: bool,
+    hist: HistorySetup | None = None,
 ) -> int:
     from ibdiag.counters.sampler import Sampler, run_series
     from ibdiag.counters.views import csv_rows, prom_metrics
@@ -409,17 +404,20 @@ def _interval(
     )
     if stream_csv:
         report = Report("counters", {}, tuple(judge.span(span)))
+        report, hist_metrics = with_history(
+            report, hist, _record(sysfs, span.last, meta), judge.cfg, _topo(sysfs), sysfs
+        )
         record(
             report,
             strict=strict,
-            prom=lambda: prom_metrics.prom_metrics(span.last, judge.cfg, span),
+            prom=lambda: prom_metrics.prom_metrics(span.last, judge.cfg, span) + hist_metrics,
         )
         return exit_status(report, strict)
     if count > 1:
         title = f"{count} samples every {interval:g} s ({format_duration(span.interval_s)}): rates over the whole run, error increases in total"
     else:
         title = f"rates over {format_duration(span.interval_s)}"
-    return _span_output(span, judge, meta, fmt, strict, title=title)
+    return _span_output(span, judge, meta, fmt, strict, title=title, hist=hist, sysfs=sysfs)
 
 
 def _watch(

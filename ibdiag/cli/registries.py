@@ -8,6 +8,8 @@ from ibdiag.bench.p2p.checks import CHECKS as p2p
 from ibdiag.counters.checks import CHECKS as counters
 from ibdiag.fabric.judge import CHECKS as fabric
 from ibdiag.findings.registry import Check, CheckRegistry
+from ibdiag.history.checks import CHECKS as history
+from ibdiag.history.kernchecks import CHECKS as kernel
 from ibdiag.ports.checks import CHECKS as ports
 from ibdiag.report.checks import CHECKS as report
 from ibdiag.sweep.checks import CHECKS as sweep
@@ -18,7 +20,20 @@ from ibdiag.verdict.placement import placement as _registers_verdict_placement  
 
 def all_registries() -> tuple[CheckRegistry, ...]:
     """Every package's ``CHECKS``, in the order of the command references in docs/ (tests, docs)."""
-    return (topo, ports, counters, fabric, p2p, collective, importers, verdict, sweep, report)
+    return (
+        topo,
+        ports,
+        counters,
+        history,
+        kernel,
+        fabric,
+        p2p,
+        collective,
+        importers,
+        verdict,
+        sweep,
+        report,
+    )
 
 
 def all_checks() -> dict[str, Check]:

@@ -25,6 +25,7 @@ from ibdiag.cli.common import (
     run_meta,
     table_width,
 )
+from ibdiag.cli.history import HistoryOption, KernelLogOption, history_setup, with_history
 
 ExpectAdaptersOption = Annotated[
     int | None,
@@ -70,6 +71,8 @@ def topo_command(
     expect_adapters: ExpectAdaptersOption = None,
     expect_rate: ExpectRateOption = None,
     nccl_env: NcclEnvOption = None,
+    history: HistoryOption = None,
+    kernel_log: KernelLogOption = None,
     textfile: TextfileOption = None,  # written by the boundary (cli/errors.py) from the report's metrics
     debug: DebugOption = False,
 ) -> int:
@@ -92,6 +95,7 @@ def topo_command(
         {"expect_adapters": ("--expect-adapters", expect_adapters)},
     )
     ports = cfg_file.section("ports", PortsConfig).with_expected_rate(expect_rate)
+    hist = history_setup(history, cfg_file, kernel_log=kernel_log, root=root)
     with open_root(root) as directory:
         sysfs = SysfsRoot(directory).check()
         topo = discover(sysfs, gdr_level=cfg.gdr_path_class)
@@ -101,8 +105,12 @@ def topo_command(
         # by topo.sysfs_value like every other value
         topo = dataclasses.replace(topo, problems=tuple(sysfs.problems))
         meta = run_meta(directory)
-    findings = [*check_topology(topo, cfg, ports), *check_configuration(topo, node_config)]
-    report = Report("topo", {**topo.to_json(), **node_config.to_json()}, tuple(findings))
+        findings = [*check_topology(topo, cfg, ports), *check_configuration(topo, node_config)]
+        report = Report("topo", {**topo.to_json(), **node_config.to_json()}, tuple(findings))
+        # Inside the root: the history's record reads AER counts from it (a snapshot is unpacked here).
+        report, hist_metrics = with_history(
+            report, hist, _record(topo, meta.host), topo=lambda: topo, sysfs=sysfs
+        )
 
     def table() -> list[Any]:
         from rich.text import Text
@@ -135,5 +143,16 @@ def topo_command(
         strict=strict,
         table=table,
         csv=lambda: (render.CSV_HEADER, render.csv_rows(topo)),
-        prom=lambda: render.prom_metrics(topo),
+        prom=lambda: render.prom_metrics(topo) + hist_metrics,
     )
+
+
+def _record(topo: Any, host: str) -> Any:
+    """The history record of a topo reading: every port's state and rate, no counters."""
+    import time
+
+    from ibdiag.history.model import Record
+    from ibdiag.history.run import topo_ports
+
+    ports = [p for a in topo.adapters for p in a.ports]
+    return Record(time.time(), host, "topo", topo_ports(ports))

@@ -215,4 +215,13 @@ def _node_sections(view: FleetView) -> list[str]:
                 numeric=(3,),
             )
         )
+    if view.flapping:
+        parts.append("<h2>Most-flapping ports</h2>")
+        parts.append(
+            _table(
+                ("node", "port", "flaps", "last flap"),
+                [(f.host, f.port, str(f.flaps), f.last_flap or "-") for f in view.flapping],
+                numeric=(2,),
+            )
+        )
     return parts

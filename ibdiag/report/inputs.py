@@ -116,6 +116,16 @@ class CounterReading:
 
 
 @dataclass(frozen=True)
+class FlapReading:
+    """A port that flapped in the window of a ``counters --history`` document."""
+
+    adapter: str
+    port: int
+    flaps: int
+    last_flap: str | None
+
+
+@dataclass(frozen=True)
 class BenchFacts:
     kind: str
     """``p2p`` or ``collective``."""
@@ -137,6 +147,8 @@ class InputDoc:
     """Its warn and fail findings (ok ones are checked for their severity and dropped)."""
     topo: TopoFacts | None = None
     counters: tuple[CounterReading, ...] = ()
+    flaps: tuple[FlapReading, ...] = ()
+    """Ports that flapped, from the document's ``history`` (``counters --history``)."""
     bench: BenchFacts | None = None
     sweep: Any = None
     """:class:`ibdiag.sweep.model.SweepResult` of a sweep document."""
@@ -274,7 +286,14 @@ def parse_document(doc: Any, source: str) -> InputDoc:
         return InputDoc(source, kind, host, generated_at, status, findings, topo=_topo(r, doc))
     if kind == "counters":
         return InputDoc(
-            source, kind, host, generated_at, status, findings, counters=_counters(r, doc)
+            source,
+            kind,
+            host,
+            generated_at,
+            status,
+            findings,
+            counters=_counters(r, doc),
+            flaps=_flaps(r, doc),
         )
     if kind == "bench":
         return InputDoc(source, kind, host, generated_at, status, findings, bench=_bench(r, doc))
@@ -411,6 +430,32 @@ def _counters(r: JsonReader, doc: Mapping[str, Any]) -> tuple[CounterReading, ..
                 number = r.number(value, f"{where}.{label}.{key}", lo=0)
                 if key in errors and number > 0:
                     out.append(CounterReading(adapter, port, key, number, per_second, interval))
+    return tuple(out)
+
+
+def _flaps(r: JsonReader, doc: Mapping[str, Any]) -> tuple[FlapReading, ...]:
+    """The flapped ports of a document's ``history`` (absent without ``--history``)."""
+    key = (
+        "history"  # the key ``counters --history`` adds (ibdiag.history.run.HistoryResult.to_json)
+    )
+    if doc.get(key) is None:
+        return ()
+    history = r.obj(doc[key], key)
+    out = []
+    items = r.items(history.get("ports"), f"{key}.ports", max_items=MAX_ADAPTERS * MAX_PORTS)
+    for i, p in enumerate(items):
+        where = f"{key}.ports[{i}]"
+        p = r.obj(p, where)
+        flaps = r.integer(p.get("flaps"), f"{where}.flaps", lo=0, hi=10**9)
+        if flaps:
+            out.append(
+                FlapReading(
+                    r.text(p.get("adapter"), f"{where}.adapter", max_len=64, pattern=ADAPTER_RE),
+                    r.integer(p.get("port"), f"{where}.port", lo=0, hi=255),
+                    flaps,
+                    r.opt_text(p.get("last_flap"), f"{where}.last_flap", max_len=40),
+                )
+            )
     return tuple(out)
 
 

@@ -161,6 +161,13 @@ def _outlier_tables(view: FleetView) -> list[Any]:
                 f"{c.value:.3g}/s" if c.per_second else f"{c.value:.0f} since reset",
             )
         items.append(t)
+    if view.flapping:
+        t = Table(title="Most-flapping ports (counters --history)", title_justify="left")
+        for col in ("node", "port", "flaps", "last flap"):
+            t.add_column(col, justify="right" if col == "flaps" else "left")
+        for f in view.flapping:
+            t.add_row(f.host, f.port, str(f.flaps), f.last_flap or "-")
+        items.append(t)
     return items
 
 

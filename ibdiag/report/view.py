@@ -63,6 +63,15 @@ class CounterError:
 
 
 @dataclass(frozen=True)
+class FlappingPort:
+    host: str
+    port: str
+    flaps: int
+    """Flaps in the history window of the node's newest ``counters --history`` document."""
+    last_flap: str | None
+
+
+@dataclass(frozen=True)
 class NodeRow:
     host: str
     status: Severity
@@ -97,6 +106,8 @@ class FleetView:
     """(path, kind, host) of every file read."""
     skipped: tuple[Skipped, ...]
     not_compared: tuple[str, ...] = NOT_COMPARED
+    flapping: tuple[FlappingPort, ...] = ()
+    """The fleet's most-flapping ports (from ``counters --history`` documents), most flaps first."""
 
     def row(self, host: str) -> NodeRow | None:
         return next((r for r in self.rows if r.host == host), None)
@@ -246,6 +257,19 @@ def counter_errors(
     ]
 
 
+def most_flapping(
+    counters: dict[str, InputDoc], limit: int = TOP_COUNTER_ERRORS
+) -> list[FlappingPort]:
+    """Ports that flapped in their history window, most flaps first, then the latest flap."""
+    rows = [
+        FlappingPort(host, f"{f.adapter}:{f.port}", f.flaps, f.last_flap)
+        for host, d in counters.items()
+        for f in d.flaps
+    ]
+    rows.sort(key=lambda r: (-r.flaps, r.last_flap or "", r.host, r.port))
+    return rows[:limit]
+
+
 def _named(findings: Any) -> tuple[str, ...]:
     """``check (subject)`` of each row of a findings frame, each once (topo and counters share checks)."""
     named = (
@@ -352,6 +376,7 @@ def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetVie
         outliers=tuple(outliers),
         splits=tuple(splits),
         counter_errors=tuple(counter_errors(counters)),
+        flapping=tuple(most_flapping(counters)),
         sweeps=tuple(sweeps),
         drain=drain,
         inputs=tuple((d.path, d.kind, d.host) for d in docs),
@@ -419,6 +444,10 @@ def view_json(view: FleetView) -> dict[str, Any]:
                 "per_second": c.per_second,
             }
             for c in view.counter_errors
+        ],
+        "flapping_ports": [
+            {"host": f.host, "port": f.port, "flaps": f.flaps, "last_flap": f.last_flap}
+            for f in view.flapping
         ],
         "sweeps": sweeps,
         "drain": list(view.drain),

@@ -201,6 +201,7 @@ class PciNode:
         subsystem: tuple[int, int] | None = None,
         extra: Mapping[str, object] | None = None,
         config: bytes | None = None,
+        aer: Mapping[str, Mapping[str, int]] | None = None,
     ) -> PciNode:
         numa = self.numa if numa is None else numa
         cpulist = self.cpulist if cpulist is None else cpulist
@@ -223,6 +224,9 @@ class PciNode:
             t.file(f"{rel}/{k}", v)
         if config is not None:
             t.blob(f"{rel}/config", config)
+        if aer is not None:
+            for name, text in aer_files(**aer).items():
+                t.file(f"{rel}/{name}", text)
         t.link(f"bus/pci/devices/{address}", rel)
         return PciNode(t, rel, address, numa, cpulist)
 
@@ -367,3 +371,44 @@ def roce_gids(mac_eui: str, ipv4: str, netdev: str) -> list[tuple[str, str, str 
         (mapped, "IB/RoCE v1", netdev),
         (mapped, "RoCE v2", netdev),
     ]
+
+
+#: The bit names of drivers/pci/pcie/aer.c (aer_correctable_error_string, aer_uncorrectable_error_string),
+#: in bit order, as aer_dev_* print them: one "<name> <count>" line each, then "TOTAL_ERR_<KIND> <sum>".
+AER_CORRECTABLE = (
+    "RxErr",
+    "BadTLP",
+    "BadDLLP",
+    "Rollover",
+    "Timeout",
+    "NonFatalErr",
+    "CorrIntErr",
+    "HeaderOF",
+)
+AER_UNCORRECTABLE = (
+    "Undefined", "DLP", "SDES", "TLP", "FCP", "CmpltTO", "CmpltAbrt", "UnxCmplt", "RxOF", "MalfTLP",
+    "ECRC", "UnsupReq", "ACSViol", "UncorrIntErr", "BlockedTLP", "AtomicOpBlocked", "TLPBlockedErr",
+    "PoisonTLPBlocked",
+)  # fmt: skip
+
+
+def aer_files(
+    correctable: Mapping[str, int] | None = None,
+    nonfatal: Mapping[str, int] | None = None,
+    fatal: Mapping[str, int] | None = None,
+) -> dict[str, str]:
+    """``aer_dev_correctable``/``_nonfatal``/``_fatal`` texts with the given bits set (others 0)."""
+    out = {}
+    for name, bits, counts, total in (
+        ("aer_dev_correctable", AER_CORRECTABLE, correctable, "COR"),
+        ("aer_dev_nonfatal", AER_UNCORRECTABLE, nonfatal, "NONFATAL"),
+        ("aer_dev_fatal", AER_UNCORRECTABLE, fatal, "FATAL"),
+    ):
+        counts = counts or {}
+        unknown = set(counts) - set(bits)
+        if unknown:
+            raise ValueError(f"not an AER bit name: {sorted(unknown)}")
+        lines = [f"{b} {counts.get(b, 0)}" for b in bits]
+        lines.append(f"TOTAL_ERR_{total} {sum(counts.values())}")
+        out[name] = "\n".join(lines)  # Tree.file adds the last newline
+    return out
