@@ -111,8 +111,8 @@ def _pandas() -> Any:
         import pandas as pd
     except ImportError:
         raise NotSupportedError(
-            "ibdiag report needs pandas, which is not installed",
-            hint="pip install 'ibdiag[analysis]'",
+            "ibdiag report needs pandas, a dependency of ibdiag that is missing here",
+            hint="pip install 'pandas>=2' (pip install ibdiag installs it; a --no-deps install does not)",
         ) from None
     return pd
 
