@@ -171,7 +171,7 @@ def counters_command(
     judge = Judging.from_config(read_config(config)).with_expected_rate(expect_rate)
     patterns = parse_device_filter(device or [])
     with open_root(root) as directory:
-        sysfs = SysfsRoot(directory).check()
+        sysfs = SysfsRoot(directory, skip_adapters=judge.ports.skip).check()
         meta = run_meta(directory)
         layout = discover_layout(sysfs, patterns)
         warn_refused(sysfs)

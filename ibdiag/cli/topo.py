@@ -63,7 +63,7 @@ def topo_command(
     )
     ports = cfg_file.section("ports", PortsConfig).with_expected_rate(expect_rate)
     with open_root(root) as directory:
-        sysfs = SysfsRoot(directory).check()
+        sysfs = SysfsRoot(directory, skip_adapters=ports.skip).check()
         topo = discover(sysfs, gdr_level=cfg.gdr_path_class)
         meta = run_meta(directory)
     report = Report("topo", topo.to_json(), tuple(check_topology(topo, cfg, ports)))
