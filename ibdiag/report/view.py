@@ -60,6 +60,17 @@ class CounterError:
     counter: str
     value: float
     per_second: bool
+    saturated: bool = False
+    """A count at its counter's maximum: at least ``value`` (``counters`` shows ``≥65535 (saturated)``)."""
+
+    @property
+    def value_text(self) -> str:
+        """As ``ibdiag counters`` shows it: a rate, a count since reset, or a saturated floor."""
+        if self.per_second:
+            return f"{self.value:.3g}/s"
+        if self.saturated:
+            return f"≥{self.value:.0f} (saturated)"
+        return f"{self.value:.0f} since reset"
 
 
 @dataclass(frozen=True)
@@ -97,6 +108,9 @@ class FleetView:
     """(path, kind, host) of every file read."""
     skipped: tuple[Skipped, ...]
     not_compared: tuple[str, ...] = NOT_COMPARED
+    findings: tuple[tuple[str, tuple[Finding, ...]], ...] = ()
+    """Per host with a failing or warning finding (worst first): those findings, with message and hint,
+    from its newest topo and counters, its benches and the sweeps (each once)."""
 
     def row(self, host: str) -> NodeRow | None:
         return next((r for r in self.rows if r.host == host), None)
@@ -228,18 +242,26 @@ def counter_errors(
             c.counter,
             c.value,
             c.per_second,
+            c.saturated,
         )
         for host, d in counters.items()
         for c in d.counters
     ]
     if not rows:
         return []
-    df = pd.DataFrame(rows, columns=["host", "port", "counter", "value", "per_second"])
+    df = pd.DataFrame(rows, columns=["host", "port", "counter", "value", "per_second", "saturated"])
     df = df.sort_values(
         ["per_second", "value", "host", "port"], ascending=[False, False, True, True]
     ).head(limit)
     return [
-        CounterError(str(r.host), str(r.port), str(r.counter), float(r.value), bool(r.per_second))
+        CounterError(
+            str(r.host),
+            str(r.port),
+            str(r.counter),
+            float(r.value),
+            bool(r.per_second),
+            bool(r.saturated),
+        )
         for r in df.itertuples()
     ]
 
@@ -287,6 +309,26 @@ def _sweep_facts(
     return sweep_status, records, hosts
 
 
+def _findings_by_host(
+    docs: Sequence[InputDoc], sweeps: Sequence[SweepPart]
+) -> dict[str, tuple[Finding, ...]]:
+    """Each host's warn and fail findings, failing first, each (check, subject, message) once."""
+    found: dict[str, dict[tuple[str, str, str], Finding]] = {}
+    for d in docs:
+        for f in d.findings:
+            found.setdefault(d.host, {}).setdefault((f.check, f.subject, f.message), f)
+    for part in sweeps:
+        by_label = {n.label: n.host for n in part.result.nodes}
+        for f in part.findings:
+            host = by_label.get(f.subject)
+            if host is not None and f.severity is not Severity.OK:
+                found.setdefault(host, {}).setdefault((f.check, f.subject, f.message), f)
+    return {
+        host: tuple(sorted(fs.values(), key=lambda f: -f.severity.rank))
+        for host, fs in found.items()
+    }
+
+
 def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetView:
     """The fleet view of the documents read (``skipped`` are listed, not used)."""
     pd = _pandas()
@@ -304,6 +346,7 @@ def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetVie
     for d in [*topos.values(), *counters.values(), *benches]:
         sources.setdefault(d.host, set()).add(d.kind)
         records += [(d.host, d.kind, f.check, f.severity.value, f.subject) for f in d.findings]
+    by_finding = _findings_by_host([*topos.values(), *counters.values(), *benches], sweeps)
     sweep_status, sweep_records, sweep_hosts = _sweep_facts(sweeps)
     records += sweep_records
     for host in sweep_hosts:
@@ -345,7 +388,9 @@ def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetVie
             (r for r in rows if r.status is Severity.FAIL), key=lambda r: (-len(r.failing), r.host)
         )
     )
+    ranked = sorted(rows, key=lambda r: (-r.status.rank, -len(r.failing), r.host))
     return FleetView(
+        findings=tuple((r.host, by_finding[r.host]) for r in ranked if by_finding.get(r.host)),
         rows=tuple(rows),
         outliers=tuple(outliers),
         splits=tuple(splits),
@@ -415,6 +460,7 @@ def view_json(view: FleetView) -> dict[str, Any]:
                 "counter": c.counter,
                 "value": c.value,
                 "per_second": c.per_second,
+                "saturated": c.saturated,
             }
             for c in view.counter_errors
         ],
