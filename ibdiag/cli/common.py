@@ -281,6 +281,9 @@ def console(stream: Any = "stdout") -> Any:
         width = e.width(stream)
     else:
         out, tty, width = stream, False, e.width("file")
+    # Colour on a terminal only; NO_COLOR (non-empty) turns it off there, FORCE_COLOR (non-empty) on anywhere.
+    no_color = bool(e.environ.get("NO_COLOR"))
+    force = tty or (bool(e.environ.get("FORCE_COLOR")) and not no_color)
     # markup and emoji off: a string printed is data (a PCI address 0000:ab:00.0 must not become 0000🆎00.0,
     # a firmware string "[bold]" must not restyle the table); styling comes from Text styles only.
     return _Console(
@@ -290,14 +293,39 @@ def console(stream: Any = "stdout") -> Any:
         markup=False,
         emoji=False,
         soft_wrap=False,
-        force_terminal=tty,
-        no_color="NO_COLOR" in e.environ or None,
+        force_terminal=force,
+        no_color=no_color or None,
         _environ=dict(e.environ),
     )
 
 
+def console_print(con: Any, item: Any) -> None:
+    """Print ``item`` on ``con``. A Text marked no_wrap (a value to copy, a matrix) is written whole: the
+    terminal folds it, a pipe keeps it. Off a terminal without $COLUMNS a table that does not fit the
+    layout width is printed at its natural width: a file or a log never has a host name cut to ``gpu-no…``."""
+    from rich.measure import Measurement
+
+    e = env()
+    width = None
+    if not e.stdout_isatty and e.columns is None and not e.environ.get("COLUMNS"):
+        need = Measurement.get(con, con.options.update_width(1 << 20), item)
+        # rich's layout at the minimum still shortens some cells: a table that does not fit gets its
+        # natural width, each row on one line
+        width = need.maximum if need.minimum > con.width else None
+    soft_wrap = getattr(item, "no_wrap", None) is True
+    if width is None:
+        con.print(item, soft_wrap=soft_wrap)
+        return
+    layout = con.width  # print(width=) is capped at the console's width: widen the console
+    con.width = width
+    try:
+        con.print(item, soft_wrap=soft_wrap)
+    finally:
+        con.width = layout
+
+
 def table_width() -> int:
-    """Columns the table output will be printed in (the terminal's, or COLUMNS/200 when piped)."""
+    """Columns the table output will be printed in (the terminal's, else $COLUMNS, else wide enough to cut nothing)."""
     return int(console("stdout").width)
 
 
@@ -403,8 +431,7 @@ def _write(
             raise UsageError(f"ibdiag {report.command} cannot write a table", hint="use -o json")
         con = console("stdout")
         for item in table():
-            # A Text marked no_wrap (a value to copy, a matrix) is written whole: the terminal folds it, a pipe keeps it.
-            con.print(item, soft_wrap=getattr(item, "no_wrap", None) is True)
+            console_print(con, item)
     out.flush()
 
 

@@ -137,7 +137,7 @@ def counters_command(
     hist = history_setup(history, cfg_file, watch=watch, kernel_log=kernel_log, root=root)
     patterns = parse_device_filter(device or [])
     with open_root(root) as directory:
-        sysfs = SysfsRoot(directory).check()
+        sysfs = SysfsRoot(directory, skip_adapters=judge.ports.skip).check()
         meta = run_meta(directory)
         layout = discover_layout(sysfs, patterns)
         warn_refused(sysfs)

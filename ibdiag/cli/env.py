@@ -65,10 +65,24 @@ def to_ascii(text: str) -> str:
 
 
 def _isatty(stream: Any) -> bool:
+    """A terminal someone reads: a tty with a size. The pty mpirun (Open MPI's I/O forwarding) or a CI
+    runner gives a process reports 0 columns and ends in a file or a log: laid out as a pipe."""
     try:
-        return bool(stream.isatty())
+        if not stream.isatty():
+            return False
     except (AttributeError, ValueError, OSError):
         return False
+    import os
+
+    try:
+        return os.get_terminal_size(stream.fileno()).columns > 0
+    except (AttributeError, ValueError, OSError):
+        return True
+
+
+#: Columns off a terminal without $COLUMNS: prose wraps there; a table that needs more to show every
+#: cell whole gets what it needs (:func:`ibdiag.cli.common.console_print`): nothing is cut in a file.
+OFF_TERMINAL_COLUMNS = 200
 
 
 def make_encodable(stream: Any) -> None:
@@ -98,7 +112,7 @@ class Environment:
     stdout_isatty: bool = False
     stderr_isatty: bool = False
     columns: int | None = None
-    """Terminal width; None: the terminal's own on a tty, ``$COLUMNS`` (else 200) on a pipe."""
+    """Terminal width; None: the terminal's own on a tty, ``$COLUMNS`` (else OFF_TERMINAL_COLUMNS) on a pipe."""
     environ: Mapping[str, str] = field(default_factory=dict)
     debug: bool = False
 
@@ -122,7 +136,8 @@ class Environment:
         )
 
     def width(self, stream: str = "stdout") -> int | None:
-        """Columns to lay out in: the injected width, the terminal's (None: rich asks it), or $COLUMNS/200."""
+        """Columns to lay out in: the injected width, the terminal's (None: rich asks it, honouring
+        $COLUMNS), or off a terminal $COLUMNS, else OFF_TERMINAL_COLUMNS."""
         if self.columns is not None:
             return self.columns
         if stream in ("stdout", "stderr") and (
@@ -130,9 +145,9 @@ class Environment:
         ):
             return None
         try:
-            return max(20, int(self.environ.get("COLUMNS") or 200))
+            return max(20, int(self.environ.get("COLUMNS") or OFF_TERMINAL_COLUMNS))
         except ValueError:
-            return 200
+            return OFF_TERMINAL_COLUMNS
 
 
 @dataclass

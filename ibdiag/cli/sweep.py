@@ -78,8 +78,8 @@ def sweep_command(
         str | None,
         typer.Option(
             "--transport",
-            metavar="rdma|tcp",
-            help="rdma: rail k against rail k (TCP where a node has no adapter); tcp: the nodes' addresses.",
+            metavar="auto|rdma|tcp",
+            help="rdma: rail k against rail k (a node without RDMA: exit 3); tcp: the nodes' addresses; auto (default): rdma, TCP where a node has no RDMA (said in the findings and the line).",
         ),
     ] = None,
     engine: Annotated[

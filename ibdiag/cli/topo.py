@@ -97,7 +97,7 @@ def topo_command(
     ports = cfg_file.section("ports", PortsConfig).with_expected_rate(expect_rate)
     hist = history_setup(history, cfg_file, kernel_log=kernel_log, root=root)
     with open_root(root) as directory:
-        sysfs = SysfsRoot(directory).check()
+        sysfs = SysfsRoot(directory, skip_adapters=ports.skip).check()
         topo = discover(sysfs, gdr_level=cfg.gdr_path_class)
         nccl = read_env_file(str(nccl_env)) if nccl_env else from_environ(env().environ)
         node_config = read_configuration(sysfs, topo, nccl, _dcb_reader(root, directory))

@@ -263,10 +263,12 @@ def verdict_command(
     node = None
     if root is not None:
         from ibdiag.node.sysfs import SysfsRoot
+        from ibdiag.ports.config import PortsConfig
         from ibdiag.verdict.node import read_node
 
         with open_root(root) as directory:
-            node = read_node(SysfsRoot(directory).check(), cfg_file)
+            skip = cfg_file.section("ports", PortsConfig).skip
+            node = read_node(SysfsRoot(directory, skip_adapters=skip).check(), cfg_file)
             meta = run_meta(directory)
     else:
         meta = run_meta(None)

@@ -18,9 +18,10 @@ read. A value with control characters, or more than :data:`MAX_VALUE_BYTES`, is 
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -169,10 +170,19 @@ class ReadProblem:
         return self.path[3:] if self.path.startswith("../") else f"/sys/{self.path}"
 
 
+class SkippedPath(LookupError):
+    """A path of a skipped adapter reached a method that has no "absent" answer: a bug, never a read."""
+
+
 class SysfsRoot:
     """Reads ``<root>/sys``. Paths passed in are relative to ``sys/`` (``"class/infiniband"``)."""
 
-    def __init__(self, root: str | os.PathLike[str] = "/") -> None:
+    def __init__(
+        self, root: str | os.PathLike[str] = "/", *, skip_adapters: Sequence[str] = ()
+    ) -> None:
+        """``skip_adapters``: adapter name patterns (``[ports] skip``) whose ``class/infiniband/NAME``
+        is never listed, opened or followed: a restricted function whose reads flood the kernel log."""
+        self.skip_adapters = tuple(skip_adapters)
         self.root = Path(root)
         self.sys = self.root / "sys"
         self._sys_str = str(self.sys)
@@ -209,14 +219,29 @@ class SysfsRoot:
     def path(self, rel: str) -> Path:
         return Path(self._p(rel))
 
+    def skipped(self, rel: str) -> bool:
+        """``rel`` is a skipped adapter or below it (``class/infiniband/mlx5_4/ports/1/...``)."""
+        if not self.skip_adapters:
+            return False
+        parts = rel.lstrip("/").removeprefix("sys/").split("/")
+        return (
+            len(parts) >= 3
+            and parts[:2] == ["class", "infiniband"]
+            and any(fnmatch.fnmatchcase(parts[2], pat) for pat in self.skip_adapters)
+        )
+
     def _p(self, rel: str) -> str:
+        if self.skipped(
+            rel
+        ):  # every path method goes through here: a skipped device is never touched
+            raise SkippedPath(rel)
         rel = rel.lstrip("/")
         if rel.startswith("sys/"):
             rel = rel[4:]
         return f"{self._sys_str}/{rel}" if rel else self._sys_str
 
     def exists(self, rel: str) -> bool:
-        return os.path.lexists(self._p(rel))
+        return not self.skipped(rel) and os.path.lexists(self._p(rel))
 
     def is_dir(self, rel: str) -> bool:
         """A directory inside the root (one reached through a link out of the root is ``refused``)."""
@@ -232,7 +257,7 @@ class SysfsRoot:
         if fd is None:
             return []
         try:
-            names = os.listdir(fd)
+            names = [n for n in os.listdir(fd) if not self.skipped(f"{rel.rstrip('/')}/{n}")]
         except OSError as e:
             self._problem(rel, "unreadable", e)
             return []
@@ -270,6 +295,8 @@ class SysfsRoot:
         ``None`` when the link is dangling or points outside the root (an absolute link copied from
         another machine): never silently read the host's ``/sys`` through a snapshot.
         """
+        if self.skipped(rel):
+            return None
         p = self._p(rel)
         if not os.path.lexists(p):
             return None
@@ -283,6 +310,8 @@ class SysfsRoot:
     def _open(
         self, rel: str, *, directory: bool, quiet_kinds: tuple[type[OSError], ...] = ()
     ) -> int | None:
+        if self.skipped(rel):
+            return None
         try:
             return open_inside(self._p(rel), self.base, directory=directory)
         except FileNotFoundError:
@@ -421,6 +450,8 @@ class SysfsRoot:
 
     def readlink(self, rel: str) -> str | None:
         """The link text of a symlink (relative in real sysfs), or None if ``rel`` is not a link."""
+        if self.skipped(rel):
+            return None
         p = self.path(rel)
         try:
             return os.readlink(p)
@@ -428,7 +459,7 @@ class SysfsRoot:
             return None
 
     def is_link(self, rel: str) -> bool:
-        return os.path.islink(self.path(rel))
+        return not self.skipped(rel) and os.path.islink(self.path(rel))
 
     def walk_files(self, rel: str, *, max_depth: int = 6) -> list[str]:
         """Regular files below ``rel`` (not following symlinks), as paths relative to sys/; nothing when
@@ -442,6 +473,14 @@ class SysfsRoot:
             depth = len(Path(dirpath).parts) - base_depth
             if depth >= max_depth:
                 dirnames[:] = []
+            if (
+                self.skip_adapters and Path(dirpath).name == "infiniband"
+            ):  # devices/.../infiniband/NAME
+                dirnames[:] = [
+                    d
+                    for d in dirnames
+                    if not any(fnmatch.fnmatchcase(d, p) for p in self.skip_adapters)
+                ]
             for name in filenames:
                 full = Path(dirpath) / name
                 # os.walk lists FIFOs and sockets as files too: read() refuses them and records why.

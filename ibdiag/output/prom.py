@@ -86,7 +86,8 @@ _SEVERITY_VALUE = {Severity.OK: 0, Severity.WARN: 1, Severity.FAIL: 2}
 
 
 def finding_metrics(report: Report) -> list[Metric]:
-    """Metrics every command exports: overall status and one gauge per finding (0 ok, 1 warn, 2 fail)."""
+    """Metrics every command exports: overall status and one gauge per finding (0 ok, 1 warn, 2 fail),
+    a check shared by several commands exported by its owner only (:data:`SERIES_OWNERS`)."""
     cmd = report.command
     status = Metric(
         "ibdiag_status",
@@ -116,9 +117,21 @@ def finding_metrics(report: Report) -> list[Metric]:
                 _SEVERITY_VALUE[f.severity],
             )
             for f in _dedupe(report)
+            if series_owner(f.check) in (None, cmd)
         ),
     )
     return [status, counts, checks]
+
+
+#: Checks more than one command runs, and the one command that exports their ``ibdiag_check_severity``
+#: series: ``topo --textfile`` and ``counters --textfile`` both judge the ports, and one alert on a
+#: failing check must page once per port, not once per command (issue #27).
+SERIES_OWNERS = {"port.": "topo"}
+
+
+def series_owner(check: str) -> str | None:
+    """The command whose textfile carries ``check``'s series; None: whichever command found it."""
+    return next((cmd for prefix, cmd in SERIES_OWNERS.items() if check.startswith(prefix)), None)
 
 
 def run_metrics(command: str, *, up: bool, timestamp: float) -> list[Metric]:

@@ -5,6 +5,7 @@ Example (every key optional)::
     [ports]
     expected_rate_gbps = 400             # every judged port; default: the fastest active port of its link layer
     ignore = ["mlx5_1*", "mlx5_3:1"]     # adapters (shell patterns) or DEV:PORT: read and shown, not judged
+    skip = ["mlx5_12", "mlx5_13"]        # adapters never read at all (restricted functions)
 
     [ports.rates_gbps]                   # pattern -> Gb/s, first match wins, before expected_rate_gbps
     "mlx5_4*" = 100                      # e.g. a storage adapter on a slower network
@@ -57,6 +58,11 @@ class PortsConfig:
     ignore: tuple[str, ...] = ()
     """Adapters (``mlx5_1*``) or ports (``mlx5_3:1``) not judged: spares, unused storage ports. They are
     still read and shown; an ignored adapter's PCIe link is not judged either."""
+    skip: tuple[str, ...] = ()
+    """Adapters (shell patterns, no ``:PORT``) never read: nothing under their ``class/infiniband/NAME``
+    is listed, opened or followed (:class:`ibdiag.node.sysfs.SysfsRoot`). For restricted functions
+    whose counter reads make the kernel log ``ACCESS_REG ... failed`` on every read (DGX/HGX B200,
+    GB200): ``ignore`` still reads them. A skipped adapter is not shown, counted or judged."""
     expected_rate_source: str = not_in_file("[ports] expected_rate_gbps")
     """Where ``expected_rate_gbps`` came from, as findings name it (``--expect-rate`` when the flag set it)."""
 
@@ -67,6 +73,13 @@ class PortsConfig:
                 hint="e.g. expected_rate_gbps = 400",
             )
         _check_patterns("ignore", self.ignore)
+        _check_patterns("skip", self.skip)
+        for pat in self.skip:
+            if ":" in pat:
+                raise InputError(
+                    f"config [ports] skip: {pat!r} names a port; skip takes adapters",
+                    hint='e.g. skip = ["mlx5_12"] (the whole function is never read); ignore takes DEV:PORT',
+                )
         _check_patterns("rates_gbps", list(self.rates_gbps))
         for pat, rate in self.rates_gbps.items():
             if not rate > 0:

@@ -30,6 +30,9 @@ th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: ta
 .matrices { display: flex; flex-wrap: wrap; gap: 1em; } .matrices figure { margin: 0; }
 .legend span { display: inline-block; width: .9em; height: .9em; margin: 0 .3em 0 1em; vertical-align: middle; }
 .dim { color: #777; }
+td.host, td:first-child { white-space: nowrap; font-family: ui-monospace, monospace; }
+.hint { color: #555; font-size: .92em; } h3 { font-size: 1em; margin: 1em 0 .2em; font-family: ui-monospace, monospace; }
+figcaption { max-width: 40em; }
 """
 
 
@@ -146,6 +149,7 @@ def render_html(view: FleetView, findings: Sequence[Finding], meta: RunMeta) -> 
     ]
     if view.drain:
         parts.append(f'<h2>Drain</h2><p class="drain">{escape(" ".join(view.drain))}</p>')
+    parts += _findings_section(view)
     parts.append(_sweep_section(view))
     parts += _node_sections(view)
     if view.skipped:
@@ -157,6 +161,29 @@ def render_html(view: FleetView, findings: Sequence[Finding], meta: RunMeta) -> 
         )
     parts.append("</body></html>\n")
     return "\n".join(parts)
+
+
+def _findings_section(view: FleetView) -> list[str]:
+    """Each failing or warning node's findings, worst node first: what is wrong and what to do."""
+    if not view.findings:
+        return []
+    parts = ["<h2>Findings per node</h2>"]
+    for host, findings in view.findings:
+        parts.append(f"<h3>{escape(host)}</h3>")
+        rows = []
+        for f in findings:
+            text = escape(f.message) + (
+                f'<br><span class="hint">hint: {escape(f.hint)}</span>' if f.hint else ""
+            )
+            rows.append(
+                f'<tr><td class="{_cls(f.severity)}">{escape(f.severity.value.upper())}</td>'
+                f'<td class="host">{escape(f.check)}</td><td class="host">{escape(f.subject)}</td><td>{text}</td></tr>'
+            )
+        parts.append(
+            "<table><thead><tr><th>severity</th><th>check</th><th>subject</th><th>finding</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>"
+        )
+    return parts
 
 
 def _node_sections(view: FleetView) -> list[str]:
@@ -208,7 +235,7 @@ def _node_sections(view: FleetView) -> list[str]:
                         c.host,
                         c.port,
                         c.counter,
-                        f"{c.value:.3g}/s" if c.per_second else f"{c.value:.0f} since reset",
+                        (c.value_text, "warn") if c.saturated else c.value_text,
                     )
                     for c in view.counter_errors
                 ],

@@ -113,6 +113,8 @@ class CounterReading:
     per_second: bool
     """True: a rate over ``interval_s`` (``--interval``/``--since``); False: a count since the last reset."""
     interval_s: float | None
+    saturated: bool = False
+    """The counter stopped at its width's maximum: the value is a floor (``≥65535``), not a count."""
 
 
 @dataclass(frozen=True)
@@ -410,6 +412,8 @@ def _counters(r: JsonReader, doc: Mapping[str, Any]) -> tuple[CounterReading, ..
         p = r.obj(p, where)
         adapter = r.text(p.get("adapter"), f"{where}.adapter", max_len=64, pattern=ADAPTER_RE)
         port = r.opt_integer(p.get("port"), f"{where}.port", lo=0, hi=255)
+        stuck = p.get("saturated")
+        saturated = {str(n) for n in stuck[:512]} if isinstance(stuck, list) else set()
         if mode == "snapshot":
             values, per_second, interval = p.get("counters"), False, None
             hw = p.get("hw_counters")
@@ -429,7 +433,11 @@ def _counters(r: JsonReader, doc: Mapping[str, Any]) -> tuple[CounterReading, ..
                 key = r.text(name, f"{where}.{label} key", max_len=64, pattern=_COUNTER_RE)
                 number = r.number(value, f"{where}.{label}.{key}", lo=0)
                 if key in errors and number > 0:
-                    out.append(CounterReading(adapter, port, key, number, per_second, interval))
+                    out.append(
+                        CounterReading(
+                            adapter, port, key, number, per_second, interval, key in saturated
+                        )
+                    )
     return tuple(out)
 
 

@@ -158,7 +158,7 @@ def _outlier_tables(view: FleetView) -> list[Any]:
                 c.host,
                 c.port,
                 c.counter,
-                f"{c.value:.3g}/s" if c.per_second else f"{c.value:.0f} since reset",
+                c.value_text,
             )
         items.append(t)
     if view.flapping:

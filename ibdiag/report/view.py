@@ -12,6 +12,7 @@ from typing import Any
 
 from ibdiag.errors import NotSupportedError
 from ibdiag.findings.model import Finding, Severity, worst
+from ibdiag.report.flapping import FlappingPort, most_flapping
 from ibdiag.report.inputs import AdapterFacts, InputDoc, Skipped, TopoFacts
 from ibdiag.sweep.analysis import LinkVerdict, NodeStatus
 from ibdiag.sweep.checks import link_subject, sweep_findings
@@ -60,15 +61,17 @@ class CounterError:
     counter: str
     value: float
     per_second: bool
+    saturated: bool = False
+    """A count at its counter's maximum: at least ``value`` (``counters`` shows ``≥65535 (saturated)``)."""
 
-
-@dataclass(frozen=True)
-class FlappingPort:
-    host: str
-    port: str
-    flaps: int
-    """Flaps in the history window of the node's newest ``counters --history`` document."""
-    last_flap: str | None
+    @property
+    def value_text(self) -> str:
+        """As ``ibdiag counters`` shows it: a rate, a count since reset, or a saturated floor."""
+        if self.per_second:
+            return f"{self.value:.3g}/s"
+        if self.saturated:
+            return f"≥{self.value:.0f} (saturated)"
+        return f"{self.value:.0f} since reset"
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,9 @@ class FleetView:
     not_compared: tuple[str, ...] = NOT_COMPARED
     flapping: tuple[FlappingPort, ...] = ()
     """The fleet's most-flapping ports (from ``counters --history`` documents), most flaps first."""
+    findings: tuple[tuple[str, tuple[Finding, ...]], ...] = ()
+    """Per host with a failing or warning finding (worst first): those findings, with message and hint,
+    from its newest topo and counters, its benches and the sweeps (each once)."""
 
     def row(self, host: str) -> NodeRow | None:
         return next((r for r in self.rows if r.host == host), None)
@@ -122,8 +128,8 @@ def _pandas() -> Any:
         import pandas as pd
     except ImportError:
         raise NotSupportedError(
-            "ibdiag report needs pandas, which is not installed",
-            hint="pip install 'ibdiag[analysis]'",
+            "ibdiag report needs pandas, a dependency of ibdiag that is missing here",
+            hint="pip install 'pandas>=2' (pip install ibdiag installs it; a --no-deps install does not)",
         ) from None
     return pd
 
@@ -241,33 +247,28 @@ def counter_errors(
             c.counter,
             c.value,
             c.per_second,
+            c.saturated,
         )
         for host, d in counters.items()
         for c in d.counters
     ]
     if not rows:
         return []
-    df = pd.DataFrame(rows, columns=["host", "port", "counter", "value", "per_second"])
+    df = pd.DataFrame(rows, columns=["host", "port", "counter", "value", "per_second", "saturated"])
     df = df.sort_values(
         ["per_second", "value", "host", "port"], ascending=[False, False, True, True]
     ).head(limit)
     return [
-        CounterError(str(r.host), str(r.port), str(r.counter), float(r.value), bool(r.per_second))
+        CounterError(
+            str(r.host),
+            str(r.port),
+            str(r.counter),
+            float(r.value),
+            bool(r.per_second),
+            bool(r.saturated),
+        )
         for r in df.itertuples()
     ]
-
-
-def most_flapping(
-    counters: dict[str, InputDoc], limit: int = TOP_COUNTER_ERRORS
-) -> list[FlappingPort]:
-    """Ports that flapped in their history window, most flaps first, then the latest flap."""
-    rows = [
-        FlappingPort(host, f"{f.adapter}:{f.port}", f.flaps, f.last_flap)
-        for host, d in counters.items()
-        for f in d.flaps
-    ]
-    rows.sort(key=lambda r: (-r.flaps, r.last_flap or "", r.host, r.port))
-    return rows[:limit]
 
 
 def _named(findings: Any) -> tuple[str, ...]:
@@ -313,6 +314,26 @@ def _sweep_facts(
     return sweep_status, records, hosts
 
 
+def _findings_by_host(
+    docs: Sequence[InputDoc], sweeps: Sequence[SweepPart]
+) -> dict[str, tuple[Finding, ...]]:
+    """Each host's warn and fail findings, failing first, each (check, subject, message) once."""
+    found: dict[str, dict[tuple[str, str, str], Finding]] = {}
+    for d in docs:
+        for f in d.findings:
+            found.setdefault(d.host, {}).setdefault((f.check, f.subject, f.message), f)
+    for part in sweeps:
+        by_label = {n.label: n.host for n in part.result.nodes}
+        for f in part.findings:
+            host = by_label.get(f.subject)
+            if host is not None and f.severity is not Severity.OK:
+                found.setdefault(host, {}).setdefault((f.check, f.subject, f.message), f)
+    return {
+        host: tuple(sorted(fs.values(), key=lambda f: -f.severity.rank))
+        for host, fs in found.items()
+    }
+
+
 def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetView:
     """The fleet view of the documents read (``skipped`` are listed, not used)."""
     pd = _pandas()
@@ -330,6 +351,7 @@ def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetVie
     for d in [*topos.values(), *counters.values(), *benches]:
         sources.setdefault(d.host, set()).add(d.kind)
         records += [(d.host, d.kind, f.check, f.severity.value, f.subject) for f in d.findings]
+    by_finding = _findings_by_host([*topos.values(), *counters.values(), *benches], sweeps)
     sweep_status, sweep_records, sweep_hosts = _sweep_facts(sweeps)
     records += sweep_records
     for host in sweep_hosts:
@@ -371,7 +393,9 @@ def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetVie
             (r for r in rows if r.status is Severity.FAIL), key=lambda r: (-len(r.failing), r.host)
         )
     )
+    ranked = sorted(rows, key=lambda r: (-r.status.rank, -len(r.failing), r.host))
     return FleetView(
+        findings=tuple((r.host, by_finding[r.host]) for r in ranked if by_finding.get(r.host)),
         rows=tuple(rows),
         outliers=tuple(outliers),
         splits=tuple(splits),
@@ -442,6 +466,7 @@ def view_json(view: FleetView) -> dict[str, Any]:
                 "counter": c.counter,
                 "value": c.value,
                 "per_second": c.per_second,
+                "saturated": c.saturated,
             }
             for c in view.counter_errors
         ],

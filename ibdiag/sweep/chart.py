@@ -40,12 +40,19 @@ def cell_colour(value: float | None) -> str:
 def matrix_svg(grid: MatrixGrid, *, cell_px: int | None = None, title: str | None = None) -> str:
     """An ``<svg>`` element of the matrix, for inline use in an HTML page (no namespace, no external references)."""
     size = max(grid.size, 1)
-    px = cell_px or max(2, min(20, 480 // size))
+    px = cell_px or max(
+        6, min(24, 720 // size)
+    )  # readable: at least 6 px a cell, up to 720 px a side
     margin = 40
     side = size * px
+    label = f"rail {grid.rail}: rank x rank" + (
+        f", cells of {grid.block} x {grid.block} ranks (worst pair)" if grid.block > 1 else ""
+    )
+    # wide enough for the caption (11 px text, ~6.5 px a character): never clipped
+    width = max(side + margin + 4, margin + int(len(label) * 6.5) + 8)
     out = [
-        f'<svg class="matrix" width="{side + margin + 4}" height="{side + margin + 24}" '
-        f'viewBox="0 0 {side + margin + 4} {side + margin + 24}" role="img" aria-label="{html.escape(title or f"rail {grid.rail} matrix")}">'
+        f'<svg class="matrix" width="{width}" height="{side + margin + 24}" '
+        f'viewBox="0 0 {width} {side + margin + 24}" role="img" aria-label="{html.escape(title or f"rail {grid.rail} matrix")}">'
     ]
     if title:
         out.append(f"<title>{html.escape(title)}</title>")
@@ -64,9 +71,6 @@ def matrix_svg(grid: MatrixGrid, *, cell_px: int | None = None, title: str | Non
             f'<text x="{margin - 4}" y="{margin + k * px + px}" font-size="10" text-anchor="end">{rank}</text>'
         )
         out.append(f'<text x="{margin + k * px}" y="{margin - 6}" font-size="10">{rank}</text>')
-    label = f"rail {grid.rail}: rank x rank" + (
-        f", cells of {grid.block} x {grid.block} ranks (worst pair)" if grid.block > 1 else ""
-    )
     out.append(
         f'<text x="{margin}" y="{side + margin + 16}" font-size="11">{html.escape(label)}</text>'
     )

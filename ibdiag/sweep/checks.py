@@ -315,6 +315,21 @@ def missing_rails(result: SweepResult, usual: int, rank: int) -> Finding | None:
     )
 
 
+@CHECKS.check(
+    "sweep.tcp_fallback",
+    "--transport auto measured a node over TCP (no usable RDMA on it): warn",
+)
+def tcp_fallback(result: SweepResult, rank: int) -> Finding | None:
+    node = result.nodes[rank]
+    return Finding(
+        "sweep.tcp_fallback",
+        Severity.WARN,
+        node.label,
+        "no usable RDMA on this node: --transport auto measured it over TCP",
+        hint="run `ibdiag topo` on it (no adapter, driver, or libibverbs); --transport rdma refuses such a node (exit 3)",
+    )
+
+
 def sweep_findings(result: SweepResult) -> list[Finding]:
     """Every finding of a sweep: unreachable nodes, nodes, links, rails, then the fleet's rails."""
     a = result.analysis
@@ -330,6 +345,8 @@ def sweep_findings(result: SweepResult) -> list[Finding]:
     usual = _usual_rails(result.nodes)
     for node in result.nodes:
         out += missing_rails(result, usual, node.rank)
+    for rank in result.tcp_fallback:
+        out += tcp_fallback(result, rank)
     for rail in a.rails:
         out += fleet_rail(result, rail)
     return out

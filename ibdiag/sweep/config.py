@@ -29,7 +29,7 @@ from ibdiag.errors import InputError
 from ibdiag.sweep.analysis import SweepConfig
 
 PATTERNS = ("ring", "pairwise", "random")
-TRANSPORTS = ("rdma", "tcp")
+TRANSPORTS = ("auto", "rdma", "tcp")
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class SweepSettingsFile:
     """``[sweep]`` as read from the config file (every key optional)."""
 
     pattern: str = "ring"
-    transport: str = "rdma"
+    transport: str = "auto"
     sizes: str = "64M"
     duration_s: float = bounded(1.0, low=0, low_open=True, high=3600)
     timeout_s: float = bounded(10.0, low=0, low_open=True, high=3600)
@@ -59,7 +59,7 @@ class SweepSettingsFile:
         if self.transport not in TRANSPORTS:
             raise InputError(
                 f"config [sweep] transport {self.transport!r} is not one of {', '.join(TRANSPORTS)}",
-                hint='e.g. transport = "rdma"',
+                hint='e.g. transport = "auto" (rdma, else tcp; "rdma" refuses a node without RDMA)',
             )
 
     def thresholds(self) -> SweepConfig:

@@ -45,9 +45,12 @@ from ibdiag.sweep.passes import RoundDone, build_result
 from ibdiag.sweep.runner import PairResult, PairSpec
 from ibdiag.sweep.schedule import PairTest, Pattern, Phase, first_pass, pair_tests
 from ibdiag.sweep.wire import (
+    leave_out_silent,
     node_doc_ok,
     read_fleet_doc,
     read_results,
+    refusal,
+    refused_error,
     result_rows,
     unanswered,
 )
@@ -131,7 +134,11 @@ class _Rank:
         ):  # gloo between the nodes' addresses: one TCP rail, no p2p servers
             rails, _ = local_rails("tcp", address, None, job.sysfs)
         else:
-            rails, fallback = local_rails(job.spec.transport, address, job.adapters, job.sysfs)
+            try:
+                rails, fallback = local_rails(job.spec.transport, address, job.adapters, job.sysfs)
+            except CannotRunError as e:  # --transport rdma without RDMA: the whole sweep stops
+                self.refuse(e)
+                raise
             if fallback:
                 self.log(fallback)
             self.servers = RailServers(
@@ -151,24 +158,49 @@ class _Rank:
         )
         self.coord.put(f"node/{self.rank}", {**node.to_json(), "ports": ports})
 
+    def refuse(self, e: CannotRunError) -> None:
+        """This node cannot take part as asked: say so in the store, so rank 0 stops the sweep."""
+        host = socket.gethostname().split(".")[0]
+        why = f"{host if valid_host(host) else f'rank{self.rank}'}: {e.message}"
+        self.coord.put(f"node/{self.rank}", {"rank": self.rank, "refused": why})
+        if self.rank == 0:
+            self.stop_all([why])
+        else:
+            self.coord.put(f"bye/{self.rank}", 1)
+
+    def stop_all(self, why: list[str]) -> None:
+        """Rank 0: publish the refusal as the fleet and wait (start_timeout_s at most) until every
+        other rank has read it: rank 0 holds the store, and leaving at once would hide the reason."""
+        self.coord.put("fleet", {"refused": why})
+        deadline = time.monotonic() + self.job.start_timeout_s
+        for r in range(1, self.world):
+            self.coord.wait_for(f"bye/{r}", deadline)
+
     def gather_fleet(self, deadline: float) -> set[int]:
-        """Rank 0: every node's description (placeholders for the silent), published as ``fleet``."""
+        """Rank 0: every node's description (placeholders for the silent), published as ``fleet``;
+        a node that refused (``--transport rdma`` without RDMA) stops the sweep on every rank."""
         nodes: list[dict[str, Any]] = []
         ports: list[list[int]] = []
         missing: list[int] = []
+        refused: list[str] = []
         for r in range(self.world):
             try:
                 doc = self.coord.wait_value(f"node/{r}", deadline)
             except InputError as e:  # not JSON, or beyond the budget: that rank is left out
                 self.log(f"refused: rank {r}'s description: {e.message}")
                 doc = None
-            if node_doc_ok(doc, r, collective=self.job.spec.test == "collective", log=self.log):
+            if (why := refusal(doc)) is not None:
+                refused += why
+            elif node_doc_ok(doc, r, collective=self.job.spec.test == "collective", log=self.log):
                 nodes.append({k: doc.get(k) for k in ("rank", "host", "address", "rails")})
                 ports.append(doc["ports"])
             else:
                 missing.append(r)
                 nodes.append(FleetNode(r, f"rank{r}", "unknown", (Rail(0, None),)).to_json())
                 ports.append([])
+        if refused:
+            self.stop_all(refused)
+            raise refused_error(refused)
         self.coord.put("fleet", {"nodes": nodes, "ports": ports, "missing": missing})
         return set(missing)
 
@@ -179,6 +211,9 @@ class _Rank:
                 f"rank {self.rank}: rank 0 did not publish the fleet within {self.job.start_timeout_s:g} s",
                 hint="check rank 0's output",
             )
+        if (why := refusal(doc)) is not None:
+            self.coord.put(f"bye/{self.rank}", 1)
+            raise refused_error(why)
         self.fleet, table, missing = read_fleet_doc(doc)
         self.runner = P2PPairRunner(
             table,
@@ -326,13 +361,20 @@ class _Rank:
         )
 
     def used_spec(self) -> PairSpec:
-        """The spec as run: ``tcp`` when no pair of rails had adapters at both ends (the TCP fallback)."""
+        """The spec as run: ``tcp`` for collective tests and when no node had an RDMA rail (``auto``'s
+        TCP fallback), else ``rdma``; ``transport_requested`` says what was asked when it differs."""
         spec = self.job.spec
-        if spec.transport == "rdma" and (
-            spec.test == "collective" or all(r.adapter is None for n in self.fleet for r in n.rails)
-        ):
+        if spec.transport == "tcp":
+            return spec
+        if spec.test == "collective":
             return replace(spec, transport="tcp")
-        return spec
+        no_rdma = all(r.adapter is None for n in self.fleet for r in n.rails)
+        ran = "tcp" if no_rdma else "rdma"
+        return (
+            spec
+            if ran == spec.transport
+            else replace(spec, transport=ran, transport_requested=spec.transport)
+        )
 
     def run_round(
         self,
@@ -346,7 +388,7 @@ class _Rank:
         tests = [
             t for t in pair_tests(i, phase, pairs, self.fleet) if not collective or t.rail == 0
         ]  # one all_reduce per node pair
-        out, live = _leave_out_silent(tests, dead, named)
+        out, live = leave_out_silent(tests, dead, named)
         by_rank: dict[int, list[list[int]]] = {r: [] for r in range(self.world) if r not in dead}
         for t in live:
             by_rank[t.b.rank].append([t.rail, t.a.rank])
@@ -430,36 +472,6 @@ class _Rank:
         return PairResult(
             i, phase, t.rail, t.a.rank, t.b.rank, None, error=why, unreachable=(t.b.rank,)
         )
-
-
-def _leave_out_silent(
-    tests: Sequence[PairTest], dead: set[int], named: set[int]
-) -> tuple[list[PairResult], list[PairTest]]:
-    """The tests of a round with no node known silent, and a failed result naming each node that went
-    silent, once (its first test after it went silent); its other tests are left out."""
-    out: list[PairResult] = []
-    live = []
-    for t in tests:
-        silent = tuple(r for r in (t.a.rank, t.b.rank) if r in dead)
-        if silent:
-            fresh = tuple(r for r in silent if r not in named)
-            if fresh:
-                named.update(fresh)
-                out.append(
-                    PairResult(
-                        t.round,
-                        t.phase,
-                        t.rail,
-                        t.a.rank,
-                        t.b.rank,
-                        None,
-                        error="did not answer",
-                        unreachable=fresh,
-                    )
-                )
-            continue
-        live.append(t)
-    return out, live
 
 
 def run_distributed(

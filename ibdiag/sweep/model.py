@@ -32,7 +32,7 @@ from typing import Any
 
 from ibdiag.errors import UsageError
 from ibdiag.jsonread import JsonReader
-from ibdiag.sweep.analysis import Analysis, LinkVerdict, SweepConfig
+from ibdiag.sweep.analysis import Analysis, LinkVerdict, NodeStatus, SweepConfig
 from ibdiag.sweep.attribution import analyse
 from ibdiag.sweep.nodes import ADAPTER_RE, HOST_RE, FleetNode, Rail, check_fleet
 from ibdiag.sweep.runner import PAIR_ENGINES, PairResult, PairSpec
@@ -94,6 +94,18 @@ class SweepResult:
         used = {p.engine for p in self.pairs}
         names = [e for e in PAIR_ENGINES if e in used]
         return "+".join(names) if names else None
+
+    @property
+    def tcp_fallback(self) -> tuple[int, ...]:
+        """Ranks measured over TCP because ``--transport auto`` found no usable RDMA on them."""
+        spec = self.settings.spec
+        if spec.test != "p2p" or spec.transport_requested != "auto":
+            return ()
+        return tuple(
+            n.rank
+            for n, v in zip(self.nodes, self.analysis.nodes, strict=False)
+            if v.status is not NodeStatus.UNREACHABLE and all(r.adapter is None for r in n.rails)
+        )
 
     def adapter(self, rank: int, rail: int) -> str | None:
         r = self.nodes[rank].rail(rail)
@@ -205,7 +217,10 @@ class SweepResult:
         )
         spec = PairSpec(
             test=r.choice(sw.get("test"), f"{top}.test", ("p2p", "collective")),
-            transport=r.choice(sw.get("transport"), f"{top}.transport", ("rdma", "tcp")),
+            transport=(
+                transport := r.choice(sw.get("transport"), f"{top}.transport", ("rdma", "tcp"))
+            ),
+            transport_requested=_requested_transport(r, sw, top, transport),
             bytes=r.integer(sw.get("bytes"), f"{top}.bytes", lo=1, hi=2**34),
             mode=r.choice(sw.get("mode"), f"{top}.mode", ("bw", "lat", "both")),
             duration_s=r.number(sw.get("duration_s"), f"{top}.duration_s", lo=1e-6, hi=3600),
@@ -265,6 +280,14 @@ def nodes_from_json(r: JsonReader, value: Any, where: str = "nodes") -> tuple[Fl
         return check_fleet(nodes)
     except UsageError as e:  # the node checks' complaint is, here, bad input
         raise r.error(where, e.message) from None
+
+
+def _requested_transport(r: JsonReader, sw: Mapping[str, Any], top: str, ran: str) -> str | None:
+    """``--transport`` as given, where it differs from what ran (absent in older files: what ran)."""
+    given = r.choice(
+        sw.get("transport_requested", ran), f"{top}.transport_requested", ("rdma", "tcp", "auto")
+    )
+    return None if given == ran else given
 
 
 def _requested_engine(r: JsonReader, sw: Mapping[str, Any], top: str) -> str:

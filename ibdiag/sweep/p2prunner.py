@@ -46,19 +46,38 @@ def local_rails(
     *,
     rdma_devices: Callable[[], list[str]] | None = None,
 ) -> tuple[tuple[Rail, ...], str | None]:
-    """This node's rails, and why it fell back to TCP (None when it did not).
+    """This node's rails, and why it fell back to TCP (None when it did not; only ``--transport auto``
+    falls back: ``rdma`` raises CannotRunError with the reason, a transport asked for and not had).
 
     The adapters given (``--rails``), else the ports topo pairs with the GPUs in NIC order (every
     active port when there is no GPU), kept only when libibverbs can open them (``rdma_devices``:
     the device list, :func:`ibdiag.bench.p2p.rdma.verbs.list_devices` by default — the boundary to the RDMA
-    stack). One TCP rail for ``--transport tcp``, without adapters, or without a usable RDMA stack.
+    stack). One TCP rail for ``--transport tcp``, and for ``auto`` without adapters or a usable RDMA stack.
     """
     tcp = (Rail(0, None, None, tcp_line_rate(sysfs, address).gbps),)
-    if transport != "rdma":
+    if transport == "tcp":
         return tcp, None
+    rails, why = _usable_rails(sysfs, adapters, rdma_devices)
+    if why is None:
+        return rails, None
+    if transport == "rdma":
+        raise CannotRunError(
+            f"--transport rdma: {why} on this node",
+            hint="--transport auto measures over TCP where a node has no RDMA (and says so); "
+            "--transport tcp measures the nodes' addresses",
+        )
+    return tcp, f"{why}: testing over TCP"
+
+
+def _usable_rails(
+    sysfs: SysfsRoot,
+    adapters: Sequence[str] | None,
+    rdma_devices: Callable[[], list[str]] | None,
+) -> tuple[tuple[Rail, ...], str | None]:
+    """The RDMA rails libibverbs can open, or why there are none."""
     rails = _rdma_rails(sysfs, adapters)
     if not rails:
-        return tcp, "no RDMA adapter: testing over TCP"
+        return (), "no RDMA adapter"
     if rdma_devices is None:
         rdma_devices = list_devices
     try:
@@ -66,7 +85,7 @@ def local_rails(
     except IbdiagError as e:
         if adapters:
             raise
-        return tcp, f"RDMA is not usable ({e.message}): testing over TCP"
+        return (), f"RDMA is not usable ({e.message})"
     missing = [r.adapter for r in rails if r.adapter not in usable]
     if missing and adapters:
         raise CannotRunError(
@@ -75,7 +94,7 @@ def local_rails(
         )
     kept = [r for r in rails if r.adapter in usable]
     if not kept:
-        return tcp, "libibverbs opens none of the adapters topo found: testing over TCP"
+        return (), "libibverbs opens none of the adapters topo found"
     return tuple(Rail(k, r.adapter, r.port, r.rate_gbps) for k, r in enumerate(kept)), None
 
 
@@ -186,9 +205,7 @@ class P2PPairRunner:
             return _failed(test, a, b, f"no rail {test.rail} on both nodes")
         transport = (
             "rdma"
-            if rail_a.adapter is not None
-            and rail_b.adapter is not None
-            and spec.transport == "rdma"
+            if rail_a.adapter is not None and rail_b.adapter is not None and spec.transport != "tcp"
             else "tcp"
         )
         engine: str | None = None

@@ -65,7 +65,8 @@ def line_view(result: SweepResult, *, width: int = LINE_WIDTH) -> str:
     warn_nodes = sum(1 for n in a.nodes if n.status in (NodeStatus.SUSPECT, NodeStatus.UNTESTED))
     unresolved = len(a.links_with(LinkVerdict.UNRESOLVED))
     hosts = drain_hosts(result)
-    extra = []
+    tcp = len(result.tcp_fallback)
+    extra = [f"{tcp} node{'s' if tcp != 1 else ''} over TCP"] if tcp else []
     if bad_links:
         extra.append(f"{bad_links} bad link{'s' if bad_links != 1 else ''}")
     if warn_nodes:

@@ -27,6 +27,9 @@ from ibdiag.sweep.schedule import PairTest, Phase
 #: Message size of the bandwidth test: a job-sized bucket (DDP's default bucket is 25 MiB; 64 MiB
 #: is where p2p bandwidth has long reached its plateau on 400G links, perftest/nccl-tests curves).
 DEFAULT_BYTES = 64 * 2**20
+#: ``--transport`` of a sweep: ``auto`` may fall back to TCP, ``rdma`` never does.
+TRANSPORTS = ("rdma", "tcp", "auto")
+
 #: Who can have measured a p2p pair test (:attr:`PairResult.engine`; ``bench p2p --engine``'s engines).
 PAIR_ENGINES = ("ibdiag", "perftest")
 
@@ -38,7 +41,9 @@ class PairSpec:
     test: str = "p2p"
     """``p2p`` (ibdiag's bench p2p per pair) or ``collective`` (a 2-rank all_reduce per pair)."""
     transport: str = "rdma"
-    """``rdma`` (per rail) or ``tcp`` (the node's address)."""
+    """``rdma`` (per rail; a node without RDMA cannot run), ``tcp`` (the node's address) or ``auto``
+    (RDMA where a node has it, else TCP: the fallback is a ``sweep.tcp_fallback`` finding). In a result:
+    what ran (``rdma`` or ``tcp``)."""
     bytes: int = DEFAULT_BYTES
     mode: str = "bw"
     """``bw``, ``lat`` or ``both``."""
@@ -52,16 +57,19 @@ class PairSpec:
     ``bench p2p`` decides (ibdiag where pyverbs loads, else perftest where it can run the test). What
     each test then used is its :attr:`PairResult.engine`."""
 
+    transport_requested: str | None = None
+    """``--transport`` as given when the result's :attr:`transport` differs from it (``auto``)."""
+
     def __post_init__(self) -> None:
         if self.test not in ("p2p", "collective"):
             raise UsageError(
                 f"--test {self.test!r}: give p2p or collective",
                 hint="p2p measures each link; collective runs a 2-rank all_reduce per pair",
             )
-        if self.transport not in ("rdma", "tcp"):
+        if self.transport not in TRANSPORTS or self.transport_requested not in (None, *TRANSPORTS):
             raise UsageError(
-                f"--transport {self.transport!r}: give rdma or tcp",
-                hint="rdma tests each rail; tcp the nodes' addresses",
+                f"--transport {self.transport!r}: give rdma, tcp or auto",
+                hint="rdma tests each rail; tcp the nodes' addresses; auto: rdma, else tcp",
             )
         if self.mode not in ("bw", "lat", "both"):
             raise UsageError(
@@ -96,6 +104,7 @@ class PairSpec:
         return {
             "test": self.test, "transport": self.transport, "bytes": self.bytes, "mode": self.mode,
             "duration_s": self.duration_s, "timeout_s": self.timeout_s, "engine": self.engine,
+            "transport_requested": self.transport_requested or self.transport,
         }  # fmt: skip
 
 

@@ -13,12 +13,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, TypeGuard
 
-from ibdiag.errors import InputError
+from ibdiag.errors import CannotRunError, InputError
 from ibdiag.jsonread import JsonReader
 from ibdiag.sweep.model import nodes_from_json
 from ibdiag.sweep.nodes import FleetNode, Rail
 from ibdiag.sweep.runner import PAIR_ENGINES, PairResult
-from ibdiag.sweep.schedule import Phase
+from ibdiag.sweep.schedule import PairTest, Phase
+from ibdiag.text import safe_excerpt
 
 #: Most rows one rank reports per round (one per rail).
 MAX_ROWS = 64
@@ -118,3 +119,55 @@ def read_fleet_doc(doc: Any) -> tuple[tuple[FleetNode, ...], dict[int, list[int]
         for x in r.items(doc.get("missing"), "missing", max_items=len(fleet))
     }
     return fleet, table, missing
+
+
+def refusal(doc: Any) -> list[str] | None:
+    """Why a node (``{"refused": why}``) or the fleet (``{"refused": [why, ...]}``) stopped the sweep
+    before it began (``--transport rdma`` on a node without RDMA); None for any other document."""
+    if not isinstance(doc, dict):
+        return None
+    why = doc.get("refused")
+    if isinstance(why, str):
+        return [safe_excerpt(why, 200)]
+    if isinstance(why, list):
+        return [safe_excerpt(str(w), 200) for w in why[:20]]
+    return None
+
+
+def refused_error(why: Sequence[str]) -> CannotRunError:
+    more = f" (+{len(why) - 3} more nodes)" if len(why) > 3 else ""
+    return CannotRunError(
+        f"the sweep cannot run as asked: {'; '.join(why[:3])}{more}",
+        hint="--transport auto measures over TCP where a node has no RDMA (and says so); "
+        "or leave those nodes out of the job",
+    )
+
+
+def leave_out_silent(
+    tests: Sequence[PairTest], dead: set[int], named: set[int]
+) -> tuple[list[PairResult], list[PairTest]]:
+    """The tests of a round with no node known silent, and a failed result naming each node that went
+    silent, once (its first test after it went silent); its other tests are left out."""
+    out: list[PairResult] = []
+    live = []
+    for t in tests:
+        silent = tuple(r for r in (t.a.rank, t.b.rank) if r in dead)
+        if silent:
+            fresh = tuple(r for r in silent if r not in named)
+            if fresh:
+                named.update(fresh)
+                out.append(
+                    PairResult(
+                        t.round,
+                        t.phase,
+                        t.rail,
+                        t.a.rank,
+                        t.b.rank,
+                        None,
+                        error="did not answer",
+                        unreachable=fresh,
+                    )
+                )
+            continue
+        live.append(t)
+    return out, live

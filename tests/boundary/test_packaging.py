@@ -53,6 +53,46 @@ def test_no_syntax_or_library_newer_than_python_310():
     assert tuple(int(x) for x in found.group(1).split(".")) <= (3, 10), out
 
 
+def test_the_default_install_does_the_whole_job(tmp_path):
+    """Issue #27: `pip install .` gave an `ibdiag report` that exits 3 for want of pandas. pandas is a
+    core dependency of the wheel `pip install .` builds (not only of an extra); only `report` imports it
+    (tests/cli: start-up imports no pandas)."""
+    assert any(re.match(r"pandas>=2\b", d) for d in PROJECT["dependencies"])
+    build = tmp_path / "src"
+    shutil.copytree(
+        REPO,
+        build,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "*.egg-info", "__pycache__", "fixtures"
+        ),
+    )
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(build),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    import zipfile
+
+    (wheel,) = tmp_path.glob("ibdiag-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    requires = [line for line in meta.splitlines() if line.startswith("Requires-Dist: pandas")]
+    assert any("extra ==" not in r for r in requires), requires
+
+
 def test_typer_pinned_to_the_tested_minor_series():
     import typer
 

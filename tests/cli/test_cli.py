@@ -162,7 +162,13 @@ HEAVY = ("pandas", "numpy", "torch", "pyverbs", "matplotlib")
 
 
 @pytest.mark.parametrize(
-    "argv", [["--help"], ["topo", "--root", str(DGX)], ["topo", "--root", str(DGX), "-o", "json"]]
+    "argv",
+    [
+        ["--help"],
+        ["topo", "--root", str(DGX)],
+        ["topo", "--root", str(DGX), "-o", "json"],
+        ["report", "--help"],  # pandas is a dependency, imported by report's work only
+    ],
 )
 def test_startup_does_not_import_heavy_modules(argv):
     code = (

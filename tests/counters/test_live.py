@@ -71,6 +71,8 @@ def test_interval_in_a_real_process_while_the_files_change(ibdiag_exe, tmp_path)
     master, slave = (
         os.openpty()
     )  # stderr on a terminal: the progress line tells us the baseline is read
+    # a terminal someone reads has a size (a pty of none is mpirun\'s: laid out as a pipe)
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
     proc = subprocess.Popen(
         [ibdiag_exe, "counters", "--root", str(tmp_path), "--interval", "2", "-o", "json"],
         stdout=subprocess.PIPE,
@@ -211,6 +213,8 @@ def test_a_reset_between_samples_is_plus_150_with_the_reset_through_interval_cou
     master, slave = (
         os.openpty()
     )  # stderr on a terminal: the progress lines say when each sample is read
+    # a terminal someone reads has a size (a pty of none is mpirun\'s: laid out as a pipe)
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
     proc = subprocess.Popen(
         [
             ibdiag_exe,

@@ -169,3 +169,17 @@ def test_node_exporter_textfile_collector_reads_both_files(cli, tmp_path):
     )
     assert value(parsed, "ibdiag_status", command="topo") == 2
     assert any(name == "node_infiniband_info" for name, _ in parsed)
+    # one check, one series: port.rate/port.state are judged by both commands, exported by topo only
+    severity = [labels for name, labels in parsed if name == "ibdiag_check_severity"]
+    keys = [(dict(lb)["check"], dict(lb)["subject"]) for lb in severity]
+    assert len(keys) == len(set(keys)), sorted(k for k in keys if keys.count(k) > 1)
+    owners = {dict(lb)["command"] for lb in severity if dict(lb)["check"].startswith("port.")}
+    assert owners == {"topo"}
+    assert (
+        value(
+            parsed, "ibdiag_check_severity", command="topo", check="port.rate", subject="mlx5_7:1"
+        )
+        == 2
+    )
+    # counters still judges the ports (its status and line); only the series has one owner
+    assert value(parsed, "ibdiag_status", command="counters") == 2

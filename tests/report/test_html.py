@@ -6,6 +6,7 @@ and none where it has not."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -119,3 +120,30 @@ def test_the_console_check_sees_errors(tmp_path):
     )
     messages = _chromium(page, tmp_path / "bad.png", tmp_path / "profile")
     assert any("Content Security Policy" in m for m in messages)
+
+
+def test_the_page_an_operator_opens_first(cli, fleet_dir, tmp_path):
+    """Issue #27: each failing node's findings with message and hint, host names never wrapped, a
+    saturated counter shown as a floor (as counters shows it), a matrix caption never clipped."""
+    import json
+
+    inputs = tmp_path / "in"
+    shutil.copytree(fleet_dir, inputs)
+    sat = inputs / "dgx-errors.counters.json"
+    doc = json.loads(sat.read_text())
+    port = doc["ports"][0]
+    port["counters"]["symbol_error"] = 65535
+    port["saturated"] = ["symbol_error"]
+    sat.write_text(json.dumps(doc))
+    html = _page(cli, tmp_path / "fleet.html", inputs).read_text()
+    findings = html[html.index("<h2>Findings per node</h2>") : html.index("<h2>Sweep")]
+    assert "<h3>dgx-narrow</h3>" in findings and "<h3>dgx-healthy</h3>" not in findings
+    assert "topo.pcie_width" in findings and 'class="hint">hint: ' in findings
+    assert "white-space: nowrap" in html
+    assert "≥65535 (saturated)" in html and "65535 since reset" not in html
+    text = cli("report", inputs, env={"COLUMNS": "200"}).stdout
+    assert "≥65535 (saturated)" in text
+    for svg in re.findall(r"<svg[^>]*>.*?</svg>", html, re.S):
+        width = int(re.search(r'width="(\d+)"', svg).group(1))
+        caption = re.findall(r'<text x="(\d+)"[^>]*font-size="11">([^<]*)</text>', svg)[-1]
+        assert int(caption[0]) + len(caption[1]) * 6.5 <= width  # the caption fits its drawing

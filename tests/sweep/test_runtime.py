@@ -212,16 +212,21 @@ def test_rails_are_the_gpus_ports_in_nic_order_and_fall_back_to_tcp(fixture_root
     def no_stack() -> list[str]:
         raise CannotRunError("pyverbs is not installed")
 
-    tcp, note = local_rails("rdma", "127.0.0.1", None, root, rdma_devices=no_stack)
+    tcp, note = local_rails("auto", "127.0.0.1", None, root, rdma_devices=no_stack)
     assert [r.adapter for r in tcp] == [
         None
     ] and note == "RDMA is not usable (pyverbs is not installed): testing over TCP"
+    # asked for rdma and cannot have it: exit 3 with the reason, never TCP
+    with pytest.raises(CannotRunError, match=r"--transport rdma: RDMA is not usable \(pyverbs"):
+        local_rails("rdma", "127.0.0.1", None, root, rdma_devices=no_stack)
+    with pytest.raises(CannotRunError, match="--transport rdma: no RDMA adapter on this node"):
+        local_rails("rdma", "127.0.0.1", None, SysfsRoot(fixture_root("vm-no-rdma")))
     with pytest.raises(UsageError, match="--rails: no adapter mlx5_77 on this node"):
         local_rails("rdma", "127.0.0.1", ["mlx5_77"], root, rdma_devices=lambda: DGX_DEVICES)
     with pytest.raises(CannotRunError, match="libibverbs cannot open mlx5_9"):
         local_rails("rdma", "127.0.0.1", ["mlx5_9"], root, rdma_devices=lambda: DGX_DEVICES[:4])
     assert (
-        local_rails("rdma", "127.0.0.1", None, SysfsRoot(fixture_root("vm-no-rdma")))[1]
+        local_rails("auto", "127.0.0.1", None, SysfsRoot(fixture_root("vm-no-rdma")))[1]
         == "no RDMA adapter: testing over TCP"
     )
     assert local_rails("tcp", "127.0.0.1", None, root) == ((tcp[0],), None)

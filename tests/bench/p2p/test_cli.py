@@ -324,6 +324,22 @@ def test_second_client_is_told_the_server_is_busy(cli):
         assert done["run"].results[0].bw_gbs > 0
 
 
+def test_transport_rdma_without_an_adapter_is_exit_3_never_tcp(cli):
+    """Issue #27: --transport rdma on a node without RDMA is exit 3 with the reason, never a TCP run."""
+    if os.path.isdir("/sys/class/infiniband") and os.listdir("/sys/class/infiniband"):
+        pytest.skip("this machine has an RDMA device")
+    with server_thread() as (port, log, _):
+        for engine in ("ibdiag", "perftest", "auto"):
+            r = cli(
+                "bench", "p2p", "127.0.0.1", "--port", port, "--transport", "rdma",
+                "--engine", engine, "--sizes", "4K", "--iters", "5", "-o", "json",
+            )  # fmt: skip
+            assert r.exit_code == 3, (engine, r.stdout, r.stderr)
+            assert "RDMA" in r.stderr and "ibdiag: error: " in r.stderr
+            assert '"transport": "tcp"' not in r.stdout and "bw_gbs" not in r.stdout
+        assert "running tcp" not in log.text()
+
+
 def test_server_without_rdma_device_says_so_to_the_client():
     """A client that reaches the server's RDMA set-up hears the server's own reason (no device here)."""
     if os.path.isdir("/sys/class/infiniband") and os.listdir("/sys/class/infiniband"):

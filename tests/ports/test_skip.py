@@ -1,0 +1,83 @@
+"""``[ports] skip`` (issue #27): restricted NIC functions (DGX/HGX B200, GB200) make the kernel log
+``ACCESS_REG ... failed`` on every counter read, and ``ignore`` still reads them. A skipped adapter is
+never listed, opened or followed: checked with strace on the real console script (every file system
+call the kernel saw), against a run without skip that does touch it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from ibdiag.errors import InputError
+from ibdiag.node.sysfs import SysfsRoot
+from ibdiag.ports.config import PortsConfig
+from tests.support.env import SYSFS_FIXTURES, need_tool
+
+DGX = SYSFS_FIXTURES / "dgx-h100"
+
+
+def _traced(ibdiag_exe, tmp_path, argv, skip):
+    cfg = tmp_path / "ibdiag.toml"
+    cfg.write_text(f"[ports]\nskip = {skip!r}\n".replace("'", '"'))
+    log = tmp_path / "strace.log"
+    res = subprocess.run(
+        [
+            need_tool("strace"),
+            "-f",
+            "-qq",
+            "-e",
+            "trace=%file",
+            "-o",
+            str(log),
+            ibdiag_exe,
+            *argv,
+            "--root",
+            str(DGX),
+            "--config",
+            str(cfg),
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "IBDIAG_CONFIG": ""},
+    )
+    if "ptrace" in res.stderr and "Operation not permitted" in res.stderr:
+        pytest.skip("ptrace is not permitted here")
+    return res, log.read_text()
+
+
+@pytest.mark.parametrize("argv", [["counters"], ["topo"]])
+def test_a_skipped_adapter_is_never_touched(ibdiag_exe, tmp_path, argv):
+    res, calls = _traced(ibdiag_exe, tmp_path, argv, [])
+    assert "infiniband/mlx5_4" in calls  # the test can fail: without skip the adapter is read
+    res, calls = _traced(ibdiag_exe, tmp_path, argv, ["mlx5_4", "mlx5_5"])
+    assert res.returncode == 0, res.stderr
+    assert "mlx5_4" not in calls and "mlx5_5" not in calls
+    assert "infiniband/mlx5_3" in calls  # the others are read
+    assert "mlx5_4" not in res.stdout and "mlx5_3" in res.stdout  # nor shown
+
+
+def test_sysfs_root_answers_absent_for_a_skipped_adapter_and_its_device():
+    sysfs = SysfsRoot(DGX, skip_adapters=("mlx5_1*",))
+    names = sysfs.listdir("class/infiniband")
+    assert "mlx5_1" not in names and "mlx5_10" not in names and "mlx5_2" in names
+    assert sysfs.read("class/infiniband/mlx5_1/ports/1/state") is None
+    assert not sysfs.exists("class/infiniband/mlx5_1") and not sysfs.is_dir(
+        "class/infiniband/mlx5_1"
+    )
+    assert sysfs.resolve("class/infiniband/mlx5_1/device") is None and sysfs.problems == []
+    # the snapshot's walk does not enter the device's own infiniband/NAME directory either
+    real = SysfsRoot(DGX).resolve("class/infiniband/mlx5_1/device")
+    assert real is not None
+    walked = sysfs.walk_files(real)
+    assert walked and not any("/infiniband/mlx5_1/" in f for f in walked)
+
+
+def test_skip_takes_adapters_not_ports():
+    assert PortsConfig(skip=("mlx5_1*",)).skip == ("mlx5_1*",)
+    with pytest.raises(InputError, match="names a port; skip takes adapters"):
+        PortsConfig(skip=("mlx5_3:1",))
