@@ -74,7 +74,7 @@ system-deps:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pyverbs rdma-core perftest ibverbs-utils iperf3 qperf sockperf hwloc pciutils iproute2 tmux prometheus-node-exporter ibsim-utils libumad2sim0 opensm infiniband-diags slurmctld slurm-client >/dev/null
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null  # headless browser test of ibdiag report -o html
 	# the operations recipes run in the real consumers: slurmctld + slurmd (contrib/slurm), promtool (alert rules), bash-completion
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurmctld slurmd slurm-client prometheus bash-completion >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurmctld slurmd slurm-client prometheus bash-completion strace >/dev/null
 
 ## bench: the benchmark scripts behind the README's numbers (needs the test extras and system-deps)
 # Scripts that compare with a target append "name: ratio ... target ... PASS|MISS" to the summary file
