@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.env import REPO, SYSFS_FIXTURES
-from tests.support.slurm_node import SlurmNode, need_slurmd
+from tests.support.slurm import SlurmNode, need_slurmd
 
 pytestmark = pytest.mark.slow
 
