@@ -169,20 +169,34 @@ def _counters(
     for p in ports:
         if p.peer is None or p.state not in (None, "Active", "Armed"):
             continue
-        values: dict[str, int | None] = dict.fromkeys(ZERO_UNLESS_LISTED, 0)
-        unavailable: dict[str, str] = {}
-        if (p.lid, p.port) in unread or (p.guid, p.port) in unread:
-            values = dict.fromkeys(ZERO_UNLESS_LISTED)
-            unavailable = dict.fromkeys(ZERO_UNLESS_LISTED, "PMA query failed")
-        for iba, v in listed.get((p.guid, p.port), {}).items():
-            key = BY_IBA.get(iba)
-            if key is not None:
-                values[key] = v
-        saturated = frozenset(
-            k for k, v in values.items() if v and v >= max_value(IB_COUNTERS[k].bits or 64)
+        failed = (p.lid, p.port) in unread or (p.guid, p.port) in unread
+        out.append(
+            port_counters(
+                p.guid, p.port, listed.get((p.guid, p.port), {}), unlisted=None if failed else 0
+            )
         )
-        out.append(PortCounters(p.guid, p.port, None, values, None, unavailable, saturated))
     return Sample(taken_at_s or 0.0, None, tuple(out))
+
+
+def port_counters(
+    name: str, port: int, by_iba: dict[str, int], *, unlisted: int | None
+) -> PortCounters:
+    """One port's PMA counters by IBA name -> counters' own reading (keys, saturation at each width).
+
+    ``unlisted``: the value of a judged counter the source did not give (0 for ibqueryerrors, which lists
+    only non-zero ones; None, unavailable, when the port's query failed or the answer lacked it)."""
+    values: dict[str, int | None] = dict.fromkeys(ZERO_UNLESS_LISTED, unlisted)
+    for iba, v in by_iba.items():
+        key = BY_IBA.get(iba)
+        if key is not None:
+            values[key] = v
+    unavailable = (
+        {k: "PMA query failed" for k, v in values.items() if v is None} if not by_iba else {}
+    )
+    saturated = frozenset(
+        k for k, v in values.items() if v and v >= max_value(IB_COUNTERS[k].bits or 64)
+    )
+    return PortCounters(name, port, None, values, None, unavailable, saturated)
 
 
 def _unread(notes: list[ToolNote], ports: tuple[FabricPort, ...]) -> set[tuple[object, int]]:

@@ -15,8 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ibdiag.counters.model import PortCounters
-from ibdiag.counters.spec import IB_COUNTERS, max_value
-from ibdiag.fabric.build import BY_IBA, ZERO_UNLESS_LISTED
+from ibdiag.fabric.build import port_counters
 from ibdiag.fabric.collect import Runner, find_tool, run_tool
 from ibdiag.fabric.model import guid_text
 from ibdiag.text import safe_excerpt
@@ -138,17 +137,8 @@ class FarEndReader:
                 lid,
                 problem=f"perfquery {lid} {far_port}: {safe_excerpt(pq_err.strip() or f'exit {pq_rc}', 120)}",
             )
-        counters: dict[str, int | None] = dict.fromkeys(ZERO_UNLESS_LISTED)
-        for iba, text in values.items():
-            key = BY_IBA.get(iba)
-            if key is not None and text.isdigit() and len(text) <= 20:
-                counters[key] = int(text)
-        saturated = frozenset(
-            k
-            for k, v in counters.items()
-            if v is not None and v >= max_value(IB_COUNTERS[k].bits or 64)
-        )
-        pc = PortCounters(f"{desc or guid}", far_port, None, counters, None, {}, saturated)
+        numbers = {k: int(v) for k, v in values.items() if v.isdigit() and len(v) <= 20}
+        pc = port_counters(desc or guid, far_port, numbers, unlisted=None)
         return FarEnd(adapter, port, guid, desc, kind, far_port, lid, pc)
 
 
