@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ibdiag.errors import InputError, UsageError
+from ibdiag.infile import RefusedFile, read_regular
 from ibdiag.text import safe_excerpt, safe_value
 
 if TYPE_CHECKING:
@@ -200,25 +201,28 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
         path = env
     p = Path(path)
     try:
-        with open(p, "rb") as fh:
-            data = fh.read(MAX_CONFIG_BYTES + 1)
+        data = read_regular(p, MAX_CONFIG_BYTES)  # a device or FIFO is never opened
     except FileNotFoundError:
         raise InputError(
             f"config file {p}: no such file", hint="check --config or $IBDIAG_CONFIG"
         ) from None
-    except IsADirectoryError:
+    except RefusedFile as e:
+        if p.is_dir():
+            raise InputError(
+                f"config file {p}: is a directory", hint="give the TOML file itself"
+            ) from None
+        if "allowed" not in e.problem:
+            raise InputError(
+                f"config file {p}: {e.problem}", hint="give the TOML file itself"
+            ) from None
         raise InputError(
-            f"config file {p}: is a directory", hint="give the TOML file itself"
+            f"config file {p}: more than {MAX_CONFIG_BYTES // 1024} KiB",
+            hint="a config file is a few TOML tables; is this the right file?",
         ) from None
     except OSError as e:
         raise InputError(
             f"config file {p}: cannot read: {e.strerror}", hint="check the file's permissions"
         ) from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise InputError(
-            f"config file {p}: more than {MAX_CONFIG_BYTES // 1024} KiB",
-            hint="a config file is a few TOML tables; is this the right file?",
-        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

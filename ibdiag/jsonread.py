@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import stat
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar, overload
 
@@ -130,54 +128,6 @@ def check_object(value: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise JsonFieldError(where, "must be an object")
     return value
-
-
-_KINDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-}
-_OPEN_FILE = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-
-
-def _not_regular(st: os.stat_result) -> JsonFieldError | None:
-    if stat.S_ISREG(st.st_mode):
-        return None
-    return JsonFieldError(
-        "", f"{_KINDS.get(stat.S_IFMT(st.st_mode), 'not a file')}, not a regular file"
-    )
-
-
-def read_regular(path: str | os.PathLike[str], max_bytes: int) -> bytes:
-    """The bytes of the file ``path`` (links followed) if it is a regular file of at most ``max_bytes``.
-    Its type is checked by ``stat`` before it is opened — a device or FIFO is never opened (opening
-    /dev/watchdog arms it) — and again by ``fstat`` after; the open is non-blocking and never makes a
-    terminal the controlling one. Raises :class:`JsonFieldError` (what it is, or too long) or OSError."""
-    problem = _not_regular(os.stat(path))
-    if problem is not None:
-        raise problem
-    fd = os.open(path, _OPEN_FILE)
-    try:
-        st = os.fstat(fd)
-        problem = _not_regular(st)
-        if problem is not None:
-            raise problem
-        if st.st_size > max_bytes:
-            raise JsonFieldError("", f"{st.st_size} bytes, more than the {max_bytes} allowed")
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > max_bytes:
-                raise JsonFieldError("", f"more than the {max_bytes} bytes allowed")
-    finally:
-        os.close(fd)
 
 
 def _integer(text: str) -> int:

@@ -27,14 +27,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ibdiag.errors import CannotRunError, UsageError
+from ibdiag.infile import FILE_KINDS
 
-_KINDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-}
 #: Signals whose default action ends the process: caught while a temporary file exists.
 _CLEANUP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
@@ -111,7 +105,7 @@ def _target(path: Path, option: str) -> tuple[Path, os.stat_result | None]:
             f"{shown}: cannot check the path: {e.strerror}", hint="give a path you can write"
         ) from None
     if st is not None and not stat.S_ISREG(st.st_mode):
-        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+        kind = FILE_KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
         via = f" (the link leads to {real})" if linked else ""
         if stat.S_ISDIR(st.st_mode):
             raise UsageError(

@@ -22,6 +22,7 @@ from ibdiag.cli.common import (
     run_meta,
     table_width,
 )
+from ibdiag.infile import read_text_file
 
 MAX_INTERVAL_S = 86400.0
 
@@ -208,19 +209,12 @@ def fabric_command(
 
 
 def _read_hosts_map(path: Path) -> dict[str, str]:
-    from ibdiag.errors import InputError
     from ibdiag.fabric.slurm import MAP_HINT, MAX_MAP_BYTES, parse_hosts_map
     from ibdiag.text import safe_value
 
     where = f"--hosts {safe_value(str(path))}"
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_MAP_BYTES + 1)
-    except OSError as e:
-        raise InputError(f"{where}: {e.strerror}", hint=MAP_HINT) from None
-    if len(data) > MAX_MAP_BYTES:
-        raise InputError(f"{where}: larger than 4 MiB", hint=MAP_HINT)
-    return parse_hosts_map(data.decode("utf-8", errors="replace"), where)
+    text = read_text_file(path, MAX_MAP_BYTES, where, MAP_HINT, utf8_only=False)
+    return parse_hosts_map(text, where)
 
 
 def _write_slurm(judged: Any, path: Path, rename: dict[str, str] | None) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ibdiag.errors import UsageError
+from ibdiag.infile import read_text_file
 
 MAX_RANK_FILE_BYTES = 16 * 2**20
 HINT = "e.g. --fabric live --nodes 'gpu[01-64]' (inside a job, $SLURM_JOB_NODELIST is the default)"
@@ -21,15 +22,10 @@ def read_order(text: str) -> list[str]:
     path = Path(text)
     if not path.is_file():
         return expand(text)
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_RANK_FILE_BYTES + 1)
-    except OSError as e:
-        raise UsageError(f"--rank-order {safe_value(text)}: {e.strerror}", hint=HINT) from None
-    if len(data) > MAX_RANK_FILE_BYTES:
-        raise UsageError(f"--rank-order {safe_value(text)}: larger than 16 MiB", hint=HINT)
+    where = f"--rank-order {safe_value(text)}"
+    data = read_text_file(path, MAX_RANK_FILE_BYTES, where, HINT, utf8_only=False, usage=True)
     seen: dict[str, None] = {}
-    for line in data.decode("utf-8", errors="replace").splitlines():
+    for line in data.splitlines():
         name = line.split("#", 1)[0].strip()
         if name:
             for host in expand(name):

@@ -139,56 +139,41 @@ def roce_errors_span(
     by_share = _software(p) and bool(packets)
     for n, key, delta in _hw_deltas(p, d, errs):
         spec = HW_JUDGED[n]
-        peak = d.peak_rates.get(key) or 0.0
+        shares = _share_text(delta, packets)
+        # (text, value, limit, unit) of a failing loss: by share of packets on a software device, else by rate
+        fail: tuple[str, float, float, str] | None = None
+        if by_share and packets and spec.group is HwGroup.LOSS:
+            share, limit = 100.0 * delta / packets, cfg.software_loss_pct
+            if share > limit:
+                text = (
+                    f"{n} +{delta}{shares} over the software-device limit of {limit:g}% of packets"
+                )
+                fail = (text, round(share, 4), limit, "%")
+            warn_text = f"{n} +{delta}{shares}"
+        else:
+            peak, limit = d.peak_rates.get(key) or 0.0, cfg.rate_limit_per_s
+            if spec.group is HwGroup.LOSS and peak > limit:
+                text = f"{n} at {count_text(peak)}/s over the rate limit of {count_text(limit)}/s"
+                fail = (text, round(peak, 3), limit, "/s")
+            warn_text = f"{n} +{delta} ({count_text(d.rates.get(key))}/s){shares}"
+        note = _GROUP_NOTE[spec.group]
         thr = cfg.roce_thresholds.get(n, 0)
-        share = 100.0 * delta / packets if packets else None
-        if by_share and spec.group is HwGroup.LOSS:
-            if share is not None and share > cfg.software_loss_pct:
-                items.append(
-                    Item(
-                        Severity.FAIL,
-                        f"{n} +{delta}{_share_text(delta, packets)} over the software-device limit of {cfg.software_loss_pct:g}% of packets",
-                        value=round(share, 4),
-                        limit=cfg.software_loss_pct,
-                        unit="%",
-                        hint=spec.hint,
-                        note=_GROUP_NOTE[spec.group],
-                    )
-                )
-            elif delta > thr:
-                items.append(
-                    Item(
-                        Severity.WARN,
-                        f"{n} +{delta}{_share_text(delta, packets)}",
-                        value=delta,
-                        limit=thr,
-                        hint=spec.hint,
-                        note=_GROUP_NOTE[spec.group],
-                    )
-                )
-            continue
-        if spec.group is HwGroup.LOSS and peak > cfg.rate_limit_per_s:
+        if fail is not None:
+            text, value, limit, unit = fail
             items.append(
                 Item(
                     Severity.FAIL,
-                    f"{n} at {count_text(peak)}/s over the rate limit of {count_text(cfg.rate_limit_per_s)}/s",
-                    value=round(peak, 3),
-                    limit=cfg.rate_limit_per_s,
-                    unit="/s",
+                    text,
+                    value=value,
+                    limit=limit,
+                    unit=unit,
                     hint=spec.hint,
-                    note=_GROUP_NOTE[spec.group],
+                    note=note,
                 )
             )
         elif delta > thr:
             items.append(
-                Item(
-                    Severity.WARN,
-                    f"{n} +{delta} ({count_text(d.rates.get(key))}/s){_share_text(delta, packets)}",
-                    value=delta,
-                    limit=thr,
-                    hint=spec.hint,
-                    note=_GROUP_NOTE[spec.group],
-                )
+                Item(Severity.WARN, warn_text, value=delta, limit=thr, hint=spec.hint, note=note)
             )
     return combine(
         "counters.roce_errors",

@@ -27,6 +27,7 @@ from ibdiag.fabric.checks import CHECKS
 from ibdiag.fabric.hosts import HostEnd, Names
 from ibdiag.fabric.model import CA, SWITCH, Fabric, FabricPort
 from ibdiag.findings.model import Finding, Severity
+from ibdiag.infile import read_text_file
 from ibdiag.text import safe_excerpt, safe_value
 
 _NAME = re.compile(r"\S{1,128}")
@@ -216,17 +217,7 @@ def load_plan(path: Path, hosts: dict[str, HostEnd]) -> Plan:
     """CSV or TOML by suffix; anything else is a saved fabric (``--from``'s reader)."""
     source = safe_excerpt(str(path), 200)
     if path.suffix.lower() in (".csv", ".toml"):
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read(MAX_PLAN_BYTES + 1)
-        except OSError as e:
-            raise InputError(f"--expect {source}: {e.strerror}", hint=HINT) from None
-        if len(data) > MAX_PLAN_BYTES:
-            raise InputError(f"--expect {source}: larger than 32 MiB", hint=HINT)
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InputError(f"--expect {source}: not UTF-8 text", hint=HINT) from None
+        text = read_text_file(path, MAX_PLAN_BYTES, f"--expect {source}", HINT)
         if path.suffix.lower() == ".csv":
             return parse_csv(text, source)
         return parse_toml(text, source)

@@ -10,7 +10,8 @@ from typing import Any
 
 from ibdiag.errors import InputError
 from ibdiag.findings.model import Report, RunMeta
-from ibdiag.jsonread import MAX_DOCUMENT_BYTES, JsonFieldError, loads, read_regular
+from ibdiag.infile import RefusedFile, read_regular
+from ibdiag.jsonread import MAX_DOCUMENT_BYTES, JsonFieldError, loads
 from ibdiag.text import safe_value
 
 ENVELOPE_KEYS = ("schema", "version", "host", "generated_at", "status", "findings")
@@ -68,7 +69,7 @@ def load_envelope(path: Path | str, *, schema: str | tuple[str, ...]) -> dict[st
     p = Path(path)
     try:
         text = read_regular(p, MAX_DOCUMENT_BYTES)  # a device or FIFO is never opened
-    except JsonFieldError as e:
+    except RefusedFile as e:
         raise InputError(
             f"{p}: {e.problem}", hint="give a file written by ibdiag ... -o json or --save"
         ) from None

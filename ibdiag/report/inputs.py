@@ -19,7 +19,8 @@ from ibdiag.counters.hw_spec import HW_JUDGED, HwGroup
 from ibdiag.counters.spec import ERROR_COUNTERS
 from ibdiag.errors import InputError
 from ibdiag.findings.model import Finding, Severity
-from ibdiag.jsonread import MAX_DOCUMENT_BYTES, JsonFieldError, JsonReader, loads, read_regular
+from ibdiag.infile import RefusedFile, read_regular
+from ibdiag.jsonread import MAX_DOCUMENT_BYTES, JsonFieldError, JsonReader, loads
 from ibdiag.report.files import Skipped, find_files, shown_name
 from ibdiag.sweep.model import SweepResult
 from ibdiag.sweep.nodes import ADAPTER_RE, HOST_RE
@@ -149,10 +150,10 @@ class InputDoc:
 
 def read_bytes(path: Path, max_bytes: int) -> bytes:
     """The file's bytes, if it is a regular file of at most ``max_bytes``: its type is checked before it
-    is opened (:func:`ibdiag.jsonread.read_regular`), so a FIFO or a device is never opened."""
+    is opened (:func:`ibdiag.infile.read_regular`), so a FIFO or a device is never opened."""
     try:
         return read_regular(path, max_bytes)
-    except JsonFieldError as e:
+    except RefusedFile as e:
         more = " (--max-file-size)" if "allowed" in e.problem else ""
         raise InputError(e.problem + more) from None
     except OSError as e:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ibdiag.errors import InputError
+from ibdiag.infile import read_text_file
 from ibdiag.text import is_printable, safe_value
 
 #: Most variables kept; a longer list is not a job's environment.
@@ -111,15 +112,5 @@ MAX_FILE_BYTES = 2**20
 def read_env_file(path: str) -> NcclEnv:
     """``--nccl-env FILE``: read and parse; a missing, unreadable, oversized or binary file is InputError."""
     hint = "give a file of KEY=VALUE lines (env | grep ^NCCL_ > FILE) or the job's launcher line with -x KEY=VALUE"
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
-    except OSError as e:
-        raise InputError(f"--nccl-env {path}: cannot read: {e.strerror}", hint=hint) from None
-    if len(data) > MAX_FILE_BYTES:
-        raise InputError(f"--nccl-env {path}: more than {MAX_FILE_BYTES // 1024} KiB", hint=hint)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"--nccl-env {path}: not UTF-8 text", hint=hint) from None
+    text = read_text_file(path, MAX_FILE_BYTES, f"--nccl-env {safe_value(path)}", hint)
     return parse_env_text(text, path)

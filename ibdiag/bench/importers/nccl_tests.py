@@ -57,7 +57,7 @@ from ibdiag.bench.results.model import BenchRun
 from ibdiag.bench.results.provenance import RunPosition
 from ibdiag.errors import InputError
 
-__all__ = ["HINT", "MAX_ROWS", "looks_like", "marks", "parse_lines", "parse_log"]
+__all__ = ["HINT", "MAX_ROWS", "looks_like", "marks", "parse_lines"]
 
 """Most row halves of distinct sizes kept per run (a real table has tens; ``-i`` steps a few thousand)."""
 
@@ -438,17 +438,3 @@ def parse_lines(
             position = RunPosition(i, len(runs), sep)
         out.append(to_bench_run(r, parser.skipped, ctx, source, op, file_name, position))
     return out
-
-
-def parse_log(
-    text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None
-) -> list[BenchRun]:
-    """Every run in an nccl-tests log held in ``text`` (see the module docstring)."""
-    ctx = Context()
-    return parse_lines(
-        ctx.table_lines(text.splitlines()),
-        ctx,
-        source,
-        op=op,
-        file_name=file_name,
-    )

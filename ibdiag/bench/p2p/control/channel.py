@@ -181,6 +181,14 @@ def is_loopback(host: str) -> bool:
     return ip.is_loopback
 
 
+def peer_closed(peer: str, waiting_for: str) -> PeerClosedError:
+    """``peer`` closed the connection (a read of 0 bytes, a reset) while we waited for ``waiting_for``."""
+    return PeerClosedError(
+        f"{peer} closed the connection while we were waiting for {waiting_for}",
+        hint="the peer process ended or was killed; see its log",
+    )
+
+
 def socket_error(e: OSError, peer: str, waiting_for: str, timeout_s: float) -> IbdiagError:
     """An OSError on a socket to ``peer`` as the ibdiag error a user can act on."""
     if isinstance(e, (socket.timeout, BlockingIOError)) or e.errno in (
@@ -195,10 +203,7 @@ def socket_error(e: OSError, peer: str, waiting_for: str, timeout_s: float) -> I
     if isinstance(
         e, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
     ) or e.errno in (errno.ECONNRESET, errno.EPIPE):
-        return PeerClosedError(
-            f"{peer} closed the connection while we were waiting for {waiting_for}",
-            hint="the peer process ended or was killed; see its log",
-        )
+        return peer_closed(peer, waiting_for)
     return CannotRunError(
         f"network error with {peer} while waiting for {waiting_for}: {e.strerror or e}",
         hint="check the network path between the hosts",

@@ -28,9 +28,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TypeVar
 
-from ibdiag.bench.p2p.control.channel import PeerClosedError, socket_error
+from ibdiag.bench.p2p.control.channel import PeerClosedError, peer_closed, socket_error
 from ibdiag.bench.p2p.control.sockio import make_send_all, send_rest, set_nodelay
 from ibdiag.errors import CannotRunError, IbdiagError
 
@@ -168,6 +169,31 @@ def send_stream(
     return StreamStats(messages=sent, bytes=sent * size, t_start=window.t_start, t_end=t_end)
 
 
+def send_jobs(
+    socks: Sequence[socket.socket],
+    view: memoryview,
+    warmup: int,
+    iters: int | None,
+    window: SendWindow,
+    peer: str,
+    what_of: Callable[[int], str],
+) -> list[Callable[[], StreamStats]]:
+    """One :func:`send_stream` job per stream, for :func:`run_parallel`; ``what_of(i)`` names stream ``i``."""
+    return [
+        partial(
+            send_stream,
+            s,
+            view,
+            warmup=warmup,
+            iters=iters,
+            window=window,
+            peer=peer,
+            what=what_of(i),
+        )
+        for i, s in enumerate(socks)
+    ]
+
+
 def recv_stream(
     sock: socket.socket,
     ring: memoryview,
@@ -198,10 +224,7 @@ def recv_stream(
             while got < HEADER.size:
                 k = ri(hview[got:], HEADER.size - got)
                 if k == 0:
-                    raise PeerClosedError(
-                        f"{peer} closed the connection while we were waiting for {what}",
-                        hint="the peer process ended or was killed; see its log",
-                    )
+                    raise peer_closed(peer, what)
                 got += k
             (count,) = HEADER.unpack(hdr)
             if count == 0:
@@ -224,10 +247,7 @@ def recv_stream(
                     want = remaining
                 k = ri(ring[off:] if off else ring, want)
                 if k == 0:
-                    raise PeerClosedError(
-                        f"{peer} closed the connection while we were waiting for {what}",
-                        hint="the peer process ended or was killed; see its log",
-                    )
+                    raise peer_closed(peer, what)
                 remaining -= k
                 off += k
                 if off == ring_len:
@@ -298,10 +318,7 @@ def _finish_recv(
     while got < size:
         k = ri(view[got:], size - got)
         if k == 0:
-            raise PeerClosedError(
-                f"{peer} closed the connection while we were waiting for {what}",
-                hint="the peer process ended or was killed; see its log",
-            )
+            raise peer_closed(peer, what)
         got += k
 
 
@@ -334,10 +351,7 @@ def ping(
             got = ri(recv_view, size)
             if got != size:
                 if got == 0:
-                    raise PeerClosedError(
-                        f"{peer} closed the connection while we were waiting for {what}",
-                        hint="the peer process ended or was killed; see its log",
-                    )
+                    raise peer_closed(peer, what)
                 _finish_recv(ri, recv_view, got, size, peer, what)
             samples[i] = clock() - t0
     except OSError as e:
@@ -357,10 +371,7 @@ def pong(
             got = ri(view, size)
             if got != size:
                 if got == 0:
-                    raise PeerClosedError(
-                        f"{peer} closed the connection while we were waiting for {what}",
-                        hint="the peer process ended or was killed; see its log",
-                    )
+                    raise peer_closed(peer, what)
                 _finish_recv(ri, view, got, size, peer, what)
             try:
                 k = send(view)

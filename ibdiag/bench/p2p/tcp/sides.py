@@ -125,20 +125,16 @@ class TcpServerSide:
                     len(self.socks), self.req.measure_duration_s, self.timeout_s
                 )
                 view = self.msgbuf.view[:size]
-                jobs += [
-                    (
-                        lambda s=s, i=i: tcp.send_stream(  # type: ignore[misc]  # mypy#15459: no inference for a lambda with default args
-                            s,
-                            view,
-                            warmup=warmup,
-                            iters=self.req.iters,
-                            window=window,
-                            peer=peer,
-                            what=f"{format_bytes(size)} messages on stream {i + 1}",
-                        )
-                    )
-                    for i, s in enumerate(self.socks)
-                ]
+                sent = f"{format_bytes(size)} messages"
+                jobs += tcp.send_jobs(
+                    self.socks,
+                    view,
+                    warmup,
+                    self.req.iters,
+                    window,
+                    peer,
+                    lambda i: f"{sent} on stream {i + 1}",
+                )
             self.ch.send({"type": "go"})
             stats = tcp.run_parallel(jobs, on_error=lambda: sockio.close_all(self.socks))
             cpu = meter.stop()
@@ -241,20 +237,15 @@ class TcpClientSide(OwnLoops):
         )
         view = self.sendbuf.view[:size]
         what = f"the {format_bytes(size)} bandwidth test"
-        jobs: list[Callable[[], Any]] = [
-            (
-                lambda s=s, i=i: tcp.send_stream(  # type: ignore[misc]  # mypy#15459: no inference for a lambda with default args
-                    s,
-                    view,
-                    warmup=warmup,
-                    iters=self.req.iters,
-                    window=window,
-                    peer=peer,
-                    what=f"{what} (stream {i + 1})",
-                )
-            )
-            for i, s in enumerate(self.socks)
-        ]
+        jobs: list[Callable[[], Any]] = tcp.send_jobs(
+            self.socks,
+            view,
+            warmup,
+            self.req.iters,
+            window,
+            peer,
+            lambda i: f"{what} (stream {i + 1})",
+        )
         n_tx = len(jobs)
         if self.req.bidir:
             jobs += [

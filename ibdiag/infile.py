@@ -1,0 +1,98 @@
+"""Reading a file the user named, as untrusted: only a regular file, never more than a budget.
+
+Every input file (a JSON document, a plan, an environment file, a host map, a rank order, a saved
+fabric) comes through :func:`read_regular`: its type is checked by ``stat`` before it is opened — a
+device or FIFO is never opened (opening /dev/watchdog arms it) — and again by ``fstat`` after; the
+open is non-blocking and never makes a terminal the controlling one. :func:`read_text_file` adds the
+user-facing error (exit 2, with a hint) and the decoding.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from ibdiag.errors import InputError, UsageError
+from ibdiag.units import format_bytes
+
+#: What a file that is not a regular one is, in words (also the output side's, ibdiag.outfile).
+FILE_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+}
+_OPEN_FILE = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+class RefusedFile(ValueError):
+    """The file is not a regular one, or larger than allowed; ``problem`` says which, in words."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+
+
+def _not_regular(st: os.stat_result) -> RefusedFile | None:
+    if stat.S_ISREG(st.st_mode):
+        return None
+    kind = FILE_KINDS.get(stat.S_IFMT(st.st_mode), "not a file")
+    return RefusedFile(f"{kind}, not a regular file")
+
+
+def read_regular(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """The bytes of the file ``path`` (links followed) if it is a regular file of at most ``max_bytes``.
+    Raises :class:`RefusedFile` (what it is, or too long) or OSError."""
+    problem = _not_regular(os.stat(path))
+    if problem is not None:
+        raise problem
+    fd = os.open(path, _OPEN_FILE)
+    try:
+        st = os.fstat(fd)
+        problem = _not_regular(st)
+        if problem is not None:
+            raise problem
+        if st.st_size > max_bytes:
+            raise RefusedFile(f"{st.st_size} bytes, more than the {max_bytes} allowed")
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                raise RefusedFile(f"more than the {max_bytes} bytes allowed")
+    finally:
+        os.close(fd)
+
+
+def read_text_file(
+    path: str | os.PathLike[str],
+    max_bytes: int,
+    where: str,
+    hint: str,
+    *,
+    utf8_only: bool = True,
+    usage: bool = False,
+) -> str:
+    """The text of a small input file named by an option; ``where`` (e.g. ``--expect plan.csv``, already
+    escaped) starts every error. An unreadable, special, oversized or (with ``utf8_only``) non-UTF-8 file
+    is InputError, or UsageError with ``usage`` (the file is an option's value), with ``hint``."""
+    error = UsageError if usage else InputError
+    try:
+        data = read_regular(path, max_bytes)
+    except RefusedFile as e:
+        if "allowed" in e.problem:
+            raise error(f"{where}: larger than {format_bytes(max_bytes)}", hint=hint) from None
+        raise error(f"{where}: {e.problem}", hint=hint) from None
+    except OSError as e:
+        raise error(f"{where}: cannot read: {e.strerror or e}", hint=hint) from None
+    if not utf8_only:
+        return data.decode("utf-8", errors="replace")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise error(f"{where}: not UTF-8 text", hint=hint) from None
