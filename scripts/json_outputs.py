@@ -83,6 +83,33 @@ def command_lines(work: Path) -> dict[str, list[str]]:
         "-o",
         "json",
     ]
+    fabric = ROOT / "fixtures" / "fabric"
+    for dump in sorted(fabric.iterdir()):
+        lines[f"fabric-{dump.name}"] = ["fabric", "--from", str(dump), "-o", "json"]
+    lines["verdict-placement"] = [
+        "verdict",
+        *VERDICT_ARGS[:4],
+        "--ranks",
+        "16",
+        "--ranks-per-node",
+        "1",
+        "--rails-per-node",
+        "2",
+        "--link-gbps",
+        "200",
+        "--busbw",
+        "24",
+        "--compute-s",
+        "2",
+        "--fabric",
+        str(fabric / "two-to-one.net"),
+        "--nodes",
+        "gpu[01-16]",
+        "--rank-order",
+        "gpu01,gpu09,gpu02,gpu10,gpu03,gpu11,gpu04,gpu12,gpu05,gpu13,gpu06,gpu14,gpu07,gpu15,gpu08,gpu16",
+        "-o",
+        "json",
+    ]
     lines["sweep-plan"] = [
         "sweep",
         "--plan",

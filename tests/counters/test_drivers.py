@@ -26,8 +26,7 @@ RXE = SYSFS_FIXTURES / "rxe-node"
 
 
 def _profile(name):
-    """A fixture profile module, imported late (importing ``tests.sysfsgen.profiles.*`` at collection time
-    rebinds ``tests.sysfsgen.profiles``, the function other tests import, to the subpackage)."""
+    """A fixture profile module of tests/sysfsgen/profiles, by name."""
     import importlib
 
     return importlib.import_module(f"tests.sysfsgen.profiles.{name}")

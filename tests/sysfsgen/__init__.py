@@ -17,7 +17,7 @@ from pathlib import Path
 from tests.sysfsgen.builder import Tree
 
 
-def profiles() -> dict[str, object]:
+def all_profiles() -> dict[str, object]:
     """``{name: module}`` of every module in ``tests/sysfsgen/profiles`` that has ``NAME`` and ``build``."""
     pkg = importlib.import_module("tests.sysfsgen.profiles")
 
@@ -29,15 +29,10 @@ def profiles() -> dict[str, object]:
     return dict(sorted(found.items()))
 
 
-# Importing any module of the subpackage (``tests.sysfsgen.profiles.dgx_h100``) rebinds this module's
-# name ``profiles`` to that subpackage (Python sets a submodule as an attribute of its parent): keep the function.
-_profiles = profiles
-
-
 def generate(out: Path, names: list[str] | None = None) -> list[str]:
     """Write the named profiles (all when None) under ``out``; returns the names written."""
     written = []
-    for name, mod in _profiles().items():
+    for name, mod in all_profiles().items():
         if names and name not in names:
             continue
         target = Path(out) / name

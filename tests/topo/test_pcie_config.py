@@ -4,7 +4,6 @@ the real lspci, and the parser against this machine's own config files."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import subprocess
@@ -21,6 +20,7 @@ from ibdiag.topo.nccl_env import from_environ
 from tests.support.env import SYSFS_FIXTURES, need_tool
 from tests.sysfsgen.builder import Tree
 from tests.sysfsgen.pcicfg import ACS_LINUX_ENABLES, DOWNSTREAM, config_space
+from tests.sysfsgen.profiles import roce_lossless
 
 JOB = {"NCCL_IB_TC": "106"}
 PCIE_CHECKS = ("topo.pcie_acs", "topo.iommu", "topo.pcie_mps", "topo.pcie_mrrs")
@@ -34,10 +34,7 @@ def judge(root):
 
 
 def build(tmp_path, **change):
-    # imported late: importing tests.sysfsgen.profiles.* at collection time rebinds the name
-    # tests.sysfsgen.profiles (a function other tests import) to the subpackage
-    profile = importlib.import_module("tests.sysfsgen.profiles.roce_lossless")
-    profile.build(Tree(tmp_path), **change)
+    roce_lossless.build(Tree(tmp_path), **change)
     return tmp_path
 
 

@@ -3,7 +3,6 @@ its finding and the value that fits; the healthy node giving none; what cannot b
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import shutil
@@ -21,6 +20,7 @@ from ibdiag.topo.configuration import check_configuration, read_configuration
 from ibdiag.topo.nccl_env import from_environ
 from tests.support.env import SYSFS_FIXTURES, need_root
 from tests.sysfsgen.builder import Tree
+from tests.sysfsgen.profiles import roce_lossless
 
 JOB = {"NCCL_IB_TC": "106", "NCCL_IB_GID_INDEX": "3"}
 PORTS = ("mlx5_0:1", "mlx5_1:1")
@@ -34,10 +34,7 @@ def judge(root, env=JOB):
 
 
 def build(tmp_path, **change):
-    # imported late: importing tests.sysfsgen.profiles.* at collection time rebinds the name
-    # tests.sysfsgen.profiles (a function other tests import) to the subpackage
-    profile = importlib.import_module("tests.sysfsgen.profiles.roce_lossless")
-    profile.build(Tree(tmp_path), **change)
+    roce_lossless.build(Tree(tmp_path), **change)
     return tmp_path
 
 
