@@ -20,7 +20,7 @@ def read_order(text: str) -> list[str]:
     from ibdiag.text import safe_value
 
     path = Path(text)
-    if not path.is_file():
+    if not path.exists():  # a FIFO or device given is refused by read_text_file, never opened
         return expand(text)
     where = f"--rank-order {safe_value(text)}"
     data = read_text_file(path, MAX_RANK_FILE_BYTES, where, HINT, utf8_only=False, usage=True)
