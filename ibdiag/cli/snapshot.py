@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from ibdiag.cli.app import app
-from ibdiag.cli.common import DebugOption, env, handle_errors
+from ibdiag.cli.common import ConfigOption, DebugOption, env, handle_errors, read_config
 
 
 @app.command("snapshot")
@@ -22,6 +22,7 @@ def snapshot_command(
     force: Annotated[
         bool, typer.Option("--force", "-f", help="Overwrite FILE if it exists.")
     ] = False,
+    config: ConfigOption = None,
     debug: DebugOption = False,
 ) -> int:
     """Capture the sysfs subset ibdiag reads into a .tar.gz, for `--root` on another machine."""
@@ -29,6 +30,7 @@ def snapshot_command(
     from ibdiag.node.snapshot import read_manifest, write_snapshot
     from ibdiag.node.sysfs import SysfsRoot
     from ibdiag.outfile import check_output_path
+    from ibdiag.ports.config import PortsConfig
 
     check_output_path(
         output, "snapshot"
@@ -37,7 +39,9 @@ def snapshot_command(
         raise UsageError(
             f"{output} exists", hint="pass --force to overwrite it, or choose another name"
         )
-    sysfs = SysfsRoot(root).check()
+    # [ports] skip: a restricted function's files are never read, here as in topo and counters
+    skip = read_config(config).section("ports", PortsConfig).skip
+    sysfs = SysfsRoot(root, skip_adapters=skip).check()
     manifest = read_manifest(root) if str(root) != "/" else None
     host = str(manifest["host"]) if manifest and manifest.get("host") else socket.gethostname()
     summary = write_snapshot(sysfs, output, host=host)
@@ -47,6 +51,10 @@ def snapshot_command(
         f"({summary.pci_devices} PCI functions, {summary.adapters} RDMA adapters)\n"
         f"read it back with: ibdiag topo --root {summary.path}\n"
     )
+    if summary.skipped:
+        out.write(
+            f"skipped ([ports] skip, named in the manifest): {', '.join(summary.skipped)}: not read, not in the archive\n"
+        )
     if summary.unreadable:
         out.write(
             f"{len(summary.unreadable)} attribute(s) could not be read and are left out (listed in the manifest)\n"

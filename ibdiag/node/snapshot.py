@@ -6,7 +6,8 @@ kernel release, the files that could not be read). The release lives in procfs, 
 archive holds only ``sys/`` (older readers refuse any other member), so the manifest carries it:
 ``kernel_release`` is what ``ibdiag topo`` reads from the root (``/proc/sys/kernel/osrelease`` on a
 live node; None when unknown), ``kernel`` the release of the machine that ran the command (the
-node's own when the root is ``/``; kept for readers of older snapshots). ``ibdiag topo --root node17.tar.gz`` reads it back through the
+node's own when the root is ``/``; kept for readers of older snapshots). ``[ports] skip`` adapters are never read (``skip`` and
+``skipped_adapters`` in the manifest say which). ``ibdiag topo --root node17.tar.gz`` reads it back through the
 same :class:`SysfsRoot` code path as ``/sys``.
 """
 
@@ -65,6 +66,8 @@ class SnapshotSummary:
     adapters: int
     pci_devices: int
     unreadable: tuple[str, ...]
+    skipped: tuple[str, ...] = ()
+    """Adapters ``[ports] skip`` left out: not read, not in the archive (named in the manifest)."""
 
 
 class _Collector:
@@ -179,6 +182,7 @@ def write_snapshot(sysfs: SysfsRoot, out: Path, *, host: str) -> SnapshotSummary
     only over a regular file or nothing, no temporary file left on any exit)."""
     c = collect(sysfs)
     kernel_release, _ = read_kernel_release(sysfs)
+    skipped = sysfs.skipped_adapters()
     manifest: dict[str, Any] = {
         "schema": "ibdiag.snapshot/1",
         "host": host,
@@ -190,6 +194,9 @@ def write_snapshot(sysfs: SysfsRoot, out: Path, *, host: str) -> SnapshotSummary
         "files": len(c.files),
         "links": len(c.links),
         "unreadable": sorted(c.unreadable),
+        # [ports] skip: the patterns in force and the adapters they left out (never read, not captured)
+        "skip": list(sysfs.skip_adapters),
+        "skipped_adapters": skipped,
     }
     out = Path(out)
     dirs: set[str] = set()
@@ -235,6 +242,7 @@ def write_snapshot(sysfs: SysfsRoot, out: Path, *, host: str) -> SnapshotSummary
         adapters=len(sysfs.listdir("class/infiniband")),
         pci_devices=len(sysfs.listdir("bus/pci/devices")),
         unreadable=tuple(sorted(c.unreadable)),
+        skipped=tuple(skipped),
     )
 
 

@@ -274,6 +274,12 @@ class SysfsRoot:
             )
         return sorted(n for n in names if n.isprintable())
 
+    def skipped_adapters(self) -> list[str]:
+        """Adapters under ``class/infiniband`` that :attr:`skip_adapters` leaves out: named by listing the
+        directory (with no skip), nothing of theirs opened."""
+        names = SysfsRoot(self.root).listdir("class/infiniband") if self.skip_adapters else []
+        return [n for n in names if self.skipped(f"class/infiniband/{n}")]
+
     def leads_outside(self, rel: str) -> bool:
         """True (and a ``refused`` problem recorded) when ``rel`` resolves outside ``<root>/sys``."""
         return self._outside(rel, realpath(self._p(rel)))

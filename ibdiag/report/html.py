@@ -16,14 +16,19 @@ from ibdiag.sweep import chart, render
 from ibdiag.sweep.analysis import LinkVerdict, NodeStatus
 from ibdiag.sweep.chart import FAILED_COLOUR, PALETTE, UNTESTED_COLOUR
 from ibdiag.sweep.checks import link_subject
+from ibdiag.sweep.model import SweepResult
+from ibdiag.sweep.stats import gbs_text
 
 #: Rails drawn per sweep (DGX-class nodes have 8).
 MAX_RAIL_MATRICES = 8
+#: Worst links numbered in the matrices and listed under them, per sweep.
+WORST_LINKS = 10
 
 _CSS = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; background: #fff; }
 h1 { font-size: 1.5em; margin: 0 0 .2em; } h2 { font-size: 1.15em; margin: 1.4em 0 .4em; border-bottom: 1px solid #ddd; }
 table { border-collapse: collapse; margin: .3em 0 1em; } th, td { border: 1px solid #ddd; padding: .2em .5em; text-align: left; vertical-align: top; }
+td { overflow-wrap: anywhere; } /* a long value (NCCL_IB_HCA=...) breaks rather than widen the page */
 th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .fail { color: #b2182b; font-weight: 600; } .warn { color: #b35806; } .ok { color: #1a7837; }
 .status { font-size: 1.2em; } .drain { font-family: ui-monospace, monospace; background: #fff0f0; padding: .4em .6em; }
@@ -32,7 +37,7 @@ th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: ta
 .dim { color: #777; }
 td.host, td:first-child { white-space: nowrap; font-family: ui-monospace, monospace; }
 .hint { color: #555; font-size: .92em; } h3 { font-size: 1em; margin: 1em 0 .2em; font-family: ui-monospace, monospace; }
-figcaption { max-width: 40em; }
+figcaption { max-width: 40em; } caption { text-align: left; font-weight: 600; padding: .2em 0; white-space: nowrap; }
 """
 
 
@@ -76,9 +81,14 @@ def _sweep_section(view: FleetView) -> str:
         res = part.result
         out.append(f'<h2>Sweep <span class="dim">{escape(part.path)}</span></h2>')
         out += [f"<p>{escape(line)}</p>" for line in render.summary_lines(res)]
+        worst = render.worst_links(res, limit=WORST_LINKS)
         out.append('<div class="matrices">')
         for rail in range(min(res.rails, MAX_RAIL_MATRICES)):
             grid = render.matrix_grid(res, rail, max_cells=96)
+            marks: dict[tuple[int, int], str] = {}
+            for n, w in enumerate(worst, 1):
+                if w.link.rail == rail:  # a block cell holding several keeps the worst's number
+                    marks.setdefault((w.link.a // grid.block, w.link.b // grid.block), str(n))
             adapters = sorted(
                 {a for n in res.nodes if (r := n.rail(rail)) is not None and (a := r.adapter)}
             )
@@ -88,10 +98,12 @@ def _sweep_section(view: FleetView) -> str:
                 else ""
             )
             out.append(
-                f"<figure>{chart.matrix_svg(grid, title=title)}<figcaption>{escape(title)}</figcaption></figure>"
+                f"<figure>{chart.matrix_svg(grid, title=title, marks=[(i, j, t) for (i, j), t in marks.items()])}"
+                f"<figcaption>{escape(title)}</figcaption></figure>"
             )
         out.append("</div>")
         out.append(_legend())
+        out.append(_worst_table(res, worst))
         bad = [
             v
             for v in res.analysis.nodes
@@ -129,6 +141,31 @@ def _sweep_section(view: FleetView) -> str:
                 )
             )
     return "".join(out)
+
+
+def _worst_table(res: SweepResult, worst: Sequence[render.WorstLink]) -> str:
+    """The numbered cells of the matrices: each link's two ends (host names never wrap) and its value."""
+    if not worst:
+        return ""
+    rows = []
+    for n, w in enumerate(worst, 1):
+        link = w.link
+        ends = [
+            f'<td class="host">{escape(res.nodes[r].label)} {escape(res.adapter(r, link.rail) or "tcp")}</td>'
+            for r in (link.a, link.b)
+        ]
+        value = f"{link.failed} of {link.tests} failed" if link.failed else gbs_text(link.bw_gbs)
+        share = "" if w.share is None else f"{w.share:.2f} x median"
+        rows.append(
+            f'<tr><td class="num">{n}</td>{"".join(ends)}<td class="num">{link.rail}</td>'
+            f'<td class="num {"fail" if link.failed or link.slow else "warn"}">{escape(value)}</td>'
+            f'<td class="num">{escape(share)}</td><td>{escape(link.verdict.value)}</td></tr>'
+        )
+    return (
+        f'<table class="worst"><caption>The {len(worst)} worst links (numbered in the matrices)</caption>'
+        "<thead><tr><th>#</th><th>node</th><th>partner</th><th>rail</th><th>bandwidth</th>"
+        f"<th>of the rail</th><th>verdict</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def render_html(view: FleetView, findings: Sequence[Finding], meta: RunMeta) -> str:

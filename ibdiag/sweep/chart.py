@@ -37,19 +37,68 @@ def cell_colour(value: float | None) -> str:
     return PALETTE[-1][1]
 
 
-def matrix_svg(grid: MatrixGrid, *, cell_px: int | None = None, title: str | None = None) -> str:
-    """An ``<svg>`` element of the matrix, for inline use in an HTML page (no namespace, no external references)."""
+#: Cell sizes of the SVG matrix: at least 6 px (96 cells fit 720 px), at most 32 px (2 nodes stay legible).
+MIN_CELL_PX, MAX_CELL_PX, MATRIX_PX = 6, 32, 720
+
+
+#: Cells at least this wide hold their mark's label; smaller ones have it right of the matrix.
+LABEL_INSIDE_PX = 20
+_HALO = 'fill="#000" stroke="#fff" stroke-width="3" paint-order="stroke"'
+
+
+def _marks(marks: Sequence[tuple[int, int, str]], px: int, side: int) -> tuple[list[str], int]:
+    """The SVG of ``marks`` (inside the matrix's translated group) and the width its labels add."""
+    out = []
+    if px >= LABEL_INSIDE_PX:
+        for i, j, text in marks:
+            out.append(
+                f'<rect class="mark" x="{j * px + 1}" y="{i * px + 1}" width="{px - 2}" height="{px - 2}" '
+                'fill="none" stroke="#000" stroke-width="2"/>'
+                f'<text class="mark-label" x="{j * px + px / 2:g}" y="{i * px + px / 2 + 4:g}" font-size="11" '
+                f'font-weight="bold" text-anchor="middle" {_HALO}>{html.escape(text)}</text>'
+            )
+        return out, 0
+    rows: dict[int, list[tuple[int, str]]] = {}
+    for i, j, text in marks:
+        out.append(
+            f'<rect class="mark" x="{j * px - 1.5:g}" y="{i * px - 1.5:g}" width="{px + 3}" height="{px + 3}" '
+            'fill="none" stroke="#000" stroke-width="1.5"/>'
+        )
+        rows.setdefault(i, []).append((j, text))
+    width = 0
+    for i, cells in sorted(rows.items()):
+        text = ",".join(t for _, t in sorted(cells))
+        width = max(width, int(len(text) * 6.5) + 8)
+        out.append(
+            f'<text class="mark-label" x="{side + 4}" y="{i * px + px / 2 + 3.5:g}" font-size="10" '
+            f'font-weight="bold" {_HALO}>{html.escape(text)}</text>'
+        )
+    return out, width
+
+
+def matrix_svg(
+    grid: MatrixGrid,
+    *,
+    cell_px: int | None = None,
+    title: str | None = None,
+    marks: Sequence[tuple[int, int, str]] = (),
+) -> str:
+    """An ``<svg>`` element of the matrix, for inline use in an HTML page (no namespace, no external references).
+
+    ``marks``: (row, column, label) cells outlined in black and labelled (the page lists what each
+    label names): the worst links. Cells of :data:`LABEL_INSIDE_PX` or more hold their label (with a
+    white halo); smaller cells are ringed and their row's labels stand right of the matrix, in column
+    order, so that no label covers a cell."""
     size = max(grid.size, 1)
-    px = cell_px or max(
-        6, min(24, 720 // size)
-    )  # readable: at least 6 px a cell, up to 720 px a side
+    px = cell_px or max(MIN_CELL_PX, min(MAX_CELL_PX, MATRIX_PX // size))
     margin = 40
     side = size * px
     label = f"rail {grid.rail}: rank x rank" + (
         f", cells of {grid.block} x {grid.block} ranks (worst pair)" if grid.block > 1 else ""
     )
-    # wide enough for the caption (11 px text, ~6.5 px a character): never clipped
-    width = max(side + margin + 4, margin + int(len(label) * 6.5) + 8)
+    mark_parts, mark_width = _marks(marks, px, side)
+    # wide enough for the caption (11 px text, ~6.5 px a character) and the row labels: never clipped
+    width = max(side + margin + 4 + mark_width, margin + int(len(label) * 6.5) + 8)
     out = [
         f'<svg class="matrix" width="{width}" height="{side + margin + 24}" '
         f'viewBox="0 0 {width} {side + margin + 24}" role="img" aria-label="{html.escape(title or f"rail {grid.rail} matrix")}">'
@@ -63,14 +112,18 @@ def matrix_svg(grid: MatrixGrid, *, cell_px: int | None = None, title: str | Non
             out.append(
                 f'<rect x="{j * px}" y="{i * px}" width="{px}" height="{px}" fill="{colour}"/>'
             )
+    out += mark_parts
     out.append("</g>")
     step = max(1, size // 8)
     for k in range(0, size, step):
         rank = k * grid.block
+        centre = k * px + px / 2  # each label at its row's and column's middle
         out.append(
-            f'<text x="{margin - 4}" y="{margin + k * px + px}" font-size="10" text-anchor="end">{rank}</text>'
+            f'<text x="{margin - 4}" y="{margin + centre + 3.5:g}" font-size="10" text-anchor="end">{rank}</text>'
         )
-        out.append(f'<text x="{margin + k * px}" y="{margin - 6}" font-size="10">{rank}</text>')
+        out.append(
+            f'<text x="{margin + centre:g}" y="{margin - 6}" font-size="10" text-anchor="middle">{rank}</text>'
+        )
     out.append(
         f'<text x="{margin}" y="{side + margin + 16}" font-size="11">{html.escape(label)}</text>'
     )

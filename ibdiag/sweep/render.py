@@ -12,7 +12,7 @@ from typing import Any
 
 from ibdiag.findings.model import Severity
 from ibdiag.output.prom import Metric, PromSample
-from ibdiag.sweep.analysis import LinkVerdict, NodeStatus
+from ibdiag.sweep.analysis import LinkStat, LinkVerdict, NodeStatus
 from ibdiag.sweep.checks import link_subject
 from ibdiag.sweep.model import SweepResult
 from ibdiag.sweep.stats import gbs_text
@@ -138,6 +138,38 @@ def matrix_grid(result: SweepResult, rail: int, *, max_cells: int = 64) -> Matri
             if cur is None or value < cur:
                 cells[x][y] = value
     return MatrixGrid(rail, block, n, tuple(tuple(row) for row in cells), median)
+
+
+@dataclass(frozen=True)
+class WorstLink:
+    """One of the sweep's worst links: the link and its bandwidth as a share of its rail's median."""
+
+    link: LinkStat
+    share: float | None
+    """``bw_gbs / median``; None where the rail has no median or the link no bandwidth."""
+
+
+def worst_links(result: SweepResult, *, limit: int = 10, below: float = 0.9) -> list[WorstLink]:
+    """The sweep's worst links, worst first: failed tests first, then the lowest bandwidth as a share
+    of its rail's median; only links under ``below`` of the median or slow by the analysis (the
+    green cells are not named)."""
+    out = []
+    for link in result.analysis.links:
+        stats = result.analysis.rail(link.rail)
+        median = stats.bw.median if stats else None
+        share = link.bw_gbs / median if link.bw_gbs is not None and median else None
+        if link.failed or link.slow or (share is not None and share < below):
+            out.append(WorstLink(link, share))
+    out.sort(
+        key=lambda w: (
+            not w.link.failed,
+            w.share if w.share is not None else math.inf,
+            w.link.rail,
+            w.link.a,
+            w.link.b,
+        )
+    )
+    return out[:limit]
 
 
 #: (lowest share of the median, rich style, ASCII character, legend text), best first.

@@ -5,12 +5,15 @@ call the kernel saw), against a run without skip that does touch it."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import tarfile
 
 import pytest
 
 from ibdiag.errors import InputError
+from ibdiag.node.manifest import MANIFEST
 from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.ports.config import PortsConfig
 from tests.support.env import SYSFS_FIXTURES, need_tool
@@ -37,8 +40,6 @@ def _traced(ibdiag_exe, tmp_path, argv, skip):
             str(DGX),
             "--config",
             str(cfg),
-            "-o",
-            "json",
         ],
         capture_output=True,
         text=True,
@@ -50,7 +51,7 @@ def _traced(ibdiag_exe, tmp_path, argv, skip):
     return res, log.read_text()
 
 
-@pytest.mark.parametrize("argv", [["counters"], ["topo"]])
+@pytest.mark.parametrize("argv", [["counters", "-o", "json"], ["topo", "-o", "json"]])
 def test_a_skipped_adapter_is_never_touched(ibdiag_exe, tmp_path, argv):
     res, calls = _traced(ibdiag_exe, tmp_path, argv, [])
     assert "infiniband/mlx5_4" in calls  # the test can fail: without skip the adapter is read
@@ -59,6 +60,38 @@ def test_a_skipped_adapter_is_never_touched(ibdiag_exe, tmp_path, argv):
     assert "mlx5_4" not in calls and "mlx5_5" not in calls
     assert "infiniband/mlx5_3" in calls  # the others are read
     assert "mlx5_4" not in res.stdout and "mlx5_3" in res.stdout  # nor shown
+
+
+def test_a_snapshot_never_reads_a_skipped_adapter_and_says_so(ibdiag_exe, tmp_path):
+    """``ibdiag snapshot --config`` with ``[ports] skip``: no file system call names the adapter, the
+    archive holds nothing of it, and its manifest names it (read back: topo sees the others only)."""
+    full, skipping = tmp_path / "full.tar.gz", tmp_path / "skip.tar.gz"
+    res, calls = _traced(ibdiag_exe, tmp_path, ["snapshot", str(full)], [])
+    assert res.returncode == 0, res.stderr
+    assert "infiniband/mlx5_4" in calls  # the control: without skip the snapshot reads it
+    res, calls = _traced(ibdiag_exe, tmp_path, ["snapshot", str(skipping)], ["mlx5_4", "mlx5_5"])
+    assert res.returncode == 0, res.stderr
+    assert "mlx5_4" not in calls and "mlx5_5" not in calls
+    assert "infiniband/mlx5_3" in calls
+    assert "skipped ([ports] skip, named in the manifest): mlx5_4, mlx5_5" in res.stdout
+    with tarfile.open(skipping) as tar:
+        names = tar.getnames()
+        manifest = json.load(tar.extractfile(MANIFEST))
+    assert not any("mlx5_4" in n or "mlx5_5" in n for n in names)
+    assert any(n.startswith("sys/class/infiniband/mlx5_3") for n in names)
+    assert manifest["skip"] == ["mlx5_4", "mlx5_5"]
+    assert manifest["skipped_adapters"] == ["mlx5_4", "mlx5_5"]
+    with tarfile.open(full) as tar:
+        assert json.load(tar.extractfile(MANIFEST))["skipped_adapters"] == []
+    topo = subprocess.run(
+        [ibdiag_exe, "topo", "--root", str(skipping), "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "IBDIAG_CONFIG": ""},
+    )
+    names = {a["name"] for a in json.loads(topo.stdout)["adapters"]}
+    assert "mlx5_3" in names and not names & {"mlx5_4", "mlx5_5"}
 
 
 def test_sysfs_root_answers_absent_for_a_skipped_adapter_and_its_device():

@@ -76,6 +76,28 @@ def write_fleet(out: Path, cli: Callable, *, with_sweep: bool = True) -> Path:
     return json_dir
 
 
+def write_sweep(out: Path, nodes: int, faults: PlantedFaults, *, rails: int = 2) -> Path:
+    """A sweep of ``nodes`` made-up hosts (``node-000`` ...) with ``rails`` rails each, through the
+    :class:`SyntheticFabric` FAKE with ``faults`` planted, as ``ibdiag sweep -o json`` writes it."""
+    fleet = check_fleet(
+        [
+            FleetNode(
+                i,
+                f"node-{i:03d}",
+                f"10.1.{i // 250}.{i % 250 + 1}",
+                tuple(Rail(k, f"mlx5_{k}", 1, 400.0) for k in range(rails)),
+            )
+            for i in range(nodes)
+        ]
+    )
+    result = run_sweep(fleet, SyntheticFabric(faults, noise=0.01, seed=4))
+    meta = RunMeta(host="node-000", version="0.1.0", generated_at="2026-12-01T12:00:00Z")
+    out.write_text(
+        render_json(Report("sweep", result.to_json(), tuple(sweep_findings(result))), meta)
+    )
+    return out
+
+
 @pytest.fixture(scope="session")
 def fleet_dir(tmp_path_factory):
     """The fixture fleet's JSON directory, written once per test session (registered in conftest.py)."""

@@ -168,6 +168,36 @@ def test_svg_is_self_contained_and_uses_the_palette(faulty):
         assert f'fill="{colour}"' in svg
 
 
+def test_worst_links_failed_first_then_slowest_and_never_a_typical_one():
+    res = sweep(
+        12,
+        PlantedFaults(
+            slow_links={(0, 2, 3): 0.6, (1, 4, 5): 0.3}, broken_links=frozenset({(0, 7, 8)})
+        ),
+    )
+    worst = render.worst_links(res)
+    keys = [(w.link.rail, w.link.a, w.link.b) for w in worst]
+    assert keys == [(0, 7, 8), (1, 4, 5), (0, 2, 3)]
+    assert worst[1].share is not None and 0.25 < worst[1].share < 0.35
+    assert render.worst_links(sweep(8)) == []  # a healthy sweep names no link
+    assert len(render.worst_links(res, limit=1)) == 1
+
+
+def test_svg_marks_label_big_cells_inside_and_small_ones_beside(faulty):
+    grid = render.matrix_grid(faulty, 1)
+    big = chart.matrix_svg(grid, cell_px=24, marks=[(3, 4, "1")])
+    small = chart.matrix_svg(grid, cell_px=8, marks=[(3, 4, "1"), (3, 9, "2")])
+    ET.fromstring(big), ET.fromstring(small)
+    assert re.search(
+        r'class="mark-label" x="108" y="88"[^>]*>1<', big
+    )  # the middle of row 3, column 4
+    side = grid.size * 8
+    assert re.search(
+        rf'class="mark-label" x="{side + 4}" y="31.5"[^>]*>1,2<', small
+    )  # right of row 3
+    assert big.count('class="mark"') == 1 and small.count('class="mark"') == 2
+
+
 def test_png_has_a_panel_per_rail(faulty):
     from matplotlib.image import imread
 
