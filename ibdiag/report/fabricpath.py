@@ -1,0 +1,485 @@
+"""``ibdiag report --fabric SNAPSHOT``: each slow pair of a sweep on its fabric path, and the shared culprit.
+
+Every link a sweep tested (node pair, rail: both ends' adapters) is placed on the fabric: each end's
+adapter (matched by host and adapter name: the node description ``gpu03 mlx5_2`` or ``--topo``) and
+the switch port its cable goes to; between two switches, the candidate ISLs of
+:mod:`ibdiag.fabric.paths` grouped as a switch's uplinks (the routes are not read: "any of 4 uplinks of
+leaf-r0-1"). A pair on one switch crosses no ISL.
+
+The *hops* a pair crosses are its two host links (a switch port and its cable) and the uplink groups
+between. Per hop: the slow pairs through it and the healthy ones. A hop is named the likely culprit
+(``report.fabric_culprit``) when at least :data:`MIN_SHARED` slow pairs pass it and it explains them
+better than any other hop, greedily: the hop with the highest share of slow among the pairs through it
+(then the most slow pairs, then a host link before an uplink group) is taken, its slow pairs set aside,
+and the rest judged again. A host link needs more slow pairs than healthy ones through it (a port that
+healthy pairs cross is less likely the cause); an uplink group needs every tested pair inside its
+switch to be fine (else the switch or its hosts explain them better), while healthy pairs across it
+are allowed — with ECMP one bad uplink of N slows only the pairs routed over it. One slow pair alone
+names nothing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ibdiag.fabric.hosts import Names
+from ibdiag.fabric.model import Fabric, PortRef
+from ibdiag.fabric.paths import Attachment, Router, attachments, known_adapters
+from ibdiag.fabric.rails import rail_of
+from ibdiag.fabric.shape import shape
+from ibdiag.sweep.analysis import LinkStat, NodeStatus
+from ibdiag.sweep.checks import link_subject
+from ibdiag.sweep.model import SweepResult
+
+#: Slow pairs that must share a hop before it is named.
+MIN_SHARED = 2
+HOST_LINK = "host link"
+UPLINKS = "uplinks"
+#: Slow pairs listed per sweep (every one counts; JSON and the table show this many).
+MAX_PATHS = 200
+
+
+@dataclass(frozen=True)
+class Hop:
+    kind: str
+    """``host link`` (a switch port and its cable to an adapter) or ``uplinks`` (a switch's uplinks)."""
+    switch: str
+    """The switch's GUID."""
+    port: int
+    """The switch port of a host link; 0 for an uplink group."""
+    label: str
+    """``leaf-r1-1 port 3 (cable to gpu03 mlx5_1)``, ``the uplinks of leaf-r0-1 (ports 9, 10)``."""
+    subject: str
+    """One token: ``leaf-r1-1:3``, ``leaf-r0-1:uplinks``."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "switch": self.switch,
+            "port": self.port or None,
+            "label": self.label,
+            "subject": self.subject,
+        }
+
+
+@dataclass(frozen=True)
+class End:
+    """One end of a tested pair: a sweep node's adapter, and where it is on the fabric."""
+
+    host: str
+    adapter: str
+    at: Attachment | None
+    why: str | None
+    """Why it is not placed (None when it is)."""
+    rail: int | None
+    """Its rail on the fabric (NIC index or device number)."""
+    where: str | None = None
+    """The switch port its cable goes to, by name (``leaf-r0-1 port 3``)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "adapter": self.adapter,
+            "at": self.where,
+            "switch": None if self.at is None else self.at.switch,
+            "switch_port": None if self.at is None else self.at.port,
+            "fabric_rail": self.rail,
+            "not_found": self.why,
+        }
+
+
+@dataclass(frozen=True)
+class PairPath:
+    subject: str
+    """``gpu01 (rank 0) mlx5_0 <-> gpu05 (rank 4) mlx5_0``."""
+    rail: int
+    slow: bool
+    verdict: str
+    """The sweep's link verdict (``bad``, ``node``, ``unresolved``, ``ok``)."""
+    bw_gbs: float | None
+    ends: tuple[End, End]
+    hops: tuple[Hop, ...]
+    route: str
+    """``gpu01 mlx5_0 -> leaf-r0-1 port 1 -> any of 4 uplinks of leaf-r0-1 (ports 5-8) -> ...``."""
+    isl_hops: int | None
+    """ISLs on the path: 0 on one switch, None when not known."""
+    notes: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pair": self.subject,
+            "rail": self.rail,
+            "verdict": self.verdict,
+            "bw_gbs": self.bw_gbs,
+            "ends": [e.to_json() for e in self.ends],
+            "route": self.route,
+            "isl_hops": self.isl_hops,
+            "hops": [h.subject for h in self.hops],
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class Culprit:
+    hop: Hop
+    slow: int
+    """Slow pairs through it."""
+    slow_total: int
+    """Slow pairs the sweep placed on the fabric."""
+    healthy: int
+    """Healthy pairs through it."""
+    inside: int
+    """Uplinks: tested pairs within the switch (all fine); 0 for a host link."""
+    pairs: tuple[str, ...]
+    alternatives: tuple[Hop, ...] = ()
+    """Hops through which the same slow pairs, and as many healthy ones, pass: the pairs cannot tell
+    them from this one."""
+    explains: tuple[str, ...] = ()
+    """Uplinks: adapters the sweep called bad whose every slow pair crosses them (``gpu01 mlx5_0``)."""
+
+    @property
+    def text(self) -> str:
+        h = self.hop
+        also = (
+            f"{self.healthy} healthy pair(s) also {'cross them' if h.kind == UPLINKS else 'pass it'}"
+            if self.healthy
+            else f"no healthy pair {'crosses them' if h.kind == UPLINKS else 'passes it'}"
+        )
+        if h.kind == UPLINKS:
+            inside = (
+                f"; the {self.inside} pair(s) within the switch are fine"
+                if self.inside
+                else "; no pair within the switch was tested"
+            )
+            spread = (
+                " (routes not read: with ECMP one bad uplink slows only the pairs routed over it)"
+                if self.healthy
+                else ""
+            )
+            text = f"{h.label}: {self.slow} of {self.slow_total} slow pairs cross them, {also}{spread}{inside}"
+        else:
+            text = f"{h.label}: {self.slow} of {self.slow_total} slow pairs pass it, {also}"
+        if self.alternatives:
+            text += "; the pairs cannot tell it from " + " or ".join(
+                a.label for a in self.alternatives
+            )
+        if self.explains:
+            shown = ", ".join(self.explains[:6]) + (
+                f" and {len(self.explains) - 6} more" if len(self.explains) > 6 else ""
+            )
+            text += (
+                f"; every slow pair of the sweep's bad {shown} crosses them: "
+                "fix these before draining those"
+            )
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.hop.to_json(),
+            "slow_pairs": self.slow,
+            "slow_pairs_total": self.slow_total,
+            "healthy_pairs": self.healthy,
+            "pairs_inside": self.inside,
+            "pairs": list(self.pairs),
+            "alternatives": [a.subject for a in self.alternatives],
+            "explains": list(self.explains),
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True)
+class SweepOnFabric:
+    sweep: str
+    """The sweep file."""
+    source: str
+    """The fabric snapshot."""
+    shape: str
+    names_isls: bool
+    paths: tuple[PairPath, ...]
+    """The slow pairs (at most :data:`MAX_PATHS`)."""
+    slow: int
+    healthy: int
+    """Healthy pairs placed with both ends on the fabric."""
+    bad_nodes: tuple[tuple[str, tuple[End, ...]], ...]
+    """Each node the sweep called bad, with the adapters of its bad rails on the fabric."""
+    missing: tuple[End, ...]
+    """The sweep's adapters the fabric does not have (or has with no active cable)."""
+    culprits: tuple[Culprit, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sweep": self.sweep,
+            "fabric": self.source,
+            "shape": self.shape,
+            "isls_named": self.names_isls,
+            "routes_read": False,
+            "slow_pairs": self.slow,
+            "healthy_pairs": self.healthy,
+            "paths": [p.to_json() for p in self.paths],
+            "bad_nodes": [
+                {"node": label, "links": [e.to_json() for e in ends]}
+                for label, ends in self.bad_nodes
+            ],
+            "not_on_fabric": [e.to_json() for e in self.missing],
+            "culprits": [c.to_json() for c in self.culprits],
+        }
+
+
+class _Placer:
+    """The sweep's adapters on the fabric, and the hops between them."""
+
+    def __init__(self, fab: Fabric, names: Names, router: Router) -> None:
+        self.fab, self.names, self.router = fab, names, router
+        self.atts = attachments(fab, names)
+        self.known = known_adapters(fab, names)
+        hosts = {h for h, _a in self.known}
+        short: dict[str, list[str]] = {}
+        for h in hosts:
+            short.setdefault(h.split(".")[0], []).append(h)
+        self.short = {k: v[0] for k, v in short.items() if len(v) == 1}
+        self.uplink_ports: dict[str, set[int]] = {}
+
+    def end(self, host: str, adapter: str | None, port: int | None) -> End:
+        if adapter is None:
+            return End(host, "tcp", None, "measured over TCP: no adapter to place", None)
+        name = (
+            host
+            if any(h == host for h, _a in self.known)
+            else self.short.get(host.split(".")[0], host)
+        )
+        guid = self.known.get((name, adapter))
+        if guid is None:
+            why = f"{host} {adapter} is not on this fabric (no node description or --topo names it)"
+            return End(host, adapter, None, why, None)
+        h = self.names.host(guid)
+        rail = rail_of(h) if h else None
+        atts = self.atts.get((name, adapter), [])
+        at = next(
+            (a for a in atts if a.ca_port == (port or 1)), atts[0] if len(atts) == 1 else None
+        )
+        if at is None:
+            why = f"{host} {adapter} is on this fabric with no active cable to a switch"
+            return End(host, adapter, None, why, rail)
+        return End(host, adapter, at, None, rail, self.names.port(at.switch_port))
+
+    def port_hop(self, at: Attachment) -> Hop:
+        ref = at.switch_port
+        p = self.fab.port(ref)
+        label = self.names.cable(p) if p is not None else self.names.port(ref)
+        return Hop(HOST_LINK, at.switch, at.port, label, self.names.subject(ref))
+
+    def uplink_hop(self, switch: str, ports: tuple[int, ...]) -> Hop:
+        seen = self.uplink_ports.setdefault(switch, set())
+        seen.update(ports)
+        name = self.names.node(switch)
+        return Hop(
+            UPLINKS,
+            switch,
+            0,
+            f"the uplinks of {name}",
+            f"{self.names.subject(PortRef(switch, 0)).rsplit(':', 1)[0]}:uplinks",
+        )
+
+    def path(self, result: SweepResult, link: LinkStat) -> PairPath:
+        ends = []
+        for rank in (link.a, link.b):
+            node = result.nodes[rank]
+            r = node.rail(link.rail)
+            ends.append(self.end(node.host, r.adapter if r else None, r.port if r else None))
+        a, b = ends
+        hops: list[Hop] = []
+        words: list[str] = []
+        notes = [e.why for e in ends if e.why]
+        isl_hops: int | None = None
+        if a.at is not None:
+            hops.append(self.port_hop(a.at))
+        if a.at is not None and b.at is not None:
+            crossing = self.router.between(a.at.switch, b.at.switch)
+            if crossing is None:
+                notes.append(
+                    f"the ISLs between {self.names.node(a.at.switch)} and {self.names.node(b.at.switch)} are not named: "
+                    + (
+                        f"the fabric is not a tree of tiers ({self.router.shape.text})"
+                        if not self.router.names_isls
+                        else "no active ISL path joins them"
+                    )
+                )
+                words.append("(ISLs not named)")
+            else:
+                isl_hops = crossing.hops
+                for sw, ports in crossing.uplinks:
+                    hops.append(self.uplink_hop(sw, ports))
+                    words.append(
+                        f"any of {len(ports)} uplink(s) of {self.names.node(sw)} (port(s) {_ports(ports)})"
+                    )
+            if a.rail is not None and b.rail is not None and a.rail != b.rail:
+                notes.append(
+                    f"the ends are on different rails of the fabric ({a.rail} and {b.rail})"
+                )
+        if b.at is not None:
+            hops.append(self.port_hop(b.at))
+        route = " -> ".join(
+            [
+                f"{a.host} {a.adapter}",
+                self.names.port(a.at.switch_port) if a.at else "?",
+                *(words or (["(same switch, no ISL)"] if isl_hops == 0 else [])),
+                self.names.port(b.at.switch_port) if b.at else "?",
+                f"{b.host} {b.adapter}",
+            ]
+        )
+        return PairPath(
+            link_subject(result, link),
+            link.rail,
+            link.slow,
+            link.verdict.value,
+            link.bw_gbs,
+            (a, b),
+            tuple(hops),
+            route,
+            isl_hops,
+            tuple(dict.fromkeys(notes)),
+        )
+
+
+def _ports(ports: Iterable[int]) -> str:
+    return ", ".join(str(p) for p in sorted(ports))
+
+
+def place_sweep(
+    result: SweepResult, sweep: str, fab: Fabric, names: Names, router: Router
+) -> SweepOnFabric:
+    """Every tested pair of ``result`` on ``fab``; the slow ones' paths and the shared culprits."""
+    placer = _Placer(fab, names, router)
+    slow: list[PairPath] = []
+    healthy: list[PairPath] = []
+    for link in result.analysis.links:
+        if link.tests == 0:
+            continue
+        if link.slow:
+            slow.append(placer.path(result, link))
+        elif link.bw_gbs is not None:
+            healthy.append(placer.path(result, link))
+    missing: dict[tuple[str, str], End] = {}
+    for node in result.nodes:
+        for r in node.rails:
+            e = placer.end(node.host, r.adapter, r.port)
+            if e.at is None and r.adapter is not None:
+                missing.setdefault((e.host, e.adapter), e)
+    bad_nodes = []
+    for v in result.analysis.nodes:
+        if v.status is NodeStatus.BAD:
+            node = result.nodes[v.rank]
+            rails = range(len(node.rails)) if v.whole_node else v.bad_rails
+            ends = [placer.end(node.host, node.rails[k].adapter, node.rails[k].port) for k in rails]
+            bad_nodes.append((node.label, tuple(ends)))
+    both = [p for p in healthy if all(e.at is not None for e in p.ends)]
+    return SweepOnFabric(
+        sweep,
+        fab.source,
+        router.shape.text,
+        router.names_isls,
+        tuple(slow[:MAX_PATHS]),
+        len(slow),
+        len(both),
+        tuple(bad_nodes),
+        tuple(missing.values()),
+        tuple(_explaining(_with_ports(culprits(slow, both), placer), bad_nodes, slow)),
+    )
+
+
+def _explaining(
+    found: Iterable[Culprit], bad_nodes: list[tuple[str, tuple[End, ...]]], slow: list[PairPath]
+) -> Iterable[Culprit]:
+    """Uplink culprits with the bad adapters below them whose slow pairs they all carry."""
+    for c in found:
+        if c.hop.kind != UPLINKS:
+            yield c
+            continue
+        pairs = set(c.pairs)
+        names = []
+        for _label, ends in bad_nodes:
+            for e in ends:
+                if e.at is None or e.at.switch != c.hop.switch:
+                    continue
+                mine = {p.subject for p in slow if (e.host, e.adapter) in _hosts(p)}
+                if mine and mine <= pairs:
+                    names.append(f"{e.host} {e.adapter}")
+        yield replace(c, explains=tuple(names))
+
+
+def _hosts(p: PairPath) -> set[tuple[str, str]]:
+    return {(e.host, e.adapter) for e in p.ends}
+
+
+def _with_ports(found: list[Culprit], placer: _Placer) -> Iterable[Culprit]:
+    """Uplink groups labelled with every candidate port seen."""
+    for c in found:
+        if c.hop.kind == UPLINKS:
+            c = replace(c, hop=_labelled(c.hop, placer))
+        yield replace(c, alternatives=tuple(_labelled(a, placer) for a in c.alternatives))
+
+
+def _labelled(hop: Hop, placer: _Placer) -> Hop:
+    if hop.kind != UPLINKS:
+        return hop
+    ports = placer.uplink_ports.get(hop.switch, set())
+    return replace(hop, label=f"{hop.label} (port(s) {_ports(ports)})")
+
+
+def culprits(slow: list[PairPath], healthy: list[PairPath]) -> list[Culprit]:
+    """The hops shared by slow pairs, greedily, best explanation first (the module docstring)."""
+    through: dict[Hop, list[PairPath]] = {}
+    for p in slow:
+        for hop in dict.fromkeys(p.hops):
+            through.setdefault(hop, []).append(p)
+    fine: Counter[Hop] = Counter(x for p in healthy for x in set(p.hops))
+    inside_ok: Counter[str] = Counter()
+    inside_slow: Counter[str] = Counter()
+    for p, counter in [(p, inside_ok) for p in healthy] + [(p, inside_slow) for p in slow]:
+        a, b = p.ends
+        if a.at is not None and b.at is not None and a.at.switch == b.at.switch:
+            counter[a.at.switch] += 1
+    placed = sum(1 for p in slow if p.hops)
+    left = {id(p) for p in slow}
+    out: list[Culprit] = []
+    while True:
+        best: tuple[tuple[float, int, int, str], Hop, list[PairPath]] | None = None
+        for hop, pairs in through.items():
+            rem = [p for p in pairs if id(p) in left]
+            n, h = len(rem), fine[hop]
+            if n < MIN_SHARED:
+                continue
+            if hop.kind == HOST_LINK and n <= h:
+                continue
+            if hop.kind == UPLINKS and inside_slow[hop.switch]:
+                continue
+            key = (-n / (n + h), -n, 0 if hop.kind == HOST_LINK else 1, hop.subject)
+            if best is None or key < best[0]:
+                best = (key, hop, rem)
+        if best is None:
+            return out
+        _key, hop, rem = best
+        same = {id(p) for p in rem}
+        alike = tuple(
+            other
+            for other, pairs in through.items()
+            if other != hop
+            and fine[other] == fine[hop]
+            and {id(p) for p in pairs if id(p) in left} == same
+        )
+        inside = inside_ok[hop.switch] if hop.kind == UPLINKS else 0
+        subjects = tuple(p.subject for p in rem)
+        out.append(Culprit(hop, len(rem), placed, fine[hop], inside, subjects, alike))
+        left -= {id(p) for p in rem}
+
+
+def on_fabric(
+    sweeps: Iterable[Any], fab: Fabric, names: Names | None = None
+) -> tuple[SweepOnFabric, ...]:
+    """Each sweep (:class:`ibdiag.report.view.SweepPart`) on ``fab``."""
+    names = names or Names(fab, {})
+    router = Router(shape(fab))
+    return tuple(place_sweep(part.result, part.path, fab, names, router) for part in sweeps)
