@@ -141,8 +141,7 @@ def fabric_path(placed: SweepOnFabric) -> list[Finding]:
                 "report.fabric_path",
                 Severity.WARN,
                 FLEET,
-                f"the fabric is not a tree of tiers ({placed.shape}): the ISLs between switches are not named, "
-                "only each pair's host links",
+                f"the ISLs between switches are not named, only each pair's host links — the fabric: {placed.shape}",
                 hint="see `ibdiag fabric`'s fabric.tiers finding",
             )
         )

@@ -139,6 +139,8 @@ class Culprit:
     them from this one."""
     explains: tuple[str, ...] = ()
     """Uplinks: adapters the sweep called bad whose every slow pair crosses them (``gpu01 mlx5_0``)."""
+    isls_unknown: bool = False
+    """The fabric is not a tree of tiers: the ISLs were not counted, and the slow pairs may share one."""
 
     @property
     def text(self) -> str:
@@ -174,6 +176,8 @@ class Culprit:
                 f"; every slow pair of the sweep's bad {shown} crosses them: "
                 "fix these before draining those"
             )
+        if self.isls_unknown:
+            text += "; the ISLs were not counted (not a tree of tiers): the slow pairs may share one instead"
         return text
 
     def to_json(self) -> dict[str, Any]:
@@ -186,6 +190,7 @@ class Culprit:
             "pairs": list(self.pairs),
             "alternatives": [a.subject for a in self.alternatives],
             "explains": list(self.explains),
+            "isls_unknown": self.isls_unknown,
             "text": self.text,
         }
 
@@ -299,14 +304,16 @@ class _Placer:
         if a.at is not None and b.at is not None:
             crossing = self.router.between(a.at.switch, b.at.switch)
             if crossing is None:
-                notes.append(
-                    f"the ISLs between {self.names.node(a.at.switch)} and {self.names.node(b.at.switch)} are not named: "
-                    + (
-                        f"the fabric is not a tree of tiers ({self.router.shape.text})"
-                        if not self.router.names_isls
-                        else "no active ISL path joins them"
-                    )
+                shape = self.router.shape.text
+                why = (
+                    "no active ISL path joins them"
+                    if self.router.names_isls
+                    else shape
+                    if shape.startswith("not ")
+                    else f"the fabric is not a tree of tiers ({shape})"
                 )
+                a_sw, b_sw = self.names.node(a.at.switch), self.names.node(b.at.switch)
+                notes.append(f"the ISLs between {a_sw} and {b_sw} are not named: {why}")
                 words.append("(ISLs not named)")
             else:
                 isl_hops = crossing.hops
@@ -386,7 +393,9 @@ def place_sweep(
         len(both),
         tuple(bad_nodes),
         tuple(missing.values()),
-        tuple(_explaining(_with_ports(culprits(slow, both), placer), bad_nodes, slow)),
+        tuple(
+            _caveat(_explaining(_with_ports(culprits(slow, both), placer), bad_nodes, slow), router)
+        ),
     )
 
 
@@ -408,6 +417,11 @@ def _explaining(
                 if mine and mine <= pairs:
                     names.append(f"{e.host} {e.adapter}")
         yield replace(c, explains=tuple(names))
+
+
+def _caveat(found: Iterable[Culprit], router: Router) -> Iterable[Culprit]:
+    for c in found:
+        yield c if router.names_isls else replace(c, isls_unknown=True)
 
 
 def _hosts(p: PairPath) -> set[tuple[str, str]]:

@@ -5,8 +5,8 @@ fat tree of tests/support/fabric_topology.py with 3 leaves per rail (4 hosts eac
 each, ports 5-8, to spine-1 and spine-2), and ``ibdiag fabric --save`` stores it; the report reads that
 dump. The sweep is NOT measured: the simulated subnet carries no data, so no pair test can run over it.
 Its results are written in the sweep's real format (``ibdiag.sweep/1``, through :class:`SweepResult` and
-the same JSON writer ``ibdiag sweep --save`` uses) with hand-chosen bandwidths: healthy pairs 48 GB/s,
-slow ones 10 GB/s; the report re-derives every verdict from those pairs.
+the same JSON writer ``ibdiag sweep --save`` uses) with hand-chosen bandwidths: healthy pairs 23 GB/s,
+slow ones 5 GB/s; the report re-derives every verdict from those pairs.
 
 Rail 0 of rank i is ``gpu{i+1:02d} mlx5_0``; ranks 0-3 sit on leaf-r0-1, 4-7 on leaf-r0-2, 8-11 on
 leaf-r0-3. Rail 0 is tested as a ring (i, i+1) plus (i, i+4): 9 pairs within a leaf and 5 between each
@@ -30,26 +30,42 @@ from ibdiag.sweep.nodes import FleetNode, Rail, check_fleet
 from ibdiag.sweep.runner import PairResult, PairSpec
 from ibdiag.sweep.schedule import Pattern, Phase
 from tests.support.cli import run_cli
-from tests.support.fabric_topology import rail_fat_tree
+from tests.support.fabric_topology import Topology, rail_fat_tree
 from tests.support.ibsim import SimFabric, need_simulator
 
 HOSTS = 12
-GOOD, SLOW = 48.0, 10.0
+GOOD, SLOW = 23.0, 5.0  # GB/s on 4xHDR (200 Gb/s = 25 GB/s) links
+
+
+def saved(topo: Topology, work: Path) -> Path:
+    """``topo`` run by the simulator and saved by ``ibdiag fabric --save`` (a dump any later report reads)."""
+    need_simulator()
+    f = SimFabric(topo.text(), work / "sim")
+    try:
+        out = work / "fabric.tar.gz"
+        r = run_cli("fabric", "--save", str(out), env=f.env())
+        assert r.exit_code in (0, 1), r.stderr
+    finally:
+        f.close()
+    return out
 
 
 @pytest.fixture(scope="module")
 def dump(tmp_path_factory) -> Path:
-    """The simulated subnet, saved by ``ibdiag fabric --save`` (a dump any later report can read)."""
-    need_simulator()
-    work = tmp_path_factory.mktemp("fabric-sweep")
-    f = SimFabric(rail_fat_tree(hosts=HOSTS, rails=2, leaves_per_rail=3).text(), work / "sim")
-    try:
-        out = work / "fabric.tar.gz"
-        r = run_cli("fabric", "--save", str(out), env=f.env())
-        assert r.exit_code == 0, r.stderr
-    finally:
-        f.close()
-    return out
+    return saved(
+        rail_fat_tree(hosts=HOSTS, rails=2, leaves_per_rail=3), tmp_path_factory.mktemp("tree")
+    )
+
+
+@pytest.fixture(scope="module")
+def mesh(tmp_path_factory) -> Path:
+    """The same fat tree with leaf-r0-1 port 9 cabled to leaf-r0-2 port 9: an ISL inside the leaf tier."""
+    t = rail_fat_tree(hosts=HOSTS, rails=2, leaves_per_rail=3)
+    one, two = t.switch("leaf-r0-1"), t.switch("leaf-r0-2")
+    one.nports = two.nports = 9
+    one.peers[9] = (two.node_id, 9, "4xHDR")
+    two.peers[9] = (one.node_id, 9, "4xHDR")
+    return saved(t, tmp_path_factory.mktemp("mesh"))
 
 
 def rail0_pairs(n: int = HOSTS) -> list[tuple[int, int]]:
@@ -59,7 +75,7 @@ def rail0_pairs(n: int = HOSTS) -> list[tuple[int, int]]:
 
 
 def write_sweep(path: Path, slow: set[frozenset[int]], hosts: int = HOSTS) -> Path:
-    """A sweep document in ibdiag's own format: rail-0 pairs in ``slow`` at 10 GB/s, the rest 48."""
+    """A sweep document in ibdiag's own format: rail-0 pairs in ``slow`` at SLOW, the rest GOOD."""
     nodes = check_fleet(
         [
             FleetNode(
@@ -180,6 +196,10 @@ def test_a_single_slow_pair_gets_its_path_and_no_culprit(dump, tmp_path):
     r = run_cli("report", str(tmp_path / "sweep.json"), "--fabric", str(dump))
     assert "gpu02 mlx5_0 -> leaf-r0-1 port 2 -> any of 4 uplink(s)" in r.stdout
     assert "no port or uplink is shared by 2 or more slow pairs" in r.stdout
+    # and the HTML page, escaped
+    r = run_cli("report", str(tmp_path / "sweep.json"), "--fabric", str(dump), "-o", "html")
+    assert "on the fabric</h2>" in r.stdout
+    assert "gpu02 mlx5_0 -&gt; leaf-r0-1 port 2 -&gt; any of 4 uplink(s)" in r.stdout
 
 
 def test_a_host_missing_from_the_fabric_is_said_not_dropped(dump, tmp_path):
@@ -209,3 +229,29 @@ def test_fabric_without_a_sweep_is_refused(dump, tmp_path):
     topo.write_text("{}")
     r = run_cli("report", str(topo), "--fabric", str(dump))
     assert r.exit_code == 2
+
+
+def test_a_fabric_that_is_not_a_tree_names_host_links_only_and_says_so(mesh, tmp_path):
+    # gpu03 mlx5_0's four slow pairs, as in the first test, on the mesh: its port is still shared by
+    # all four, but the ISLs are not counted, and that is said on the culprit, the pairs and the fabric.
+    slow = {frozenset(p) for p in ((1, 2), (2, 3), (2, 6), (10, 2))}
+    doc, found = report(write_sweep(tmp_path / "sweep.json", slow), mesh)
+    assert culprits(found) == [("leaf-r0-1:3", 4)]
+    (c,) = [x for x in found if x["check"] == "report.fabric_culprit"]
+    assert c["message"].endswith(
+        "; the ISLs were not counted (not a tree of tiers): the slow pairs may share one instead"
+    )
+    (warn,) = [x for x in found if x["check"] == "report.fabric_path"]
+    assert warn["severity"] == "warn" and warn["subject"] == "fleet"
+    assert "ISLs between switches are not named" in warn["message"]
+    assert "leaf-r0-1 — leaf-r0-2" in warn["message"]
+    (placed,) = doc["fabric"]
+    assert placed["isls_named"] is False
+    path = next(p for p in placed["paths"] if "gpu07" in p["pair"])
+    assert path["isl_hops"] is None
+    assert path["route"] == (
+        "gpu03 mlx5_0 -> leaf-r0-1 port 3 -> (ISLs not named) -> leaf-r0-2 port 3 -> gpu07 mlx5_0"
+    )
+    assert path["notes"][0].startswith(
+        "the ISLs between leaf-r0-1 and leaf-r0-2 are not named: not a tree"
+    )
