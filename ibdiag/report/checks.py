@@ -135,6 +135,27 @@ def fabric_path(placed: SweepOnFabric) -> list[Finding]:
                 "check the snapshot is of this cluster and the host's cable is up (ibdiag fabric)",
             )
         )
+    crossed = [p for p in placed.paths if p.cross_rail]
+    if crossed:
+        shown = "; ".join(
+            f"{p.ends[0].host} {p.ends[0].adapter} (rail {p.ends[0].rail}) <-> "
+            f"{p.ends[1].host} {p.ends[1].adapter} (rail {p.ends[1].rail})"
+            for p in crossed[:4]
+        )
+        out.append(
+            Finding(
+                "report.fabric_path",
+                Severity.WARN,
+                FLEET,
+                f"{len(crossed)} slow pair(s) of {placed.sweep} join adapters of different rails of the fabric, "
+                f"so they cross between rails' leaves: {shown}"
+                + (" ..." if len(crossed) > 4 else ""),
+                value=len(crossed),
+                unit="slow pairs",
+                hint="the sweep tests a node's k-th adapter in topo order against the others' k-th: "
+                "check the node's adapter order (NCCL_IB_HCA, --rails) and its cabling (ibdiag fabric's fabric.rails)",
+            )
+        )
     if not placed.names_isls:
         out.append(
             Finding(

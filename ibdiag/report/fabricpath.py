@@ -13,9 +13,10 @@ better than any other hop, greedily: the hop with the highest share of slow amon
 (then the most slow pairs, then a host link before an uplink group) is taken, its slow pairs set aside,
 and the rest judged again. A host link needs more slow pairs than healthy ones through it (a port that
 healthy pairs cross is less likely the cause); an uplink group needs every tested pair inside its
-switch to be fine (else the switch or its hosts explain them better), while healthy pairs across it
-are allowed — with ECMP one bad uplink of N slows only the pairs routed over it. One slow pair alone
-names nothing.
+switch to be fine (else the switch or its hosts explain them better) and at least 1/N of the pairs
+across it slow, N its candidate uplinks: healthy pairs across it are allowed — with ECMP or static
+routes one bad uplink of N slows about 1/N of the pairs — but fewer slow than that is no pattern. One
+slow pair alone names nothing.
 """
 
 from __future__ import annotations
@@ -108,6 +109,12 @@ class PairPath:
     """ISLs on the path: 0 on one switch, None when not known."""
     notes: tuple[str, ...]
 
+    @property
+    def cross_rail(self) -> bool:
+        """Its ends are adapters of different rails on the fabric (NIC index or device number)."""
+        a, b = self.ends
+        return a.rail is not None and b.rail is not None and a.rail != b.rail
+
     def to_json(self) -> dict[str, Any]:
         return {
             "pair": self.subject,
@@ -119,6 +126,7 @@ class PairPath:
             "isl_hops": self.isl_hops,
             "hops": [h.subject for h in self.hops],
             "notes": list(self.notes),
+            "cross_rail": self.cross_rail,
         }
 
 
@@ -246,6 +254,10 @@ class _Placer:
             short.setdefault(h.split(".")[0], []).append(h)
         self.short = {k: v[0] for k, v in short.items() if len(v) == 1}
         self.uplink_ports: dict[str, set[int]] = {}
+
+    def widths(self) -> dict[str, int]:
+        """Per switch, the uplinks any placed pair may take."""
+        return {sw: len(ports) for sw, ports in self.uplink_ports.items()}
 
     def end(self, host: str, adapter: str | None, port: int | None) -> End:
         if adapter is None:
@@ -394,7 +406,12 @@ def place_sweep(
         tuple(bad_nodes),
         tuple(missing.values()),
         tuple(
-            _caveat(_explaining(_with_ports(culprits(slow, both), placer), bad_nodes, slow), router)
+            _caveat(
+                _explaining(
+                    _with_ports(culprits(slow, both, placer.widths()), placer), bad_nodes, slow
+                ),
+                router,
+            )
         ),
     )
 
@@ -443,8 +460,12 @@ def _labelled(hop: Hop, placer: _Placer) -> Hop:
     return replace(hop, label=f"{hop.label} (port(s) {_ports(ports)})")
 
 
-def culprits(slow: list[PairPath], healthy: list[PairPath]) -> list[Culprit]:
-    """The hops shared by slow pairs, greedily, best explanation first (the module docstring)."""
+def culprits(
+    slow: list[PairPath], healthy: list[PairPath], widths: dict[str, int] | None = None
+) -> list[Culprit]:
+    """The hops shared by slow pairs, greedily, best explanation first (the module docstring);
+    ``widths``: per switch, its candidate uplinks (default 1)."""
+    widths = widths or {}
     through: dict[Hop, list[PairPath]] = {}
     for p in slow:
         for hop in dict.fromkeys(p.hops):
@@ -468,7 +489,9 @@ def culprits(slow: list[PairPath], healthy: list[PairPath]) -> list[Culprit]:
                 continue
             if hop.kind == HOST_LINK and n <= h:
                 continue
-            if hop.kind == UPLINKS and inside_slow[hop.switch]:
+            if hop.kind == UPLINKS and (
+                inside_slow[hop.switch] or n * widths.get(hop.switch, 1) < n + h
+            ):
                 continue
             key = (-n / (n + h), -n, 0 if hop.kind == HOST_LINK else 1, hop.subject)
             if best is None or key < best[0]:

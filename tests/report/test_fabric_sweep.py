@@ -74,15 +74,23 @@ def rail0_pairs(n: int = HOSTS) -> list[tuple[int, int]]:
     return ring + across
 
 
-def write_sweep(path: Path, slow: set[frozenset[int]], hosts: int = HOSTS) -> Path:
-    """A sweep document in ibdiag's own format: rail-0 pairs in ``slow`` at SLOW, the rest GOOD."""
+def write_sweep(
+    path: Path, slow: set[frozenset[int]], hosts: int = HOSTS, swapped: frozenset[int] = frozenset()
+) -> Path:
+    """A sweep document in ibdiag's own format: rail-0 pairs in ``slow`` at SLOW, the rest GOOD; the
+    ranks in ``swapped`` list their adapters mlx5_1 first (their rail 0 is mlx5_1)."""
     nodes = check_fleet(
         [
             FleetNode(
                 i,
                 f"gpu{i + 1:02d}",
                 f"10.0.0.{i + 1}",
-                (Rail(0, "mlx5_0", 1, 200.0), Rail(1, "mlx5_1", 1, 200.0)),
+                tuple(
+                    Rail(k, name, 1, 200.0)
+                    for k, name in enumerate(
+                        ("mlx5_1", "mlx5_0") if i in swapped else ("mlx5_0", "mlx5_1")
+                    )
+                ),
             )
             for i in range(hosts)
         ]
@@ -200,6 +208,33 @@ def test_a_single_slow_pair_gets_its_path_and_no_culprit(dump, tmp_path):
     r = run_cli("report", str(tmp_path / "sweep.json"), "--fabric", str(dump), "-o", "html")
     assert "on the fabric</h2>" in r.stdout
     assert "gpu02 mlx5_0 -&gt; leaf-r0-1 port 2 -&gt; any of 4 uplink(s)" in r.stdout
+
+
+def test_a_port_that_healthy_pairs_also_cross_is_not_blamed(dump, tmp_path):
+    # gpu02 (rank 1) slow with its partners on other leaves, 1-5 and 9-1, fine with 0-1 and 1-2 on its
+    # own leaf. Its port: 2 slow, 2 healthy (not more slow than healthy). leaf-r0-1's uplinks: 2 slow
+    # of 10 crossing pairs (8 healthy), below the 1 in 4 one bad uplink of its 4 would slow. Nothing.
+    slow = {frozenset((1, 5)), frozenset((9, 1))}
+    doc, found = report(write_sweep(tmp_path / "sweep.json", slow), dump)
+    assert culprits(found) == []
+    assert doc["fabric"][0]["slow_pairs"] == 2
+
+
+def test_a_pair_of_adapters_on_different_rails_is_said(dump, tmp_path):
+    # gpu05 (rank 4) lists mlx5_1 first: the sweep's rail 0 of it is mlx5_1, on leaf-r1-2 port 1.
+    # Its slow pair with gpu06 (rank 5) mlx5_0 (leaf-r0-2 port 2) crosses from a rail-1 leaf to a rail-0 one.
+    slow = {frozenset((4, 5))}
+    doc, found = report(write_sweep(tmp_path / "sweep.json", slow, swapped=frozenset({4})), dump)
+    (path,) = doc["fabric"][0]["paths"]
+    assert path["cross_rail"] is True
+    assert path["route"] == (
+        "gpu05 mlx5_1 -> leaf-r1-2 port 1 -> any of 4 uplink(s) of leaf-r1-2 (port(s) 5, 6, 7, 8) -> "
+        "any of 4 uplink(s) of leaf-r0-2 (port(s) 5, 6, 7, 8) -> leaf-r0-2 port 2 -> gpu06 mlx5_0"
+    )
+    assert "the ends are on different rails of the fabric (1 and 0)" in path["notes"]
+    (warn,) = [x for x in found if x["check"] == "report.fabric_path"]
+    assert warn["severity"] == "warn"
+    assert "gpu05 mlx5_1 (rail 1) <-> gpu06 mlx5_0 (rail 0)" in warn["message"]
 
 
 def test_a_host_missing_from_the_fabric_is_said_not_dropped(dump, tmp_path):
