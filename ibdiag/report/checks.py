@@ -135,6 +135,19 @@ def fabric_path(placed: SweepOnFabric) -> list[Finding]:
                 "check the snapshot is of this cluster and the host's cable is up (ibdiag fabric)",
             )
         )
+    if placed.tcp_nodes:
+        out.append(
+            Finding(
+                "report.fabric_path",
+                Severity.WARN,
+                FLEET,
+                f"{len(placed.tcp_nodes)} node(s) of {placed.sweep} were measured over TCP, with no adapter "
+                f"to place on the fabric: {_listed(placed.tcp_nodes)}",
+                value=len(placed.tcp_nodes),
+                unit="nodes",
+                hint="a sweep over RDMA (--transport rdma) names each pair's adapters",
+            )
+        )
     crossed = [p for p in placed.paths if p.cross_rail]
     if crossed:
         shown = "; ".join(
@@ -172,7 +185,7 @@ def fabric_path(placed: SweepOnFabric) -> list[Finding]:
                 "report.fabric_path",
                 Severity.OK,
                 FLEET,
-                f"{placed.slow} slow pair(s) of {placed.sweep} placed on {placed.source} ({placed.shape}); "
+                f"{placed.slow_placed} of {placed.slow} slow pair(s) of {placed.sweep} placed on {placed.source} ({placed.shape}); "
                 f"{placed.healthy} healthy pair(s) compared",
                 value=placed.slow,
                 unit="slow pairs",

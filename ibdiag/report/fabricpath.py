@@ -221,15 +221,21 @@ class SweepOnFabric:
     missing: tuple[End, ...]
     """The sweep's adapters the fabric does not have (or has with no active cable)."""
     culprits: tuple[Culprit, ...]
+    tcp_nodes: tuple[str, ...] = ()
+    """Nodes the sweep measured over TCP (no adapter): nothing of them is placed."""
+    slow_placed: int = 0
+    """Slow pairs with both ends on the fabric."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "sweep": self.sweep,
+            "tcp_nodes": list(self.tcp_nodes),
             "fabric": self.source,
             "shape": self.shape,
             "isls_named": self.names_isls,
             "routes_read": False,
             "slow_pairs": self.slow,
+            "slow_pairs_placed": self.slow_placed,
             "healthy_pairs": self.healthy,
             "paths": [p.to_json() for p in self.paths],
             "bad_nodes": [
@@ -248,28 +254,31 @@ class _Placer:
         self.fab, self.names, self.router = fab, names, router
         self.atts = attachments(fab, names)
         self.known = known_adapters(fab, names)
-        hosts = {h for h, _a in self.known}
+        self.hosts = {h for h, _a in self.known}
         short: dict[str, list[str]] = {}
-        for h in hosts:
+        for h in self.hosts:
             short.setdefault(h.split(".")[0], []).append(h)
         self.short = {k: v[0] for k, v in short.items() if len(v) == 1}
         self.uplink_ports: dict[str, set[int]] = {}
+        self._ends: dict[tuple[str, str | None, int | None], End] = {}
 
     def widths(self) -> dict[str, int]:
         """Per switch, the uplinks any placed pair may take."""
         return {sw: len(ports) for sw, ports in self.uplink_ports.items()}
 
     def end(self, host: str, adapter: str | None, port: int | None) -> End:
+        key = (host, adapter, port)
+        if key not in self._ends:
+            self._ends[key] = self._end(host, adapter, port)
+        return self._ends[key]
+
+    def _end(self, host: str, adapter: str | None, port: int | None) -> End:
         if adapter is None:
             return End(host, "tcp", None, "measured over TCP: no adapter to place", None)
-        name = (
-            host
-            if any(h == host for h, _a in self.known)
-            else self.short.get(host.split(".")[0], host)
-        )
+        name = host if host in self.hosts else self.short.get(host.split(".")[0], host)
         guid = self.known.get((name, adapter))
         if guid is None:
-            why = f"{host} {adapter} is not on this fabric (no node description or --topo names it)"
+            why = f"{host} {adapter} is not on this fabric (no adapter's node description names it)"
             return End(host, adapter, None, why, None)
         h = self.names.host(guid)
         rail = rail_of(h) if h else None
@@ -387,6 +396,7 @@ def place_sweep(
             e = placer.end(node.host, r.adapter, r.port)
             if e.at is None and r.adapter is not None:
                 missing.setdefault((e.host, e.adapter), e)
+    tcp = tuple(n.label for n in result.nodes if all(r.adapter is None for r in n.rails))
     bad_nodes = []
     for v in result.analysis.nodes:
         if v.status is NodeStatus.BAD:
@@ -408,11 +418,13 @@ def place_sweep(
         tuple(
             _caveat(
                 _explaining(
-                    _with_ports(culprits(slow, both, placer.widths()), placer), bad_nodes, slow
+                    _with_ports(culprits(slow, healthy, placer.widths()), placer), bad_nodes, slow
                 ),
                 router,
             )
         ),
+        tcp,
+        sum(1 for p in slow if all(e.at is not None for e in p.ends)),
     )
 
 

@@ -129,7 +129,7 @@ def fabric_lines(placed: SweepOnFabric, limit: int = FABRIC_PATHS) -> list[str]:
         lines += [
             f"    note: {n}"
             for n in p.notes
-            if not n.endswith("is not on this fabric (no node description or --topo names it)")
+            if not n.endswith("(no adapter's node description names it)")
         ]
     if len(placed.paths) > limit or placed.slow > len(placed.paths):
         lines.append(

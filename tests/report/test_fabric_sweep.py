@@ -200,6 +200,7 @@ def test_a_single_slow_pair_gets_its_path_and_no_culprit(dump, tmp_path):
         "any of 4 uplink(s) of leaf-r0-2 (port(s) 5, 6, 7, 8) -> leaf-r0-2 port 2 -> gpu06 mlx5_0"
     )
     assert [(x["severity"], x["subject"]) for x in found] == [("ok", "fleet")]
+    assert found[0]["message"].startswith("1 of 1 slow pair(s) of ")
     # the table says it too
     r = run_cli("report", str(tmp_path / "sweep.json"), "--fabric", str(dump))
     assert "gpu02 mlx5_0 -> leaf-r0-1 port 2 -> any of 4 uplink(s)" in r.stdout
@@ -245,6 +246,7 @@ def test_a_host_missing_from_the_fabric_is_said_not_dropped(dump, tmp_path):
     assert [(x["subject"], x["value"]) for x in missing] == [("gpu13", 2)]
     assert "gpu13 mlx5_0 is not on this fabric" in missing[0]["message"]
     (placed,) = doc["fabric"]
+    assert placed["slow_pairs"] == 2 and placed["slow_pairs_placed"] == 0
     assert [(e["host"], e["adapter"]) for e in placed["not_on_fabric"]] == [
         ("gpu13", "mlx5_0"),
         ("gpu13", "mlx5_1"),
