@@ -18,7 +18,7 @@ import networkx as nx
 
 from ibdiag.fabric.hosts import Names
 from ibdiag.fabric.model import CA, Fabric, PortRef
-from ibdiag.fabric.shape import SINGLE, TREE, Shape, host_links, up
+from ibdiag.fabric.shape import SINGLE, TREE, Shape, host_links
 
 
 @dataclass(frozen=True)
@@ -115,20 +115,18 @@ class Router:
         if b not in da:
             return None
         total = da[b]
-        on_path = {x for x in da if x in db and da[x] + db[x] == total}
+        levels: dict[int, list[str]] = {}
+        for x, d in da.items():
+            if x in db and d + db[x] == total:
+                levels.setdefault(d, []).append(x)
         ups: dict[str, set[int]] = {}
-        for x in on_path:
-            for y, edges in g.adj[x].items():
-                if y not in on_path or da[y] != da[x] + 1:
-                    continue
-                for data in edges.values():
-                    pa, pb = data["ports"]
-                    if not (up(pa) and up(pb)):
-                        continue
-                    low, _high = (
-                        (pa, pb) if tiers.get(pa.guid, 0) < tiers.get(pb.guid, 0) else (pb, pa)
-                    )
-                    ups.setdefault(low.guid, set()).add(low.port)
+        for d in range(total):
+            for x in levels.get(d, ()):
+                for y in levels.get(d + 1, ()):
+                    for data in (g.get_edge_data(x, y) or {}).values():
+                        pa, pb = data["ports"]
+                        low = pa if tiers.get(pa.guid, 0) < tiers.get(pb.guid, 0) else pb
+                        ups.setdefault(low.guid, set()).add(low.port)
         # a's side upwards, then b's side downwards
         order = sorted(ups, key=lambda s: (0, da[s], s) if da[s] <= db[s] else (1, -db[s], s))
         return Crossing(total, tuple((s, tuple(sorted(ups[s]))) for s in order))

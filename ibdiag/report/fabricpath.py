@@ -104,7 +104,8 @@ class PairPath:
     ends: tuple[End, End]
     hops: tuple[Hop, ...]
     route: str
-    """``gpu01 mlx5_0 -> leaf-r0-1 port 1 -> any of 4 uplinks of leaf-r0-1 (ports 5-8) -> ...``."""
+    """``gpu01 mlx5_0 -> leaf-r0-1 port 1 -> any of 4 uplink(s) of leaf-r0-1 (port(s) 5, 6, 7, 8) -> ...``
+    (a healthy pair's, which is only counted, without the uplinks; its subject empty)."""
     isl_hops: int | None
     """ISLs on the path: 0 on one switch, None when not known."""
     notes: tuple[str, ...]
@@ -261,6 +262,7 @@ class _Placer:
         self.short = {k: v[0] for k, v in short.items() if len(v) == 1}
         self.uplink_ports: dict[str, set[int]] = {}
         self._ends: dict[tuple[str, str | None, int | None], End] = {}
+        self._hops: dict[tuple[str, int], Hop] = {}
 
     def widths(self) -> dict[str, int]:
         """Per switch, the uplinks any placed pair may take."""
@@ -292,22 +294,24 @@ class _Placer:
         return End(host, adapter, at, None, rail, self.names.port(at.switch_port))
 
     def port_hop(self, at: Attachment) -> Hop:
-        ref = at.switch_port
-        p = self.fab.port(ref)
-        label = self.names.cable(p) if p is not None else self.names.port(ref)
-        return Hop(HOST_LINK, at.switch, at.port, label, self.names.subject(ref))
+        key = (at.switch, at.port)
+        if key not in self._hops:
+            ref = at.switch_port
+            p = self.fab.port(ref)
+            label = self.names.cable(p) if p is not None else self.names.port(ref)
+            self._hops[key] = Hop(HOST_LINK, at.switch, at.port, label, self.names.subject(ref))
+        return self._hops[key]
 
     def uplink_hop(self, switch: str, ports: tuple[int, ...]) -> Hop:
-        seen = self.uplink_ports.setdefault(switch, set())
-        seen.update(ports)
-        name = self.names.node(switch)
-        return Hop(
-            UPLINKS,
-            switch,
-            0,
-            f"the uplinks of {name}",
-            f"{self.names.subject(PortRef(switch, 0)).rsplit(':', 1)[0]}:uplinks",
-        )
+        self.uplink_ports.setdefault(switch, set()).update(ports)
+        key = (switch, 0)
+        if key not in self._hops:
+            name = self.names.node(switch)
+            subject = self.names.subject(PortRef(switch, 0)).rsplit(":", 1)[0]
+            self._hops[key] = Hop(
+                UPLINKS, switch, 0, f"the uplinks of {name}", f"{subject}:uplinks"
+            )
+        return self._hops[key]
 
     def path(self, result: SweepResult, link: LinkStat) -> PairPath:
         ends = []
@@ -340,9 +344,10 @@ class _Placer:
                 isl_hops = crossing.hops
                 for sw, ports in crossing.uplinks:
                     hops.append(self.uplink_hop(sw, ports))
-                    words.append(
-                        f"any of {len(ports)} uplink(s) of {self.names.node(sw)} (port(s) {_ports(ports)})"
-                    )
+                    if link.slow:  # words for the pairs shown; a healthy pair is only counted
+                        words.append(
+                            f"any of {len(ports)} uplink(s) of {self.names.node(sw)} (port(s) {_ports(ports)})"
+                        )
             if a.rail is not None and b.rail is not None and a.rail != b.rail:
                 notes.append(
                     f"the ends are on different rails of the fabric ({a.rail} and {b.rail})"
@@ -352,14 +357,14 @@ class _Placer:
         route = " -> ".join(
             [
                 f"{a.host} {a.adapter}",
-                self.names.port(a.at.switch_port) if a.at else "?",
+                a.where or "?",
                 *(words or (["(same switch, no ISL)"] if isl_hops == 0 else [])),
-                self.names.port(b.at.switch_port) if b.at else "?",
+                b.where or "?",
                 f"{b.host} {b.adapter}",
             ]
         )
         return PairPath(
-            link_subject(result, link),
+            link_subject(result, link) if link.slow else "",
             link.rail,
             link.slow,
             link.verdict.value,
