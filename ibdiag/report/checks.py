@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry
-from ibdiag.report.fabricpath import HOST_LINK, MIN_SHARED, Culprit, SweepOnFabric
+from ibdiag.report.fabricmodel import HOST_LINK, MIN_SHARED, Culprit, SweepOnFabric
 from ibdiag.report.inputs import Skipped
 from ibdiag.report.view import FleetView, NodeRow, Outlier, Split
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ibdiag.findings.model import Severity
 from ibdiag.output.prom import Metric, PromSample
-from ibdiag.report.fabricpath import MAX_PATHS, MIN_SHARED, End, SweepOnFabric
+from ibdiag.report.fabricmodel import MAX_PATHS, MIN_SHARED, End, SweepOnFabric
 from ibdiag.report.view import NODE_COLUMNS, FleetView
 from ibdiag.sweep import render as sweep_render
 from ibdiag.sweep.render import LINE_WIDTH, fit_line

@@ -115,7 +115,7 @@ class FleetView:
     """Per host with a failing or warning finding (worst first): those findings, with message and hint,
     from its newest topo and counters, its benches and the sweeps (each once)."""
     fabric: tuple[Any, ...] = ()
-    """With ``--fabric``: each sweep on the fabric (:class:`ibdiag.report.fabricpath.SweepOnFabric`)."""
+    """With ``--fabric``: each sweep on the fabric (:class:`ibdiag.report.fabricmodel.SweepOnFabric`)."""
 
     def row(self, host: str) -> NodeRow | None:
         return next((r for r in self.rows if r.host == host), None)
