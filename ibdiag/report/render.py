@@ -39,6 +39,9 @@ def line_view(view: FleetView, *, width: int = LINE_WIDTH) -> str:
     )
     if bad_links:
         extra.append(f"{bad_links} bad link{'s' if bad_links != 1 else ''}")
+    culprits = [c.hop.subject for placed in view.fabric for c in placed.culprits]
+    if culprits:
+        extra.append(f"fabric: {', '.join(culprits[:2])}" + (" ..." if len(culprits) > 2 else ""))
     if view.skipped:
         extra.append(f"{len(view.skipped)} file{'s' if len(view.skipped) != 1 else ''} skipped")
     count = f" ({n} node{'s' if n != 1 else ''})"

@@ -163,6 +163,8 @@ def test_slow_pairs_crossing_one_leafs_uplinks_name_them(dump, tmp_path):
     assert len(slow) == 10
     doc, found = report(write_sweep(tmp_path / "sweep.json", slow), dump)
     assert culprits(found) == [("leaf-r0-1:uplinks", 10)]
+    line = run_cli("report", str(tmp_path / "sweep.json"), "--fabric", str(dump), "-o", "line")
+    assert "fabric: leaf-r0-1:uplinks" in line.stdout and len(line.stdout.strip()) <= 80
     (c,) = [x for x in found if x["check"] == "report.fabric_culprit"]
     assert c["message"] == (
         "likely culprit: the uplinks of leaf-r0-1 (port(s) 5, 6, 7, 8): 10 of 10 slow pairs cross them, "
