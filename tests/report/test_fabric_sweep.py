@@ -30,6 +30,7 @@ from ibdiag.sweep.nodes import FleetNode, Rail, check_fleet
 from ibdiag.sweep.runner import PairResult, PairSpec
 from ibdiag.sweep.schedule import Pattern, Phase
 from tests.support.cli import run_cli
+from tests.support.env import SYSFS_FIXTURES
 from tests.support.fabric_topology import Topology, rail_fat_tree
 from tests.support.ibsim import SimFabric, need_simulator
 
@@ -260,14 +261,15 @@ def test_a_host_missing_from_the_fabric_is_said_not_dropped(dump, tmp_path):
     assert culprits(found) == []
 
 
-def test_fabric_without_a_sweep_is_refused(dump, tmp_path):
-    topo = tmp_path / "nothing.json"
+def test_fabric_without_a_sweep_or_with_a_missing_snapshot_is_refused(dump, tmp_path):
     write_sweep(tmp_path / "sweep.json", set())
     r = run_cli("report", str(tmp_path / "sweep.json"), "--fabric", str(tmp_path / "absent.tar.gz"))
     assert r.exit_code == 2 and "No such file or directory" in r.stderr
-    topo.write_text("{}")
-    r = run_cli("report", str(topo), "--fabric", str(dump))
-    assert r.exit_code == 2
+    # a readable topo document, but no sweep to place
+    topo = run_cli("topo", "--root", str(SYSFS_FIXTURES / "dgx-h100"), "-o", "json")
+    (tmp_path / "topo.json").write_text(topo.stdout)
+    r = run_cli("report", str(tmp_path / "topo.json"), "--fabric", str(dump))
+    assert r.exit_code == 2 and "no sweep file was given" in r.stderr
 
 
 def test_a_fabric_that_is_not_a_tree_names_host_links_only_and_says_so(mesh, tmp_path):
