@@ -51,6 +51,14 @@ def report_command(
             help="Write the sweep's node x node matrix per rail as a PNG (needs matplotlib).",
         ),
     ] = None,
+    fabric: Annotated[
+        Path | None,
+        typer.Option(
+            "--fabric",
+            metavar="SNAPSHOT",
+            help="Place each sweep's slow pairs on this fabric (an `ibdiag fabric --save` directory or .tar.gz, or an ibnetdiscover file) and name the port or uplinks they share.",
+        ),
+    ] = None,
     max_file_size: Annotated[
         str,
         typer.Option(
@@ -72,6 +80,7 @@ def report_command(
       ibdiag report /shared/ibdiag/                # every *.json below it
       ibdiag report 'nodes/*.json' sweep.json -o html > fleet.html
       ibdiag report /shared/ibdiag/ -o line        # drain list in one line
+      ibdiag report sweep.json --fabric fabric.tar.gz   # slow pairs on the fabric, the shared port
     """
     from ibdiag.errors import UsageError
     from ibdiag.findings.model import Report
@@ -88,11 +97,31 @@ def report_command(
     check_output_path(png, "--png")
     docs, skipped = read_all(inputs, max_bytes=max_bytes)
     view = build_view(docs, skipped)
+    if fabric is not None:
+        view = _on_fabric(view, fabric)
     report = Report("report", view_json(view), tuple(report_findings(view)))
     meta = run_meta()
     if png is not None:
         _write_png(view, png)
     return _output(view, report, meta, fmt, strict)
+
+
+def _on_fabric(view: Any, snapshot: Path) -> Any:
+    """The view with each sweep placed on the saved fabric (read through fabric's dump reader)."""
+    from dataclasses import replace
+
+    from ibdiag.errors import UsageError
+    from ibdiag.fabric import dump
+    from ibdiag.fabric.build import build_fabric
+    from ibdiag.report.fabricpath import on_fabric
+
+    if not view.sweeps:
+        raise UsageError(
+            "--fabric places a sweep's pairs on the fabric, and no sweep file was given",
+            hint="add the sweep's JSON (ibdiag sweep --save FILE) to the inputs",
+        )
+    fab = build_fabric(dump.load(snapshot))
+    return replace(view, fabric=on_fabric(view.sweeps, fab))
 
 
 def _write_png(view: Any, path: Path) -> None:

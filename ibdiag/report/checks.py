@@ -3,7 +3,9 @@
 One ``report.node`` per node (its worst status over everything read for it), so JUnit has a case and
 Prometheus a gauge per node; ``report.config`` per node that differs from the majority (and one for
 settings without a majority); ``report.input`` per file
-skipped. A sweep's bad links are carried over as its own ``sweep.link`` findings.
+skipped. A sweep's bad links are carried over as its own ``sweep.link`` findings. With ``--fabric``:
+``report.fabric_path`` per sweep (its slow pairs placed, or what could not be) and ``report.fabric_culprit``
+per switch port or uplink group that slow pairs share (:mod:`ibdiag.report.fabricpath`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Sequence
 
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry
+from ibdiag.report.fabricmodel import HOST_LINK, MIN_SHARED, Culprit, SweepOnFabric
 from ibdiag.report.inputs import Skipped
 from ibdiag.report.view import FleetView, NodeRow, Outlier, Split
 
@@ -110,8 +113,117 @@ def input_skipped(item: Skipped) -> Finding:
     )
 
 
+@CHECKS.check(
+    "report.fabric_path",
+    "with --fabric: a sweep's adapters not on the fabric, or ISLs that cannot be named (not a tree of tiers): warn; else ok, its slow pairs placed",
+)
+def fabric_path(placed: SweepOnFabric) -> list[Finding]:
+    out = []
+    by_host: dict[str, list[str]] = {}
+    for e in placed.missing:
+        by_host.setdefault(e.host, []).append(e.why or e.adapter)
+    for host, whys in by_host.items():
+        out.append(
+            Finding(
+                "report.fabric_path",
+                Severity.WARN,
+                host,
+                f"{_first_four(whys)}: its pairs in {placed.sweep} are placed at the other end only",
+                value=len(whys),
+                unit="adapters",
+                hint="the fabric names hosts by node description (`gpu03 mlx5_2`, rdma-ndd) or --topo; "
+                "check the snapshot is of this cluster and the host's cable is up (ibdiag fabric)",
+            )
+        )
+    if placed.tcp_nodes:
+        out.append(
+            Finding(
+                "report.fabric_path",
+                Severity.WARN,
+                FLEET,
+                f"{len(placed.tcp_nodes)} node(s) of {placed.sweep} were measured over TCP, with no adapter "
+                f"to place on the fabric: {_listed(placed.tcp_nodes)}",
+                value=len(placed.tcp_nodes),
+                unit="nodes",
+                hint="a sweep over RDMA (--transport rdma) names each pair's adapters",
+            )
+        )
+    crossed = [p for p in placed.paths if p.cross_rail]
+    if crossed:
+        shown = "; ".join(
+            f"{p.ends[0].host} {p.ends[0].adapter} (rail {p.ends[0].rail}) <-> "
+            f"{p.ends[1].host} {p.ends[1].adapter} (rail {p.ends[1].rail})"
+            for p in crossed[:4]
+        )
+        out.append(
+            Finding(
+                "report.fabric_path",
+                Severity.WARN,
+                FLEET,
+                f"{len(crossed)} slow pair(s) of {placed.sweep} join adapters of different rails of the fabric, "
+                f"so they cross between rails' leaves: {shown}"
+                + (" ..." if len(crossed) > 4 else ""),
+                value=len(crossed),
+                unit="slow pairs",
+                hint="the sweep tests a node's k-th adapter in topo order against the others' k-th: "
+                "check the node's adapter order (NCCL_IB_HCA, --rails) and its cabling (ibdiag fabric's fabric.rails)",
+            )
+        )
+    if not placed.names_isls:
+        out.append(
+            Finding(
+                "report.fabric_path",
+                Severity.WARN,
+                FLEET,
+                f"the ISLs between switches are not named, only each pair's host links — the fabric: {placed.shape}",
+                hint="see `ibdiag fabric`'s fabric.tiers finding",
+            )
+        )
+    if not out:
+        out.append(
+            Finding(
+                "report.fabric_path",
+                Severity.OK,
+                FLEET,
+                f"{placed.slow_placed} of {placed.slow} slow pair(s) of {placed.sweep} placed on {placed.source} ({placed.shape}); "
+                f"{placed.healthy} healthy pair(s) compared",
+                value=placed.slow,
+                unit="slow pairs",
+            )
+        )
+    return out
+
+
+@CHECKS.check(
+    "report.fabric_culprit",
+    "with --fabric: a switch port (host link) or a switch's uplinks that at least 2 of a sweep's slow pairs share, the best explanation of them: warn",
+)
+def fabric_culprit(c: Culprit) -> Finding:
+    if c.hop.kind == HOST_LINK:
+        hint = (
+            "check that cable, both its ports and the adapter: `ibdiag fabric` (errors, rate at the switch port), "
+            "`ibdiag counters` on the host; reseat or replace the cable"
+        )
+    else:
+        hint = (
+            "check the switch's uplinks (`ibdiag fabric`: fabric.errors, fabric.link_rate on its ISLs); "
+            "the SM's routes (ibroute) tell which uplink each slow pair takes"
+        )
+    return Finding(
+        "report.fabric_culprit",
+        Severity.WARN,
+        c.hop.subject,
+        f"likely culprit: {c.text}",
+        value=c.slow,
+        limit=MIN_SHARED,
+        unit="slow pairs",
+        hint=hint,
+    )
+
+
 def report_findings(view: FleetView) -> list[Finding]:
-    """Skipped files, outliers and splits, nodes, then the sweeps' bad and unresolved links."""
+    """Skipped files, outliers and splits, nodes, the sweeps' bad and unresolved links, then with
+    ``--fabric`` the sweeps on the fabric."""
     out: list[Finding] = []
     for s in view.skipped:
         out += input_skipped(s)
@@ -126,4 +238,8 @@ def report_findings(view: FleetView) -> list[Finding]:
         out += node_status(row)
     for part in view.sweeps:
         out += [f for f in part.findings if f.check == "sweep.link"]
+    for placed in view.fabric:
+        out += fabric_path(placed)
+        for c in placed.culprits:
+            out += fabric_culprit(c)
     return out

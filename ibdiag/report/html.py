@@ -11,6 +11,8 @@ from collections.abc import Iterable, Sequence
 from html import escape
 
 from ibdiag.findings.model import Finding, RunMeta, Severity, worst
+from ibdiag.report.fabricmodel import MAX_PATHS
+from ibdiag.report.render import fabric_lines
 from ibdiag.report.view import NODE_COLUMNS, FleetView
 from ibdiag.sweep import chart, render
 from ibdiag.sweep.analysis import LinkVerdict, NodeStatus
@@ -188,6 +190,10 @@ def render_html(view: FleetView, findings: Sequence[Finding], meta: RunMeta) -> 
         parts.append(f'<h2>Drain</h2><p class="drain">{escape(" ".join(view.drain))}</p>')
     parts += _findings_section(view)
     parts.append(_sweep_section(view))
+    for placed in view.fabric:
+        lines = fabric_lines(placed, limit=MAX_PATHS)
+        parts.append(f"<h2>Sweep {escape(placed.sweep)} on the fabric</h2>")
+        parts.append("<ul>" + "".join(f"<li>{escape(x.strip())}</li>" for x in lines) + "</ul>")
     parts += _node_sections(view)
     if view.skipped:
         parts.append("<h2>Files skipped</h2>")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ibdiag.findings.model import Severity
 from ibdiag.output.prom import Metric, PromSample
+from ibdiag.report.fabricmodel import MAX_PATHS, MIN_SHARED, End, SweepOnFabric
 from ibdiag.report.view import NODE_COLUMNS, FleetView
 from ibdiag.sweep import render as sweep_render
 from ibdiag.sweep.render import LINE_WIDTH, fit_line
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
 
 #: Nodes listed in the table (all of them are in JSON, CSV and HTML).
 TABLE_ROWS = 40
+#: Slow pairs' routes listed per sweep in the table (JSON has up to MAX_PATHS).
+FABRIC_PATHS = 20
 
 
 def line_view(view: FleetView, *, width: int = LINE_WIDTH) -> str:
@@ -36,6 +39,9 @@ def line_view(view: FleetView, *, width: int = LINE_WIDTH) -> str:
     )
     if bad_links:
         extra.append(f"{bad_links} bad link{'s' if bad_links != 1 else ''}")
+    culprits = [c.hop.subject for placed in view.fabric for c in placed.culprits]
+    if culprits:
+        extra.append(f"fabric: {', '.join(culprits[:2])}" + (" ..." if len(culprits) > 2 else ""))
     if view.skipped:
         extra.append(f"{len(view.skipped)} file{'s' if len(view.skipped) != 1 else ''} skipped")
     count = f" ({n} node{'s' if n != 1 else ''})"
@@ -85,6 +91,8 @@ def tables(view: FleetView) -> list[Any]:
         items.append(Text(f"sweep {part.path}:", style="bold"))
         items += [Text(line) for line in sweep_render.summary_lines(part.result)]
         items += sweep_render.worst_tables(part.result, limit=10)
+    for placed in view.fabric:
+        items += [Text(line) for line in fabric_lines(placed)]
     if view.skipped:
         t = Table(title="Files skipped", title_justify="left")
         t.add_column("file")
@@ -100,6 +108,41 @@ def tables(view: FleetView) -> list[Any]:
             )
         )
     return items
+
+
+def fabric_lines(placed: SweepOnFabric, limit: int = FABRIC_PATHS) -> list[str]:
+    """A sweep on the fabric in plain lines: what was placed, the culprits, the slow pairs' routes."""
+    lines = [
+        f"sweep {placed.sweep} on the fabric {placed.source}: {placed.shape}; {placed.slow} slow pair(s), "
+        f"{placed.healthy} healthy pair(s) compared (routes not read: the ISLs are the candidates)"
+    ]
+    lines += [f"likely culprit: {c.text}" for c in placed.culprits]
+    if placed.slow and not placed.culprits:
+        lines.append(
+            f"no port or uplink is shared by {MIN_SHARED} or more slow pairs that way: no culprit named"
+        )
+    for label, ends in placed.bad_nodes:
+        at = ", ".join(f"{e.adapter} at {_where(e)}" for e in ends)
+        lines.append(f"bad node {label}: {at}")
+    for e in placed.missing:
+        lines.append(f"not on the fabric: {e.why}")
+    for p in placed.paths[:limit]:
+        bw = f"{p.bw_gbs:.3g} GB/s" if p.bw_gbs is not None else "failed"
+        lines.append(f"  {p.subject} ({p.verdict}, {bw}): {p.route}")
+        lines += [
+            f"    note: {n}"
+            for n in p.notes
+            if not n.endswith("(no adapter's node description names it)")
+        ]
+    if len(placed.paths) > limit or placed.slow > len(placed.paths):
+        lines.append(
+            f"  ... {placed.slow - min(limit, len(placed.paths))} more slow pair(s) (all in -o json up to {MAX_PATHS})"
+        )
+    return lines
+
+
+def _where(e: End) -> str:
+    return e.where or e.why or "?"
 
 
 def _nodes_table(view: FleetView) -> Any:

@@ -114,6 +114,8 @@ class FleetView:
     findings: tuple[tuple[str, tuple[Finding, ...]], ...] = ()
     """Per host with a failing or warning finding (worst first): those findings, with message and hint,
     from its newest topo and counters, its benches and the sweeps (each once)."""
+    fabric: tuple[Any, ...] = ()
+    """With ``--fabric``: each sweep on the fabric (:class:`ibdiag.report.fabricmodel.SweepOnFabric`)."""
 
     def row(self, host: str) -> NodeRow | None:
         return next((r for r in self.rows if r.host == host), None)
@@ -479,4 +481,5 @@ def view_json(view: FleetView) -> dict[str, Any]:
         "inputs": [{"path": p, "kind": k, "host": h} for p, k, h in view.inputs],
         "skipped": [{"path": s.path, "reason": s.reason} for s in view.skipped],
         "not_compared": list(view.not_compared),
+        "fabric": [x.to_json() for x in view.fabric] if view.fabric else None,
     }

@@ -1,0 +1,223 @@
+"""The model of a sweep on the fabric (``ibdiag report --fabric``): hops, ends, pair paths, culprits.
+
+Built by :mod:`ibdiag.report.fabricpath`; each part writes its own JSON (``fabric`` in ``ibdiag.report/1``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ibdiag.fabric.paths import Attachment
+
+#: Slow pairs that must share a hop before it is named.
+MIN_SHARED = 2
+HOST_LINK = "host link"
+UPLINKS = "uplinks"
+#: Slow pairs listed per sweep (every one counts; JSON and the table show this many).
+MAX_PATHS = 200
+
+
+@dataclass(frozen=True)
+class Hop:
+    kind: str
+    """``host link`` (a switch port and its cable to an adapter) or ``uplinks`` (a switch's uplinks)."""
+    switch: str
+    """The switch's GUID."""
+    port: int
+    """The switch port of a host link; 0 for an uplink group."""
+    label: str
+    """``leaf-r1-1 port 3 (cable to gpu03 mlx5_1)``, ``the uplinks of leaf-r0-1 (ports 9, 10)``."""
+    subject: str
+    """One token: ``leaf-r1-1:3``, ``leaf-r0-1:uplinks``."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "switch": self.switch,
+            "port": self.port or None,
+            "label": self.label,
+            "subject": self.subject,
+        }
+
+
+@dataclass(frozen=True)
+class End:
+    """One end of a tested pair: a sweep node's adapter, and where it is on the fabric."""
+
+    host: str
+    adapter: str
+    at: Attachment | None
+    why: str | None
+    """Why it is not placed (None when it is)."""
+    rail: int | None
+    """Its rail on the fabric (NIC index or device number)."""
+    where: str | None = None
+    """The switch port its cable goes to, by name (``leaf-r0-1 port 3``)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "adapter": self.adapter,
+            "at": self.where,
+            "switch": None if self.at is None else self.at.switch,
+            "switch_port": None if self.at is None else self.at.port,
+            "fabric_rail": self.rail,
+            "not_found": self.why,
+        }
+
+
+@dataclass(frozen=True)
+class PairPath:
+    subject: str
+    """``gpu01 (rank 0) mlx5_0 <-> gpu05 (rank 4) mlx5_0``."""
+    rail: int
+    slow: bool
+    verdict: str
+    """The sweep's link verdict (``bad``, ``node``, ``unresolved``, ``ok``)."""
+    bw_gbs: float | None
+    ends: tuple[End, End]
+    hops: tuple[Hop, ...]
+    route: str
+    """``gpu01 mlx5_0 -> leaf-r0-1 port 1 -> any of 4 uplink(s) of leaf-r0-1 (port(s) 5, 6, 7, 8) -> ...``
+    (a healthy pair's, which is only counted, without the uplinks; its subject empty)."""
+    isl_hops: int | None
+    """ISLs on the path: 0 on one switch, None when not known."""
+    notes: tuple[str, ...]
+
+    @property
+    def cross_rail(self) -> bool:
+        """Its ends are adapters of different rails on the fabric (NIC index or device number)."""
+        a, b = self.ends
+        return a.rail is not None and b.rail is not None and a.rail != b.rail
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pair": self.subject,
+            "rail": self.rail,
+            "verdict": self.verdict,
+            "bw_gbs": self.bw_gbs,
+            "ends": [e.to_json() for e in self.ends],
+            "route": self.route,
+            "isl_hops": self.isl_hops,
+            "hops": [h.subject for h in self.hops],
+            "notes": list(self.notes),
+            "cross_rail": self.cross_rail,
+        }
+
+
+@dataclass(frozen=True)
+class Culprit:
+    hop: Hop
+    slow: int
+    """Slow pairs through it."""
+    slow_total: int
+    """Slow pairs the sweep placed on the fabric."""
+    healthy: int
+    """Healthy pairs through it."""
+    inside: int
+    """Uplinks: tested pairs within the switch (all fine); 0 for a host link."""
+    pairs: tuple[str, ...]
+    alternatives: tuple[Hop, ...] = ()
+    """Hops through which the same slow pairs, and as many healthy ones, pass: the pairs cannot tell
+    them from this one."""
+    explains: tuple[str, ...] = ()
+    """Uplinks: adapters the sweep called bad whose every slow pair crosses them (``gpu01 mlx5_0``)."""
+    isls_unknown: bool = False
+    """The fabric is not a tree of tiers: the ISLs were not counted, and the slow pairs may share one."""
+
+    @property
+    def text(self) -> str:
+        h = self.hop
+        also = (
+            f"{self.healthy} healthy pair(s) also {'cross them' if h.kind == UPLINKS else 'pass it'}"
+            if self.healthy
+            else f"no healthy pair {'crosses them' if h.kind == UPLINKS else 'passes it'}"
+        )
+        if h.kind == UPLINKS:
+            inside = (
+                f"; the {self.inside} pair(s) within the switch are fine"
+                if self.inside
+                else "; no pair within the switch was tested"
+            )
+            spread = (
+                " (routes not read: with ECMP one bad uplink slows only the pairs routed over it)"
+                if self.healthy
+                else ""
+            )
+            text = f"{h.label}: {self.slow} of {self.slow_total} slow pairs cross them, {also}{spread}{inside}"
+        else:
+            text = f"{h.label}: {self.slow} of {self.slow_total} slow pairs pass it, {also}"
+        if self.alternatives:
+            text += "; the pairs cannot tell it from " + " or ".join(
+                a.label for a in self.alternatives
+            )
+        if self.explains:
+            shown = ", ".join(self.explains[:6]) + (
+                f" and {len(self.explains) - 6} more" if len(self.explains) > 6 else ""
+            )
+            text += (
+                f"; every slow pair of the sweep's bad {shown} crosses them: "
+                "fix these before draining those"
+            )
+        if self.isls_unknown:
+            text += "; the ISLs were not counted (not a tree of tiers): the slow pairs may share one instead"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.hop.to_json(),
+            "slow_pairs": self.slow,
+            "slow_pairs_total": self.slow_total,
+            "healthy_pairs": self.healthy,
+            "pairs_inside": self.inside,
+            "pairs": list(self.pairs),
+            "alternatives": [a.subject for a in self.alternatives],
+            "explains": list(self.explains),
+            "isls_unknown": self.isls_unknown,
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True)
+class SweepOnFabric:
+    sweep: str
+    """The sweep file."""
+    source: str
+    """The fabric snapshot."""
+    shape: str
+    names_isls: bool
+    paths: tuple[PairPath, ...]
+    """The slow pairs (at most :data:`MAX_PATHS`)."""
+    slow: int
+    healthy: int
+    """Healthy pairs placed with both ends on the fabric."""
+    bad_nodes: tuple[tuple[str, tuple[End, ...]], ...]
+    """Each node the sweep called bad, with the adapters of its bad rails on the fabric."""
+    missing: tuple[End, ...]
+    """The sweep's adapters the fabric does not have (or has with no active cable)."""
+    culprits: tuple[Culprit, ...]
+    tcp_nodes: tuple[str, ...] = ()
+    """Nodes the sweep measured over TCP (no adapter): nothing of them is placed."""
+    slow_placed: int = 0
+    """Slow pairs with both ends on the fabric."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sweep": self.sweep,
+            "tcp_nodes": list(self.tcp_nodes),
+            "fabric": self.source,
+            "shape": self.shape,
+            "isls_named": self.names_isls,
+            "routes_read": False,
+            "slow_pairs": self.slow,
+            "slow_pairs_placed": self.slow_placed,
+            "healthy_pairs": self.healthy,
+            "paths": [p.to_json() for p in self.paths],
+            "bad_nodes": [
+                {"node": label, "links": [e.to_json() for e in ends]}
+                for label, ends in self.bad_nodes
+            ],
+            "not_on_fabric": [e.to_json() for e in self.missing],
+            "culprits": [c.to_json() for c in self.culprits],
+        }
