@@ -239,7 +239,7 @@ def place(
     if missing:
         raise InputError(
             f"{len(missing)} of the job's nodes have no adapter on this fabric: {', '.join(missing[:8])}",
-            hint="node descriptions name hosts as `<host> <device>` (rdma-ndd); check --nodes against `ibdiag fabric -o json` adapters",
+            hint="node descriptions name hosts as `<host> <device>` (rdma-ndd), or --topo files (`ibdiag topo -o json` of each node) do; check --nodes against `ibdiag fabric -o json` adapters",
         )
     rails = sorted(set.intersection(*(set(where[h]) for h in order)))
     if not rails:
