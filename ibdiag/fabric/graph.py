@@ -8,7 +8,7 @@ import (0.1-0.3 s) than the work itself. ``tests/fabric/test_graph.py`` checks b
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ibdiag.fabric.model import FabricPort
@@ -66,15 +66,23 @@ class SwitchGraph:
                     queue.append(n)
         return dist
 
-    def components(self) -> list[set[str]]:
-        """The connected parts, each a set of switches."""
+    def components(self, within: Collection[str] | None = None) -> list[set[str]]:
+        """The connected parts, each a set of switches; ``within``: of the subgraph of those switches
+        (a three-tier tree's leaves and spines: its pods)."""
+        keep = set(self.nodes) if within is None else set(within)
         seen: set[str] = set()
         parts: list[set[str]] = []
         for s in self.nodes:
-            if s not in seen:
-                part = set(self.distances([s]))
-                seen |= part
-                parts.append(part)
+            if s in seen or s not in keep:
+                continue
+            part, stack = {s}, [s]
+            while stack:
+                for n in self.neighbors(stack.pop()):
+                    if n in keep and n not in part:
+                        part.add(n)
+                        stack.append(n)
+            seen |= part
+            parts.append(part)
         return parts
 
 
