@@ -218,7 +218,7 @@ def shape(fab: Fabric) -> Shape:
         tiers,
         text,
         loads,
-        bisection(g, tiers, hosts, fab),
+        bisection(g, tiers, hosts, fab, loads),
         host_gbps,
         graph=g,
     )
@@ -269,23 +269,51 @@ def _load(
 
 
 def bisection(
-    g: SwitchGraph, tiers: dict[str, int], hosts: dict[str, list[FabricPort]], fab: Fabric
+    g: SwitchGraph,
+    tiers: dict[str, int],
+    hosts: dict[str, list[FabricPort]],
+    fab: Fabric,
+    loads: tuple[SwitchLoad, ...] = (),
 ) -> float | None:
-    """Max flow (Gb/s, one direction) from one half of the leaves' hosts to the other's."""
-    leaves = sorted(
-        (s for s, t in tiers.items() if t == 0),
-        key=lambda s: ((fab.node(s).desc if fab.node(s) else "") or s, s),  # type: ignore[union-attr]
-    )
+    """Max flow (Gb/s, one direction) from one half of the leaves' hosts to the other's: the least of
+    two leaf-aligned splits, each where the host capacity is halved along an order of the leaves: name
+    order, and weakest first (pods, for three tiers, by their spines' uplinks to the cores, kept together;
+    leaves by their uplinks)."""
+    name = {s: (fab.node(s).desc if fab.node(s) else "") or s for s in tiers}  # type: ignore[union-attr]
+    leaves = sorted((s for s, t in tiers.items() if t == 0), key=lambda s: (name[s], s))
     if len(leaves) < 2:
         return None
     cap = {s: sum(p.rate_gbps or 0.0 for p in hosts.get(s, [])) for s in leaves}
+    up = {x.guid: x.up_gbps for x in loads}
+    pod_of: dict[str, tuple[float, str]] = {}
+    for part in g.components(within=[s for s, t in tiers.items() if t <= 1]):
+        spines = [s for s in part if tiers[s] == 1]
+        key = (sum(up.get(s, 0.0) for s in spines), min(name[s] for s in part))
+        pod_of.update(dict.fromkeys(part, key if max(tiers.values()) >= 2 else (0.0, "")))
+    weakest = sorted(leaves, key=lambda s: (pod_of.get(s, (0.0, "")), up.get(s, 0.0), name[s], s))
+    flows = []
+    seen: set[frozenset[str]] = set()
+    for order in (leaves, weakest):
+        half = _half(order, cap)
+        if half not in seen and frozenset(leaves) - half not in seen:
+            seen.add(half)
+            flows.append(_flow(g, leaves, half, cap))
+    return min(flows)
+
+
+def _half(order: list[str], cap: dict[str, float]) -> frozenset[str]:
+    """The first leaves of ``order`` up to half the host capacity."""
     total, acc = sum(cap.values()), 0.0
     half: list[str] = []
-    for s in leaves:
+    for s in order:
         if acc + cap[s] / 2 > total / 2 and half:
             break
         half.append(s)
         acc += cap[s]
+    return frozenset(half)
+
+
+def _flow(g: SwitchGraph, leaves: list[str], half: frozenset[str], cap: dict[str, float]) -> float:
     arcs: dict[str, dict[str, float]] = {"<src>": {}}
     for e in g.isls:
         for x, y in ((e.a, e.b), (e.b, e.a)):
