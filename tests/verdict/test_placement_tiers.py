@@ -111,3 +111,23 @@ def test_tree_crossings_are_counted_per_pod(net):
         ("spine-p1-1", "spine-p1-2", "spine-p2-1", "spine-p2-2"), 2 / 3
     ), abs=1e-5)  # fmt: skip
     assert tree["busbw_gbs"] == pytest.approx(25.0) and tree["binding"] == "host links"
+
+
+def test_a_spine_bound_ring_in_leaf_order_asks_for_fewer_pods(tmp_path):
+    # spine-p1-1's four core uplinks (ports 5-8) trained 1x SDR: 4 x 2 = 8 Gb/s up. Leaf by leaf
+    # (gpu01..gpu16) 08 -> 09 leaves pod 1: 1 unit, half of it on spine-p1-1: 8 / 0.5 = 16 Gb/s per
+    # rail: 1 x 16 / 8 = 2 GB/s, and no better order of the same nodes by leaf: fewer pods is the remedy.
+    t = three_tier()
+    for port in (5, 6, 7, 8):
+        t.set_link("spine-p1-1", port, "1xSDR")
+    net = tmp_path / "slow.net"
+    net.write_text(t.text())
+    r = run_cli(*JOB, "--fabric", str(net), "--nodes", "gpu[01-16]")
+    doc = json.loads(r.stdout)
+    ring = doc["placement"]["ceilings"]["ring"]
+    assert ring["binding"] == "spine-p1-1" and ring["busbw_gbs"] == pytest.approx(2.0)
+    assert spine_units(ring)["spine-p1-1"] == pytest.approx(0.5)
+    (f,) = [x for x in doc["findings"] if x["check"] == "verdict.placement"]
+    assert f["severity"] == "warn"
+    assert "span 2 pods whose spines' uplinks to the cores cannot carry it" in f["hint"]
+    assert "fix spine-p1-1's uplinks" in f["hint"]
