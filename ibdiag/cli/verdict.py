@@ -197,6 +197,15 @@ def verdict_command(
             rich_help_panel=_C,
         ),
     ] = None,
+    topo: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--topo",
+            metavar="TOPO.json",
+            help="With --fabric: `ibdiag topo -o json` of the job's nodes (repeat): names their adapters by host and NIC index where node descriptions do not.",
+            rich_help_panel=_C,
+        ),
+    ] = None,
     rank_order: Annotated[
         str | None,
         typer.Option(
@@ -314,11 +323,11 @@ def verdict_command(
         latency_us=latency_us,
     )
     data, found, place_lines = v.to_json(), list(findings(v)), []
-    if (nodes or rank_order) and fabric is None:
+    if (nodes or rank_order or topo) and fabric is None:
         from ibdiag.errors import UsageError
 
         raise UsageError(
-            "--nodes and --rank-order place the job on a fabric",
+            "--nodes, --rank-order and --topo place the job on a fabric",
             hint="add --fabric live or --fabric DUMP",
         )
     if fabric is not None:
@@ -330,6 +339,7 @@ def verdict_command(
             nodes,
             rank_order,
             dict(env().environ),
+            topo=topo or (),
             rails_used=ceil.rails_used if ceil.rails_source != "default" else work.ranks_per_node,
             payload_share=cfg.link_payload_share,
         )

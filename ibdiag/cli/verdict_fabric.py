@@ -1,8 +1,10 @@
-"""``ibdiag verdict --fabric DUMP|live --nodes LIST [--rank-order FILE|LIST]``: the job's nodes on the
-fabric, for :mod:`ibdiag.verdict.placement`."""
+"""``ibdiag verdict --fabric DUMP|live --nodes LIST [--rank-order FILE|LIST] [--topo FILES]``: the job's
+nodes on the fabric, for :mod:`ibdiag.verdict.placement`; hosts named as ``ibdiag fabric`` names them
+(``--topo`` files, else node descriptions)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +43,14 @@ def job_placement(
     rank_order: str | None,
     environ: dict[str, str],
     *,
+    topo: Sequence[Path] = (),
     rails_used: int | None,
     payload_share: float,
 ) -> Any:
     from ibdiag.fabric import dump
     from ibdiag.fabric.build import build_fabric
     from ibdiag.fabric.collect import Collector, Limits, collect
-    from ibdiag.fabric.hosts import Names
+    from ibdiag.fabric.hosts import HostEnd, Names, read_topo
     from ibdiag.fabric.nodelist import expand
     from ibdiag.fabric.placement import place
     from ibdiag.fabric.shape import shape
@@ -69,6 +72,9 @@ def job_placement(
                 + (f" (not in the order: {', '.join(lack)})" if lack else ""),
                 hint="the rank order lists each node of the job once, in rank order",
             )
+    hosts: dict[str, HostEnd] = {}
+    for f in topo:
+        hosts.update(read_topo(f))
     if fabric == "live":
         cap = collect(Collector(environ, limits=Limits(60.0, 60.0, 10.0)), interval_s=None)
     else:
@@ -76,7 +82,7 @@ def job_placement(
     fab = build_fabric(cap)
     return place(
         fab,
-        Names(fab, {}),
+        Names(fab, hosts),
         shape(fab),
         order,
         rails_used=rails_used,

@@ -8,12 +8,14 @@ numpy, torch or pyverbs.
 
 from __future__ import annotations
 
-from ibdiag.counters.checks import check_snapshot, no_ports
+from typing import TYPE_CHECKING
+
 from ibdiag.counters.config import CountersConfig
-from ibdiag.counters.read import discover_layout, read_sample
-from ibdiag.findings.model import Finding
-from ibdiag.node.sysfs import SysfsRoot
-from ibdiag.ports.config import PortsConfig
+
+if TYPE_CHECKING:
+    from ibdiag.findings.model import Finding
+    from ibdiag.node.sysfs import SysfsRoot
+    from ibdiag.ports.config import PortsConfig
 
 __all__ = ["CountersConfig", "snapshot_findings"]
 
@@ -32,6 +34,11 @@ def snapshot_findings(
     A tree without RDMA ports gives one OK ``counters.ports`` finding (nothing to judge); whether the
     node should have adapters is ``ibdiag topo``'s question.
     """
+    # Importing the package (for CountersConfig: ibdiag fabric, before its tools run) loads no judging
+    # modules (0.1 s of imports): they load here.
+    from ibdiag.counters.checks import check_snapshot, no_ports  # lazy: not with the package
+    from ibdiag.counters.read import discover_layout, read_sample  # lazy: not with the package
+
     cfg = config or CountersConfig()
     layout = discover_layout(sysfs)
     if not any(item.port is not None for item in layout):

@@ -92,8 +92,12 @@ class Collector:
         port: int | None = None,
         limits: Limits = Limits(),
         runner: Runner = run_tool,
+        early: Callable[[ToolRun], object] | None = None,
     ) -> None:
+        """``early``: called with ibnetdiscover's and iblinkinfo's runs as soon as each is done, while
+        the other tools still run (to parse them meanwhile); what it raises is left to the build."""
         self.env = env
+        self.early = early
         self.sel = [*(("-C", ca) if ca else ()), *(("-P", str(port)) if port else ())]
         self.limits = limits
         self.runner = runner
@@ -126,7 +130,10 @@ class Collector:
             errors = pool.submit(self.counters, cache_dir, "ibqueryerrors")
             sminfo = pool.submit(self._run, "sminfo", ["sminfo", *self.sel], self.limits.sm_s)
             sa = pool.submit(self._run, "saquery", ["saquery", *self.sel, "-s"], self.limits.sm_s)
-            runs += [link.result(), errors.result(), sminfo.result(), sa.result()]
+            self._early(runs[0])
+            runs.append(link.result())
+            self._early(runs[-1])
+            runs += [errors.result(), sminfo.result(), sa.result()]
             lids = parse_sm_lids(runs[-1].stdout)[:MAX_SMS]
             others = [
                 pool.submit(
@@ -136,6 +143,13 @@ class Collector:
             ]
             runs += [f.result() for f in others]
         return runs
+
+    def _early(self, run: ToolRun) -> None:
+        if self.early is not None:
+            try:
+                self.early(run)
+            except Exception:  # noqa: BLE001, S110 - the build parses it again and reports what is wrong
+                pass
 
     def counters(self, cache_dir: str, name: str) -> ToolRun:
         cache = os.path.join(cache_dir, "ibnetdiscover.cache")

@@ -10,6 +10,7 @@ Adapters are listed by port GUID, switches by node GUID; the speed is the lane's
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -55,6 +56,7 @@ class LinkLine:
     """The port is up but its peer was not discovered (iblinkinfo: "Port not available")."""
 
 
+@functools.lru_cache(maxsize=4)  # an output parsed while the other tools ran is not parsed twice
 def parse_linkinfo(text: str) -> tuple[LinkLine, ...]:
     out: list[LinkLine] = []
     for n, raw in enumerate(text.splitlines(), 1):

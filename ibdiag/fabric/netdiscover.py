@@ -15,6 +15,7 @@ a dump that is not understood is never judged in part. Descriptions are escaped 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -60,6 +61,7 @@ def _bad(line_no: int, line: str, why: str) -> InputError:
     )
 
 
+@functools.lru_cache(maxsize=4)  # a dump parsed while the other tools ran is not parsed twice
 def parse_netdiscover(text: str) -> tuple[tuple[FabricNode, ...], tuple[FabricPort, ...]]:
     """Nodes and their cabled ports, with the peer of each (peer GUIDs resolved through the node ids)."""
     nodes: list[_Node] = []

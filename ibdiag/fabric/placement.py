@@ -13,16 +13,22 @@ node puts on its rail's wire for ring and tree):
 * **all-to-all** (MoE): a node spreads ``b`` evenly over the ``n-1`` others, so a leaf with ``k`` of the
   ``n`` nodes sends ``k (n-k) / (n-1)`` x ``b`` off the leaf.
 
-Rails that share a leaf (a fabric that is not rail-optimised) add up on its uplinks. The ceiling per
-rail is the least of the host links' rate and, over the leaves, uplink capacity / load units; the job's
-is that x rails / 8 x the payload share. It assumes ECMP (or the SM's static routes) spreads the
-crossing flows evenly over a leaf's uplinks; a static route that puts two flows on one uplink does worse.
-Spine-to-core uplinks (three tiers) are not modelled.
+Rails that share a leaf (a fabric that is not rail-optimised) add up on its uplinks.
+
+Three tiers: a *pod* is a group of leaves and the spines joined to them below the cores. Traffic between
+pods leaves its pod through the spines' uplinks to the cores: the same three counts per pod (a ring edge
+whose ends are in different pods, ...) give the pod's load, summed over the rails, shared among its spines
+as the leaves reach them (in proportion to each spine's capacity down, ECMP from the leaves). The ceiling
+per rail is the least of the host links' rate and, over the leaves and spines, uplink capacity / load
+units; the job's is that x rails / 8 x the payload share. It assumes ECMP (or the SM's static routes)
+spreads the crossing flows evenly over a switch's uplinks; a static route that puts two flows on one
+uplink does worse. Four tiers or more: only leaves and spines are counted.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +42,7 @@ RING = "ring"
 TREE_ALGO = "tree"
 ALLTOALL = "alltoall"
 ALGORITHMS = (RING, TREE_ALGO, ALLTOALL)
-ASSUMPTION = "crossing flows spread evenly over a leaf's uplinks (ECMP or the SM's static routes; a static route that stacks two flows on one uplink does worse)"
+ASSUMPTION = "crossing flows spread evenly over a leaf's (and a pod's spines') uplinks (ECMP or the SM's static routes; a static route that stacks two flows on one uplink does worse)"
 
 
 def btree_parent(rank: int, n: int) -> int | None:
@@ -87,6 +93,44 @@ class LeafLoad:
 
 
 @dataclass(frozen=True)
+class SpineLoad:
+    spine: str
+    name: str
+    pod: str
+    """The pod's name (its first spine's, in name order)."""
+    up_gbps: float
+    """Its uplinks to the cores."""
+    share: float
+    """Its share of the pod's traffic to and from the other pods (its capacity down over the pod's)."""
+    units: float
+    """Load on its uplinks in units of ``b``: the pod's crossings x share."""
+
+    @property
+    def per_unit_gbps(self) -> float | None:
+        return self.up_gbps / self.units if self.units > 0 else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "spine": self.name,
+            "guid": self.spine,
+            "pod": self.pod,
+            "up_gbps": self.up_gbps,
+            "share": round(self.share, 6),
+            "load_units": round(self.units, 6),
+            "gbps_per_unit": self.per_unit_gbps,
+        }
+
+
+@dataclass(frozen=True)
+class Pods:
+    """A three-tier tree's pods, for the job: leaf -> pod, and each spine of a spanned pod."""
+
+    of_leaf: dict[str, str]
+    spines: tuple[tuple[str, str, str, float, float], ...] = ()
+    """(guid, name, pod, up Gb/s, share of its pod's crossings)."""
+
+
+@dataclass(frozen=True)
 class AlgoCeiling:
     algorithm: str
     rail_gbps: float
@@ -94,9 +138,11 @@ class AlgoCeiling:
     busbw_gbs: float
     """The job's: rails x rail_gbps / 8 x payload share."""
     binding: str
-    """``host links`` or the leaf whose uplinks bind."""
+    """``host links`` or the leaf or spine whose uplinks bind."""
     leaves: tuple[LeafLoad, ...]
     arithmetic: tuple[str, ...]
+    spines: tuple[SpineLoad, ...] = ()
+    """Three tiers: the spines of the pods the job spans."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -105,6 +151,7 @@ class AlgoCeiling:
             "busbw_gbs": self.busbw_gbs,
             "binding": self.binding,
             "leaves": [x.to_json() for x in self.leaves],
+            "spines": [x.to_json() for x in self.spines],
             "arithmetic": list(self.arithmetic),
         }
 
@@ -123,10 +170,13 @@ class Placement:
     leaf_ordered: AlgoCeiling | None
     """The ring with the same nodes ordered leaf by leaf (None when that is the given order)."""
     leaf_order: tuple[str, ...] = ()
+    pods: int = 0
+    """Three tiers: the pods the job spans (0 for two tiers)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "nodes": len(self.order),
+            "pods": self.pods,
             "rank_order": list(self.order),
             "rails": list(self.rails),
             "leaves": [{"leaf": n, "nodes": k} for n, k in self.leaves],
@@ -164,6 +214,19 @@ def _loads(algo: str, seq: list[str]) -> dict[str, float]:
     return out
 
 
+def _spine_loads(algo: str, by_rail: dict[int, list[str]], pods: Pods) -> tuple[SpineLoad, ...]:
+    """Each spanned pod's crossings (the leaves' counts with each leaf replaced by its pod), shared
+    among its spines."""
+    units: dict[str, float] = defaultdict(float)
+    for seq in by_rail.values():
+        for pod, load in _loads(algo, [pods.of_leaf[g] for g in seq]).items():
+            units[pod] += load
+    return tuple(
+        SpineLoad(guid, name, pod, up, share, units.get(pod, 0.0) * share)
+        for guid, name, pod, up, share in pods.spines
+    )
+
+
 def _ceiling(
     algo: str,
     by_rail: dict[int, list[str]],
@@ -172,6 +235,7 @@ def _ceiling(
     nodes_on: Counter[str],
     host_gbps: float,
     share: float,
+    pods: Pods,
 ) -> AlgoCeiling:
     units: dict[str, float] = defaultdict(float)
     for seq in by_rail.values():
@@ -181,9 +245,11 @@ def _ceiling(
         LeafLoad(leaf, names[leaf], nodes_on[leaf], up.get(leaf, 0.0), units.get(leaf, 0.0))
         for leaf in sorted(nodes_on, key=lambda g: names[g])
     )
+    spines = _spine_loads(algo, by_rail, pods) if pods.spines else ()
     rail, binding = host_gbps, "host links"
-    worst = None
-    for x in leaves:
+    worst: LeafLoad | SpineLoad | None = None
+    both: tuple[LeafLoad | SpineLoad, ...] = (*leaves, *spines)
+    for x in both:
         cap = x.per_unit_gbps
         if cap is not None and cap < rail:
             rail, binding, worst = cap, x.name, x
@@ -195,24 +261,60 @@ def _ceiling(
         ALLTOALL: f"k(n-k)/(n-1) with n = {len(next(iter(by_rail.values()), []))}",
     }[algo]
     lines = []
-    if worst is not None:
+    if isinstance(worst, SpineLoad):
+        lines.append(
+            f"{worst.name}: {worst.units:.4g} unit(s) of b ({worst.share:.0%} of its pod's; per pod, {what})"
+            f" over {worst.up_gbps:g} Gb/s of uplinks to the cores "
+            f"= {rail:.4g} Gb/s per rail, below the {host_gbps:g} Gb/s host link"
+        )
+    elif worst is not None:
         lines.append(
             f"{worst.name}: {worst.units:.4g} unit(s) of b ({what}) over {worst.up_gbps:g} Gb/s of uplinks "
             f"= {rail:.4g} Gb/s per rail, below the {host_gbps:g} Gb/s host link"
         )
     else:
-        busiest = max(leaves, key=lambda x: x.units, default=None)
-        if busiest is not None and busiest.units > 0:
-            lines.append(
-                f"busiest leaf {busiest.name}: {busiest.units:.4g} unit(s) of b over {busiest.up_gbps:g} Gb/s of uplinks "
-                f"= {busiest.per_unit_gbps:.4g} Gb/s per rail, above the {host_gbps:g} Gb/s host link"
-            )
-        else:
+        groups: tuple[tuple[str, tuple[LeafLoad | SpineLoad, ...]], ...] = (
+            ("leaf", leaves),
+            ("spine", spines),
+        )
+        for kind, group in groups:
+            busiest = max(group, key=lambda x: x.units, default=None)
+            if busiest is not None and busiest.units > 0:
+                lines.append(
+                    f"busiest {kind} {busiest.name}: {busiest.units:.4g} unit(s) of b over {busiest.up_gbps:g} Gb/s of uplinks "
+                    f"= {busiest.per_unit_gbps:.4g} Gb/s per rail, above the {host_gbps:g} Gb/s host link"
+                )
+        if not lines:
             lines.append("no traffic leaves a leaf")
     lines.append(
         f"ceiling: {nrails} rail(s) x {rail:.4g} Gb/s / 8 x {share:g} payload = {busbw:.4g} GB/s busbw (bound by {binding})"
     )
-    return AlgoCeiling(algo, rail, busbw, binding, leaves, tuple(lines))
+    return AlgoCeiling(algo, rail, busbw, binding, leaves, tuple(lines), spines)
+
+
+def job_pods(sh: Shape, names: Names, leaves: Iterable[str]) -> Pods:
+    """A tree of three tiers or more: its pods (the leaves and spines joined below the cores), each
+    job leaf's, and the spines of the pods the job spans with their uplinks and shares."""
+    if sh.graph is None or sh.depth < 3:
+        return Pods({})
+    load = {x.guid: x for x in sh.loads}
+    parts = sh.graph.components(within=[s for s, t in sh.tiers.items() if t <= 1])
+    pod_of: dict[str, str] = {}
+    members: dict[str, list[str]] = {}
+    for part in parts:
+        spines = sorted((s for s in part if sh.tiers[s] == 1), key=names.node)
+        label = names.node(spines[0]) if spines else names.node(min(part, key=names.node))
+        pod_of.update(dict.fromkeys(part, label))
+        members[label] = spines
+    spanned = sorted({pod_of[g] for g in leaves})
+    rows = []
+    for pod in spanned:
+        down = sum(load[s].down_gbps for s in members[pod] if s in load)
+        for s in members[pod]:
+            if s in load and down > 0:
+                x = load[s]
+                rows.append((s, names.node(s), pod, x.up_gbps, x.down_gbps / down))
+    return Pods(pod_of, tuple(rows))
 
 
 def place(
@@ -239,7 +341,7 @@ def place(
     if missing:
         raise InputError(
             f"{len(missing)} of the job's nodes have no adapter on this fabric: {', '.join(missing[:8])}",
-            hint="node descriptions name hosts as `<host> <device>` (rdma-ndd); check --nodes against `ibdiag fabric -o json` adapters",
+            hint="node descriptions name hosts as `<host> <device>` (rdma-ndd), or --topo files (`ibdiag topo -o json` of each node) do; check --nodes against `ibdiag fabric -o json` adapters",
         )
     rails = sorted(set.intersection(*(set(where[h]) for h in order)))
     if not rails:
@@ -260,7 +362,8 @@ def place(
     spines = {
         n for leaf in nodes_on for n in (sh.graph.neighbors(leaf) if sh.graph is not None else ())
     }
-    args = (up, leaf_names, nodes_on, host_gbps, payload_share)
+    pods = job_pods(sh, names, nodes_on)
+    args = (up, leaf_names, nodes_on, host_gbps, payload_share, pods)
     ceilings = {a: _ceiling(a, by_rail, *args) for a in ALGORITHMS}
     sorted_order = sorted(order, key=lambda h: (tuple(leaf_names[where[h][r][0]] for r in rails),))
     leaf_ordered = None
@@ -281,4 +384,5 @@ def place(
         ceilings,
         leaf_ordered,
         tuple(sorted_order),
+        len({pods.of_leaf[g] for g in nodes_on}) if pods.of_leaf else 0,
     )

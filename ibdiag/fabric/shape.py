@@ -1,7 +1,7 @@
 """The fabric's shape from the graph alone: tiers (leaf, spine, core), oversubscription, bisection.
 
-The switch graph is the active inter-switch links (networkx, capacities in Gb/s at each link's
-actual width and speed). A *leaf* is a switch with an active host link; every other switch's tier is
+The switch graph is the active inter-switch links (:mod:`ibdiag.fabric.graph`, capacities in Gb/s at
+each link's actual width and speed). A *leaf* is a switch with an active host link; every other switch's tier is
 its distance from the nearest leaf (1 spine, 2 core). It is a *tree of tiers* when every ISL joins
 adjacent tiers and every switch above the leaves has a link down to the tier below; otherwise the
 shape is said (a single switch, a mesh with ISLs inside a tier, parts not connected), never guessed.
@@ -18,8 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import networkx as nx
-
+from ibdiag.fabric.graph import Isl, SwitchGraph, max_flow
 from ibdiag.fabric.model import SWITCH, Fabric, FabricPort
 
 TIER_NAMES = ("leaf", "spine", "core")
@@ -93,7 +92,7 @@ class Shape:
     """The sum of active host-link rates."""
     odd: tuple[tuple[str, str], ...] = ()
     """ISLs that break the tiers (GUID pairs), for a mesh."""
-    graph: Any = field(default=None, compare=False, repr=False)
+    graph: SwitchGraph | None = field(default=None, compare=False, repr=False)
 
     @property
     def depth(self) -> int:
@@ -118,14 +117,14 @@ class Shape:
         }
 
 
-def switch_graph(fab: Fabric) -> nx.MultiGraph:
+def switch_graph(fab: Fabric) -> SwitchGraph:
     """Switches and their active ISLs (one edge per cable, ``gbps`` its rate, ``ports`` both ends)."""
-    g: nx.MultiGraph = nx.MultiGraph()
-    g.add_nodes_from(n.guid for n in fab.nodes if n.kind == SWITCH)
-    for a, b in fab.links():
-        if b is not None and fab.is_isl(a) and up(a) and up(b):
-            g.add_edge(a.guid, b.guid, gbps=a.rate_gbps or 0.0, ports=(a, b))
-    return g
+    isls = tuple(
+        Isl(a.guid, b.guid, a.rate_gbps or 0.0, (a, b))
+        for a, b in fab.links()
+        if b is not None and fab.is_isl(a) and up(a) and up(b)
+    )
+    return SwitchGraph(tuple(n.guid for n in fab.nodes if n.kind == SWITCH), isls)
 
 
 def host_links(fab: Fabric) -> dict[str, list[FabricPort]]:
@@ -150,9 +149,9 @@ def shape(fab: Fabric) -> Shape:
     g = switch_graph(fab)
     hosts = host_links(fab)
     host_gbps = sum(p.rate_gbps or 0.0 for ports in hosts.values() for p in ports)
-    if g.number_of_nodes() == 0:
+    if not g.nodes:
         return Shape(NO_SWITCH, {}, "no switch: adapters cabled back to back", host_gbps=host_gbps)
-    if g.number_of_nodes() == 1:
+    if len(g.nodes) == 1:
         (only,) = g.nodes
         return Shape(
             SINGLE,
@@ -161,7 +160,7 @@ def shape(fab: Fabric) -> Shape:
             host_gbps=host_gbps,
             graph=g,
         )
-    parts = list(nx.connected_components(g))
+    parts = g.components()
     if len(parts) > 1:
         sizes = ", ".join(str(len(c)) for c in sorted(parts, key=len, reverse=True))
         return Shape(
@@ -219,28 +218,28 @@ def shape(fab: Fabric) -> Shape:
         tiers,
         text,
         loads,
-        bisection(g, tiers, hosts, fab),
+        bisection(g, tiers, hosts, fab, loads),
         host_gbps,
         graph=g,
     )
 
 
-def _tiers(
-    g: nx.MultiGraph, leaves: list[str]
-) -> tuple[dict[str, int], tuple[tuple[str, str], ...]]:
-    """Each switch's distance from the nearest leaf, and the ISLs inside a tier."""
-    tiers: dict[str, int] = dict(nx.multi_source_dijkstra_path_length(g, leaves, weight=None))
-    odd = tuple(sorted({(min(a, b), max(a, b)) for a, b in g.edges() if tiers[a] == tiers[b]}))
+def _tiers(g: SwitchGraph, leaves: list[str]) -> tuple[dict[str, int], tuple[tuple[str, str], ...]]:
+    """Each switch's distance from the nearest leaf (breadth first), and the ISLs inside a tier."""
+    tiers = g.distances(sorted(leaves))
+    odd = tuple(
+        sorted({(min(e.a, e.b), max(e.a, e.b)) for e in g.isls if tiers[e.a] == tiers[e.b]})
+    )
     return tiers, odd
 
 
-def _has_up(g: nx.MultiGraph, tiers: dict[str, int], s: str) -> bool:
+def _has_up(g: SwitchGraph, tiers: dict[str, int], s: str) -> bool:
     return any(tiers[n] > tiers[s] for n in g.neighbors(s))
 
 
 def _load(
     fab: Fabric,
-    g: nx.MultiGraph,
+    g: SwitchGraph,
     tiers: dict[str, int],
     hosts: dict[str, list[FabricPort]],
     s: str,
@@ -248,13 +247,12 @@ def _load(
     t = tiers[s]
     ups: list[FabricPort] = []
     down = 0.0
-    for _a, b, data in g.edges(s, data=True):
-        pa, pb = data["ports"]
-        mine = pa if pa.guid == s else pb
+    for e in g.edges_of(s):
+        b = e.other(s)
         if tiers[b] > t:
-            ups.append(mine)
+            ups.append(e.mine(s))
         elif tiers[b] < t:
-            down += data["gbps"]
+            down += e.gbps
     if t == 0:
         down = sum(p.rate_gbps or 0.0 for p in hosts.get(s, []))
     best = max((p.rate_gbps or 0.0 for p in ups), default=0.0)
@@ -271,32 +269,58 @@ def _load(
 
 
 def bisection(
-    g: nx.MultiGraph, tiers: dict[str, int], hosts: dict[str, list[FabricPort]], fab: Fabric
+    g: SwitchGraph,
+    tiers: dict[str, int],
+    hosts: dict[str, list[FabricPort]],
+    fab: Fabric,
+    loads: tuple[SwitchLoad, ...] = (),
 ) -> float | None:
-    """Max flow (Gb/s, one direction) from one half of the leaves' hosts to the other's."""
-    leaves = sorted(
-        (s for s, t in tiers.items() if t == 0),
-        key=lambda s: ((fab.node(s).desc if fab.node(s) else "") or s, s),  # type: ignore[union-attr]
-    )
+    """Max flow (Gb/s, one direction) from one half of the leaves' hosts to the other's: the least of
+    two leaf-aligned splits, each where the host capacity is halved along an order of the leaves: name
+    order, and weakest first (pods, for three tiers, by their spines' uplinks to the cores, kept together;
+    leaves by their uplinks)."""
+    name = {s: (fab.node(s).desc if fab.node(s) else "") or s for s in tiers}  # type: ignore[union-attr]
+    leaves = sorted((s for s, t in tiers.items() if t == 0), key=lambda s: (name[s], s))
     if len(leaves) < 2:
         return None
     cap = {s: sum(p.rate_gbps or 0.0 for p in hosts.get(s, [])) for s in leaves}
+    up = {x.guid: x.up_gbps for x in loads}
+    pod_of: dict[str, tuple[float, str]] = {}
+    for part in g.components(within=[s for s, t in tiers.items() if t <= 1]):
+        spines = [s for s in part if tiers[s] == 1]
+        key = (sum(up.get(s, 0.0) for s in spines), min(name[s] for s in part))
+        pod_of.update(dict.fromkeys(part, key if max(tiers.values()) >= 2 else (0.0, "")))
+    weakest = sorted(leaves, key=lambda s: (pod_of.get(s, (0.0, "")), up.get(s, 0.0), name[s], s))
+    flows = []
+    seen: set[frozenset[str]] = set()
+    for order in (leaves, weakest):
+        half = _half(order, cap)
+        if half not in seen and frozenset(leaves) - half not in seen:
+            seen.add(half)
+            flows.append(_flow(g, leaves, half, cap))
+    return min(flows)
+
+
+def _half(order: list[str], cap: dict[str, float]) -> frozenset[str]:
+    """The first leaves of ``order`` up to half the host capacity."""
     total, acc = sum(cap.values()), 0.0
     half: list[str] = []
-    for s in leaves:
+    for s in order:
         if acc + cap[s] / 2 > total / 2 and half:
             break
         half.append(s)
         acc += cap[s]
-    d: nx.DiGraph = nx.DiGraph()
-    for a, b, data in g.edges(data=True):
-        for x, y in ((a, b), (b, a)):
-            prev = d.get_edge_data(x, y, {}).get("capacity", 0.0)
-            d.add_edge(x, y, capacity=prev + data["gbps"])
+    return frozenset(half)
+
+
+def _flow(g: SwitchGraph, leaves: list[str], half: frozenset[str], cap: dict[str, float]) -> float:
+    arcs: dict[str, dict[str, float]] = {"<src>": {}}
+    for e in g.isls:
+        for x, y in ((e.a, e.b), (e.b, e.a)):
+            arcs.setdefault(x, {})[y] = arcs.get(x, {}).get(y, 0.0) + e.gbps
     for s in leaves:
         if s in half:
-            d.add_edge("<src>", s, capacity=cap[s])
+            arcs["<src>"][s] = cap[s]
         else:
-            d.add_edge(s, "<sink>", capacity=cap[s])
-    value: float = nx.maximum_flow_value(d, "<src>", "<sink>")
-    return value
+            arcs.setdefault(s, {})["<sink>"] = cap[s]
+    return max_flow(arcs, "<src>", "<sink>")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from ibdiag.errors import InputError
+from ibdiag.fabric.graph import SwitchGraph
 from ibdiag.fabric.hosts import Names
 from ibdiag.fabric.model import Fabric
 from ibdiag.fabric.nodelist import compress
@@ -115,7 +116,7 @@ def topology_conf(
         body.append(f"SwitchName={name} Nodes={compress(sorted(hs))}")
         member.update(dict.fromkeys(leaves, name))
     # Higher tiers: switches reaching the same groups below are one.
-    g = sh.graph
+    g = sh.graph if sh.graph is not None else SwitchGraph(())
     for t in range(1, sh.depth):
         above: dict[frozenset[str], list[str]] = {}
         for s, tier in sh.tiers.items():

@@ -50,6 +50,12 @@ def placement(p: Placement, rail_ceiling_gbs: float | None, measured_gbs: float)
             f"reach {better.busbw_gbs:.4g} GB/s on a ring: order the ranks that way (the host file, or Slurm's "
             "topology/tree with `ibdiag fabric --slurm-topology`)"
         )
+    elif ring.binding in {x.name for x in ring.spines}:
+        remedy = (
+            f"the nodes span {p.pods} pods whose spines' uplinks to the cores cannot carry it: ask Slurm for "
+            "nodes in fewer pods (topology/tree from `ibdiag fabric --slurm-topology`, `sbatch --switches=N`), "
+            f"or fix {ring.binding}'s uplinks"
+        )
     else:
         remedy = (
             f"the nodes span {len(p.leaves)} leaves whose uplinks cannot carry it: ask Slurm for fewer leaves "
@@ -82,10 +88,16 @@ def placement_lines(p: Placement, rail_ceiling_gbs: float | None) -> list[str]:
         f" and {len(p.leaves) - 8} more" if len(p.leaves) > 8 else ""
     )
     lines = [
-        f"{len(p.order)} nodes on {len(p.leaves)} leaves ({leaves}) under {p.spines} spine(s); "
-        f"rails {', '.join(str(r) for r in p.rails)}; host links {p.host_gbps:g} Gb/s; {rail_what} {rail:.4g} GB/s.",
+        f"{len(p.order)} nodes on {len(p.leaves)} leaves ({leaves}) under {p.spines} spine(s)"
+        + (f" in {p.pods} pod(s); " if p.pods else "; ")
+        + f"rails {', '.join(str(r) for r in p.rails)}; host links {p.host_gbps:g} Gb/s; {rail_what} {rail:.4g} GB/s.",
         "Load on a leaf's uplinks in units of b, the busbw one rail carries (ring: 1 per edge leaving the leaf; "
-        "tree: n/(4(n-1)) per crossing edge of NCCL's double binary tree; all-to-all: k(n-k)/(n-1)).",
+        "tree: n/(4(n-1)) per crossing edge of NCCL's double binary tree; all-to-all: k(n-k)/(n-1))"
+        + (
+            "; the same per pod on its spines' uplinks to the cores, shared among the spines."
+            if p.pods
+            else "."
+        ),
     ]
     for algo in (RING, TREE_ALGO, ALLTOALL):
         lines += [f"{algo}: {x}" for x in p.ceilings[algo].arithmetic]

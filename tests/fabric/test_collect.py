@@ -81,3 +81,26 @@ def test_the_tools_are_found_in_sbin_when_path_lacks_it():
         "/sbin/ibnetdiscover",
         "/usr/bin/ibnetdiscover",
     )
+
+
+def test_discovery_and_link_states_are_handed_over_while_the_counters_query_still_runs():
+    import threading
+
+    counters_done = threading.Event()
+    seen: list[tuple[str, bool]] = []
+
+    class Slow(Recorder):
+        def __call__(self, argv, env, timeout_s):
+            if os.path.basename(argv[0]) == "ibqueryerrors":
+                threading.Event().wait(0.3)
+                counters_done.set()
+            return super().__call__(argv, env, timeout_s)
+
+    def early(run):
+        seen.append((run.name, counters_done.is_set()))
+        raise ValueError("a parse error is the build's to report")
+
+    rec = Slow({"ibnetdiscover": [("# a dump\n", "", 0)]})
+    cap = collect(Collector(os.environ, runner=rec, early=early))
+    assert seen == [("ibnetdiscover", False), ("iblinkinfo", False)]
+    assert cap.run("ibnetdiscover").stdout == "# a dump\n" and cap.run("ibqueryerrors") is not None

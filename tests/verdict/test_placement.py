@@ -142,7 +142,7 @@ def test_live_fabric_and_slurm_job_nodelist(tmp_path):
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (["--nodes", "gpu[01-04]"], "--nodes and --rank-order place the job on a fabric"),
+        (["--nodes", "gpu[01-04]"], "--nodes, --rank-order and --topo place the job on a fabric"),
         (
             ["--fabric", "X", "--nodes", "gpu[01-02]", "--rank-order", "gpu03,gpu01"],
             "name different nodes",
@@ -154,3 +154,44 @@ def test_bad_placement_inputs_exit_2(net, args, said):
     args = [str(net) if a == "X" else a for a in args]
     r = run_cli(*JOB[:-2], *args)
     assert r.exit_code == 2 and said in r.stderr, r.stderr
+
+
+def test_topo_files_name_the_hosts_where_node_descriptions_do_not(tmp_path):
+    # 8 hosts x 2 rails, 2 leaves per rail (gpu01-04, gpu05-08), 2 uplinks per leaf (2:1), 200 Gb/s,
+    # every adapter described as the firmware's default (no host in it), its device name not its NIC
+    # index (mlx5_4 is NIC 0, mlx5_5 NIC 1): only the topo files place the job.
+    t = rail_fat_tree(hosts=8, rails=2, leaves_per_rail=2, oversubscription=2)
+    topos = []
+    for ca in t.cas:
+        ca.desc = "MT4123 ConnectX6 Mellanox Technologies"
+    for h in range(1, 9):
+        host = f"gpu{h:02d}"
+        adapters = []
+        for r in (0, 1):
+            g = f"{t.ca(host, r).guid:016x}"
+            guid = ":".join(g[i : i + 4] for i in range(0, 16, 4))
+            adapters.append({"name": f"mlx5_{r + 4}", "nic_index": r, "node_guid": guid})
+        doc = {"schema": "ibdiag.topo/1", "host": host, "adapters": adapters, "pairings": []}
+        topos.append(tmp_path / f"{host}.json")
+        topos[-1].write_text(json.dumps(doc))
+    net = tmp_path / "f.net"
+    net.write_text(t.text())
+    order = "gpu01,gpu05,gpu02,gpu06,gpu03,gpu07,gpu04,gpu08"
+    r = run_cli(*JOB[:-2], "--fabric", str(net), "--nodes", "gpu[01-08]", "--rank-order", order)
+    assert r.exit_code == 2 and "8 of the job's nodes have no adapter" in r.stderr, r.stderr
+    p, f = verdict(
+        "--fabric", str(net), "--nodes", "gpu[01-08]", "--rank-order", order,
+        *(x for path in topos for x in ("--topo", str(path))),
+    )  # fmt: skip
+    # Interleaved, every ring edge crosses: 4 leave each leaf per rail; 2 uplinks = 400 Gb/s / 4 =
+    # 100 Gb/s < 200: b = 100, 2 rails x 100 / 8 = 25 GB/s. Rails 0 and 1 are the NIC indexes.
+    assert p["rails"] == [0, 1]
+    assert p["ceilings"]["ring"]["busbw_gbs"] == pytest.approx(25.0)
+    assert p["ceilings"]["ring"]["binding"] == "leaf-r0-1"
+    assert {x["leaf"] for x in p["leaves"]} == {f"leaf-r{r}-{n}" for r in (0, 1) for n in (1, 2)}
+    assert f["severity"] == "warn"
+
+
+def test_topo_without_fabric_is_a_usage_error(tmp_path):
+    r = run_cli(*JOB[:-2], "--topo", str(tmp_path / "gpu01.json"))
+    assert r.exit_code == 2 and "--topo place the job on a fabric" in r.stderr, r.stderr
