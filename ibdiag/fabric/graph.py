@@ -1,15 +1,17 @@
-"""The switch graph: switches and their active inter-switch links, and the three passes the shape needs.
+"""The switch graph: switches and their active inter-switch links, typed, over networkx.
 
-A fabric has tens to a few hundred switches, so breadth-first search (tiers, connected parts) and
-Edmonds-Karp maximum flow (bisection) on its adjacency take milliseconds; networkx would cost more to
-import (0.1-0.3 s) than the work itself. ``tests/fabric/test_graph.py`` checks both against networkx.
+This is the one module that imports networkx (the graph work — distances for the tiers, connected
+parts, shortest paths between leaves, bisection as a maximum flow — is networkx's, not hand-written).
+Its import costs 0.1-0.3 s; a live ``ibdiag fabric`` loads it while the infiniband-diags tools run
+(``cli/fabric.py``), so only ``--from`` pays it.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
+
+import networkx as nx
 
 from ibdiag.fabric.model import FabricPort
 
@@ -34,83 +36,58 @@ class SwitchGraph:
     nodes: tuple[str, ...]
     """Switch GUIDs."""
     isls: tuple[Isl, ...] = ()
-    _adj: dict[str, list[Isl]] = field(default_factory=dict, compare=False, repr=False)
+    _g: nx.MultiGraph = field(default_factory=nx.MultiGraph, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._adj.update({s: [] for s in self.nodes})
+        self._g.add_nodes_from(self.nodes)
         for e in self.isls:
-            self._adj[e.a].append(e)
-            if e.b != e.a:
-                self._adj[e.b].append(e)
+            self._g.add_edge(e.a, e.b, isl=e)
+
+    def __contains__(self, s: object) -> bool:
+        return s in self._g
 
     def edges_of(self, s: str) -> list[Isl]:
         """Every ISL of ``s`` (a cable twice between the same switches is two)."""
-        return self._adj.get(s, [])
+        if s not in self._g:
+            return []
+        return [data["isl"] for _a, _b, data in self._g.edges(s, data=True)]
+
+    def between(self, x: str, y: str) -> list[Isl]:
+        """The ISLs joining switches ``x`` and ``y``."""
+        return [data["isl"] for data in (self._g.get_edge_data(x, y) or {}).values()]
 
     def neighbors(self, s: str) -> Iterator[str]:
         """The switches cabled to ``s``, each once."""
-        return iter(dict.fromkeys(e.other(s) for e in self._adj.get(s, [])))
+        return iter(self._g.neighbors(s)) if s in self._g else iter(())
 
     def degree(self, s: str) -> int:
-        return len(self._adj.get(s, []))
+        return int(self._g.degree(s)) if s in self._g else 0
 
     def distances(self, sources: Iterable[str]) -> dict[str, int]:
-        """ISL hops from the nearest of ``sources`` (breadth first); unreachable switches are absent."""
-        dist = dict.fromkeys(sources, 0)
-        queue = deque(dist)
-        while queue:
-            s = queue.popleft()
-            for n in self.neighbors(s):
-                if n not in dist:
-                    dist[n] = dist[s] + 1
-                    queue.append(n)
-        return dist
+        """ISL hops from the nearest of ``sources``; unreachable switches are absent."""
+        found = [s for s in sources if s in self._g]
+        if not found:
+            return {}
+        return dict(nx.multi_source_dijkstra_path_length(self._g, found, weight=None))
+
+    def distances_from(self, s: str) -> dict[str, int]:
+        """ISL hops from ``s`` to every switch it reaches (``{s: 0}`` for a switch not in the graph)."""
+        if s not in self._g:
+            return {s: 0}
+        return dict(nx.single_source_shortest_path_length(self._g, s))
 
     def components(self, within: Collection[str] | None = None) -> list[set[str]]:
         """The connected parts, each a set of switches; ``within``: of the subgraph of those switches
         (a three-tier tree's leaves and spines: its pods)."""
-        keep = set(self.nodes) if within is None else set(within)
-        seen: set[str] = set()
-        parts: list[set[str]] = []
-        for s in self.nodes:
-            if s in seen or s not in keep:
-                continue
-            part, stack = {s}, [s]
-            while stack:
-                for n in self.neighbors(stack.pop()):
-                    if n in keep and n not in part:
-                        part.add(n)
-                        stack.append(n)
-            seen |= part
-            parts.append(part)
-        return parts
+        g = self._g if within is None else self._g.subgraph(within)
+        return [set(c) for c in nx.connected_components(g)]
 
 
 def max_flow(cap: dict[str, dict[str, float]], source: str, sink: str) -> float:
-    """The maximum flow from ``source`` to ``sink`` (Edmonds-Karp: shortest augmenting paths);
-    ``cap[x][y]`` the capacity of the arc x -> y."""
-    res: dict[str, dict[str, float]] = {x: dict(ys) for x, ys in cap.items()}
+    """The maximum flow from ``source`` to ``sink``; ``cap[x][y]`` the capacity of the arc x -> y."""
+    d: nx.DiGraph = nx.DiGraph()
+    d.add_nodes_from((source, sink))
     for x, ys in cap.items():
-        for y in ys:
-            res.setdefault(y, {}).setdefault(x, 0.0)
-    total = 0.0
-    while True:
-        parent = {source: source}
-        queue = deque([source])
-        while queue and sink not in parent:
-            x = queue.popleft()
-            for y, c in res[x].items():
-                if c > 1e-9 and y not in parent:
-                    parent[y] = x
-                    queue.append(y)
-        if sink not in parent:
-            return total
-        path, y = [], sink
-        while y != source:
-            path.append((parent[y], y))
-            y = parent[y]
-        push = min(res[x][y] for x, y in path)
-        for x, y in path:
-            res[x][y] -= push
-            res[y][x] += push
-        total += push
+        for y, c in ys.items():
+            d.add_edge(x, y, capacity=c)
+    return float(nx.maximum_flow_value(d, source, sink))

@@ -4,7 +4,7 @@ Without the subnet manager's routes (the switches' linear forwarding tables are 
 pair's traffic takes is not known; what is known is the set it is chosen from. A subnet manager's
 routing engines for fat trees (minhop, updn, ftree) route over shortest paths, so the candidates are
 the ISLs on any shortest path between the two switches, found from two breadth-first searches over
-the active ISLs (networkx). Each candidate ISL is grouped under its lower end, the switch whose
+the active ISLs (the switch graph, :mod:`ibdiag.fabric.graph`). Each candidate ISL is grouped under its lower end, the switch whose
 *uplink* it is: a pair from leaf A to leaf B crosses "any of 4 uplinks of leaf A" and "any of 4
 uplinks of leaf B" (leaf B's uplinks carry it down). Only on a tree of tiers is there an up; on any
 other shape (:mod:`ibdiag.fabric.shape`) the ISLs are not named, never guessed.
@@ -13,8 +13,6 @@ other shape (:mod:`ibdiag.fabric.shape`) the ISLs are not named, never guessed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import networkx as nx
 
 from ibdiag.fabric.hosts import Names
 from ibdiag.fabric.model import CA, Fabric, PortRef
@@ -91,11 +89,7 @@ class Router:
     def _from(self, s: str) -> dict[str, int]:
         if s not in self._dist:
             g = self.shape.graph
-            self._dist[s] = (
-                dict(nx.single_source_shortest_path_length(g, s))
-                if g is not None and s in g
-                else {s: 0}
-            )
+            self._dist[s] = g.distances_from(s) if g is not None else {s: 0}
         return self._dist[s]
 
     def between(self, a: str, b: str) -> Crossing | None:
@@ -123,8 +117,8 @@ class Router:
         for d in range(total):
             for x in levels.get(d, ()):
                 for y in levels.get(d + 1, ()):
-                    for data in (g.get_edge_data(x, y) or {}).values():
-                        pa, pb = data["ports"]
+                    for isl in g.between(x, y):
+                        pa, pb = isl.ports
                         low = pa if tiers.get(pa.guid, 0) < tiers.get(pb.guid, 0) else pb
                         ups.setdefault(low.guid, set()).add(low.port)
         # a's side upwards, then b's side downwards

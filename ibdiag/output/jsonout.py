@@ -97,7 +97,7 @@ def _indented(value: Any, out: list[str], pad: str) -> None:
         sep = "{" + inner
         for k, v in value.items():
             out.append(sep)
-            out.append(encode_basestring_ascii(k if type(k) is str else str(k)))
+            out.append(encode_basestring_ascii(k if type(k) is str else str(k)))  # as _clean does
             out.append(": ")
             _indented(v, out, inner)
             sep = "," + inner

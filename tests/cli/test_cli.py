@@ -158,7 +158,7 @@ def run_module(*args, **kw):
     )
 
 
-HEAVY = ("pandas", "numpy", "torch", "pyverbs", "matplotlib")
+HEAVY = ("pandas", "numpy", "torch", "pyverbs", "matplotlib", "networkx")
 
 
 @pytest.mark.parametrize(
@@ -168,6 +168,20 @@ HEAVY = ("pandas", "numpy", "torch", "pyverbs", "matplotlib")
         ["topo", "--root", str(DGX)],
         ["topo", "--root", str(DGX), "-o", "json"],
         ["report", "--help"],  # pandas is a dependency, imported by report's work only
+        ["counters", "--root", str(DGX), "-o", "json"],
+        [
+            "verdict",
+            "--params",
+            "8e9",
+            "--dtype",
+            "bf16",
+            "--ranks",
+            "16",
+            "--busbw",
+            "50",
+            "--compute-s",
+            "1",
+        ],
     ],
 )
 def test_startup_does_not_import_heavy_modules(argv):
