@@ -226,7 +226,7 @@ def test_ctrl_c_stops_the_server_with_130_and_frees_the_port(serve, ibdiag_exe):
     c = _client(ibdiag_exe, s.port, *LONG, "--timeout", "3")
     s.log.wait_for(r"running tcp bw")
     s.signal(signal.SIGINT)
-    assert s.proc.wait(5) == 130
+    assert s.proc.wait(15) == 130  # at once alone; 15 s leaves room for a loaded 2-core CI machine
     rc, _, err, _ = _wait(c, 3 + 2 + 5)
     assert rc == 3, err
     # The listening socket is gone: a new server can take the same port at once.
@@ -244,8 +244,8 @@ def test_ctrl_c_stops_the_client_with_130(serve, ibdiag_exe):
     s.log.wait_for(r"running tcp bw")
     time.sleep(0.5)
     c.send_signal(signal.SIGINT)
-    rc, _, err, waited = _wait(c, 10)
-    assert rc == 130 and "interrupted" in err and waited < 5
+    rc, _, err, waited = _wait(c, 20)
+    assert rc == 130 and "interrupted" in err and waited < 15  # at once alone; room for load
     s.log.wait_for(r"(client gave up: the client was interrupted|dropped: the client closed)")
     _good_run(ibdiag_exe, s.port)
 
