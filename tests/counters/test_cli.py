@@ -383,7 +383,7 @@ def test_series_csv_rows_per_sample(cli, job):
     assert sym["rate_per_s"].tolist() == pytest.approx(
         (sym["delta"] / sym["interval_s"]).tolist(), rel=1e-3
     )
-    assert sym["interval_s"].between(0.15, 2.0).all()
+    assert sym["interval_s"].between(0.15, 10.0).all()  # 0.2 s asked; a loaded machine reads late
     xb = df[(df.adapter == "mlx5_0") & (df.counter == "xmit_bytes")].set_index("sample")
     assert (
         xb.loc[1, "delta"] == 1_000_000 and xb.loc[3, "delta"] == 400_000
