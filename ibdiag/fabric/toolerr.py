@@ -4,7 +4,7 @@ Kinds (:class:`~ibdiag.fabric.model.ToolNote`): ``unreachable`` (a directed-rout
 or failed: what lies behind was not discovered, or that port's counters were not read), ``no-sm`` (no
 subnet manager or SA answered), ``timeout`` (the tool ran past ibdiag's limit and was killed), ``failed``
 (it exited non-zero), ``other`` (a line ibdiag does not know: shown, and the fabric is not called
-complete). The simulator's ``sim_connect: attached as client`` line is dropped. Texts are escaped and capped.
+complete); ``ibroute`` (``--routes``): a switch's forwarding table not read is ``unreachable``. The simulator's ``sim_connect: attached as client`` line is dropped. Texts are escaped and capped.
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ _DR_FAIL = re.compile(
 )
 _PMA_FAIL = re.compile(r"query failed on (.*), Lid (\d+) port (\d+)")
 _NO_SM = re.compile(r"No SM/SA found|Failed to bind to the SA|sminfo: iberror: failed: query")
-_MADRPC = re.compile(r"_do_madrpc failed; dport")
+_MADRPC = re.compile(r"_do_madrpc failed; dport(?: \(Lid (\d{1,5})\))?")
+#: ibroute (``--routes``): one switch's table not read; the MAD it dumps before saying so.
+_ROUTE_FAIL = re.compile(r"ibroute: iberror: failed: (.*)")
+_MAD_DUMP = re.compile(r"^\s*(?:nodeinfo|switchinfo|[0-9a-f]{4}(?: [0-9a-f]{4}){1,15})\s*$")
 
 
 def classify(run: ToolRun) -> tuple[ToolNote, ...]:
@@ -33,9 +36,19 @@ def classify(run: ToolRun) -> tuple[ToolNote, ...]:
             ToolNote(run.name, "timeout", f"{run.name} ran past its time limit and was killed")
         )
     unknown = 0
+    lid = None
     for line in run.stderr.splitlines():
-        if _NOISE.search(line) or _MADRPC.search(line):
+        if (m := _MADRPC.search(line)) is not None:
+            lid = m.group(1) or lid
             continue  # _do_madrpc is followed by the line that names what failed
+        if _NOISE.search(line) or (run.name == "ibroute" and _MAD_DUMP.match(line)):
+            continue
+        if run.name == "ibroute" and (m := _ROUTE_FAIL.search(line)) is not None:
+            at = f"the switch at LID {lid}" if lid else "a switch"
+            text = f"forwarding table of {at} not read: {safe_excerpt(m.group(1).strip(), 80)}"
+            notes.append(ToolNote(run.name, "unreachable", text))
+            lid = None
+            continue
         m = _DR_FAIL.search(line)
         if m:
             why = (m.group(3) or f"status {m.group(2)}").strip()
