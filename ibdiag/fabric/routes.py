@@ -11,7 +11,9 @@ entry also carries `` : (Channel Adapter portguid 0x...: 'gpu01 mlx5_0')``, acce
     0x0014 000
     32 valid lids dumped
 
-Port 0 is the switch itself (the entry for its own LID). Anything else is refused with its line
+Port 0 is the switch itself (the entry for its own LID). A switch ibroute could not read leaves
+``ibroute: iberror: failed: ...`` on stdout (infiniband-diags 44): skipped here (the notes of
+:mod:`.toolerr` say it), and no entry may follow it before the next header. Anything else is refused with its line
 number (:class:`~ibdiag.errors.InputError`); sizes are bounded (:data:`MAX_SWITCHES`,
 :data:`MAX_ENTRIES`).
 """
@@ -37,6 +39,7 @@ _HEADER = re.compile(
     r"guid (0x[0-9a-fA-F]{1,16}) \(.*\):\s*$"
 )
 _ENTRY = re.compile(r"^0x([0-9a-fA-F]{1,4}) (\d{1,3})(?:\s*$| : .*$)")
+_FAILED = re.compile(r"^ibroute: iberror: failed: ")
 _SKIP = re.compile(
     r"^\s*$|^\s*Lid\s+Out\s+Destination\s*$|^\s*Port\s+Info\s*$|^\d+ (?:valid )?lids dumped\s*$"
 )
@@ -73,6 +76,8 @@ def parse_routes(text: str) -> tuple[Tables, dict[str, int]]:
                 raise _bad(n, line, f"more than {MAX_SWITCHES} switches")
             cur = tables[guid] = {}
             lids[guid] = int(m.group(1))
+        elif _FAILED.match(line):
+            cur = None
         elif not _SKIP.match(line):
             raise _bad(n, line, "not a line of ibroute's unicast table")
     return tables, lids

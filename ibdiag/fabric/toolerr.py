@@ -36,18 +36,12 @@ def classify(run: ToolRun) -> tuple[ToolNote, ...]:
             ToolNote(run.name, "timeout", f"{run.name} ran past its time limit and was killed")
         )
     unknown = 0
-    lid = None
+    if run.name == "ibroute":
+        notes += _route_failures(run)
     for line in run.stderr.splitlines():
-        if (m := _MADRPC.search(line)) is not None:
-            lid = m.group(1) or lid
+        if _NOISE.search(line) or _MADRPC.search(line):
             continue  # _do_madrpc is followed by the line that names what failed
-        if _NOISE.search(line) or (run.name == "ibroute" and _MAD_DUMP.match(line)):
-            continue
-        if run.name == "ibroute" and (m := _ROUTE_FAIL.search(line)) is not None:
-            at = f"the switch at LID {lid}" if lid else "a switch"
-            text = f"forwarding table of {at} not read: {safe_excerpt(m.group(1).strip(), 80)}"
-            notes.append(ToolNote(run.name, "unreachable", text))
-            lid = None
+        if run.name == "ibroute" and (_MAD_DUMP.match(line) or _ROUTE_FAIL.search(line)):
             continue
         m = _DR_FAIL.search(line)
         if m:
@@ -82,6 +76,19 @@ def classify(run: ToolRun) -> tuple[ToolNote, ...]:
         # ibqueryerrors exits 1 when it found errors: that is its answer, not a failure.
         notes.append(ToolNote(run.name, "failed", f"{run.name} exited with status {run.rc}"))
     return tuple(_dedup(notes))
+
+
+def _route_failures(run: ToolRun) -> list[ToolNote]:
+    """ibroute says a switch failed on stdout (``iberror: failed``), the LID it asked on stderr
+    (``_do_madrpc failed; dport (Lid N)``): paired in order, both concatenated in LID order."""
+    lids = [m.group(1) for m in _MADRPC.finditer(run.stderr) if m.group(1)]
+    whys = [m.group(1) for m in _ROUTE_FAIL.finditer(run.stdout + "\n" + run.stderr)]
+    notes = []
+    for k, why in enumerate(whys[:MAX_NOTES_PER_TOOL]):
+        at = f"the switch at LID {lids[k]}" if len(lids) == len(whys) else "a switch"
+        text = f"forwarding table of {at} not read: {safe_excerpt(why.strip(), 80)}"
+        notes.append(ToolNote(run.name, "unreachable", text))
+    return notes
 
 
 def _dedup(notes: list[ToolNote]) -> list[ToolNote]:
