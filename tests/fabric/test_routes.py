@@ -60,6 +60,10 @@ def test_routes_are_saved_as_one_run_and_only_when_asked(sim):
     # the default run does not read them; a dump without them has none
     assert dump.load(plain).run("ibroute") is None
     assert build_fabric(dump.load(plain)).routes is None
+    doc = json.loads(run_cli("fabric", "--from", str(saved), "-o", "json").stdout)
+    assert doc["routes"] == {"switches": 8, "entries": 8 * 32}
+    doc = json.loads(run_cli("fabric", "--from", str(plain), "-o", "json").stdout)
+    assert doc["routes"] is None
 
 
 def test_every_host_lid_is_routed_from_every_switch(sim):

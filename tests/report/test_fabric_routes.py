@@ -158,3 +158,25 @@ def test_a_pair_on_one_leaf_crosses_no_isl_with_routes(dumps, tmp_path):
     assert path["route"] == (
         "gpu02 mlx5_0 -> leaf-r0-1 port 2 -> (same switch, no ISL) -> leaf-r0-1 port 3 -> gpu03 mlx5_0"
     )
+
+
+def test_a_route_missing_from_the_tables_falls_back_to_the_candidates_and_says_so(dumps, tmp_path):
+    routed, _plain = dumps
+    # the same dump with leaf-r0-1's entry for gpu05 mlx5_0's LID taken out (a table read in part)
+    _tables, _cable, _at, lids = _walk_tables(routed)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for f in routed.iterdir():
+        (broken / f.name).write_bytes(f.read_bytes())
+    text = (routed / "ibroute.out").read_text()
+    head, sep, rest = text.partition("(leaf-r0-1):\n")
+    entry = f"0x{lids['gpu05 mlx5_0']:04x} "
+    rest = "\n".join(ln for ln in rest.split("\n") if not ln.startswith(entry))
+    (broken / "ibroute.out").write_text(head + sep + rest)
+    doc, _found = report(write_sweep(tmp_path / "sweep.json", {frozenset((0, 4))}), broken)
+    (path,) = doc["fabric"][0]["paths"]
+    assert "any of 4 uplink(s) of leaf-r0-1" in path["route"]
+    assert path["notes"] == [
+        f"the route there is not followed (the forwarding table of leaf-r0-1 has no entry for LID "
+        f"{lids['gpu05 mlx5_0']}): the ISLs are candidates"
+    ]
