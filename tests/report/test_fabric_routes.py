@@ -180,3 +180,30 @@ def test_a_route_missing_from_the_tables_falls_back_to_the_candidates_and_says_s
         f"the route there is not followed (the forwarding table of leaf-r0-1 has no entry for LID "
         f"{lids['gpu05 mlx5_0']}): the ISLs are candidates"
     ]
+
+
+def test_with_routes_the_isls_of_a_mesh_are_named_too(tmp_path):
+    # leaf-r0-1 port 9 cabled to leaf-r0-2 port 9: not a tree of tiers, so without routes no ISL is
+    # named (test_fabric_sweep.py); with them opensm's route between the two leaves is that direct ISL.
+    need_simulator()
+    t = rail_fat_tree(hosts=HOSTS, rails=2, leaves_per_rail=3)
+    one, two = t.switch("leaf-r0-1"), t.switch("leaf-r0-2")
+    one.nports = two.nports = 9
+    one.peers[9] = (two.node_id, 9, "4xHDR")
+    two.peers[9] = (one.node_id, 9, "4xHDR")
+    f = SimFabric(t.text(), tmp_path / "sim")
+    try:
+        r = run_cli("fabric", "--routes", "--save", str(tmp_path / "mesh"), env=f.env())
+        assert r.exit_code in (0, 1), r.stderr
+    finally:
+        f.close()
+    slow = {frozenset((0, 4)), frozenset((1, 5))}
+    doc, found = report(write_sweep(tmp_path / "sweep.json", slow), tmp_path / "mesh")
+    (placed,) = doc["fabric"]
+    assert placed["routes_read"] is True and placed["isls_named"] is True
+    path = next(p for p in placed["paths"] if "gpu05" in p["pair"])
+    assert path["isl_hops"] == 1 and path["notes"] == []
+    assert path["route"] == (
+        "gpu01 mlx5_0 -> leaf-r0-1 port 1 -> leaf-r0-1 port 9 > leaf-r0-2 port 9 -> leaf-r0-2 port 1 -> gpu05 mlx5_0"
+    )
+    assert not any("not counted" in x["message"] for x in found)
