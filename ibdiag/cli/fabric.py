@@ -100,6 +100,13 @@ HostsOption = Annotated[
         help="With --slurm-topology: Slurm's node names, one `<host or adapter GUID> <node name>` a line.",
     ),
 ]
+RoutesOption = Annotated[
+    bool,
+    typer.Option(
+        "--routes",
+        help="Also read each switch's forwarding table (ibroute; saved by --save): `ibdiag report --fabric` then names the exact ISL of each pair.",
+    ),
+]
 TimeoutOption = Annotated[
     float,
     typer.Option(
@@ -127,6 +134,7 @@ def fabric_command(
     slurm_topology: SlurmOption = None,
     hosts_map: HostsOption = None,
     timeout: TimeoutOption = 60.0,
+    routes: RoutesOption = False,
     textfile: TextfileOption = None,  # written by the boundary (cli/errors.py) from the report's metrics
     debug: DebugOption = False,
 ) -> int:
@@ -148,6 +156,11 @@ def fabric_command(
         raise UsageError(
             "--interval reads the live fabric twice; it cannot judge a saved one (--from)",
             hint="use --since EARLIER with --from LATER",
+        )
+    if routes and source is not None:
+        raise UsageError(
+            "--routes reads the live fabric's forwarding tables; a saved one (--from) has them when it was saved with --routes",
+            hint="drop --routes, or run `ibdiag fabric --routes --save DUMP` on the live fabric",
         )
     if not 0 < timeout <= 3600:
         raise UsageError(
@@ -178,9 +191,11 @@ def fabric_command(
     if source is not None:
         cap = dump.load(source)
     else:
-        lim = Limits(timeout, timeout, min(timeout, 10.0))
+        lim = Limits(timeout, timeout, min(timeout, 10.0), min(timeout, 10.0))
         cap = _collect_while_loading(
-            Collector(env().environ, ca=ca, port=port, limits=lim, early=_parse_early),
+            Collector(
+                env().environ, ca=ca, port=port, limits=lim, early=_parse_early, routes=routes
+            ),
             interval,
             fmt,
         )

@@ -2,7 +2,7 @@
 
 ibnetdiscover gives the nodes and cabled ports (widths, speeds, LIDs); iblinkinfo adds every port's
 state and physical state (ports without a cable too); ibqueryerrors the counters; sminfo/saquery the
-subnet managers; stderr of each the notes (:mod:`.toolerr`).
+subnet managers; ibroute (``--routes``) each switch's forwarding table; stderr of each the notes (:mod:`.toolerr`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from ibdiag.fabric.linkinfo import parse_linkinfo
 from ibdiag.fabric.model import Fabric, FabricNode, FabricPort, PortRef, SubnetManager, ToolNote
 from ibdiag.fabric.netdiscover import parse_netdiscover
 from ibdiag.fabric.queryerrors import parse_queryerrors
+from ibdiag.fabric.routes import parse_routes
 from ibdiag.fabric.sminfo import parse_sm_lids, parse_sminfo
 from ibdiag.fabric.toolerr import classify
 from ibdiag.text import safe_excerpt
@@ -60,6 +61,11 @@ def build_fabric(cap: Capture, counters_run: str = "ibqueryerrors") -> Fabric:
     if qe is not None:
         notes.extend(classify(qe))
         counters = _counters(ports, qe, notes, qe.taken_at_s or cap.taken_at_s)
+    routes = None
+    lft = cap.run("ibroute")
+    if lft is not None:
+        notes.extend(classify(lft))
+        routes = parse_routes(lft.stdout)[0] or None
     return Fabric(
         source=cap.source,
         taken_at_s=cap.taken_at_s,
@@ -70,6 +76,7 @@ def build_fabric(cap: Capture, counters_run: str = "ibqueryerrors") -> Fabric:
         states_known=states_known,
         counters=counters,
         notes=tuple(notes),
+        routes=routes,
     )
 
 

@@ -2,7 +2,8 @@
 whether it comes from a live run (:mod:`.collect`) or a saved dump (:mod:`.dump`).
 
 Names (``ibnetdiscover``, ``iblinkinfo``, ``ibqueryerrors``, ``sminfo``, ``saquery``, ``sminfo-<lid>``)
-are fixed; ``ibqueryerrors-1`` is a second counters read (``--interval``).
+are fixed; ``ibqueryerrors-1`` is a second counters read (``--interval``); ``ibroute`` (``--routes``) is
+every switch's ``ibroute -n LID`` output, concatenated in switch-LID order (one file in a dump).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from ibdiag.jsonread import Fields, JsonFieldError
 
 #: Names a capture may hold (files ``<name>.out`` / ``<name>.err`` in a dump).
 NAME_RE = re.compile(
-    r"^(ibnetdiscover|iblinkinfo|ibqueryerrors(?:-1)?|sminfo(?:-\d{1,5})?|saquery)$"
+    r"^(ibnetdiscover|iblinkinfo|ibqueryerrors(?:-1)?|sminfo(?:-\d{1,5})?|saquery|ibroute)$"
 )
 
 

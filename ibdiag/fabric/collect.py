@@ -3,7 +3,9 @@
 One discovery: ``ibnetdiscover --cache`` writes libibnetdisc's cache into a private temporary
 directory; ``iblinkinfo`` and ``ibqueryerrors`` load it instead of discovering again. Then ``sminfo``
 (the master), ``saquery -s`` (every port with the IsSM capability) and ``sminfo LID`` for each other
-SM. ``-C``/``-P`` pick this node's adapter and port, as for the tools. The tools run from an argv list
+SM. With ``routes`` (``--routes``), meanwhile, ``ibroute -n LID`` for each switch the discovery found
+(:data:`ROUTE_WORKERS` at a time, each with its limit): the subnet manager's unicast forwarding tables,
+kept as one run (``ibroute``, the outputs concatenated). ``-C``/``-P`` pick this node's adapter and port, as for the tools. The tools run from an argv list
 (never a shell) with the environment ibdiag was given; a tool past its limit is killed and noted.
 """
 
@@ -18,13 +20,17 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from ibdiag.errors import CannotRunError
+from ibdiag.errors import CannotRunError, InputError
 from ibdiag.fabric.capture import Capture, ToolRun
+from ibdiag.fabric.model import SWITCH
+from ibdiag.fabric.netdiscover import parse_netdiscover
 from ibdiag.fabric.sminfo import parse_sm_lids
 
 TOOLS_HINT = "install infiniband-diags (Debian/Ubuntu: apt-get install infiniband-diags; RHEL: dnf install infiniband-diags)"
 #: Most other subnet managers queried one by one.
 MAX_SMS = 8
+#: ``ibroute`` processes at a time (each one a umad client: ibsim serves 10 at once, opensm holds one).
+ROUTE_WORKERS = 3
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,8 @@ class Limits:
     discover_s: float = 60.0
     query_s: float = 60.0
     sm_s: float = 10.0
+    route_s: float = 10.0
+    """Each switch's ``ibroute``."""
 
 
 Runner = Callable[[Sequence[str], Mapping[str, str], float], tuple[str, str, int | None, float]]
@@ -93,6 +101,7 @@ class Collector:
         limits: Limits = Limits(),
         runner: Runner = run_tool,
         early: Callable[[ToolRun], object] | None = None,
+        routes: bool = False,
     ) -> None:
         """``early``: called with ibnetdiscover's and iblinkinfo's runs as soon as each is done, while
         the other tools still run (to parse them meanwhile); what it raises is left to the build."""
@@ -101,6 +110,7 @@ class Collector:
         self.sel = [*(("-C", ca) if ca else ()), *(("-P", str(port)) if port else ())]
         self.limits = limits
         self.runner = runner
+        self.routes = routes
 
     def _run(self, name: str, argv: list[str], timeout_s: float) -> ToolRun:
         argv = [find_tool(argv[0], self.env), *argv[1:]]
@@ -120,7 +130,8 @@ class Collector:
         runs = [self._run("ibnetdiscover", discover, self.limits.discover_s)]
         load = ["--load-cache", cache] if os.path.exists(cache) else []
         # After the one discovery the rest are independent queries: run side by side (each its own process).
-        with ThreadPoolExecutor(max_workers=4) as pool:
+        with ThreadPoolExecutor(max_workers=5 if self.routes else 4) as pool:
+            lfts = pool.submit(self.forwarding, runs[0]) if self.routes else None
             link = pool.submit(
                 self._run,
                 "iblinkinfo",
@@ -142,7 +153,44 @@ class Collector:
                 for lid in lids
             ]
             runs += [f.result() for f in others]
+            if lfts is not None:
+                runs.append(lfts.result())
         return runs
+
+    def forwarding(self, discovery: ToolRun) -> ToolRun:
+        """``ibroute -n LID`` of every switch the discovery names, as one run: stdouts concatenated in
+        LID order (each starts with its own header naming the switch), stderrs likewise; the exit
+        status the first non-zero one (None when one was killed at its limit)."""
+        try:
+            nodes, _ports = parse_netdiscover(discovery.stdout)
+        except InputError:
+            nodes = ()  # the build reports what is wrong with the discovery
+        lids = sorted({n.lid for n in nodes if n.kind == SWITCH and n.lid})
+        start, taken = time.monotonic(), time.time()
+        with ThreadPoolExecutor(max_workers=ROUTE_WORKERS) as pool:
+            done = list(
+                pool.map(
+                    lambda lid: self._run(
+                        "ibroute", ["ibroute", *self.sel, "-n", str(lid)], self.limits.route_s
+                    ),
+                    lids,
+                )
+            )
+        rc: int | None = 0
+        for r in done:
+            if r.rc is None or (r.rc and rc == 0):
+                rc = r.rc
+            if rc is None:
+                break
+        return ToolRun(
+            "ibroute",
+            f"ibroute {' '.join(self.sel)}{' ' if self.sel else ''}-n LID (each of {len(lids)} switches)",
+            "".join(r.stdout for r in done),
+            "".join(r.stderr for r in done),
+            rc,
+            round(time.monotonic() - start, 4),
+            taken,
+        )
 
     def _early(self, run: ToolRun) -> None:
         if self.early is not None:

@@ -167,6 +167,9 @@ class Fabric:
     counters: Sample | None = None
     """Switch and adapter port counters, keyed ``(guid, port)``; None when not read."""
     notes: tuple[ToolNote, ...] = ()
+    routes: dict[str, dict[int, int]] | None = None
+    """The subnet manager's routes (``ibdiag fabric --routes``): switch GUID -> {destination LID: out
+    port}, each switch's unicast linear forwarding table as ibroute read it; None when not read."""
     _index: dict[str, FabricNode] = field(default_factory=dict, compare=False, repr=False)
     _ports: dict[PortRef, FabricPort] = field(default_factory=dict, compare=False, repr=False)
 

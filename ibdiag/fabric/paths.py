@@ -8,6 +8,12 @@ the active ISLs (the switch graph, :mod:`ibdiag.fabric.graph`). Each candidate I
 *uplink* it is: a pair from leaf A to leaf B crosses "any of 4 uplinks of leaf A" and "any of 4
 uplinks of leaf B" (leaf B's uplinks carry it down). Only on a tree of tiers is there an up; on any
 other shape (:mod:`ibdiag.fabric.shape`) the ISLs are not named, never guessed.
+
+With the routes (``ibdiag fabric --routes``: each switch's unicast forwarding table) the path is exact,
+on any shape: :meth:`Router.route` follows the tables from the first adapter's switch toward the
+second adapter's port LID, hop by hop, over active ISLs, until the switch whose table sends that LID
+out of the second adapter's cable. A missing table or entry, a port that is no active ISL, a loop or
+more than :data:`MAX_ROUTE_HOPS` hops: no route, and why (the caller falls back to the candidates).
 """
 
 from __future__ import annotations
@@ -73,11 +79,20 @@ class Crossing:
     then the second's downwards."""
 
 
+#: ISL hops a followed route may take before it is called a loop or lost.
+MAX_ROUTE_HOPS = 64
+
+#: An ISL crossed by a route: the port it leaves by, the port it arrives at.
+Crossed = tuple[PortRef, PortRef]
+
+
 @dataclass
 class Router:
-    """Shortest-path ISL candidates over a fabric's switch graph (breadth-first searches cached per switch)."""
+    """Shortest-path ISL candidates over a fabric's switch graph (breadth-first searches cached per
+    switch); with ``fabric`` holding routes, the exact ISLs of each route."""
 
     shape: Shape
+    fabric: Fabric | None = None
     _dist: dict[str, dict[str, int]] = field(default_factory=dict)
     _cache: dict[tuple[str, str], Crossing | None] = field(default_factory=dict)
 
@@ -85,6 +100,41 @@ class Router:
     def names_isls(self) -> bool:
         """The ISLs are named only on a tree of tiers (or a single switch, which has none)."""
         return self.shape.kind in (TREE, SINGLE)
+
+    @property
+    def routes_read(self) -> bool:
+        return self.fabric is not None and bool(self.fabric.routes)
+
+    def route(self, a: Attachment, b: Attachment) -> tuple[Crossed, ...] | str:
+        """The ISLs the subnet manager's route from adapter ``a`` to adapter ``b`` crosses, in order;
+        or why it cannot be followed (a text naming switches by GUID)."""
+        fab = self.fabric
+        if fab is None or not fab.routes:
+            return "the routes were not read (ibdiag fabric --routes)"
+        dest = fab.port(PortRef(b.ca, b.ca_port))
+        dlid = dest.lid if dest is not None else None
+        if not dlid:
+            return f"the port LID of {b.ca} port {b.ca_port} is not known"
+        cur, seen = a.switch, {a.switch}
+        out: list[Crossed] = []
+        for _ in range(MAX_ROUTE_HOPS + 1):
+            table = fab.routes.get(cur)
+            if table is None:
+                return f"the forwarding table of {cur} was not read"
+            port = table.get(dlid)
+            if port is None:
+                return f"the forwarding table of {cur} has no entry for LID {dlid}"
+            if cur == b.switch and port == b.port:
+                return tuple(out)
+            p = fab.port(PortRef(cur, port))
+            if p is None or p.peer is None or not fab.is_isl(p) or p.state not in (None, "Active"):
+                return f"{cur} sends LID {dlid} out of port {port}, which is no active ISL"
+            out.append((p.ref, p.peer))
+            cur = p.peer.guid
+            if cur in seen:
+                return f"the route to LID {dlid} loops (back at {cur})"
+            seen.add(cur)
+        return f"the route to LID {dlid} is longer than {MAX_ROUTE_HOPS} ISL hops"
 
     def _from(self, s: str) -> dict[str, int]:
         if s not in self._dist:

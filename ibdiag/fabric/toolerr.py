@@ -4,7 +4,7 @@ Kinds (:class:`~ibdiag.fabric.model.ToolNote`): ``unreachable`` (a directed-rout
 or failed: what lies behind was not discovered, or that port's counters were not read), ``no-sm`` (no
 subnet manager or SA answered), ``timeout`` (the tool ran past ibdiag's limit and was killed), ``failed``
 (it exited non-zero), ``other`` (a line ibdiag does not know: shown, and the fabric is not called
-complete). The simulator's ``sim_connect: attached as client`` line is dropped. Texts are escaped and capped.
+complete); ``ibroute`` (``--routes``): a switch's forwarding table not read is ``unreachable``. The simulator's ``sim_connect: attached as client`` line is dropped. Texts are escaped and capped.
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ _DR_FAIL = re.compile(
 )
 _PMA_FAIL = re.compile(r"query failed on (.*), Lid (\d+) port (\d+)")
 _NO_SM = re.compile(r"No SM/SA found|Failed to bind to the SA|sminfo: iberror: failed: query")
-_MADRPC = re.compile(r"_do_madrpc failed; dport")
+_MADRPC = re.compile(r"_do_madrpc failed; dport(?: \(Lid (\d{1,5})\))?")
+#: ibroute (``--routes``): one switch's table not read; the MAD it dumps before saying so.
+_ROUTE_FAIL = re.compile(r"ibroute: iberror: failed: (.*)")
+_MAD_DUMP = re.compile(r"^\s*(?:nodeinfo|switchinfo|[0-9a-f]{4}(?: [0-9a-f]{4}){1,15})\s*$")
 
 
 def classify(run: ToolRun) -> tuple[ToolNote, ...]:
@@ -33,9 +36,13 @@ def classify(run: ToolRun) -> tuple[ToolNote, ...]:
             ToolNote(run.name, "timeout", f"{run.name} ran past its time limit and was killed")
         )
     unknown = 0
+    if run.name == "ibroute":
+        notes += _route_failures(run)
     for line in run.stderr.splitlines():
         if _NOISE.search(line) or _MADRPC.search(line):
             continue  # _do_madrpc is followed by the line that names what failed
+        if run.name == "ibroute" and (_MAD_DUMP.match(line) or _ROUTE_FAIL.search(line)):
+            continue
         m = _DR_FAIL.search(line)
         if m:
             why = (m.group(3) or f"status {m.group(2)}").strip()
@@ -69,6 +76,19 @@ def classify(run: ToolRun) -> tuple[ToolNote, ...]:
         # ibqueryerrors exits 1 when it found errors: that is its answer, not a failure.
         notes.append(ToolNote(run.name, "failed", f"{run.name} exited with status {run.rc}"))
     return tuple(_dedup(notes))
+
+
+def _route_failures(run: ToolRun) -> list[ToolNote]:
+    """ibroute says a switch failed on stdout (``iberror: failed``), the LID it asked on stderr
+    (``_do_madrpc failed; dport (Lid N)``): paired in order, both concatenated in LID order."""
+    lids = [m.group(1) for m in _MADRPC.finditer(run.stderr) if m.group(1)]
+    whys = [m.group(1) for m in _ROUTE_FAIL.finditer(run.stdout + "\n" + run.stderr)]
+    notes = []
+    for k, why in enumerate(whys[:MAX_NOTES_PER_TOOL]):
+        at = f"the switch at LID {lids[k]}" if len(lids) == len(whys) else "a switch"
+        text = f"forwarding table of {at} not read: {safe_excerpt(why.strip(), 80)}"
+        notes.append(ToolNote(run.name, "unreachable", text))
+    return notes
 
 
 def _dedup(notes: list[ToolNote]) -> list[ToolNote]:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry
-from ibdiag.report.fabricmodel import HOST_LINK, MIN_SHARED, Culprit, SweepOnFabric
+from ibdiag.report.fabricmodel import HOST_LINK, ISL, MIN_SHARED, Culprit, SweepOnFabric
 from ibdiag.report.inputs import Skipped
 from ibdiag.report.view import FleetView, NodeRow, Outlier, Split
 
@@ -196,7 +196,7 @@ def fabric_path(placed: SweepOnFabric) -> list[Finding]:
 
 @CHECKS.check(
     "report.fabric_culprit",
-    "with --fabric: a switch port (host link) or a switch's uplinks that at least 2 of a sweep's slow pairs share, the best explanation of them: warn",
+    "with --fabric: a switch port (host link), a switch's uplinks, or with routes (fabric --routes) one ISL, that at least 2 of a sweep's slow pairs share, the best explanation of them: warn",
 )
 def fabric_culprit(c: Culprit) -> Finding:
     if c.hop.kind == HOST_LINK:
@@ -204,10 +204,15 @@ def fabric_culprit(c: Culprit) -> Finding:
             "check that cable, both its ports and the adapter: `ibdiag fabric` (errors, rate at the switch port), "
             "`ibdiag counters` on the host; reseat or replace the cable"
         )
+    elif c.hop.kind == ISL:
+        hint = (
+            "check that ISL's cable and both its ports: `ibdiag fabric` (fabric.errors, fabric.link_rate); "
+            "reseat or replace the cable, or disable the port so the subnet manager routes around it"
+        )
     else:
         hint = (
             "check the switch's uplinks (`ibdiag fabric`: fabric.errors, fabric.link_rate on its ISLs); "
-            "the SM's routes (ibroute) tell which uplink each slow pair takes"
+            "`ibdiag fabric --routes --save` reads the SM's routes: the report then names the one ISL"
         )
     return Finding(
         "report.fabric_culprit",

@@ -14,6 +14,8 @@ from ibdiag.fabric.paths import Attachment
 MIN_SHARED = 2
 HOST_LINK = "host link"
 UPLINKS = "uplinks"
+#: One inter-switch link, exactly (the routes were read: ``ibdiag fabric --routes``).
+ISL = "isl"
 #: Slow pairs listed per sweep (every one counts; JSON and the table show this many).
 MAX_PATHS = 200
 
@@ -21,15 +23,20 @@ MAX_PATHS = 200
 @dataclass(frozen=True)
 class Hop:
     kind: str
-    """``host link`` (a switch port and its cable to an adapter) or ``uplinks`` (a switch's uplinks)."""
+    """``host link`` (a switch port and its cable to an adapter), ``uplinks`` (a switch's uplinks) or
+    ``isl`` (one inter-switch link, from the routes)."""
     switch: str
-    """The switch's GUID."""
+    """The switch's GUID (an ISL's lower end: the switch whose uplink it is)."""
     port: int
-    """The switch port of a host link; 0 for an uplink group."""
+    """The switch port of a host link or an ISL's lower end; 0 for an uplink group."""
     label: str
-    """``leaf-r1-1 port 3 (cable to gpu03 mlx5_1)``, ``the uplinks of leaf-r0-1 (ports 9, 10)``."""
+    """``leaf-r1-1 port 3 (cable to gpu03 mlx5_1)``, ``the uplinks of leaf-r0-1 (ports 9, 10)``,
+    ``leaf-r0-1 port 5 <> spine-1 port 1``."""
     subject: str
-    """One token: ``leaf-r1-1:3``, ``leaf-r0-1:uplinks``."""
+    """One token: ``leaf-r1-1:3``, ``leaf-r0-1:uplinks``, ``leaf-r0-1:5<>spine-1:1``."""
+    far_switch: str = ""
+    """An ISL's upper end: the switch's GUID and port."""
+    far_port: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -38,6 +45,8 @@ class Hop:
             "port": self.port or None,
             "label": self.label,
             "subject": self.subject,
+            "far_switch": self.far_switch or None,
+            "far_port": self.far_port or None,
         }
 
 
@@ -146,6 +155,13 @@ class Culprit:
                 else ""
             )
             text = f"{h.label}: {self.slow} of {self.slow_total} slow pairs cross them, {also}{spread}{inside}"
+        elif h.kind == ISL:
+            also = (
+                f"{self.healthy} healthy pair(s) also cross it"
+                if self.healthy
+                else "no healthy pair crosses it"
+            )
+            text = f"{h.label}: {self.slow} of {self.slow_total} slow pairs cross it (the subnet manager's routes), {also}"
         else:
             text = f"{h.label}: {self.slow} of {self.slow_total} slow pairs pass it, {also}"
         if self.alternatives:
@@ -201,6 +217,8 @@ class SweepOnFabric:
     """Nodes the sweep measured over TCP (no adapter): nothing of them is placed."""
     slow_placed: int = 0
     """Slow pairs with both ends on the fabric."""
+    routes_read: bool = False
+    """The fabric holds the subnet manager's routes: pairs' ISLs are exact."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -209,7 +227,7 @@ class SweepOnFabric:
             "fabric": self.source,
             "shape": self.shape,
             "isls_named": self.names_isls,
-            "routes_read": False,
+            "routes_read": self.routes_read,
             "slow_pairs": self.slow,
             "slow_pairs_placed": self.slow_placed,
             "healthy_pairs": self.healthy,

@@ -17,10 +17,16 @@ switch to be fine (else the switch or its hosts explain them better) and at leas
 across it slow, N its candidate uplinks: healthy pairs across it are allowed — with ECMP or static
 routes one bad uplink of N slows about 1/N of the pairs — but fewer slow than that is no pattern. One
 slow pair alone names nothing.
+
+With the routes (a fabric saved by ``ibdiag fabric --routes``) a pair's ISLs are exact: the ISLs the
+subnet manager's route from each end to the other crosses (both directions: a bad cable slows the
+data and the acknowledgements alike), each an ``isl`` hop judged like a host link (more slow pairs than
+healthy ones through it). A pair whose route cannot be followed falls back to the candidates, and says why.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
@@ -28,11 +34,12 @@ from typing import Any
 
 from ibdiag.fabric.hosts import Names
 from ibdiag.fabric.model import Fabric, PortRef
-from ibdiag.fabric.paths import Attachment, Router, attachments, known_adapters
+from ibdiag.fabric.paths import Attachment, Crossed, Router, attachments, known_adapters
 from ibdiag.fabric.rails import rail_of
 from ibdiag.fabric.shape import shape
 from ibdiag.report.fabricmodel import (
     HOST_LINK,
+    ISL,
     MAX_PATHS,
     MIN_SHARED,
     UPLINKS,
@@ -62,6 +69,7 @@ class _Placer:
         self.uplink_ports: dict[str, set[int]] = {}
         self._ends: dict[tuple[str, str | None, int | None], End] = {}
         self._hops: dict[tuple[str, int], Hop] = {}
+        self._isls: dict[frozenset[PortRef], Hop] = {}
 
     def widths(self) -> dict[str, int]:
         """Per switch, the uplinks any placed pair may take."""
@@ -112,6 +120,36 @@ class _Placer:
             )
         return self._hops[key]
 
+    def isl_hop(self, isl: Crossed) -> Hop:
+        key = frozenset(isl)
+        if key not in self._isls:
+            tiers = self.router.shape.tiers
+            low, high = sorted(isl, key=lambda r: (tiers.get(r.guid, 0), r.guid, r.port))
+            label = f"{self.names.port(low)} <> {self.names.port(high)}"
+            subject = f"{self.names.subject(low)}<>{self.names.subject(high)}"
+            self._isls[key] = Hop(ISL, low.guid, low.port, label, subject, high.guid, high.port)
+        return self._isls[key]
+
+    def _named(self, why: str) -> str:
+        return re.sub(r"0x[0-9a-f]{16}", lambda m: self.names.node(m.group(0)), why)
+
+    def routed(
+        self, a: Attachment, b: Attachment, notes: list[str]
+    ) -> tuple[tuple[Crossed, ...], tuple[Crossed, ...]] | None:
+        """The ISLs of the routes there and back; None (and a note) when either cannot be followed."""
+        there, back = self.router.route(a, b), self.router.route(b, a)
+        for way, r in (("there", there), ("back", back)):
+            if isinstance(r, str):
+                notes.append(
+                    f"the route {way} is not followed ({self._named(r)}): the ISLs are candidates"
+                )
+        if isinstance(there, str) or isinstance(back, str):
+            return None
+        return there, back
+
+    def _crossed(self, isls: Iterable[Crossed]) -> str:
+        return ", ".join(f"{self.names.port(o)} > {self.names.port(i)}" for o, i in isls)
+
     def path(self, result: SweepResult, link: LinkStat) -> PairPath:
         ends = []
         for rank in (link.a, link.b):
@@ -126,8 +164,16 @@ class _Placer:
         if a.at is not None:
             hops.append(self.port_hop(a.at))
         if a.at is not None and b.at is not None:
-            crossing = self.router.between(a.at.switch, b.at.switch)
-            if crossing is None:
+            exact = self.routed(a.at, b.at, notes) if self.router.routes_read else None
+            crossing = self.router.between(a.at.switch, b.at.switch) if exact is None else None
+            if exact is not None:
+                there, back = exact
+                isl_hops = len(there)
+                hops += dict.fromkeys(self.isl_hop(x) for x in (*there, *back))
+                words += [f"{self.names.port(o)} > {self.names.port(i)}" for o, i in there]
+                if [frozenset(x) for x in there] != [frozenset(x) for x in reversed(back)]:
+                    notes.append(f"the route back crosses {self._crossed(back) or 'no ISL'}")
+            elif crossing is None:
                 shape = self.router.shape.text
                 why = (
                     "no active ISL path joins them"
@@ -213,7 +259,7 @@ def place_sweep(
         sweep,
         fab.source,
         router.shape.text,
-        router.names_isls,
+        router.names_isls or router.routes_read,
         tuple(slow[:MAX_PATHS]),
         len(slow),
         len(both),
@@ -229,6 +275,7 @@ def place_sweep(
         ),
         tcp,
         sum(1 for p in slow if all(e.at is not None for e in p.ends)),
+        router.routes_read,
     )
 
 
@@ -254,7 +301,7 @@ def _explaining(
 
 def _caveat(found: Iterable[Culprit], router: Router) -> Iterable[Culprit]:
     for c in found:
-        yield c if router.names_isls else replace(c, isls_unknown=True)
+        yield c if router.names_isls or router.routes_read else replace(c, isls_unknown=True)
 
 
 def _hosts(p: PairPath) -> set[tuple[str, str]]:
@@ -303,13 +350,13 @@ def culprits(
             n, h = len(rem), fine[hop]
             if n < MIN_SHARED:
                 continue
-            if hop.kind == HOST_LINK and n <= h:
+            if hop.kind in (HOST_LINK, ISL) and n <= h:
                 continue
             if hop.kind == UPLINKS and (
                 inside_slow[hop.switch] or n * widths.get(hop.switch, 1) < n + h
             ):
                 continue
-            key = (-n / (n + h), -n, 0 if hop.kind == HOST_LINK else 1, hop.subject)
+            key = (-n / (n + h), -n, (HOST_LINK, ISL, UPLINKS).index(hop.kind), hop.subject)
             if best is None or key < best[0]:
                 best = (key, hop, rem)
         if best is None:
@@ -334,5 +381,5 @@ def on_fabric(
 ) -> tuple[SweepOnFabric, ...]:
     """Each sweep (:class:`ibdiag.report.view.SweepPart`) on ``fab``."""
     names = names or Names(fab, {})
-    router = Router(shape(fab))
+    router = Router(shape(fab), fab)
     return tuple(place_sweep(part.result, part.path, fab, names, router) for part in sweeps)

@@ -64,6 +64,9 @@ def fabric_data(j: Judged) -> dict[str, Any]:
         "subnet_managers": None if not fab.sm_known else [s.to_json() for s in fab.sms],
         "port_counters": counters,
         "notes": [n.to_json() for n in fab.notes],
+        "routes": None
+        if fab.routes is None
+        else {"switches": len(fab.routes), "entries": sum(map(len, fab.routes.values()))},
         "shape": None if j.shape is None else j.shape.to_json(),
         "rails": None if j.rails is None else j.rails.to_json(),
         **(j.extra or {}),
