@@ -8,6 +8,7 @@
     congestion_share_pct = 25 # a port holding this share of the fabric's xmit_wait is where it concentrates
     congestion_min_ticks = 10000
     expect_oversubscription = 1.0  # leaves down:up as built (2.0 is 2:1); a fabric above it warns
+    route_balance_tolerance = 0.5  # --routes: a leaf's busiest uplink over (1 + this) x the even share warns
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class FabricConfig:
     congestion_share_pct: float = 25.0
     congestion_min_ticks: int = 10000
     expect_oversubscription: float = 1.0
+    route_balance_tolerance: float = 0.5
 
     def __post_init__(self) -> None:
         if self.expect_width not in (0, 1, 2, 4, 8, 12):
@@ -47,6 +49,11 @@ class FabricConfig:
             raise InputError(
                 f"config [fabric] expect_oversubscription = {self.expect_oversubscription:g}",
                 hint="the leaves' down:up ratio as built, 1.0 (1:1, non-blocking) to 64; e.g. 2.0 for 2:1",
+            )
+        if not 0 <= self.route_balance_tolerance <= 10:
+            raise InputError(
+                f"config [fabric] route_balance_tolerance = {self.route_balance_tolerance:g}",
+                hint="0 to 10: how far over the even share a leaf's busiest uplink may go; e.g. 0.5",
             )
         if self.congestion_min_ticks < 0:
             raise InputError(

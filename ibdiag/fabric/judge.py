@@ -15,6 +15,7 @@ from ibdiag.fabric.hosts import HostEnd, Names
 from ibdiag.fabric.model import Fabric
 from ibdiag.fabric.plan import Plan, plan_check, plan_diff
 from ibdiag.fabric.rails import Rails, rails
+from ibdiag.fabric.routing import Routing, routing, routing_check
 from ibdiag.fabric.shape import Shape, shape
 from ibdiag.fabric.shapechecks import oversubscription, tiers
 from ibdiag.fabric.shapechecks import rails as rail_check
@@ -34,6 +35,10 @@ class Judged:
     rails: Rails | None = None
     extra: dict[str, Any] | None = None
     """More keys for the JSON document (``--expect``'s plan diff)."""
+    routing: Routing | None = None
+    """What the SM's routes do with the host ports (``--routes``)."""
+    tolerance: float = 0.5
+    """``[fabric] route_balance_tolerance``, for the JSON document."""
 
 
 def counter_span(before: Fabric | None, after: Fabric, mode: str) -> Span | None:
@@ -75,9 +80,11 @@ def judge(
     out += tiers(fab, sh)
     out += oversubscription(fab, names, sh, fcfg)
     out += rail_check(fab, names, rl)
+    rt = routing(fab, sh)
+    out += routing_check(names, rt, fcfg.route_balance_tolerance)
     extra = None
     if plan is not None:
         changes, got = plan_diff(fab, names, plan)
         out += plan_check(plan, changes, got["texts"])
         extra = {"plan": got["doc"]}
-    return Judged(fab, names, tuple(out), span, sh, rl, extra)
+    return Judged(fab, names, tuple(out), span, sh, rl, extra, rt, fcfg.route_balance_tolerance)

@@ -66,7 +66,11 @@ def fabric_data(j: Judged) -> dict[str, Any]:
         "notes": [n.to_json() for n in fab.notes],
         "routes": None
         if fab.routes is None
-        else {"switches": len(fab.routes), "entries": sum(map(len, fab.routes.values()))},
+        else {
+            "switches": len(fab.routes),
+            "entries": sum(map(len, fab.routes.values())),
+            **({} if j.routing is None else j.routing.to_json(j.tolerance)),
+        },
         "shape": None if j.shape is None else j.shape.to_json(),
         "rails": None if j.rails is None else j.rails.to_json(),
         **(j.extra or {}),
