@@ -29,13 +29,14 @@ from tests.support.ibsim import SimFabric, need_simulator
 
 _HEADER = re.compile(r"^Unicast lids .* guid (0x[0-9a-f]+) \((.*)\):$")
 _ENTRY = re.compile(r"^0x([0-9a-f]{4}) (\d{3})")
+TOPO = rail_fat_tree(hosts=12, rails=2, leaves_per_rail=3)
 
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
     need_simulator()
     work = tmp_path_factory.mktemp("routing")
-    f = SimFabric(rail_fat_tree(hosts=12, rails=2, leaves_per_rail=3).text(), work / "sim")
+    f = SimFabric(TOPO.text(), work / "sim")
     try:
         saved = work / "dump"
         r = run_cli("fabric", "--routes", "--save", str(saved), env=f.env())
@@ -43,7 +44,14 @@ def sim(tmp_path_factory):
         plain = work / "plain"
         r = run_cli("fabric", "--save", str(plain), env=f.env())
         assert r.exit_code == 0, r.stderr
-        yield saved, plain
+        # then leaf-r0-1's first uplink unplugged: opensm routes around it (read with --routes too)
+        leaf, lport, spine, sport = TOPO.isl("leaf-r0-1", 0)
+        f.console(f'Unlink "{leaf.node_id}"[{lport}]')
+        f.settle(1.0)
+        down = work / "down"
+        r = run_cli("fabric", "--routes", "--save", str(down), env=f.env())
+        assert r.exit_code in (0, 1), r.stderr
+        yield saved, plain, (down, lport, spine.desc, sport)
     finally:
         f.close()
 
@@ -92,7 +100,7 @@ def host_lids(saved) -> dict[str, int]:
 
 
 def test_opensms_routes_on_a_symmetric_fat_tree_are_balanced(sim):
-    saved, _plain = sim
+    saved, _plain, _down = sim
     rc, found, doc = routing_findings(saved)
     assert rc == 0
     assert [(f["severity"], f["message"]) for f in found] == [
@@ -111,14 +119,14 @@ def test_opensms_routes_on_a_symmetric_fat_tree_are_balanced(sim):
 
 
 def test_without_routes_there_is_no_routing_finding(sim):
-    _saved, plain = sim
+    _saved, plain, _down = sim
     rc, found, doc = routing_findings(plain)
     assert rc == 0 and found == [] and doc["routes"] is None
 
 
 def test_a_leaf_stacking_destinations_on_one_uplink_warns(sim, tmp_path):
     """Test-made variant: leaf-r0-1's entries that went out of uplink 6 go out of uplink 5."""
-    saved, _plain = sim
+    saved, _plain, _down = sim
     hosts = set(host_lids(saved).values())
     leaf = tables((saved / "ibroute.out").read_text())["leaf-r0-1"]
     moved = {lid: 5 for lid, port in leaf.items() if port == 6 and lid in hosts}
@@ -143,7 +151,7 @@ def test_a_leaf_stacking_destinations_on_one_uplink_warns(sim, tmp_path):
 def test_one_destination_over_the_even_share_is_within_the_tolerance(sim, tmp_path):
     """Test-made variants: one entry moved (6 against 5) is balanced; ten (10 against 5) is not with the
     default tolerance but is with route_balance_tolerance = 1.0 (10 is not more than 5 x 2)."""
-    saved, _plain = sim
+    saved, _plain, _down = sim
     hosts = set(host_lids(saved).values())
     leaf = tables((saved / "ibroute.out").read_text())["leaf-r0-1"]
     one = min(lid for lid, port in leaf.items() if port == 6 and lid in hosts)
@@ -166,7 +174,7 @@ def test_one_destination_over_the_even_share_is_within_the_tolerance(sim, tmp_pa
 def test_a_host_lid_missing_from_tables_fails_naming_the_host_and_switches(sim, tmp_path):
     """Test-made variant: gpu05 mlx5_0's entry deleted from spine-1's and leaf-r1-2's tables, and
     spine-2 sending it to port 0 (itself)."""
-    saved, _plain = sim
+    saved, _plain, _down = sim
     lid = host_lids(saved)["gpu05 mlx5_0"]
     path = variant(
         saved,
@@ -193,7 +201,7 @@ def test_a_host_lid_missing_from_tables_fails_naming_the_host_and_switches(sim, 
 
 def test_the_hosts_own_leaf_sending_it_elsewhere_fails(sim, tmp_path):
     """Test-made variant: gpu02 mlx5_1's leaf sends its LID up uplink 5 instead of down its cable."""
-    saved, _plain = sim
+    saved, _plain, _down = sim
     lid = host_lids(saved)["gpu02 mlx5_1"]
     fab = build_fabric(dump.load(saved))
     (ca,) = [n for n in fab.nodes if n.desc == "gpu02 mlx5_1"]
@@ -205,3 +213,50 @@ def test_the_hosts_own_leaf_sending_it_elsewhere_fails(sim, tmp_path):
         f"gpu02 mlx5_1 (LID {lid}, on {leaf} port {cable.port}) cannot be reached from 1 switch(es): "
         f"{leaf} (port 5, not its cable (port {cable.port}))"
     ]
+
+
+def test_opensm_routes_around_an_unplugged_uplink(sim):
+    _saved, _plain, (down, lport, _spine, _sport) = sim
+    rc, found, doc = routing_findings(down)
+    assert [f["severity"] for f in found] == ["ok"]
+    (leaf,) = [
+        b
+        for b in doc["routes"]["balance"]
+        if b["leaf"] == f"0x{TOPO.switch('leaf-r0-1').guid:016x}"
+    ]
+    # 20 remote destinations over the 3 uplinks left: 7, 7 and 6
+    assert lport not in [u["port"] for u in leaf["uplinks"]] and leaf["even"] == 7
+    assert sorted(u["destinations"] for u in leaf["uplinks"]) == [6, 7, 7]
+
+
+def test_routes_from_before_an_uplink_went_down_fail_for_the_hosts_behind_it(sim, tmp_path):
+    """Test-made variant: the dump read after leaf-r0-1's uplink was unplugged, with the forwarding
+    tables read before (stale routes: what a subnet manager that has not swept since leaves)."""
+    saved, _plain, (down, lport, spine, sport) = sim
+    stale = tmp_path / "stale"
+    shutil.copytree(down, stale)
+    shutil.copy(saved / "ibroute.out", stale / "ibroute.out")
+    rc, found, _doc = routing_findings(stale)
+    assert rc == 1
+    fab = build_fabric(dump.load(saved))
+    old = tables((saved / "ibroute.out").read_text())
+    expected = []
+    for n in sorted(
+        (n for n in fab.nodes if n.kind == CA), key=lambda n: fab.port(PortRef(n.guid, 1)).lid
+    ):
+        lid = fab.port(PortRef(n.guid, 1)).lid
+        (cable,) = [p for p in fab.ports if p.peer == PortRef(n.guid, 1)]
+        on = fab.node(cable.guid).desc
+        why = []
+        if on != "leaf-r0-1" and old["leaf-r0-1"][lid] == lport:
+            why.append(f"leaf-r0-1 (port {lport}, not cabled)")
+        if on == "leaf-r0-1" and old[spine][lid] == sport:
+            why.append(f"{spine} (port {sport}, not cabled)")
+        if why:
+            expected.append(
+                f"{n.desc} (LID {lid}, on {on} port {cable.port}) cannot be reached from "
+                f"{len(why)} switch(es): {'; '.join(why)}"
+            )
+    # opensm's even share: 5 remote hosts over the lost uplink, 2 of leaf-r0-1's 4 hosts down it
+    assert len(expected) == 5 + 2
+    assert [(f["severity"], f["message"]) for f in found] == [("fail", m) for m in expected]
