@@ -84,8 +84,8 @@ def main() -> int:
 
     from rich.console import Console
 
-    from ibdiag.counters import CountersConfig
     from ibdiag.counters.checks import check_span
+    from ibdiag.counters.config import CountersConfig
     from ibdiag.counters.delta import build_span
     from ibdiag.counters.read import discover_layout, read_sample
     from ibdiag.counters.views.table import interval_table

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ibdiag.counters import CountersConfig, snapshot_findings
+from ibdiag.counters.config import CountersConfig
+from ibdiag.counters.snapshot import snapshot_findings
 from ibdiag.node.discover import discover
 from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.ports.config import PortsConfig

@@ -7,10 +7,11 @@ import itertools
 import pytest
 
 from ibdiag.config import load_config
-from ibdiag.counters import CountersConfig, snapshot_findings
 from ibdiag.counters.checks import check_span
+from ibdiag.counters.config import CountersConfig
 from ibdiag.counters.delta import build_span
 from ibdiag.counters.read import discover_layout, read_sample
+from ibdiag.counters.snapshot import snapshot_findings
 from ibdiag.errors import InputError
 from ibdiag.findings.model import Severity
 from ibdiag.node.discover import discover

@@ -491,7 +491,7 @@ def test_counters_command_imports_nothing_heavy():
 def test_snapshot_findings_import_is_light():
     # The interface `ibdiag verdict` calls: not even rich is needed to judge a snapshot.
     loaded = _imports_after(
-        "from ibdiag.counters import snapshot_findings\nfrom ibdiag.node.sysfs import SysfsRoot\n"
+        "from ibdiag.counters.snapshot import snapshot_findings\nfrom ibdiag.node.sysfs import SysfsRoot\n"
         f"snapshot_findings(SysfsRoot({str(FAULTY)!r}))"
     )
     assert loaded == ""

@@ -8,8 +8,9 @@ import shutil
 import pytest
 
 from ibdiag.bench.p2p.linerate import judged_line_rate, rdma_line_rate
-from ibdiag.counters import CountersConfig, snapshot_findings
+from ibdiag.counters.config import CountersConfig
 from ibdiag.counters.hw_spec import HW_COUNTERS, HW_JUDGED, MEANINGS, HwGroup, Meaning
+from ibdiag.counters.snapshot import snapshot_findings
 from ibdiag.errors import InputError
 from ibdiag.findings.model import Severity
 from ibdiag.node.discover import discover
