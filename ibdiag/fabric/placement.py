@@ -67,8 +67,19 @@ def double_tree(n: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     return first, second
 
 
+class _UplinkLoad:
+    """A switch's uplink capacity ``up_gbps`` over its load ``units`` (of ``b``)."""
+
+    up_gbps: float
+    units: float
+
+    @property
+    def per_unit_gbps(self) -> float | None:
+        return self.up_gbps / self.units if self.units > 0 else None
+
+
 @dataclass(frozen=True)
-class LeafLoad:
+class LeafLoad(_UplinkLoad):
     leaf: str
     name: str
     nodes: int
@@ -76,10 +87,6 @@ class LeafLoad:
     up_gbps: float
     units: float
     """Load on its uplinks, in units of one rail's busbw ``b`` (summed over the rails it carries)."""
-
-    @property
-    def per_unit_gbps(self) -> float | None:
-        return self.up_gbps / self.units if self.units > 0 else None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -93,7 +100,7 @@ class LeafLoad:
 
 
 @dataclass(frozen=True)
-class SpineLoad:
+class SpineLoad(_UplinkLoad):
     spine: str
     name: str
     pod: str
@@ -104,10 +111,6 @@ class SpineLoad:
     """Its share of the pod's traffic to and from the other pods (its capacity down over the pod's)."""
     units: float
     """Load on its uplinks in units of ``b``: the pod's crossings x share."""
-
-    @property
-    def per_unit_gbps(self) -> float | None:
-        return self.up_gbps / self.units if self.units > 0 else None
 
     def to_json(self) -> dict[str, Any]:
         return {
