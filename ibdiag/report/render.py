@@ -15,7 +15,7 @@ from ibdiag.sweep import render as sweep_render
 from ibdiag.sweep.render import LINE_WIDTH, fit_line
 
 if TYPE_CHECKING:
-    from ibdiag.report.inputs import Skipped
+    from ibdiag.report.files import Skipped
     from ibdiag.report.view import Split
 
 #: Nodes listed in the table (all of them are in JSON, CSV and HTML).

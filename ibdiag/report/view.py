@@ -12,8 +12,9 @@ from typing import Any
 
 from ibdiag.errors import NotSupportedError
 from ibdiag.findings.model import Finding, Severity, worst
+from ibdiag.report.files import Skipped
 from ibdiag.report.flapping import FlappingPort, most_flapping
-from ibdiag.report.inputs import AdapterFacts, InputDoc, Skipped, TopoFacts
+from ibdiag.report.inputs import AdapterFacts, InputDoc, TopoFacts
 from ibdiag.sweep.analysis import LinkVerdict, NodeStatus
 from ibdiag.sweep.checks import link_subject, sweep_findings
 

@@ -90,5 +90,5 @@ def _measure(store: Any, address: str, prefix: str, pair_rank: int, spec: PairSp
             best = min(best, (time.perf_counter() - t0) / calls)
     finally:
         del pg
-    algbw_gbs = buf.numel() * 4 / best / 1e9
+    algbw_gbs = float(buf.numel()) * 4 / best / 1e9
     return algbw_gbs * OPS["all_reduce"].busbw_factor(2)

@@ -165,7 +165,8 @@ def watch(
     codes = [p.poll() for p in procs]
     result = rdir / RESULT
     if all(c == 0 for c in codes) and result.exists():
-        return json.loads(result.read_text(encoding="utf-8"))
+        data: dict[str, Any] = json.loads(result.read_text(encoding="utf-8"))
+        return data
     now = time.monotonic()
     for r, c in enumerate(codes):
         if c is not None:

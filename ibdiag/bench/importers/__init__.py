@@ -43,7 +43,7 @@ from collections import deque
 from collections.abc import Iterable
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ibdiag.bench.importers import nccl_tests, nccl_tests_json, perftest, perftest_json
 from ibdiag.bench.importers.checks import multiple_runs
@@ -67,12 +67,37 @@ __all__ = [
     "separate_runs",
 ]
 
-#: Text formats, tried in order: each module has ``marks(line)`` (a line only that tool prints) and
-#: ``parse_lines(lines, context, source, *, op, file_name) -> list[BenchRun]``.
-TEXT_FORMATS: tuple[Any, ...] = (nccl_tests, perftest)
-#: JSON formats: ``is_json_doc(doc)`` and ``parse_doc(doc, source, *, op, file_name) -> BenchRun``
-#: (ibdiag's own ``ibdiag.bench/1`` documents are read before these).
-JSON_FORMATS: tuple[Any, ...] = (nccl_tests_json, perftest_json)
+
+class TextFormat(Protocol):
+    """A text format's module: ``marks(line)`` (a line only that tool prints) and its parser."""
+
+    def marks(self, line: Line) -> bool: ...
+
+    def parse_lines(
+        self,
+        lines: Iterable[Line],
+        ctx: Context,
+        source: str = ...,
+        *,
+        op: str | None = ...,
+        file_name: str | None = ...,
+    ) -> list[BenchRun]: ...
+
+
+class JsonFormat(Protocol):
+    """A JSON format's module: ``is_json_doc(doc)`` and ``parse_doc(doc, source, *, op, file_name)``."""
+
+    def is_json_doc(self, doc: Any) -> bool: ...
+
+    def parse_doc(
+        self, doc: Any, source: str, *, op: str | None = ..., file_name: str | None = ...
+    ) -> BenchRun: ...
+
+
+#: Text formats, tried in order.
+TEXT_FORMATS: tuple[TextFormat, ...] = (nccl_tests, perftest)
+#: JSON formats (ibdiag's own ``ibdiag.bench/1`` documents are read before these).
+JSON_FORMATS: tuple[JsonFormat, ...] = (nccl_tests_json, perftest_json)
 
 _LOOKAHEAD_BYTES = 8 * 2**20
 """Lines kept while no format has shown itself yet (older ones are noise before the table and dropped)."""

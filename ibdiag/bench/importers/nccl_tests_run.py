@@ -305,4 +305,5 @@ def _command_ranks(command: Any) -> int | None:
         v = command.options.get(key)
         if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 10:
             per *= v
-    return command.ranks * per
+    ranks: int = command.ranks
+    return ranks * per

@@ -268,7 +268,7 @@ class RdmaEndpoint:
                     f"RDMA {what.upper() if what != 'receive' else what} completed with error status {int(wc.status)} ({_wc_status_text(int(wc.status))}) on {self.device}",
                     hint=_wc_status_hint(int(wc.status)),
                 )
-        return wcs
+        return list(wcs)
 
     def poll(self, max_entries: int = 16) -> list[int]:
         """Work-request ids of completed sends/WRITEs/READs (``ibv_poll_cq``); a failed completion raises."""
