@@ -47,7 +47,9 @@ def pair_allreduce(
     the serving end (``a``) None. Never raises for a failed or silent peer: the error goes in the result."""
     try:
         busbw = _measure(store, address, f"coll/{round_index}/{a}-{b}", 0 if me == a else 1, spec)
-    except Exception as e:  # noqa: BLE001 - gloo and the store raise RuntimeError subclasses; any is this pair's failure
+    except (
+        Exception
+    ) as e:  # gloo and the store raise RuntimeError subclasses; any is this pair's failure
         if me != b:
             return None
         text = "".join(c if c.isprintable() else " " for c in first_line(e))

@@ -193,7 +193,7 @@ def _poll_heartbeats(
     alive = False
     try:
         hb = read_heartbeats(store, n, prefix)
-    except Exception:  # noqa: BLE001 - the store raises several types; no heartbeats this time
+    except Exception:  # the store raises several types; no heartbeats this time
         hb = {}
     for r, h in hb.items():
         if last_hb.get(r) is None or (h.counter, h.step) != (
@@ -335,7 +335,7 @@ def _compose_error(
     errors = _read_errors(rdir, len(procs))
     try:
         hb = read_heartbeats(store, len(procs), prefix)
-    except Exception:  # noqa: BLE001 - the store raises several types; the last heartbeats seen stand
+    except Exception:  # the store raises several types; the last heartbeats seen stand
         hb = dict(last_hb)
 
     def at(r: int) -> str:

@@ -146,7 +146,7 @@ def open_log(path: str | Path) -> LogInput:
         if p.is_dir():
             raise InputError(f"{p}: is a directory", hint="give the log file itself")
         try:
-            raw = open(p, "rb")  # noqa: SIM115 - the caller reads it to the end; closed with the process
+            raw = open(p, "rb")  # the caller reads it to the end; closed with the process
         except FileNotFoundError:
             raise InputError(f"{p}: no such file", hint="check the path") from None
         except PermissionError:

@@ -297,7 +297,7 @@ class Server:
             elif not self._stop.is_set():
                 ch.send_error("failed", e.message, e.hint)
                 say(f"{peer}: dropped: {_as_client(e.message, peer)}")
-        except Exception as e:  # noqa: BLE001 - a bug must not take the server down
+        except Exception as e:  # a bug must not take the server down
             ch.send_error("failed", f"internal error on the server: {type(e).__name__}")
             self.log(f"{peer}: internal error: {type(e).__name__}: {e}")
         finally:

@@ -296,7 +296,7 @@ class RdmaEndpoint:
                 continue
             try:
                 obj.close()
-            except Exception:  # noqa: BLE001 - best effort on the way out; the kernel frees the rest at exit
+            except Exception:  # best effort on the way out; the kernel frees the rest at exit
                 pass
         self.qps = []
 
