@@ -165,8 +165,7 @@ def watch(
     codes = [p.poll() for p in procs]
     result = rdir / RESULT
     if all(c == 0 for c in codes) and result.exists():
-        data: dict[str, Any] = json.loads(result.read_text(encoding="utf-8"))
-        return data
+        return dict(json.loads(result.read_text(encoding="utf-8")))
     now = time.monotonic()
     for r, c in enumerate(codes):
         if c is not None:
