@@ -124,4 +124,22 @@ ExitCodesOption = Annotated[
         help="nagios: 0 OK, 1 WARNING (warnings only), 2 CRITICAL (a failing finding), 3 UNKNOWN (could not run).",
     ),
 ]
+HistoryOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--history",
+        metavar="DIR",
+        help="Record this reading in the port history DIR (e.g. /var/lib/ibdiag/history) and judge flaps, "
+        "recoveries and error bursts over [history] window_hours. Nothing is written without it.",
+    ),
+]
+KernelLogOption = Annotated[
+    str | None,
+    typer.Option(
+        "--kernel-log",
+        metavar="SOURCE",
+        help="Judge the kernel's own words about ports, cables, PCIe and AER: kmsg (/dev/kmsg, what is buffered), "
+        "journal (journalctl -k), auto (kmsg, else the journal), or a saved dmesg/journalctl file.",
+    ),
+]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks for errors.")]

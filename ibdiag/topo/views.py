@@ -1,16 +1,56 @@
-"""Views of a :class:`Topology`: the ``nvidia-smi topo -m``-style matrix, adapter and pairing tables,
-CSV rows and Prometheus metrics. Pure functions of the model; cli/ prints what they return."""
+"""Views of ``ibdiag topo``'s result: the ``nvidia-smi topo -m``-style matrix, adapter and pairing tables,
+CSV rows and Prometheus metrics (:func:`outputs`). Pure functions of the model; cli/ prints what they return."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ibdiag.node.model import KernelModule, Pairing, PcieLink, Topology, port_name
+from ibdiag.output.outputs import Outputs, TableLayout, added_metrics, added_tables
 from ibdiag.output.prom import Metric, PromSample
 from ibdiag.parse import format_cpulist, pcie_gen
+from ibdiag.topo.command import TopoResult
 
 if TYPE_CHECKING:  # rich only where a table is drawn: `ibdiag topo -o json` does not import it
+    from rich.console import RenderableType
     from rich.table import Table
+
+
+def outputs(result: TopoResult) -> Outputs:
+    """The result in every format ``ibdiag topo`` writes."""
+    topo = result.topology
+    return Outputs(
+        result.report,
+        result.meta,
+        table=partial(table_items, result),
+        csv=lambda: (CSV_HEADER, csv_rows(topo)),
+        prom=lambda: prom_metrics(topo) + added_metrics(result.additions),
+    )
+
+
+def table_items(result: TopoResult, layout: TableLayout) -> list[RenderableType]:
+    """The summary, the matrix and its legend, the pairing and adapter tables, then the findings."""
+    from rich.text import Text  # lazy: rich, for the table output only (start-up of -o json)
+
+    from ibdiag.output.table import findings_block  # lazy: rich behind it, as above
+
+    topo, nccl = result.topology, result.nccl
+    items: list[RenderableType] = [Text(line, no_wrap=True) for line in summary_lines(topo)]
+    if nccl:
+        names = ", ".join(k for k, _ in nccl.variables)
+        items.append(Text(f"NCCL settings judged ({nccl.source}): {names}", no_wrap=True))
+    matrix = matrix_text(topo)
+    if matrix:
+        items += [Text(""), Text(matrix, no_wrap=True), Text(""), Text(LEGEND, style="dim")]
+    if topo.gpus and topo.adapters:
+        items.append(pairing_table(topo))
+    if topo.adapters:
+        items.append(adapters_table(topo))
+    items += added_tables(result.additions, layout)
+    items += findings_block(result.report, strict=layout.strict, width=layout.width)
+    return items
+
 
 PATH_STYLE = {"PIX": "green", "PXB": "green", "PHB": "yellow", "NODE": "yellow", "SYS": "red"}
 
