@@ -142,8 +142,9 @@ class IbdiagGroup(LazyGroup):
     """Root command group: usage errors as ``ibdiag: error: ...`` + ``hint:`` and exit 2.
 
     Runs click in non-standalone mode and answers what click would otherwise print in its own style
-    through the one error writer. Called as ``app()`` (``python -m ibdiag``, typer's test runner), it
-    goes through the boundary, :func:`ibdiag.cli.main.main`, like the console script.
+    through the one error writer. The process boundary (the session, ``--textfile``, ``--exit-codes``)
+    is :func:`ibdiag.cli.main.main`, which calls this; ``app()`` called directly (typer's test runner)
+    parses and answers errors the same way, without that boundary.
     """
 
     def main(  # type: ignore[override]  # click's windows_expand_args (Windows only) goes through **extra
@@ -154,10 +155,6 @@ class IbdiagGroup(LazyGroup):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
-        if standalone_mode and complete_var is None and not extra:
-            from ibdiag.cli.main import main
-
-            raise SystemExit(int(main(args)))
         session = current()
         try:
             rv = super().main(
