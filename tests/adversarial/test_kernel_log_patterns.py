@@ -1,6 +1,7 @@
 """Kernel log text is untrusted (issue 42, items 1 and 7): every pattern applied to it runs in time
 linear in the line's length on crafted long lines, a line is cut before any pattern sees it, and a
-name from the log (an interface, a host) reaches no terminal, JUnit file or Prometheus label raw."""
+name from the log (an interface, a host) reaches no terminal, JUnit file or Prometheus label raw.
+The NCCL-line patterns ``bench import`` added for logs without a table are timed the same way."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ibdiag.bench.importers import context, transport
 from ibdiag.history import kernlines, kernlog
 from ibdiag.history.kernlines import MAX_LINE, parse_line
 from ibdiag.history.kernlog import match
@@ -56,6 +58,32 @@ def test_every_pattern_is_linear_on_crafted_long_lines(pattern: re.Pattern[str])
             long = prefix + filler * (65536 // len(filler))
             t_short = _cpu(lambda s=short: (pattern.match(s), pattern.fullmatch(s)))
             t_long = _cpu(lambda s=long: (pattern.match(s), pattern.fullmatch(s)))
+            assert t_long < 0.02 or t_long < 24 * max(t_short, 1e-4), (
+                f"{pattern.pattern[:60]!r} on {prefix[:30]!r} + {filler!r}*n: {t_short:.4f}s -> {t_long:.4f}s"
+            )
+
+
+NCCL_PATTERNS = [*transport.UNTRUSTED_PATTERNS, *context.UNTRUSTED_PATTERNS]
+NCCL_PREFIXES = [
+    "",
+    "node01:61000:61020 [0] ",
+    "NET/IB : Got completion from peer ",
+    "NET/IB: Got completion from peer 10.0.0.2<5> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid",
+    "NET/IB: NCCL Dev 0 IbDev 0 Port 1 qpn 576 mtu 3 GID 3 (",
+    "mlx5: node01: ",
+    "00000000 ",
+]
+
+
+@pytest.mark.parametrize("pattern", NCCL_PATTERNS, ids=lambda p: p.pattern[:40])
+def test_the_nccl_log_patterns_are_linear_when_searched(pattern: re.Pattern[str]) -> None:
+    """The importers' NCCL-line patterns added for row-less logs, searched as the importer does."""
+    for prefix in NCCL_PREFIXES:
+        for filler in [*FILLERS, "node01:1:1 [0] ", "0/", "a."]:
+            short = prefix + filler * (8192 // len(filler))
+            long = prefix + filler * (65536 // len(filler))
+            t_short = _cpu(lambda s=short: (pattern.search(s), pattern.match(s)))
+            t_long = _cpu(lambda s=long: (pattern.search(s), pattern.match(s)))
             assert t_long < 0.02 or t_long < 24 * max(t_short, 1e-4), (
                 f"{pattern.pattern[:60]!r} on {prefix[:30]!r} + {filler!r}*n: {t_short:.4f}s -> {t_long:.4f}s"
             )
