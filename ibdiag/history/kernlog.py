@@ -146,6 +146,8 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 #: Every pattern applied to text from a log (``tests/adversarial`` times each on crafted long lines).
 PATTERNS: tuple[re.Pattern[str], ...] = tuple(p for _, p in _PATTERNS)
 _LEVELS_SEVERE = frozenset({"EMERGENCY", "ALERT", "CRITICAL", "ERROR"})
+#: A message no pattern can match lacks all of these (a substring test before eleven patterns).
+_MARKS = ("mlx", "bnxt_en ", "ice ", "infiniband ", "PCIe ")
 
 
 @dataclass(frozen=True)
@@ -254,6 +256,8 @@ def match(line: LogLine) -> KernelEvent | None:
     if not line.kernel:
         return None
     msg = line.message[:MAX_LINE]
+    if not any(mark in msg for mark in _MARKS):
+        return None
     for kind, pattern in _PATTERNS:
         m = pattern.match(msg)
         if m:
