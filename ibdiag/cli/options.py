@@ -139,7 +139,26 @@ KernelLogOption = Annotated[
         "--kernel-log",
         metavar="SOURCE",
         help="Judge the kernel's own words about ports, cables, PCIe and AER: kmsg (/dev/kmsg, what is buffered), "
-        "journal (journalctl -k), auto (kmsg, else the journal), or a saved dmesg/journalctl file.",
+        "journal (journalctl -k), auto (kmsg, else the journal), or a saved log in any shape nodes write (dmesg, "
+        "dmesg -T, syslog or /var/log/messages, journalctl -k short/-precise/-iso/json, kmsg), judged over its own "
+        "last [history] window_hours.",
+    ),
+]
+KernelLogWindowOption = Annotated[
+    str | None,
+    typer.Option(
+        "--kernel-log-window",
+        metavar="SPAN",
+        help="Judge the kernel log over this span (6h, 2d, 90m; a bare number is hours): up to now for kmsg/journal, "
+        "up to a saved file's last line (default [history] window_hours).",
+    ),
+]
+KernelLogSinceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--kernel-log-since",
+        metavar="TIME",
+        help="Leave out kernel-log lines before TIME (ISO 8601, e.g. 2026-12-02T06:00Z; no zone is UTC).",
     ),
 ]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks for errors.")]

@@ -17,6 +17,8 @@ from ibdiag.cli.options import (
     FormatOption,
     HistoryOption,
     KernelLogOption,
+    KernelLogSinceOption,
+    KernelLogWindowOption,
     OutputFormat,
     RootOption,
     StrictOption,
@@ -57,12 +59,21 @@ def topo_command(
     nccl_env: NcclEnvOption = None,
     history: HistoryOption = None,
     kernel_log: KernelLogOption = None,
+    kernel_log_window: KernelLogWindowOption = None,
+    kernel_log_since: KernelLogSinceOption = None,
     textfile: TextfileOption = None,  # written by the boundary (cli/errors.py) from the report's metrics
     debug: DebugOption = False,
 ) -> int:
     """Map GPUs, RDMA adapters, PCIe paths and NUMA (like nvidia-smi topo -m) and judge the layout."""
     cfg = read_config(config)
-    hist = attach.setup(history, cfg, kernel_log=kernel_log, root=root)
+    hist = attach.setup(
+        history,
+        cfg,
+        kernel_log=kernel_log,
+        kernel_window=kernel_log_window,
+        kernel_since=kernel_log_since,
+        root=root,
+    )
     request = TopoRequest(
         root=root,
         config=cfg,

@@ -32,6 +32,10 @@ from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.output.outputs import Addition
 from ibdiag.output.prom import Metric
 from ibdiag.topo.command import TopoReading
+from ibdiag.units import parse_hours, parse_utc_time
+
+#: Longest ``--kernel-log-window``: a year and a day (a saved log's whole span is rarely longer).
+MAX_KERNEL_WINDOW_S = 366 * 86400.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,10 @@ class HistorySetup:
     directory: Path | None
     cfg: HistoryConfig
     kernel_log: str | None = None
+    kernel_window_s: float | None = None
+    """``--kernel-log-window``: the span judged (default ``[history] window_hours``)."""
+    kernel_since_s: float | None = None
+    """``--kernel-log-since``: lines before this Unix time are left out."""
 
 
 def setup(
@@ -47,10 +55,18 @@ def setup(
     *,
     watch: bool = False,
     kernel_log: str | None = None,
+    kernel_window: str | None = None,
+    kernel_since: str | None = None,
     root: Path = Path("/"),
 ) -> HistorySetup | None:
-    """Checked before the run: the section of the config file, a writable store directory, and a
-    kernel log that belongs to the node read (this node's live log only without ``--root``)."""
+    """Checked before the run: the section of the config file, a writable store directory, a kernel
+    log that belongs to the node read (this node's live log only without ``--root``) and the span of
+    it to judge."""
+    if kernel_log is None and (kernel_window is not None or kernel_since is not None):
+        raise UsageError(
+            "--kernel-log-window and --kernel-log-since narrow the kernel log read with --kernel-log",
+            hint="add --kernel-log SOURCE (kmsg, journal, auto or a saved log)",
+        )
     if directory is None and kernel_log is None:
         return None
     if kernel_log in KEYWORDS and Path(root) != Path("/"):
@@ -64,7 +80,16 @@ def setup(
             hint="run it from cron or a timer",
         )
     cfg = config.section("history", HistoryConfig)
-    return HistorySetup(None if directory is None else check_store(directory), cfg, kernel_log)
+    window_s = (
+        None
+        if kernel_window is None
+        else parse_hours(kernel_window, what="--kernel-log-window", maximum_s=MAX_KERNEL_WINDOW_S)
+    )
+    since_s = (
+        None if kernel_since is None else parse_utc_time(kernel_since, what="--kernel-log-since")
+    )
+    store = None if directory is None else check_store(directory)
+    return HistorySetup(store, cfg, kernel_log, window_s, since_s)
 
 
 def topo_addition(hist: HistorySetup) -> Callable[[TopoReading], Addition]:
@@ -111,7 +136,12 @@ def _addition(
         metrics = prom_metrics(result)
     if hist.kernel_log is not None:
         kfindings, kdata = judge_kernel_log(
-            hist.kernel_log, topo(), hist.cfg, now_s=record.taken_at_s
+            hist.kernel_log,
+            topo(),
+            hist.cfg,
+            now_s=record.taken_at_s,
+            window_s=hist.kernel_window_s,
+            since_s=hist.kernel_since_s,
         )
         data["kernel_log"] = kdata
         findings += kfindings

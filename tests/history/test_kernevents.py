@@ -175,3 +175,39 @@ def test_a_file_that_is_no_kernel_log_says_so(tmp_path: Path) -> None:
     findings, data = judge_kernel_log(str(other), None, HistoryConfig(), now_s=time.time())
     assert [(f.check, f.severity.value) for f in findings] == [("kernel.log", "warn")]
     assert "no line has a time" in findings[0].message and data["span"]["clock"] == "none"
+
+
+def test_the_window_options_narrow_the_log_on_the_command_line(cli) -> None:
+    """--kernel-log-since after the log's last line: nothing judged is a warning, never "0 events, ok";
+    --kernel-log-window 1m keeps the last minute of the saved log (the second outage alone)."""
+    log = KERNLOG / "dgx-h100-port-flapping.dmesg-T.txt"
+    root = SYSFS_FIXTURES / "dgx-h100"
+    res = cli(
+        "topo",
+        "--root",
+        root,
+        "--kernel-log",
+        log,
+        "--kernel-log-since",
+        "2026-12-02T00:00Z",
+        "-o",
+        "json",
+    )
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    log_finding = [f for f in doc["findings"] if f["check"] == "kernel.log"]
+    assert log_finding and log_finding[0]["severity"] == "warn"
+    assert not [f for f in doc["findings"] if f["check"] == "kernel.link"]
+    res = cli(
+        "topo", "--root", root, "--kernel-log", log, "--kernel-log-window", "1m", "-o", "json"
+    )
+    doc = json.loads(res.stdout)
+    span = doc["kernel_log"]["span"]
+    assert span["window_start"] == "2026-12-01T03:15:09Z" and span["skipped_before_window"] == 5
+    assert [e["kind"] for e in doc["kernel_log"]["events"]] == ["link_down", "link_up"]
+    res = cli("topo", "--root", root, "--kernel-log-window", "6h")
+    assert res.exit_code == 2 and "--kernel-log" in res.stderr
+    res = cli("topo", "--root", root, "--kernel-log", log, "--kernel-log-window", "6 weeks")
+    assert res.exit_code == 2 and "hint:" in res.stderr
+    res = cli("topo", "--root", root, "--kernel-log", log, "--kernel-log-since", "yesterday")
+    assert res.exit_code == 2 and "ISO 8601" in res.stderr
