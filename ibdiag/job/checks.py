@@ -14,11 +14,18 @@ from ibdiag.findings.registry import CheckRegistry
 from ibdiag.job.model import CountGroup, OpMismatch, RasComm, RasProcess, RasStatus
 from ibdiag.job.places import Place
 from ibdiag.job.ras import version_tuple
-from ibdiag.job.roster import Roster, comm_name, is_missing_rank, places_text, ranks_text
+from ibdiag.job.roster import (
+    MAX_NAMED,
+    Roster,
+    comm_name,
+    is_missing_rank,
+    places_text,
+    ranks_text,
+)
 
 #: Ranks of one side of a mismatch placed one by one (and listed in the JSON ``ranks``); a larger
 #: side is named by its rank ranges.
-MAX_PLACED = 64
+MAX_PLACED = 256
 
 CHECKS = CheckRegistry("job")
 
@@ -282,7 +289,10 @@ def op_mismatch(status: RasStatus, roster: Roster) -> list[Finding]:
         for m in c.mismatches:
             ahead, behind, guessed = _behind_ahead(c, m)
             behind_places = _placed(c, behind, "behind", roster)
-            ahead_places = _placed(c, ahead, "ahead", roster)
+            # the ranks ahead matter when they are the odd ones out (NVIDIA/nccl#1911's case is the
+            # reverse: the many behind are what the operator asks for)
+            few = len(ahead) <= max(len(behind), MAX_NAMED)
+            ahead_places = _placed(c, ahead, "ahead", roster) if few else []
             op = m.op or "collective"
             groups = ", ".join(_group_words(g) for g in sorted(m.groups, key=lambda g: -g.value))
             text = f"{comm_name(c)}: {op} counts differ ({groups})"

@@ -174,6 +174,13 @@ class _Parser:
             if m.group(1):
                 self.head["collection_s"] = float(m.group(1))
             return True
+        if self.section in ("preamble", "head", "summary") and line.startswith("Group     Comms"):
+            self.section = "comms"  # an excerpt that starts at the table
+            return True
+        if self.section in ("preamble", "head", "summary", "comms") and _BLOCK.match(line):
+            self.section = "warnings" if line.endswith("MISMATCH") else "errors"
+            self._block_start(line)  # an excerpt that starts at a communicator's block
+            return True
         return False
 
     def _summary(self, line: str) -> None:
