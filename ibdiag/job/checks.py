@@ -50,6 +50,14 @@ def _process_ranks(status: RasStatus, p: RasProcess) -> str:
     return ", ".join(out[:6]) + (f" and {len(out) - 6} more" if len(out) > 6 else "")
 
 
+def _placed(c: RasComm, ranks: list[int], role: str, roster: Roster) -> list[tuple[int, Place]]:
+    """Ranks placed one by one, when there are at most :data:`MAX_PLACED` of them (a side of
+    thousands is named by its ranges)."""
+    if len(ranks) > MAX_PLACED:
+        return []
+    return [(n, roster.rank(c, n, role)) for n in ranks]
+
+
 @CHECKS.check("job.ras_dead", "a job process RAS declared dead (unreachable for 60 s): fail")
 def dead(status: RasStatus, roster: Roster) -> list[Finding]:
     out: list[Finding] = []
@@ -168,7 +176,9 @@ def errors(status: RasStatus, roster: Roster) -> list[Finding]:
             if r.async_error:
                 by_error.setdefault(("asynchronous", r.async_error), []).append(r.rank)
         for (kind, words), ranks in sorted(by_error.items(), key=lambda kv: len(kv[1])):
-            places = [(n, roster.rank(c, n, f"{kind} error")) for n in ranks]
+            places = _placed(c, ranks, f"{kind} error", roster) or [
+                (ranks[0], roster.rank(c, ranks[0], f"{kind} error"))
+            ]
             out.append(
                 Finding(
                     "job.ras_error",
@@ -201,7 +211,7 @@ _STATE_HINT = {
 def _status_groups(c: RasComm, roster: Roster) -> Finding:
     parts = []
     for g in c.status_groups:
-        places = [(n, roster.rank(c, n, f"status {g.status}")) for n in g.ranks]
+        places = _placed(c, list(g.ranks), f"status {g.status}", roster)
         named = f": {places_text(places, g.count)}" if places else ""
         parts.append(f"{g.count} rank(s) {g.status}{named}")
     first = next((roster.rank(c, g.ranks[0], "") for g in c.status_groups if g.ranks), None)
@@ -264,14 +274,6 @@ def _behind_ahead(c: RasComm, m: OpMismatch) -> tuple[list[int], list[int], bool
         ranks = list(g.ranks) or guessed.get(id(g), [])
         (ahead if g.value == top else behind).extend(ranks)
     return ahead, behind, bool(guessed)
-
-
-def _placed(c: RasComm, ranks: list[int], role: str, roster: Roster) -> list[tuple[int, Place]]:
-    """Ranks placed one by one, when there are at most :data:`MAX_PLACED` of them (a side of
-    thousands is named by its ranges)."""
-    if len(ranks) > MAX_PLACED:
-        return []
-    return [(n, roster.rank(c, n, role)) for n in ranks]
 
 
 def _group_words(g: CountGroup) -> str:

@@ -11,6 +11,17 @@ from ibdiag.job.places import Join, Place
 
 #: Ranks named one by one in a finding's message; the rest are counted (all are in the JSON ``ranks``).
 MAX_NAMED = 8
+#: Longest finding message: ``ibdiag report`` reads at most 2000 characters of one.
+MAX_MESSAGE = 1800
+#: Rank ranges written out in a message (``0-11, 14-31``); the rest are counted.
+MAX_RANGES = 48
+
+
+def fit(text: str) -> str:
+    """``text`` cut to :data:`MAX_MESSAGE` characters, saying where the rest is."""
+    if len(text) <= MAX_MESSAGE:
+        return text
+    return text[: MAX_MESSAGE - 40].rstrip() + " ... (the rest: -o json, ranks)"
 
 
 @dataclass(frozen=True)
@@ -97,6 +108,8 @@ def ranks_text(numbers: list[int]) -> str:
             j += 1
         out.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
         i = j + 1
+    if len(out) > MAX_RANGES:
+        return ", ".join(out[:MAX_RANGES]) + f" and {len(out) - MAX_RANGES} more range(s)"
     return ", ".join(out)
 
 

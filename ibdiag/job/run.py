@@ -30,7 +30,7 @@ from ibdiag.job.model import RasStatus
 from ibdiag.job.places import Join, NicPaths, read_hosts_file, read_rank_map
 from ibdiag.job.ras import HINT, parse_ras
 from ibdiag.job.rasclient import RasAddress, query
-from ibdiag.job.roster import RankRow, Roster
+from ibdiag.job.roster import RankRow, Roster, fit
 from ibdiag.job.timing import CommTiming, largest_rows, timings
 from ibdiag.text import safe_value
 
@@ -206,6 +206,5 @@ def run(req: JobRequest) -> JobResult:
     findings += paths(roster)
     fabric_name = getattr(fabric, "source", None) if fabric is not None else None
     findings += join(roster, fabric_name)
-    return JobResult(
-        status, read, comm_timings, tuple(roster.rows.values()), tuple(findings), fabric_name
-    )
+    fitted = tuple(replace(f, message=fit(f.message)) for f in findings)
+    return JobResult(status, read, comm_timings, tuple(roster.rows.values()), fitted, fabric_name)

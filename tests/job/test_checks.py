@@ -185,3 +185,24 @@ def test_bad_rank_map(tmp_path):
         fifo = tmp_path / "fifo"
         os.mkfifo(fifo)
         judge("ras-2.26.2-healthy-256.txt", rank_map=Path(fifo))
+
+
+def test_messages_stay_short_at_any_size():
+    """A 16384-rank communicator whose every other rank is behind: ranges are capped, messages fit
+    ibdiag report's 2000 characters."""
+    ranks = []
+    for r in range(16384):
+        count = 10 if r % 2 else 11
+        ranks.append(
+            {"rank": r, "host": f"10.1.{r // 2048}.{(r // 8) % 256}", "pid": 1000 + r, "cuda_dev": r % 8,
+             "nvml_dev": r % 8, "status": {"init_state": 0, "async_error": 6 if r % 3 == 0 else 0},
+             "collective_counts": {"AllReduce": count}}
+        )
+    doc = {"nccl_version": "2.30.7", "communicators": [{"hash": "0xabc", "size": 16384, "ranks": ranks, "missing_ranks": []}]}
+    r = run(JobRequest(ras=RasStream(io.BytesIO(json.dumps(doc).encode()))))
+    (mm,) = bad(r, "job.ras_op_mismatch")
+    assert "more range(s)" in mm.message and len(mm.message) <= 1800
+    assert all(len(f.message) <= 1800 for f in r.findings)
+    assert mm.value == 8192
+    behind = [row for row in r.ranks if "behind" in row.roles]
+    assert behind == []  # 8192 ranks: named by ranges, not placed one by one
