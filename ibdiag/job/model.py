@@ -211,6 +211,8 @@ class RasComm:
     status_groups: tuple[StatusGroup, ...] = ()
     complete: bool = False
     """Every rank of the communicator is described (the JSON status): the rank map is known."""
+    launched: tuple[tuple[str, int], ...] = ()
+    """Per operation, the most any rank launched (JSON: every operation; text: the mismatched ones)."""
 
     def rank(self, number: int) -> RasRank | None:
         for r in (*self.ranks, *self.missing):
@@ -227,6 +229,7 @@ class RasComm:
             "errors": list(self.errors),
             "missing_count": self.missing_count,
             "complete": self.complete,
+            "launched": dict(self.launched),
             "ranks": [r.to_json() for r in self.ranks],
             "missing_ranks": [r.to_json() for r in self.missing],
             "mismatches": [m.to_json() for m in self.mismatches],

@@ -183,6 +183,10 @@ def _comm(f: Fields, notes: list[str]) -> RasComm:
     by_size = sorted(statuses.items(), key=lambda kv: -kv[1])
     groups = tuple(StatusGroup(s, n, tuple(members[s])) for s, n in by_size)
     numbers = [r.rank for r in (*ranks, *missing)]
+    launched: dict[str, int] = {}
+    for c in counts:
+        for op, n in c.items():
+            launched[op] = max(launched.get(op, 0), n)
     return RasComm(
         hash=h,
         size=size,
@@ -194,6 +198,7 @@ def _comm(f: Fields, notes: list[str]) -> RasComm:
         mismatches=mism,
         status_groups=groups if len(statuses) > 1 else (),
         complete=size is not None and sorted(numbers) == list(range(size)),
+        launched=tuple(launched.items()),
     )
 
 

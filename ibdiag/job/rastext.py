@@ -458,6 +458,7 @@ def _finish(
         missing=tuple(rank(r, f, True) for r, f in sorted(c.missing.items())),
         missing_count=c.missing_count,
         mismatches=tuple(OpMismatch(op, tuple(g)) for op, g in c.ops.items()),
+        launched=tuple((op or "collective", max(g.value for g in gs)) for op, gs in c.ops.items()),
         status_groups=tuple(c.statuses),
     )
 

@@ -10,8 +10,10 @@ gone, too old, silent or answers something that is not a status.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -28,6 +30,7 @@ from ibdiag.job.inspector import InspectorRead, read_inspector
 from ibdiag.job.jobchecks import busbw, inspector, join, paths, stragglers
 from ibdiag.job.model import RasStatus
 from ibdiag.job.places import Join, NicPaths, read_hosts_file, read_rank_map
+from ibdiag.job.progress import progress
 from ibdiag.job.ras import HINT, parse_ras
 from ibdiag.job.rasclient import RasAddress, query
 from ibdiag.job.roster import RankRow, Roster, fit
@@ -48,6 +51,8 @@ class RasLive:
     """``VERBOSE STATUS``: RAS names more of the ranks in each group."""
     collective_timeout_s: int | None = None
     """``TIMEOUT``: how long RAS waits for the other processes (``ncclras -t``); None: RAS's 5 s."""
+    again_s: float | None = None
+    """Ask twice, this many seconds apart, and judge whether the counts moved (``job.ras_progress``)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,8 @@ class RasStream:
 @dataclass(frozen=True)
 class JobRequest:
     ras: RasLive | RasFile | RasStream | None = None
+    ras_earlier: RasLive | RasFile | RasStream | None = None
+    """An earlier RAS reading of the same job: ``job.ras_progress`` compares the two."""
     inspector: tuple[Path, ...] = ()
     """Inspector files, or directories holding them."""
     topo: tuple[Path, ...] = ()
@@ -168,6 +175,32 @@ def _by_rank(read: InspectorRead | None) -> Mapping[tuple[str, int], str]:
     return out
 
 
+def _elapsed(before: RasStatus, after: RasStatus) -> float | None:
+    """Seconds between two JSON statuses' timestamps (RAS's local time, ``%F %T``)."""
+    try:
+        t0, t1 = (
+            datetime.strptime(s.timestamp or "", "%Y-%m-%d %H:%M:%S") for s in (before, after)
+        )
+    except ValueError:
+        return None
+    return (t1 - t0).total_seconds() if t1 > t0 else None
+
+
+def _readings(req: JobRequest) -> tuple[RasStatus | None, RasStatus | None, float | None]:
+    """(earlier reading, the reading, seconds between) of the request's RAS sources."""
+    if req.ras is None:
+        return None, None, None
+    if req.ras_earlier is not None:
+        before = read_ras(req.ras_earlier, req.config)
+        after = read_ras(req.ras, req.config)
+        return before, after, _elapsed(before, after)
+    status = read_ras(req.ras, req.config)
+    if isinstance(req.ras, RasLive) and req.ras.again_s:
+        time.sleep(req.ras.again_s)
+        return status, read_ras(req.ras, req.config), req.ras.again_s
+    return None, status, None
+
+
 def run(req: JobRequest) -> JobResult:
     """Read, judge and place (module docstring)."""
     if req.ras is None and not req.inspector:
@@ -176,7 +209,7 @@ def run(req: JobRequest) -> JobResult:
             hint="e.g. ibdiag job --ras live, or ibdiag job --inspector $NCCL_INSPECTOR_DUMP_DIR",
         )
     topo = [read_topo_file(p) for p in req.topo]
-    status = read_ras(req.ras, req.config) if req.ras is not None else None
+    earlier, status, seconds = _readings(req)
     read = (
         read_inspector(
             req.inspector,
@@ -198,6 +231,8 @@ def run(req: JobRequest) -> JobResult:
     findings: list[Finding] = []
     if status is not None:
         findings += ras_findings(status, roster)
+    if earlier is not None and status is not None:
+        findings += progress(earlier, status, seconds)
     comm_timings = timings(read.records, req.collective) if read is not None else ()
     if read is not None:
         findings += stragglers(comm_timings, roster, req.collective)

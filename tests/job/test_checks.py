@@ -194,11 +194,20 @@ def test_messages_stay_short_at_any_size():
     for r in range(16384):
         count = 10 if r % 2 else 11
         ranks.append(
-            {"rank": r, "host": f"10.1.{r // 2048}.{(r // 8) % 256}", "pid": 1000 + r, "cuda_dev": r % 8,
-             "nvml_dev": r % 8, "status": {"init_state": 0, "async_error": 6 if r % 3 == 0 else 0},
-             "collective_counts": {"AllReduce": count}}
+            {
+                "rank": r,
+                "host": f"10.1.{r // 2048}.{(r // 8) % 256}",
+                "pid": 1000 + r,
+                "cuda_dev": r % 8,
+                "nvml_dev": r % 8,
+                "status": {"init_state": 0, "async_error": 6 if r % 3 == 0 else 0},
+                "collective_counts": {"AllReduce": count},
+            }
         )
-    doc = {"nccl_version": "2.30.7", "communicators": [{"hash": "0xabc", "size": 16384, "ranks": ranks, "missing_ranks": []}]}
+    doc = {
+        "nccl_version": "2.30.7",
+        "communicators": [{"hash": "0xabc", "size": 16384, "ranks": ranks, "missing_ranks": []}],
+    }
     r = run(JobRequest(ras=RasStream(io.BytesIO(json.dumps(doc).encode()))))
     (mm,) = bad(r, "job.ras_op_mismatch")
     assert "more range(s)" in mm.message and len(mm.message) <= 1800
