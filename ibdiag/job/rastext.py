@@ -38,6 +38,11 @@ from ibdiag.job.model import (
 from ibdiag.text import safe_excerpt
 
 MAX_LINE = 4096
+#: Ranks and processes kept over the whole report, and table rows: far above what RAS lists for the
+#: largest jobs (it names outliers only; ``VERBOSE STATUS`` under half of a group), so a hostile
+#: file of endless rank lines costs bounded memory. The lines past it are counted as not understood.
+MAX_LISTED = 1 << 18
+MAX_GROUPS = 1 << 16
 #: Lines not understood that are quoted in the notes (the rest are counted).
 MAX_QUOTED = 5
 
@@ -96,6 +101,16 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 @dataclass
+class _Group:
+    """A group of ranks while it is read: ranks are appended, the frozen group built at the end."""
+
+    key: str | int
+    """The status word or the operations launched."""
+    count: int
+    ranks: list[int] = field(default_factory=list)
+
+
+@dataclass
 class _Comm:
     """A communicator while its blocks are read (it may appear in Errors and in Warnings)."""
 
@@ -104,8 +119,8 @@ class _Comm:
     ranks: dict[int, dict[str, object]] = field(default_factory=dict)
     missing: dict[int, dict[str, object]] = field(default_factory=dict)
     missing_count: int | None = None
-    ops: dict[str | None, list[CountGroup]] = field(default_factory=dict)
-    statuses: list[StatusGroup] = field(default_factory=list)
+    ops: dict[str | None, list[_Group]] = field(default_factory=dict)
+    statuses: list[_Group] = field(default_factory=list)
     # what the current indented lines are about
     context: str = ""
     op: str | None = None
@@ -133,6 +148,7 @@ class _Parser:
         self.unknown: list[str] = []
         self.unknown_count = 0
         self.ended = False
+        self.listed = 0
 
     # -- lines -------------------------------------------------------------------------------
 
@@ -198,7 +214,9 @@ class _Parser:
             self._unknown(line)
 
     def _table(self, line: str) -> None:
-        if m := _ROW.match(line):
+        if len(self.groups) >= MAX_GROUPS:
+            self._unknown(line)
+        elif m := _ROW.match(line):
             g = m.groups()
             self.groups.append(
                 CommGroup(
@@ -221,8 +239,11 @@ class _Parser:
         if not line.startswith("  "):
             self._block_start(line)
         elif self.comm is not None:
-            if not _comm_line(self.comm, line):
+            c = self.comm
+            before = len(c.ranks) + len(c.missing)
+            if self.listed >= MAX_LISTED or not _comm_line(c, line):
                 self._unknown(line)
+            self.listed += len(c.ranks) + len(c.missing) - before
         elif not self._job_line(line):
             self._unknown(line)
 
@@ -250,7 +271,8 @@ class _Parser:
             self.counts["missing"] = int(m.group(1))
         elif m := _JOB_DEAD.match(line):
             self.counts["dead"] = int(m.group(1))
-        elif m := _PROCESS.match(line):
+        elif (m := _PROCESS.match(line)) and self.listed < MAX_LISTED:
+            self.listed += 1
             gpus = _ints(m.group(3))
             proc = RasProcess(m.group(2), int(m.group(1)), gpus, _ints(m.group(4) or "") or gpus)
             (self.dead if self.block == "DEAD" else self.missing).append(proc)
@@ -370,9 +392,9 @@ def _comm_line(c: _Comm, line: str) -> bool:
 def _group_line(c: _Comm, m: re.Match[str]) -> None:
     count = int(m.group(1))
     if m.group(2):
-        c.statuses.append(StatusGroup(_status(m.group(2)), count))
+        c.statuses.append(_Group(_status(m.group(2)), count))
     elif m.group(3) is not None or m.group(4):
-        c.ops.setdefault(c.op, []).append(CountGroup(int(m.group(3) or 0), count))
+        c.ops.setdefault(c.op, []).append(_Group(int(m.group(3) or 0), count))
     else:
         c.words = RAS_ERROR_WORDS.get(m.group(5) or "", "unexpected error")
 
@@ -391,18 +413,18 @@ def _rank_line(c: _Comm, m: re.Match[str], fields: dict[str, object]) -> bool:
     entry.update(fields)
     if c.context == "status":
         if status:
-            c.statuses.append(StatusGroup(_status(status), 1, (rank,)))
+            c.statuses.append(_Group(_status(status), 1, [rank]))
         elif c.statuses:
-            _add_rank_to_status(c, rank)
+            c.statuses[-1].ranks.append(rank)
         else:
             return False
-        entry["status"] = c.statuses[-1].status
+        entry["status"] = c.statuses[-1].key
         return True
     if c.context == "counts":
         if launched is not None or none_launched:
-            c.ops.setdefault(c.op, []).append(CountGroup(int(launched or 0), 1, (rank,)))
+            c.ops.setdefault(c.op, []).append(_Group(int(launched or 0), 1, [rank]))
         elif c.ops.get(c.op):
-            _add_rank_to_counts(c, rank)
+            c.ops[c.op][-1].ranks.append(rank)
         else:
             return False
         return True
@@ -413,18 +435,6 @@ def _rank_line(c: _Comm, m: re.Match[str], fields: dict[str, object]) -> bool:
         entry[f"{c.context}_error"] = said
         return True
     return False
-
-
-def _add_rank_to_status(c: _Comm, rank: int) -> None:
-    g = c.statuses[-1]
-    c.statuses[-1] = StatusGroup(g.status, g.count, (*g.ranks, rank))
-
-
-def _add_rank_to_counts(c: _Comm, rank: int) -> None:
-    groups = c.ops.get(c.op)
-    if groups:
-        g = groups[-1]
-        groups[-1] = CountGroup(g.value, g.count, (*g.ranks, rank))
 
 
 def _finish(
@@ -457,9 +467,14 @@ def _finish(
         ranks=tuple(rank(r, f, False) for r, f in sorted(c.ranks.items())),
         missing=tuple(rank(r, f, True) for r, f in sorted(c.missing.items())),
         missing_count=c.missing_count,
-        mismatches=tuple(OpMismatch(op, tuple(g)) for op, g in c.ops.items()),
-        launched=tuple((op or "collective", max(g.value for g in gs)) for op, gs in c.ops.items()),
-        status_groups=tuple(c.statuses),
+        mismatches=tuple(
+            OpMismatch(op, tuple(CountGroup(int(g.key), g.count, tuple(g.ranks)) for g in gs))
+            for op, gs in c.ops.items()
+        ),
+        launched=tuple(
+            (op or "collective", max(int(g.key) for g in gs)) for op, gs in c.ops.items()
+        ),
+        status_groups=tuple(StatusGroup(str(g.key), g.count, tuple(g.ranks)) for g in c.statuses),
     )
 
 

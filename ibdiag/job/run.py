@@ -24,7 +24,7 @@ from ibdiag.fabric.config import FabricConfig
 from ibdiag.fabric.hosts import HostEnd, TopoFile, read_topo_file
 from ibdiag.findings.model import Finding, Report
 from ibdiag.infile import RefusedFile, read_regular
-from ibdiag.job.checks import ras_findings
+from ibdiag.job.checks import CHECKS, ras_findings
 from ibdiag.job.config import JobConfig
 from ibdiag.job.inspector import InspectorRead, read_inspector
 from ibdiag.job.jobchecks import busbw, inspector, join, paths, stragglers
@@ -38,6 +38,8 @@ from ibdiag.job.timing import CommTiming, largest_rows, timings
 from ibdiag.text import safe_value
 
 SCHEMA = "ibdiag.job/1"
+#: Every ``job.*`` check (the registry of ibdiag.job.checks, with jobchecks' and progress' registered).
+__all__ = ["CHECKS", "JobRequest", "JobResult", "RasFile", "RasLive", "RasStream", "run"]
 
 
 @dataclass(frozen=True)

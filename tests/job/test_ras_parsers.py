@@ -245,3 +245,19 @@ def test_version_tuple():
     assert version_tuple("2.28.9+cuda12.9") == (2, 28, 9)
     assert version_tuple("2.26.2") == (2, 26, 2)
     assert version_tuple(None) is None and version_tuple("x") is None
+
+
+def test_endless_rank_lines_cost_bounded_memory(monkeypatch):
+    import ibdiag.job.rastext as rastext
+
+    MAX_LISTED = 2000  # the real bound (2**18) takes the same path, slower
+    monkeypatch.setattr(rastext, "MAX_LISTED", MAX_LISTED)
+    head = (NCCL / "ras-2.26.2-allgather-ahead.txt").read_text()
+    lines = "".join(
+        f"  Rank {n} -- GPU 1 managed by process {n} on node 10.0.0.1\n"
+        for n in range(MAX_LISTED + 50)
+    )
+    s = parse_text(head + lines, "endless")
+    (c,) = s.comms
+    assert len(c.ranks) == MAX_LISTED
+    assert any(n.startswith("50 line(s) of the report not understood") for n in s.notes)
