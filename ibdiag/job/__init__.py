@@ -3,5 +3,5 @@ the nodes, GPUs, NICs and leaf ports that ibdiag knows (topo JSON, a saved fabri
 
 Sources (each read as untrusted): the RAS text report and JSON status (:mod:`.rastext`,
 :mod:`.rasjson`) from a file, from stdin or live from a RAS port (:mod:`.rasclient`); Inspector
-JSONL files (:mod:`.inspector`). The library entry point is :func:`ibdiag.job.run.run`.
+JSONL files (:mod:`.inspector`). The library entry point is :func:`ibdiag.job.command.run`.
 """

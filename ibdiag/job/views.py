@@ -1,19 +1,23 @@
-"""``ibdiag job``'s views of a :class:`~ibdiag.job.run.JobResult`: the table (rich renderables, to which
-the command adds :func:`ibdiag.output.table.findings_block`), CSV rows (one per rank named) and
-Prometheus metrics. JSON is :meth:`JobResult.report` through the shared envelope
-(:mod:`ibdiag.output.jsonout`); ``-o line`` and ``-o junit`` come from the report's findings."""
+"""Views of ``ibdiag job``'s result (:func:`outputs`): the table (what was read, the ranks named and
+where they are, Inspector's busbw per communicator, then the findings), CSV rows (one per rank named)
+and Prometheus metrics. JSON, ``-o line`` and ``-o junit`` are written from the report alone (the
+shared envelope, :mod:`ibdiag.output.jsonout`). Pure functions of the result; cli/ prints them."""
 
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
-from rich.text import Text
-
-from ibdiag.job.run import JobResult
+from ibdiag.job.command import JobResult
 from ibdiag.job.timing import largest_rows
+from ibdiag.output.outputs import Outputs, TableLayout
 from ibdiag.output.prom import Metric, PromSample
 from ibdiag.units import format_bytes
+
+if TYPE_CHECKING:  # rich only where a table is drawn: `-o json` does not import it
+    from rich.console import RenderableType
+    from rich.table import Table
+    from rich.text import Text
 
 #: Rows of the ranks table shown (all are in the JSON and the CSV).
 MAX_TABLE_ROWS = 64
@@ -33,7 +37,20 @@ CSV_HEADER = (
 )
 
 
+def outputs(result: JobResult) -> Outputs:
+    """The result in every format ``ibdiag job`` writes."""
+    return Outputs(
+        result.report,
+        result.meta,
+        table=partial(table_items, result),
+        csv=lambda: (CSV_HEADER, csv_rows(result)),
+        prom=lambda: prom_metrics(result),
+    )
+
+
 def _ras_line(r: JobResult) -> Text:
+    from rich.text import Text  # lazy: rich, for the table output only
+
     s = r.ras
     if s is None:
         return Text("RAS: not read")
@@ -51,6 +68,8 @@ def _ras_line(r: JobResult) -> Text:
 
 
 def ranks_table(r: JobResult) -> Table:
+    from rich.table import Table  # lazy: rich, for the table output only
+
     table = Table(title="Ranks named by the findings", title_justify="left")
     for col in ("comm", "rank", "what", "node", "GPU", "process", "NIC", "leaf port"):
         table.add_column(col, no_wrap=col in ("comm", "rank", "GPU", "process"))
@@ -72,6 +91,8 @@ def ranks_table(r: JobResult) -> Table:
 
 
 def comms_table(r: JobResult) -> Table:
+    from rich.table import Table  # lazy: rich, for the table output only
+
     table = Table(title="Inspector: bus bandwidth per communicator", title_justify="left")
     for col in ("comm", "name", "ranks", "collective", "size", "busbw GB/s", "lowest", "time µs"):
         table.add_column(col, no_wrap=True)
@@ -90,9 +111,13 @@ def comms_table(r: JobResult) -> Table:
     return table
 
 
-def table_items(r: JobResult) -> list[Any]:
-    """The table output above the findings: what was read, the ranks named, Inspector's numbers."""
-    items: list[Any] = [_ras_line(r)]
+def table_items(r: JobResult, layout: TableLayout) -> list[RenderableType]:
+    """What was read, the ranks named and where they are, Inspector's numbers, then the findings."""
+    from rich.text import Text  # lazy: rich, for the table output only
+
+    from ibdiag.output.table import findings_block  # lazy: rich behind it, as above
+
+    items: list[RenderableType] = [_ras_line(r)]
     if r.inspector is not None:
         n = len(r.inspector.records)
         items.append(
@@ -102,6 +127,7 @@ def table_items(r: JobResult) -> list[Any]:
         items.append(ranks_table(r))
     if r.timings:
         items.append(comms_table(r))
+    items += findings_block(r.report, strict=layout.strict, width=layout.width)
     return items
 
 

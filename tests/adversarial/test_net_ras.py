@@ -12,9 +12,9 @@ import time
 import pytest
 
 from ibdiag.errors import CannotRunError, PeerTimeoutError
+from ibdiag.job.command import JobRequest, RasLive, run
 from ibdiag.job.config import JobConfig
 from ibdiag.job.rasclient import RasAddress
-from ibdiag.job.run import JobRequest, RasLive, run
 from tests.support.env import FIXTURES
 from tests.support.ras_server import fake_ras
 

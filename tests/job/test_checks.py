@@ -12,7 +12,7 @@ import pytest
 
 from ibdiag.errors import UsageError
 from ibdiag.findings.model import Severity
-from ibdiag.job.run import JobRequest, RasFile, RasStream, run
+from ibdiag.job.command import JobRequest, RasFile, RasStream, run
 from tests.support.env import FIXTURES
 
 NCCL = FIXTURES / "nccl"
@@ -37,7 +37,7 @@ def bad(result, check: str | None = None):
 def test_healthy_256_is_all_ok():
     r = judge("ras-2.26.2-healthy-256.txt")
     assert bad(r) == []
-    assert r.report().status is Severity.OK
+    assert r.report.status is Severity.OK
     states = [f for f in r.findings if f.check == "job.ras_comm_state"]
     assert states[0].message == "all 1 communicator(s) are RUNNING"
 

@@ -12,9 +12,9 @@ from ibdiag.bench.collective.analysis import find_stragglers
 from ibdiag.bench.results.collective_config import CollectiveConfig
 from ibdiag.errors import InputError
 from ibdiag.findings.model import Severity
+from ibdiag.job.command import JobRequest, RasFile, run
 from ibdiag.job.config import JobConfig
 from ibdiag.job.inspector import MAX_LINE, parse_record, read_inspector
-from ibdiag.job.run import JobRequest, RasFile, run
 from ibdiag.job.timing import comm_timing
 from tests.support.env import FIXTURES
 

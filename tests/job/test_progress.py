@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from ibdiag.findings.model import Severity
+from ibdiag.job.command import JobRequest, RasFile, RasLive, run
 from ibdiag.job.rasclient import RasAddress
-from ibdiag.job.run import JobRequest, RasFile, RasLive, run
 from tests.support.env import FIXTURES
 from tests.support.ras_server import fake_ras
 

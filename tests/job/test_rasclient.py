@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from ibdiag.errors import CannotRunError, UsageError
+from ibdiag.job.command import JobRequest, RasLive, run
 from ibdiag.job.config import JobConfig
 from ibdiag.job.rasclient import RasAddress, parse_address, query
-from ibdiag.job.run import JobRequest, RasLive, run
 from tests.support.env import FIXTURES
 from tests.support.ras_server import fake_ras, free_port
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import re
 
-from ibdiag.job.run import CHECKS  # with every module that registers a job.* check
+from ibdiag.job.command import CHECKS  # with every module that registers a job.* check
 from tests.support.env import REPO
 
 ID_RE = re.compile(r"job\.[a-z][a-z0-9_]*")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ibdiag.findings.model import RunMeta, Severity
-from ibdiag.job.run import JobRequest, RasFile, run
+from ibdiag.job.command import JobRequest, RasFile, run
 from ibdiag.output.jsonout import render_json
 from ibdiag.report.inputs import read_all
 from ibdiag.report.view import build_view
@@ -21,7 +21,7 @@ def test_a_job_document_in_the_fleet_view(tmp_path):
         )
     )
     path = tmp_path / "job.json"
-    path.write_text(render_json(result.report(), RunMeta("gpu01", "test", "2026-05-19T22:42:00Z")))
+    path.write_text(render_json(result.report, RunMeta("gpu01", "test", "2026-05-19T22:42:00Z")))
     docs, skipped = read_all([str(path)])
     assert skipped == []
     (doc,) = docs

@@ -1,4 +1,5 @@
-"""``ibdiag job``'s library entry point: :func:`run` (:class:`JobRequest`) -> :class:`JobResult`.
+"""``ibdiag job`` as a library: :func:`run` (:class:`JobRequest`) -> :class:`JobResult`, whose views
+are :func:`ibdiag.job.views.outputs`.
 
 It reads what is given — a RAS status (live from the job's RAS port, from a file, from a stream) and
 Inspector's files — judges it (:mod:`.checks`, :mod:`.jobchecks`) and places every rank the findings
@@ -10,6 +11,7 @@ gone, too old, silent or answers something that is not a status.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -22,7 +24,7 @@ from ibdiag.counters.config import CountersConfig
 from ibdiag.errors import CannotRunError, InputError, UsageError
 from ibdiag.fabric.config import FabricConfig
 from ibdiag.fabric.hosts import HostEnd, TopoFile, read_topo_file
-from ibdiag.findings.model import Finding, Report
+from ibdiag.findings.model import Finding, Report, RunMeta
 from ibdiag.infile import RefusedFile, read_regular
 from ibdiag.job.checks import CHECKS, ras_findings
 from ibdiag.job.config import JobConfig
@@ -93,6 +95,8 @@ class JobRequest:
 
 @dataclass(frozen=True)
 class JobResult:
+    meta: RunMeta
+    """This node (where the job was asked about), this ibdiag, now."""
     ras: RasStatus | None
     inspector: InspectorRead | None
     timings: tuple[CommTiming, ...]
@@ -110,6 +114,7 @@ class JobResult:
             "fabric": self.fabric,
         }
 
+    @property
     def report(self) -> Report:
         return Report("job", self.to_json(), self.findings)
 
@@ -244,4 +249,7 @@ def run(req: JobRequest) -> JobResult:
     fabric_name = getattr(fabric, "source", None) if fabric is not None else None
     findings += join(roster, fabric_name)
     fitted = tuple(replace(f, message=fit(f.message)) for f in findings)
-    return JobResult(status, read, comm_timings, tuple(roster.rows.values()), fitted, fabric_name)
+    meta = RunMeta.now(os.uname().nodename)  # socket.gethostname(), as node.root.host_of says
+    return JobResult(
+        meta, status, read, comm_timings, tuple(roster.rows.values()), fitted, fabric_name
+    )
