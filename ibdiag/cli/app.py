@@ -32,6 +32,7 @@ COMMANDS: dict[str, dict[str, str]] = {
         "snapshot": "ibdiag.cli.snapshot",
         "sweep": "ibdiag.cli.sweep",
         "report": "ibdiag.cli.report",
+        "job": "ibdiag.cli.job",
     },
     "bench": {
         "serve": "ibdiag.cli.bench_serve",
@@ -52,6 +53,7 @@ SHORT_HELP = {
     "snapshot": "Capture the sysfs subset ibdiag reads, for --root.",
     "sweep": "Find the bad node, rail or link of a cluster.",
     "report": "One fleet view from many nodes' ibdiag JSON.",
+    "job": "NCCL's RAS and Inspector: which rank, where, why.",
     "bench": "Measure the fabric: p2p, collectives, imported logs.",
     "serve": "Serve 'ibdiag bench p2p' clients (like ib_write_bw).",
     "p2p": "Bandwidth and latency to HOST (like ib_write_bw, iperf3).",

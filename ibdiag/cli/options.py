@@ -35,7 +35,7 @@ def refuse_html(value: OutputFormat) -> str:
     value as typed (typer converts a callback's result to the enum again)."""
     if value is OutputFormat.html:
         raise typer.BadParameter("html is a page of many nodes: ibdiag report FILES -o html")
-    return value.value
+    return str(value.value)
 
 
 RootOption = Annotated[

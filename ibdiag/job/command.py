@@ -208,14 +208,27 @@ def _readings(req: JobRequest) -> tuple[RasStatus | None, RasStatus | None, floa
     return None, status, None
 
 
+def _topo_files(paths: tuple[Path, ...]) -> list[Path]:
+    """Each ``--topo`` path; a directory stands for its ``*.json`` files (``--topo topo/``)."""
+    out: list[Path] = []
+    for p in paths:
+        out += sorted(p.glob("*.json")) if p.is_dir() else [p]
+    return out
+
+
 def run(req: JobRequest) -> JobResult:
     """Read, judge and place (module docstring)."""
+    if req.ras_earlier is not None and req.ras is None:
+        raise UsageError(
+            "--ras-earlier is compared with a reading now: give --ras too",
+            hint="e.g. ibdiag job --ras live --ras-earlier before.json",
+        )
     if req.ras is None and not req.inspector:
         raise UsageError(
             "nothing to read: give a RAS status (live, a file or -) or Inspector files",
             hint="e.g. ibdiag job --ras live, or ibdiag job --inspector $NCCL_INSPECTOR_DUMP_DIR",
         )
-    topo = [read_topo_file(p) for p in req.topo]
+    topo = [read_topo_file(p) for p in _topo_files(req.topo)]
     earlier, status, seconds = _readings(req)
     read = (
         read_inspector(
