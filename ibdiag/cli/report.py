@@ -127,7 +127,7 @@ def _on_fabric(view: Any, snapshot: Path) -> Any:
 def _write_png(view: Any, path: Path) -> None:
     from ibdiag.errors import UsageError
     from ibdiag.sweep.chart import matrix_png
-    from ibdiag.sweep.render import matrix_grid
+    from ibdiag.sweep.matrix import matrix_grid
 
     if not view.sweeps:
         raise UsageError(

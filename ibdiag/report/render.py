@@ -11,8 +11,8 @@ from ibdiag.findings.model import Severity
 from ibdiag.output.prom import Metric, PromSample
 from ibdiag.report.fabricmodel import MAX_PATHS, MIN_SHARED, End, SweepOnFabric
 from ibdiag.report.view import NODE_COLUMNS, FleetView
-from ibdiag.sweep import render as sweep_render
-from ibdiag.sweep.render import LINE_WIDTH, fit_line
+from ibdiag.sweep import views as sweep_views
+from ibdiag.sweep.views import LINE_WIDTH, fit_line
 
 if TYPE_CHECKING:
     from ibdiag.report.files import Skipped
@@ -89,8 +89,8 @@ def tables(view: FleetView) -> list[Any]:
     items += _outlier_tables(view)
     for part in view.sweeps:
         items.append(Text(f"sweep {part.path}:", style="bold"))
-        items += [Text(line) for line in sweep_render.summary_lines(part.result)]
-        items += sweep_render.worst_tables(part.result, limit=10)
+        items += [Text(line) for line in sweep_views.summary_lines(part.result)]
+        items += sweep_views.worst_tables(part.result, limit=10)
     for placed in view.fabric:
         items += [Text(line) for line in fabric_lines(placed)]
     if view.skipped:
