@@ -11,8 +11,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 
 from ibdiag.findings.model import Finding, RunMeta, Severity, worst
-from ibdiag.report.fabricmodel import MAX_PATHS
-from ibdiag.report.render import fabric_lines
+from ibdiag.report.fabricmodel import MAX_PATHS, fabric_lines
 from ibdiag.report.view import NODE_COLUMNS, FleetView
 from ibdiag.sweep import chart
 from ibdiag.sweep import views as sweep_views
