@@ -86,7 +86,8 @@ def _write(out: Outputs, fmt: OutputFormat, *, strict: bool) -> None:
     if fmt is OutputFormat.json:
         stream.write(render_json(report, out.meta))
     elif fmt is OutputFormat.line:
-        stream.write(render_line(report, strict=strict) + "\n")
+        line = out.line() if out.line is not None else render_line(report, strict=strict)
+        stream.write(line + "\n")
     elif fmt is OutputFormat.junit:
         # lazy: xml.etree, for -o junit only
         from ibdiag.output.junit import render_junit
@@ -104,7 +105,9 @@ def _write(out: Outputs, fmt: OutputFormat, *, strict: bool) -> None:
             )
         stream.write(render_prom(metrics(out)))
     elif fmt is OutputFormat.html:
-        raise _cannot(out, "html", "ibdiag report FILES -o html")
+        if out.html is None:
+            raise _cannot(out, "html", "ibdiag report FILES -o html")
+        stream.write(out.html())
     else:
         if out.table is None:
             raise _cannot(out, "a table", "use -o json")

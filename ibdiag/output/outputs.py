@@ -52,6 +52,10 @@ class Outputs:
     """The command's own metrics; the findings' and the run's are added by the writer."""
     png: Callable[[BinaryIO], None] | None = None
     """``--png``: the command's chart written to an open binary file."""
+    line: Callable[[], str] | None = None
+    """``-o line``: the command's own line (``sweep``'s and ``report``'s drain list); None: the findings'."""
+    html: Callable[[], str] | None = None
+    """``-o html``: the command's page (``report``); None: the command writes none."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Views of a sweep: worst nodes and links, the node x node matrix per rail, the drain line, prom, csv.
+"""Views of a sweep: the outputs of ``ibdiag sweep`` and ``--plan`` (:func:`outputs`, :func:`plan_outputs`),
+worst nodes and links, the drain line, prom, csv; the node x node matrix is :mod:`~ibdiag.sweep.matrix`'s.
 
 Pure functions of :class:`~ibdiag.sweep.model.SweepResult`; ``cli/`` prints what they return.
 """
@@ -8,15 +9,71 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ibdiag.findings.model import Severity
+from ibdiag.output.outputs import Outputs, TableLayout
 from ibdiag.output.prom import Metric, PromSample
 from ibdiag.sweep.analysis import LinkStat, LinkVerdict, NodeStatus
+from ibdiag.sweep.chart import matrix_png
 from ibdiag.sweep.checks import link_subject
+from ibdiag.sweep.matrix import matrix_grid, matrix_lines
 from ibdiag.sweep.model import SweepResult
+from ibdiag.sweep.plan import plan_lines
 from ibdiag.sweep.stats import gbs_text
 from ibdiag.units import format_bytes
+
+if TYPE_CHECKING:
+    # rich only where a table is drawn: `ibdiag sweep -o json` does not import it; the command's result
+    # types only for their annotations: `ibdiag report` draws sweeps without loading the sweep's runtime
+    from rich.console import RenderableType
+
+    from ibdiag.sweep.command import PlanResult, SweepRunResult
+
+
+def outputs(result: SweepRunResult) -> Outputs:
+    """Rank 0's result in every format ``ibdiag sweep`` writes; ``--png`` draws the matrix per rail."""
+    sweep = result.sweep
+    return Outputs(
+        result.report,
+        result.meta,
+        table=partial(table_items, result),
+        csv=lambda: (CSV_HEADER, csv_rows(sweep)),
+        prom=lambda: prom_metrics(sweep),
+        png=partial(write_png, sweep),
+        line=lambda: line_view(sweep),
+    )
+
+
+def table_items(result: SweepRunResult, layout: TableLayout) -> list[RenderableType]:
+    """The summary, the matrix of every rail, the worst nodes and links, then the findings."""
+    from rich.text import Text  # lazy: rich, for the table output only (start-up of -o json)
+
+    from ibdiag.output.table import findings_block  # lazy: rich behind it, as above
+
+    sweep = result.sweep
+    items: list[RenderableType] = [Text(line) for line in summary_lines(sweep)]
+    for k in range(sweep.rails):
+        items += matrix_lines(matrix_grid(sweep, k))
+    items += worst_tables(sweep, limit=10)
+    if result.saved_to is not None:
+        items.append(Text(f"Saved to {result.saved_to}"))
+    return items + findings_block(result.report, strict=layout.strict, width=layout.width)
+
+
+def write_png(sweep: SweepResult, fh: BinaryIO) -> None:
+    """``--png``: the node x node matrix of every rail, one panel each."""
+    fh.write(matrix_png([matrix_grid(sweep, k) for k in range(sweep.rails)]))
+
+
+def plan_outputs(result: PlanResult) -> Outputs:
+    """``--plan`` as a table (the schedule's lines) or JSON; it has no other view."""
+    data, given = dict(result.report.data), result.rails_given
+    return Outputs(
+        result.report, result.meta, table=lambda layout: plan_lines(data, rails_given=given)
+    )
+
 
 # --- the drain line -----------------------------------------------------------------------------------
 
@@ -90,54 +147,7 @@ def _ascii(text: str) -> str:
     return text.encode("ascii", "replace").decode("ascii")
 
 
-# --- the matrix ----------------------------------------------------------------------------------------
-
-FAILED = -1.0
-"""Cell value of a pair whose test failed."""
-
-
-@dataclass(frozen=True)
-class MatrixGrid:
-    """A rail's node x node matrix, possibly in blocks of ``block`` ranks (the worst pair of each block).
-
-    ``cells[i][j]``: bandwidth as a share of the rail's median (1.0 = typical), :data:`FAILED`, or None
-    (not tested). The matrix is symmetric; the diagonal is None.
-    """
-
-    rail: int
-    block: int
-    nodes: int
-    cells: tuple[tuple[float | None, ...], ...]
-    median_gbs: float | None
-
-    @property
-    def size(self) -> int:
-        return len(self.cells)
-
-
-def matrix_grid(result: SweepResult, rail: int, *, max_cells: int = 64) -> MatrixGrid:
-    """The matrix of ``rail`` in at most ``max_cells`` x ``max_cells`` cells."""
-    n = len(result.nodes)
-    block = max(1, math.ceil(n / max(1, max_cells)))
-    size = math.ceil(n / block)
-    stats = result.analysis.rail(rail)
-    median = stats.bw.median if stats else None
-    cells: list[list[float | None]] = [[None] * size for _ in range(size)]
-    for link in result.analysis.links:
-        if link.rail != rail:
-            continue
-        if link.failed:
-            value = FAILED
-        elif link.bw_gbs is None or not median:
-            continue
-        else:
-            value = link.bw_gbs / median
-        i, j = link.a // block, link.b // block
-        for x, y in ((i, j), (j, i)):
-            cur = cells[x][y]
-            if cur is None or value < cur:
-                cells[x][y] = value
-    return MatrixGrid(rail, block, n, tuple(tuple(row) for row in cells), median)
+# --- the worst links --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -170,69 +180,6 @@ def worst_links(result: SweepResult, *, limit: int = 10, below: float = 0.9) -> 
         )
     )
     return out[:limit]
-
-
-#: (lowest share of the median, rich style, ASCII character, legend text), best first.
-LEVELS: tuple[tuple[float, str, str, str], ...] = (
-    (0.9, "green", ".", ">= 0.9 x median"),
-    (0.75, "yellow", "o", "0.75-0.9"),
-    (0.5, "dark_orange", "O", "0.5-0.75"),
-    (0.0, "red", "@", "< 0.5"),
-)
-
-
-def level(value: float | None) -> tuple[str, str]:
-    """(rich style, ASCII character) of a cell."""
-    if value is None:
-        return ("grey23", " ")
-    if value <= FAILED:
-        return ("bold magenta", "X")
-    for low, style, char, _ in LEVELS:
-        if value >= low:
-            return (style, char)
-    return (LEVELS[-1][1], LEVELS[-1][2])
-
-
-def matrix_lines(grid: MatrixGrid, *, ascii_only: bool = False) -> list[Any]:
-    """The matrix as lines for a terminal: rich Text with coloured blocks, or plain ASCII characters.
-
-    Rows and columns are ranks (blocks of ranks when the fleet is wider than the terminal); the
-    header marks every tenth column.
-    """
-    from rich.text import Text
-
-    label_w = len(str(max(0, grid.nodes - 1)))
-    out: list[Any] = []
-    what = f"rail {grid.rail}" + (
-        f", each cell the worst pair of {grid.block} x {grid.block} ranks" if grid.block > 1 else ""
-    )
-    median = gbs_text(grid.median_gbs)
-    out.append(Text(f"node x node bandwidth, {what} (median {median})"))
-    ticks = "".join("|" if c % 10 == 0 else " " for c in range(grid.size))
-    out.append(Text(" " * (label_w + 1) + ticks))
-    for i, row in enumerate(grid.cells):
-        line = Text(f"{i * grid.block:>{label_w}} ")
-        for j, value in enumerate(row):
-            style, char = level(value)
-            if i == j:
-                line.append("\\" if ascii_only else "╲", style="grey50")
-            elif ascii_only:
-                line.append(char)
-            else:
-                line.append("█" if value is not None else "·", style=style)
-        out.append(line)
-    legend = "  ".join(f"{char if ascii_only else '█'} {text}" for _, _, char, text in LEVELS)
-    legend_text = Text(" " * (label_w + 1))
-    if ascii_only:
-        legend_text.append(legend + "  X failed  (blank) not tested")
-    else:
-        for _, style, _, text in LEVELS:
-            legend_text.append("█", style=style)
-            legend_text.append(f" {text}  ")
-        legend_text.append("X", style="bold magenta")
-        legend_text.append(" failed  · not tested")
-    out.append(legend_text)
-    return out
 
 
 # --- tables --------------------------------------------------------------------------------------------
@@ -295,7 +242,7 @@ def summary_lines(result: SweepResult) -> list[str]:
 
 def worst_tables(result: SweepResult, *, limit: int = 10) -> list[Any]:
     """Rich tables: the worst nodes (status, rails, median, z) and the slowest links."""
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich, for the table output only
     from rich.text import Text
 
     # lazy: output.table imports rich, loaded only where a table is drawn

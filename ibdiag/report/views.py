@@ -1,27 +1,61 @@
-"""Views of the fleet report for a terminal and for machines: tables, the drain line, csv, prom.
+"""Views of the fleet report: its outputs (:func:`outputs`: tables, the drain line, csv, prom, the page
+of :mod:`ibdiag.report.html`, the last sweep's matrix as a PNG).
 
 Pure functions of :class:`~ibdiag.report.view.FleetView`; ``cli/report.py`` prints what they return.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ibdiag.findings.model import Severity
+from ibdiag.findings.model import Report, Severity
+from ibdiag.output.outputs import Outputs, TableLayout
 from ibdiag.output.prom import Metric, PromSample
-from ibdiag.report.fabricmodel import MAX_PATHS, MIN_SHARED, End, SweepOnFabric
+from ibdiag.report.command import ReportResult
+from ibdiag.report.fabricmodel import fabric_lines
+from ibdiag.report.html import render_html
 from ibdiag.report.view import NODE_COLUMNS, FleetView
-from ibdiag.sweep import render as sweep_render
-from ibdiag.sweep.render import LINE_WIDTH, fit_line
+from ibdiag.sweep import views as sweep_views
+from ibdiag.sweep.views import LINE_WIDTH, fit_line
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # rich only where a table is drawn: `ibdiag report -o json` does not import it
+    from rich.console import RenderableType
+
     from ibdiag.report.files import Skipped
     from ibdiag.report.view import Split
 
+
+def outputs(result: ReportResult) -> Outputs:
+    """The fleet view in every format ``ibdiag report`` writes; ``--png`` draws the last sweep's matrix."""
+    view = result.view
+    return Outputs(
+        result.report,
+        result.meta,
+        table=partial(table_items, result),
+        csv=lambda: (CSV_HEADER, csv_rows(view)),
+        prom=lambda: prom_metrics(view),
+        png=partial(sweep_views.write_png, view.sweeps[-1].result) if view.sweeps else None,
+        line=lambda: line_view(view),
+        html=lambda: render_html(view, result.report.findings, result.meta),
+    )
+
+
+def table_items(result: ReportResult, layout: TableLayout) -> list[RenderableType]:
+    """The fleet's tables, then the findings but each node's status (the nodes table shows it)."""
+    from ibdiag.output.table import findings_block, summary_line  # lazy: rich behind them
+
+    report = result.report
+    rest = Report("report", {}, tuple(f for f in report.findings if f.check != "report.node"))
+    return [
+        *tables(result.view),
+        *findings_block(rest, strict=layout.strict, width=layout.width)[:-1],
+        summary_line(report, strict=layout.strict),
+    ]
+
+
 #: Nodes listed in the table (all of them are in JSON, CSV and HTML).
 TABLE_ROWS = 40
-#: Slow pairs' routes listed per sweep in the table (JSON has up to MAX_PATHS).
-FABRIC_PATHS = 20
 
 
 def line_view(view: FleetView, *, width: int = LINE_WIDTH) -> str:
@@ -69,7 +103,7 @@ def line_view(view: FleetView, *, width: int = LINE_WIDTH) -> str:
 
 def tables(view: FleetView) -> list[Any]:
     """Rich renderables: nodes (worst first), configuration outliers, counter errors, sweeps, skipped files."""
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich, for the table output only
     from rich.text import Text
 
     items: list[Any] = []
@@ -89,8 +123,8 @@ def tables(view: FleetView) -> list[Any]:
     items += _outlier_tables(view)
     for part in view.sweeps:
         items.append(Text(f"sweep {part.path}:", style="bold"))
-        items += [Text(line) for line in sweep_render.summary_lines(part.result)]
-        items += sweep_render.worst_tables(part.result, limit=10)
+        items += [Text(line) for line in sweep_views.summary_lines(part.result)]
+        items += sweep_views.worst_tables(part.result, limit=10)
     for placed in view.fabric:
         items += [Text(line) for line in fabric_lines(placed)]
     if view.skipped:
@@ -110,44 +144,9 @@ def tables(view: FleetView) -> list[Any]:
     return items
 
 
-def fabric_lines(placed: SweepOnFabric, limit: int = FABRIC_PATHS) -> list[str]:
-    """A sweep on the fabric in plain lines: what was placed, the culprits, the slow pairs' routes."""
-    lines = [
-        f"sweep {placed.sweep} on the fabric {placed.source}: {placed.shape}; {placed.slow} slow pair(s), "
-        f"{placed.healthy} healthy pair(s) compared (routes not read: the ISLs are the candidates)"
-    ]
-    lines += [f"likely culprit: {c.text}" for c in placed.culprits]
-    if placed.slow and not placed.culprits:
-        lines.append(
-            f"no port or uplink is shared by {MIN_SHARED} or more slow pairs that way: no culprit named"
-        )
-    for label, ends in placed.bad_nodes:
-        at = ", ".join(f"{e.adapter} at {_where(e)}" for e in ends)
-        lines.append(f"bad node {label}: {at}")
-    for e in placed.missing:
-        lines.append(f"not on the fabric: {e.why}")
-    for p in placed.paths[:limit]:
-        bw = f"{p.bw_gbs:.3g} GB/s" if p.bw_gbs is not None else "failed"
-        lines.append(f"  {p.subject} ({p.verdict}, {bw}): {p.route}")
-        lines += [
-            f"    note: {n}"
-            for n in p.notes
-            if not n.endswith("(no adapter's node description names it)")
-        ]
-    if len(placed.paths) > limit or placed.slow > len(placed.paths):
-        lines.append(
-            f"  ... {placed.slow - min(limit, len(placed.paths))} more slow pair(s) (all in -o json up to {MAX_PATHS})"
-        )
-    return lines
-
-
-def _where(e: End) -> str:
-    return e.where or e.why or "?"
-
-
 def _nodes_table(view: FleetView) -> Any:
     """The nodes, worst first, the first TABLE_ROWS of them."""
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich, for the table output only
     from rich.text import Text
 
     from ibdiag.output.table import (  # lazy: output.table imports rich, loaded only where a table is drawn
@@ -176,7 +175,7 @@ def _nodes_table(view: FleetView) -> Any:
 
 def _outlier_tables(view: FleetView) -> list[Any]:
     """Configuration outliers (against the fleet's majority) and the top counter errors."""
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich, for the table output only
 
     items: list[Any] = []
     if view.outliers or view.splits:

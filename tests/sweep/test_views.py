@@ -12,8 +12,9 @@ from ibdiag.findings.model import Report, RunMeta
 from ibdiag.output.csvout import render_csv
 from ibdiag.output.junit import render_junit
 from ibdiag.output.prom import finding_metrics, render_prom
-from ibdiag.sweep import chart, render
+from ibdiag.sweep import chart, views
 from ibdiag.sweep.checks import sweep_findings
+from ibdiag.sweep.matrix import matrix_grid, matrix_lines
 from ibdiag.sweep.nodes import make_fleet
 from ibdiag.sweep.passes import run_sweep
 from tests.support.synthetic_fabric import PlantedFaults, SyntheticFabric
@@ -36,38 +37,38 @@ def faulty():
 
 
 def test_line_view_is_one_ascii_line_of_at_most_80_characters(faulty):
-    line = render.line_view(faulty)
+    line = views.line_view(faulty)
     assert "\n" not in line and len(line) <= 80 and line.isascii()
     assert line.startswith("sweep FAIL: drain gpu-node-003 gpu-node-009 ")
     assert line.endswith(" (24 nodes)")
     shown = re.findall(r"gpu-node-\d+", line)
     more = re.search(r"\+(\d+) more", line)
     assert len(shown) + (int(more.group(1)) if more else 0) == 5  # 3 bad + 2 unreachable, none lost
-    assert render.drain_hosts(faulty)[:3] == ["gpu-node-003", "gpu-node-009", "gpu-node-015"]
+    assert views.drain_hosts(faulty)[:3] == ["gpu-node-003", "gpu-node-009", "gpu-node-015"]
 
 
 def test_line_view_when_healthy_and_when_only_a_link_is_bad():
-    assert render.line_view(sweep(8)) == "sweep OK: no bad node or link (8 nodes)"
+    assert views.line_view(sweep(8)) == "sweep OK: no bad node or link (8 nodes)"
     only_link = sweep(8, PlantedFaults(slow_links={(0, 2, 3): 0.5}))
-    assert render.line_view(only_link) == "sweep FAIL: 1 bad link (8 nodes)"
+    assert views.line_view(only_link) == "sweep FAIL: 1 bad link (8 nodes)"
     both = sweep(12, PlantedFaults(slow_nodes={9: 0.5}, slow_links={(0, 2, 3): 0.5}))
-    assert render.line_view(both) == "sweep FAIL: drain gpu-node-009; 1 bad link (12 nodes)"
+    assert views.line_view(both) == "sweep FAIL: drain gpu-node-009; 1 bad link (12 nodes)"
 
 
 def test_line_view_keeps_whole_names_and_counts_the_rest():
     assert (
-        render.fit_line("drain", ["a" * 30, "b" * 30, "c" * 30], " end", width=80)
+        views.fit_line("drain", ["a" * 30, "b" * 30, "c" * 30], " end", width=80)
         == "drain " + "a" * 30 + " " + "b" * 30 + " +1 more end"
     )
-    assert render.fit_line("drain", ["x" * 100], "", width=80) == "drain +1 more"
+    assert views.fit_line("drain", ["x" * 100], "", width=80) == "drain +1 more"
     shared = sweep(6, PlantedFaults(slow_nodes={1: 0.5}), hosts=["box"] * 6)
-    assert render.drain_hosts(shared) == [
+    assert views.drain_hosts(shared) == [
         "box"
     ]  # one host to drain, even if several ranks live on it
 
 
 def test_matrix_grid_marks_slow_failed_and_untested_pairs(faulty):
-    grid = render.matrix_grid(faulty, 1, max_cells=64)
+    grid = matrix_grid(faulty, 1, max_cells=64)
     assert grid.size == 24 and grid.block == 1
     assert (
         grid.cells[20][21] == pytest.approx(0.6, abs=0.05)
@@ -75,7 +76,7 @@ def test_matrix_grid_marks_slow_failed_and_untested_pairs(faulty):
     )
     assert grid.cells[0][12] is None  # ring: 0 and 12 never met
     assert grid.cells[2][3] == pytest.approx(0.5, abs=0.05)  # node 3 is slow with its neighbour
-    small = render.matrix_grid(faulty, 1, max_cells=8)
+    small = matrix_grid(faulty, 1, max_cells=8)
     assert small.block == 3 and small.size == 8
     assert small.cells[20 // 3][21 // 3] <= 0.65  # a block shows its worst pair
 
@@ -83,15 +84,15 @@ def test_matrix_grid_marks_slow_failed_and_untested_pairs(faulty):
 def test_matrix_lines_ascii_and_rich(faulty):
     from rich.console import Console
 
-    grid = render.matrix_grid(faulty, 1)
-    text = "\n".join(str(t) for t in render.matrix_lines(grid, ascii_only=True))
+    grid = matrix_grid(faulty, 1)
+    text = "\n".join(str(t) for t in matrix_lines(grid, ascii_only=True))
     assert text.isascii()
     rows = text.splitlines()
     assert rows[0].startswith("node x node bandwidth, rail 1 (median ")
     row20 = next(r for r in rows if r.startswith("20 "))
     assert row20[3 + 21] == "O" and row20[3 + 20] == "\\" and row20[3 + 19] == "."
     con = Console(file=io.StringIO(), width=100, force_terminal=True, color_system="truecolor")
-    for line in render.matrix_lines(grid):
+    for line in matrix_lines(grid):
         con.print(line)
     out = con.file.getvalue()
     assert "█" in out and "\x1b[" in out  # coloured blocks
@@ -101,7 +102,7 @@ def test_worst_tables_lead_with_the_bad(faulty):
     from rich.console import Console
 
     con = Console(file=io.StringIO(), width=160)
-    for t in render.worst_tables(faulty):
+    for t in views.worst_tables(faulty):
         con.print(t)
     out = con.file.getvalue()
     nodes_part, links_part = out.split("Slowest links")
@@ -112,7 +113,7 @@ def test_worst_tables_lead_with_the_bad(faulty):
 
 def test_prom_has_one_status_per_node_and_bandwidth_per_rail(faulty):
     report = Report("sweep", {}, tuple(sweep_findings(faulty)))
-    text = render_prom([*render.prom_metrics(faulty), *finding_metrics(report)])
+    text = render_prom([*views.prom_metrics(faulty), *finding_metrics(report)])
     assert len(re.findall(r"^ibdiag_sweep_node_status\{", text, re.M)) == 24
     assert 'ibdiag_sweep_node_status{host="gpu-node-006",rank="6"} 3' in text
     assert 'ibdiag_sweep_node_status{host="gpu-node-003",rank="3"} 2' in text
@@ -152,7 +153,7 @@ def test_junit_has_a_case_per_node(faulty):
 def test_csv_is_one_row_per_pair_test(faulty):
     import pandas as pd
 
-    text = render_csv(render.CSV_HEADER, render.csv_rows(faulty))
+    text = render_csv(views.CSV_HEADER, views.csv_rows(faulty))
     df = pd.read_csv(io.StringIO(text))
     assert len(df) == len(faulty.pairs)
     assert set(df["a_adapter"]) == {"mlx5_0", "mlx5_1"}
@@ -160,7 +161,7 @@ def test_csv_is_one_row_per_pair_test(faulty):
 
 
 def test_svg_is_self_contained_and_uses_the_palette(faulty):
-    svg = chart.matrix_svg(render.matrix_grid(faulty, 1), title="rail 1 <test>")
+    svg = chart.matrix_svg(matrix_grid(faulty, 1), title="rail 1 <test>")
     assert svg.startswith("<svg ") and svg.endswith("</svg>")
     assert "http" not in svg and "href" not in svg and "<test>" not in svg
     ET.fromstring(svg)  # well-formed
@@ -175,16 +176,16 @@ def test_worst_links_failed_first_then_slowest_and_never_a_typical_one():
             slow_links={(0, 2, 3): 0.6, (1, 4, 5): 0.3}, broken_links=frozenset({(0, 7, 8)})
         ),
     )
-    worst = render.worst_links(res)
+    worst = views.worst_links(res)
     keys = [(w.link.rail, w.link.a, w.link.b) for w in worst]
     assert keys == [(0, 7, 8), (1, 4, 5), (0, 2, 3)]
     assert worst[1].share is not None and 0.25 < worst[1].share < 0.35
-    assert render.worst_links(sweep(8)) == []  # a healthy sweep names no link
-    assert len(render.worst_links(res, limit=1)) == 1
+    assert views.worst_links(sweep(8)) == []  # a healthy sweep names no link
+    assert len(views.worst_links(res, limit=1)) == 1
 
 
 def test_svg_marks_label_big_cells_inside_and_small_ones_beside(faulty):
-    grid = render.matrix_grid(faulty, 1)
+    grid = matrix_grid(faulty, 1)
     big = chart.matrix_svg(grid, cell_px=24, marks=[(3, 4, "1")])
     small = chart.matrix_svg(grid, cell_px=8, marks=[(3, 4, "1"), (3, 9, "2")])
     ET.fromstring(big), ET.fromstring(small)
@@ -201,7 +202,7 @@ def test_svg_marks_label_big_cells_inside_and_small_ones_beside(faulty):
 def test_png_has_a_panel_per_rail(faulty):
     from matplotlib.image import imread
 
-    png = chart.matrix_png([render.matrix_grid(faulty, k) for k in (0, 1)])
+    png = chart.matrix_png([matrix_grid(faulty, k) for k in (0, 1)])
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     img = imread(io.BytesIO(png))
     assert img.shape[1] > img.shape[0]  # two panels side by side
