@@ -24,6 +24,8 @@ from ibdiag.cli.options import (
     FormatOption,
     HistoryOption,
     KernelLogOption,
+    KernelLogSinceOption,
+    KernelLogWindowOption,
     OutputFormat,
     RootOption,
     StrictOption,
@@ -54,6 +56,8 @@ def counters_command(
     far_end: FarEndOption = False,
     history: HistoryOption = None,
     kernel_log: KernelLogOption = None,
+    kernel_log_window: KernelLogWindowOption = None,
+    kernel_log_since: KernelLogSinceOption = None,
     textfile: TextfileOption = None,  # written by the boundary (cli/errors.py) from the report's metrics
     debug: DebugOption = False,
 ) -> int:
@@ -61,7 +65,15 @@ def counters_command(
     if watch:
         _check_watch(fmt, textfile is not None)
     cfg = read_config(config)
-    hist = attach.setup(history, cfg, watch=watch, kernel_log=kernel_log, root=root)
+    hist = attach.setup(
+        history,
+        cfg,
+        watch=watch,
+        kernel_log=kernel_log,
+        kernel_window=kernel_log_window,
+        kernel_since=kernel_log_since,
+        root=root,
+    )
     # -o csv of a series: rows go out as each sample arrives (a long series survives Ctrl-C as valid CSV)
     streamed = fmt is OutputFormat.csv and interval is not None and not watch
     request = command.CountersRequest(
