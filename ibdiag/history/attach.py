@@ -5,6 +5,10 @@ node read); :func:`topo_addition` and :func:`counters_addition` make the hook ea
 its reading while the tree is still open (the record's AER counts are read from it). The command
 packages sit below this one: they take the hook as a plain function of their reading
 (:data:`ibdiag.topo.command.TopoExtra`, :data:`ibdiag.counters.command.CountersExtra`).
+
+``topo`` and ``counters`` import this module on every run: the history's and the kernel log's
+judging (analysis, AER, kernel log parsing) is imported where the hooks use it, so it loads only
+when ``--history`` or ``--kernel-log`` is given (their start-up).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ibdiag.config import Config
 from ibdiag.counters.command import CountersReading
@@ -23,16 +28,16 @@ from ibdiag.findings.model import Finding
 from ibdiag.history.config import HistoryConfig
 from ibdiag.history.kernsource import KEYWORDS
 from ibdiag.history.model import Record
-from ibdiag.history.run import judge_kernel_log, path_aer, record_and_judge, topo_ports
 from ibdiag.history.store import check_store
-from ibdiag.history.views import prom_metrics
 from ibdiag.node.discover import discover
 from ibdiag.node.model import Topology
 from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.output.outputs import Addition
 from ibdiag.output.prom import Metric
-from ibdiag.topo.command import TopoReading
 from ibdiag.units import parse_hours, parse_utc_time
+
+if TYPE_CHECKING:  # topo's reading, for the hook's signature (topo loads it itself)
+    from ibdiag.topo.command import TopoReading
 
 #: Longest ``--kernel-log-window``: a year and a day (a saved log's whole span is rarely longer).
 MAX_KERNEL_WINDOW_S = 366 * 86400.0
@@ -96,6 +101,8 @@ def topo_addition(hist: HistorySetup) -> Callable[[TopoReading], Addition]:
     """The hook ``topo`` applies to its reading: a record of every port's state and rate, no counters."""
 
     def add(reading: TopoReading) -> Addition:
+        from ibdiag.history.run import topo_ports  # lazy: start-up (module docstring)
+
         ports = [p for a in reading.topology.adapters for p in a.ports]
         record = Record(time.time(), reading.host, "topo", topo_ports(ports))
         return _addition(hist, record, reading.sysfs, lambda: reading.topology, None)
@@ -124,6 +131,10 @@ def _addition(
     topology: Callable[[], Topology | None],
     counters_cfg: CountersConfig | None,
 ) -> Addition:
+    # lazy: start-up (module docstring)
+    from ibdiag.history.run import judge_kernel_log, path_aer, record_and_judge
+    from ibdiag.history.views import prom_metrics  # lazy: start-up, as above
+
     topo = functools.cache(topology)
     data: dict[str, object] = {}
     findings: list[Finding] = []

@@ -61,7 +61,8 @@ class Outputs:
 @dataclass(frozen=True)
 class Addition:
     """What another package adds to a command's report: data under its own keys, findings, metrics and
-    table items (shown after the command's own table, before the findings)."""
+    table items (the command's table view places them beside its own, before the findings: topo after
+    its tables, counters between its head line and its ports table, where the far ends always were)."""
 
     data: Mapping[str, object] = field(default_factory=dict)
     findings: tuple[Finding, ...] = ()
