@@ -29,17 +29,19 @@ def emit(
     strict: bool = False,
     save: Path | None = None,
     png: Path | None = None,
+    png_option: str = "--png",
 ) -> int:
     """Write ``out`` to stdout in ``fmt`` (and ``--save``, ``--png``); keep it for the end of the run;
     return the exit status its findings call for. A format the command has no view for is a usage
-    error (exit 2), never an empty output."""
+    error (exit 2), never an empty output. ``png_option``: the option that named ``png``, for errors
+    (verdict's ``--chart``)."""
     record(out, strict=strict)
     if save is not None:
         write_atomically(save, render_json(out.report, out.meta), "--save")
     if png is not None:
         if out.png is None:
             raise UsageError(f"ibdiag {out.report.command} draws no chart", hint="drop --png")
-        with atomic_output(png, "--png") as fh:
+        with atomic_output(png, png_option) as fh:
             out.png(fh)
     try:
         _write(out, fmt, strict=strict)

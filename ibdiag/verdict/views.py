@@ -1,20 +1,57 @@
-"""Views of a :class:`~ibdiag.verdict.judge.Verdict`: sentences with the arithmetic a person can check,
-the scaling table, CSV rows and Prometheus metrics (the charts: :mod:`ibdiag.verdict.chart`).
-
-Renderers build text and renderables; ``ibdiag/cli/verdict.py`` prints them.
+"""Views of ``ibdiag verdict``'s result (:func:`outputs`): sentences with the arithmetic a person can
+check, the scaling table, the fabric placement, CSV rows, Prometheus metrics and the PNG chart (the
+charts: :mod:`ibdiag.verdict.chart`). Pure functions of the model; cli/ prints what they return.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
+from ibdiag.output.outputs import Outputs, TableLayout
 from ibdiag.output.prom import Metric, PromSample
 from ibdiag.units import format_bytes, format_term_seconds
 from ibdiag.verdict import model
-from ibdiag.verdict.chart import chart_text
+from ibdiag.verdict.ceiling import Ceiling
+from ibdiag.verdict.chart import chart_text, write_png
+from ibdiag.verdict.command import VerdictResult
 from ibdiag.verdict.judge import Verdict
 from ibdiag.verdict.wording import count_text, gb, gbs
+
+if TYPE_CHECKING:  # rich only where a table is drawn: `ibdiag verdict -o json` does not import it
+    from rich.console import RenderableType
+    from rich.table import Table
+
+
+def outputs(result: VerdictResult) -> Outputs:
+    """The result in every format ``ibdiag verdict`` writes; ``png`` is the ``--chart``."""
+    v = result.verdict
+    return Outputs(
+        result.report,
+        result.meta,
+        table=partial(result_items, result),
+        csv=lambda: (CSV_HEADER, csv_rows(v)),
+        prom=lambda: prom_metrics(v),
+        png=partial(write_png, v),
+    )
+
+
+def result_items(result: VerdictResult, layout: TableLayout) -> list[RenderableType]:
+    """The explanation, the job's placement on the fabric, where the chart went, then the findings."""
+    from rich.text import Text  # lazy: rich, for the table output only (start-up of -o json)
+
+    from ibdiag.output.table import findings_block  # lazy: rich behind it, as above
+
+    items = table_items(result.verdict)
+    if result.placement_lines:
+        items.append(Text("Fabric placement", style="bold"))
+        items.extend(Text("  " + line) for line in result.placement_lines)
+        items.append(Text(""))
+    if result.chart is not None:
+        items.append(Text(f"Chart written to {result.chart}"))
+    items += findings_block(result.report, strict=layout.strict, width=layout.width)
+    return items
 
 
 @dataclass(frozen=True)
@@ -207,12 +244,12 @@ def _what_to_do(v: Verdict) -> Section:
     return Section("what_to_do", "4. What to do", tuple(lines))
 
 
-def table_items(v: Verdict) -> list[Any]:
+def table_items(v: Verdict) -> list[RenderableType]:
     """The table output's explanation (rich renderables): each section, with the scaling table and the
     share-of-step chart under "what to do"."""
-    from rich.text import Text
+    from rich.text import Text  # lazy: rich, as above
 
-    items: list[Any] = []
+    items: list[RenderableType] = []
     for section in sections(v):
         items.append(Text(section.heading, style="bold"))
         items.extend(Text("  " + line) for line in section.lines)
@@ -226,7 +263,7 @@ def table_items(v: Verdict) -> list[Any]:
     return items
 
 
-def _rails_why(c: Any, ranks_per_node: int) -> str:
+def _rails_why(c: Ceiling, ranks_per_node: int) -> str:
     if c.rails_source == "--rails-per-node":
         return f"Rails: {c.rails_per_node} (--rails-per-node)"
     if c.rails_source == "--root":
@@ -242,7 +279,7 @@ def _rails_why(c: Any, ranks_per_node: int) -> str:
     return "Rails: 1 (default; give --rails-per-node, or --root to read them)"
 
 
-def _link_why(c: Any) -> str:
+def _link_why(c: Ceiling) -> str:
     if c.link_source == "--root":
         return "from --root (the highest rate among those ports; a slower one is a health finding)"
     return f"({c.link_source})"
@@ -268,8 +305,9 @@ def _fabric_why(v: Verdict) -> str:
     return " (" + "; ".join(parts) + ")"
 
 
-def scaling_table(v: Verdict) -> Any:
-    from rich.table import Table
+def scaling_table(v: Verdict) -> Table:
+    from rich.table import Table  # lazy: rich, as above
+    from rich.text import Text  # lazy: as above
 
     t = Table(
         title="Scaling wall: same global batch, compute per rank ~ 1/ranks", title_justify="left"
@@ -295,8 +333,6 @@ def scaling_table(v: Verdict) -> Any:
             verdict_style = "dim"
         else:
             verdict_style = "green"
-        from rich.text import Text
-
         t.add_row(
             str(r.ranks),
             str(r.nodes),

@@ -1,26 +1,45 @@
 """``ibdiag verdict --fabric DUMP|live --nodes LIST [--rank-order FILE|LIST] [--topo FILES]``: the job's
-nodes on the fabric, for :mod:`ibdiag.verdict.placement`; hosts named as ``ibdiag fabric`` names them
-(``--topo`` files, else node descriptions)."""
+nodes on the fabric, judged by :mod:`ibdiag.verdict.placement`; hosts named as ``ibdiag fabric`` names
+them (``--topo`` files, else node descriptions). Reads the fabric with :mod:`ibdiag.fabric`'s own
+collector, dump reader and build (verdict sits above fabric in the layers)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ibdiag.errors import UsageError
+from ibdiag.fabric import dump
+from ibdiag.fabric.build import build_fabric
+from ibdiag.fabric.collect import Collector, Limits, collect
+from ibdiag.fabric.hosts import HostEnd, Names, read_topo
+from ibdiag.fabric.nodelist import expand
+from ibdiag.fabric.placement import Placement, place
+from ibdiag.fabric.shape import shape
+from ibdiag.findings.model import Finding
 from ibdiag.infile import read_text_file
+from ibdiag.text import safe_value
+from ibdiag.verdict.placement import placement, placement_lines
 
 MAX_RANK_FILE_BYTES = 16 * 2**20
 HINT = "e.g. --fabric live --nodes 'gpu[01-64]' (inside a job, $SLURM_JOB_NODELIST is the default)"
+#: The live fabric's tools' time limits (discovery, counters, subnet managers), seconds.
+LIVE_LIMITS = Limits(60.0, 60.0, 10.0)
+
+
+@dataclass(frozen=True)
+class JobOnFabric:
+    """Where the job landed, the verdict's finding on it and the table's lines."""
+
+    placement: Placement
+    findings: tuple[Finding, ...]
+    lines: tuple[str, ...]
 
 
 def read_order(text: str) -> list[str]:
     """A rank order: a file with one host a line (a host repeated per rank keeps its first place), or a
     Slurm host list in rank order."""
-    from ibdiag.fabric.nodelist import expand
-    from ibdiag.text import safe_value
-
     path = Path(text)
     if not path.exists():  # a FIFO or device given is refused by read_text_file, never opened
         return expand(text)
@@ -37,24 +56,9 @@ def read_order(text: str) -> list[str]:
     return list(seen)
 
 
-def job_placement(
-    fabric: str,
-    nodes: str | None,
-    rank_order: str | None,
-    environ: dict[str, str],
-    *,
-    topo: Sequence[Path] = (),
-    rails_used: int | None,
-    payload_share: float,
-) -> Any:
-    from ibdiag.fabric import dump
-    from ibdiag.fabric.build import build_fabric
-    from ibdiag.fabric.collect import Collector, Limits, collect
-    from ibdiag.fabric.hosts import HostEnd, Names, read_topo
-    from ibdiag.fabric.nodelist import expand
-    from ibdiag.fabric.placement import place
-    from ibdiag.fabric.shape import shape
-
+def job_order(nodes: str | None, rank_order: str | None, environ: Mapping[str, str]) -> list[str]:
+    """The job's nodes in rank order: ``--rank-order``, else the node list (``--nodes``, else
+    ``$SLURM_JOB_NODELIST``); both given must name the same nodes."""
     given = nodes or environ.get("SLURM_JOB_NODELIST")
     if not given and not rank_order:
         raise UsageError(
@@ -72,11 +76,26 @@ def job_placement(
                 + (f" (not in the order: {', '.join(lack)})" if lack else ""),
                 hint="the rank order lists each node of the job once, in rank order",
             )
+    return order
+
+
+def job_placement(
+    fabric: str,
+    nodes: str | None,
+    rank_order: str | None,
+    environ: Mapping[str, str],
+    *,
+    topo: Sequence[Path] = (),
+    rails_used: int | None,
+    payload_share: float,
+) -> Placement:
+    """The job's nodes on the fabric (``live``: read now with infiniband-diags; else a saved dump)."""
+    order = job_order(nodes, rank_order, environ)
     hosts: dict[str, HostEnd] = {}
     for f in topo:
         hosts.update(read_topo(f))
     if fabric == "live":
-        cap = collect(Collector(environ, limits=Limits(60.0, 60.0, 10.0)), interval_s=None)
+        cap = collect(Collector(environ, limits=LIVE_LIMITS), interval_s=None)
     else:
         cap = dump.load(Path(fabric))
     fab = build_fabric(cap)
@@ -87,4 +106,16 @@ def job_placement(
         order,
         rails_used=rails_used,
         payload_share=payload_share,
+    )
+
+
+def judge_placement(
+    where: Placement, rail_ceiling_gbs: float | None, measured_gbs: float
+) -> JobOnFabric:
+    """The placement's finding and the table's lines, against verdict's rail ceiling where its rails
+    are known (flags, ``--root``; else None: the fabric's host links)."""
+    return JobOnFabric(
+        where,
+        tuple(placement(where, rail_ceiling_gbs, measured_gbs)),
+        tuple(placement_lines(where, rail_ceiling_gbs)),
     )
