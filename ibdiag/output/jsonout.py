@@ -96,7 +96,9 @@ def _indented(value: Any, out: list[str], pad: str) -> None:
         inner = pad + "  "
         sep = "{" + inner
         for k, v in value.items():
-            if type(k) is not str:  # _clean turns keys into strings and may merge two: its path decides
+            if (
+                type(k) is not str
+            ):  # _clean turns keys into strings and may merge two: its path decides
                 raise _Unusual
             out.append(sep)
             out.append(encode_basestring_ascii(k))
