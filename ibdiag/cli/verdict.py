@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from ibdiag.bench.results.collective_config import CollectiveConfig
 from ibdiag.cli.app import app
 from ibdiag.cli.common import env, handle_errors, read_config
 from ibdiag.cli.emit import emit
@@ -17,9 +18,13 @@ from ibdiag.cli.options import (
     OutputFormat,
     StrictOption,
 )
+from ibdiag.config import Config
+from ibdiag.job.config import JobConfig
+from ibdiag.job.forverdict import inspector_source
 from ibdiag.parse import parse_decimal
 from ibdiag.verdict import views
 from ibdiag.verdict.command import VerdictRequest, run
+from ibdiag.verdict.inputs import MeasuredSource
 
 _W = "Workload"
 _M = "Measured bandwidth (one of)"
@@ -136,6 +141,15 @@ def verdict_command(
             rich_help_panel=_M,
         ),
     ] = None,
+    inspector: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--inspector",
+            metavar="PATH",
+            help="NCCL Inspector's logs of the job (files or directories, repeat): the AllReduce busbw measured in production, at the size closest to the bucket.",
+            rich_help_panel=_M,
+        ),
+    ] = None,
     latency_us: Annotated[
         float | None,
         typer.Option(
@@ -235,6 +249,7 @@ def verdict_command(
       ibdiag verdict --params 8e9 --dtype bf16 --ranks 512 --ranks-per-node 8 --compute-s 0.5 --bench run.json
       ibdiag verdict --params 70B --dtype bf16 --strategy fsdp --ranks 1024 --compute-s 1.2 --nccl-tests ar.log --root /
     """
+    cfg = read_config(config)
     request = VerdictRequest(
         ranks=ranks,
         compute_s=compute_s,
@@ -257,8 +272,17 @@ def verdict_command(
         topo=tuple(topo or ()),
         rank_order=rank_order,
         chart=chart,
-        config=read_config(config),
+        measured=None if not inspector else _inspector(inspector, cfg),
+        config=cfg,
         environ=env().environ,
     )
     # --chart is verdict's --png: the scaling-wall chart, named as the option was before --png existed
     return emit(views.outputs(run(request)), fmt, strict=strict, png=chart, png_option="--chart")
+
+
+def _inspector(paths: list[Path], cfg: Config) -> MeasuredSource:
+    """``--inspector``: ``ibdiag job``'s Inspector reader as the verdict's measured source (job sits
+    above verdict in the layers: the command line joins them)."""
+    return inspector_source(
+        paths, cfg.section("job", JobConfig), cfg.section("collective", CollectiveConfig)
+    )

@@ -54,6 +54,9 @@ class VerdictRequest:
     """``--busbw``, GB/s; or one of ``bench`` and ``nccl_tests``."""
     bench: Path | None = None
     nccl_tests: Path | None = None
+    measured: inputs.MeasuredSource | None = None
+    """A source another package supplies (``--inspector``: NCCL Inspector's busbw, ``ibdiag.job``)."""
+    measured_flag: str = "--inspector"
     latency_us: float | None = None
     link_gbps: float | None = None
     rails_per_node: int | None = None
@@ -89,7 +92,8 @@ def run(req: VerdictRequest) -> VerdictResult:
         need_matplotlib()
         check_output_path(req.chart, "--chart")
     cfg = req.config.section("verdict", VerdictConfig)
-    inputs.choose_source(req.busbw_gbs, req.bench, req.nccl_tests)
+    other = None if req.measured is None else (req.measured_flag, req.measured)
+    inputs.choose_source(req.busbw_gbs, req.bench, req.nccl_tests, other)
     _check_ceiling_flags(req)
     node, meta = _read_node(req)
     work = inputs.workload(
@@ -168,6 +172,8 @@ def _measured(req: VerdictRequest, work: Workload, ceil: Ceiling) -> Measured:
     """The busbw from the one source given (:func:`inputs.choose_source` refused none or two)."""
     if req.busbw_gbs is not None:
         return inputs.from_flag(req.busbw_gbs)
+    if req.measured is not None:
+        return req.measured(work.bucket_bytes, work.ranks)
     kw = {"bucket_bytes": work.bucket_bytes, "ranks": work.ranks, "rails_used": ceil.rails_used}
     if req.bench is not None:
         return inputs.load_bench(req.bench, **kw)
