@@ -97,12 +97,19 @@ class ServeOptions:
 class Server:
     """Listening socket plus the accept loop. Use as a context manager; :meth:`close` frees everything."""
 
-    def __init__(self, opts: ServeOptions, log: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        opts: ServeOptions,
+        log: Callable[[str], None],
+        stop: threading.Event | None = None,
+    ) -> None:
+        """``stop``: set it (from another thread) to end :meth:`serve`, as :meth:`stop` does; it is set
+        when the server closes."""
         self.opts = opts
         self.log = log
         self.host = socket.gethostname()
         self._listener: socket.socket | None = None
-        self._stop = threading.Event()
+        self._stop = stop if stop is not None else threading.Event()
         self._busy = threading.Lock()
         self._state = threading.Lock()
         self._conns: set[socket.socket] = set()
