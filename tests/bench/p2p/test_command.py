@@ -134,7 +134,7 @@ def test_what_can_be_refused_is_refused_before_connecting(tmp_path):
         ({"png": tmp_path / "missing" / "bw.png"}, "does not exist"),
     ):
         with pytest.raises(UsageError, match=text):
-            run(replace(nobody, **bad))  # type: ignore[arg-type]
+            run(replace(nobody, **bad))
     with pytest.raises(UsageError, match="--socket-buffer applies to --transport tcp"):
         run(replace(nobody, run_request=replace(TCP, transport="rdma"), socket_buffer=2**20))
     with pytest.raises(CannotRunError, match="nothing is listening"):
