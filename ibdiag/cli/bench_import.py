@@ -28,7 +28,8 @@ def import_command(
     file: Annotated[
         str,
         typer.Argument(
-            metavar="FILE", help="nccl-tests or perftest output (text, JSON, .gz), or - for stdin."
+            metavar="FILE",
+            help="nccl-tests or perftest output, or NCCL's own NCCL_DEBUG log (text, JSON, .gz), or - for stdin.",
         ),
     ],
     run_index: Annotated[
@@ -61,14 +62,18 @@ def import_command(
     are read for provenance or skipped. A file of several runs one after the other (different ops
     too) imports each; interleaved runs are refused unless --run N picks one. A run that ended in the
     tool's error line (Test NCCL failure, Couldn't connect to ...) is read and fails (exit 1,
-    import.run_failed). Exit 2: nothing to read (no table and no error line), a row that does not fit
-    its header (with its line number), an empty or binary file.
+    import.run_failed). A log without a result table (a job's NCCL_DEBUG=INFO output, a benchmark that
+    died before its table) is read for what NCCL's lines say: transport, GPUDirect RDMA, devices,
+    hosts, GID index, network errors; exit 1 where they show a fault. Exit 2: nothing to read (no
+    table, no error line, no NCCL line), a row that does not fit its header (with its line number), an
+    empty or binary file.
 
     \b
     Examples:
       ibdiag bench import all_reduce_perf.log -o json > imported.json
       mpirun --tag-output -np 16 all_reduce_perf -b 8 -e 8G | ibdiag bench import -
       ibdiag bench import ib_write_bw.log --save link.json
+      NCCL_DEBUG=INFO torchrun ... train.py 2>&1 | ibdiag bench import -    # transport, GDR, errors
     """
     request = ImportRequest(file, run_index=run_index, op=op, config=read_config(config), save=save)
     return emit(views.outputs(run(request)), fmt, strict=strict, save=save, files_last=True)
