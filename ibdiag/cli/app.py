@@ -4,6 +4,7 @@ lazy loading of the command modules."""
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from difflib import get_close_matches
 from typing import Annotated, Any
 
@@ -13,6 +14,7 @@ from typer import (
 )
 from typer._completion_classes import completion_init
 from typer.core import TyperGroup
+from typer.main import get_command_from_info, get_command_name
 
 from ibdiag import __version__
 from ibdiag.cli.env import current
@@ -74,19 +76,17 @@ class LazyGroup(TyperGroup):
     def _lazy(self) -> dict[str, str]:
         return COMMANDS.get(self.name or "", {})
 
-    def list_commands(self, ctx: Any) -> list[str]:
+    def list_commands(self, ctx: click.Context) -> list[str]:
         names = list(self._lazy())
         return names + [n for n in self.commands if n not in names]
 
-    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         cmd = self.commands.get(cmd_name)
         if cmd is None and cmd_name in self._lazy():
             cmd = self._load(cmd_name)
         return cmd
 
-    def _load(self, name: str) -> Any:
-        from typer.main import get_command_from_info, get_command_name
-
+    def _load(self, name: str) -> click.Command:
         module = self._lazy()[name]
         importlib.import_module(module)
         typer_app = TYPER_APPS[self.name or ""]
@@ -103,7 +103,7 @@ class LazyGroup(TyperGroup):
             f"{module} does not register the command {name!r} (ibdiag.cli.app.COMMANDS is wrong)"
         )
 
-    def format_commands(self, ctx: Any, formatter: Any) -> None:
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         names = self.list_commands(ctx)
         if not names:
             return
@@ -118,7 +118,9 @@ class LazyGroup(TyperGroup):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
-    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
         # typer's own suggestion looks only at the commands already loaded; this one at all names.
         try:
             return self._click_resolve_command(ctx, args)
@@ -151,12 +153,12 @@ class IbdiagGroup(LazyGroup):
 
     def main(  # type: ignore[override]  # click's windows_expand_args (Windows only) goes through **extra
         self,
-        args: Any = None,
+        args: Sequence[str] | None = None,
         prog_name: str | None = None,
         complete_var: str | None = None,
         standalone_mode: bool = True,
         **extra: Any,
-    ) -> Any:
+    ) -> int:
         session = current()
         try:
             rv = super().main(

@@ -1,4 +1,5 @@
-"""What every command shares: the common options, error handling, and writing a report out.
+"""What every command's shell shares: this run's environment, warnings and errors on stderr, the
+config file read with its notes, and the wrapper that turns a command's outcome into an exit status.
 
 This module and its siblings are the only code in ibdiag that prints or exits.
 """
@@ -8,62 +9,19 @@ from __future__ import annotations
 import functools
 import inspect
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from ibdiag.cli.console import console as console
-from ibdiag.cli.console import console_print as console_print
-from ibdiag.cli.console import table_width as table_width
-from ibdiag.cli.emit import emit as emit_outputs
-from ibdiag.cli.emit import exit_status as exit_status
-from ibdiag.cli.emit import record as record_outputs
 from ibdiag.cli.env import Environment, current
 from ibdiag.cli.errors import _silence, error_text, write_error, write_to, write_warning
 from ibdiag.cli.main import command_starts
-from ibdiag.cli.options import (
-    ConfigOption as ConfigOption,
-)
-from ibdiag.cli.options import (
-    DebugOption as DebugOption,
-)
-from ibdiag.cli.options import (
-    ExitCodes,
-    ExitCodesOption,
-    OutputFormat,
-)
-from ibdiag.cli.options import (
-    ExpectRateOption as ExpectRateOption,
-)
-from ibdiag.cli.options import (
-    FormatOption as FormatOption,
-)
-from ibdiag.cli.options import (
-    RootOption as RootOption,
-)
-from ibdiag.cli.options import (
-    StrictOption as StrictOption,
-)
-from ibdiag.cli.options import (
-    TextfileOption as TextfileOption,
-)
-from ibdiag.cli.options import (
-    refuse_html as refuse_html,
-)
+from ibdiag.cli.options import ExitCodes, ExitCodesOption
+from ibdiag.config import Config, load_config
 from ibdiag.errors import ExitStatus, IbdiagError
-from ibdiag.findings.model import Report, RunMeta
-from ibdiag.node.root import host_of, opened_root
-from ibdiag.outfile import (  # noqa: F401 - the commands' one output writer
-    atomic_output,
-    check_output_path,
-    write_atomically,
-)
-from ibdiag.output.outputs import Outputs
-
-#: The former name (for the commands not yet moved to their entry points).
-open_root = opened_root
+from ibdiag.outfile import check_output_path
 
 
 def env() -> Environment:
@@ -75,11 +33,6 @@ def debug_enabled(flag: bool = False) -> bool:
     return flag or current().debug
 
 
-def write_stdout(text: str) -> None:
-    """Write ``text`` to stdout; a reader that went away (``| head``) changes nothing."""
-    write_to(env().stdout, text)
-
-
 def print_error(message: str, hint: str | None = None) -> None:
     """``ibdiag: error: <message>`` and ``hint: <hint>`` on stderr (no exit status: see errors.write_error)."""
     write_to(env().stderr, error_text(message, hint))
@@ -89,21 +42,9 @@ def print_warning(message: str) -> None:
     write_warning(current(), message)
 
 
-def warn_refused(sysfs: Any) -> None:
-    """One warning per path under ``--root`` that was refused (outside the root, not a regular file),
-    for commands whose findings have no place for it (``counters`` lists ports, not trees)."""
-    seen: set[str] = set()
-    for p in sysfs.problems:
-        if p.kind == "refused" and p.path not in seen:
-            seen.add(p.path)
-            print_warning(f"/sys/{p.path}: {p.detail}")
-
-
-def read_config(path: Path | None) -> Any:
+def read_config(path: Path | None) -> Config:
     """``load_config(path)`` (else ``$IBDIAG_CONFIG`` of this run's environment), its deprecation notes
     (old key names) printed as warnings."""
-    from ibdiag.config import load_config
-
     cfg = load_config(path if path is not None else (env().environ.get("IBDIAG_CONFIG") or None))
     for note in cfg.notes:
         print_warning(note)
@@ -184,34 +125,3 @@ def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
 def silence_stdout() -> None:
     """Point stdout at /dev/null after the reader closed the pipe, so the flush at exit cannot fail."""
     _silence(env().stdout)
-
-
-def run_meta(root: Path | None = None) -> RunMeta:
-    """Envelope metadata: this host (or the snapshot's host when reading one), version, UTC now."""
-    return RunMeta.now(host_of(root))
-
-
-def emit(
-    report: Report,
-    fmt: OutputFormat,
-    meta: RunMeta,
-    *,
-    strict: bool = False,
-    table: Callable[[], Sequence[Any]] | None = None,
-    csv: Callable[[], tuple[Sequence[str], Sequence[dict[str, Any]]]] | None = None,
-    prom: Callable[[], list[Any]] | None = None,
-) -> int:
-    """The former writer's signature, for the commands not yet moved to :mod:`ibdiag.cli.emit`."""
-    out = Outputs(
-        report,
-        meta,
-        table=None if table is None else (lambda layout: table()),
-        csv=csv,
-        prom=prom,
-    )
-    return emit_outputs(out, fmt, strict=strict)
-
-
-def record(report: Report, *, strict: bool, prom: Callable[[], list[Any]] | None = None) -> None:
-    """The former recorder's signature (see :func:`emit`)."""
-    record_outputs(Outputs(report, RunMeta("", "", ""), prom=prom), strict=strict)

@@ -8,13 +8,18 @@ and the debug switch from here, never from ``sys``/``os.environ``: a test hands 
 from __future__ import annotations
 
 import codecs
+import os
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ibdiag.findings.model import Report
 
 #: Non-ASCII characters ibdiag's own text uses, and what an ASCII-only stream gets instead.
 ASCII_FALLBACK = {
@@ -64,7 +69,7 @@ def to_ascii(text: str) -> str:
     return text.encode("ascii", ERROR_HANDLER).decode("ascii")
 
 
-def _isatty(stream: Any) -> bool:
+def _isatty(stream: IO[str]) -> bool:
     """A terminal someone reads: a tty with a size. The pty mpirun (Open MPI's I/O forwarding) or a CI
     runner gives a process reports 0 columns and ends in a file or a log: laid out as a pipe."""
     try:
@@ -72,8 +77,6 @@ def _isatty(stream: Any) -> bool:
             return False
     except (AttributeError, ValueError, OSError):
         return False
-    import os
-
     try:
         return os.get_terminal_size(stream.fileno()).columns > 0
     except (AttributeError, ValueError, OSError):
@@ -85,7 +88,7 @@ def _isatty(stream: Any) -> bool:
 OFF_TERMINAL_COLUMNS = 200
 
 
-def make_encodable(stream: Any) -> None:
+def make_encodable(stream: IO[str]) -> None:
     """A stream whose encoding cannot write all of Unicode (``PYTHONIOENCODING=ascii``, a C locale
     without UTF-8) writes ASCII stand-ins instead of raising UnicodeEncodeError half-way through a table."""
     encoding = getattr(stream, "encoding", None) or "utf-8"
@@ -106,9 +109,9 @@ def make_encodable(stream: Any) -> None:
 class Environment:
     """Streams, terminal facts, environment variables and the debug switch of one run."""
 
-    stdin: Any
-    stdout: Any
-    stderr: Any
+    stdin: IO[str]
+    stdout: IO[str]
+    stderr: IO[str]
     stdout_isatty: bool = False
     stderr_isatty: bool = False
     columns: int | None = None
@@ -119,9 +122,6 @@ class Environment:
     @classmethod
     def from_process(cls) -> Environment:
         """This process's streams and environment (what the console script runs with)."""
-        import os
-        import sys
-
         make_encodable(sys.stdout)
         make_encodable(sys.stderr)
         environ = dict(os.environ)
@@ -165,7 +165,7 @@ class Session:
     nagios: bool = False
     textfile: Path | None = None
     command: str | None = None
-    report: Any = None
+    report: Report | None = None
     strict: bool = False
     prom_text: str | None = None
     errors: list[str] = field(default_factory=list)

@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import IO
 
 from ibdiag.cli.env import Session
-from ibdiag.errors import ExitStatus
+from ibdiag.errors import ExitStatus, IbdiagError
+from ibdiag.findings.model import Report, RunMeta
+from ibdiag.node.root import host_of
+from ibdiag.outfile import write_atomically
+from ibdiag.output.line import unknown_line
+from ibdiag.output.prom import render_prom, run_metrics
 
 #: ``--exit-codes nagios``: the Nagios plugin convention (gcm, NHC wrappers, Icinga, Sensu).
 NAGIOS_OK, NAGIOS_WARNING, NAGIOS_CRITICAL, NAGIOS_UNKNOWN = 0, 1, 2, 3
 
 
-def _silence(stream: Any) -> None:
+def _silence(stream: IO[str]) -> None:
     """Point a stream whose reader went away at /dev/null, so the flush at exit cannot fail
     (Python docs, "Note on SIGPIPE"); a stream with no file descriptor is left alone."""
     try:
@@ -32,7 +37,7 @@ def _silence(stream: Any) -> None:
         pass
 
 
-def write_to(stream: Any, text: str) -> bool:
+def write_to(stream: IO[str], text: str) -> bool:
     """Write and flush; a reader that went away (``| head``, a closed stderr) changes nothing: False."""
     try:
         stream.write(text)
@@ -50,8 +55,6 @@ def error_text(message: str, hint: str | None) -> str:
 
 def write_error(session: Session, message: str, hint: str | None, status: int) -> int:
     """Say why the run ended with ``status`` (2, 3 or 130) in every form the run asked for."""
-    from ibdiag.output.line import unknown_line
-
     env = session.env
     if status == ExitStatus.INTERRUPTED:
         write_to(env.stderr, "\nibdiag: interrupted\n")
@@ -67,15 +70,9 @@ def write_error(session: Session, message: str, hint: str | None, status: int) -
 
 def _junit_error(session: Session, message: str, hint: str | None, status: int) -> str:
     """CI still gets a report when the run could not judge: one ``<error>`` case."""
-    import socket
-    from datetime import datetime, timezone
+    from ibdiag.output.junit import render_junit_error  # lazy: xml.etree, for -o junit only
 
-    from ibdiag import __version__
-    from ibdiag.findings.model import RunMeta
-    from ibdiag.output.junit import render_junit_error
-
-    now = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-    meta = RunMeta(host=socket.gethostname(), version=__version__, generated_at=now)
+    meta = RunMeta.now(host_of(None))
     return render_junit_error(
         session.command or "ibdiag", meta, message, hint, status=status, time_s=session.elapsed()
     )
@@ -85,7 +82,7 @@ def write_warning(session: Session, message: str) -> None:
     write_to(session.env.stderr, f"ibdiag: warning: {message}\n")
 
 
-def nagios_status(status: int, report: Any, strict: bool) -> int:
+def nagios_status(status: int, report: Report | None, strict: bool) -> int:
     """0 OK (nothing to report), 1 WARNING (warnings only), 2 CRITICAL (a failing finding: exit 1),
     3 UNKNOWN (usage error, could not run, interrupted: exit 2, 3, 130)."""
     if status == ExitStatus.FAILED:
@@ -111,10 +108,6 @@ def finish(session: Session, status: int) -> int:
 
 
 def _write_textfile(session: Session, status: int) -> int:
-    from ibdiag.errors import IbdiagError
-    from ibdiag.outfile import write_atomically
-    from ibdiag.output.prom import render_prom, run_metrics
-
     assert session.textfile is not None
     command = session.command or "ibdiag"
     judged = status in (ExitStatus.OK, ExitStatus.FAILED) and session.prom_text is not None

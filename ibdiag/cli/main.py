@@ -66,10 +66,11 @@ def _process_streams(env: Environment) -> Iterator[None]:
 
 def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> ExitStatus:
     """Run ``ibdiag ARGV`` in ``env`` (default: this process) and return its exit status."""
+    # lazy: typer, click and the app load here, after run() paused the collector for start-up (issue 15)
     from typer.main import get_command
 
-    from ibdiag.cli import app
-    from ibdiag.cli.errors import finish, write_error
+    from ibdiag.cli import app  # lazy: as above
+    from ibdiag.cli.errors import finish, write_error  # lazy: as above
 
     if env is None:
         env = Environment.from_process()

@@ -40,7 +40,7 @@ def test_a_failed_save_keeps_the_printed_result(ibdiag_exe, tmp_path):
         s.stop()
     assert c.returncode == 2, (
         err
-    )  # the shared writer's status for a directory that is gone (cli/common.py)
+    )  # the shared writer's status for a directory that is gone (cli/emit.py)
     doc = json.loads(out)  # the measurement is on stdout, whole
     assert doc["schema"] == "ibdiag.bench/1" and doc["results"][0]["bw_gbs"] > 0
     assert f"ibdiag: error: --save {target}: directory {out_dir} does not exist" in err

@@ -120,7 +120,7 @@ def test_console_itself_prints_data_verbatim():
 
     from rich.table import Table
 
-    from ibdiag.cli.common import console
+    from ibdiag.cli.console import console
 
     buf = io.StringIO()
     con = console(buf)
