@@ -18,7 +18,7 @@ them for a snapshot and for a span are in :mod:`ibdiag.counters.rules`:
 * ``counters.reset``     counters went down during the interval (reset): deltas are lower bounds
 * ``counters.unavailable``  no counters/ directory, ``N/A (no PMA)``, unreadable or malformed files
 * ``counters.baseline``  a port the ``--since`` baseline has and this reading does not, or the reverse
-* ``counters.ports``     no RDMA port at all (only from :func:`ibdiag.counters.snapshot.snapshot_findings`)
+* ``counters.ports``     no RDMA port at all (only from :func:`ibdiag.counters.reading.reading_findings`)
 """
 
 from __future__ import annotations
@@ -250,7 +250,7 @@ def baseline(subject: str, *, gone: bool) -> Finding:
 
 @CHECKS.check(
     "counters.ports",
-    "no RDMA port at all (ibdiag.counters.snapshot.snapshot_findings): ok, nothing to judge",
+    "no RDMA port at all (ibdiag.counters.reading.reading_findings): ok, nothing to judge",
 )
 def no_ports() -> Finding:
     return Finding(

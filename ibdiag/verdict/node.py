@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ibdiag.counters.config import CountersConfig
-from ibdiag.counters.snapshot import snapshot_findings
+from ibdiag.counters.reading import reading_findings
 from ibdiag.node.discover import discover
 from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.ports.config import PortsConfig
@@ -32,7 +32,7 @@ def read_node(sysfs: SysfsRoot, cfg: Any) -> NodeFacts:
     # Port state and rate come once, with topo's findings; counters adds what only counters can say.
     found = [
         *check_topology(topo, topo_cfg, ports_cfg),
-        *snapshot_findings(
+        *reading_findings(
             sysfs, cfg.section("counters", CountersConfig), ports_cfg, port_health=False
         ),
     ]

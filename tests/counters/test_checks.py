@@ -11,7 +11,7 @@ from ibdiag.counters.checks import check_span
 from ibdiag.counters.config import CountersConfig
 from ibdiag.counters.delta import build_span
 from ibdiag.counters.read import discover_layout, read_sample
-from ibdiag.counters.snapshot import snapshot_findings
+from ibdiag.counters.reading import reading_findings
 from ibdiag.errors import InputError
 from ibdiag.findings.model import Severity
 from ibdiag.node.discover import discover
@@ -60,7 +60,7 @@ def span_after(root, change, *, seconds=10.0, cfg=None, ports=None):
 
 
 def test_counters_faulty_fixture_snapshot_is_exactly_the_planted_faults():
-    out = snapshot_findings(SysfsRoot(SYSFS_FIXTURES / "counters-faulty"))
+    out = reading_findings(SysfsRoot(SYSFS_FIXTURES / "counters-faulty"))
     assert problems(out) == [
         ("fail", "counters.errors", "mlx5_1:1"),
         ("fail", "port.state", "mlx5_2:1"),
@@ -86,9 +86,9 @@ def test_counters_faulty_fixture_snapshot_is_exactly_the_planted_faults():
 
 
 def test_healthy_fixture_is_clean_and_faulty_dgx_matches_topo_port_findings():
-    assert problems(snapshot_findings(SysfsRoot(SYSFS_FIXTURES / "dgx-h100"))) == []
+    assert problems(reading_findings(SysfsRoot(SYSFS_FIXTURES / "dgx-h100"))) == []
     root = SYSFS_FIXTURES / "dgx-h100-faulty"
-    ours = problems(snapshot_findings(SysfsRoot(root)))
+    ours = problems(reading_findings(SysfsRoot(root)))
     topo = problems(
         f
         for f in check_topology(discover(SysfsRoot(root)))
@@ -99,19 +99,19 @@ def test_healthy_fixture_is_clean_and_faulty_dgx_matches_topo_port_findings():
 
 
 def test_snapshot_of_a_tree_without_rdma_is_one_ok_finding():
-    out = snapshot_findings(SysfsRoot(SYSFS_FIXTURES / "vm-no-rdma"))
+    out = reading_findings(SysfsRoot(SYSFS_FIXTURES / "vm-no-rdma"))
     assert [(f.check, f.severity) for f in out] == [("counters.ports", Severity.OK)]
 
 
 def test_snapshot_warns_on_nonzero_and_says_how_to_get_a_rate(tmp_path):
     node(tmp_path, {"counters": {"symbol_error": 3}})
-    f = one(snapshot_findings(SysfsRoot(tmp_path)), "counters.errors", "mlx5_0:1")
+    f = one(reading_findings(SysfsRoot(tmp_path)), "counters.errors", "mlx5_0:1")
     assert f.severity is Severity.WARN and "--interval" in f.hint and "--since" in f.hint
 
 
 def test_lifespan_is_never_judged(tmp_path):
     node(tmp_path, {"hw": {"lifespan": 999999}})
-    assert problems(snapshot_findings(SysfsRoot(tmp_path))) == []
+    assert problems(reading_findings(SysfsRoot(tmp_path))) == []
 
 
 # --- interval ------------------------------------------------------------------------------------------
@@ -383,7 +383,7 @@ def test_one_finding_per_check_and_port(tmp_path):
 
 def test_unreadable_counters_are_not_reported_as_zero(tmp_path):
     node(tmp_path, {"counters": {n: "N/A (no PMA)" for n in ("symbol_error", "link_downed")}})
-    out = snapshot_findings(SysfsRoot(tmp_path))
+    out = reading_findings(SysfsRoot(tmp_path))
     assert "all 10 error counters are 0" in one(out, "counters.errors", "mlx5_0:1").message
     assert one(out, "counters.unavailable", "mlx5_0:1").severity is Severity.WARN
     _, out = span_after(tmp_path, lambda: None)
@@ -391,5 +391,5 @@ def test_unreadable_counters_are_not_reported_as_zero(tmp_path):
 
 
 def test_port_with_every_counter_na_has_no_errors_finding():
-    out = snapshot_findings(SysfsRoot(SYSFS_FIXTURES / "counters-faulty"))
+    out = reading_findings(SysfsRoot(SYSFS_FIXTURES / "counters-faulty"))
     assert not [f for f in out if f.check == "counters.errors" and f.subject == "mlx5_5:1"]

@@ -488,10 +488,10 @@ def test_counters_command_imports_nothing_heavy():
     assert set(loaded.split(",")) - {""} <= {"rich"}
 
 
-def test_snapshot_findings_import_is_light():
+def test_reading_findings_import_is_light():
     # The interface `ibdiag verdict` calls: not even rich is needed to judge a snapshot.
     loaded = _imports_after(
-        "from ibdiag.counters.snapshot import snapshot_findings\nfrom ibdiag.node.sysfs import SysfsRoot\n"
-        f"snapshot_findings(SysfsRoot({str(FAULTY)!r}))"
+        "from ibdiag.counters.reading import reading_findings\nfrom ibdiag.node.sysfs import SysfsRoot\n"
+        f"reading_findings(SysfsRoot({str(FAULTY)!r}))"
     )
     assert loaded == ""

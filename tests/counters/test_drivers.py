@@ -10,7 +10,7 @@ import pytest
 from ibdiag.bench.p2p.linerate import judged_line_rate, rdma_line_rate
 from ibdiag.counters.config import CountersConfig
 from ibdiag.counters.hw_spec import HW_COUNTERS, HW_JUDGED, MEANINGS, HwGroup, Meaning
-from ibdiag.counters.snapshot import snapshot_findings
+from ibdiag.counters.reading import reading_findings
 from ibdiag.errors import InputError
 from ibdiag.findings.model import Severity
 from ibdiag.node.discover import discover
@@ -184,8 +184,8 @@ def test_bench_line_rate_of_an_rxe_port_is_its_netdevs_speed_or_unknown():
 # --- counters on the rxe and bnxt_re fixtures ------------------------------------------------------------
 
 
-def test_rxe_fixture_snapshot_findings():
-    out = snapshot_findings(SysfsRoot(RXE))
+def test_rxe_fixture_reading_findings():
+    out = reading_findings(SysfsRoot(RXE))
     assert problems(out) == [
         ("warn", "counters.roce_errors", "rxe0:1"),
         ("warn", "counters.roce_errors", "rxe1:1"),
@@ -200,8 +200,8 @@ def test_rxe_fixture_snapshot_findings():
     assert one(out, "counters.unavailable", "rxe0:1").severity is Severity.OK
 
 
-def test_bnxt_fixture_snapshot_findings():
-    out = snapshot_findings(SysfsRoot(BNXT))
+def test_bnxt_fixture_reading_findings():
+    out = reading_findings(SysfsRoot(BNXT))
     assert problems(out) == [("warn", "counters.roce_errors", "bnxt_re1:1")]
     f = one(out, "counters.roce_errors", "bnxt_re1:1")
     for text in (

@@ -10,7 +10,7 @@ from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.ports.config import PortsConfig
 
 
-def snapshot_findings(
+def reading_findings(
     sysfs: SysfsRoot,
     config: CountersConfig | None = None,
     ports: PortsConfig | None = None,
