@@ -162,3 +162,51 @@ def test_no_import_cycles():
     """Issue 34: a module never reaches itself through its imports (a package's ``__init__`` importing
     its own submodules is not a cycle: ``ibdiag.x.y`` importing ``ibdiag.x`` is left out)."""
     assert import_cycles() == []
+
+
+#: The packages CONTRIBUTING's layout picture names in its arrows (the base modules, findings and output
+#: are "below" everything that names them).
+PICTURED = {"report", "job", "verdict", "sweep", "bench", "fabric", "history", "topo", "counters"}
+PICTURED |= {"ports", "node", "runtime"}
+
+
+def _picture() -> dict[str, set[str]]:
+    """Package -> the packages its arrow in CONTRIBUTING.md's layout picture names."""
+    import re
+
+    text = (REPO / "CONTRIBUTING.md").read_text()
+    block = text.split("```\nibdiag/\n", 1)[1].split("```", 1)[0]
+    arrows: dict[str, set[str]] = {}
+    package = None
+    for line in block.splitlines():
+        m = re.match(r"^  ([a-z_]+)/ ", line)
+        if m:
+            package = m.group(1)
+        arrow = re.search(r"\s{2,}-> ([a-z, ]+)$", line)  # "parsers -> one model" is prose
+        if package and arrow and package not in arrows:
+            names = {n.strip() for n in arrow.group(1).split(",")}
+            arrows[package] = names & PICTURED
+    return arrows
+
+
+def _imported_packages(package: str) -> set[str]:
+    found: set[str] = set()
+    for path in sorted((PACKAGE / package).rglob("*.py")):
+        for module in _imports_of(path):
+            top = module.split(".")[1] if module.count(".") >= 1 else ""
+            if top in PICTURED and top != package:
+                found.add(top)
+    return found
+
+
+def test_contributings_layout_picture_names_what_each_package_imports():
+    """Issue 34: the picture said `report -> bench` where the code had `report -> fabric`. Each arrow
+    names exactly the command and middle packages its package imports."""
+    picture = _picture()
+    assert {"report", "job", "verdict", "fabric", "history", "topo", "counters"} <= set(picture)
+    wrong = {
+        package: {"pictured": sorted(named), "imported": sorted(_imported_packages(package))}
+        for package, named in picture.items()
+        if package in PICTURED and named != _imported_packages(package)
+    }
+    assert not wrong, wrong
