@@ -11,13 +11,13 @@ LSTAMP  = $(VENV)/.ibdiag-lint-installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e '.[fabric,report]'
 	touch $@
 
 $(TSTAMP): $(STAMP) pyproject.toml
 	# the CPU build this machine kind carries on disk; the extra itself only asks torch>=2.1
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[test,analysis,collective]'
+	$(BIN)/python -m pip install -q -e '.[test,fabric,report,collective]'
 	touch $@
 
 $(LSTAMP): $(STAMP) pyproject.toml

@@ -76,3 +76,20 @@ class PeerTimeoutError(CannotRunError):
 
 class NotSupportedError(CannotRunError):
     """A path ibdiag does not implement (yet); the message says which (exit 3)."""
+
+
+#: Optional dependency -> the extra of pyproject.toml that installs it. A health-check node installs
+#: ibdiag alone (topo, counters, snapshot, bench p2p: about 50 MB with its venv); the management host
+#: adds what fabric and report need (networkx, pandas and numpy: about 180 MB more).
+EXTRAS = {"networkx": "fabric", "pandas": "report", "matplotlib": "chart", "torch": "collective"}
+
+
+def missing_extra(module: str, needs: str) -> NotSupportedError:
+    """The error (exit 3) for ``needs`` (``ibdiag fabric``) run where ``module`` is not installed,
+    naming the extra that installs it for each way ibdiag is installed."""
+    extra = EXTRAS[module]
+    return NotSupportedError(
+        f"{needs} needs {module}, which this installation of ibdiag leaves out",
+        hint=f"install the extra: pip install 'ibdiag[{extra}]' (in ibdiag's venv: <venv>/bin/pip "
+        f"install 'ibdiag[{extra}]'; pipx: pipx inject ibdiag {module})",
+    )

@@ -162,3 +162,12 @@ KernelLogSinceOption = Annotated[
     ),
 ]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks for errors.")]
+ExpectOnOption = Annotated[
+    str | None,
+    typer.Option(
+        "--expect-on",
+        metavar="SET",
+        help="Which adapters --expect-adapters counts and --expect-rate judges: all (default), gpu (the "
+        "GPU-facing adapters), infiniband, ethernet, or mlx5_0,mlx5_1,... (overrides [topo] and [ports] expect_on).",
+    ),
+]

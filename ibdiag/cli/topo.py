@@ -13,6 +13,7 @@ from ibdiag.cli.emit import emit
 from ibdiag.cli.options import (
     ConfigOption,
     DebugOption,
+    ExpectOnOption,
     ExpectRateOption,
     FormatOption,
     HistoryOption,
@@ -33,7 +34,7 @@ ExpectAdaptersOption = Annotated[
     typer.Option(
         "--expect-adapters",
         metavar="N",
-        help="RDMA adapters this node must have: fewer fail (overrides [topo] expect_adapters).",
+        help="RDMA adapters this node must have (of --expect-on's set): fewer fail (overrides [topo] expect_adapters).",
     ),
 ]
 NcclEnvOption = Annotated[
@@ -56,6 +57,7 @@ def topo_command(
     strict: StrictOption = False,
     expect_adapters: ExpectAdaptersOption = None,
     expect_rate: ExpectRateOption = None,
+    expect_on: ExpectOnOption = None,
     nccl_env: NcclEnvOption = None,
     history: HistoryOption = None,
     kernel_log: KernelLogOption = None,
@@ -79,6 +81,7 @@ def topo_command(
         config=cfg,
         expect_adapters=expect_adapters,
         expect_rate_gbps=expect_rate,
+        expect_on=expect_on,
         nccl_env=nccl_env,
         environ=env().environ,
         extras=() if hist is None else (attach.topo_addition(hist),),

@@ -11,9 +11,17 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
-import networkx as nx
-
+from ibdiag.errors import missing_extra
 from ibdiag.fabric.model import FabricPort
+
+try:
+    import networkx as nx
+except (
+    ModuleNotFoundError
+) as e:  # the [fabric] extra: a health-check node installs ibdiag without it
+    if (e.name or "").split(".")[0] != "networkx":
+        raise
+    raise missing_extra("networkx", "ibdiag fabric (and verdict or report --fabric)") from None
 
 
 @dataclass(frozen=True)

@@ -110,14 +110,20 @@ def port_rate(port: Port, expected: ExpectedRate) -> Finding:
 
 
 def check_ports(
-    ports: Sequence[Port], config: PortsConfig, *, peers: Iterable[Port] | None = None
+    ports: Sequence[Port],
+    config: PortsConfig,
+    *,
+    peers: Iterable[Port] | None = None,
+    gpu_names: Iterable[str] = (),
 ) -> list[Finding]:
     """``port.state`` for every judged port, and ``port.rate`` for those that are up.
 
     ``peers``: the node's ports the default expected rate comes from (default ``ports``; give all of
     them when ``ports`` is a selection, so that a slow port is still judged against the node).
+    ``gpu_names``: the GPU-facing adapters (:func:`ibdiag.ports.selection.gpu_facing`), which
+    ``[ports] expect_on = "gpu"`` means; without them that expectation applies to no port.
     """
-    expected = ExpectedRates.of(ports if peers is None else peers, config)
+    expected = ExpectedRates.of(ports if peers is None else peers, config, gpu_names)
     out: list[Finding] = []
     for port in ports:
         if config.ignored(port.adapter, port.port):

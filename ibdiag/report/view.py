@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ibdiag.errors import NotSupportedError
+from ibdiag.errors import missing_extra
 from ibdiag.findings.model import Finding, Severity, worst
 from ibdiag.report import jobdocs
 from ibdiag.report.files import Skipped
@@ -130,11 +130,10 @@ class FleetView:
 def _pandas() -> Any:
     try:
         import pandas as pd
-    except ImportError:
-        raise NotSupportedError(
-            "ibdiag report needs pandas, a dependency of ibdiag that is missing here",
-            hint="pip install 'pandas>=2' (pip install ibdiag installs it; a --no-deps install does not)",
-        ) from None
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] not in ("pandas", "numpy"):
+            raise
+        raise missing_extra("pandas", "ibdiag report") from None
     return pd
 
 

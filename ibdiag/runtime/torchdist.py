@@ -17,16 +17,18 @@ from ibdiag.collectives import OPS
 from ibdiag.errors import CannotRunError, NotSupportedError
 
 
-def import_dist() -> Any:
-    """``(torch, torch.distributed)``; NotSupportedError (exit 3) when PyTorch or its distributed package is missing."""
+def import_dist(needs: str = "ibdiag bench collective (and ibdiag sweep)") -> Any:
+    """``(torch, torch.distributed)``; NotSupportedError (exit 3) when PyTorch or its distributed package
+    is missing, naming ``needs`` (the command that runs its collectives through it)."""
     try:
         import torch
         import torch.distributed as dist
     except ImportError as e:
         if isinstance(e, ModuleNotFoundError) and (e.name or "").split(".")[0] == "torch":
             raise NotSupportedError(
-                "ibdiag bench collective needs PyTorch (torch.distributed), which is not installed",
-                hint="pip install 'ibdiag[collective]' (CPU build), or install the CUDA build of torch your jobs use",
+                f"PyTorch (torch.distributed) is not installed here: {needs} runs its collectives through it",
+                hint="pip install 'ibdiag[collective]' (the CPU build) on every node it runs on, or install "
+                "the CUDA build of torch your jobs use",
             ) from None
         raise NotSupportedError(
             f"PyTorch is installed but does not import: {type(e).__name__}: {first_line(e)}",

@@ -7,7 +7,8 @@ Check ids are stable (CI and dashboards key on them); each is one function regis
 * ``topo.pcie_width``     device trained narrower than it and its upstream port support: fail
 * ``topo.pcie_speed``     device trained slower than it and its upstream port support: warn
 * ``topo.gdr_module``     GPUs and adapters but no peer-memory module: warn
-* ``topo.adapters``       RDMA adapter count: fewer than expected fails; GPUs but no adapter warns
+* ``topo.adapters``       RDMA adapter count (of ``[topo] expect_on``): fewer than expected fails; GPUs but
+                          no usable adapter warns, fails with ``[topo] gpus_need_adapters``
 * ``topo.gpus``           GPU count against the config's expectation
 * ``topo.sysfs_value``    an attribute that mattered could not be read or parsed: warn
 
@@ -23,11 +24,12 @@ from dataclasses import dataclass
 from ibdiag.errors import InputError
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry
-from ibdiag.node.model import Pairing, PathClass, PciDevice, Topology
+from ibdiag.node.model import Adapter, Pairing, PathClass, PciDevice, Topology
 from ibdiag.node.paths import parse_gdr_level
 from ibdiag.parse import pcie_gen
 from ibdiag.ports.checks import check_ports
-from ibdiag.ports.config import PortsConfig
+from ibdiag.ports.config import SET_HINT, AdapterSet, PortsConfig, SetKind, parse_set
+from ibdiag.ports.selection import gpu_facing, select_adapters
 
 CHECKS = CheckRegistry("topo")
 
@@ -37,8 +39,17 @@ class TopoConfig:
     """``[topo]`` settings (the ports' expected rate and ignore list are ``[ports]``: :class:`~ibdiag.ports.config.PortsConfig`)."""
 
     expect_adapters: int | None = None
-    """RDMA adapters this node must have (``--expect-adapters``); None: no expectation — a node without
-    GPUs may then have none, a GPU node without any warns."""
+    """RDMA adapters this node must have (``--expect-adapters``), counted in ``expect_on``; None: no
+    expectation — a node without GPUs may then have none, a GPU node without any warns (fails with
+    ``gpus_need_adapters``)."""
+    expect_on: str = "all"
+    """Which adapters ``expect_adapters`` counts, a SET (:func:`ibdiag.ports.config.parse_set`): ``all``
+    (default), ``gpu`` (the GPU-facing adapters), ``infiniband``, ``ethernet`` or adapter patterns
+    (``--expect-on``, which sets ``[ports] expect_on`` too)."""
+    gpus_need_adapters: bool = False
+    """A node with GPUs must have a usable RDMA adapter (a hardware one, not ignored): without one
+    ``topo.adapters`` fails instead of warning — the mlx5 driver that did not load on a GPU node. Off
+    by default: ibdiag cannot tell the few GPU nodes meant to be alone (contrib/etc/ibdiag.toml sets it)."""
     expect_gpus: int | None = None
     """GPUs this node must have; None: no expectation."""
     gdr_level: str = "PXB"
@@ -53,6 +64,14 @@ class TopoConfig:
             raise InputError(
                 f"config [topo] gdr_level: {e}", hint="use PIX, PXB, PHB, NODE or SYS"
             ) from None
+        try:
+            parse_set(self.expect_on)
+        except ValueError as e:
+            raise InputError(f"config [topo] expect_on: {e}", hint=SET_HINT) from None
+
+    @property
+    def expect_set(self) -> AdapterSet:
+        return parse_set(self.expect_on)
 
     @property
     def gdr_path_class(self) -> PathClass:
@@ -79,33 +98,49 @@ _DRIVER_HINT = (
 
 @CHECKS.check(
     "topo.adapters",
-    "fewer RDMA adapters than expected ([topo] expect_adapters, --expect-adapters): fail; GPUs but no adapter: warn",
+    "fewer RDMA adapters than expected ([topo] expect_adapters in expect_on, --expect-adapters, --expect-on): fail; "
+    "GPUs but no usable adapter: warn, fail with [topo] gpus_need_adapters",
 )
 def adapters(topo: Topology, config: TopoConfig) -> Finding:
-    n = len(topo.adapters)
+    selection = config.expect_set
+    chosen = select_adapters(selection, topo)
+    n = len(chosen)
+    usable = [a for a in topo.adapters if not a.software]
+    if topo.gpus and not usable and config.gpus_need_adapters:
+        return Finding(
+            "topo.adapters",
+            Severity.FAIL,
+            "node",
+            f"{len(topo.gpus)} GPU(s) but no usable RDMA adapter{_what_there_is(topo)}{_without_rdma(topo)}; "
+            "[topo] gpus_need_adapters says this node must reach the fabric",
+            value=0,
+            limit=config.expect_adapters,
+            hint=_DRIVER_HINT,
+        )
     if config.expect_adapters is not None and n < config.expect_adapters:
         return Finding(
             "topo.adapters",
             Severity.FAIL,
             "node",
-            f"{n} RDMA adapter(s) found, {config.expect_adapters} expected{_without_rdma(topo)}",
+            f"{n} {_kind(selection)}RDMA adapter(s) found, {config.expect_adapters} expected"
+            f"{_which(selection, chosen)}{_without_rdma(topo)}",
             value=n,
             limit=config.expect_adapters,
             hint=_DRIVER_HINT,
         )
-    if n == 0 and topo.gpus and config.expect_adapters is None:
+    if not usable and topo.gpus and config.expect_adapters is None:
         # A GPU node is built to reach the fabric: no adapter there is a failed driver load (mlx5_ib) or dead
         # cards, not a CPU VM. Without an expectation ibdiag cannot tell the few GPU nodes meant to be alone.
         return Finding(
             "topo.adapters",
             Severity.WARN,
             "node",
-            f"{len(topo.gpus)} GPU(s) but no RDMA adapter (/sys/class/infiniband is empty or absent){_without_rdma(topo)}",
+            f"{len(topo.gpus)} GPU(s) but no RDMA adapter{_what_there_is(topo)}{_without_rdma(topo)}",
             value=0,
             hint=_DRIVER_HINT
-            + "; give --expect-adapters N (or [topo] expect_adapters) to make this fail",
+            + "; give --expect-adapters N, or set [topo] gpus_need_adapters = true, to make this fail",
         )
-    if n == 0:
+    if not topo.adapters:
         return Finding(
             "topo.adapters",
             Severity.OK,
@@ -118,10 +153,33 @@ def adapters(topo: Topology, config: TopoConfig) -> Finding:
         "topo.adapters",
         Severity.OK,
         "node",
-        f"{n} RDMA adapter(s)",
+        f"{n} {_kind(selection)}RDMA adapter(s){_which(selection, chosen)}",
         value=n,
         limit=config.expect_adapters,
     )
+
+
+def _kind(selection: AdapterSet) -> str:
+    """``GPU-facing `` / ``InfiniBand `` / nothing for every adapter (the word before "RDMA adapter")."""
+    if selection.kind is SetKind.NAMES:
+        return "named "
+    return f"{selection.label} " if selection.label else ""
+
+
+def _which(selection: AdapterSet, chosen: tuple[Adapter, ...]) -> str:
+    """`` (--expect-on gpu: mlx5_0, mlx5_1, ...)``: what was counted; nothing when every adapter was."""
+    if selection.is_all:
+        return ""
+    names = [a.name for a in chosen]
+    shown = ", ".join(names[:8]) + (f", +{len(names) - 8} more" if len(names) > 8 else "")
+    return f" (expect_on {selection.spec}: {shown or 'none'})"
+
+
+def _what_there_is(topo: Topology) -> str:
+    """`` (/sys/class/infiniband is empty or absent)`` or `` (only software devices: rxe0)``."""
+    if not topo.adapters:
+        return " (/sys/class/infiniband is empty or absent)"
+    return f" (only software devices: {', '.join(a.name for a in topo.adapters)})"
 
 
 @CHECKS.check("topo.gpus", "GPU count other than [topo] expect_gpus: fail")
@@ -358,6 +416,8 @@ def check_topology(
     ]
     for subject, dev, is_gpu in devices:
         out += [*pcie_width(subject, dev), *pcie_speed(subject, dev, is_gpu=is_gpu)]
-    out += check_ports([p for a in topo.adapters for p in a.ports], ports)
+    out += check_ports(
+        [p for a in topo.adapters for p in a.ports], ports, gpu_names=gpu_facing(topo)
+    )
     out += [*gdr_module(topo, config), *sysfs_value(topo)]
     return out

@@ -49,6 +49,9 @@ class TopoRequest:
     """``--expect-adapters``: overrides ``[topo] expect_adapters``."""
     expect_rate_gbps: float | None = None
     """``--expect-rate``: overrides ``[ports] expected_rate_gbps``."""
+    expect_on: str | None = None
+    """``--expect-on SET``: which adapters both expectations mean (``gpu``, ``infiniband``, ``mlx5_0,...``);
+    overrides ``[topo] expect_on`` and ``[ports] expect_on``."""
     nccl_env: Path | None = None
     """``--nccl-env FILE``: judge these NCCL_* settings instead of ``environ``'s."""
     environ: Mapping[str, str] = field(default_factory=dict)
@@ -71,6 +74,9 @@ def run(req: TopoRequest) -> TopoResult:
         {"expect_adapters": ("--expect-adapters", req.expect_adapters)},
     )
     ports = req.config.section("ports", PortsConfig).with_expected_rate(req.expect_rate_gbps)
+    if req.expect_on is not None:
+        ports = ports.with_expect_on(req.expect_on)
+        cfg = dataclasses.replace(cfg, expect_on=ports.expect_on)
     with opened_root(req.root) as directory:
         sysfs = SysfsRoot(directory, skip_adapters=ports.skip).check()
         topo = discover(sysfs, gdr_level=cfg.gdr_path_class)

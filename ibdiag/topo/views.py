@@ -7,6 +7,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ibdiag.node.model import KernelModule, Pairing, PcieLink, Topology, port_name
+from ibdiag.output.fit import Col, fitted_table
 from ibdiag.output.outputs import Outputs, TableLayout, added_metrics, added_tables
 from ibdiag.output.prom import Metric, PromSample
 from ibdiag.parse import format_cpulist, pcie_gen
@@ -44,9 +45,9 @@ def table_items(result: TopoResult, layout: TableLayout) -> list[RenderableType]
     if matrix:
         items += [Text(""), Text(matrix, no_wrap=True), Text(""), Text(LEGEND, style="dim")]
     if topo.gpus and topo.adapters:
-        items.append(pairing_table(topo))
+        items.append(pairing_table(topo, layout.width))
     if topo.adapters:
-        items.append(adapters_table(topo))
+        items.append(adapters_table(topo, layout.width))
     items += added_tables(result.additions, layout)
     items += findings_block(result.report, strict=layout.strict, width=layout.width)
     return items
@@ -114,31 +115,35 @@ def _link(link: PcieLink) -> str:
     return cur
 
 
-def adapters_table(topo: Topology) -> Table:
-    from rich.table import Table
+#: The adapter table's columns: the adapter and port name the rows; at 80 columns the state, rate and
+#: PCIe link stay and the values that are the same on every row of a node (firmware, PCI address,
+#: NUMA, LID, netdev, GID types) are left out first.
+ADAPTER_COLS = (
+    Col("adapter"),
+    Col("pci", drop=8),
+    Col("numa", drop=6),
+    Col("PCIe", drop=2),
+    Col("fw", drop=9),
+    Col("port"),
+    Col("state"),
+    Col("rate", drop=1),
+    Col("layer", drop=3),
+    Col("lid", drop=7),
+    Col("netdev", drop=5),
+)
+ROCE_COL = Col("RoCE GID types", drop=4, fold=True)
+
+
+def adapters_table(topo: Topology, width: int | None = None) -> Table:
     from rich.text import Text
 
-    t = Table(title="RDMA adapters and ports (ibstat)", title_justify="left")
     roce = any(p.link_layer == "Ethernet" for a in topo.adapters for p in a.ports)
-    cols = [
-        "adapter",
-        "pci",
-        "numa",
-        "PCIe",
-        "fw",
-        "port",
-        "state",
-        "rate",
-        "layer",
-        "lid",
-        "netdev",
-    ] + (["RoCE GID types"] if roce else [])
-    for col in cols:
-        t.add_column(col, no_wrap=True)
+    cols = ADAPTER_COLS + ((ROCE_COL,) if roce else ())
+    rows: list[list[str | Text]] = []
     for a in topo.adapters:
         first = True
         for p in a.ports or [None]:
-            head = (
+            head: list[str | Text] = (
                 [
                     a.name,
                     a.pci.address if a.pci else "-",
@@ -151,7 +156,7 @@ def adapters_table(topo: Topology) -> Table:
             )
             first = False
             if p is None:
-                t.add_row(*head, "-", "no ports", *[""] * (len(cols) - 7))
+                rows.append([*head, "-", "no ports", *[""] * (len(cols) - 7)])
                 continue
             state = Text(
                 f"{p.state or '?'}/{p.phys_state or '?'}",
@@ -167,8 +172,8 @@ def adapters_table(topo: Topology) -> Table:
             row: list[str | Text] = [*head, str(p.port), state, rate, layer, lid, p.netdev or "-"]
             if roce:
                 row.append(", ".join(p.gid_types) if p.link_layer == "Ethernet" else "")
-            t.add_row(*row)
-    return t
+            rows.append(row)
+    return fitted_table("RDMA adapters and ports (ibstat)", cols, rows, width)
 
 
 def _num(v: int | None) -> str:
@@ -180,16 +185,23 @@ def nearest_text(topo: Topology, pairing: Pairing) -> str:
     return ", ".join(f"NIC{topo.nic_index(p.adapter)} {port_name(p)}" for p in pairing.ports) or "-"
 
 
-def pairing_table(topo: Topology) -> Table:
-    from rich.table import Table
+#: The pairing table's columns: the GPU and its nearest ports name the rows (the ports fold); the PCI
+#: address, NUMA node and PCIe link are left out first at 80 columns (the matrix above has NUMA).
+PAIRING_COLS = (
+    Col("gpu"),
+    Col("pci", drop=4),
+    Col("numa", drop=3),
+    Col("PCIe", drop=2),
+    Col("nearest port(s)", fold=True),
+    Col("path"),
+    Col("GPUDirect RDMA", drop=1, fold=True),
+)
+
+
+def pairing_table(topo: Topology, width: int | None = None) -> Table:
     from rich.text import Text
 
-    t = Table(
-        title="GPU -> nearest active port(s), all that tie (what NCCL will use)",
-        title_justify="left",
-    )
-    for col in ("gpu", "pci", "numa", "PCIe", "nearest port(s)", "path", "GPUDirect RDMA"):
-        t.add_column(col, no_wrap=True)
+    rows: list[list[str | Text]] = []
     for gpu, pairing in zip(topo.gpus, topo.pairings, strict=False):
         path = pairing.path.value if pairing.path else "-"
         if pairing.gdr:
@@ -200,16 +212,23 @@ def pairing_table(topo: Topology) -> Table:
             gdr = Text("no (no active adapter)", style="bold red")
         else:
             gdr = Text(f"no (path > {topo.gdr_level.value})", style="yellow")
-        t.add_row(
-            f"GPU{gpu.index}",
-            gpu.pci.address,
-            _num(gpu.pci.numa_node),
-            _link(gpu.pci.link),
-            nearest_text(topo, pairing),
-            Text(path, style=PATH_STYLE.get(path, "")),
-            gdr,
+        rows.append(
+            [
+                f"GPU{gpu.index}",
+                gpu.pci.address,
+                _num(gpu.pci.numa_node),
+                _link(gpu.pci.link),
+                nearest_text(topo, pairing),
+                Text(path, style=PATH_STYLE.get(path, "")),
+                gdr,
+            ]
         )
-    return t
+    return fitted_table(
+        "GPU -> nearest active port(s), all that tie (what NCCL will use)",
+        PAIRING_COLS,
+        rows,
+        width,
+    )
 
 
 def summary_lines(topo: Topology) -> list[str]:

@@ -75,3 +75,48 @@ def test_without_bash_completion_the_directory_is_never_read(bash_env, tmp_path)
     """Plain bash (the package absent): nothing defines the completion, however it is installed."""
     res = _bash("complete -p ibdiag", bash_env)
     assert res.returncode != 0 and "no completion specification" in res.stderr
+
+
+ROOT_BASHRC = Path("/usr/share/base-files/dot.bashrc")  # Debian's /root/.bashrc (base-files)
+ENABLE = "[ -f /usr/share/bash-completion/bash_completion ] && . /usr/share/bash-completion/bash_completion\n"
+
+
+def _interactive_root_bash(
+    home: Path, env: dict[str, str], script: str
+) -> subprocess.CompletedProcess[str]:
+    """An interactive bash as root starts: Debian's /etc/bash.bashrc, then ~/.bashrc."""
+    return subprocess.run(
+        [shutil.which("bash") or "/bin/bash", "-i", "-c", script],
+        env={**env, "HOME": str(home), "TERM": "dumb"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_root_on_stock_debian_12_gets_no_completion_until_it_is_enabled(bash_env, tmp_path):
+    """Issue 38: root's ~/.bashrc (base-files) has no completion block and /etc/bash.bashrc's is
+    commented out, so the installed script is never loaded for root; docs/completion.md's line in
+    ~/.bashrc (or the block uncommented in /etc/bash.bashrc) turns it on."""
+    bashrc = Path("/etc/bash.bashrc")
+    if not ROOT_BASHRC.exists() or not bashrc.exists():
+        unavailable("not a Debian system (base-files' dot.bashrc, /etc/bash.bashrc)")
+    if "\n#    . /usr/share/bash-completion/bash_completion" not in bashrc.read_text():
+        pytest.skip("this /etc/bash.bashrc already enables completion (not stock Debian 12)")
+    user = tmp_path / "user"  # stands in for /usr/share/bash-completion/completions
+    (user / "completions").mkdir(parents=True)
+    shutil.copy(SCRIPT, user / "completions" / "ibdiag")
+    env = {**bash_env, "BASH_COMPLETION_USER_DIR": str(user)}
+    home = tmp_path / "root"
+    home.mkdir()
+    (home / ".bashrc").write_text(ROOT_BASHRC.read_text())
+    probe = (
+        "type _completion_loader >/dev/null 2>&1 && _completion_loader ibdiag; complete -p ibdiag"
+    )
+    stock = _interactive_root_bash(home, env, probe)
+    assert stock.returncode != 0 and "no completion specification" in stock.stderr
+    (home / ".bashrc").write_text(ROOT_BASHRC.read_text() + ENABLE)  # the documented fix
+    fixed = _interactive_root_bash(home, env, probe)
+    assert fixed.returncode == 0 and "ibdiag" in fixed.stdout, fixed.stderr
+    assert ENABLE.strip() in (REPO / "docs" / "completion.md").read_text()

@@ -158,6 +158,41 @@ def test_nhc_check_fails_loudly_when_ibdiag_cannot_start(stubs, tmp_path):
     assert "cannot run (exit 127)" in (tmp_path / "nhc.log").read_text()
 
 
+def _crashing_ibdiag(tmp_path, ibdiag_exe):
+    """The real console script with a dependency that fails to import (a half-done upgrade): Python's
+    traceback on stderr, exit 1, nothing on stdout."""
+    broken = tmp_path / "broken" / "typer"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text('raise ImportError("typer: half-upgraded")\n')
+    script = tmp_path / "ibdiag-crashing"
+    script.write_text(f'#!/bin/sh\nPYTHONPATH="{broken.parent}:{REPO}" exec "{ibdiag_exe}" "$@"\n')
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_a_crash_is_could_not_judge_for_the_wrapper_and_nhc(stubs, ibdiag_exe, tmp_path):
+    env, calls = stubs
+    crashing = _crashing_ibdiag(tmp_path, ibdiag_exe)
+    res = _wrapper(env, crashing, HEALTHY, checks="topo counters")
+    assert res.returncode == 0 and _updates(calls) == [], res.stderr  # not a node fault
+    assert (
+        "ibdiag topo could not judge gpu-node-07 (exit 1 without a verdict, crashed?): "
+        "ImportError: typer: half-upgraded" in res.stderr
+    )
+    res = _nhc(env, tmp_path, "topo", ibdiag=crashing)
+    assert res.returncode == 0 and calls("scontrol") == []
+    assert "exit 1 without a verdict" in (tmp_path / "nhc.log").read_text()
+
+
+def test_slurm_wrapper_names_the_failing_checks_of_every_command_once(stubs, ibdiag_exe):
+    env, calls = stubs
+    res = _wrapper(env, ibdiag_exe, SYSFS_FIXTURES / "counters-faulty", checks="topo counters")
+    assert res.returncode == 1
+    (call,) = _updates(calls)
+    # topo: port.state mlx5_2:1; counters: port.state mlx5_2:1 (again) and counters.errors mlx5_1:1
+    assert call[3] == "Reason=port.state mlx5_2:1, counters.errors mlx5_1:1 [ibdiag]"
+
+
 def test_slurm_wrapper_refuses_a_config_file_it_does_not_understand(stubs, ibdiag_exe, tmp_path):
     env, calls = stubs
     conf = tmp_path / "healthcheck.conf"
@@ -209,6 +244,7 @@ def test_cron_file_finds_a_pip_installed_ibdiag_and_writes_the_metrics(ibdiag_ex
         assert scripts in env["PATH"].split(":")
         env["PATH"] = env["PATH"].replace(scripts, str(install))
         command = command.replace("/var/lib/prometheus/node-exporter", str(tmp_path))
+        command = command.replace("/etc/ibdiag/ibdiag.toml", str(CONTRIB / "etc" / "ibdiag.toml"))
         command = command.replace(" -o line", f" --root {FAULTY} -o line")
         res = subprocess.run(["/bin/sh", "-c", command], env=env, capture_output=True, text=True)
         assert res.returncode == 1, res.stderr  # the faulty fixture's answer, not 127

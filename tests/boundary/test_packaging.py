@@ -53,11 +53,17 @@ def test_no_syntax_or_library_newer_than_python_310():
     assert tuple(int(x) for x in found.group(1).split(".")) <= (3, 10), out
 
 
-def test_the_default_install_does_the_whole_job(tmp_path):
-    """Issue #27: `pip install .` gave an `ibdiag report` that exits 3 for want of pandas. pandas is a
-    core dependency of the wheel `pip install .` builds (not only of an extra); only `report` imports it
-    (tests/cli: start-up imports no pandas)."""
-    assert any(re.match(r"pandas>=2\b", d) for d in PROJECT["dependencies"])
+def test_a_node_install_leaves_the_heavy_libraries_to_extras(tmp_path):
+    """Issue 38: numpy, pandas and networkx were 176 of the 226 MB every health-check node installed.
+    They are extras now ([fabric], [report]); a command without its extra says which to install
+    (errors.missing_extra, tests/boundary/test_install.py runs it). Issue #27's complaint — report
+    exiting 3 for want of pandas after `pip install .` — is answered by that message, and the wheel's
+    metadata carries the extras."""
+    core = " ".join(PROJECT["dependencies"])
+    assert not re.search(r"\b(pandas|networkx|numpy)\b", core), core
+    extras = PROJECT["optional-dependencies"]
+    assert any(d.startswith("networkx") for d in extras["fabric"])
+    assert {d.split(">")[0] for d in extras["report"]} == {"pandas", "networkx"}
     build = tmp_path / "src"
     shutil.copytree(
         REPO,
@@ -89,8 +95,22 @@ def test_the_default_install_does_the_whole_job(tmp_path):
     (wheel,) = tmp_path.glob("ibdiag-*.whl")
     with zipfile.ZipFile(wheel) as z:
         meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
-    requires = [line for line in meta.splitlines() if line.startswith("Requires-Dist: pandas")]
-    assert any("extra ==" not in r for r in requires), requires
+    requires = [
+        line for line in meta.splitlines() if re.match(r"Requires-Dist: (pandas|networkx)", line)
+    ]
+    assert requires and all("extra ==" in r for r in requires), requires
+    assert 'extra == "fabric"' in meta and 'extra == "report"' in meta
+
+
+def test_a_missing_extra_names_itself_for_each_way_of_installing():
+    from ibdiag.errors import ExitStatus, missing_extra
+
+    e = missing_extra("networkx", "ibdiag fabric")
+    assert e.exit_status is ExitStatus.CANNOT_RUN
+    assert e.message == "ibdiag fabric needs networkx, which this installation of ibdiag leaves out"
+    assert "pip install 'ibdiag[fabric]'" in (e.hint or "") and "pipx inject ibdiag networkx" in (
+        e.hint or ""
+    )
 
 
 def test_typer_pinned_to_the_tested_minor_series():

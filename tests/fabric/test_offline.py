@@ -40,7 +40,7 @@ def test_every_format_renders_the_bundled_fabric(tmp_path):
     for fmt, probe in (
         ("table", "Switches"),
         ("csv", "remote_guid"),
-        ("prom", "ibdiag_fabric_port_symbol_error_total"),
+        ("prom", "ibdiag_fabric_switch_port_symbol_error_total"),
         ("junit", "<testsuites"),
         ("line", "FAIL fabric.link_rate"),
     ):

@@ -111,8 +111,11 @@ def _severity_of(findings: Sequence[Finding], check: str, subject: str) -> Sever
     return worst(f.severity for f in findings if f.check == check and f.subject == subject)
 
 
-def _table(title: str, columns: Sequence[tuple[str, bool]], *, compact: bool) -> Any:
-    """A table of (name, right-aligned) columns; only the counter lists wrap."""
+def _table(
+    title: str, columns: Sequence[tuple[str, bool]], *, compact: bool, names: Sequence[str] = ()
+) -> Any:
+    """A table of (name, right-aligned) columns; only the counter lists wrap, and the port column
+    keeps the width of the longest of ``names``: rich never squeezes the names the rows go by."""
     from rich import box
     from rich.table import Table
 
@@ -124,11 +127,12 @@ def _table(title: str, columns: Sequence[tuple[str, bool]], *, compact: bool) ->
     )
     for name, right in columns:
         wraps = name.startswith(("error", "RoCE", "counters"))
+        name_width = max(map(len, names), default=0) if name == "port" else 0
         t.add_column(
             name,
             justify="right" if right else "left",
             no_wrap=not wraps,
-            min_width=14 if wraps else None,
+            min_width=14 if wraps else (name_width or None),
             overflow="fold",
         )
     return t
@@ -237,7 +241,8 @@ def snapshot_table(
     compact = width is not None and width < COMPACT_BELOW_COLUMNS
     worst_of = _worst_by_subject(findings)
     title = "RDMA port counters since the last reset (perfquery -x)"
-    t = _table(title, _SNAPSHOT_COLUMNS[compact], compact=compact)
+    names = [p.subject for p in sample.ports if p.port is not None]
+    t = _table(title, _SNAPSHOT_COLUMNS[compact], compact=compact, names=names)
     for p in sample.ports:
         if p.port is None:
             continue
@@ -293,7 +298,8 @@ def interval_table(
     by_rate = {d.key: d for d in rate_deltas}
     by_count = {d.key: d for d in count_deltas}
     worst_of = _worst_by_subject(findings)
-    t = _table(title, _INTERVAL_COLUMNS[compact], compact=compact)
+    names = [p.subject for p in sample.ports if p.port is not None]
+    t = _table(title, _INTERVAL_COLUMNS[compact], compact=compact, names=names)
     for p in sample.ports:
         if p.port is None:
             continue

@@ -12,6 +12,7 @@ from ibdiag.fabric.farend import FarEnd
 from ibdiag.fabric.judge import Judged
 from ibdiag.fabric.model import SWITCH, PortRef
 from ibdiag.findings.model import Severity
+from ibdiag.output.fit import Col, fitted_table
 
 #: Switches listed; a larger fabric shows the worst ones and says how many are not shown.
 MAX_SWITCH_ROWS = 64
@@ -32,7 +33,7 @@ def head(j: Judged) -> Text:
     )
 
 
-def switch_table(j: Judged) -> Table:
+def switch_table(j: Judged, width: int | None = None) -> Table:
     fab, names = j.fabric, j.names
     bad: dict[str, int] = {}
     by_name = {
@@ -46,29 +47,41 @@ def switch_table(j: Judged) -> Table:
                 guid = by_name.get(part.rsplit(":", 1)[0])
                 if guid is not None:
                     bad[guid] = bad.get(guid, 0) + 1
-    t = Table(title="Switches", title_justify="left")
-    for col in ("switch", "GUID", "LID", "active", "host links", "ISLs", "findings"):
-        t.add_column(col, overflow="fold")
     switches = sorted(
         (n for n in fab.nodes if n.kind == SWITCH), key=lambda n: (-bad.get(n.guid, 0), n.desc)
     )
+    rows: list[list[str]] = []
     for n in switches[:MAX_SWITCH_ROWS]:
         ports = [p for p in fab.ports if p.guid == n.guid and p.port > 0]
         active = sum(1 for p in ports if p.state == "Active" or (p.state is None and p.peer))
         isl = sum(1 for p in ports if p.peer and fab.is_isl(p))
         host = sum(1 for p in ports if p.peer and not fab.is_isl(p))
-        t.add_row(
-            names.node(n.guid),
-            n.guid,
-            str(n.lid or "-"),
-            f"{active}/{n.ports}",
-            str(host),
-            str(isl),
-            str(bad.get(n.guid, 0)),
+        rows.append(
+            [
+                names.node(n.guid),
+                n.guid,
+                str(n.lid or "-"),
+                f"{active}/{n.ports}",
+                str(host),
+                str(isl),
+                str(bad.get(n.guid, 0)),
+            ]
         )
-    if len(switches) > MAX_SWITCH_ROWS:
-        t.caption = f"{len(switches) - MAX_SWITCH_ROWS} more switches not shown (-o json lists all)"
-    return t
+    more = len(switches) - MAX_SWITCH_ROWS
+    caption = f"{more} more switches not shown (-o json lists all)" if more > 0 else None
+    return fitted_table("Switches", SWITCH_COLS, rows, width, caption=caption)
+
+
+#: The switch table: the switch's name never shrinks; at 80 columns the GUID, then the LID go first.
+SWITCH_COLS = (
+    Col("switch"),
+    Col("GUID", drop=3),
+    Col("LID", drop=2),
+    Col("active", justify="right"),
+    Col("host links", drop=1, justify="right"),
+    Col("ISLs", justify="right"),
+    Col("findings", justify="right"),
+)
 
 
 def sm_text(j: Judged) -> Text:
@@ -90,22 +103,34 @@ def shape_text(j: Judged) -> Text:
     return Text("shape: " + "; ".join(parts) if parts else "shape: not judged", style="dim")
 
 
-def items(j: Judged) -> list[Any]:
-    return [sm_text(j), shape_text(j), switch_table(j)]
+def items(j: Judged, width: int | None = None) -> list[Any]:
+    return [sm_text(j), shape_text(j), switch_table(j, width)]
 
 
-def far_end_table(ends: list[FarEnd]) -> Table:
+#: ``counters --far-end``: the local port and the switch port name the rows; the counters fold.
+FAR_END_COLS = (
+    Col("port"),
+    Col("far end"),
+    Col("LID", drop=1),
+    Col("error counters since the last reset", fold=True),
+)
+
+
+def far_end_table(ends: list[FarEnd], width: int | None = None) -> Table:
     """``counters --far-end``: beside each local port, the switch port at the other end of its cable."""
-    t = Table(title="Far ends (the switch side of each cable)", title_justify="left")
-    for col in ("port", "far end", "LID", "error counters since the last reset"):
-        t.add_column(col, overflow="fold")
+    rows: list[list[str]] = []
     for e in ends:
         if e.counters is None:
-            t.add_row(
-                f"{e.adapter}:{e.port}", e.desc or "?", str(e.lid or "-"), f"not read: {e.problem}"
+            rows.append(
+                [
+                    f"{e.adapter}:{e.port}",
+                    e.desc or "?",
+                    str(e.lid or "-"),
+                    f"not read: {e.problem}",
+                ]
             )
             continue
         nonzero = {k: v for k, v in (e.counters.counters or {}).items() if v}
         text = ", ".join(f"{k} {v}" for k, v in nonzero.items()) or "all 0"
-        t.add_row(f"{e.adapter}:{e.port}", f"{e.desc} port {e.far_port}", str(e.lid), text)
-    return t
+        rows.append([f"{e.adapter}:{e.port}", f"{e.desc} port {e.far_port}", str(e.lid), text])
+    return fitted_table("Far ends (the switch side of each cable)", FAR_END_COLS, rows, width)
