@@ -20,6 +20,7 @@ from ibdiag.cli.emit import emit, exit_status, record
 from ibdiag.cli.options import (
     ConfigOption,
     DebugOption,
+    ExpectOnOption,
     ExpectRateOption,
     FormatOption,
     HistoryOption,
@@ -53,6 +54,7 @@ def counters_command(
     watch: WatchOption = False,
     since: SinceOption = None,
     expect_rate: ExpectRateOption = None,
+    expect_on: ExpectOnOption = None,
     far_end: FarEndOption = False,
     history: HistoryOption = None,
     kernel_log: KernelLogOption = None,
@@ -85,6 +87,7 @@ def counters_command(
         watch=watch,
         since=since,
         expect_rate_gbps=expect_rate,
+        expect_on=expect_on,
         keep_steps=fmt is OutputFormat.json or ((count or 1) == 1 and not streamed),
         extras=() if hist is None else (attach.counters_addition(hist),),
         far_end=counters_far_end(env().environ) if far_end else None,

@@ -123,6 +123,15 @@ def _write(out: Outputs, fmt: OutputFormat, *, strict: bool) -> None:
         if out.table is None:
             raise _cannot(out, "a table", "use -o json")
         con = console("stdout")
-        for item in out.table(TableLayout(strict=strict, width=int(con.width))):
+        for item in out.table(TableLayout(strict=strict, width=_layout_width(int(con.width)))):
             console_print(con, item)
     stream.flush()
+
+
+def _layout_width(console_width: int) -> int | None:
+    """The table's width: the console's on a terminal or with ``$COLUMNS``; None (no limit) on a pipe
+    or file without them, where :func:`ibdiag.cli.console.console_print` prints a table whole."""
+    e = current().env
+    if e.stdout_isatty or e.columns is not None or e.environ.get("COLUMNS"):
+        return console_width
+    return None

@@ -35,10 +35,13 @@ from ibdiag.counters.spec import max_value
 from ibdiag.counters.wording import count_text
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry
+from ibdiag.node.discover import discover
 from ibdiag.node.model import Port
 from ibdiag.node.ports import node_ports
+from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.ports.checks import check_ports
-from ibdiag.ports.config import PortsConfig
+from ibdiag.ports.config import PortsConfig, SetKind
+from ibdiag.ports.selection import gpu_facing
 from ibdiag.units import format_duration
 
 CHECKS = CheckRegistry("counters")
@@ -61,10 +64,15 @@ def _judged_ports(sample: Sample, ports: PortsConfig) -> list[PortCounters]:
 
 
 def port_findings(
-    sample: Sample, ports: PortsConfig, peers: Sequence[Port] | None = None
+    sample: Sample,
+    ports: PortsConfig,
+    peers: Sequence[Port] | None = None,
+    gpu_names: Sequence[str] = (),
 ) -> list[Finding]:
-    """``port.state``/``port.rate`` of the sample's ports (:func:`ibdiag.ports.checks.check_ports`)."""
-    return check_ports([p.info for p in sample.ports if p.info is not None], ports, peers=peers)
+    """``port.state``/``port.rate`` of the sample's ports (:func:`ibdiag.ports.checks.check_ports`);
+    ``gpu_names``: the GPU-facing adapters ``[ports] expect_on = "gpu"`` means."""
+    infos = [p.info for p in sample.ports if p.info is not None]
+    return check_ports(infos, ports, peers=peers, gpu_names=gpu_names)
 
 
 @CHECKS.check(
@@ -269,6 +277,7 @@ def check_snapshot(
     *,
     peers: Sequence[Port] | None = None,
     port_health: bool = True,
+    gpu_names: Sequence[str] = (),
 ) -> list[Finding]:
     """Findings of one reading: counts since the last reset, time unknown.
 
@@ -277,7 +286,7 @@ def check_snapshot(
     """
     cfg = cfg or CountersConfig()
     ports = ports or PortsConfig()
-    out = port_findings(sample, ports, peers) if port_health else []
+    out = port_findings(sample, ports, peers, gpu_names) if port_health else []
     for p in _judged_ports(sample, ports):
         r = PortReading(p, cfg)
         out += [*errors(r), *xmit_wait(r), *roce_errors(r), *roce_congestion(r), *unavailable(p)]
@@ -298,12 +307,13 @@ def check_span(
     ports: PortsConfig | None = None,
     *,
     peers: Sequence[Port] | None = None,
+    gpu_names: Sequence[str] = (),
 ) -> list[Finding]:
     """Findings of counting over time (``--interval``, ``--count``, ``--since``, ``--watch``), judged on
     the totals (port state and rate on the last reading)."""
     cfg = cfg or CountersConfig()
     ports = ports or PortsConfig()
-    out = port_findings(span.last, ports, peers)
+    out = port_findings(span.last, ports, peers, gpu_names)
     dur = format_duration(span.interval_s)
     for p in _judged_ports(span.last, ports):
         d = span.total(p.key)
@@ -338,6 +348,8 @@ class Judging:
     ports: PortsConfig = PortsConfig()
     peers: tuple[Port, ...] | None = None
     """Every port of the node, for a selection's expected rates; None: the reading's own ports."""
+    gpu_names: tuple[str, ...] = ()
+    """The GPU-facing adapters, when ``[ports] expect_on`` is ``gpu`` (:meth:`with_gpu_facing`)."""
 
     @classmethod
     def from_config(cls, config: Any) -> Judging:
@@ -348,12 +360,24 @@ class Judging:
         """``[ports] expected_rate_gbps`` replaced by ``--expect-rate``, when given."""
         return replace(self, ports=self.ports.with_expected_rate(rate_gbps))
 
-    def with_node_peers(self, sysfs: Any) -> Judging:
+    def with_expect_on(self, spec: str | None) -> Judging:
+        """``[ports] expect_on`` replaced by ``--expect-on``, when given."""
+        return replace(self, ports=self.ports.with_expect_on(spec))
+
+    def with_gpu_facing(self, sysfs: SysfsRoot) -> Judging:
+        """For ``expect_on = "gpu"``: the node's GPU-facing adapters (its topology discovered once)."""
+        if self.ports.expect_set.kind is not SetKind.GPU:
+            return self
+        return replace(self, gpu_names=gpu_facing(discover(sysfs)))
+
+    def with_node_peers(self, sysfs: SysfsRoot) -> Judging:
         """For a selection of ports: a slow port is still judged against every port of the node, as topo does."""
         return replace(self, peers=node_ports(sysfs))
 
     def snapshot(self, sample: Sample) -> list[Finding]:
-        return check_snapshot(sample, self.cfg, self.ports, peers=self.peers)
+        return check_snapshot(
+            sample, self.cfg, self.ports, peers=self.peers, gpu_names=self.gpu_names
+        )
 
     def span(self, span: Span) -> list[Finding]:
-        return check_span(span, self.cfg, self.ports, peers=self.peers)
+        return check_span(span, self.cfg, self.ports, peers=self.peers, gpu_names=self.gpu_names)

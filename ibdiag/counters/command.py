@@ -82,6 +82,8 @@ class CountersRequest:
     """``--since BEFORE.json``: judge what the counters did since that saved reading of this node."""
     expect_rate_gbps: float | None = None
     """``--expect-rate``: overrides ``[ports] expected_rate_gbps``."""
+    expect_on: str | None = None
+    """``--expect-on SET``: overrides ``[ports] expect_on`` (which ports the expected rate is for)."""
     keep_steps: bool = True
     """A series keeps every step (the JSON's ``samples``, the CSV's rows); False: constant memory
     however long the series (the CSV streamed from ``on_progress``, a table of totals)."""
@@ -183,7 +185,11 @@ def _frames(
 @contextmanager
 def _opened(req: CountersRequest) -> Iterator[_Node]:
     """The tree (``--root``) opened, its ports laid out (``--device``), refused paths told."""
-    judging = Judging.from_config(req.config).with_expected_rate(req.expect_rate_gbps)
+    judging = (
+        Judging.from_config(req.config)
+        .with_expected_rate(req.expect_rate_gbps)
+        .with_expect_on(req.expect_on)
+    )
     patterns = parse_device_filter(req.devices)
     with opened_root(req.root) as directory:
         sysfs = SysfsRoot(directory, skip_adapters=judging.ports.skip).check()
@@ -197,6 +203,7 @@ def _opened(req: CountersRequest) -> Iterator[_Node]:
             )
         if patterns:
             judging = judging.with_node_peers(sysfs)
+        judging = judging.with_gpu_facing(sysfs)
         yield _Node(sysfs, layout, judging, host, patterns)
 
 

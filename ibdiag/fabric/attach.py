@@ -43,4 +43,4 @@ def counters_far_end(environ: Mapping[str, str]) -> CountersExtra:
 def _table(ends: Sequence[FarEnd], layout: TableLayout) -> list[RenderableType]:
     from ibdiag.fabric.views.table import far_end_table  # lazy: rich, for the table output only
 
-    return [far_end_table(list(ends))]
+    return [far_end_table(list(ends), layout.width)]

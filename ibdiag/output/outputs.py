@@ -28,10 +28,11 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class TableLayout:
     """How the table output is laid out: ``--strict`` (warnings count as failing in the summary) and
-    the columns it is printed in (the terminal's, else ``$COLUMNS``, else wide enough to cut nothing)."""
+    the columns it is printed in: the terminal's, else ``$COLUMNS``; None off a terminal without
+    ``$COLUMNS`` (a file or a pipe: nothing is folded or left out to fit a width)."""
 
     strict: bool
-    width: int
+    width: int | None
 
 
 #: CSV: the header and one mapping per row.

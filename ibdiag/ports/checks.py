@@ -109,6 +109,25 @@ def port_rate(port: Port, expected: ExpectedRate) -> Finding:
     )
 
 
+@CHECKS.check(
+    "port.expect_on",
+    "an expected rate whose adapter set ([ports] expect_on, --expect-on) holds no port of this node: warn",
+)
+def expect_on_empty(config: PortsConfig, expected: ExpectedRates) -> Finding | None:
+    """``--expect-on mlx9_*`` (a typo) or ``ethernet`` on an InfiniBand-only node: the expected rate
+    would judge nothing, silently. Said, so that a health check does not pass for the wrong reason."""
+    if config.expected_rate_gbps is None or expected.scope is None or expected.scope:
+        return None
+    return Finding(
+        "port.expect_on",
+        Severity.WARN,
+        "node",
+        f"the expected rate {config.expected_rate_gbps:g} Gb/s is for [ports] expect_on = "
+        f"{config.expect_on!r}, which holds no port of this node: no port was judged against it",
+        hint="check the adapter names (ibv_devices) or the set: all, gpu, infiniband, ethernet, mlx5_0,...",
+    )
+
+
 def check_ports(
     ports: Sequence[Port],
     config: PortsConfig,
@@ -124,7 +143,7 @@ def check_ports(
     ``[ports] expect_on = "gpu"`` means; without them that expectation applies to no port.
     """
     expected = ExpectedRates.of(ports if peers is None else peers, config, gpu_names)
-    out: list[Finding] = []
+    out: list[Finding] = expect_on_empty(config, expected)
     for port in ports:
         if config.ignored(port.adapter, port.port):
             continue

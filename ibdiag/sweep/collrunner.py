@@ -60,7 +60,7 @@ def pair_allreduce(
 
 
 def _measure(store: Any, address: str, prefix: str, pair_rank: int, spec: PairSpec) -> float:
-    torch, dist = import_dist()
+    torch, dist = import_dist(needs="ibdiag sweep")
     gloo = dist.ProcessGroupGloo
     opts = (
         gloo._Options()

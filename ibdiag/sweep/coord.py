@@ -178,7 +178,7 @@ def route_address(master_addr: str, port: int) -> str:
 
 def connect_store(launch: LaunchEnv, timeout_s: float) -> Any:
     """The job's rendezvous store, under this sweep's prefix (rank 0 serves it unless the launcher's agent does)."""
-    _, dist = import_dist()
+    _, dist = import_dist(needs="ibdiag sweep")
     is_master = launch.rank == 0 and not launch.agent_store
     try:
         store = dist.TCPStore(

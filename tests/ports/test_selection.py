@@ -5,6 +5,7 @@ healthy one with a cable pulled."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -172,3 +173,32 @@ def test_the_cli_refuses_a_bad_set_with_a_hint(cli):
     r = cli("topo", "--root", DGX, "--expect-on", "mlx5_0;rm")
     assert r.exit_code == 2 and "--expect-on: mlx5_0;rm is neither" in r.stderr
     assert "hint: give all, gpu" in r.stderr
+
+
+def test_counters_takes_the_same_set_as_topo(cli):
+    """counters --expect-on: the GPU-facing set is discovered from the node's topology, as topo does; the
+    documented line passes a healthy DGX H100 with its 200 Gb/s storage ports."""
+    root = str(SYSFS_FIXTURES / "dgx-h100")
+    res = cli("counters", "--root", root, "--expect-rate", "400", "-o", "line")
+    assert res.exit_code == 1 and "port.rate" in res.stdout
+    res = cli(
+        "counters", "--root", root, "--expect-on", "gpu", "--expect-rate", "400", "-o", "line"
+    )
+    assert res.exit_code == 0, res.stdout
+    res = cli(
+        "counters", "--root", root, "--expect-on", "gpu", "--expect-rate", "800", "-o", "json"
+    )
+    failing = {f["subject"] for f in json.loads(res.stdout)["findings"] if f["severity"] == "fail"}
+    assert res.exit_code == 1 and len(failing) == 8
+
+
+def test_a_set_that_holds_no_port_is_said(cli):
+    root = str(SYSFS_FIXTURES / "dgx-h100")
+    for command in ("topo", "counters"):
+        res = cli(
+            command, "--root", root, "--expect-on", "mlx9_*", "--expect-rate", "400", "-o", "json"
+        )
+        found = [f for f in json.loads(res.stdout)["findings"] if f["check"] == "port.expect_on"]
+        assert found and found[0]["severity"] == "warn", (command, res.stdout[-400:])
+        res = cli(command, "--root", root, "--expect-on", "mlx9_*", "-o", "json")
+        assert not [f for f in json.loads(res.stdout)["findings"] if f["check"] == "port.expect_on"]

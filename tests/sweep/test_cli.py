@@ -172,3 +172,18 @@ def test_plan_json_lists_the_rounds_and_takes_the_world_size_from_the_launcher(c
         and len(big["first_rounds"]) == 3
         and big["plan"]["pairs"] == 16384 * 16383 // 2
     )
+
+
+def test_a_sweep_without_torch_says_it_needs_it(cli, monkeypatch):
+    """Issue 38: after a plain install `srun ... ibdiag sweep` failed naming `bench collective`. Without
+    torch (blocked from importing here) the sweep says it needs torch.distributed, and where to get it."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    monkeypatch.setitem(sys.modules, "torch.distributed", None)
+    env = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29599"}
+    res = cli("sweep", "--timeout", "2", env=env)
+    assert res.exit_code == 3, res.stderr
+    assert "ibdiag sweep runs its collectives through it" in res.stderr
+    assert "bench collective" not in res.stderr
+    assert "pip install 'ibdiag[collective]'" in res.stderr

@@ -50,7 +50,7 @@ def table_items(result: FabricResult, layout: TableLayout) -> list[RenderableTyp
     return [
         view.head(judged),
         *findings_block(result.report, strict=layout.strict, width=layout.width),
-        *view.items(judged),
+        *view.items(judged, layout.width),
     ]
 
 
