@@ -16,7 +16,7 @@ from ibdiag.errors import CannotRunError, InputError
 from ibdiag.fabric.capture import Capture, ToolRun
 from ibdiag.fabric.linkinfo import parse_linkinfo
 from ibdiag.fabric.model import Fabric, FabricNode, FabricPort, PortRef, SubnetManager, ToolNote
-from ibdiag.fabric.netdiscover import parse_netdiscover
+from ibdiag.fabric.netdiscover import read_netdiscover
 from ibdiag.fabric.queryerrors import parse_queryerrors
 from ibdiag.fabric.routes import parse_routes
 from ibdiag.fabric.sminfo import parse_sm_lids, parse_sminfo
@@ -47,8 +47,13 @@ def build_fabric(cap: Capture, counters_run: str = "ibqueryerrors") -> Fabric:
             f"ibnetdiscover discovered nothing (exit {disc.rc if disc else '-'}: {said})",
             hint="the tools need an InfiniBand port that is up, the ib_umad module loaded and access to /dev/infiniband/umad* (root or the rdma group); check `ibstat` and `sminfo`; -C/-P pick the port; or judge a saved dump with --from",
         )
-    nodes, ports = parse_netdiscover(disc.stdout)
+    found = read_netdiscover(disc.stdout)
+    nodes, ports = found.nodes, found.ports
     notes: list[ToolNote] = list(classify(disc))
+    if found.skipped is not None:
+        notes.append(
+            ToolNote("ibnetdiscover", "skipped", found.skipped.text("ibnetdiscover output"))
+        )
     link = cap.run("iblinkinfo")
     states_known = link is not None and bool(link.stdout.strip())
     if link is not None:
@@ -77,6 +82,7 @@ def build_fabric(cap: Capture, counters_run: str = "ibqueryerrors") -> Fabric:
         counters=counters,
         notes=tuple(notes),
         routes=routes,
+        duplicates=found.duplicates,
     )
 
 

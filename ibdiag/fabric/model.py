@@ -46,7 +46,7 @@ class PortRef:
 class FabricNode:
     guid: str
     kind: str
-    """``switch``, ``ca`` or ``router``."""
+    """``switch``, ``ca`` or ``router`` (``unknown``: a node only a counters paste names)."""
     desc: str
     """NodeDescription (``gpu03 mlx5_2``, ``leaf-su1-r2``): set by whoever administers the node."""
     ports: int
@@ -144,7 +144,8 @@ class ToolNote:
     tool: str
     kind: str
     """``unreachable`` (part of the fabric not discovered or queried), ``timeout`` (the tool ran past its
-    limit), ``failed`` (non-zero exit with no result), ``no-sm``, ``noise`` (informational)."""
+    limit), ``failed`` (non-zero exit with no result), ``no-sm``, ``noise`` (informational),
+    ``skipped`` (lines of a saved output that were not the tool's: a prompt, a banner)."""
     text: str
 
     def to_json(self) -> dict[str, Any]:
@@ -170,6 +171,10 @@ class Fabric:
     routes: dict[str, dict[int, int]] | None = None
     """The subnet manager's routes (``ibdiag fabric --routes``): switch GUID -> {destination LID: out
     port}, each switch's unicast linear forwarding table as ibroute read it; None when not read."""
+    duplicates: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """GUIDs the dump gives more than one node: (GUID, the nodes' keys, ``<GUID>`` and ``<GUID>-2`` …)."""
+    topology_known: bool = True
+    """False for a paste of a counters or SM tool alone (ibqueryerrors, perfquery, sminfo): no links."""
     _index: dict[str, FabricNode] = field(default_factory=dict, compare=False, repr=False)
     _ports: dict[PortRef, FabricPort] = field(default_factory=dict, compare=False, repr=False)
 

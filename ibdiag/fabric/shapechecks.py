@@ -100,7 +100,7 @@ def oversubscription(fab: Fabric, names: Names, sh: Shape, cfg: FabricConfig) ->
                 Finding(
                     "fabric.oversubscription",
                     Severity.WARN if slow_only else Severity.FAIL,
-                    names.subject(fab.port_ref(x.guid, 0)).rsplit(":", 1)[0],
+                    names.switch_token(x.guid),
                     f"{tier_name(t)} {names.node(x.guid)} is {ratio_text(x.ratio)} where its peers are "
                     f"{ratio_text(peer)} (expected {expect:g}:1): {_why(fab, names, x, loads)}",
                     value=None if x.ratio is None else round(x.ratio, 4),

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from ibdiag.fabric.farend import FarEnd
 from ibdiag.fabric.judge import Judged
-from ibdiag.fabric.model import SWITCH, PortRef
+from ibdiag.fabric.model import SWITCH
 from ibdiag.findings.model import Severity
 
 #: Switches listed; a larger fabric shows the worst ones and says how many are not shown.
@@ -35,11 +35,7 @@ def head(j: Judged) -> Text:
 def switch_table(j: Judged) -> Table:
     fab, names = j.fabric, j.names
     bad: dict[str, int] = {}
-    by_name = {
-        names.subject(PortRef(n.guid, 0)).rsplit(":", 1)[0]: n.guid
-        for n in fab.nodes
-        if n.kind == SWITCH
-    }
+    by_name = {names.switch_token(n.guid): n.guid for n in fab.nodes if n.kind == SWITCH}
     for f in j.findings:
         if f.severity is not Severity.OK:
             for part in f.subject.split("<>"):
