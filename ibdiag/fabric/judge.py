@@ -18,7 +18,7 @@ from ibdiag.fabric.namemap import NodeNameMap
 from ibdiag.fabric.plan import Plan, plan_check, plan_diff
 from ibdiag.fabric.rails import Rails, rails
 from ibdiag.fabric.routing import Routing, routing, routing_check
-from ibdiag.fabric.shape import Shape, shape
+from ibdiag.fabric.shape import TREE, Shape, shape
 from ibdiag.fabric.shapechecks import oversubscription, tiers
 from ibdiag.fabric.shapechecks import rails as rail_check
 from ibdiag.fabric.sharp import Sharp, sharp, sharp_check
@@ -83,7 +83,7 @@ def judge(
     out += errors(fab, names, cfg, span, dur)
     out += xmit_wait(fab, names, cfg, fcfg, span, dur)
     sh = shape(fab)
-    rl = rails(fab, names)
+    rl = rails(fab, names, {g for g, t in sh.tiers.items() if t == 0} if sh.kind == TREE else None)
     out += tiers(fab, sh)
     out += oversubscription(fab, names, sh, fcfg)
     out += rail_check(fab, names, rl)

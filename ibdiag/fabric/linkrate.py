@@ -7,9 +7,9 @@ cable, optic or port. What the ends support comes from, in order:
    more than the link runs (a width above 4x there is ignored: ibsim and old switches advertise 12x on
    every port, and no NDR-era port trains it) -- below that fails;
 2. the device IDs of both ends (:mod:`.devices`): a ConnectX-5 does EDR at best, so an EDR storage
-   server on an HDR switch is as fast as it can be. Below the slower end's best fails when the link's
-   class (the same two device IDs, the same kind of link) mostly runs faster, and warns when its whole
-   class runs so (a SKU, firmware or cable limit the dump cannot tell from a fault);
+   server on an HDR switch is as fast as it can be. Below the slower end's best fails, unless most
+   links of its class (the same two devices, the same kind of link) run as slow: then it warns (a SKU,
+   firmware or cable limit the dump cannot tell from a fault);
 3. otherwise its class's peers: below what most links of its class run warns, and says the capability
    is not in the dump.
 
@@ -115,15 +115,12 @@ def _speed(
         if bd.speed_from == "iblinkinfo":
             return Severity.FAIL, f"{a.speed} where both ends could do {bd.speed} (iblinkinfo)"
         models = " and ".join(sorted({_key(fab.node(p.guid)) for p in (a, b) if p is not None}))
-        if isinstance(norm, str) and _rank(norm) > got:
-            return (
-                Severity.FAIL,
-                f"{a.speed} where both ends support {bd.speed} ({models}) and its class runs {norm}",
+        if isinstance(norm, str) and _rank(norm) <= got:
+            return Severity.WARN, (
+                f"{a.speed} where both ends support {bd.speed} ({models}); every link of its class runs so "
+                "(a cable, SKU or firmware limit?)"
             )
-        return Severity.WARN, (
-            f"{a.speed} where both ends support {bd.speed} ({models}); every link of its class runs so "
-            "(a cable, SKU or firmware limit?)"
-        )
+        return Severity.FAIL, f"{a.speed} where both ends support {bd.speed} ({models})"
     if bd.speed is None and isinstance(norm, str) and _rank(norm) > got:
         return (
             Severity.WARN,

@@ -61,6 +61,8 @@ class SwitchLoad:
     uplinks: int
     slow_uplinks: tuple[FabricPort, ...] = ()
     """Uplinks narrower or slower than the switch's fastest uplink."""
+    up_to: tuple[int, ...] = ()
+    """Its uplinks per switch above it (how many cables to each)."""
 
     @property
     def ratio(self) -> float | None:
@@ -301,6 +303,10 @@ def _load(
         down = sum(p.rate_gbps or 0.0 for p in hosts.get(s, []))
     best = max((p.rate_gbps or 0.0 for p in ups), default=0.0)
     slow = tuple(p for p in ups if (p.rate_gbps or 0.0) < best)
+    to: dict[str, int] = {}
+    for e in g.edges_of(s):
+        if tiers[e.other(s)] > t:
+            to[e.other(s)] = to.get(e.other(s), 0) + 1
     return SwitchLoad(
         s,
         t,
@@ -309,6 +315,7 @@ def _load(
         sum(p.rate_gbps or 0.0 for p in ups),
         len(ups),
         slow,
+        tuple(sorted(to.values())),
     )
 
 
