@@ -143,11 +143,13 @@ def discovery(fab: Fabric, names: Names, origin: str | None) -> Finding:
             value=len(unread),
             hint="a counters query that failed leaves those ports' errors unknown (MAD loss, a port without PMA, a tool that crashed): run `ibdiag fabric` again; iblinkinfo failing leaves port states unknown",
         )
+    skipped = "".join(f"; {n.text}" for n in fab.notes if n.kind == "skipped")
     return Finding(
         "fabric.discovery",
         Severity.OK,
         "fabric",
-        f"{len(fab.nodes)} nodes ({sum(1 for n in fab.nodes if n.kind == SWITCH)} switches), {len(fab.links())} links discovered with no tool complaint",
+        f"{len(fab.nodes)} nodes ({sum(1 for n in fab.nodes if n.kind == SWITCH)} switches), {len(fab.links())} links discovered with no tool complaint"
+        + skipped,
     )
 
 

@@ -12,6 +12,7 @@ from ibdiag.fabric.checks import CHECKS, discovery, link_lost, port_state, subne
 from ibdiag.fabric.config import FabricConfig
 from ibdiag.fabric.counterchecks import errors, xmit_wait
 from ibdiag.fabric.hosts import HostEnd, Names
+from ibdiag.fabric.inventory import duplicate_guid, loopback, names_check
 from ibdiag.fabric.linkrate import link_rate
 from ibdiag.fabric.model import Fabric
 from ibdiag.fabric.namemap import NodeNameMap
@@ -76,6 +77,7 @@ def judge(
     ref_names = Names(reference, hosts, name_map) if reference is not None else None
     out: list[Finding] = []
     out += discovery(fab, names, origin)
+    out += duplicate_guid(fab, names)
     out += subnet_manager(fab, names)
     out += link_lost(fab, names, reference, ref_names)
     out += port_state(fab, names)
@@ -85,10 +87,12 @@ def judge(
     sh = shape(fab)
     rl = rails(fab, names, {g for g, t in sh.tiers.items() if t == 0} if sh.kind == TREE else None)
     out += tiers(fab, sh)
+    out += loopback(fab, names)
     out += oversubscription(fab, names, sh, fcfg)
     out += rail_check(fab, names, rl)
     sh_sharp = sharp(fab)
     out += sharp_check(names, sh_sharp)
+    out += names_check(fab, names)
     rt = routing(fab, sh)
     out += routing_check(names, rt, fcfg.route_balance_tolerance)
     extra = None

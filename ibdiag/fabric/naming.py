@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from ibdiag.fabric.model import CA, Fabric
 
 _MF0 = re.compile(r"^MF0;([^:;\s]{1,64}):([^/\s]{1,32})((?:/[A-Za-z]{1,2}\d{1,3}){0,4})$")
+#: Voltaire's managed switches: ``Voltaire 4036 # hoibp0013`` (model, then the name the site gave it).
+_VOLTAIRE = re.compile(r"^Voltaire \S{1,16} # (\S{1,64})$")
 #: ``MT25408 ConnectX Mellanox Technologies``, ``Quantum Mellanox Technologies``, ``SwitchIB …``.
 _DEFAULT = re.compile(r"^(?:MT\d{3,6}\s+)?(?:[\w-]{1,24}\s+){0,3}Mellanox Technologies$")
 
@@ -42,10 +44,11 @@ def mf0(desc: str) -> Mf0 | None:
 
 def operator_name(desc: str) -> str:
     """``MF0;leaf-su1-r2:MQM8700/U1`` -> ``leaf-su1-r2``; ``MF0;core1:MCS8500/L03/U1`` -> ``core1/L03``;
-    any other description as it is."""
+    ``Voltaire 4036 # hoibp0013`` -> ``hoibp0013``; any other description as it is."""
     m = mf0(desc)
     if m is None:
-        return desc
+        v = _VOLTAIRE.match(desc)
+        return v.group(1) if v else desc
     return f"{m.name}/{m.slot}" if m.slot else m.name
 
 
