@@ -144,6 +144,16 @@ def discovery(fab: Fabric, names: Names, origin: str | None) -> Finding:
             hint="a counters query that failed leaves those ports' errors unknown (MAD loss, a port without PMA, a tool that crashed): run `ibdiag fabric` again; iblinkinfo failing leaves port states unknown",
         )
     skipped = "".join(f"; {n.text}" for n in fab.notes if n.kind == "skipped")
+    if not fab.topology_known:
+        links = len(fab.links())
+        what = (
+            f"a paste of part of the fabric (far ends it does not list): {len(fab.nodes)} node(s), {links} link(s) "
+            "judged for state and rate; tiers, oversubscription, rails and SHARP coverage not judged"
+            if links
+            else f"a paste without topology: {len(fab.nodes)} node(s) named, {len(fab.ports)} port(s) read; "
+            "links, tiers, rails and link rates not judged"
+        )
+        return Finding("fabric.discovery", Severity.OK, "fabric", what + skipped)
     return Finding(
         "fabric.discovery",
         Severity.OK,

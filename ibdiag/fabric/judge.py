@@ -55,6 +55,19 @@ def counter_span(before: Fabric | None, after: Fabric, mode: str) -> Span | None
     return build_span([before.counters, after.counters], mode=mode, keep_steps=False)
 
 
+def _shape_checks(
+    fab: Fabric, names: Names, fcfg: FabricConfig
+) -> tuple[list[Finding], Shape, Rails]:
+    """Tiers, loopbacks, oversubscription and rails: what the topology's shape says."""
+    sh = shape(fab)
+    rl = rails(fab, names, {g for g, t in sh.tiers.items() if t == 0} if sh.kind == TREE else None)
+    out = tiers(fab, sh)
+    out += loopback(fab, names)
+    out += oversubscription(fab, names, sh, fcfg)
+    out += rail_check(fab, names, rl)
+    return out, sh, rl
+
+
 def judge(
     fab: Fabric,
     *,
@@ -84,17 +97,16 @@ def judge(
     out += link_rate(fab, names, fcfg)
     out += errors(fab, names, cfg, span, dur)
     out += xmit_wait(fab, names, cfg, fcfg, span, dur)
-    sh = shape(fab)
-    rl = rails(fab, names, {g for g, t in sh.tiers.items() if t == 0} if sh.kind == TREE else None)
-    out += tiers(fab, sh)
-    out += loopback(fab, names)
-    out += oversubscription(fab, names, sh, fcfg)
-    out += rail_check(fab, names, rl)
-    sh_sharp = sharp(fab)
-    out += sharp_check(names, sh_sharp)
+    sh, rl, rt = None, None, None
+    if fab.topology_known:
+        said, sh, rl = _shape_checks(fab, names, fcfg)
+        out += said
+    sh_sharp = sharp(fab) if fab.topology_known else None
+    out += sharp_check(names, sh_sharp) if sh_sharp is not None else []
     out += names_check(fab, names)
-    rt = routing(fab, sh)
-    out += routing_check(names, rt, fcfg.route_balance_tolerance)
+    if sh is not None:
+        rt = routing(fab, sh)
+        out += routing_check(names, rt, fcfg.route_balance_tolerance)
     extra = None
     if plan is not None:
         changes, got = plan_diff(fab, names, plan)

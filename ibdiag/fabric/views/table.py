@@ -27,9 +27,11 @@ def head(j: Judged) -> Text:
         else "; counters since the last reset"
     )
     part = " — PARTIAL: part of the fabric was not reached" if fab.partial else ""
-    return Text(
-        f"fabric ({src}): {nsw} switches, {len(fab.nodes) - nsw} adapters, {len(fab.links())} links{span}{part}"
+    other = sum(1 for n in fab.nodes if n.kind == "unknown")
+    nodes = f"{nsw} switches, {len(fab.nodes) - nsw - other} adapters" + (
+        f", {other} nodes of a kind the paste does not say" if other else ""
     )
+    return Text(f"fabric ({src}): {nodes}, {len(fab.links())} links{span}{part}")
 
 
 def switch_table(j: Judged) -> Table:
