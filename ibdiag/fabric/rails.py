@@ -174,23 +174,29 @@ def _renumber(ends: list[RailEnd], leaf_rail: dict[str, int]) -> list[RailEnd]:
     return out
 
 
-def _paired(ends: list[RailEnd]) -> set[str]:
-    """Hosts that put two adapters on one leaf by design: on each of two or more leaves (a dual-port
-    server, an I/O node), or on one leaf the two indices that other hosts also pair (a host with one
-    of its four adapters down still pairs the other two the fabric's way)."""
+def _paired(ends: list[RailEnd]) -> dict[str, str]:
+    """Hosts that put two adapters on one leaf by design, and why: all of them on one leaf (a server
+    cabled to one switch), two or more on each of two or more leaves (a dual-port server, an I/O
+    node), or on one leaf the two indices other hosts also pair (a host with one of its four adapters
+    down still pairs the other two the fabric's way)."""
     on: dict[tuple[str, str], list[int]] = {}
     for e in ends:
         on.setdefault((e.host, e.leaf), []).append(e.rail)
     shared: dict[str, list[tuple[int, ...]]] = {}
+    leaves: Counter[str] = Counter(host for host, _leaf in on)
     for (host, _leaf), idx in on.items():
         if len(idx) >= 2:
             shared.setdefault(host, []).append(tuple(sorted(idx)))
     seen = Counter(pair for pairs in shared.values() for pair in set(pairs))
-    return {
-        host
-        for host, pairs in shared.items()
-        if len(pairs) >= 2 or any(seen[p] >= 3 for p in pairs)
-    }
+    out: dict[str, str] = {}
+    for host, pairs in shared.items():
+        if leaves[host] == 1:
+            out[host] = (
+                "all its adapters on one leaf (a server cabled to one switch, not rail by rail)"
+            )
+        elif len(pairs) >= 2 or any(seen[p] >= 3 for p in pairs):
+            out[host] = "two or more adapters on each of its leaves (not one rail per leaf)"
+    return out
 
 
 def _leaf_rails(ends: list[RailEnd]) -> tuple[dict[str, int], set[str], dict[str, Counter[int]]]:
@@ -216,8 +222,7 @@ def rails(fab: Fabric, names: Names, leaves: set[str] | None = None) -> Rails:
             skipped[host] = "one adapter on the fabric"
     ends = [e for e in ends if per_host[e.host] >= 2]
     paired = _paired(ends)
-    for host in paired:
-        skipped[host] = "two or more adapters on each of its leaves (not one rail per leaf)"
+    skipped.update(paired)
     ends = [e for e in ends if e.host not in paired]
     leaf_rail, pure, _ = _leaf_rails(ends)
     ends = _renumber(ends, {k: v for k, v in leaf_rail.items() if k in pure})

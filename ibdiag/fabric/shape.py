@@ -218,7 +218,7 @@ def shape(fab: Fabric) -> Shape:
             MESH,
             tiers,
             f"not a tree of tiers: {len(odd)} ISL(s) join switches of the same tier ({'; '.join(pairs)})"
-            + ": switches cabled to each other, a mesh or dragonfly-like",
+            + ": leaves cabled to each other, a switch hung below a leaf, or a mesh or dragonfly-like design",
             host_gbps=host_gbps,
             odd=odd,
             graph=g,

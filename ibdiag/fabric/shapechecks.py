@@ -6,7 +6,7 @@ fails then: a leaf whose uplinks were not reached is not short of them) or with 
 
 from __future__ import annotations
 
-from statistics import median
+from statistics import median, median_low
 
 from ibdiag.fabric.checks import CHECKS, listed
 from ibdiag.fabric.config import FabricConfig
@@ -55,8 +55,10 @@ def tiers(fab: Fabric, sh: Shape) -> Finding | None:
 
 
 def _peers(loads: list[SwitchLoad]) -> float | None:
+    """The typical ratio of a tier: the lower median (of two leaves, one short of an uplink, the
+    typical one is the other)."""
     ratios = [x.ratio for x in loads if x.ratio is not None]
-    return median(ratios) if ratios else None
+    return median_low(ratios) if ratios else None
 
 
 def _why(fab: Fabric, names: Names, x: SwitchLoad, peers: list[SwitchLoad]) -> str:

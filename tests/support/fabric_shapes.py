@@ -7,14 +7,18 @@ written by the project in ``ibnetdiscover``'s format (ibsim reads every one of t
 - :func:`add_sharp`: a SHARP Aggregation Node on the extra port of every switch;
 - :func:`bringup_tree`: a two-tier tree with most leaves not yet populated and test loops (a cable
   from a leaf port to another port of the same leaf) on some of them;
-- :func:`mixed_speeds`: an HDR fabric with EDR storage servers (ConnectX-5) and an FDR switch (SwitchX)
-  joined to a leaf by an FDR cable: slow by design, nothing degraded -- and one HDR host link at EDR;
+- :func:`mixed_speeds`: an HDR fabric with EDR storage servers (ConnectX-5) and an FDR leaf (SwitchX)
+  joined to the HDR spines by FDR cables: slow by design, nothing degraded -- and one HDR host link at EDR;
 - :func:`campus`: a QDR fabric whose adapters all carry the firmware's default description, a third
   of them DDR-only ConnectX (device 0x6732), with its site's node-name map;
 - :func:`management_pod`: a three-tier tree with a management leaf hanging off one spine and a UFM
   server on another spine;
 - :func:`selene_size`: 5,007 nodes and 12,852 links, the size of a 560-node DGX A100 machine's
-  rail-optimised three-tier HDR fabric (the speed benchmark's shape).
+  rail-optimised three-tier HDR fabric (the speed benchmark's shape);
+- :func:`with_prompt`, :func:`with_stderr_line`, :func:`putty_log`: a dump as people save it (a BOM and
+  the shell prompt before it, one stderr line of the tool inside it, a PuTTY session log: banner,
+  tabs lost, CRLF);
+- :func:`judged`: a text judged as ``ibdiag fabric --from`` judges it (library, no CLI).
 
 Device IDs are the ones real dumps carry (pci.ids 2023.04.10): Quantum 0xd2f0 (HDR), SwitchX 0xc738
 (FDR), InfiniScale IV 0xbd36 (QDR), ConnectX-6 0x101b (HDR), ConnectX-5 0x1017 (EDR), ConnectX
@@ -24,7 +28,15 @@ Device IDs are the ones real dumps carry (pci.ids 2023.04.10): Quantum 0xd2f0 (H
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from ibdiag.counters.config import CountersConfig
+from ibdiag.fabric import dump
+from ibdiag.fabric.build import build_fabric
+from ibdiag.fabric.config import FabricConfig
+from ibdiag.fabric.hosts import HostEnd
+from ibdiag.fabric.judge import Judged, judge
+from ibdiag.fabric.namemap import NodeNameMap
 from tests.support.fabric_topology import CA_BASE, SWITCH_BASE, CaNode, SwitchNode, Topology
 
 SWITCHX, INFINISCALE4, AN_DEVID = 0xC738, 0xBD36, 0xCF09
@@ -157,8 +169,8 @@ def bringup_tree(
 
 def mixed_speeds(degraded: bool = True) -> Topology:
     """Two HDR leaves, two spines; 4 HDR hosts per leaf (ConnectX-6), 2 EDR storage servers per leaf
-    (ConnectX-5, 4xEDR: their best), and an FDR switch (SwitchX) joined to leaf 1 by a 4xFDR cable with
-    2 FDR hosts. With ``degraded``, gpu02's HDR link trains at EDR: the one real fault."""
+    (ConnectX-5, 4xEDR: their best), and an FDR leaf (SwitchX) joined to both spines by 4xFDR cables
+    with 2 FDR hosts (ConnectX-3). With ``degraded``, gpu02's HDR link trains at EDR: the one real fault."""
     b = Builder()
     ss = [b.switch(f"MF0;spine-{k + 1}:MQM8700/U1") for k in range(2)]
     leaves = [b.switch(f"MF0;leaf-{k + 1}:MQM8700/U1") for k in range(2)]
@@ -174,7 +186,8 @@ def mixed_speeds(degraded: bool = True) -> Topology:
             for _ in range(3):
                 b.isl(leaf, s)
     fdr = b.switch("MF0;old-fdr-1:SX6036/U1", nports=36, devid=SWITCHX)
-    b.isl(leaves[0], fdr, "4xFDR")
+    for s in ss:
+        b.isl(fdr, s, "4xFDR")
     for k in range(2):
         b.host_link(fdr, b.ca(f"old{k + 1:02d} mlx4_0", f"old{k + 1:02d}", 0, 0x1003), "4xFDR")
     return b.topology()
@@ -203,14 +216,14 @@ def campus(leaves: int = 3, hosts: int = 6) -> tuple[Topology, str, str]:
             b.host_link(leaf, ca, "4xDDR" if ddr else "4xQDR")
             quoted.append(f'0x{ca.guid:016x} "node{n:02d}"')
             node_ids.append(f"H-{ca.guid:016x} node{n:02d}")
-        for _ in range(2):
+        for _ in range(5):  # 4 QDR and 2 DDR hosts (160 Gb/s) over 5 QDR uplinks: 1:1
             b.isl(leaf, core)
     return b.topology(), "\n".join(quoted) + "\n", "\n".join(node_ids) + "\n"
 
 
 def management_pod() -> Topology:
-    """Three tiers (2 pods x 2 leaves x 4 hosts, 2 spines a pod, 2 cores); a management leaf (2 hosts)
-    hanging off spine 1 of pod 1 alone, and a UFM server cabled to spine 2 of pod 2."""
+    """Three tiers (2 pods x 2 leaves x 4 hosts, 2 spines a pod, 2 cores); a management leaf (2 hosts,
+    2 cables) hanging off spine 1 of pod 1 alone, and a UFM server cabled to spine 2 of pod 2."""
     b = Builder()
     cores = [b.switch(f"MF0;core-{k + 1}:MQM8700/U1") for k in range(2)]
     spines: list[SwitchNode] = []
@@ -233,7 +246,8 @@ def management_pod() -> Topology:
     mgmt = b.switch("MF0;mgmt-leaf:MQM8700/U1")
     for k in range(2):
         b.host_link(mgmt, b.ca(f"mgmt{k + 1:02d} HCA-1", f"mgmt{k + 1:02d}", 0))
-    b.isl(mgmt, spines[0])
+    for _ in range(2):
+        b.isl(mgmt, spines[0])
     b.host_link(spines[3], b.ca("ufm01 HCA-1", "ufm01", 0))
     return b.topology()
 
@@ -288,3 +302,44 @@ def selene_size() -> Topology:
         for j in range(2):
             b.isl(leaf, flat[(k * 2 + j) * 16])
     return b.topology()
+
+
+def with_prompt(text: str) -> str:
+    """Saved from a Windows editor after a terminal session: a BOM, the prompt and command, CRLF."""
+    body = "\ufeff[root@ufm01 fabric]# ibnetdiscover\r\n" + text.replace("\n", "\r\n")
+    return body + "[root@ufm01 fabric]# \r\n"
+
+
+def with_stderr_line(text: str) -> str:
+    """One line ibnetdiscover wrote on stderr into the same terminal, between two nodes."""
+    head, sep, rest = text.partition("\n\nvendid=")
+    return (
+        head
+        + "\n\nibwarn: [4321] _do_madrpc: recv failed: Connection timed out\n"
+        + sep.lstrip("\n")
+        + rest
+    )
+
+
+def putty_log(text: str) -> str:
+    """A PuTTY session log ("printable output"): its banner, the command echoed, tabs lost, CRLF."""
+    banner = "=~=~=~=~=~=~=~=~=~=~=~= PuTTY log 2023.02.03 09:32:51 =~=~=~=~=~=~=~=~=~=~=~=\n"
+    body = banner + "admin@login01:~$ ibnetdiscover\n" + text.replace("\t", "")
+    return body.replace("\n", "\r\n")
+
+
+def judged(
+    text: str,
+    tmp_path: Path,
+    *,
+    name_map: NodeNameMap | None = None,
+    hosts: dict[str, HostEnd] | None = None,
+    fcfg: FabricConfig | None = None,
+) -> Judged:
+    """``text`` saved as a file and judged as ``ibdiag fabric --from FILE`` does."""
+    path = tmp_path / f"dump{len(list(tmp_path.iterdir()))}.txt"
+    path.write_bytes(text.encode())
+    fab = build_fabric(dump.load(path))
+    return judge(
+        fab, hosts=hosts or {}, cfg=CountersConfig(), fcfg=fcfg or FabricConfig(), name_map=name_map
+    )
