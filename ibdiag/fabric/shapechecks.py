@@ -13,7 +13,7 @@ from ibdiag.fabric.config import FabricConfig
 from ibdiag.fabric.hosts import Names
 from ibdiag.fabric.model import Fabric
 from ibdiag.fabric.rails import Rails
-from ibdiag.fabric.shape import MESH, TREE, Shape, SwitchLoad, tier_name, up
+from ibdiag.fabric.shape import MESH, TREE, Shape, SwitchLoad, tier_name, tier_plural, up
 from ibdiag.findings.model import Finding, Severity
 
 #: Ratios within this share of each other are the same (1.005:1 is 1:1).
@@ -168,9 +168,9 @@ def _tier_text(sh: Shape) -> str:
         each = (
             f"every {tier_name(t)} {ratios[0]:g}:1"
             if len(ratios) == 1
-            else f"{tier_name(t)}s {ratios[0]:g}:1 to {ratios[-1]:g}:1"
+            else f"{tier_plural(t, 2)} {ratios[0]:g}:1 to {ratios[-1]:g}:1"
             if ratios
-            else f"{tier_name(t)}s carry nothing"
+            else f"{tier_plural(t, 2)} carry nothing"
         )
         whole = sh.tier_ratio(t)
         parts.append(

@@ -193,11 +193,12 @@ def mixed_speeds(degraded: bool = True) -> Topology:
     return b.topology()
 
 
-def campus(leaves: int = 3, hosts: int = 6) -> tuple[Topology, str, str]:
+def campus(leaves: int = 3, hosts: int = 6, ddr: bool = True) -> tuple[Topology, str, str]:
     """A QDR fabric (InfiniScale IV) whose adapters all carry the firmware's default description;
     a third of them DDR-only ConnectX (0x6732) at 4xDDR. Returns the topology and its site's
     node-name maps in the two spellings real sites use: ``0x<guid> "name"`` (infiniband-diags'
-    node-name-map) and ``H-<guid> name`` (node ids, as the site's own tools write them)."""
+    node-name-map) and ``H-<guid> name`` (node ids, as the site's own tools write them). ``ddr=False``:
+    every adapter QDR (ibsim says every port supports QDR: a DDR-only adapter is a dump's shape only)."""
     b = Builder(speed="QDR")
     core = b.switch("Infiniscale-IV Mellanox Technologies", nports=36, devid=INFINISCALE4)
     quoted, node_ids = ["# site map, infiniband-diags format"], ["# site map, node ids"]
@@ -206,17 +207,17 @@ def campus(leaves: int = 3, hosts: int = 6) -> tuple[Topology, str, str]:
         leaf = b.switch("Infiniscale-IV Mellanox Technologies", nports=36, devid=INFINISCALE4)
         for h in range(hosts):
             n += 1
-            ddr = h % 3 == 2
+            ddr_only = ddr and h % 3 == 2
             ca = b.ca(
-                DEFAULT_DDR_DESC if ddr else DEFAULT_QDR_DESC,
+                DEFAULT_DDR_DESC if ddr_only else DEFAULT_QDR_DESC,
                 "",
                 0,
-                CONNECTX_DDR if ddr else CONNECTX_QDR,
+                CONNECTX_DDR if ddr_only else CONNECTX_QDR,
             )
-            b.host_link(leaf, ca, "4xDDR" if ddr else "4xQDR")
+            b.host_link(leaf, ca, "4xDDR" if ddr_only else "4xQDR")
             quoted.append(f'0x{ca.guid:016x} "node{n:02d}"')
             node_ids.append(f"H-{ca.guid:016x} node{n:02d}")
-        for _ in range(5):  # 4 QDR and 2 DDR hosts (160 Gb/s) over 5 QDR uplinks: 1:1
+        for _ in range(5 if ddr else 6):  # 4 QDR and 2 DDR hosts (160 Gb/s) over 5 QDR uplinks: 1:1
             b.isl(leaf, core)
     return b.topology(), "\n".join(quoted) + "\n", "\n".join(node_ids) + "\n"
 
