@@ -76,6 +76,14 @@ def device(node: FabricNode | None) -> Device | None:
     return DEVICES.get((node.vendor_id or MELLANOX, node.device_id))
 
 
+def device_key(node: FabricNode | None) -> str:
+    """The device's model, else ``<vendor>:<device>`` in hex (``?`` for no node): one class of ports."""
+    if node is None:
+        return "?"
+    d = device(node)
+    return d.model if d is not None else f"{node.vendor_id or 0:x}:{node.device_id or 0:x}"
+
+
 def max_speed(node: FabricNode | None) -> str | None:
     d = device(node)
     return d.max_speed if d is not None else None

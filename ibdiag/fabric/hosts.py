@@ -136,6 +136,7 @@ class Names:
     name_map: NodeNameMap | None = None
     _shown: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     _tokens: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    _host: dict[str, HostEnd | None] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         given = dict(self.name_map.names) if self.name_map is not None else {}
@@ -146,6 +147,12 @@ class Names:
         self._tokens.update(tokens)
 
     def host(self, guid: str) -> HostEnd | None:
+        if guid in self._host:
+            return self._host[guid]
+        found = self._host[guid] = self._find_host(guid)
+        return found
+
+    def _find_host(self, guid: str) -> HostEnd | None:
         node = self.fabric.node(guid)
         if node is None or node.kind != CA or is_aggregation_node(node):
             return None

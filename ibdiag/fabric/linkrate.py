@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 from ibdiag.fabric.checks import CHECKS, switch_end
 from ibdiag.fabric.config import FabricConfig
-from ibdiag.fabric.devices import device, max_speed, slower
+from ibdiag.fabric.devices import device_key, max_speed, slower
 from ibdiag.fabric.hosts import Names
 from ibdiag.fabric.linkinfo import LANE_SPEED
-from ibdiag.fabric.model import LANE_GBPS, SPEED_ORDER, Fabric, FabricNode, FabricPort
+from ibdiag.fabric.model import LANE_GBPS, SPEED_ORDER, Fabric, FabricPort
 from ibdiag.findings.model import Finding, Severity
 
 #: A class's norm needs this many links, this share of them at the norm, to say a link is below it.
@@ -50,43 +50,65 @@ class Bound:
     speed_from: str
 
 
-def _key(node: FabricNode | None) -> str:
-    if node is None:
-        return "?"
-    d = device(node)
-    return d.model if d is not None else f"{node.vendor_id or 0:x}:{node.device_id or 0:x}"
+class _Ends:
+    """Each node's device key and best speed, looked up once (a fabric has thousands of links)."""
 
+    def __init__(self, fab: Fabric) -> None:
+        self.fab = fab
+        self.seen: dict[str, tuple[str, str | None]] = {}
+        self.slowest: dict[tuple[str | None, str | None], str | None] = {}
 
-def link_class(fab: Fabric, a: FabricPort, b: FabricPort | None) -> tuple[str, str, str]:
-    """``(kind, one end's device, the other's)``: links of one class should run alike."""
-    ends = sorted(_key(fab.node(p.guid)) for p in (a, b) if p is not None)
-    kind = "isl" if fab.is_isl(a) else "host"
-    return (kind, ends[0], ends[-1])
+    def of(self, guid: str) -> tuple[str, str | None]:
+        got = self.seen.get(guid)
+        if got is None:
+            node = self.fab.node(guid)
+            got = self.seen[guid] = (device_key(node), max_speed(node))
+        return got
 
+    def link_class(self, a: FabricPort, b: FabricPort | None) -> tuple[str, str, str]:
+        """``(kind, one end's device, the other's)``: links of one class should run alike."""
+        x = self.of(a.guid)[0]
+        y = self.of(b.guid)[0] if b is not None else x
+        kind = "isl" if self.fab.is_isl(a) else "host"
+        return (kind, x, y) if x <= y else (kind, y, x)
 
-def bound(fab: Fabric, a: FabricPort, b: FabricPort | None) -> Bound:
-    could = " ".join(p.could_be for p in (a, b) if p is not None and p.could_be)
-    w = _COULD_W.search(could)
-    width = None if w is None else int(w.group(1))
-    if width is not None and width > 4 and (a.width or 0) <= 4:
-        width = 4  # "Could be 12X": ibsim and old switches advertise it on every port
-    s = _COULD_S.search(could)
-    dump_speed = LANE_SPEED.get(s.group(1)) if s else None
-    if dump_speed is not None:
-        return Bound(width, "iblinkinfo", dump_speed, "iblinkinfo")
-    dev = slower(max_speed(fab.node(a.guid)), max_speed(fab.node(b.guid)) if b else None)
-    return Bound(width, "iblinkinfo" if width else "", dev, "devices" if dev else "")
+    def bound(self, a: FabricPort, b: FabricPort | None) -> Bound:
+        could = a.could_be or (b.could_be if b is not None else "")
+        if could:
+            w = _COULD_W.search(could)
+            width = None if w is None else int(w.group(1))
+            if width is not None and width > 4 and (a.width or 0) <= 4:
+                width = 4  # "Could be 12X": ibsim and old switches advertise it on every port
+            s = _COULD_S.search(could)
+            dump_speed = LANE_SPEED.get(s.group(1)) if s else None
+            if dump_speed is not None:
+                return Bound(width, "iblinkinfo", dump_speed, "iblinkinfo")
+        else:
+            width = None
+        dev = self.slowest_of(a, b)
+        return Bound(width, "iblinkinfo" if width else "", dev, "devices" if dev else "")
+
+    def slowest_of(self, a: FabricPort, b: FabricPort | None) -> str | None:
+        """The slower of the two ends' best speeds (None when either is unknown)."""
+        pair = (self.of(a.guid)[1], self.of(b.guid)[1] if b is not None else None)
+        dev = self.slowest.get(pair, "")
+        if dev == "":
+            dev = self.slowest[pair] = slower(*pair)
+        return dev
 
 
 def _norms(
-    fab: Fabric, links: list[Link]
-) -> dict[tuple[str, str, str], tuple[Counter[int], Counter[str]]]:
+    ends: _Ends, links: list[Link]
+) -> tuple[
+    list[tuple[str, str, str]], dict[tuple[str, str, str], tuple[Counter[int], Counter[str]]]
+]:
+    classes = [ends.link_class(a, b) for a, b in links]
     out: dict[tuple[str, str, str], tuple[Counter[int], Counter[str]]] = {}
-    for a, b in links:
-        widths, speeds = out.setdefault(link_class(fab, a, b), (Counter(), Counter()))
+    for (a, _b), cls in zip(links, classes, strict=True):
+        widths, speeds = out.setdefault(cls, (Counter(), Counter()))
         widths[a.width or 0] += 1
         speeds[a.speed or "?"] += 1
-    return out
+    return classes, out
 
 
 def _norm(c: Counter[str] | Counter[int]) -> object | None:
@@ -104,17 +126,18 @@ def _rank(speed: str | None) -> int:
 def _speed(
     a: FabricPort,
     bd: Bound,
-    peers: Counter[str],
+    norm: object | None,
     fab: Fabric,
     b: FabricPort | None,
     cfg: FabricConfig,
 ) -> tuple[Severity, str] | None:
     got = _rank(a.speed)
-    norm = _norm(peers)
     if bd.speed is not None and got < _rank(bd.speed):
         if bd.speed_from == "iblinkinfo":
             return Severity.FAIL, f"{a.speed} where both ends could do {bd.speed} (iblinkinfo)"
-        models = " and ".join(sorted({_key(fab.node(p.guid)) for p in (a, b) if p is not None}))
+        models = " and ".join(
+            sorted({device_key(fab.node(p.guid)) for p in (a, b) if p is not None})
+        )
         if isinstance(norm, str) and _rank(norm) <= got:
             return Severity.WARN, (
                 f"{a.speed} where both ends support {bd.speed} ({models}); every link of its class runs so "
@@ -136,12 +159,11 @@ def _speed(
 
 
 def _width(
-    a: FabricPort, bd: Bound, peers: Counter[int], cfg: FabricConfig
+    a: FabricPort, bd: Bound, norm: object | None, cfg: FabricConfig
 ) -> tuple[Severity, str] | None:
     got = a.width or 0
     if bd.width is not None and got < bd.width:
         return Severity.FAIL, f"{got}x where both ends could do {bd.width}x (iblinkinfo)"
-    norm = _norm(peers)
     if cfg.expect_width and got < cfg.expect_width:
         return Severity.FAIL, f"{got}x where [fabric] expect_width says {cfg.expect_width}x"
     if bd.width is None and isinstance(norm, int) and norm > got:
@@ -163,26 +185,43 @@ def link_rate(fab: Fabric, names: Names, cfg: FabricConfig) -> list[Finding]:
         for a, b in fab.links()
         if a.state in ("Active", None) and a.width and a.speed and (b is None or a.guid != b.guid)
     ]
-    norms = _norms(fab, links)
+    ends = _Ends(fab)
+    classes, counts = _norms(ends, links)
+    norms = {cls: (_norm(w), _norm(sp)) for cls, (w, sp) in counts.items()}
     out = []
-    for a, b in links:
-        bd = bound(fab, a, b)
-        widths, speeds = norms[link_class(fab, a, b)]
-        said = [x for x in (_width(a, bd, widths, cfg), _speed(a, bd, speeds, fab, b, cfg)) if x]
+    plain = not cfg.expect_speed and not cfg.expect_width
+    for (a, b), cls in zip(links, classes, strict=True):
+        width_norm, speed_norm = norms[cls]
+        if (
+            plain
+            and not a.could_be
+            and (b is None or not b.could_be)
+            and width_norm in (None, a.width)
+        ):
+            # The common link: no "Could be", its class's width; judged on speed alone, cheaply.
+            fastest = ends.slowest_of(a, b)
+            if speed_norm in (None, a.speed) and (
+                fastest is None or _rank(a.speed) >= _rank(fastest)
+            ):
+                continue
+        bd = ends.bound(a, b)
+        said = [
+            x for x in (_width(a, bd, width_norm, cfg), _speed(a, bd, speed_norm, fab, b, cfg)) if x
+        ]
         if not said:
             continue
         sev = Severity.FAIL if any(s is Severity.FAIL for s, _ in said) else Severity.WARN
         kind = "inter-switch link" if fab.is_isl(a) else "host link"
-        ends = f"{names.port(a.ref)} — {names.port(b.ref) if b else '?'}"
+        where = f"{names.port(a.ref)} — {names.port(b.ref) if b else '?'}"
         if kind == "host link":
-            ends = names.cable(switch_end(fab, a, b))
+            where = names.cable(switch_end(fab, a, b))
         best = (bd.width or a.width or 0) * LANE_GBPS.get(bd.speed or a.speed or "", 0.0)
         out.append(
             Finding(
                 "fabric.link_rate",
                 sev,
                 names.link_subject(a, b),
-                f"{kind} {ends} trained at {a.link_text} ({a.rate_gbps:g} Gb/s): {' and '.join(t for _, t in said)}",
+                f"{kind} {where} trained at {a.link_text} ({a.rate_gbps:g} Gb/s): {' and '.join(t for _, t in said)}",
                 value=a.rate_gbps,
                 limit=best or None,
                 unit="Gb/s",

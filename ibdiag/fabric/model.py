@@ -177,6 +177,11 @@ class Fabric:
     """False for a paste of a counters or SM tool alone (ibqueryerrors, perfquery, sminfo): no links."""
     _index: dict[str, FabricNode] = field(default_factory=dict, compare=False, repr=False)
     _ports: dict[PortRef, FabricPort] = field(default_factory=dict, compare=False, repr=False)
+    _links: list[tuple[FabricPort, FabricPort | None]] = field(
+        default_factory=list, compare=False, repr=False
+    )
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """Views derived from the frozen model once and kept (``shape.host_links``)."""
 
     def __post_init__(self) -> None:
         self._index.update({n.guid: n for n in self.nodes})
@@ -196,7 +201,10 @@ class Fabric:
         return any(n.kind in ("unreachable", "timeout") for n in self.notes)
 
     def links(self) -> list[tuple[FabricPort, FabricPort | None]]:
-        """Each link once (the end with the lower (guid, port) first); the far end None when not discovered."""
+        """Each link once (the end with the lower (guid, port) first); the far end None when not discovered.
+        Computed once (the model is frozen); a copy is returned."""
+        if self._links:
+            return list(self._links)
         out: list[tuple[FabricPort, FabricPort | None]] = []
         for p in self.ports:
             if p.peer is None:
@@ -205,6 +213,7 @@ class Fabric:
             if far is not None and (far.guid, far.port) < (p.guid, p.port):
                 continue
             out.append((p, far))
+        self._links.extend(out)
         return out
 
     def is_isl(self, p: FabricPort) -> bool:

@@ -54,7 +54,8 @@ def operator_name(desc: str) -> str:
 
 def is_default_desc(desc: str) -> bool:
     """The firmware's own description (no host or switch name set), or none."""
-    return not desc.strip() or bool(_DEFAULT.match(desc.strip()))
+    text = desc.strip()
+    return not text or (text.endswith("Mellanox Technologies") and bool(_DEFAULT.match(text)))
 
 
 def labels(fab: Fabric, given: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -75,5 +76,5 @@ def labels(fab: Fabric, given: dict[str, str]) -> tuple[dict[str, str], dict[str
             bool(name) and seen[name] == 1 and not (n.guid not in given and is_default_desc(name))
         )
         shown[n.guid] = name if unique else (f"{name} ({n.guid})" if name else n.guid)
-        tokens[n.guid] = re.sub(r"\s+", "/", name) if unique else n.guid
+        tokens[n.guid] = "/".join(name.split()) if unique else n.guid
     return shown, tokens

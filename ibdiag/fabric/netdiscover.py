@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from ibdiag.errors import InputError
 from ibdiag.fabric.model import CA, ROUTER, SWITCH, FabricNode, FabricPort, PortRef, guid_text
-from ibdiag.fabric.pasted import MAX_LINE, Skipped, lines, skipped
+from ibdiag.fabric.pasted import MAX_LINE, Skipped, is_junk, normalise, skipped
 from ibdiag.text import safe_excerpt
 
 HINT = "give the output of `ibnetdiscover` (its default format), or a directory saved by `ibdiag fabric --save`"
@@ -58,7 +58,19 @@ _SW_LID = re.compile(r"\b(?:enhanced|base)\s+port\s+0\s+lid\s+(-?\d{1,20})\b")
 _GUID_LINE = re.compile(
     r"^(vendid|devid|sysimgguid|switchguid|caguid|routerguid)=(0x[0-9a-fA-F]{1,16})(?:\((?:0x)?([0-9a-fA-F]{1,16})\))?$"
 )
-_ID_GUID = re.compile(r"^[SHR]-([0-9a-fA-F]{1,16})$")
+#: How the dump's own lines start (besides ``[<port>]``): never a prompt, banner or stderr line.
+_DUMP_STARTS = (
+    "vendid=",
+    "devid=",
+    "sysimgguid=",
+    "switchguid=",
+    "caguid=",
+    "routerguid=",
+    "Switch",
+    "Ca",
+    "Rt",
+)
+_HEXDIGITS = frozenset("0123456789abcdefABCDEF")
 #: Lines ibnetdiscover prints around the nodes (``-g`` groups them under chassis headings).
 _GROUPING = re.compile(r"^(?:Chassis \S.{0,200}|Non-Chassis Nodes|ibnetdiscover:? .{0,200})$")
 
@@ -111,12 +123,28 @@ def read_netdiscover(text: str) -> Discovered:
     junk: list[tuple[int, str]] = []
     pending: list[tuple[int, str]] = []  # lines of no known shape, not yet known to be inside
     started = False
-    for n, line in lines(text, junk):
+    for n, raw in enumerate(normalise(text).splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] == "#":
+            continue
         if len(line) > MAX_LINE:
             raise _bad(n, line[:80], f"a line of {len(line)} characters")
-        if line.startswith("#") or _GROUPING.match(line):
-            continue
-        kind = _line(line, n, started, cur)
+        if cur is not None and not pending and line[0] == "[":
+            m = _PORT.match(line)  # the common line, first
+            if m is not None:
+                cur.ports.append(_port(m, line, cur, n))
+                if len(cur.ports) > MAX_PORTS_PER_NODE:
+                    raise _bad(n, line, f"more than {MAX_PORTS_PER_NODE} ports on one node")
+                continue
+        if not (line.startswith(_DUMP_STARTS) or (line[0] == "[" and line[1:2].isdigit())):
+            if is_junk(line):
+                junk.append(
+                    (n, line)
+                )  # a prompt, a banner, a stderr line: never the dump (pasted.py)
+                continue
+            if _GROUPING.match(line):
+                continue
+        kind, m = _line(line, n, started, cur)
         if kind is None:
             pending.append((n, line))
             continue
@@ -125,21 +153,20 @@ def read_netdiscover(text: str) -> Discovered:
             raise _bad(pending[0][0], pending[0][1], "not a line of ibnetdiscover's output")
         junk.extend(pending)  # before the dump: a title, a command's echo
         pending, started = [], True
+        assert m is not None
         if kind == "guid":
-            m = _GUID_LINE.match(line)
-            assert m is not None
             attrs[m.group(1)] = int(m.group(2), 16)
             if m.group(1) in _KEYS.values():
                 paren = int(m.group(3), 16) if m.group(3) else None
         elif kind == "header":
-            cur = _header(line, attrs, paren, n)
+            cur = _header(m, line, attrs, paren, n)
             nodes.append(cur)
             attrs, paren = {}, None
             if len(nodes) > MAX_NODES:
                 raise _bad(n, line, f"more than {MAX_NODES} nodes")
         else:
             assert cur is not None
-            cur.ports.append(_port(line, cur, n))
+            cur.ports.append(_port(m, line, cur, n))
             if len(cur.ports) > MAX_PORTS_PER_NODE:
                 raise _bad(n, line, f"more than {MAX_PORTS_PER_NODE} ports on one node")
     junk.extend(pending)  # after the dump: a prompt, a summary
@@ -154,24 +181,31 @@ def parse_netdiscover(text: str) -> tuple[tuple[FabricNode, ...], tuple[FabricPo
     return d.nodes, d.ports
 
 
-def _line(line: str, n: int, started: bool, cur: _Node | None) -> str | None:
-    """Which production of the grammar ``line`` is (``guid``, ``header``, ``port``), or None. A line
-    that starts like one of them but breaks its rules is refused here with the reason."""
-    if _GUID_LINE.match(line):
-        return "guid"
+def _line(
+    line: str, n: int, started: bool, cur: _Node | None
+) -> tuple[str | None, re.Match[str] | None]:
+    """Which production of the grammar ``line`` is (``guid``, ``header``, ``port``) and its match, or
+    None. A line that starts like one of them but breaks its rules is refused here with the reason."""
+    if line[:1] == "[":
+        m = _PORT.match(line)
+        if m is not None:
+            if cur is None:
+                raise _bad(n, line, "a port line before any Switch/Ca line")
+            return "port", m
+        if started:
+            raise _bad(n, line, _why_port(line))
+        return None, None
+    m = _GUID_LINE.match(line)
+    if m is not None:
+        return "guid", m
     if line.startswith(
         ("vendid=", "devid=", "sysimgguid=", "switchguid=", "caguid=", "routerguid=")
     ):
         raise _bad(n, line, "a GUID or ID that is not 0x and 1-16 hex digits")
-    if _HEADER.match(line):
-        return "header"
-    if _PORT.match(line):
-        if cur is None:
-            raise _bad(n, line, "a port line before any Switch/Ca line")
-        return "port"
-    if line.startswith("[") and started:
-        raise _bad(n, line, _why_port(line))
-    return None
+    m = _HEADER.match(line)
+    if m is not None:
+        return "header", m
+    return None, None
 
 
 _LOOSE_PORT = re.compile(
@@ -192,9 +226,7 @@ def _why_port(line: str) -> str:
     return "not a port line of ibnetdiscover's output"
 
 
-def _header(line: str, attrs: dict[str, int], paren: int | None, n: int) -> _Node:
-    m = _HEADER.match(line)
-    assert m is not None
+def _header(m: re.Match[str], line: str, attrs: dict[str, int], paren: int | None, n: int) -> _Node:
     kind = _KINDS[m.group(1)]
     nports = int(m.group(2))
     if not 0 < nports <= MAX_PORTS_PER_NODE:
@@ -208,9 +240,7 @@ def _header(line: str, attrs: dict[str, int], paren: int | None, n: int) -> _Nod
     return _Node(kind, m.group(3), nports, desc, lid, dict(attrs), paren, n, [])
 
 
-def _port(line: str, cur: _Node, n: int) -> FabricPort:
-    m = _PORT.match(line)
-    assert m is not None
+def _port(m: re.Match[str], line: str, cur: _Node, n: int) -> FabricPort:
     num = int(m.group(1))
     if not 0 < num <= cur.nports:
         raise _bad(n, line, f"port {num} of a {cur.nports}-port node")
@@ -240,8 +270,10 @@ def _port(line: str, cur: _Node, n: int) -> FabricPort:
 
 def node_guid(nd: _Node) -> int:
     """The node's own GUID: its id's (``S-<GUID>``), else its ``switchguid=``/``caguid=`` value."""
-    m = _ID_GUID.match(nd.node_id)
-    return int(m.group(1), 16) if m else nd.attrs[_KEYS[nd.kind]]
+    nid = nd.node_id
+    if 3 <= len(nid) <= 18 and nid[1] == "-" and nid[0] in "SHR" and _HEXDIGITS.issuperset(nid[2:]):
+        return int(nid[2:], 16)
+    return nd.attrs[_KEYS[nd.kind]]
 
 
 def declared_guid(nd: _Node) -> int:
@@ -259,14 +291,17 @@ def _keys(raw: list[_Node]) -> tuple[list[str], tuple[tuple[str, tuple[str, ...]
     taken: set[str] = set()
     by_declared: dict[str, list[str]] = {}
     for nd in raw:
-        key = base = guid_text(node_guid(nd))
+        own = node_guid(nd)
+        key = base = guid_text(own)
         k = 2
         while key in taken:
             key, k = f"{base}-{k}", k + 1
         taken.add(key)
         keys.append(key)
-        by_declared.setdefault(guid_text(declared_guid(nd)), []).append(key)
-    dups = tuple((g, tuple(ks)) for g, ks in sorted(by_declared.items()) if len(ks) > 1)
+        before = nd.attrs[_KEYS[nd.kind]]
+        declared = own if own in (before, nd.paren) else before
+        by_declared.setdefault(base if declared == own else guid_text(declared), []).append(key)
+    dups = tuple(sorted((g, tuple(ks)) for g, ks in by_declared.items() if len(ks) > 1))
     return keys, dups
 
 
@@ -294,9 +329,24 @@ def _resolve(raw: list[_Node], skip: Skipped | None) -> Discovered:
                 None if sysimg is None else guid_text(sysimg),
             )
         )
+        key = keys[i]
         for p in nd.ports:
             assert p.peer is not None
-            ports.append(_peer(p, keys[i], nd, raw, by_id, keys))
+            found = by_id.get(p.peer.guid)
+            if found is None or len(found) > 1:
+                ports.append(_peer(p, key, nd, raw, by_id, keys))
+                continue
+            ports.append(
+                FabricPort(
+                    key,
+                    p.port,
+                    width=p.width,
+                    speed=p.speed,
+                    peer=PortRef(keys[found[0]], p.peer.port),
+                    lid=p.lid,
+                    port_guid=p.port_guid,
+                )
+            )
     return Discovered(tuple(nodes), tuple(ports), skip, dups)
 
 

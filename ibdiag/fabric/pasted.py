@@ -34,6 +34,8 @@ _STDERR = re.compile(
     r"|^src/[\w./-]{1,80}:\d{1,6}[;:]|^(?:ibnetdisc|query_smp|mad_rpc|_do_madrpc)\S*[:\s]"
 )
 _BOM = "\ufeff"
+#: How the tools' own lines start: never a prompt, banner or stderr line (checked first: fast).
+_NEVER = ("#", "vendid=", "devid=", "sysimgguid=", "switchguid=", "caguid=", "routerguid=", "0x")
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ def is_junk(line: str) -> bool:
     """A prompt, a PuTTY banner or a line of the tools' stderr: never part of any tool's output.
     A comment (``# Topology file``) is not a prompt: a prompt has something, or nothing, before
     its ``#``/``$`` and then a space and a command."""
-    if line.startswith("#") or len(line) > MAX_LINE:
+    if line.startswith(_NEVER) or len(line) > MAX_LINE or (line[0] == "[" and line[1:2].isdigit()):
         return False
     return bool(_PUTTY.match(line) or _STDERR.match(line) or _PROMPT.match(line))
 

@@ -16,7 +16,6 @@ import re
 
 from ibdiag.fabric.capture import Capture, ToolRun
 from ibdiag.fabric.devices import AN_DESC
-from ibdiag.fabric.farend import fields
 from ibdiag.fabric.linkinfo import LinkLine
 from ibdiag.fabric.model import CA, SWITCH, FabricNode, FabricPort, PortRef, guid_text
 from ibdiag.fabric.pasted import MAX_LINE, is_junk, normalise
@@ -51,9 +50,21 @@ _TOOLS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     ("sminfo", re.compile(r"^sminfo: sm lid \d{1,5} ")),
 )
+#: A substring every other tool's output has and ibnetdiscover's never does.
+_MARKERS = (
+    "==(",
+    "Errors for 0x",
+    "Data Counters for 0x",
+    "GUID 0x",
+    "counters: Lid",
+    "sminfo:",
+    " ports ",
+)
 _NODES = re.compile(
     r'^(Ca|Switch|Router)\s*: 0x([0-9a-fA-F]{1,16}) ports (\d{1,3}) "(.{0,200})"(?:\s+(?:base|enhanced) port 0 lid (\d{1,5}))?'
 )
+#: ``PortXmitData:....................59616`` (a value of at most 20 digits: 64 bits).
+_PQ_FIELD = re.compile(r"^(\w{1,48}):\.+(\d{1,20})\s*$", re.M)
 _PQ_HEAD = re.compile(r"^# Port (?:extended )?counters: Lid (\d{1,5}) port (\d{1,3})", re.M)
 
 
@@ -79,6 +90,9 @@ def split(text: str) -> dict[str, str]:
 def capture(source: str, text: str) -> Capture:
     """A capture of the tools a plain file holds (``ibnetdiscover`` when nothing else is recognised:
     its parser says what is wrong)."""
+    if not any(marker in text for marker in _MARKERS):
+        # No other tool's lines (the common case: a saved ibnetdiscover file): not split line by line.
+        return Capture(source, (ToolRun("ibnetdiscover", "ibnetdiscover", text, "", 0),), None)
     parts = split(text)
     if not parts or set(parts) == {"ibnetdiscover"}:
         return Capture(source, (ToolRun("ibnetdiscover", "ibnetdiscover", text, "", 0),), None)
@@ -109,7 +123,7 @@ def perfquery_blocks(text: str) -> dict[tuple[int, int], dict[str, int]]:
     heads = list(_PQ_HEAD.finditer(text))
     for i, h in enumerate(heads):
         body = text[h.end() : heads[i + 1].start() if i + 1 < len(heads) else len(text)]
-        values = {k: int(v) for k, v in fields(body).items() if v.isdigit() and len(v) <= 20}
+        values = {m.group(1): int(m.group(2)) for m in _PQ_FIELD.finditer(body)}
         values.pop("PortSelect", None)
         out.setdefault((int(h.group(1)), int(h.group(2))), {}).update(values)
     return out

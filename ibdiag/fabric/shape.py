@@ -150,7 +150,11 @@ def loopbacks(fab: Fabric) -> list[tuple[FabricPort, FabricPort]]:
 
 
 def host_links(fab: Fabric) -> dict[str, list[FabricPort]]:
-    """Switch GUID -> its ports with an active host link (a SHARP Aggregation Node is no host)."""
+    """Switch GUID -> its ports with an active host link (a SHARP Aggregation Node is no host).
+    Computed once per fabric (shape, rails and the checks all ask)."""
+    kept = fab.memo.get("host_links")
+    if kept is not None:
+        return {k: list(v) for k, v in kept.items()}
     out: dict[str, list[FabricPort]] = {}
     for p in fab.ports:
         node = fab.node(p.guid)
@@ -163,6 +167,7 @@ def host_links(fab: Fabric) -> dict[str, list[FabricPort]]:
         if far is not None and not up(far):
             continue
         out.setdefault(p.guid, []).append(p)
+    fab.memo["host_links"] = {k: tuple(v) for k, v in out.items()}
     return out
 
 

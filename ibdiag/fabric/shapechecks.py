@@ -6,14 +6,25 @@ fails then: a leaf whose uplinks were not reached is not short of them) or with 
 
 from __future__ import annotations
 
+from collections import Counter
 from statistics import median, median_low
 
 from ibdiag.fabric.checks import CHECKS, listed
 from ibdiag.fabric.config import FabricConfig
+from ibdiag.fabric.devices import device_key
 from ibdiag.fabric.hosts import Names
 from ibdiag.fabric.model import Fabric
 from ibdiag.fabric.rails import Rails
-from ibdiag.fabric.shape import MESH, TREE, Shape, SwitchLoad, tier_name, tier_plural, up
+from ibdiag.fabric.shape import (
+    MESH,
+    TREE,
+    Shape,
+    SwitchLoad,
+    host_links,
+    tier_name,
+    tier_plural,
+    up,
+)
 from ibdiag.findings.model import Finding, Severity
 
 #: Ratios within this share of each other are the same (1.005:1 is 1:1).
@@ -100,6 +111,19 @@ def _short(x: SwitchLoad, loads: list[SwitchLoad]) -> Severity | None:
     return Severity.FAIL
 
 
+def _leaf_classes(fab: Fabric, leaves: list[SwitchLoad]) -> list[tuple[int, list[SwitchLoad]]]:
+    """Leaves grouped by the adapters they serve (the device most of their hosts have): a storage
+    leaf of EDR servers is judged against storage leaves, not the compute leaves (its own class)."""
+    links = host_links(fab)
+    groups: dict[str, list[SwitchLoad]] = {}
+    for x in leaves:
+        kinds = Counter(
+            device_key(fab.node(p.peer.guid)) for p in links.get(x.guid, []) if p.peer is not None
+        )
+        groups.setdefault(kinds.most_common(1)[0][0] if kinds else "", []).append(x)
+    return [(0, g) for _k, g in sorted(groups.items(), key=lambda kv: -len(kv[1]))]
+
+
 @CHECKS.check(
     "fabric.oversubscription",
     "a switch more oversubscribed than its tier's peers for want of uplinks: fail (it reaches fewer switches above, or has fewer cables to some: an uplink down or missing), warn (an uplink trained slow, or fewer cables evenly spread: built so?); the leaves above [fabric] expect_oversubscription: warn",
@@ -110,10 +134,14 @@ def oversubscription(fab: Fabric, names: Names, sh: Shape, cfg: FabricConfig) ->
     out: list[Finding] = []
     expect = cfg.expect_oversubscription
     typical: dict[int, float | None] = {}
-    for t in range(sh.depth - 1):
-        loads = [x for x in sh.loads if x.tier == t]
+    typical_size: dict[int, int] = {}
+    groups = [(t, [x for x in sh.loads if x.tier == t]) for t in range(sh.depth - 1)]
+    if groups:
+        groups = _leaf_classes(fab, groups[0][1]) + groups[1:]
+    for t, loads in groups:
         peer = _peers(loads)
-        typical[t] = peer
+        if t not in typical or len(loads) > typical_size.get(t, 0):
+            typical[t], typical_size[t] = peer, len(loads)
         bar = max(expect, peer or 0.0) * (1 + RATIO_TOL)
         for x in loads:
             if (x.ratio is not None and x.ratio <= bar) or (x.ratio is None and x.down_gbps <= 0):

@@ -74,7 +74,6 @@ def fabric_data(j: Judged) -> dict[str, Any]:
             {
                 **n.to_json(),
                 "host": hosts.get(n.guid),
-                "name": names.node(n.guid),
                 "sharp_aggregation_node": is_aggregation_node(n),
             }
             for n in fab.nodes
