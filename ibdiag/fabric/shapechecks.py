@@ -160,7 +160,9 @@ def oversubscription(fab: Fabric, names: Names, sh: Shape, cfg: FabricConfig) ->
                     limit=round(max(expect, peer or 0.0), 4),
                     hint="an uplink down, missing or trained narrow/slow: compare its ISLs with a peer's (`iblinkinfo`), reseat or replace; `--since` names links lost"
                     if sev is Severity.FAIL
-                    else "fewer or slower uplinks than its peers: if built so, nothing to do; else compare its ISLs with a peer's (`iblinkinfo`)",
+                    else "an uplink trained slow: fabric.link_rate names the link; reseat or replace it"
+                    if x.slow_uplinks
+                    else "fewer cables to each switch above than its peers: if built so, nothing to do; else compare its ISLs with a peer's (`iblinkinfo`)",
                 )
             )
     leaf = typical.get(0)

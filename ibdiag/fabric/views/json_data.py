@@ -11,31 +11,26 @@ from ibdiag.fabric.model import CA, SWITCH
 from ibdiag.fabric.shape import loopbacks
 
 
-def fabric_data(j: Judged) -> dict[str, Any]:
+def _links(j: Judged) -> list[dict[str, Any]]:
+    fab, names = j.fabric, j.names
+    return [
+        {
+            "kind": "isl" if fab.is_isl(a) else "host",
+            "a": {"guid": a.guid, "port": a.port, "name": names.port(a.ref)},
+            "b": None if b is None else {"guid": b.guid, "port": b.port, "name": names.port(b.ref)},
+            "state": a.state,
+            "phys_state": a.phys_state,
+            "width": a.width,
+            "speed": a.speed,
+            "rate_gbps": a.rate_gbps,
+        }
+        for a, b in fab.links()
+    ]
+
+
+def _counters(j: Judged) -> list[dict[str, Any]]:
     fab, names = j.fabric, j.names
     totals = totals_by_port(j.span)
-    links = []
-    for a, b in fab.links():
-        links.append(
-            {
-                "kind": "isl" if fab.is_isl(a) else "host",
-                "a": {"guid": a.guid, "port": a.port, "name": names.port(a.ref)},
-                "b": None
-                if b is None
-                else {"guid": b.guid, "port": b.port, "name": names.port(b.ref)},
-                "state": a.state,
-                "phys_state": a.phys_state,
-                "width": a.width,
-                "speed": a.speed,
-                "rate_gbps": a.rate_gbps,
-            }
-        )
-    hosts = {}
-    for n in fab.nodes:
-        h = names.host(n.guid) if n.kind == CA else None
-        if h is not None:
-            hosts[n.guid] = h.to_json()
-    boxes = {g: c for c in (j.shape.boxes if j.shape is not None else ()) for g in c.members}
     counters = []
     if fab.counters is not None:
         for pc in fab.counters.ports:
@@ -54,6 +49,19 @@ def fabric_data(j: Judged) -> dict[str, Any]:
                         "unavailable": dict(pc.unavailable),
                     }
                 )
+    return counters
+
+
+def fabric_data(j: Judged) -> dict[str, Any]:
+    fab, names = j.fabric, j.names
+    links = _links(j)
+    hosts = {}
+    for n in fab.nodes:
+        h = names.host(n.guid) if n.kind == CA else None
+        if h is not None:
+            hosts[n.guid] = h.to_json()
+    boxes = {g: c for c in (j.shape.boxes if j.shape is not None else ()) for g in c.members}
+    counters = _counters(j)
     return {
         "source": fab.source,
         "taken_at_s": fab.taken_at_s,

@@ -11,6 +11,7 @@ from rich.text import Text
 from ibdiag.fabric.farend import FarEnd
 from ibdiag.fabric.judge import Judged
 from ibdiag.fabric.model import SWITCH
+from ibdiag.fabric.shape import host_links
 from ibdiag.findings.model import Severity
 
 #: Switches listed; a larger fabric shows the worst ones and says how many are not shown.
@@ -44,6 +45,7 @@ def switch_table(j: Judged) -> Table:
                 guid = by_name.get(part.rsplit(":", 1)[0])
                 if guid is not None:
                     bad[guid] = bad.get(guid, 0) + 1
+    hosts = host_links(fab)  # a SHARP Aggregation Node on the extra port is no host
     t = Table(title="Switches", title_justify="left")
     for col in ("switch", "GUID", "LID", "active", "host links", "ISLs", "findings"):
         t.add_column(col, overflow="fold")
@@ -54,7 +56,7 @@ def switch_table(j: Judged) -> Table:
         ports = [p for p in fab.ports if p.guid == n.guid and p.port > 0]
         active = sum(1 for p in ports if p.state == "Active" or (p.state is None and p.peer))
         isl = sum(1 for p in ports if p.peer and fab.is_isl(p))
-        host = sum(1 for p in ports if p.peer and not fab.is_isl(p))
+        host = len(hosts.get(n.guid, ()))
         t.add_row(
             names.node(n.guid),
             n.guid,
