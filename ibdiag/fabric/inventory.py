@@ -64,12 +64,12 @@ def names_check(fab: Fabric, names: Names) -> Finding | None:
         Severity.OK,
         "fabric",
         f"{len(missing)} of {len(adapters)} adapters carry their firmware's default description, no host name "
-        f"({listed([names.node(g) for g in missing], 3)}): they are named by GUID, their rails and Slurm "
-        "placement are not judged",
+        f"({listed([names.node(g) for g in missing], 3)}): they are shown by GUID and their rails not "
+        "judged; Slurm's topology.conf places them only where a --hosts map names their GUID",
         value=len(missing),
         limit=len(adapters),
-        hint='name them: rdma-ndd on each host sets `<hostname> <device>`, or a node-name map (`0x<GUID> "name"`, '
-        "as ibnetdiscover's --node-name-map reads) names them here",
+        hint="name them: rdma-ndd on each host sets `<hostname> <device>`; for --slurm-topology, --hosts takes "
+        'a node-name map (`0x<GUID> "name"`, as ibnetdiscover --node-name-map reads it)',
     )
 
 

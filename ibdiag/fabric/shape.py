@@ -117,7 +117,11 @@ class Shape:
         return {
             "kind": self.kind,
             "text": self.text,
-            "tiers": {g: tier_name(t) for g, t in sorted(self.tiers.items())},
+            # Not a tree: a switch with hosts is a leaf, any other's tier is unknown (never invented).
+            "tiers": {
+                g: tier_name(t) if self.kind in (TREE, SINGLE) or t == 0 else "unknown"
+                for g, t in sorted(self.tiers.items())
+            },
             "tier_oversubscription": {
                 tier_name(t): self.tier_ratio(t) for t in range(max(self.depth - 1, 0))
             },

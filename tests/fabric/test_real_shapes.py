@@ -16,6 +16,7 @@ from ibdiag.fabric.namemap import parse_node_name_map
 from ibdiag.fabric.slurm import parse_hosts_map, topology_conf
 from ibdiag.findings.model import Severity
 from tests.support.fabric_shapes import (
+    Builder,
     add_sharp,
     bringup_tree,
     campus,
@@ -100,6 +101,43 @@ def test_empty_leaves_stay_leaves_and_test_loops_are_named(tmp_path):
     assert said(j, "fabric.loopback")[0] == (
         "leaf-03 is cabled to itself: port 19 to port 20 (not an ISL: it carries no traffic between switches)"
     )
+
+
+def test_a_ring_of_switches_with_hosts_on_each_is_no_tree_and_no_tier_is_invented(tmp_path):
+    # A vendor lab's shape: four switches cabled in a ring, hosts on every one, SHARP on each.
+    b = Builder()
+    sw = [b.switch(f"MF0;IB_switch_{k}:MSB7800/U1", nports=37, devid=0xCF08) for k in (1, 2, 3, 4)]
+    for k in range(4):
+        b.isl(sw[k], sw[(k + 1) % 4], "4xEDR")
+    for k, s in enumerate(sw):
+        b.host_link(s, b.ca(f"lab{k + 1} mlx5_0", f"lab{k + 1}", devid=0x1017), "4xEDR")
+    t = b.topology()
+    add_sharp(t)
+    j = judged(t.text(), tmp_path)
+    assert bad(j) == [("fabric.tiers", "warn", "fabric")]
+    assert j.shape is not None and j.shape.kind == "mesh"
+    assert said(j, "fabric.tiers")[0].startswith(
+        "not a tree of tiers: 4 ISL(s) join switches of the same tier (IB_switch_1 — IB_switch_2;"
+    )
+    # Every switch has a host: each is a leaf, none a spine, and the JSON says no other tier.
+    assert set(j.shape.to_json()["tiers"].values()) == {"leaf"}
+    assert said(j, "fabric.sharp") == [
+        "SHARP Aggregation Nodes on 4 of 4 switches (in-network reduction for NCCL's SHARP plugin "
+        "where the SHARP manager runs; they are the switches' own engines, not hosts)"
+    ]
+    # Two rings joined by a switch without hosts: its tier is unknown, never a guessed "spine".
+    b2 = Builder()
+    ring = [b2.switch(f"sw{k}", nports=8) for k in range(3)]
+    for k in range(3):
+        b2.isl(ring[k], ring[(k + 1) % 3])
+        b2.host_link(ring[k], b2.ca(f"h{k} mlx5_0", f"h{k}"))
+    hub = b2.switch("hub", nports=8)
+    b2.isl(ring[0], hub)
+    j2 = judged(b2.topology().text(), tmp_path)
+    assert j2.shape is not None and j2.shape.kind == "mesh"
+    tiers = j2.shape.to_json()["tiers"]
+    assert tiers[f"0x{hub.guid:016x}"] == "unknown"
+    assert sorted(tiers.values()) == ["leaf", "leaf", "leaf", "unknown"]
 
 
 def test_a_management_leaf_and_a_server_on_a_spine_do_not_break_the_tiers(tmp_path):
