@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.biglog import write  # noqa: E402
+from tests.support.biglog import write
 
 
 def main(argv: list[str]) -> int:

@@ -164,7 +164,7 @@ def py_side(sel, iters: int, role: str, cpu: int) -> Side:
             role,
             Side(os.fdopen(from_child_w, "w"), os.fdopen(to_child_r, "r"), lambda: 0),
         )
-    except BaseException as e:  # noqa: BLE001 - the parent sees the exit status and the message
+    except BaseException as e:  # the parent sees the exit status and the message
         print(f"python {role} end failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
     finally:
         os._exit(code)

@@ -54,6 +54,7 @@ SECTIONS = (
     "collective",
     "verdict",
     "sweep",
+    "job",
 )
 
 #: Renamed tables, old -> new. ``[bench]`` configured ``bench p2p`` only (``bench collective`` and

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 
 from ibdiag.errors import InputError, UsageError
 from ibdiag.units import format_bytes
@@ -65,6 +66,48 @@ def read_regular(path: str | os.PathLike[str], max_bytes: int) -> bytes:
             total += len(chunk)
             if total > max_bytes:
                 raise RefusedFile(f"more than the {max_bytes} bytes allowed")
+    finally:
+        os.close(fd)
+
+
+def iter_lines(
+    path: str | os.PathLike[str], max_bytes: int, max_line: int
+) -> Iterator[bytes | None]:
+    """The lines of the regular file ``path`` (without their newline), read in chunks so a large log
+    costs one chunk of memory; a line longer than ``max_line`` bytes is skipped and given as None (the
+    caller counts it). The same checks as :func:`read_regular`: :class:`RefusedFile` when the file
+    is not a regular one or grows past ``max_bytes``, OSError when it cannot be read."""
+    problem = _not_regular(os.stat(path))
+    if problem is not None:
+        raise problem
+    fd = os.open(path, _OPEN_FILE)
+    try:
+        problem = _not_regular(os.fstat(fd))
+        if problem is not None:
+            raise problem
+        total = 0
+        pending = b""
+        too_long = False
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            total += len(chunk)
+            if total > max_bytes:
+                raise RefusedFile(f"more than the {max_bytes} bytes allowed")
+            if not chunk:
+                if pending and not too_long:
+                    yield pending
+                elif too_long:
+                    yield None
+                return
+            *lines, rest = (pending + chunk).split(b"\n")
+            for line in lines:
+                if too_long or len(line) > max_line:
+                    yield None
+                else:
+                    yield line
+                too_long = False
+            too_long = too_long or len(rest) > max_line
+            pending = b"" if too_long else rest
     finally:
         os.close(fd)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import datetime, timezone
 
 from ibdiag.errors import UsageError
 
@@ -180,3 +181,40 @@ def format_duration(seconds: float) -> str:
 def gbs_to_gbps(gb_per_s: float) -> float:
     """GB/s (1e9 bytes/s) to Gb/s (1e9 bits/s): a measured bandwidth against a link rate."""
     return gb_per_s * 8.0
+
+
+_DURATION_RE = re.compile(r"^\s*(?P<num>\d{1,9}(?:\.\d{1,9})?)\s*(?P<unit>[smhd]?)\s*$")
+_DURATION_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_hours(text: str, *, what: str, maximum_s: float) -> float:
+    """A span as an operator types it, in seconds: ``6h``, ``2d``, ``90m``, ``30s``; a bare number is
+    hours (as ``[history] window_hours``). Above 0 and at most ``maximum_s``; else a UsageError."""
+    m = _DURATION_RE.match(text)
+    hint = f"e.g. {what} 6h, {what} 2d, {what} 90m (a bare number is hours)"
+    if not m:
+        raise UsageError(f"{what} {text!r} is not a span of time", hint=hint)
+    seconds = float(m["num"]) * _DURATION_UNIT_S[m["unit"] or "h"]
+    if not 0 < seconds <= maximum_s:
+        raise UsageError(f"{what} {text!r} is outside (0, {format_duration(maximum_s)}]", hint=hint)
+    return seconds
+
+
+def parse_utc_time(text: str, *, what: str) -> float:
+    """An ISO 8601 time (``2026-12-02T06:00Z``, ``2026-12-02 06:00:00+01:00``, a date alone) as Unix
+    seconds; a time without a zone is UTC."""
+    value = text.strip()
+    if value.endswith(("Z", "z")):
+        value = value[:-1] + "+00:00"
+    try:
+        if len(value) > 64:
+            raise ValueError
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise UsageError(
+            f"{what} {text!r} is not an ISO 8601 time",
+            hint=f"e.g. {what} 2026-12-02T06:00Z (a time without a zone is UTC)",
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.timestamp()

@@ -32,6 +32,7 @@ COMMANDS: dict[str, dict[str, str]] = {
         "snapshot": "ibdiag.cli.snapshot",
         "sweep": "ibdiag.cli.sweep",
         "report": "ibdiag.cli.report",
+        "job": "ibdiag.cli.job",
     },
     "bench": {
         "serve": "ibdiag.cli.bench_serve",
@@ -52,6 +53,7 @@ SHORT_HELP = {
     "snapshot": "Capture the sysfs subset ibdiag reads, for --root.",
     "sweep": "Find the bad node, rail or link of a cluster.",
     "report": "One fleet view from many nodes' ibdiag JSON.",
+    "job": "NCCL's RAS and Inspector: which rank, where, why.",
     "bench": "Measure the fabric: p2p, collectives, imported logs.",
     "serve": "Serve 'ibdiag bench p2p' clients (like ib_write_bw).",
     "p2p": "Bandwidth and latency to HOST (like ib_write_bw, iperf3).",
@@ -142,8 +144,9 @@ class IbdiagGroup(LazyGroup):
     """Root command group: usage errors as ``ibdiag: error: ...`` + ``hint:`` and exit 2.
 
     Runs click in non-standalone mode and answers what click would otherwise print in its own style
-    through the one error writer. Called as ``app()`` (``python -m ibdiag``, typer's test runner), it
-    goes through the boundary, :func:`ibdiag.cli.main.main`, like the console script.
+    through the one error writer. The process boundary (the session, ``--textfile``, ``--exit-codes``)
+    is :func:`ibdiag.cli.main.main`, which calls this; ``app()`` called directly (typer's test runner)
+    parses and answers errors the same way, without that boundary.
     """
 
     def main(  # type: ignore[override]  # click's windows_expand_args (Windows only) goes through **extra
@@ -154,10 +157,6 @@ class IbdiagGroup(LazyGroup):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
-        if standalone_mode and complete_var is None and not extra:
-            from ibdiag.cli.main import main
-
-            raise SystemExit(int(main(args)))
         session = current()
         try:
             rv = super().main(

@@ -10,6 +10,7 @@ from ibdiag.fabric.judge import CHECKS as fabric
 from ibdiag.findings.registry import Check, CheckRegistry
 from ibdiag.history.checks import CHECKS as history
 from ibdiag.history.kernchecks import CHECKS as kernel
+from ibdiag.job.command import CHECKS as job
 from ibdiag.ports.checks import CHECKS as ports
 from ibdiag.report.checks import CHECKS as report
 from ibdiag.sweep.checks import CHECKS as sweep
@@ -33,6 +34,7 @@ def all_registries() -> tuple[CheckRegistry, ...]:
         verdict,
         sweep,
         report,
+        job,
     )
 
 

@@ -1,181 +1,180 @@
 """``ibdiag sweep``: which node, rail or link of the cluster is bad.
 
-One process per node, placed by the cluster's launcher (:mod:`ibdiag.sweep.distributed`); rank 0
+One process per node, placed by the cluster's launcher (:func:`ibdiag.sweep.command.run`); rank 0
 prints the result, the other ranks print nothing unless they fail. ``--plan`` prints the schedule and
-what it costs without running anything. Options left out take ``[sweep]``'s values from the config.
+what it costs without running anything (:func:`ibdiag.sweep.command.plan`). Options left out take
+``[sweep]``'s values from the config.
 """
 
 from __future__ import annotations
 
-from enum import Enum
-from pathlib import Path
-from typing import Annotated, Any
+from typing import IO, Annotated
 
 import typer
 
 from ibdiag.cli.app import app
-from ibdiag.cli.common import (
+from ibdiag.cli.common import debug_enabled, env, handle_errors, print_warning, read_config
+from ibdiag.cli.emit import emit
+from ibdiag.cli.options import (
     ConfigOption,
     DebugOption,
+    FormatOption,
     OutputFormat,
+    PngOption,
+    SaveOption,
     StrictOption,
-    console,
-    debug_enabled,
-    env,
-    handle_errors,
-    read_config,
-    refuse_html,
-    run_meta,
+    TimeoutOption,
 )
 from ibdiag.parse import parse_decimal
+from ibdiag.sweep import command, views
+from ibdiag.sweep.command import SweepProgress, SweepRequest
+from ibdiag.sweep.schedule import Pattern
+
+PatternOption = Annotated[
+    Pattern | None,
+    typer.Option(
+        "--pattern",
+        case_sensitive=False,
+        help="ring: each node with its neighbours (2 rounds); pairwise: all pairs (N-1 rounds); random: --rounds random pairings. Default: [sweep] pattern, else ring.",
+    ),
+]
+RoundsOption = Annotated[
+    int | None,
+    typer.Option("--rounds", metavar="K", help="Rounds of --pattern random (default 8)."),
+]
+SeedOption = Annotated[
+    int,
+    typer.Option(
+        "--seed", metavar="N", help="Seed of --pattern random (every rank plans the same pairs)."
+    ),
+]
+SecondPassOption = Annotated[
+    bool,
+    typer.Option(
+        "--second-pass/--no-second-pass",
+        help="Re-test each suspect against >= 2 nodes known good (tells a bad node from a bad link).",
+    ),
+]
+TestOption = Annotated[
+    str,
+    typer.Option(
+        "--test",
+        metavar="p2p|collective",
+        help="p2p: ibdiag's bench p2p per pair; collective: a 2-rank gloo all_reduce per pair (host TCP path).",
+    ),
+]
+TransportOption = Annotated[
+    str | None,
+    typer.Option(
+        "--transport",
+        metavar="auto|rdma|tcp",
+        help="rdma: rail k against rail k (a node without RDMA: exit 3); tcp: the nodes' addresses; auto (default): rdma, TCP where a node has no RDMA (said in the findings and the line).",
+    ),
+]
+EngineOption = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        metavar="auto|ibdiag|perftest",
+        help="Who measures RDMA pairs, as bench p2p --engine: auto (ibdiag where pyverbs is installed, else perftest), ibdiag, perftest.",
+    ),
+]
+SizesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--sizes",
+        metavar="SIZE",
+        help="Message size of each bandwidth test (binary units; default 64M).",
+    ),
+]
+ModeOption = Annotated[
+    str,
+    typer.Option(
+        "--mode", metavar="bw|lat|both", help="Measure bandwidth, latency or both per pair."
+    ),
+]
+RailsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--rails",
+        metavar="LIST",
+        help="Adapters to test, in rail order (mlx5_0,mlx5_1,...); default: the GPUs' adapters from topo.",
+    ),
+]
+DurationOption = Annotated[
+    float | None,
+    typer.Option(
+        "--duration",
+        parser=parse_decimal,
+        metavar="S",
+        help="Measured seconds per pair test (default 1).",
+    ),
+]
+PlanOption = Annotated[
+    bool, typer.Option("--plan", help="Print the schedule and its cost; run nothing.")
+]
+NodesOption = Annotated[
+    int | None,
+    typer.Option(
+        "--nodes",
+        metavar="N",
+        help="With --plan: plan for N nodes (default: the job's world size).",
+    ),
+]
+PairSecondsOption = Annotated[
+    float | None,
+    typer.Option(
+        "--pair-seconds",
+        parser=parse_decimal,
+        metavar="S",
+        help="With --plan: seconds one pair test takes (default: --duration + 1 s of set-up).",
+    ),
+]
 
 
-class PatternChoice(str, Enum):
-    ring = "ring"
-    pairwise = "pairwise"
-    random = "random"
+class _ProgressLine:
+    """Rank 0's progress on a terminal's stderr: one line, rewritten after each round, cleared at the end."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.shown = False
+
+    def __call__(self, progress: SweepProgress) -> None:
+        self.stream.write("\r\x1b[2K" + progress.line())
+        self.stream.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+
+
+def _debug_line(line: str) -> None:
+    env().stderr.write(line + "\n")
 
 
 @app.command("sweep")
 @handle_errors
 def sweep_command(
-    pattern: Annotated[
-        PatternChoice | None,
-        typer.Option(
-            "--pattern",
-            case_sensitive=False,
-            help="ring: each node with its neighbours (2 rounds); pairwise: all pairs (N-1 rounds); random: --rounds random pairings. Default: [sweep] pattern, else ring.",
-        ),
-    ] = None,
-    rounds: Annotated[
-        int | None,
-        typer.Option("--rounds", metavar="K", help="Rounds of --pattern random (default 8)."),
-    ] = None,
-    seed: Annotated[
-        int,
-        typer.Option(
-            "--seed",
-            metavar="N",
-            help="Seed of --pattern random (every rank plans the same pairs).",
-        ),
-    ] = 0,
-    second_pass: Annotated[
-        bool,
-        typer.Option(
-            "--second-pass/--no-second-pass",
-            help="Re-test each suspect against >= 2 nodes known good (tells a bad node from a bad link).",
-        ),
-    ] = True,
-    test: Annotated[
-        str,
-        typer.Option(
-            "--test",
-            metavar="p2p|collective",
-            help="p2p: ibdiag's bench p2p per pair; collective: a 2-rank gloo all_reduce per pair (host TCP path).",
-        ),
-    ] = "p2p",
-    transport: Annotated[
-        str | None,
-        typer.Option(
-            "--transport",
-            metavar="auto|rdma|tcp",
-            help="rdma: rail k against rail k (a node without RDMA: exit 3); tcp: the nodes' addresses; auto (default): rdma, TCP where a node has no RDMA (said in the findings and the line).",
-        ),
-    ] = None,
-    engine: Annotated[
-        str,
-        typer.Option(
-            "--engine",
-            metavar="auto|ibdiag|perftest",
-            help="Who measures RDMA pairs, as bench p2p --engine: auto (ibdiag where pyverbs is installed, else perftest), ibdiag, perftest.",
-        ),
-    ] = "auto",
-    sizes: Annotated[
-        str | None,
-        typer.Option(
-            "--sizes",
-            metavar="SIZE",
-            help="Message size of each bandwidth test (binary units; default 64M).",
-        ),
-    ] = None,
-    mode: Annotated[
-        str,
-        typer.Option(
-            "--mode", metavar="bw|lat|both", help="Measure bandwidth, latency or both per pair."
-        ),
-    ] = "bw",
-    rails: Annotated[
-        str | None,
-        typer.Option(
-            "--rails",
-            metavar="LIST",
-            help="Adapters to test, in rail order (mlx5_0,mlx5_1,...); default: the GPUs' adapters from topo.",
-        ),
-    ] = None,
-    duration: Annotated[
-        float | None,
-        typer.Option(
-            "--duration",
-            parser=parse_decimal,
-            metavar="S",
-            help="Measured seconds per pair test (default 1).",
-        ),
-    ] = None,
-    timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--timeout",
-            parser=parse_decimal,
-            metavar="S",
-            help="Longest wait on a peer (default 10): a node silent that long is named unreachable and the sweep goes on.",
-        ),
-    ] = None,
-    plan: Annotated[
-        bool, typer.Option("--plan", help="Print the schedule and its cost; run nothing.")
-    ] = False,
-    nodes: Annotated[
-        int | None,
-        typer.Option(
-            "--nodes",
-            metavar="N",
-            help="With --plan: plan for N nodes (default: the job's world size).",
-        ),
-    ] = None,
-    pair_seconds: Annotated[
-        float | None,
-        typer.Option(
-            "--pair-seconds",
-            parser=parse_decimal,
-            metavar="S",
-            help="With --plan: seconds one pair test takes (default: --duration + 1 s of set-up).",
-        ),
-    ] = None,
-    fmt: Annotated[
-        OutputFormat,
-        typer.Option(
-            "--format",
-            "-o",
-            case_sensitive=False,
-            callback=refuse_html,
-            help="table for people; json, csv, prom, junit, line (one-line drain list) for machines.",
-        ),
-    ] = OutputFormat.table,
-    save: Annotated[
-        Path | None,
-        typer.Option(
-            "--save",
-            metavar="FILE",
-            help="Also write the JSON result (ibdiag.sweep/1) to FILE, atomically.",
-        ),
-    ] = None,
-    png: Annotated[
-        Path | None,
-        typer.Option(
-            "--png",
-            metavar="FILE",
-            help="Write the node x node matrix per rail as a PNG (needs matplotlib).",
-        ),
-    ] = None,
+    pattern: PatternOption = None,
+    rounds: RoundsOption = None,
+    seed: SeedOption = 0,
+    second_pass: SecondPassOption = True,
+    test: TestOption = "p2p",
+    transport: TransportOption = None,
+    engine: EngineOption = "auto",
+    sizes: SizesOption = None,
+    mode: ModeOption = "bw",
+    rails: RailsOption = None,
+    duration: DurationOption = None,
+    timeout: TimeoutOption = None,
+    plan: PlanOption = False,
+    nodes: NodesOption = None,
+    pair_seconds: PairSecondsOption = None,
+    fmt: FormatOption = OutputFormat.table,
+    save: SaveOption = None,
+    png: PngOption = None,
     config: ConfigOption = None,
     strict: StrictOption = False,
     debug: DebugOption = False,
@@ -191,138 +190,38 @@ def sweep_command(
       srun -N 64 --ntasks-per-node 1 ibdiag sweep --pattern ring --save sweep.json
       torchrun --nnodes 64 --nproc-per-node 1 --rdzv-endpoint head:29500 -m ibdiag sweep -o line
     """
-    from ibdiag.errors import UsageError
-    from ibdiag.sweep.config import SweepSettingsFile
-    from ibdiag.sweep.runner import PairSpec
-    from ibdiag.units import parse_size
-
-    file = read_config(config).section("sweep", SweepSettingsFile)
-    chosen = pattern.value if pattern is not None else file.pattern
-    if rounds is not None and chosen != "random":
-        raise UsageError(
-            f"--rounds is for --pattern random, not {chosen}",
-            hint=f"{chosen} has a fixed number of rounds",
-        )
-    size = (
-        parse_size(sizes, what="--sizes")
-        if sizes is not None
-        else parse_size(file.sizes, what="config [sweep] sizes")
-    )
-    spec = PairSpec(
+    progress = _ProgressLine(env().stderr) if env().stderr_isatty and not plan else None
+    request = SweepRequest(
+        pattern=pattern,
+        rounds=rounds,
+        seed=seed,
+        second_pass=second_pass,
         test=test,
-        transport=transport if transport is not None else file.transport,
-        bytes=size,
+        transport=transport,
+        engine=engine,
+        sizes=sizes,
         mode=mode,
-        duration_s=duration if duration is not None else file.duration_s,
-        timeout_s=timeout if timeout is not None else file.timeout_s,
-        engine=engine.lower(),
-    )
-    rail_names = _rail_list(rails)
-    if plan:
-        if fmt not in (OutputFormat.table, OutputFormat.json):
-            raise UsageError(
-                f"--plan prints a table or JSON, not {fmt.value}",
-                hint="use -o table or -o json with --plan",
-            )
-        if save is not None or png is not None:
-            raise UsageError(
-                "--plan runs nothing: there is nothing to --save or --png",
-                hint="drop --save/--png, or drop --plan",
-            )
-        return _print_plan(
-            chosen,
-            rounds,
-            seed,
-            spec,
-            rail_names,
-            nodes,
-            pair_seconds,
-            as_json=fmt is OutputFormat.json,
-        )
-    if nodes is not None or pair_seconds is not None:
-        raise UsageError(
-            "--nodes and --pair-seconds are for --plan",
-            hint="a running sweep takes its nodes from the launcher",
-        )
-    if spec.test == "collective" and spec.mode != "bw":
-        raise UsageError(
-            f"--test collective measures bandwidth only, not --mode {spec.mode}",
-            hint="drop --mode, or use --test p2p for latency",
-        )
-    from ibdiag.cli.sweep_run import run_sweep_command
-
-    return run_sweep_command(
-        chosen,
-        rounds,
-        seed,
-        second_pass,
-        spec,
-        file,
-        rail_names,
-        fmt=fmt,
+        rails=rails,
+        duration_s=duration,
+        timeout_s=timeout,
+        nodes=nodes,
+        pair_s=pair_seconds,
+        output_format=fmt.value,
         save=save,
         png=png,
-        strict=strict,
-        debug=debug_enabled(debug),
+        config=read_config(config),
+        environ=env().environ,
+        on_progress=progress,
+        on_warning=print_warning,
+        on_log=_debug_line if debug_enabled(debug) else None,
     )
-
-
-def _rail_list(text: str | None) -> tuple[str, ...] | None:
-    from ibdiag.errors import UsageError
-    from ibdiag.sweep.nodes import valid_adapter
-
-    if text is None:
-        return None
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    bad = [n for n in names if not valid_adapter(n)]
-    if not names or bad:
-        raise UsageError(
-            f"--rails {text!r}: give adapter names separated by commas",
-            hint="e.g. --rails mlx5_0,mlx5_1,mlx5_2,mlx5_3",
-        )
-    if len(set(names)) != len(names):
-        raise UsageError(
-            f"--rails {text!r} names an adapter twice", hint="each adapter is one rail"
-        )
-    return names
-
-
-def _print_plan(
-    pattern: str,
-    rounds: int | None,
-    seed: int,
-    spec: Any,
-    rails: tuple[str, ...] | None,
-    nodes: int | None,
-    pair_seconds: float | None,
-    *,
-    as_json: bool,
-) -> int:
-    from ibdiag.errors import UsageError
-    from ibdiag.findings.model import Report
-    from ibdiag.output.jsonout import render_json
-    from ibdiag.runtime.launch import detect_launch
-    from ibdiag.sweep.plan import plan_data, plan_lines
-
-    n = nodes
-    if n is None:
-        launch = detect_launch(env().environ)
-        if launch is None:
-            raise UsageError(
-                "--plan needs a node count: give --nodes N, or run it under the job's launcher",
-                hint="e.g. ibdiag sweep --plan --nodes 64",
-            )
-        n = launch.world_size
-    pair_s = pair_seconds if pair_seconds is not None else spec.duration_s + 1.0
-    data = plan_data(
-        pattern, n, rounds=rounds, seed=seed, rails=len(rails) if rails else 1, pair_s=pair_s
-    )
-    report = Report("sweep-plan", data, ())
-    meta = run_meta()
-    if as_json:
-        env().stdout.write(render_json(report, meta))
-    else:
-        con = console("stdout")
-        for line in plan_lines(data, rails_given=rails is not None):
-            con.print(line, highlight=False, markup=False)
-    return 0
+    if plan:
+        return emit(views.plan_outputs(command.plan(request)), fmt, strict=strict)
+    try:
+        result = command.run(request)
+    finally:
+        if progress is not None:
+            progress.clear()
+    if result is None:  # not rank 0: rank 0 writes the result
+        return 0
+    return emit(views.outputs(result), fmt, strict=strict, save=save, png=png)

@@ -3,28 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+from ibdiag.bench.results.collective_config import CollectiveConfig
 from ibdiag.cli.app import app
-from ibdiag.cli.common import (
+from ibdiag.cli.common import env, handle_errors, read_config
+from ibdiag.cli.emit import emit
+from ibdiag.cli.options import (
     ConfigOption,
     DebugOption,
     FormatOption,
     OutputFormat,
     StrictOption,
-    atomic_output,
-    check_output_path,
-    emit,
-    env,
-    handle_errors,
-    open_root,
-    read_config,
-    run_meta,
-    table_width,
 )
+from ibdiag.config import Config
+from ibdiag.job.config import JobConfig
+from ibdiag.job.forverdict import inspector_source
 from ibdiag.parse import parse_decimal
+from ibdiag.verdict import views
+from ibdiag.verdict.command import VerdictRequest, run
+from ibdiag.verdict.inputs import MeasuredSource
 
 _W = "Workload"
 _M = "Measured bandwidth (one of)"
@@ -141,6 +141,15 @@ def verdict_command(
             rich_help_panel=_M,
         ),
     ] = None,
+    inspector: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--inspector",
+            metavar="PATH",
+            help="NCCL Inspector's logs of the job (files or directories, repeat): the AllReduce busbw measured in production, at the size closest to the bucket.",
+            rich_help_panel=_M,
+        ),
+    ] = None,
     latency_us: Annotated[
         float | None,
         typer.Option(
@@ -170,6 +179,8 @@ def verdict_command(
             rich_help_panel=_C,
         ),
     ] = None,
+    # Not the shared RootOption: verdict reads a node only when asked (no --root: no node, no health),
+    # where the others read / by default.
     root: Annotated[
         Path | None,
         typer.Option(
@@ -238,143 +249,40 @@ def verdict_command(
       ibdiag verdict --params 8e9 --dtype bf16 --ranks 512 --ranks-per-node 8 --compute-s 0.5 --bench run.json
       ibdiag verdict --params 70B --dtype bf16 --strategy fsdp --ranks 1024 --compute-s 1.2 --nccl-tests ar.log --root /
     """
-    from ibdiag.findings.model import Report
-    from ibdiag.verdict import inputs
-    from ibdiag.verdict.ceiling import ceiling
-    from ibdiag.verdict.chart import write_png
-    from ibdiag.verdict.checks import findings
-    from ibdiag.verdict.config import VerdictConfig
-    from ibdiag.verdict.judge import judge
-    from ibdiag.verdict.render import CSV_HEADER, csv_rows, prom_metrics
-
-    if chart is not None:
-        from ibdiag.verdict.chart import need_matplotlib
-
-        need_matplotlib()
-        check_output_path(chart, "--chart")
-    cfg_file = read_config(config)
-    cfg = cfg_file.section("verdict", VerdictConfig)
-    source = inputs.choose_source(busbw, bench, nccl_tests)
-    inputs.check_positive(
-        "--link-gbps", link_gbps, maximum=inputs.MAX_LINK_GBPS, unit="Gb/s", example="400"
-    )
-    inputs.check_positive(
-        "--latency-us", latency_us, maximum=inputs.MAX_LATENCY_US, unit="µs", allow_zero=True
-    )
-    if rails_per_node is not None and not 1 <= rails_per_node <= inputs.MAX_RAILS:
-        from ibdiag.errors import UsageError
-
-        raise UsageError(
-            f"--rails-per-node must be between 1 and {inputs.MAX_RAILS}, not {rails_per_node}",
-            hint="the adapters per node that carry the job's traffic, e.g. 8 on a DGX H100",
-        )
-
-    node = None
-    if root is not None:
-        from ibdiag.node.sysfs import SysfsRoot
-        from ibdiag.ports.config import PortsConfig
-        from ibdiag.verdict.node import read_node
-
-        with open_root(root) as directory:
-            skip = cfg_file.section("ports", PortsConfig).skip
-            node = read_node(SysfsRoot(directory, skip_adapters=skip).check(), cfg_file)
-            meta = run_meta(directory)
-    else:
-        meta = run_meta(None)
-
-    work = inputs.workload(
+    cfg = read_config(config)
+    request = VerdictRequest(
+        ranks=ranks,
+        compute_s=compute_s,
         params=params,
         dtype=dtype,
         grad_bytes=grad_bytes,
-        ranks=ranks,
         ranks_per_node=ranks_per_node,
-        gpus_under_root=node.gpus if node else None,
         strategy=strategy,
-        compute_s=compute_s,
         forward_s=forward_s,
         bucket=bucket,
-    )
-    ceil = ceiling(
+        busbw_gbs=busbw,
+        bench=bench,
+        nccl_tests=nccl_tests,
+        latency_us=latency_us,
         link_gbps=link_gbps,
         rails_per_node=rails_per_node,
-        ranks_per_node=work.ranks_per_node,
-        rails=node.rails if node else None,
-        payload_share=cfg.link_payload_share,
-    )
-    kw: dict[str, Any] = {
-        "bucket_bytes": work.bucket_bytes,
-        "ranks": work.ranks,
-        "rails_used": ceil.rails_used,
-    }
-    if source == "--busbw":
-        measured = inputs.from_flag(busbw)  # type: ignore[arg-type]  # choose_source: this flag was given
-    elif source == "--bench":
-        measured = inputs.load_bench(bench, **kw)  # type: ignore[arg-type]  # choose_source: this flag was given
-    else:
-        measured = inputs.load_nccl_tests(nccl_tests, **kw)  # type: ignore[arg-type]  # choose_source: this flag was given
-    inputs.check_positive("busbw", measured.busbw_gbs, maximum=inputs.MAX_GBS, unit="GB/s")
-
-    v = judge(
-        work,
-        measured,
-        ceil,
-        health=node.health if node else None,
+        root=root,
+        fabric=fabric,
+        nodes=nodes,
+        topo=tuple(topo or ()),
+        rank_order=rank_order,
+        chart=chart,
+        measured=None if not inspector else _inspector(inspector, cfg),
         config=cfg,
-        latency_us=latency_us,
+        environ=env().environ,
     )
-    data, found, place_lines = v.to_json(), list(findings(v)), []
-    if (nodes or rank_order or topo) and fabric is None:
-        from ibdiag.errors import UsageError
+    # --chart is verdict's --png: the scaling-wall chart, named as the option was before --png existed
+    return emit(views.outputs(run(request)), fmt, strict=strict, png=chart, png_option="--chart")
 
-        raise UsageError(
-            "--nodes, --rank-order and --topo place the job on a fabric",
-            hint="add --fabric live or --fabric DUMP",
-        )
-    if fabric is not None:
-        from ibdiag.cli.verdict_fabric import job_placement
-        from ibdiag.verdict.placement import placement, placement_lines
 
-        where = job_placement(
-            fabric,
-            nodes,
-            rank_order,
-            dict(env().environ),
-            topo=topo or (),
-            rails_used=ceil.rails_used if ceil.rails_source != "default" else work.ranks_per_node,
-            payload_share=cfg.link_payload_share,
-        )
-        data["placement"] = where.to_json()
-        # verdict's rail ceiling where its rails are known (flags, --root), else the fabric's host links
-        rail_gbs = ceil.busbw_gbs if ceil.rails_source != "default" else None
-        found += placement(where, rail_gbs, measured.busbw_gbs)
-        place_lines = placement_lines(where, rail_gbs)
-    report = Report("verdict", data, tuple(found))
-    if chart is not None:
-        with atomic_output(chart, "--chart") as fh:
-            write_png(v, fh)
-
-    def table() -> list[Any]:
-        from rich.text import Text
-
-        from ibdiag.output.table import findings_block
-        from ibdiag.verdict.render import table_items
-
-        items = table_items(v)
-        if place_lines:
-            items.append(Text("Fabric placement", style="bold"))
-            items.extend(Text("  " + line) for line in place_lines)
-            items.append(Text(""))
-        if chart is not None:
-            items.append(Text(f"Chart written to {chart}"))
-        items += findings_block(report, strict=strict, width=table_width())
-        return items
-
-    return emit(
-        report,
-        fmt,
-        meta,
-        strict=strict,
-        table=table,
-        csv=lambda: (CSV_HEADER, csv_rows(v)),
-        prom=lambda: prom_metrics(v),
+def _inspector(paths: list[Path], cfg: Config) -> MeasuredSource:
+    """``--inspector``: ``ibdiag job``'s Inspector reader as the verdict's measured source (job sits
+    above verdict in the layers: the command line joins them)."""
+    return inspector_source(
+        paths, cfg.section("job", JobConfig), cfg.section("collective", CollectiveConfig)
     )

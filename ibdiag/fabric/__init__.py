@@ -4,5 +4,6 @@ Data flow: :mod:`.collect` runs infiniband-diags (or :mod:`.dump` loads what the
 :class:`~.capture.Capture`; :mod:`.build` parses it (:mod:`.netdiscover`, :mod:`.linkinfo`,
 :mod:`.queryerrors`, :mod:`.sminfo`, :mod:`.toolerr`) into one :class:`~.model.Fabric`; :mod:`.hosts`
 names host ports by node, NIC and GPU; :mod:`.checks` judges, with counters' meanings, rules and
-accumulator; :mod:`.views` renders.
+accumulator; :mod:`.views` renders. :mod:`.command` is the entry point (``run(FabricRequest) ->
+FabricResult``).
 """

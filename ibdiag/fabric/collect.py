@@ -196,7 +196,7 @@ class Collector:
         if self.early is not None:
             try:
                 self.early(run)
-            except Exception:  # noqa: BLE001, S110 - the build parses it again and reports what is wrong
+            except Exception:  # the build parses it again and reports what is wrong
                 pass
 
     def counters(self, cache_dir: str, name: str) -> ToolRun:

@@ -14,10 +14,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ibdiag.counters.model import PortCounters
+from ibdiag.counters.model import PortCounters, Sample
+from ibdiag.errors import CannotRunError
 from ibdiag.fabric.build import port_counters
 from ibdiag.fabric.collect import Runner, find_tool, run_tool
+from ibdiag.fabric.hosts import guid_from_sysfs
 from ibdiag.fabric.model import guid_text
+from ibdiag.jsonread import JsonFieldError
+from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.text import safe_excerpt
 
 _CA = re.compile(r"^CA '([^']{1,64})'", re.M)
@@ -154,4 +158,23 @@ def ib_ports(sample_ports: tuple[PortCounters, ...]) -> list[tuple[str, int]]:
             and (info.state or "").upper() == "ACTIVE"
         ):
             out.append((p.adapter, p.port))
+    return out
+
+
+def far_ends(sysfs: SysfsRoot, sample: Sample, reader: FarEndReader) -> list[FarEnd]:
+    """The far end of each Active InfiniBand port of ``sample`` (the adapter found by the node GUID
+    ``sysfs`` gives); a node without one cannot be asked (exit 3)."""
+    ports = ib_ports(sample.ports)
+    if not ports:
+        raise CannotRunError(
+            "--far-end: no Active InfiniBand port on this node",
+            hint="the far end of a RoCE port is an Ethernet switch: read it with the switch's own tools",
+        )
+    out = []
+    for adapter, port in ports:
+        try:
+            guid = guid_from_sysfs(sysfs.read(f"class/infiniband/{adapter}/node_guid") or "")
+        except JsonFieldError:
+            guid = None
+        out.append(reader.read(adapter, port, guid))
     return out

@@ -3,7 +3,7 @@
 This is the one module that imports networkx (the graph work — distances for the tiers, connected
 parts, shortest paths between leaves, bisection as a maximum flow — is networkx's, not hand-written).
 Its import costs 0.1-0.3 s; a live ``ibdiag fabric`` loads it while the infiniband-diags tools run
-(``cli/fabric.py``), so only ``--from`` pays it.
+(``fabric/command.py``), so only ``--from`` pays it.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ rdma-ndd writes it (``<hostname> <device>``), which names the host and NIC but n
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +17,9 @@ from ibdiag.fabric.devices import is_aggregation_node
 from ibdiag.fabric.model import CA, Fabric, FabricNode, FabricPort, PortRef
 from ibdiag.fabric.namemap import NodeNameMap
 from ibdiag.fabric.naming import labels
-from ibdiag.jsonread import Fields, JsonFieldError
-from ibdiag.text import safe_excerpt, safe_value
+from ibdiag.infile import RefusedFile, read_regular
+from ibdiag.jsonread import Fields, JsonFieldError, loads
+from ibdiag.text import safe_value
 
 HINT = "give files written by `ibdiag topo -o json` on each node"
 MAX_TOPO_BYTES = 16 * 2**20
@@ -66,36 +66,74 @@ def guid_from_sysfs(text: str) -> str:
     return "0x" + digits.lower()
 
 
-def read_topo(path: Path) -> dict[str, HostEnd]:
-    """Node GUID -> host end, from one ``ibdiag topo -o json`` file."""
+@dataclass(frozen=True)
+class TopoFile:
+    """What one ``ibdiag topo -o json`` file says about where its node is."""
+
+    host: str
+    ends: dict[str, HostEnd]
+    """Node GUID -> host end, for each adapter that has a GUID."""
+    gpu_nics: dict[int, tuple[str, ...]]
+    """GPU index (``nvidia-smi``'s order, by PCI address) -> its nearest adapters."""
+    addresses: tuple[str, ...] = ()
+    """IPv4 addresses of the node's RoCE ports (from IPv4-mapped GIDs, ``::ffff:a.b.c.d``)."""
+
+
+def _ipv4(gid: str) -> str | None:
+    """``0000:0000:0000:0000:0000:ffff:0a1e:0001`` -> ``10.30.0.1``; None for any other GID."""
+    digits = gid.replace(":", "").lower()
+    if len(digits) != 32 or not digits.startswith("0" * 20 + "ffff"):
+        return None
     try:
-        data = path.read_bytes()[: MAX_TOPO_BYTES + 1]
-        if len(data) > MAX_TOPO_BYTES:
-            raise InputError(
-                f"{safe_value(str(path))} is larger than {MAX_TOPO_BYTES // 2**20} MiB", hint=HINT
-            )
-        doc = json.loads(data)
+        raw = bytes.fromhex(digits[24:])
+    except ValueError:
+        return None
+    return ".".join(str(b) for b in raw)
+
+
+def _addresses(f: Fields) -> tuple[str, ...]:
+    out: dict[str, None] = {}
+    for adapter in f.objects(
+        "adapters",
+        lambda a: a.objects("ports", lambda p: p.objects("gids", lambda g: g.text("gid")), 64),
+        256,
+    ):
+        for port in adapter:
+            for gid in port:
+                ip = _ipv4(gid) if gid else None
+                if ip:
+                    out.setdefault(ip, None)
+    return tuple(out)
+
+
+def read_topo_file(path: Path) -> TopoFile:
+    """One ``ibdiag topo -o json`` file: its host, adapters by GUID, GPUs' nearest adapters and RoCE
+    IPv4 addresses. Read as untrusted (:mod:`ibdiag.infile`, :mod:`ibdiag.jsonread`): InputError."""
+    name = safe_value(str(path))
+    try:
+        doc = loads(read_regular(path, MAX_TOPO_BYTES))
+    except RefusedFile as e:
+        raise InputError(f"{name}: {e.problem}", hint=HINT) from None
     except OSError as e:
-        raise InputError(f"{safe_value(str(path))}: {e.strerror}", hint=HINT) from None
-    except (ValueError, RecursionError) as e:
-        raise InputError(
-            f"{safe_value(str(path))}: not JSON ({safe_excerpt(e, 80)})", hint=HINT
-        ) from None
+        raise InputError(f"{name}: {e.strerror or e}", hint=HINT) from None
+    except JsonFieldError as e:
+        raise InputError(f"{name}: {e.problem}", hint=HINT) from None
     try:
         f = Fields(doc, "")
         if f.text("schema") != "ibdiag.topo/1":
             raise JsonFieldError("schema", "is not ibdiag.topo/1")
         host = f.text("host", required=True)
         nearest: dict[str, list[int]] = {}
-        for p in f.objects(
+        gpu_nics: dict[int, tuple[str, ...]] = {}
+        for gpu, names in f.objects(
             "pairings", lambda p: (p.integer("gpu", 0, 4096), p.texts("nearest", 64))
         ):
-            gpu, names = p
-            for name in names:
-                if gpu is not None:
-                    nearest.setdefault(name, []).append(gpu)
-        out: dict[str, HostEnd] = {}
-        for a in f.objects(
+            if gpu is not None:
+                gpu_nics[gpu] = names
+                for adapter in names:
+                    nearest.setdefault(adapter, []).append(gpu)
+        ends: dict[str, HostEnd] = {}
+        for adapter, idx, guid in f.objects(
             "adapters",
             lambda a: (
                 a.text("name", required=True),
@@ -103,14 +141,18 @@ def read_topo(path: Path) -> dict[str, HostEnd]:
                 a.text("node_guid"),
             ),
         ):
-            name, idx, guid = a
             if guid:
-                out[guid_from_sysfs(guid)] = HostEnd(
-                    host, name, idx, tuple(sorted(nearest.get(name, [])))
+                ends[guid_from_sysfs(guid)] = HostEnd(
+                    host, adapter, idx, tuple(sorted(nearest.get(adapter, [])))
                 )
+        return TopoFile(host, ends, gpu_nics, _addresses(f))
     except JsonFieldError as e:
-        raise InputError(f"{safe_value(str(path))}: {e}", hint=HINT) from None
-    return out
+        raise InputError(f"{name}: {e}", hint=HINT) from None
+
+
+def read_topo(path: Path) -> dict[str, HostEnd]:
+    """Node GUID -> host end, from one ``ibdiag topo -o json`` file."""
+    return read_topo_file(path).ends
 
 
 def from_desc(node: FabricNode) -> HostEnd | None:

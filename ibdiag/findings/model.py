@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
+
+from ibdiag import __version__
 
 
 class Severity(str, Enum):
@@ -118,3 +121,9 @@ class RunMeta:
     version: str
     generated_at: str
     """ISO 8601 UTC, e.g. ``2026-11-29T09:14:00Z``."""
+
+    @classmethod
+    def now(cls, host: str) -> RunMeta:
+        """This version of ibdiag, on ``host``, now (to the second)."""
+        at = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+        return cls(host=host, version=__version__, generated_at=at)

@@ -25,9 +25,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import ParamSpec
 
 from ibdiag.findings.model import Finding
+
+P = ParamSpec("P")
+#: What a check function may return: one finding, several, or none.
+CheckOutput = Finding | Iterable[Finding] | None
 
 
 @dataclass(frozen=True)
@@ -56,12 +60,13 @@ class CheckRegistry:
 
     def check(
         self, check_id: str, summary: str
-    ) -> Callable[[Callable[..., Any]], Callable[..., list[Finding]]]:
-        """Register the decorated function as the one that emits ``check_id``."""
+    ) -> Callable[[Callable[P, CheckOutput]], Callable[P, list[Finding]]]:
+        """Register the decorated function as the one that emits ``check_id``. The function returned
+        keeps the decorated one's parameters (``ParamSpec``): mypy checks every call of a check."""
 
-        def register(fn: Callable[..., Any]) -> Callable[..., list[Finding]]:
+        def register(fn: Callable[P, CheckOutput]) -> Callable[P, list[Finding]]:
             @functools.wraps(fn)
-            def run(*args: Any, **kwargs: Any) -> list[Finding]:
+            def run(*args: P.args, **kwargs: P.kwargs) -> list[Finding]:
                 out = _as_list(fn(*args, **kwargs))
                 for f in out:
                     if f.check != check_id:
@@ -95,7 +100,7 @@ class CheckRegistry:
         return self._checks[check_id]
 
 
-def _as_list(result: Finding | Iterable[Finding] | None) -> list[Finding]:
+def _as_list(result: CheckOutput) -> list[Finding]:
     if result is None:
         return []
     if isinstance(result, Finding):

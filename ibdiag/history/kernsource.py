@@ -6,8 +6,11 @@
   node's boot time (``/proc/uptime``).
 * ``journal``: ``journalctl -k -o short-iso --no-pager -q --since @<window start>``, with a timeout.
 * ``auto``: kmsg, else the journal; neither is a warning, not an error (the node's other checks stand).
-* anything else is a file (``dmesg``, ``journalctl -k -o short-iso`` or kmsg text saved earlier) for
-  offline use: a regular file, of which the last :data:`MAX_FILE_BYTES` are read.
+* anything else is a file for offline use, in any shape :mod:`~ibdiag.history.kernlines` reads
+  (``dmesg``, ``dmesg -T``, syslog or ``/var/log/messages``, ``journalctl -k`` in its short, ISO and
+  JSON forms, kmsg text): a regular file (its type is checked before it is opened: a FIFO or a device
+  is never opened), of which the last :data:`MAX_FILE_BYTES` are read. Its modification time is kept:
+  the latest a yearless syslog line can be.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ibdiag.errors import InputError
+from ibdiag.text import safe_excerpt
 
 KEYWORDS = ("kmsg", "journal", "auto")
 #: Most of a file read (a kernel ring buffer is 128 KiB to a few MiB).
@@ -42,6 +46,10 @@ class KernelText:
     """Wall clock at boot, to place kmsg/dmesg times (only for this node's own log)."""
     problem: str | None = None
     """Why nothing could be read (``auto`` found neither source)."""
+    modified_s: float | None = None
+    """A file's modification time (the latest its yearless lines can be); None for a live source."""
+    live: bool = False
+    """This node's log now (kmsg, the journal): judged up to now, not up to its last line."""
 
 
 def _boot_epoch(proc_uptime: Path) -> float | None:
@@ -72,7 +80,7 @@ def read_kmsg(
             lines.extend(chunk.decode("utf-8", "replace").splitlines())
     finally:
         os.close(fd)
-    return KernelText("/dev/kmsg", tuple(lines), _boot_epoch(proc_uptime))
+    return KernelText("/dev/kmsg", tuple(lines), _boot_epoch(proc_uptime), live=True)
 
 
 def read_journal(since_s: float | None, journalctl: str | None = None) -> KernelText:
@@ -84,22 +92,31 @@ def read_journal(since_s: float | None, journalctl: str | None = None) -> Kernel
     if proc.returncode != 0:
         said = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise OSError(f"journalctl exited {proc.returncode}: {said[-1] if said else ''}")
-    return KernelText("journalctl -k", tuple(proc.stdout.decode("utf-8", "replace").splitlines()))
+    return KernelText(
+        "journalctl -k", tuple(proc.stdout.decode("utf-8", "replace").splitlines()), live=True
+    )
 
 
 def read_file(path: Path) -> KernelText:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        if not stat.S_ISREG(
+            os.stat(path).st_mode
+        ):  # checked before the open: a FIFO is never opened
+            raise InputError(
+                f"--kernel-log {safe_excerpt(str(path), 200)}: not a regular file",
+                hint="for this node's live log use --kernel-log kmsg (or journal, auto)",
+            )
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as e:
         raise InputError(
-            f"--kernel-log {path}: {e.strerror}",
+            f"--kernel-log {safe_excerpt(str(path), 200)}: {e.strerror}",
             hint="give a saved dmesg or journalctl -k output, or kmsg/journal/auto",
         ) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise InputError(
-                f"--kernel-log {path}: not a regular file",
+                f"--kernel-log {safe_excerpt(str(path), 200)}: not a regular file",
                 hint="for this node's live log use --kernel-log kmsg (or journal, auto)",
             )
         if st.st_size > MAX_FILE_BYTES:
@@ -110,7 +127,7 @@ def read_file(path: Path) -> KernelText:
     lines = data.decode("utf-8", "replace").splitlines()
     if st.st_size > MAX_FILE_BYTES and lines:
         lines = lines[1:]  # the first line is cut
-    return KernelText(str(path), tuple(lines))
+    return KernelText(str(path), tuple(lines), modified_s=st.st_mtime)
 
 
 def read_kernel_log(source: str, *, since_s: float | None = None) -> KernelText:

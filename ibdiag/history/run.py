@@ -14,10 +14,12 @@ from ibdiag.history.aer import AerStory, aer_stories
 from ibdiag.history.analysis import port_stories
 from ibdiag.history.checks import check_aer, check_history, when
 from ibdiag.history.config import HistoryConfig
-from ibdiag.history.devices import device_map
+from ibdiag.history.devices import DeviceMap, device_map
 from ibdiag.history.kernchecks import check_kernel
-from ibdiag.history.kernlog import events
-from ibdiag.history.kernsource import read_kernel_log
+from ibdiag.history.kernlog import KernelEvent, mark_reinits, match, parse_line
+from ibdiag.history.kernsource import KernelText, read_kernel_log
+from ibdiag.history.kerntime import Span, Window
+from ibdiag.history.kerntime import window as window_lines
 from ibdiag.history.model import PortStory, Record
 from ibdiag.history.store import Loaded, read_records, write_record
 from ibdiag.node.aer import AER_FILES, AerCounts, read_aer
@@ -110,34 +112,82 @@ def record_and_judge(
     )
 
 
+@dataclass(frozen=True)
+class KernelReading:
+    """What a kernel log said: the events judged (in the window, in log order) and what was read."""
+
+    text: KernelText
+    events: tuple[KernelEvent, ...]
+    span: Span
+
+
+def read_kernel_events(text: KernelText, window: Window) -> KernelReading:
+    """The events of ``text`` over ``window`` (:func:`~ibdiag.history.kerntime.window`): every line is
+    matched, re-initialisations marked over the whole log, then the window's events kept."""
+    parsed = [ln for i, raw in enumerate(text.lines, 1) if (ln := parse_line(raw, i)) is not None]
+    placed, span = window_lines(parsed, window, total_lines=len(text.lines))
+    found = [ev for ln in placed if (ev := match(ln)) is not None]
+    kept = tuple(ev for ev in mark_reinits(found) if ev.line.judged)
+    return KernelReading(text, kept, span)
+
+
 def judge_kernel_log(
-    source: str, topo: Topology | None, cfg: HistoryConfig, *, now_s: float
+    source: str,
+    topo: Topology | None,
+    cfg: HistoryConfig,
+    *,
+    now_s: float,
+    window_s: float | None = None,
+    since_s: float | None = None,
 ) -> tuple[list[Finding], dict[str, Any]]:
     """Read the kernel log ``source`` (kmsg, journal, auto or a file), match its events over the
-    window, judge them per device of ``topo``; the findings and the JSON of the events."""
-    since = now_s - cfg.window_s
-    text = read_kernel_log(source, since_s=since)
-    evs = list(events(text.lines, since_s=since, boot_epoch_s=text.boot_epoch_s))
+    window, judge them per host and device of ``topo``; the findings and the JSON of what was read.
+
+    The window is ``window_s`` (default ``[history] window_hours``) up to now for this node's live log,
+    up to its own last line for a saved file; ``since_s`` (wall clock) narrows it further."""
+    span_s = cfg.window_s if window_s is None else window_s
+    live_since = now_s - span_s if since_s is None else max(now_s - span_s, since_s)
+    text = read_kernel_log(source, since_s=live_since)
+    window = Window(
+        window_s=span_s,
+        now_s=now_s if text.live else None,
+        since_s=since_s,
+        boot_epoch_s=text.boot_epoch_s,
+        reference_s=now_s if text.live else text.modified_s,
+    )
+    reading = read_kernel_events(text, window)
     devices = device_map(topo)
-    findings = check_kernel(text, evs, devices, cfg, now_s=now_s)
-    data = {
+    findings = check_kernel(text, reading.events, devices, cfg, reading.span, now_s=now_s)
+    return findings, kernel_log_json(reading, devices)
+
+
+def kernel_log_json(reading: KernelReading, devices: DeviceMap) -> dict[str, Any]:
+    """The ``kernel_log`` part of the JSON: the source, the span read and judged, the events."""
+    text = reading.text
+    return {
         "source": text.source,
         "lines": len(text.lines),
         "problem": text.problem,
+        "span": reading.span.to_json(),
         "events": [
             {
                 "kind": e.kind,
                 "at": e.when,
                 "epoch_s": e.line.epoch_s,
+                "uptime_s": e.line.uptime_s,
+                "line": e.line.number or None,
+                "host": e.host,
                 "driver": e.driver,
                 "pci": e.pci,
                 "name": e.name,
-                "device": None
-                if devices.find(e.pci, e.name) is None
-                else devices.find(e.pci, e.name).subject,  # type: ignore[union-attr]  # checked in the same expression
+                "device": _device(devices, e),
                 "detail": e.detail,
             }
-            for e in evs
+            for e in reading.events
         ],
     }
-    return findings, data
+
+
+def _device(devices: DeviceMap, e: KernelEvent) -> str | None:
+    dev = devices.find(e.pci, e.name)
+    return None if dev is None else dev.subject

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from ibdiag.node.driver import driver_module, is_software, rdma_driver, software_netdev
 from ibdiag.node.manifest import MANIFEST, read_manifest
@@ -57,12 +58,14 @@ from ibdiag.parse import (
 )
 from ibdiag.text import safe_value
 
+T = TypeVar("T")
+
 _ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
 #: Most GID table entries read per port (mlx5 RoCE ports have 255; the populated ones come first).
 MAX_GIDS = 256
 
 
-def natural_key(name: str) -> tuple:
+def natural_key(name: str) -> tuple[str | int, ...]:
     """``mlx5_2`` before ``mlx5_10`` (ASCII digit runs compare as numbers; re.split puts them at odd places)."""
     return tuple(int(t) if i % 2 else t for i, t in enumerate(re.split(r"([0-9]{1,64})", name)))
 
@@ -199,7 +202,7 @@ def _software_rate(sysfs: SysfsRoot, adapter: str, netdev: str | None) -> tuple[
     return mbps / 1000.0, f"netdev {netdev} speed {mbps} Mb/s (software device {adapter})"
 
 
-def _safe(parser, text):
+def _safe(parser: Callable[[str], T], text: str | None) -> T | None:
     if text is None:
         return None
     try:

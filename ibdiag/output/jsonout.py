@@ -96,8 +96,12 @@ def _indented(value: Any, out: list[str], pad: str) -> None:
         inner = pad + "  "
         sep = "{" + inner
         for k, v in value.items():
+            if (
+                type(k) is not str
+            ):  # _clean turns keys into strings and may merge two: its path decides
+                raise _Unusual
             out.append(sep)
-            out.append(encode_basestring_ascii(k if type(k) is str else str(k)))  # as _clean does
+            out.append(encode_basestring_ascii(k))
             out.append(": ")
             _indented(v, out, inner)
             sep = "," + inner

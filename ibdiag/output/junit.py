@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from xml.etree import ElementTree as ET
 
-from ibdiag.findings.model import Report, RunMeta, Severity
+from ibdiag.findings.model import Finding, Report, RunMeta, Severity
 
 
-def _describe(f) -> str:
+def _describe(f: Finding) -> str:
     parts = [f.message]
     if f.value is not None:
         parts.append(f"value: {f.value}{' ' + f.unit if f.unit else ''}")

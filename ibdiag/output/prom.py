@@ -153,7 +153,7 @@ def run_metrics(command: str, *, up: bool, timestamp: float) -> list[Metric]:
     ]
 
 
-def _dedupe(report: Report) -> Sequence:
+def _dedupe(report: Report) -> Sequence[Finding]:
     # Prometheus rejects two samples with the same labels: keep the worst per (check, subject).
     best: dict[tuple[str, str], Finding] = {}
     for f in report.findings:

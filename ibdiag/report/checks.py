@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry
 from ibdiag.report.fabricmodel import HOST_LINK, ISL, MIN_SHARED, Culprit, SweepOnFabric
-from ibdiag.report.inputs import Skipped
+from ibdiag.report.files import Skipped
 from ibdiag.report.view import FleetView, NodeRow, Outlier, Split
 
 CHECKS = CheckRegistry("report")

@@ -1,14 +1,16 @@
 """The model of a sweep on the fabric (``ibdiag report --fabric``): hops, ends, pair paths, culprits.
 
-Built by :mod:`ibdiag.report.fabricpath`; each part writes its own JSON (``fabric`` in ``ibdiag.report/1``).
+Built by :mod:`ibdiag.report.fabricpath`; each part writes its own JSON (``fabric`` in ``ibdiag.report/1``),
+a placed sweep its plain lines (:func:`fabric_lines`: the table and the page).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ibdiag.fabric.paths import Attachment
+if TYPE_CHECKING:  # for its annotation only: fabric.paths loads networkx, which only --fabric needs
+    from ibdiag.fabric.paths import Attachment
 
 #: Slow pairs that must share a hop before it is named.
 MIN_SHARED = 2
@@ -18,6 +20,8 @@ UPLINKS = "uplinks"
 ISL = "isl"
 #: Slow pairs listed per sweep (every one counts; JSON and the table show this many).
 MAX_PATHS = 200
+#: Slow pairs' routes listed per sweep in the table (JSON has up to MAX_PATHS).
+FABRIC_PATHS = 20
 
 
 @dataclass(frozen=True)
@@ -239,3 +243,38 @@ class SweepOnFabric:
             "not_on_fabric": [e.to_json() for e in self.missing],
             "culprits": [c.to_json() for c in self.culprits],
         }
+
+
+def fabric_lines(placed: SweepOnFabric, limit: int = FABRIC_PATHS) -> list[str]:
+    """A sweep on the fabric in plain lines: what was placed, the culprits, the slow pairs' routes."""
+    lines = [
+        f"sweep {placed.sweep} on the fabric {placed.source}: {placed.shape}; {placed.slow} slow pair(s), "
+        f"{placed.healthy} healthy pair(s) compared (routes not read: the ISLs are the candidates)"
+    ]
+    lines += [f"likely culprit: {c.text}" for c in placed.culprits]
+    if placed.slow and not placed.culprits:
+        lines.append(
+            f"no port or uplink is shared by {MIN_SHARED} or more slow pairs that way: no culprit named"
+        )
+    for label, ends in placed.bad_nodes:
+        at = ", ".join(f"{e.adapter} at {_where(e)}" for e in ends)
+        lines.append(f"bad node {label}: {at}")
+    for e in placed.missing:
+        lines.append(f"not on the fabric: {e.why}")
+    for p in placed.paths[:limit]:
+        bw = f"{p.bw_gbs:.3g} GB/s" if p.bw_gbs is not None else "failed"
+        lines.append(f"  {p.subject} ({p.verdict}, {bw}): {p.route}")
+        lines += [
+            f"    note: {n}"
+            for n in p.notes
+            if not n.endswith("(no adapter's node description names it)")
+        ]
+    if len(placed.paths) > limit or placed.slow > len(placed.paths):
+        lines.append(
+            f"  ... {placed.slow - min(limit, len(placed.paths))} more slow pair(s) (all in -o json up to {MAX_PATHS})"
+        )
+    return lines
+
+
+def _where(e: End) -> str:
+    return e.where or e.why or "?"

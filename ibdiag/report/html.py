@@ -11,13 +11,14 @@ from collections.abc import Iterable, Sequence
 from html import escape
 
 from ibdiag.findings.model import Finding, RunMeta, Severity, worst
-from ibdiag.report.fabricmodel import MAX_PATHS
-from ibdiag.report.render import fabric_lines
+from ibdiag.report.fabricmodel import MAX_PATHS, fabric_lines
 from ibdiag.report.view import NODE_COLUMNS, FleetView
-from ibdiag.sweep import chart, render
+from ibdiag.sweep import chart
+from ibdiag.sweep import views as sweep_views
 from ibdiag.sweep.analysis import LinkVerdict, NodeStatus
 from ibdiag.sweep.chart import FAILED_COLOUR, PALETTE, UNTESTED_COLOUR
 from ibdiag.sweep.checks import link_subject
+from ibdiag.sweep.matrix import matrix_grid
 from ibdiag.sweep.model import SweepResult
 from ibdiag.sweep.stats import gbs_text
 
@@ -82,11 +83,11 @@ def _sweep_section(view: FleetView) -> str:
     for part in view.sweeps:
         res = part.result
         out.append(f'<h2>Sweep <span class="dim">{escape(part.path)}</span></h2>')
-        out += [f"<p>{escape(line)}</p>" for line in render.summary_lines(res)]
-        worst = render.worst_links(res, limit=WORST_LINKS)
+        out += [f"<p>{escape(line)}</p>" for line in sweep_views.summary_lines(res)]
+        worst = sweep_views.worst_links(res, limit=WORST_LINKS)
         out.append('<div class="matrices">')
         for rail in range(min(res.rails, MAX_RAIL_MATRICES)):
-            grid = render.matrix_grid(res, rail, max_cells=96)
+            grid = matrix_grid(res, rail, max_cells=96)
             marks: dict[tuple[int, int], str] = {}
             for n, w in enumerate(worst, 1):
                 if w.link.rail == rail:  # a block cell holding several keeps the worst's number
@@ -145,7 +146,7 @@ def _sweep_section(view: FleetView) -> str:
     return "".join(out)
 
 
-def _worst_table(res: SweepResult, worst: Sequence[render.WorstLink]) -> str:
+def _worst_table(res: SweepResult, worst: Sequence[sweep_views.WorstLink]) -> str:
     """The numbered cells of the matrices: each link's two ends (host names never wrap) and its value."""
     if not worst:
         return ""

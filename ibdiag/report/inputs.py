@@ -31,6 +31,7 @@ SCHEMAS = {
     "ibdiag.counters/1": "counters",
     "ibdiag.bench/1": "bench",
     "ibdiag.sweep/1": "sweep",
+    "ibdiag.job/1": "job",
 }
 #: Largest file read (a 16384-node x 8-rail sweep's JSON is 42 MiB for ring, 73 MiB for 8 random
 #: rounds, benchmarks/sweep_scale.py); ``--max-file-size`` changes it. Memory is bounded apart from
@@ -130,6 +131,15 @@ class BenchFacts:
 
 
 @dataclass(frozen=True)
+class JobFacts:
+    """What an ``ibdiag job`` document says about where the job's problems are."""
+
+    nccl_version: str | None
+    nodes: tuple[str, ...]
+    """The nodes of the ranks its findings name (its findings' subjects start with one of them)."""
+
+
+@dataclass(frozen=True)
 class InputDoc:
     path: str
     kind: str
@@ -146,6 +156,7 @@ class InputDoc:
     bench: BenchFacts | None = None
     sweep: Any = None
     """:class:`ibdiag.sweep.model.SweepResult` of a sweep document."""
+    job: JobFacts | None = None
 
 
 def read_bytes(path: Path, max_bytes: int) -> bytes:
@@ -208,6 +219,8 @@ def parse_document(doc: Any, source: str) -> InputDoc:
         )
     if kind == "bench":
         return InputDoc(source, kind, host, generated_at, status, findings, bench=_bench(r, doc))
+    if kind == "job":
+        return InputDoc(source, kind, host, generated_at, status, findings, job=_job(r, doc))
     return InputDoc(
         source, kind, host, generated_at, status, findings, sweep=SweepResult.from_json(doc, source)
     )
@@ -395,6 +408,18 @@ def _bench(r: JsonReader, doc: Mapping[str, Any]) -> BenchFacts:
         kind,
         r.opt_number(doc.get("avg_busbw_gbs"), "avg_busbw_gbs", lo=0, hi=1e6),
         f"{op} over {world if world is not None else '?'} ranks",
+    )
+
+
+def _job(r: JsonReader, doc: Mapping[str, Any]) -> JobFacts:
+    ras = r.obj(doc.get("ras") or {}, "ras")
+    nodes: dict[str, None] = {}
+    for i, row in enumerate(r.items(doc.get("ranks") or [], "ranks", max_items=1 << 20)):
+        node = r.obj(row, f"ranks[{i}]").get("node")
+        if node is not None:
+            nodes.setdefault(r.text(node, f"ranks[{i}].node", max_len=253, pattern=HOST_RE), None)
+    return JobFacts(
+        r.opt_text(ras.get("nccl_version"), "ras.nccl_version", max_len=64), tuple(nodes)
     )
 
 

@@ -12,8 +12,10 @@ from typing import Any
 
 from ibdiag.errors import NotSupportedError
 from ibdiag.findings.model import Finding, Severity, worst
+from ibdiag.report import jobdocs
+from ibdiag.report.files import Skipped
 from ibdiag.report.flapping import FlappingPort, most_flapping
-from ibdiag.report.inputs import AdapterFacts, InputDoc, Skipped, TopoFacts
+from ibdiag.report.inputs import AdapterFacts, InputDoc, TopoFacts
 from ibdiag.sweep.analysis import LinkVerdict, NodeStatus
 from ibdiag.sweep.checks import link_subject, sweep_findings
 
@@ -341,6 +343,7 @@ def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetVie
     pd = _pandas()
     topos, counters = _latest(docs, "topo"), _latest(docs, "counters")
     benches = [d for d in docs if d.kind == "bench"]
+    benches += jobdocs.per_node(docs)  # a job's findings, each under the node it names
     sweeps = [
         SweepPart(d.path, d.sweep, tuple(sweep_findings(d.sweep)))
         for d in docs
@@ -384,7 +387,7 @@ def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetVie
                 warnings=_named(warns),
                 outliers=tuple(odd.get(host, ())),
                 sources=tuple(
-                    k for k in ("topo", "counters", "bench", "sweep") if k in sources[host]
+                    k for k in ("topo", "counters", "bench", "sweep", "job") if k in sources[host]
                 ),
                 sweep=sweep_status.get(host),
             )

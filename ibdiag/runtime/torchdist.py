@@ -53,7 +53,7 @@ def serve_store(host: str, port: int = 0, *, timeout_s: float = 120.0) -> tuple[
             timeout=datetime.timedelta(seconds=timeout_s),
             wait_for_workers=False,
         )
-    except Exception as e:  # noqa: BLE001 - a bind failure has several exception types across versions
+    except Exception as e:  # a bind failure has several exception types across versions
         raise CannotRunError(
             f"cannot serve the rendezvous store on {host}:{port}: {first_line(e)}",
             hint="choose another port or host",

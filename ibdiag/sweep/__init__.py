@@ -13,8 +13,11 @@ The pieces, each pure and usable on its own:
 * :mod:`~tests.support.synthetic_fabric` — a named in-process fake runner with planted faults (scale tests);
 * :mod:`~ibdiag.sweep.analysis` — robust statistics and node / link / unreachable attribution;
 * :mod:`~ibdiag.sweep.checks` — findings (``sweep.*``); :mod:`~ibdiag.sweep.model` — the
-  ``ibdiag.sweep/1`` document; :mod:`~ibdiag.sweep.render` and :mod:`~ibdiag.sweep.chart` — views;
-  :mod:`~ibdiag.sweep.plan` — what ``--plan`` shows; JSON from other ranks and files is read by :mod:`ibdiag.jsonread`.
+  ``ibdiag.sweep/1`` document; :mod:`~ibdiag.sweep.views`, :mod:`~ibdiag.sweep.matrix` and
+  :mod:`~ibdiag.sweep.chart` — views; :mod:`~ibdiag.sweep.plan` — what ``--plan`` shows; JSON from
+  other ranks and files is read by :mod:`ibdiag.jsonread`;
+* :mod:`~ibdiag.sweep.command` — the entry point: ``run(SweepRequest)`` (this rank's part; rank 0 gets
+  the result) and ``plan(SweepRequest)``.
 
 ``--test collective`` runs a 2-rank gloo all_reduce per pair (:mod:`~ibdiag.sweep.collrunner`); NCCL per pair is not implemented.
 """

@@ -33,6 +33,7 @@ import gc
 import statistics
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from ibdiag.sweep.analysis import (
     Analysis,
@@ -125,10 +126,10 @@ def _analyse(
     return Analysis(config, tuple(rails[k] for k in sorted(rails)), tuple(links), tuple(verdicts))
 
 
-def _answered_tests(results: list[PairResult], n: int) -> tuple[dict[_Key, list], set[_Key]]:
+def _answered_tests(results: list[PairResult], n: int) -> tuple[dict[_Key, list[Any]], set[_Key]]:
     """1. Links: every answered test of (rail, a, b), whichever end served: [tests, failed, bws, lats];
     and the links the first pass measured."""
-    acc: dict[tuple[int, int, int], list] = {}
+    acc: dict[tuple[int, int, int], list[Any]] = {}
     first_pass: set[tuple[int, int, int]] = set()
     for res in results:
         if res.unreachable or not (0 <= res.a < n and 0 <= res.b < n) or res.a == res.b:
@@ -191,7 +192,7 @@ def _reference(
 
 def _rail_stats(
     nodes: Sequence[FleetNode],
-    acc: dict[_Key, list],
+    acc: dict[_Key, list[Any]],
     first_pass: set[_Key],
     config: SweepConfig,
 ) -> tuple[dict[int, _Medians], dict[int, RailStats]]:
@@ -241,7 +242,7 @@ MIN_COMPARABLE_LINKS = 3
 
 def _link_rows(
     nodes: Sequence[FleetNode],
-    acc: dict[_Key, list],
+    acc: dict[_Key, list[Any]],
     by_rail: dict[int, _Medians],
     rails: dict[int, RailStats],
     config: SweepConfig,

@@ -1,6 +1,6 @@
 """The sweep matrix as an image: PNG through matplotlib (imported only here), SVG by hand (no library).
 
-Both draw :class:`~ibdiag.sweep.render.MatrixGrid` cells coloured by bandwidth as a share of the rail's
+Both draw :class:`~ibdiag.sweep.matrix.MatrixGrid` cells coloured by bandwidth as a share of the rail's
 median: green (typical) to red (half or less), magenta for a failed test, grey for not tested.
 """
 
@@ -11,7 +11,7 @@ import io
 from collections.abc import Sequence
 
 from ibdiag.errors import NotSupportedError
-from ibdiag.sweep.render import FAILED, MatrixGrid
+from ibdiag.sweep.matrix import FAILED, MatrixGrid
 from ibdiag.sweep.stats import gbs_text
 
 #: (lowest share of the median, colour), best first; one palette for PNG, SVG and the tests that look for it.

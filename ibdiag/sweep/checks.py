@@ -22,6 +22,7 @@ from ibdiag.sweep.analysis import (
     RailStats,
 )
 from ibdiag.sweep.model import SweepResult
+from ibdiag.sweep.nodes import FleetNode
 from ibdiag.sweep.stats import gbs_text
 
 CHECKS = CheckRegistry("sweep")
@@ -352,6 +353,6 @@ def sweep_findings(result: SweepResult) -> list[Finding]:
     return out
 
 
-def _usual_rails(nodes: Sequence) -> int:
+def _usual_rails(nodes: Sequence[FleetNode]) -> int:
     counts = Counter(len(n.rails) for n in nodes)
     return max(counts.items(), key=lambda kv: (kv[1], kv[0]))[0]

@@ -47,7 +47,9 @@ def pair_allreduce(
     the serving end (``a``) None. Never raises for a failed or silent peer: the error goes in the result."""
     try:
         busbw = _measure(store, address, f"coll/{round_index}/{a}-{b}", 0 if me == a else 1, spec)
-    except Exception as e:  # noqa: BLE001 - gloo and the store raise RuntimeError subclasses; any is this pair's failure
+    except (
+        Exception
+    ) as e:  # gloo and the store raise RuntimeError subclasses; any is this pair's failure
         if me != b:
             return None
         text = "".join(c if c.isprintable() else " " for c in first_line(e))
@@ -90,5 +92,5 @@ def _measure(store: Any, address: str, prefix: str, pair_rank: int, spec: PairSp
             best = min(best, (time.perf_counter() - t0) / calls)
     finally:
         del pg
-    algbw_gbs = buf.numel() * 4 / best / 1e9
+    algbw_gbs = float(buf.numel()) * 4 / best / 1e9
     return algbw_gbs * OPS["all_reduce"].busbw_factor(2)

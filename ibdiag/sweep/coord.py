@@ -66,7 +66,7 @@ class Coordinator:
         """A store call; its failure (the store's host gone, a reset connection) is a CannotRunError."""
         try:
             return fn(*args)
-        except Exception as e:  # noqa: BLE001 - the store raises RuntimeError subclasses, OSError, ValueError
+        except Exception as e:  # the store raises RuntimeError subclasses, OSError, ValueError
             raise CannotRunError(
                 f"the rendezvous store failed while {what}: {first_line(e)}",
                 hint="rank 0 or the launcher's agent that serves the store is gone; check rank 0's output",
@@ -189,7 +189,7 @@ def connect_store(launch: LaunchEnv, timeout_s: float) -> Any:
             timeout=datetime.timedelta(seconds=timeout_s),
             wait_for_workers=False,
         )
-    except Exception as e:  # noqa: BLE001 - connect and bind failures have several types across versions
+    except Exception as e:  # connect and bind failures have several types across versions
         verb = "serve" if is_master else "reach"
         raise CannotRunError(
             f"rank {launch.rank}: cannot {verb} the rendezvous store at {launch.master_addr}:{launch.master_port}: {first_line(e)}",

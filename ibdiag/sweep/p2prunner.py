@@ -134,8 +134,8 @@ class RailServers:
     perftest_path: str | None = None
     """PATH for perftest's binaries when a client asks for ``--engine perftest``."""
     ports: list[int] = field(default_factory=list)
-    _servers: list = field(default_factory=list)
-    _threads: list = field(default_factory=list)
+    _servers: list[Server] = field(default_factory=list)
+    _threads: list[threading.Thread] = field(default_factory=list)
 
     def start(self) -> list[int]:
         for rail in self.rails:

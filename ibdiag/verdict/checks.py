@@ -8,7 +8,8 @@ Check ids are stable (CI and dashboards key on them); one finding per judgement,
 * ``verdict.fabric_health``     ``--root`` topo/port/counters checks fail (port down, trained narrow or slow,
                                 GPUs without GPUDirect RDMA, error counters); only with ``--root``
 * ``verdict.bucket_size``       another bucket size would cut the step by ``bucket_gain_share`` or more
-* ``verdict.rails``             ``--root`` shows no active RDMA port beside any GPU (one of the health problems)
+* ``verdict.rails``             ``--root`` shows no active RDMA port beside any GPU (one of the health problems;
+                                :mod:`ibdiag.verdict.health` judges it)
 
 Which judgements fail (exit 1) rather than warn is ``[verdict] fail_on``.
 """
@@ -18,15 +19,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ibdiag.findings.model import Finding, Severity
-from ibdiag.findings.registry import CheckRegistry
 from ibdiag.units import format_bytes, format_term_seconds
 from ibdiag.verdict import model
-from ibdiag.verdict.ceiling import RailInfo
+from ibdiag.verdict.health import Health
+from ibdiag.verdict.registry import CHECKS
 
 if TYPE_CHECKING:
     from ibdiag.verdict.judge import Verdict
 
-CHECKS = CheckRegistry("verdict")
+__all__ = ["CHECKS", "findings"]
 
 
 def _pct(x: float) -> float:
@@ -131,7 +132,7 @@ def _listed(found: tuple[Finding, ...]) -> str:
     "with --root: failing topo/port/counters checks, or GPUs without GPUDirect RDMA",
 )
 def fabric_health(v: Verdict) -> Finding | None:
-    h = v.health
+    h: Health | None = v.health
     if h is None:
         return None
     checked = "/".join(h.checked)
@@ -193,23 +194,6 @@ def bucket_size(v: Verdict) -> Finding:
         value=best,
         limit=cur,
         unit="B",
-    )
-
-
-@CHECKS.check(
-    "verdict.rails",
-    "with --root: no active RDMA port beside any GPU: fail (one of the fabric health problems)",
-)
-def no_rails(rails: RailInfo) -> Finding | None:
-    if rails.ports:
-        return None
-    return Finding(
-        "verdict.rails",
-        Severity.FAIL,
-        "node",
-        "no active RDMA port beside any GPU: this node cannot carry the job's traffic over RDMA",
-        value=0,
-        hint="check `ibdiag topo` on this node: adapters present, ports ACTIVE, GPUs visible",
     )
 
 

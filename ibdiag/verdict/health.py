@@ -1,5 +1,6 @@
 """Fabric health for the verdict: the ``--root`` node's topo, port and counters findings, sorted into
-what makes the fabric unhealthy for a training job."""
+what makes the fabric unhealthy for a training job, with the verdict's own judgement of the node (no
+rail at all: ``verdict.rails``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.verdict.ceiling import RailInfo
-from ibdiag.verdict.checks import no_rails
+from ibdiag.verdict.registry import CHECKS
 
 # topo warnings that, for a training job, mean GPUs without GPUDirect RDMA: the data is staged through
 # host memory (NCCL docs, NCCL_NET_GDR_LEVEL), so they make the fabric unhealthy here.
@@ -37,6 +38,23 @@ class Health:
             "warnings": [f.to_json() for f in self.warnings],
             "passed": self.passed,
         }
+
+
+@CHECKS.check(
+    "verdict.rails",
+    "with --root: no active RDMA port beside any GPU: fail (one of the fabric health problems)",
+)
+def no_rails(rails: RailInfo) -> Finding | None:
+    if rails.ports:
+        return None
+    return Finding(
+        "verdict.rails",
+        Severity.FAIL,
+        "node",
+        "no active RDMA port beside any GPU: this node cannot carry the job's traffic over RDMA",
+        value=0,
+        hint="check `ibdiag topo` on this node: adapters present, ports ACTIVE, GPUs visible",
+    )
 
 
 def sort_health(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -323,16 +324,25 @@ class Measured:
         }
 
 
-def choose_source(busbw: float | None, bench: Path | None, nccl_tests: Path | None) -> str:
-    given = [
-        name
-        for name, v in (("--busbw", busbw), ("--bench", bench), ("--nccl-tests", nccl_tests))
-        if v is not None
+def choose_source(
+    busbw: float | None,
+    bench: Path | None,
+    nccl_tests: Path | None,
+    other: tuple[str, object] | None = None,
+) -> str:
+    """The one measured source given (``other``: a source another package supplies, by its flag)."""
+    sources: list[tuple[str, object]] = [
+        ("--busbw", busbw),
+        ("--bench", bench),
+        ("--nccl-tests", nccl_tests),
     ]
+    if other is not None:
+        sources.append(other)
+    given = [name for name, v in sources if v is not None]
     if not given:
         raise UsageError(
-            "no measured bandwidth: give one of --busbw, --bench or --nccl-tests",
-            hint="--busbw 50 (GB/s, nccl-tests' busbw), --bench run.json (ibdiag bench ... --save), or --nccl-tests all_reduce.log",
+            "no measured bandwidth: give one of --busbw, --bench, --nccl-tests or --inspector",
+            hint="--busbw 50 (GB/s, nccl-tests' busbw), --bench run.json (ibdiag bench ... --save), --nccl-tests all_reduce.log, or --inspector DIR (NCCL Inspector's logs)",
         )
     if len(given) > 1:
         raise UsageError(
@@ -342,7 +352,7 @@ def choose_source(busbw: float | None, bench: Path | None, nccl_tests: Path | No
     return given[0]
 
 
-def _closest(sizes: list[int], target: int) -> int:
+def closest_size(sizes: list[int], target: int) -> int:
     # Closest on a log scale (message sizes double); on a tie the larger size.
     return min(sizes, key=lambda s: (abs(math.log(s / target)) if s > 0 else math.inf, -s))
 
@@ -387,7 +397,7 @@ def _from_collective(
             f"{path}: no collective rows with a size above 0 bytes",
             hint="measure sizes around the bucket size (e.g. -b 1M -e 256M)",
         )
-    size = _closest(sorted({r.bytes for r in coll}), bucket_bytes)
+    size = closest_size(sorted({r.bytes for r in coll}), bucket_bytes)
     at = [r for r in coll if r.bytes == size]
     busbw = sum(r.busbw_gbs for r in at) / len(at)
     if busbw <= 0 or not math.isfinite(busbw):
@@ -436,7 +446,7 @@ def _from_p2p(
             f"{path}: the p2p run has no bandwidth results",
             hint="give a bandwidth run (ibdiag bench p2p --mode bw --save FILE)",
         )
-    size = _closest(sorted({r.bytes for r in p2p}), bucket_bytes)
+    size = closest_size(sorted({r.bytes for r in p2p}), bucket_bytes)
     bw = max(r.bw_gbs for r in p2p if r.bytes == size and r.bw_gbs is not None)
     busbw = bw * rails_used
     rails = f" x {rails_used} rails" if rails_used > 1 else ""
@@ -481,6 +491,11 @@ def load_nccl_tests(path: Path, **kw: Any) -> Measured:
     measured = from_bench_run(run, source="nccl-tests", path=str(path), **kw)
     path_findings = tuple(socket_fallback(run))
     return replace(measured, fabric_findings=path_findings) if path_findings else measured
+
+
+#: A measured source another package supplies (``verdict --inspector``: NCCL Inspector's busbw, read by
+#: ``ibdiag.job``): called with the job's bucket size (bytes) and ranks, once the workload is known.
+MeasuredSource = Callable[[int, int], Measured]
 
 
 def from_flag(busbw: float) -> Measured:

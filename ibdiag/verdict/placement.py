@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ibdiag.fabric.placement import ALLTOALL, ASSUMPTION, RING, TREE_ALGO, Placement
 from ibdiag.findings.model import Finding, Severity
-from ibdiag.verdict.checks import CHECKS
+from ibdiag.verdict.registry import CHECKS
 
 #: The fabric caps the job when its ceiling is this share or more below the rails'.
 CAP_TOL = 0.01

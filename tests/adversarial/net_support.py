@@ -152,7 +152,7 @@ class ControlProxy:
     server that reads the (unencrypted) frames going to the client and calls ``on_server_message``
     with each decoded message before forwarding it. Data connections do not pass through it."""
 
-    def __init__(self, upstream_port: int, on_server_message) -> None:  # noqa: ANN001 - a callable(dict)
+    def __init__(self, upstream_port: int, on_server_message) -> None:  # a callable(dict)
         self.upstream_port = upstream_port
         self.on_server_message = on_server_message
         self.listener = socket.create_server(("127.0.0.1", 0))

@@ -15,9 +15,9 @@ import pytest
 
 pytest.importorskip("torch")
 
-import psutil  # noqa: E402
+import psutil
 
-from tests.adversarial.net_support import wait_gone  # noqa: E402
+from tests.adversarial.net_support import wait_gone
 
 pytestmark = pytest.mark.slow
 

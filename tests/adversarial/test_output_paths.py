@@ -223,9 +223,9 @@ def hook(event, args):
             time.sleep(0.1)
         os.write(2, b"no signal came\n")
 sys.addaudithook(hook)
-from ibdiag.cli import app
+from ibdiag.cli.main import run
 sys.argv = ["ibdiag", *sys.argv[2:]]
-app()
+run()
 """
 
 

@@ -320,3 +320,31 @@ def test_counters_far_end_reads_the_switch_port_at_the_other_end_of_the_cable(si
         columns=200,
     )
     assert f"{sw.desc} port {port}" in table.stdout and "symbol_error 57" in table.stdout
+
+
+def test_the_far_end_hook_adds_to_a_counters_run_without_the_cli(sim, tmp_path):
+    import shutil
+
+    from ibdiag.counters.command import CountersRequest, run
+    from ibdiag.counters.views.outputs import table_items
+    from ibdiag.fabric.attach import counters_far_end
+    from ibdiag.output.outputs import TableLayout
+    from tests.support.env import SYSFS_FIXTURES
+
+    f, t = sim()
+    ca = t.ca("gpu05", 1)
+    sw, port = t.host_cable("gpu05", 1)
+    f.console(f'PerformanceSet "{sw.node_id}"[{port}] PortCounters.LinkDownedCounter=3')
+    root = tmp_path / "root"
+    shutil.copytree(SYSFS_FIXTURES / "dgx-h100", root, symlinks=True)
+    g = f"{ca.guid:016x}"
+    guid_file = root / "sys/class/infiniband/mlx5_0/node_guid"
+    guid_file.resolve().write_text(":".join(g[i : i + 4] for i in range(0, 16, 4)) + "\n")
+    hook = counters_far_end(f.env(ca.node_id))
+    result = run(CountersRequest(root=root, devices=("mlx5_0",), far_end=hook))
+    (end,) = result.report.data["far_end"]
+    assert (end["desc"], end["far_port"], end["counters"]["link_downed"]) == (sw.desc, port, 3)
+    (finding,) = [x for x in result.report.findings if x.check == "fabric.far_end"]
+    assert finding.subject == "mlx5_0:1" and "link_downed 3" in finding.message
+    items = table_items(result, TableLayout(strict=False, width=200))
+    assert "Far ends" in str(items[1].title)  # above the ports' table, as the CLI prints it

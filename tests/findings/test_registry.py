@@ -14,7 +14,7 @@ from ibdiag.findings.registry import CheckRegistry
 from tests.support.env import REPO, SYSFS_FIXTURES
 
 ID_RE = re.compile(
-    r"(topo|port|counters|history|kernel|fabric|verdict|bench|collective|import|sweep|report)\.[a-z][a-z0-9_]*"
+    r"(topo|port|counters|history|kernel|fabric|verdict|bench|collective|import|sweep|report|job)\.[a-z][a-z0-9_]*"
 )
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 

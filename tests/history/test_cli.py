@@ -10,6 +10,7 @@ from ibdiag.history.config import HistoryConfig
 from ibdiag.history.store import write_record
 from tests.history.support import HOUR, counters_record
 from tests.support.counters import node, write
+from tests.support.env import REPO, SYSFS_FIXTURES
 
 
 def _seed(tmp_path, flaps: int, hours_ago: float):
@@ -85,3 +86,20 @@ def test_history_refuses_watch_and_a_file(cli, tmp_path):
     bad.write_text("[history]\nflaps_fail = 0\n")
     res = cli("counters", "--root", root, "--history", store, "--config", bad)
     assert res.exit_code == 2 and "flaps_fail" in res.stderr
+
+
+def test_counters_narrows_the_kernel_log_as_topo_does(cli):
+    """--kernel-log-window 1m keeps the saved log's last minute (its second outage alone); the window
+    without --kernel-log is a usage error."""
+    log = REPO / "fixtures/kernlog/dgx-h100-port-flapping.dmesg-T.txt"
+    root = SYSFS_FIXTURES / "dgx-h100"
+    res = cli(
+        "counters", "--root", root, "--kernel-log", log, "--kernel-log-window", "1m", "-o", "json"
+    )
+    assert res.exit_code in (0, 1), res.stderr
+    doc = json.loads(res.stdout)
+    span = doc["kernel_log"]["span"]
+    assert span["window_start"] == "2026-12-01T03:15:09Z" and span["skipped_before_window"] == 5
+    assert [e["kind"] for e in doc["kernel_log"]["events"]] == ["link_down", "link_up"]
+    res = cli("counters", "--root", root, "--kernel-log-since", "2026-12-02T00:00Z")
+    assert res.exit_code == 2 and "--kernel-log" in res.stderr and "hint:" in res.stderr

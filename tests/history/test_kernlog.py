@@ -74,11 +74,15 @@ def test_flapping_cable_on_a_roce_node():
     assert kinds.count(LINK_DOWN) == 2 and kinds.count("access_reg") == 12
 
 
-def test_old_link_downs_outside_the_window_and_recovery():
-    # A day later, nothing of it is in the 24 h window.
-    found, _ = _judge("roce-node-flapping-cable.journal.txt", "roce-node", now_s=NOW + 86400)
-    assert ("kernel.link", "mlx5_0:1") not in found
-    # Quiet and up since 10:40:09 for more than the recovery window: recovered.
+def test_a_saved_log_is_judged_over_its_own_last_day_and_recovers():
+    # A day later the saved journal is still read over its own last 24 h (up to its last line), not
+    # as "nothing in the last 24 h": its flaps stand, and the span says how old it is.
+    found, data = _judge("roce-node-flapping-cable.journal.txt", "roce-node", now_s=NOW + 86400)
+    assert found[("kernel.link", "mlx5_0:1")].severity.value == "fail"
+    log = found[("kernel.log", "kernel log")]
+    assert "before this run" in log.message and "up to its last line" in log.message
+    assert data["span"]["last"] == "2026-12-02T11:21:00Z"
+    # Quiet and up since 10:40:09 for more than the recovery window (to the log's end): recovered.
     found, _ = _judge(
         "roce-node-flapping-cable.journal.txt", "roce-node", cfg=HistoryConfig(recovery_hours=0.5)
     )

@@ -134,3 +134,26 @@ def test_snapshot_carries_the_roce_and_iommu_settings_but_not_config_space_or_dc
     assert all(f["config"] is None for f in snap["pcie_config"]["functions"])
     assert all(r["dcb"]["pfc"] is None for r in snap["roce"])
     assert not [f for f in snap["findings"] if f["check"] in ("topo.roce_pfc", "topo.pcie_acs")]
+
+
+def test_the_library_entry_point_captures_skips_and_refuses_without_the_cli(tmp_path):
+    from ibdiag.errors import UsageError
+    from ibdiag.node.command import SnapshotRequest, run, summary_text
+
+    out = tmp_path / "dgx.tar.gz"
+    summary = run(SnapshotRequest(out, root=SYSFS_FIXTURES / "dgx-h100", skip_adapters=("mlx5_1",)))
+    assert summary.path == out and summary.skipped == ("mlx5_1",) and summary.adapters >= 2
+    with tarfile.open(out) as tar:
+        names = tar.getnames()
+        manifest = json.load(tar.extractfile("ibdiag-snapshot.json"))
+    assert manifest["host"] == "dgx-h100-01"  # the tree's own host, from its manifest
+    assert manifest["skipped_adapters"] == ["mlx5_1"]
+    assert not any("/mlx5_1/" in n for n in names) and any("/mlx5_0/" in n for n in names)
+    text = summary_text(summary)
+    assert text.startswith(f"wrote {out}: {summary.files} files") and "skipped" in text
+    before = out.read_bytes()
+    with pytest.raises(UsageError) as e:
+        run(SnapshotRequest(out, root=SYSFS_FIXTURES / "dgx-h100"))
+    assert "--force" in (e.value.hint or "") and out.read_bytes() == before
+    with pytest.raises(UsageError):
+        run(SnapshotRequest(tmp_path, root=SYSFS_FIXTURES / "dgx-h100", force=True))

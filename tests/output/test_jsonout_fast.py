@@ -23,16 +23,24 @@ SCALARS = (
     | st.floats(allow_nan=True, allow_infinity=True)
     | st.text()
 )
-KEYS = st.text() | st.integers() | st.booleans() | st.none() | st.floats(allow_nan=False)
-DOCS = st.recursive(
-    SCALARS,
-    lambda inner: (
-        st.lists(inner, max_size=5)
-        | st.lists(inner, max_size=5).map(tuple)
-        | st.dictionaries(KEYS, inner, max_size=5)
-    ),
-    max_leaves=40,
-)
+KEYS = st.text()
+#: Keys of other types: _clean makes them strings, and may merge two ({"True": 1, True: 2}).
+OTHER_KEYS = st.integers() | st.booleans() | st.none() | st.floats(allow_nan=False)
+
+
+def _docs(keys: st.SearchStrategy) -> st.SearchStrategy:
+    return st.recursive(
+        SCALARS,
+        lambda inner: (
+            st.lists(inner, max_size=5)
+            | st.lists(inner, max_size=5).map(tuple)
+            | st.dictionaries(keys, inner, max_size=5)
+        ),
+        max_leaves=40,
+    )
+
+
+DOCS = _docs(KEYS)
 
 
 def reference(report: Report, meta: RunMeta) -> str:
@@ -53,6 +61,19 @@ def test_byte_for_byte_what_json_dumps_writes(doc):
             report, META
         )  # plain types: the one-pass encoder, never the general path
     assert fast == reference(report, META)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_docs(KEYS | OTHER_KEYS))
+def test_keys_of_other_types_give_what_json_dumps_writes(doc):
+    report = Report("fabric", {"data": doc}, ())
+    assert render_json(report, META) == reference(report, META)
+
+
+def test_two_keys_that_clean_merges_are_written_once():
+    report = Report("fabric", {"data": {"True": 1, True: 2}}, ())
+    assert render_json(report, META) == reference(report, META)
+    assert render_json(report, META).count('"True"') == 1
 
 
 class Level(IntEnum):

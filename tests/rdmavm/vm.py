@@ -407,7 +407,7 @@ def start(
     if str(REPO).startswith("/tmp/"):
         args += ["-virtfs", f"local,path={REPO},mount_tag=checkout,security_model=none,readonly=on"]
     args += list(node.qemu_net)
-    console = open(out / "console.log", "wb")  # noqa: SIM115 - qemu writes it until it exits
+    console = open(out / "console.log", "wb")  # qemu writes it until it exits
     try:
         proc = subprocess.Popen(
             args,

@@ -60,6 +60,6 @@ def run_cli(
         status = int(main([str(a) for a in args], environment))
     except SystemExit as e:  # only shell completion exits from inside click
         status = int(e.code or 0) if not isinstance(e.code, str) else 1
-    except Exception as e:  # noqa: BLE001 - a bug escaping the boundary: the test sees it
+    except Exception as e:  # a bug escaping the boundary: the test sees it
         exc, status = e, -1
     return CliResult(status, out.getvalue(), err.getvalue(), exc)

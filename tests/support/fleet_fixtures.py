@@ -101,16 +101,6 @@ def write_sweep(out: Path, nodes: int, faults: PlantedFaults, *, rails: int = 2)
 @pytest.fixture(scope="session")
 def fleet_dir(tmp_path_factory):
     """The fixture fleet's JSON directory, written once per test session (registered in conftest.py)."""
-    from typer.testing import CliRunner
+    from tests.support.cli import run_cli
 
-    from ibdiag.cli import app
-
-    runner = CliRunner()
-
-    def cli(*args):
-        res = runner.invoke(app, [str(a) for a in args])
-        return type(
-            "Result", (), {"exit_code": res.exit_code, "stdout": res.stdout, "stderr": res.stderr}
-        )
-
-    return write_fleet(tmp_path_factory.mktemp("fleet"), cli)
+    return write_fleet(tmp_path_factory.mktemp("fleet"), run_cli)

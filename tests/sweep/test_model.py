@@ -146,7 +146,7 @@ def _with_engines(result, requested, engines):
 def test_each_pair_records_the_engine_that_measured_it(result, requested, engines, summed):
     """``--engine auto`` lets every measuring node choose: the document says per pair what measured it
     and sums that up in ``sweep.engine`` ("auto" is only the option, ``sweep.engine_requested``)."""
-    from ibdiag.sweep.render import CSV_HEADER, csv_rows, summary_lines
+    from ibdiag.sweep.views import CSV_HEADER, csv_rows, summary_lines
 
     mixed = _with_engines(result, requested, engines)
     doc = json.loads(json.dumps(mixed.to_json()))

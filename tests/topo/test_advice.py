@@ -16,7 +16,7 @@ from ibdiag.findings.model import Severity
 from ibdiag.node.discover import discover
 from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.topo.checks import TopoConfig, check_topology
-from ibdiag.topo.render import LEGEND, matrix_text
+from ibdiag.topo.views import LEGEND, matrix_text
 from tests.support import nccl_hca
 from tests.support.env import SYSFS_FIXTURES
 from tests.sysfsgen.builder import Tree, zero_counters

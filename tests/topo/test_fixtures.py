@@ -10,7 +10,7 @@ from ibdiag.node.discover import discover
 from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.ports.config import PortsConfig
 from ibdiag.topo.checks import TopoConfig, check_topology
-from ibdiag.topo.render import matrix_text
+from ibdiag.topo.views import matrix_text
 from tests.support.env import SYSFS_FIXTURES
 
 PROFILES = [

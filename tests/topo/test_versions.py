@@ -14,7 +14,7 @@ from ibdiag.findings.model import Severity
 from ibdiag.node.discover import discover
 from ibdiag.node.sysfs import MAX_VALUE_BYTES, SysfsRoot
 from ibdiag.topo.checks import check_topology
-from ibdiag.topo.render import prom_metrics, summary_lines
+from ibdiag.topo.views import prom_metrics, summary_lines
 from tests.support.env import SYSFS_FIXTURES
 from tests.sysfsgen.builder import Tree, zero_counters
 

@@ -213,7 +213,7 @@ class CudaDevice:
     def versions(self) -> dict[str, str]:
         try:
             return {"nccl_version": ".".join(str(x) for x in self.torch.cuda.nccl.version())}
-        except Exception:  # noqa: BLE001 - the version is a nicety
+        except Exception:  # the version is a nicety
             return {}
 
 

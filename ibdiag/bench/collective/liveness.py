@@ -151,7 +151,7 @@ class HeartbeatThread(threading.Thread):
     def run(self) -> None:
         try:
             store = client_store(self.addr, self.port, min(self.timeout_s, 30.0))
-        except Exception:  # noqa: BLE001 - without a store there is no heartbeat; the run reports its own errors
+        except Exception:  # without a store there is no heartbeat; the run reports its own errors
             return
         counter = 0
         try:
@@ -162,7 +162,7 @@ class HeartbeatThread(threading.Thread):
                         _hb_key(self.prefix, self.rank),
                         f"{counter} {self.step} {os.getpid()} {self.host} {self.label}",
                     )
-                except Exception:  # noqa: BLE001 - the store host may be gone at the end of the run
+                except Exception:  # the store host may be gone at the end of the run
                     return
                 self._wake.wait(self.period_s)
                 self._wake.clear()

@@ -128,7 +128,7 @@ class _Rank:
             first = read_heartbeats(store, self.world, self.prefix)
             time.sleep(diagnose_wait(self.world))
             second = read_heartbeats(store, self.world, self.prefix)
-        except Exception as e:  # noqa: BLE001 - any store failure means it is unreachable; said below
+        except Exception as e:  # any store failure means it is unreachable; said below
             return f"the rendezvous store at {self.launch.master_addr}:{self.launch.master_port} is unreachable too ({first_line(e)}): rank 0 or the launcher is gone"
         missing = who_did_not_answer(first, second, self.world, self.step, me=self.rank)
         if missing:
@@ -206,7 +206,7 @@ class _Rank:
                 timeout=timeout,
                 wait_for_workers=False,
             )
-        except Exception as e:  # noqa: BLE001 - a store failure has several exception types across versions
+        except Exception as e:  # a store failure has several exception types across versions
             verb = "serve" if is_master else "reach"
             raise CannotRunError(
                 f"rank {self.rank}: cannot {verb} the rendezvous store at {self.launch.master_addr}:{self.launch.master_port}: {first_line(e)}",
@@ -396,7 +396,7 @@ class _Rank:
                     abort()
                 else:
                     self.dist.destroy_process_group()
-        except Exception:  # noqa: BLE001 - teardown after a failure must not hide the failure
+        except Exception:  # teardown after a failure must not hide the failure
             pass
         gc.collect()
         threads = [t for t in (self.watchdog, self.hb) if t is not None]

@@ -121,7 +121,11 @@ def summary_lines(run: BenchRun) -> list[str]:
     out = []
     if imported is not None:
         what = f"# imported from {imported.source}: {imported.tool} {m.op or 'collective (op unknown)'}"
-        if imported.format:
+        if imported.tool == "NCCL":
+            what = f"# imported from {imported.source}: NCCL's own log, no result table" + (
+                f" (a {m.op} run)" if m.op else ""
+            )
+        elif imported.format:
             what += f" ({imported.format} format)"
         out.append(what)
         gpus = m.nccl_tests.gpus if m.nccl_tests is not None else ()
@@ -391,7 +395,9 @@ def table_items(run: BenchRun) -> list[Any]:
     def text(lines: list[str]) -> list[Any]:
         return [Text(line, no_wrap=True, overflow="ignore") for line in lines]
 
-    items = text(summary_lines(run) + table_lines(run))
+    imported = run.provenance.imported
+    no_table = not run.results and imported is not None and imported.tool == "NCCL"
+    items = text(summary_lines(run) + ([] if no_table else table_lines(run)))
     chart = busbw_chart(run)
     if chart:
         items += [Text(""), *text(chart.splitlines())]

@@ -37,6 +37,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ibdiag.bench.collective.device import select_device
 from ibdiag.bench.collective.measurement import MeasuredRow, Measurement, RankInfo
@@ -163,7 +164,7 @@ def _measurement(
     torch: object,
     steps: Sequence[SizeStep],
     skipped: tuple[int, ...],
-    gathered: list,
+    gathered: list[dict[str, Any]],
     env: Mapping[str, str],
 ) -> Measurement:
     infos = [g["info"] for g in gathered]

@@ -195,7 +195,7 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM in the supervisor: unwind like Ctrl-C (stop the ranks, remove their logs, exit 130)."""
 
 
-def _on_sigterm(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handler signature
+def _on_sigterm(signum: int, frame: Any) -> None:  # signal handler signature
     raise _Terminated()
 
 
@@ -247,8 +247,8 @@ def run_local(
     try:
         store, port = serve_store("127.0.0.1", 0, timeout_s=timeout_s)
         for r in range(nproc):
-            out = open(rdir / f"rank{r}.out", "wb")  # noqa: SIM115 - closed in finally
-            err = open(rdir / f"rank{r}.err", "wb")  # noqa: SIM115 - closed in finally
+            out = open(rdir / f"rank{r}.out", "wb")  # closed in finally
+            err = open(rdir / f"rank{r}.err", "wb")  # closed in finally
             files += [out, err]
             procs.append(
                 subprocess.Popen(
@@ -257,7 +257,7 @@ def run_local(
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=err,
-                    preexec_fn=die_with_parent(),  # noqa: PLW1509 - a rank whose supervisor dies (SIGKILL, OOM killer) dies with it
+                    preexec_fn=die_with_parent(),  # a rank whose supervisor dies (SIGKILL, OOM killer) dies with it
                 )
             )
         outcome = watch(procs, rdir, store, prefix, timeout_s, on_progress)

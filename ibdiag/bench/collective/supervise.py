@@ -165,7 +165,7 @@ def watch(
     codes = [p.poll() for p in procs]
     result = rdir / RESULT
     if all(c == 0 for c in codes) and result.exists():
-        return json.loads(result.read_text(encoding="utf-8"))
+        return dict(json.loads(result.read_text(encoding="utf-8")))
     now = time.monotonic()
     for r, c in enumerate(codes):
         if c is not None:
@@ -192,7 +192,7 @@ def _poll_heartbeats(
     alive = False
     try:
         hb = read_heartbeats(store, n, prefix)
-    except Exception:  # noqa: BLE001 - the store raises several types; no heartbeats this time
+    except Exception:  # the store raises several types; no heartbeats this time
         hb = {}
     for r, h in hb.items():
         if last_hb.get(r) is None or (h.counter, h.step) != (
@@ -334,7 +334,7 @@ def _compose_error(
     errors = _read_errors(rdir, len(procs))
     try:
         hb = read_heartbeats(store, len(procs), prefix)
-    except Exception:  # noqa: BLE001 - the store raises several types; the last heartbeats seen stand
+    except Exception:  # the store raises several types; the last heartbeats seen stand
         hb = dict(last_hb)
 
     def at(r: int) -> str:

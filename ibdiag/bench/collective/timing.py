@@ -68,14 +68,14 @@ def warmup_queued(
     device: Any, call: Callable[[], Any], n: int, timeout_s: float, beat: Callable[[], None]
 ) -> float | None:
     """Run ``n`` untimed calls one at a time; the median time of one call (s), None without calls."""
-    times = []
+    times: list[float] = []
     for _ in range(n):
         start, end = device.event(), device.event()
         start.record()
         call()
         end.record()
         wait_events([end], timeout_s, beat)
-        times.append(start.elapsed_time(end) / 1e3)
+        times.append(float(start.elapsed_time(end)) / 1e3)
     if not times:
         return None
     kept = sorted(times[1:] or times)  # the first call may include lazy set-up

@@ -6,15 +6,20 @@ Formats recognised by content, not by file name:
 * nccl-tests ``-J`` JSON -> ``kind: collective``
 * perftest ``ib_*_bw`` / ``ib_*_lat`` stdout -> ``kind: p2p``; perftest ``--out_json`` -> ``kind: p2p``
 * ibdiag's own ``ibdiag.bench/1`` JSON (``--save``, ``-o json``) -> itself
+* NCCL's own ``NCCL_DEBUG`` lines without a result table (a training job's log, a benchmark that died
+  before its table) -> ``kind: collective`` without rows, ``provenance.imported.tool`` ``NCCL``
+  (:mod:`~ibdiag.bench.importers.nccl_log`): the transport, GPUDirect RDMA, devices, hosts, NCCL
+  version, GID index and fatal network errors the log holds
 
 The interface other commands use (``ibdiag verdict --nccl-tests FILE`` among them):
 
 ``load(path) -> BenchRun``
-    The one run in the file, read as a stream. Raises :class:`~ibdiag.errors.InputError` (exit 2) for
-    an unreadable, empty or binary file, a file without a result table, a row that does not fit its
-    header (the message names its line), a file without result rows, a run that failed (its tool's
-    error line, ``provenance.failure``: no measurement), and a file that holds several runs: they are never averaged, and the message says how many there are and how they were told
-    apart. Lines around the table (prompts, command lines, NCCL debug lines, launcher chatter) are
+    The one measured run in the file, read as a stream. Raises :class:`~ibdiag.errors.InputError`
+    (exit 2) for an unreadable, empty or binary file, a file without a result table (NCCL's lines
+    alone are no measurement), a row that does not fit its header (the message names its line), a
+    file without result rows, a run that failed (its tool's error line, ``provenance.failure``: no
+    measurement), and a file that holds several runs: they are never averaged, and the message says
+    how many there are and how they were told apart. Lines around the table (prompts, command lines, NCCL debug lines, launcher chatter) are
     read for provenance or skipped. Callers that can handle several runs use ``read_runs``.
 ``read_runs(path, *, op=None, file_name=None) -> (list[BenchRun], source)``
     Every run in the file at ``path`` (``-``: stdin; ``.gz`` opened transparently).
@@ -26,6 +31,7 @@ The interface other commands use (``ibdiag verdict --nccl-tests FILE`` among the
     output tag", or "interleaved (untagged lines; rows attributed in order of appearance)").
 ``select_run(runs, source, run_index=None) -> (BenchRun, findings)``
     The policy for a file of several runs (refuse and list them, or pick ``--run N`` with a warning).
+    A run without rows is returned: what its log says is judged (``ibdiag bench import``).
 ``separate_runs(runs) -> bool``
     Several runs one after the other, which ``ibdiag bench import`` imports each of.
 
@@ -43,13 +49,14 @@ from collections import deque
 from collections.abc import Iterable
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ibdiag.bench.importers import nccl_tests, nccl_tests_json, perftest, perftest_json
 from ibdiag.bench.importers.checks import multiple_runs
 from ibdiag.bench.importers.context import Context
 from ibdiag.bench.importers.lines import Line
-from ibdiag.bench.importers.source import _PREFIXED, MAX_BYTES, open_log
+from ibdiag.bench.importers.nccl_log import is_nccl_log, nccl_log_run, says_something
+from ibdiag.bench.importers.source import _JSON_LIST, _PREFIXED, MAX_BYTES, open_log
 from ibdiag.bench.results.collective_meta import CollectiveMeta
 from ibdiag.bench.results.model import SCHEMA, BenchRun, bench_run_from_json
 from ibdiag.collectives import get_op
@@ -67,12 +74,37 @@ __all__ = [
     "separate_runs",
 ]
 
-#: Text formats, tried in order: each module has ``marks(line)`` (a line only that tool prints) and
-#: ``parse_lines(lines, context, source, *, op, file_name) -> list[BenchRun]``.
-TEXT_FORMATS: tuple[Any, ...] = (nccl_tests, perftest)
-#: JSON formats: ``is_json_doc(doc)`` and ``parse_doc(doc, source, *, op, file_name) -> BenchRun``
-#: (ibdiag's own ``ibdiag.bench/1`` documents are read before these).
-JSON_FORMATS: tuple[Any, ...] = (nccl_tests_json, perftest_json)
+
+class TextFormat(Protocol):
+    """A text format's module: ``marks(line)`` (a line only that tool prints) and its parser."""
+
+    def marks(self, line: Line) -> bool: ...
+
+    def parse_lines(
+        self,
+        lines: Iterable[Line],
+        ctx: Context,
+        source: str = ...,
+        *,
+        op: str | None = ...,
+        file_name: str | None = ...,
+    ) -> list[BenchRun]: ...
+
+
+class JsonFormat(Protocol):
+    """A JSON format's module: ``is_json_doc(doc)`` and ``parse_doc(doc, source, *, op, file_name)``."""
+
+    def is_json_doc(self, doc: Any) -> bool: ...
+
+    def parse_doc(
+        self, doc: Any, source: str, *, op: str | None = ..., file_name: str | None = ...
+    ) -> BenchRun: ...
+
+
+#: Text formats, tried in order.
+TEXT_FORMATS: tuple[TextFormat, ...] = (nccl_tests, perftest)
+#: JSON formats (ibdiag's own ``ibdiag.bench/1`` documents are read before these).
+JSON_FORMATS: tuple[JsonFormat, ...] = (nccl_tests_json, perftest_json)
 
 _LOOKAHEAD_BYTES = 8 * 2**20
 """Lines kept while no format has shown itself yet (older ones are noise before the table and dropped)."""
@@ -117,7 +149,8 @@ def parse_lines(
 
     Every line goes to the :class:`~ibdiag.bench.importers.context.Context` first (command lines, NCCL
     lines); the others are held until a line only one format prints (its ``marks``) says whose table
-    this is, then that format reads them all. No marker at all: InputError (no table).
+    this is, then that format reads them all. No marker but NCCL's own lines: one run without rows
+    (:func:`~ibdiag.bench.importers.nccl_log.nccl_log_run`). Neither: InputError (nothing to read).
     """
     op = None if op is None else get_op(op).name
     ctx = Context()
@@ -139,8 +172,10 @@ def parse_lines(
         held_bytes += len(ln.text) + 64
         while held_bytes > _LOOKAHEAD_BYTES and held:
             held_bytes -= len(held.popleft().text) + 64
-    if ctx.commands or ctx.facts.info_lines:
-        what = "the command line and NCCL's lines are there, but no result table"
+    if says_something(ctx):
+        return [nccl_log_run(ctx, source, op=op, file_name=file_name, skipped=seen)]
+    if ctx.commands:
+        what = "the command line is there, but no result table and no NCCL line"
     elif first is None:
         raise InputError(f"{source}: empty (no text lines)", hint=_EMPTY_HINT)
     else:
@@ -155,7 +190,9 @@ def parse_runs(
     stripped = text.lstrip()
     if not stripped:
         raise InputError(f"{source}: empty", hint=_EMPTY_HINT)
-    if stripped[0] == "{" or (stripped[0] == "[" and not _prefixed(stripped)):
+    if stripped[0] == "{" or (
+        stripped[0] == "[" and not _prefixed(stripped) and _json_list(stripped)
+    ):
         return parse_json(
             text, source, op=None if op is None else get_op(op).name, file_name=file_name
         )
@@ -164,6 +201,11 @@ def parse_runs(
 
 def _prefixed(text: str) -> bool:
     return bool(_PREFIXED.match(text[:64].encode("utf-8", errors="replace")))
+
+
+def _json_list(text: str) -> bool:
+    """A list of lists or objects (a JSON document), not a log line that starts with ``[``."""
+    return bool(_JSON_LIST.match(text[:128].encode("utf-8", errors="replace")))
 
 
 def read_runs(
@@ -228,7 +270,8 @@ def select_run(
 
     Several runs are never averaged: without ``run_index`` they are an InputError listing them (with the
     MPI hint when they look like a binary built without MPI under mpirun); ``run_index`` (1-based) picks
-    one, with an ``import.multiple_runs`` warning. A run without rows is an InputError.
+    one, with an ``import.multiple_runs`` warning. A run without rows is returned (its log is judged);
+    :func:`parse_text` and :func:`load`, which need a measurement, refuse it.
     """
     findings: list[Finding] = []
     if len(runs) > 1:
@@ -259,26 +302,34 @@ def select_run(
         findings += multiple_runs(source, run_index, len(runs), _separation(runs))
     elif run_index not in (None, 1):
         raise UsageError(f"--run {run_index}: {source} holds one run", hint="drop --run")
-    run = runs[(run_index or 1) - 1]
+    return runs[(run_index or 1) - 1], findings
+
+
+def _measured(run: BenchRun, source: str) -> BenchRun:
+    """``run`` if it has result rows (or its tool's failure line); InputError otherwise."""
     if not run.results and run.provenance.failure is None:
         raise InputError(
-            f"{source}: the run has a header but no result rows (it stopped before measuring?)",
-            hint="rerun the benchmark to completion",
+            f"{source}: the run has a header but no result rows (it stopped before measuring?)"
+            if not is_nccl_log(run)
+            else f"{source}: NCCL's lines but no result table: no measurement",
+            hint="rerun the benchmark to completion; ibdiag bench import FILE shows what the log says",
         )
-    return run, findings
+    return run
 
 
 def parse_text(
     text: str, source: str = "<text>", *, op: str | None = None, file_name: str | None = None
 ) -> BenchRun:
     """The single run in ``text``; InputError when there is none or several (never averaged)."""
-    return select_run(parse_runs(text, source, op=op, file_name=file_name), source)[0]
+    return _measured(
+        select_run(parse_runs(text, source, op=op, file_name=file_name), source)[0], source
+    )
 
 
 def load(path: str | Path) -> BenchRun:
     """The one run in the log at ``path`` (see the module docstring for what is accepted and refused)."""
     runs, source = read_runs(path)
-    run = select_run(runs, source)[0]
+    run = _measured(select_run(runs, source)[0], source)
     if run.provenance.failure is not None:
         raise InputError(
             f"{source}: the run failed ({run.provenance.failure}): its numbers are not a measurement",

@@ -20,6 +20,11 @@ Check ids:
   failure``, perftest's ``Couldn't connect to``, ``Failed to modify QP to RTR``, completion with
   error): fail
 * ``import.header_incomplete`` the paste lacks the table's header: the columns were told from the rows: warn
+* ``import.network_error``   NCCL's IB/RoCE transport got a completion error (``NET/IB : Got completion
+  … with error 12 … vendor err 129``, or the verbs provider's CQE dump): the run failed on the network: fail
+
+A run without rows (NCCL's own log, a benchmark that died before its table) gets the findings of what
+its log says; ``import.incomplete`` fails when a benchmark was run and printed no result row.
 """
 
 from __future__ import annotations
@@ -27,12 +32,13 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from ibdiag.bench.importers.nccl_log import is_nccl_log
 from ibdiag.bench.results.collective_checks import busbw_findings, wrong_findings
 from ibdiag.bench.results.collective_config import CollectiveConfig
 from ibdiag.bench.results.collective_meta import CollectiveMeta, NcclTestsLog
 from ibdiag.bench.results.model import BenchRun, CollectiveResult
 from ibdiag.bench.results.p2p_meta import P2PMeta
-from ibdiag.bench.results.provenance import Provenance
+from ibdiag.bench.results.provenance import CompletionError, NcclPath, Provenance
 from ibdiag.collectives import find_op
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry
@@ -103,6 +109,69 @@ def socket_fallback(run: BenchRun) -> Finding | None:
     )
 
 
+#: What a completion status means for the fabric, and what to check (``ibv_wc_status``).
+_STATUS_HINT = {
+    12: "the peer's adapter never acknowledged: the two NICs cannot reach each other over IB/RoCE, or the "
+    "link drops packets. On RoCE first the GID index: NCCL_IB_GID_INDEX must name the RoCE v2 IPv4 GID "
+    "on every node (show_gids), then VLAN, routing and PFC; run ib_write_bw between the same NICs with "
+    "the same GID index, and ibdiag counters on both ends",
+    13: "the receiver had no buffer posted in time (RNR): a rank that stopped or fell behind; read the "
+    "other ranks' logs",
+    4: "the adapter refused a memory access of its own: with GPUDirect RDMA, nvidia-peermem (nv_peer_mem) "
+    "and the PCIe path between GPU and NIC (ACS, IOMMU); rerun with NCCL_NET_GDR_LEVEL=LOC to confirm, "
+    "then ibdiag topo",
+    8: "the adapter refused a memory access of its own: GPUDirect RDMA registration (nvidia-peermem, ACS, "
+    "IOMMU); ibdiag topo",
+    10: "the peer refused the access: a memory region gone on the other side (a rank that died), or "
+    "GPUDirect RDMA registration there",
+}
+
+
+def _first_cause(errors: tuple[CompletionError, ...]) -> CompletionError:
+    """The first error that is not a consequence (5: work request flushed, after an earlier error)."""
+    return next((e for e in errors if e.status != 5), errors[0])
+
+
+def _gid_said(path: NcclPath) -> str:
+    if path.gid_index is None and not path.gids:
+        return ""
+    gids = f" ({', '.join(path.gids[:3])})" if path.gids else ""
+    index = f"GID index {path.gid_index}" if path.gid_index is not None else "GIDs"
+    return f"; {index}{gids}"
+
+
+@CHECKS.check(
+    "import.network_error",
+    "NCCL's IB/RoCE transport got a completion error (NET/IB : Got completion ... with error): fail",
+)
+def network_error(run: BenchRun) -> Finding | None:
+    """The run failed on the network: NCCL's completion error lines, or the provider's CQE dump."""
+    path = run.provenance.nccl_path
+    if path is None or not path.completion_errors:
+        return None
+    e = _first_cause(path.completion_errors)
+    count = max(path.completion_error_count, len(path.completion_errors))
+    hosts = sorted({x.host for x in path.completion_errors if x.host})
+    where = [f"{e.where}"]
+    for label, value in (("on", e.host), ("from peer", e.peer), ("hca", e.hca), ("", e.direction)):
+        if value:
+            where.append(f"{label} {value}".strip())
+    vendor = f", vendor err {e.vendor_err} (0x{e.vendor_err:x})" if e.vendor_err is not None else ""
+    also = f"; on {len(hosts)} hosts ({', '.join(hosts[:4])})" if len(hosts) > 1 else ""
+    return Finding(
+        "import.network_error",
+        Severity.FAIL,
+        "NET/IB",
+        f"the network failed the run: {count} completion error(s), first: error {e.status} ({e.status_name}){vendor}, "
+        f"{' '.join(where)}{also}{_gid_said(path) if e.status == 12 else ''}",
+        value=e.status,
+        hint=_STATUS_HINT.get(
+            e.status,
+            "read the NCCL WARN lines around it; check the link (ibdiag counters) and the adapters (ibv_devinfo) on the hosts named",
+        ),
+    )
+
+
 @CHECKS.check("import.run_failed", "the tool printed an error where its results should be: fail")
 def run_failed(run: BenchRun) -> Finding | None:
     """The log's run ended in the tool's own error line (kept in ``provenance.failure``)."""
@@ -159,13 +228,14 @@ def import_findings(run: BenchRun, cfg: CollectiveConfig | None = None) -> list[
         subject, rows, checked=bool(rows) and all(r.wrong is not None for r in rows)
     )
     out += run_failed(run)
+    out += network_error(run)
     out += _out_of_bounds(subject, log)
     out += socket_fallback(run)
     if log.header:
         out.append(_header_finding(subject, log.header))
     out += _avg_mismatch(subject, m, log, rows)
     out += _busbw_factor(subject, op, m.world_size, rows)
-    out += _run_shape(subject, src, m, log, rows)
+    out += _no_table(run) if is_nccl_log(run) else _run_shape(subject, src, m, log, rows)
     out += _nccl_warnings(subject, prov)
     out += busbw_findings(subject, rows, cfg)
     return out
@@ -282,10 +352,12 @@ def _run_shape(
         out.append(
             Finding(
                 "import.incomplete",
-                Severity.WARN,
+                Severity.WARN if rows else Severity.FAIL,
                 subject,
-                f"the run has no footer (Avg bus bandwidth): it was cut short after {len(rows)} rows",
-                hint="rerun to completion; a crash or a timeout ended it",
+                f"the run has no footer (Avg bus bandwidth): it was cut short after {len(rows)} rows"
+                if rows
+                else "the run printed no result row: it ended before measuring",
+                hint="rerun to completion; a crash or a timeout ended it (the findings above say what the log shows)",
             )
         )
     if not op:
@@ -301,6 +373,23 @@ def _run_shape(
             )
         )
     return out
+
+
+def _no_table(run: BenchRun) -> list[Finding]:
+    """``import.incomplete`` for NCCL's own log: only when its command ran a benchmark (a training
+    job's log has no table to miss)."""
+    cmd = run.provenance.command
+    if cmd is None or cmd.binary is None:
+        return []
+    return [
+        Finding(
+            "import.incomplete",
+            Severity.FAIL,
+            cmd.binary,
+            f"the log has the command ({cmd.binary}) and NCCL's lines, but no result table: the run ended before measuring",
+            hint="rerun to completion; the findings above say what NCCL's lines show",
+        )
+    ]
 
 
 def _nccl_warnings(subject: str, prov: Provenance) -> list[Finding]:

@@ -14,7 +14,10 @@ it; it keeps
   the warning lines, and the hosts named in their ``host:pid:tid [dev]`` prefixes. A table row that ran
   into an NCCL line (stdout and stderr sharing a terminal) is handed on without it;
 * environment lines (``export NCCL_IB_DISABLE=1``, ``NCCL_NET=Socket`` printed by ``env``): NCCL's
-  variables, a signal of the transport like the command line's ``-x VAR=value``.
+  variables, a signal of the transport like the command line's ``-x VAR=value``;
+* the CQE the verbs provider dumps when a completion fails (``mlx5: gpu5: got completion with error:``
+  and four lines of four hex words, rdma-core providers/mlx5/cq.c): read as a completion error
+  (syndrome and vendor syndrome), never as table rows.
 
 Facts: NCCL's ``init.cc``/``transport/net_ib.cc``/``net_socket.cc`` log lines (``NET/IB : Using
 [0]mlx5_0:1/IB ; OOB ib0:...``, ``Using network IB``, ``Channel 00/0 : 0[0] -> 1[1] [send] via
@@ -28,7 +31,7 @@ import shlex
 from collections.abc import Iterable, Iterator
 
 from ibdiag.bench.importers.lines import Line, iter_lines
-from ibdiag.bench.importers.transport import PREFIX_HOST, PathFacts, nccl_path
+from ibdiag.bench.importers.transport import PathFacts, nccl_path, prefix_host
 from ibdiag.bench.results.provenance import (
     MAX_NAMES,
     MAX_WARNINGS,
@@ -36,6 +39,7 @@ from ibdiag.bench.results.provenance import (
     PERFTEST_FLAGS,
     PERFTEST_OPTIONS,
     CommandLine,
+    CompletionError,
     NcclPath,
 )
 from ibdiag.jsonread import Scalar
@@ -282,6 +286,18 @@ def command_line(text: str) -> CommandLine | None:
     )
 
 
+_CQE_HEAD = re.compile(r"mlx5: (?P<host>[^\s:]{1,255}): got completion with error:?\s{0,8}$")
+_CQE_WORDS = re.compile(r"[0-9a-f]{8}(?: [0-9a-f]{8}){3}\s{0,8}$")
+#: mlx5 CQE syndrome -> ibv_wc_status (rdma-core providers/mlx5/cq.c mlx5_handle_error_cqe).
+_CQE_STATUS = {
+    0x01: 1, 0x02: 2, 0x04: 4, 0x05: 5, 0x06: 6, 0x10: 7, 0x11: 8,
+    0x12: 9, 0x13: 10, 0x14: 11, 0x15: 12, 0x16: 13, 0x22: 16,
+}  # fmt: skip
+
+
+#: The patterns this module added for issue 36, applied to untrusted lines (timed in tests/adversarial).
+UNTRUSTED_PATTERNS = (_CQE_HEAD, _CQE_WORDS)
+
 _ENV_LINE = re.compile(
     r"^(?:export\s+|setenv\s+|declare -x\s+)?(NCCL_[A-Z0-9_]+)(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)\s*$"
 )
@@ -301,6 +317,8 @@ class Context:
         """NCCL variables set in environment lines of the log (``export NCCL_IB_DISABLE=1``): value, where."""
         self.fragment: Line | None = None
         self.skipped = 0
+        self._cqe: tuple[str, int, int] | None = None
+        """A CQE dump being read: (host, its first line, dump lines still to come)."""
 
     def table_lines(self, raw_lines: Iterable[str]) -> Iterator[Line]:
         """Every line (see :func:`iter_lines`) that :meth:`feed` does not take, lazily; of an NCCL line
@@ -314,17 +332,19 @@ class Context:
 
     def _fragment(self, prefix: str, line: Line) -> None:
         """Keep what stands before an NCCL line's ``host:pid:tid [dev]`` prefix when it starts like a row."""
-        m = PREFIX_HOST.search(prefix)
+        m = prefix_host(prefix)
         head = (prefix[: m.start()] if m else prefix).strip()
         words = head.split()
         if m and len(words) >= 2 and words[0].isdigit() and words[1].isdigit():
             self.fragment = Line(line.number, head, line.tag, line.truncated)
 
     def feed(self, line: Line) -> bool:
-        """True when the line is a command line or an NCCL debug line (not part of any table)."""
+        """True when the line is a command line, an NCCL debug line or a CQE dump (not part of any table)."""
         s = line.text.strip()
         if not s or line.truncated:
             return False
+        if self._cqe_line(s, line.number):
+            return True
         dbg = NCCL_DEBUG.search(s) if "NCCL " in s else None
         if dbg:
             prefix = s[: dbg.start()]
@@ -350,6 +370,29 @@ class Context:
                 return True
         return False
 
+    def _cqe_line(self, s: str, number: int) -> bool:
+        """The provider's ``got completion with error:`` line and the four lines of the CQE after it;
+        the last line's second word holds the vendor syndrome and the syndrome (mlx5_err_cqe)."""
+        if self._cqe is not None:
+            host, first, left = self._cqe
+            if _CQE_WORDS.match(s):
+                self._cqe = (host, first, left - 1) if left > 1 else None
+                if left == 1:
+                    word = s.split()[1]
+                    vendor, synd = int(word[4:6], 16), int(word[6:8], 16)
+                    status = _CQE_STATUS.get(synd, 21)
+                    self.facts.completion(
+                        CompletionError(status, vendor, host, where=f"line {first}, CQE dump")
+                    )
+                return True
+            self._cqe = None
+        if s.startswith("mlx5: ") and "got completion" in s:
+            m = _CQE_HEAD.match(s)
+            if m:
+                self._cqe = (m.group("host")[:80], number, 4)
+                return True
+        return False
+
     def _nccl(self, kind: str, prefix: str, body: str, number: int) -> None:
         self.facts.host(prefix)
         where = f"line {number}"
@@ -357,7 +400,7 @@ class Context:
             self.warning_count += 1
             if len(self.warnings) < MAX_WARNINGS:
                 self.warnings.append((number, f"NCCL {kind}{body}"[:300]))
-            self.facts.warn(body, where)
+            self.facts.warn(body, where, prefix)
             return
         if kind != "INFO":
             return

@@ -44,6 +44,7 @@ from typing import Any
 
 from ibdiag.bench.importers.context import Context
 from ibdiag.bench.importers.lines import Line, row_tokens
+from ibdiag.bench.importers.nccl_log import nccl_log_run, says_something
 from ibdiag.bench.importers.nccl_tests_run import MAX_ROWS, Run, to_bench_run
 from ibdiag.bench.importers.nccl_tests_table import (
     HINT,
@@ -420,8 +421,14 @@ def parse_lines(
     for ln in lines:
         parser.feed(ln)
     parser.finish()
-    runs = [r for r in parser.runs if r.rows or r.columns is not None or r.params or r.failure]
+    runs = [
+        r
+        for r in parser.runs
+        if r.rows or r.columns is not None or r.params or r.failure or r.ranks
+    ]
     if not runs:
+        if says_something(ctx):  # only rank lines of a header, and NCCL's own lines
+            return [nccl_log_run(ctx, source, op=op, file_name=file_name, skipped=parser.skipped)]
         raise InputError(f"{source}: no nccl-tests result table found", hint=HINT)
     out = []
     tags = {r.tag for r in runs}

@@ -110,15 +110,19 @@ def infer_op(rows: Sequence[CollectiveResult], nranks: int | None) -> tuple[str 
     Returns (op, candidates): op None when the table fits several ops (all_gather and alltoall print
     the same columns and the same arithmetic), the candidates then; with an op, the candidates are the
     other ops it cannot be told from (sendrecv prints a ``sum`` redop and all_reduce's counts: told
-    apart by busbw/algbw, except over 2 ranks where both factors are 1).
+    apart by busbw/algbw, except over 2 ranks where both factors are 1). Without the rank count (a
+    paste without its header, a log piped on stdin) ``size / (count x type size)`` gives it for the ops
+    that count per rank (reduce_scatter, all_gather), and busbw/algbw for all_reduce.
     """
     if not rows:
         return None, []
-    op, cands = _infer_by_shape(rows, nranks)
+    op, cands, per_rank = _infer_by_shape(rows, nranks)
     ratios = [r.busbw_gbs / r.algbw_gbs for r in rows if r.algbw_gbs >= 0.05]
-    if not ratios or not nranks or nranks < 2:
+    ratio = statistics.median(ratios) if ratios else None
+    if not nranks or nranks < 2:
+        nranks = per_rank or (ranks_from_ratio(ratio) if op == "all_reduce" else None)
+    if ratio is None or not nranks or nranks < 2:
         return op, ([] if op else cands)
-    ratio = statistics.median(ratios)
 
     def fits(name: str) -> bool:
         return abs(OPS[name].busbw_factor(nranks) - ratio) <= 0.02 + 0.01 * ratio
@@ -133,37 +137,71 @@ def infer_op(rows: Sequence[CollectiveResult], nranks: int | None) -> tuple[str 
     return None, found or cands
 
 
+def table_ranks(rows: Sequence[CollectiveResult], op: str | None) -> int | None:
+    """The rank count the table itself gives for ``op``, when its header does not: ``size / (count x
+    type size)`` for the ops that count per rank, busbw/algbw for all_reduce."""
+    if not rows or op is None:
+        return None
+    dtype = find_dtype(rows[0].dtype)
+    if op in ("reduce_scatter", "all_gather", "all_to_all") and dtype is not None:
+        per_rank, k = _per_rank_count(rows, dtype.size, None)
+        return k if per_rank else None
+    if op == "all_reduce":
+        ratios = [r.busbw_gbs / r.algbw_gbs for r in rows if r.algbw_gbs >= 0.05]
+        return ranks_from_ratio(statistics.median(ratios)) if ratios else None
+    return None
+
+
+def ranks_from_ratio(ratio: float | None) -> int | None:
+    """The rank count an all_reduce's busbw/algbw = 2(n-1)/n gives, when it is a whole number."""
+    if ratio is None or not 1.0 < ratio < 1.999:
+        return None
+    n = 2.0 / (2.0 - ratio)
+    return round(n) if abs(n - round(n)) <= 0.03 * n else None
+
+
+def _per_rank_count(
+    rows: Sequence[CollectiveResult], ws: int, nranks: int | None
+) -> tuple[bool | None, int | None]:
+    """(whether count is per rank, the rank count the rows say): size = count x type size (x ranks)."""
+    sized = [r for r in rows if r.count > 0]
+    if not sized:
+        return None, None
+    r = sized[-1]
+    if nranks and nranks > 1:
+        if r.count * ws * nranks == r.bytes:
+            return True, nranks
+        if r.count * ws == r.bytes:
+            return False, None
+        return None, None
+    k, rest = divmod(r.bytes, r.count * ws)
+    if rest or k < 1 or any(x.bytes != x.count * ws * k for x in sized):
+        return None, None
+    return (False, None) if k == 1 else (True, k)
+
+
 def _infer_by_shape(
     rows: Sequence[CollectiveResult], nranks: int | None
-) -> tuple[str | None, list[str]]:
-    """The op from the columns and the count arithmetic alone."""
+) -> tuple[str | None, list[str], int | None]:
+    """The op from the columns and the count arithmetic alone, and the rank count it implies."""
     first = rows[0]
     rooted = any(r.root is not None for r in rows)
     has_redop = first.redop is not None
     dtype = find_dtype(first.dtype)
-    ws = None if dtype is None else dtype.size
-    per_rank_count: bool | None = None
-    if ws and nranks and nranks > 1:
-        sized = [r for r in rows if r.count > 0]
-        if sized:
-            r = sized[-1]
-            if r.count * ws * nranks == r.bytes:
-                per_rank_count = True
-            elif r.count * ws == r.bytes:
-                per_rank_count = False
+    per_rank_count, ranks = (None, None) if not dtype else _per_rank_count(rows, dtype.size, nranks)
     if rooted:
-        return ("reduce", []) if has_redop else ("broadcast", [])
+        return ("reduce", [], None) if has_redop else ("broadcast", [], None)
     if has_redop:
         if per_rank_count is True:
-            return "reduce_scatter", []
+            return "reduce_scatter", [], ranks
         if per_rank_count is False:
-            return "all_reduce", []
-        return None, ["all_reduce", "reduce_scatter"]
+            return "all_reduce", [], None
+        return None, ["all_reduce", "reduce_scatter"], None
     if per_rank_count is False:
-        return "sendrecv", []
+        return "sendrecv", [], None
     if per_rank_count is True:
-        return None, ["all_gather", "all_to_all"]
-    return None, ["all_gather", "all_to_all", "sendrecv"]
+        return None, ["all_gather", "all_to_all"], ranks
+    return None, ["all_gather", "all_to_all", "sendrecv"], None
 
 
 def collective_meta(
@@ -286,6 +324,12 @@ def to_bench_run(
         failure=run.failure,
     )
     meta = collective_meta(rows, run.ranks, choice, log, run.blocking)
+    if (
+        not nranks
+        and choice.source is not None
+        and choice.source.startswith("inferred from the table")
+    ):
+        nranks = table_ranks(rows, choice.op)
     if meta.world_size is None and nranks:
         nodes = command.nodes if command is not None else None
         meta = replace(
@@ -305,4 +349,5 @@ def _command_ranks(command: Any) -> int | None:
         v = command.options.get(key)
         if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 10:
             per *= v
-    return command.ranks * per
+    ranks: int = command.ranks
+    return ranks * per

@@ -31,6 +31,9 @@ MAX_JSON_BYTES = 64 * 2**20
 _PEEK = 64 * 1024
 _PREFIXED = re.compile(rb"^\[\d+(?:,\d+\]<\w+>:|\]\s)")
 """A line prefixed by mpirun --tag-output ([1,0]<stdout>:) or -prepend-rank ([0] ), not a JSON list."""
+_JSON_LIST = re.compile(rb"^\[\s{0,64}(?:[\[{\]]|$)")
+"""A JSON document that is a list holds lists or objects (or nothing): ``[2026-11-30 08:14:02,118]`` and
+``[rank0]:`` start text logs."""
 _BINARY_HINT = "give the text output of nccl-tests or perftest (or their JSON files)"
 
 
@@ -77,7 +80,11 @@ class LogInput:
     @property
     def is_json(self) -> bool:
         stripped = self.head.lstrip()
-        return stripped[:1] == b"{" or (stripped[:1] == b"[" and not _PREFIXED.match(stripped))
+        return stripped[:1] == b"{" or (
+            stripped[:1] == b"["
+            and not _PREFIXED.match(stripped)
+            and bool(_JSON_LIST.match(stripped))
+        )
 
     def json_text(self) -> str:
         """The whole document (up to MAX_JSON_BYTES)."""
@@ -146,7 +153,7 @@ def open_log(path: str | Path) -> LogInput:
         if p.is_dir():
             raise InputError(f"{p}: is a directory", hint="give the log file itself")
         try:
-            raw = open(p, "rb")  # noqa: SIM115 - the caller reads it to the end; closed with the process
+            raw = open(p, "rb")  # the caller reads it to the end; closed with the process
         except FileNotFoundError:
             raise InputError(f"{p}: no such file", hint="check the path") from None
         except PermissionError:

@@ -18,6 +18,14 @@ line and the environment lines into a :class:`~ibdiag.bench.results.provenance.N
 GPUDirect RDMA is on only where the IB/RoCE path says so (``via NET/IB/0/GDRDMA``, ``GDR 1`` on a
 ``NET/IB`` line, ``GPU Direct RDMA Enabled``); a socket transport is never GPUDirect; ``GDR 1`` on
 another line is not read. ``NCCL_NET_GDR_LEVEL=LOC`` (or 0) turns it off.
+
+Also read: the communicator's size (``nranks 64`` of the init lines), the RoCE GID index
+(``NCCL_IB_GID_INDEX``, and the ``GID 3 (0/1064A8C0FFFF0000)`` of the connection lines, decoded:
+``::ffff:192.168.100.16``, ``fe80::/64`` link-local), and the network's fatal errors: ``NET/IB : Got
+completion with error 4, opcode 1, len 0, vendor err 81`` (NCCL before 2.12), ``… from peer
+10.0.0.2<54862> with error 12, …`` and ``… with status=12 opcode=129 len=1048576 vendor err 129 (Recv)
+… hca mlx5_10`` (2.19 on, ``transport/net_ib.cc`` ncclIbTest), and the CQE the verbs provider dumps
+(``mlx5: host: got completion with error:`` and four lines of words, rdma-core providers/mlx5/cq.c).
 """
 
 from __future__ import annotations
@@ -26,7 +34,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ibdiag.bench.results.provenance import MAX_NAMES, CommandLine, NcclPath
+from ibdiag.bench.results.provenance import (
+    MAX_NAMES,
+    MAX_WARNINGS,
+    CommandLine,
+    CompletionError,
+    NcclPath,
+)
 
 _USING_NETWORK = re.compile(r"\bUsing network (\S+(?: Libfabric)?)")
 _NET_USING = re.compile(r"\bNET/(IB\w*|Socket)\s*:\s*Using\s+(.*)")
@@ -49,6 +63,45 @@ _NO_VERBS = re.compile(r"Failed to open libibverbs|libibverbs\S* *: *cannot open
 _GDR_ENABLED = re.compile(r"GPU Direct RDMA (Enabled|Disabled)", re.IGNORECASE)
 #: ``host:pid:tid [dev] `` before ``NCCL INFO``: the host that wrote the line.
 PREFIX_HOST = re.compile(r"([A-Za-z][\w.-]*):(\d+):(\d+) \[\d+\]\s*$")
+#: The same as a whole word whose first label may start with a digit (a container's hex id
+#: ``3767c65d25c4``); the labels after a dot start with a letter, so a row that ran into the line
+#: (``35.4node02:…``) is not read as a host.
+_WORD_HOST = re.compile(
+    r"(?:^|(?<=\s))([A-Za-z0-9][\w-]{0,62}(?:\.[A-Za-z][\w-]{0,62}){0,8}):(\d+):(\d+) \[\d+\]\s*$"
+)
+
+
+def prefix_host(prefix: str) -> re.Match[str] | None:
+    """The ``host:pid:tid [dev]`` at the end of the text before ``NCCL INFO`` (group 1: the host)."""
+    return _WORD_HOST.search(prefix) or PREFIX_HOST.search(prefix)
+
+
+#: The same at the start of a WARN line's prefix (``host:pid:tid [dev] transport/net_ib.cc:1295``).
+_LEAD_HOST = re.compile(r"\s{0,8}([A-Za-z0-9][\w.-]{0,80}):\d{1,10}:\d{1,10} \[\d{1,4}\]")
+_NRANKS = re.compile(r"\bn[Rr]anks (\d{1,8})\b")
+_GID = re.compile(r"\bGID (\d{1,5}) \(([0-9A-Fa-f]{1,16})/([0-9A-Fa-f]{1,16})\)")
+_COMPLETION = re.compile(
+    r"NET/IB\w{0,8} ?: ?Got completion (?:from peer (?P<peer>\S{1,120}) )?with (?:error |status=)"
+    r"(?P<status>\d{1,3}),? opcode[ =]\d{1,10},? len[ =]\d{1,12},? vendor err (?P<vendor>\d{1,6})"
+    r"(?: \((?P<dir>Send|Recv)\))?"
+)
+_HCA = re.compile(r" hca ([\w.:-]{1,40})")
+#: Every pattern applied to a log's NCCL lines here (``tests/adversarial`` times the new ones).
+UNTRUSTED_PATTERNS = (_WORD_HOST, _LEAD_HOST, _NRANKS, _GID, _COMPLETION, _HCA)
+
+
+def decode_gid(index: str, prefix_hex: str, iid_hex: str) -> str:
+    """``GID 3 (0/1064A8C0FFFF0000)`` -> ``3 ::ffff:192.168.100.16``; ``(80FE/…)`` -> ``0 fe80::/64
+    (link-local)``. NCCL prints the GID's two halves as 64-bit numbers in the host's (little-endian)
+    order (net_ib.cc: ``%lX/%lX`` of subnet_prefix and interface_id)."""
+    prefix = int(prefix_hex, 16).to_bytes(8, "little")
+    iid = int(iid_hex, 16).to_bytes(8, "little")
+    if prefix == bytes(8) and iid[:4] == b"\x00\x00\xff\xff":
+        return f"{index} ::ffff:{'.'.join(str(b) for b in iid[4:])}"
+    if prefix[:2] == b"\xfe\x80":
+        return f"{index} fe80::/64 (link-local)"
+    groups = [f"{int.from_bytes(prefix[i : i + 2], 'big'):x}" for i in range(0, 8, 2)]
+    return f"{index} {':'.join(groups)}::/64"
 
 
 def network_name(raw: str) -> tuple[str, str | None]:
@@ -88,17 +141,44 @@ class PathFacts:
     nodes: int | None = None
     hosts: dict[str, None] = field(default_factory=dict)
     info_lines: int = 0
+    ranks: int | None = None
+    gids: dict[str, str] = field(default_factory=dict)
+    """Decoded GID (``3 ::ffff:10.0.0.1``) -> the first line that showed it."""
+    completions: list[CompletionError] = field(default_factory=list)
+    completion_count: int = 0
 
     def host(self, prefix: str) -> None:
         """The text before ``NCCL INFO``: keep the host its ``host:pid:tid [dev]`` prefix names."""
-        m = PREFIX_HOST.search(prefix)
+        m = prefix_host(prefix) or _LEAD_HOST.match(prefix)
         if m and len(self.hosts) < MAX_NAMES:
             self.hosts[m.group(1)[:80]] = None
 
-    def warn(self, body: str, where: str) -> None:
-        """A ``NCCL WARN`` line's body: the fallback signals."""
+    def warn(self, body: str, where: str, prefix: str = "") -> None:
+        """A ``NCCL WARN`` line's body: the fallback signals and the network's completion errors."""
         if self.fallback is None and (_NO_VERBS.search(body) or _NO_IB.search(body)):
             self.fallback = f"{where}: NCCL WARN{body.rstrip()}"[:200]
+        if "Got completion" in body:
+            m = _COMPLETION.search(body)
+            if m:
+                lead = _LEAD_HOST.match(prefix)
+                hca = _HCA.search(body[m.end() :])
+                self.completion(
+                    CompletionError(
+                        status=int(m.group("status")),
+                        vendor_err=int(m.group("vendor")),
+                        host=lead.group(1) if lead else None,
+                        peer=m.group("peer"),
+                        hca=hca.group(1) if hca else None,
+                        direction=m.group("dir"),
+                        where=where,
+                    )
+                )
+
+    def completion(self, err: CompletionError) -> None:
+        """A completion error (NCCL's WARN line or the provider's CQE dump), kept and counted."""
+        self.completion_count += 1
+        if len(self.completions) < MAX_WARNINGS:
+            self.completions.append(err)
 
     def info(self, body: str, where: str) -> None:
         """A ``NCCL INFO`` line's body (substring tests first: a regex per fact on every line is slow)."""
@@ -126,6 +206,14 @@ class PathFacts:
             m = _SET_BY_ENV.search(body.strip())
             if m:
                 self.env.setdefault(m.group(1), (m.group(2), said))
+        if "anks " in body:
+            m = _NRANKS.search(body)
+            if m:
+                self.ranks = max(self.ranks or 0, int(m.group(1))) or None
+        if " GID " in body and "qpn" in body:
+            m = _GID.search(body)
+            if m and len(self.gids) < MAX_NAMES:
+                self.gids.setdefault(decode_gid(*m.groups()), said)
         self._shape(body)
 
     def _net(self, body: str, said: str) -> None:
@@ -269,9 +357,10 @@ def nccl_path(
     hca = env.get("NCCL_IB_HCA")
     if not devices and transport == "IB" and hca is not None:
         devices = tuple(d for d in hca[0].lstrip("^=").split(",") if d)[:MAX_NAMES]
-    if not f.info_lines and transport is None and gdr is None:
+    if not f.info_lines and transport is None and gdr is None and not f.completion_count:
         return None
     nodes = max(f.nodes or 0, len(f.hosts)) or None
+    gid_index, gid_source = _gid_index(f, env)
     return NcclPath(
         transport=transport,
         net_plugin=f.plugin if f.plugin not in (None, "internal") or plugin is None else plugin,
@@ -287,4 +376,23 @@ def nccl_path(
         transport_source=where,
         gdr_source=gdr_where,
         hosts=tuple(f.hosts),
+        ranks=f.ranks,
+        gid_index=gid_index,
+        gids=tuple(f.gids),
+        gid_source=gid_source,
+        completion_errors=tuple(f.completions),
+        completion_error_count=f.completion_count,
     )
+
+
+def _gid_index(f: PathFacts, env: Mapping[str, tuple[str, str]]) -> tuple[int | None, str | None]:
+    """``NCCL_IB_GID_INDEX`` where the job set it, else the one index the connection lines show."""
+    v = env.get("NCCL_IB_GID_INDEX")
+    if v is not None and v[0].strip().lstrip("-").isdigit() and len(v[0].strip()) <= 5:
+        index = int(v[0].strip())
+        return (index, v[1]) if index >= 0 else (None, None)
+    indexes = {g.split(" ", 1)[0] for g in f.gids}
+    if len(indexes) == 1:
+        first = next(iter(f.gids))
+        return int(next(iter(indexes))), f.gids[first]
+    return None, None

@@ -25,7 +25,7 @@ def netdev_for_address(ip: str) -> str | None:
     for name, addrs in psutil.net_if_addrs().items():
         for a in addrs:
             if a.address and a.address.split("%", 1)[0] == want:
-                return name
+                return str(name)
     return None
 
 

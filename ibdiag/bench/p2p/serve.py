@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ibdiag import __version__
 from ibdiag.bench.p2p.control import admission
@@ -233,7 +234,7 @@ class Server:
             self._sessions += 1
             return True
 
-    def _handle(self, conn: socket.socket, addr: tuple) -> None:
+    def _handle(self, conn: socket.socket, addr: tuple[Any, ...]) -> None:
         peer = describe_peer(addr)
         source = source_address(addr)
         ch = Channel(conn, peer, self.opts.timeout_s)
@@ -296,7 +297,7 @@ class Server:
             elif not self._stop.is_set():
                 ch.send_error("failed", e.message, e.hint)
                 say(f"{peer}: dropped: {_as_client(e.message, peer)}")
-        except Exception as e:  # noqa: BLE001 - a bug must not take the server down
+        except Exception as e:  # a bug must not take the server down
             ch.send_error("failed", f"internal error on the server: {type(e).__name__}")
             self.log(f"{peer}: internal error: {type(e).__name__}: {e}")
         finally:
@@ -312,7 +313,7 @@ class Server:
                     self._once_status = int(ExitStatus.OK if ok else ExitStatus.CANNOT_RUN)
                     self._stop.set()
 
-    def _accept_request(self, ch: Channel, msg: dict) -> RunRequest:
+    def _accept_request(self, ch: Channel, msg: dict[str, Any]) -> RunRequest:
         try:
             request = msg.get("request")
             req = RunRequest.from_json(request if isinstance(request, dict) else {})
@@ -380,7 +381,7 @@ def _as_client(message: str, peer: str) -> str:
 
 def _listen(bind: str | None, port: int) -> socket.socket:
     """A listening TCP socket: dual-stack ``[::]`` when ``bind`` is None, else ``bind``'s address."""
-    candidates: list[tuple[int, tuple]] = []
+    candidates: list[tuple[int, tuple[Any, ...]]] = []
     if bind is None:
         if socket.has_ipv6:
             candidates.append((socket.AF_INET6, ("::", port, 0, 0)))

@@ -445,5 +445,5 @@ class CollectiveMeta:
             blocking=f.flag("blocking"),
             avg_busbw_gbs=f.number("avg_busbw_gbs", 0.0),
             measured=CollectiveSetup.read(f) if f.has("launcher") and not imported else None,
-            nccl_tests=NcclTestsLog.read(f) if imported else None,
+            nccl_tests=NcclTestsLog.read(f) if imported and f.has("complete") else None,
         )

@@ -164,6 +164,80 @@ class CommandLine:
         )
 
 
+#: ``ibv_wc_status`` as rdma-core's ibv_wc_status_str() names it (libibverbs/verbs.c): what a completion
+#: error number in ``NET/IB : Got completion … with error N`` means.
+WC_STATUS = {
+    1: "local length error",
+    2: "local QP operation error",
+    3: "local EE context operation error",
+    4: "local protection error",
+    5: "work request flushed error",
+    6: "memory management operation error",
+    7: "bad response error",
+    8: "local access error",
+    9: "remote invalid request error",
+    10: "remote access error",
+    11: "remote operation error",
+    12: "transport retry counter exceeded",
+    13: "RNR retry counter exceeded",
+    14: "local RDD violation error",
+    15: "remote invalid RD request",
+    16: "operation aborted",
+    17: "invalid EE context number",
+    18: "invalid EE context state",
+    19: "fatal error",
+    20: "response timeout error",
+    21: "general error",
+}
+
+
+@dataclass(frozen=True)
+class CompletionError:
+    """One ``NET/IB : Got completion … with error N … vendor err V`` of NCCL (or a CQE dump that the
+    verbs provider printed, ``mlx5: host: got completion with error:``): the network failed the run."""
+
+    status: int
+    """``ibv_wc_status`` (12: transport retry counter exceeded; 4: local protection error)."""
+    vendor_err: int | None = None
+    """The adapter's vendor syndrome (mlx5: 129 = 0x81 with status 12, 81 = 0x51 with status 4)."""
+    host: str | None = None
+    """The host whose line said it (``node:pid:tid [dev]`` prefix, or the CQE dump's)."""
+    peer: str | None = None
+    """``from peer 10.0.0.2<54862>`` (NCCL 2.12 on)."""
+    hca: str | None = None
+    """``hca mlx5_10`` (NCCL 2.23 on)."""
+    direction: str | None = None
+    """``Send`` or ``Recv`` (NCCL 2.12 on)."""
+    where: str = ""
+    """``line 31`` (``, CQE dump`` when read from the provider's dump)."""
+
+    @property
+    def status_name(self) -> str:
+        return WC_STATUS.get(self.status, "unknown status")
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"status": self.status, "status_name": self.status_name}
+        put(doc, "vendor_err", self.vendor_err)
+        put(doc, "host", self.host)
+        put(doc, "peer", self.peer)
+        put(doc, "hca", self.hca)
+        put(doc, "direction", self.direction)
+        doc["where"] = self.where
+        return doc
+
+    @classmethod
+    def read(cls, f: Fields) -> CompletionError:
+        return cls(
+            status=f.integer("status", 0, 255, required=True),
+            vendor_err=f.integer("vendor_err", 0, 1 << 16),
+            host=f.text("host"),
+            peer=f.text("peer"),
+            hca=f.text("hca"),
+            direction=f.text("direction"),
+            where=f.text("where") or "",
+        )
+
+
 @dataclass(frozen=True)
 class NcclPath:
     """What NCCL's own ``NCCL INFO`` lines (``NCCL_DEBUG=INFO``) say about the path the data took."""
@@ -201,8 +275,30 @@ class NcclPath:
     """Where ``gdr`` came from (GPUDirect RDMA is on only where the IB/RoCE path says so)."""
     hosts: tuple[str, ...] = ()
     """The hosts named in NCCL's line prefixes (``node01:61000:61020 [0] NCCL INFO``)."""
+    ranks: int | None = None
+    """``nranks N`` of the communicator's init lines (the largest communicator)."""
+    gid_index: int | None = None
+    """The RoCE GID index: ``NCCL_IB_GID_INDEX`` (set by environment, on the command line), else the
+    ``GID N`` of the ``NET/IB: … qpn … GID 3 (0/…)`` connection lines when they show one only."""
+    gids: tuple[str, ...] = ()
+    """The GIDs the connection lines show: ``3 ::ffff:192.168.100.16``, ``0 fe80::/64 (link-local)``."""
+    gid_source: str | None = None
+    completion_errors: tuple[CompletionError, ...] = ()
+    """The first ``NET/IB : Got completion … with error`` lines and CQE dumps (at most MAX_WARNINGS)."""
+    completion_error_count: int = 0
+    """How many there were."""
 
     def to_json(self) -> dict[str, Any]:
+        doc = self._core_json()
+        put(doc, "ranks", self.ranks)
+        put(doc, "gid_index", self.gid_index)
+        put(doc, "gids", self.gids)
+        put(doc, "gid_source", self.gid_source)
+        put(doc, "completion_errors", [c.to_json() for c in self.completion_errors])
+        put(doc, "completion_error_count", self.completion_error_count or None)
+        return doc
+
+    def _core_json(self) -> dict[str, Any]:
         return {
             "transport": self.transport,
             "net_plugin": self.net_plugin,
@@ -237,6 +333,12 @@ class NcclPath:
             transport_source=f.text("transport_source"),
             gdr_source=f.text("gdr_source"),
             hosts=f.texts("hosts", MAX_NAMES),
+            ranks=f.integer("ranks", 1, 1 << 24),
+            gid_index=f.integer("gid_index", 0, 1 << 16),
+            gids=f.texts("gids", MAX_NAMES),
+            gid_source=f.text("gid_source"),
+            completion_errors=f.objects("completion_errors", CompletionError.read, MAX_WARNINGS),
+            completion_error_count=f.integer("completion_error_count", 0) or 0,
         )
 
 

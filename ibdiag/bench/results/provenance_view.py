@@ -10,11 +10,32 @@ from __future__ import annotations
 from typing import Any
 
 from ibdiag.bench.results.model import BenchRun
+from ibdiag.bench.results.provenance import NcclPath
 from ibdiag.text import safe_excerpt
 
 
 def _yes_no(v: bool | None, yes: str, no: str | None) -> str | None:
     return None if v is None else (yes if v else no)
+
+
+def _path_extra(path: NcclPath) -> list[str]:
+    """The GID in use and the network's completion errors, one line each."""
+    out: list[str] = []
+    if path.gid_index is not None or path.gids:
+        index = f"GID index {path.gid_index}" if path.gid_index is not None else "GIDs"
+        gids = ", ".join(safe_excerpt(g, 60) for g in path.gids[:4])
+        src = f" (from {safe_excerpt(path.gid_source, 80)})" if path.gid_source else ""
+        out.append(f"# RoCE {index}{src}" + (f": {gids}" if gids else ""))
+    if path.completion_errors:
+        e = path.completion_errors[0]
+        count = max(path.completion_error_count, len(path.completion_errors))
+        out.append(
+            f"# network errors: {count} completion error(s), first error {e.status} ({e.status_name})"
+            + (f" vendor err {e.vendor_err}" if e.vendor_err is not None else "")
+            + f", {safe_excerpt(e.where, 40)}"
+            + (f" on {safe_excerpt(e.host, 60)}" if e.host else "")
+        )
+    return out
 
 
 def provenance_lines(run: BenchRun) -> list[str]:
@@ -59,6 +80,7 @@ def provenance_lines(run: BenchRun) -> list[str]:
         ]
         if any(told):
             out.append("# told by: " + "; ".join(t for t in told if t))
+        out += _path_extra(path)
     elif prov.nccl_version:
         out.append(
             f"# NCCL {safe_excerpt(prov.nccl_version, 40)} (no NCCL INFO lines: run with NCCL_DEBUG=INFO to see the path)"
@@ -73,7 +95,10 @@ def provenance_lines(run: BenchRun) -> list[str]:
             f"# {log.cycles} cycles (-N): rows are the first cycle's; every cycle's spread is in cycle_stats (-o json)"
         )
     if prov.skipped_lines:
+        nccl_only = prov.imported is not None and prov.imported.tool == "NCCL"
         out.append(
-            f"# {prov.skipped_lines} line(s) around the table skipped (prompts, launcher output, other text)"
+            f"# {prov.skipped_lines} other line(s) skipped (the job's own output, prompts, launcher output)"
+            if nccl_only
+            else f"# {prov.skipped_lines} line(s) around the table skipped (prompts, launcher output, other text)"
         )
     return out

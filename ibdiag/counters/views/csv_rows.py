@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ibdiag.counters.model import Sample, SeriesStep
+from ibdiag.counters.model import PortDelta, Sample, SeriesStep
 from ibdiag.counters.wording import iso_utc
 
 CSV_HEADER = (
@@ -42,7 +42,11 @@ def csv_rows_step(step: SeriesStep) -> list[dict[str, Any]]:
 
 
 def _rows(
-    index: int, sample: Sample, elapsed_s: float, interval_s: float | None, deltas: dict
+    index: int,
+    sample: Sample,
+    elapsed_s: float,
+    interval_s: float | None,
+    deltas: dict[tuple[str, int | None], PortDelta],
 ) -> list[dict[str, Any]]:
     time_s = iso_utc(sample.taken_at_s)
     rows = []
@@ -64,11 +68,13 @@ def _rows(
                     "counter": key,
                     "value": value,
                     "delta": None if d is None else d.deltas.get(key),
-                    "rate_per_s": None
-                    if d is None or d.rates.get(key) is None
-                    else round(d.rates[key], 6),
+                    "rate_per_s": _rounded(None if d is None else d.rates.get(key)),
                     "saturated": int(key in sat),
                     "reset": "" if d is None else int(key in d.resets),
                 }
             )
     return rows
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)

@@ -16,8 +16,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from ibdiag.bench.results.model import load_bench_file  # noqa: E402
-from ibdiag.collectives import OPS  # noqa: E402
+from ibdiag.bench.results.model import load_bench_file
+from ibdiag.collectives import OPS
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from ibdiag.collectives import OPS  # noqa: E402
+from ibdiag.collectives import OPS
 
 pytestmark = pytest.mark.slow
 

@@ -275,16 +275,8 @@ def test_provenance_round_trips_through_json():
         (b"\n  \n\n", "empty"),
         (b"\x7fELF\x02\x01\x01\x00\x00\x00" + bytes(range(256)) * 4, "binary"),
         (b"the quick brown fox\njumps over the lazy dog\n" * 20, "no benchmark table found"),
-        (
-            b"# nThread 1 nGpus 1 minBytes 8 maxBytes 64 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0\n#\n# Using devices\n",
-            "no result rows",
-        ),
-        (
-            b"root@node01:~# mpirun -np 2 ./all_reduce_perf -b 8 -e 64\nnode01:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB\n",
-            "no result table",
-        ),
     ],
-    ids=["empty", "blank", "binary", "garbage", "header-no-rows", "command-no-table"],
+    ids=["empty", "blank", "binary", "garbage"],
 )
 def test_refused_inputs_are_exit_2_with_a_clear_message(cli, tmp_path, content, message):
     path = tmp_path / "input.log"
@@ -298,6 +290,36 @@ def test_refused_inputs_are_exit_2_with_a_clear_message(cli, tmp_path, content, 
         and message in res.stderr
         and "hint:" in res.stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("content", "refused", "said"),
+    [
+        (
+            b"# nThread 1 nGpus 1 minBytes 8 maxBytes 64 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0\n#\n# Using devices\n",
+            "no result rows",
+            "the run printed no result row",
+        ),
+        (
+            b"root@node01:~# mpirun -np 2 ./all_reduce_perf -b 8 -e 64\nnode01:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB\n",
+            "no measurement",
+            "the log has the command (all_reduce_perf) and NCCL's lines, but no result table",
+        ),
+    ],
+    ids=["header-no-rows", "command-no-table"],
+)
+def test_a_run_that_measured_nothing_is_read_and_fails(cli, tmp_path, content, refused, said):
+    """Not "unreadable" (exit 2): what the log says is read, and a benchmark that printed no result
+    row fails (exit 1). Where a measurement is needed (verdict --nccl-tests) it is still refused."""
+    path = tmp_path / "input.log"
+    path.write_bytes(content)
+    with pytest.raises(InputError, match=refused):
+        importers.load(path)
+    res = cli("bench", "import", path, "-o", "json")
+    assert res.exit_code == 1 and res.exception is None, res.stderr
+    doc = __import__("json").loads(res.stdout)
+    incomplete = [f for f in doc["findings"] if f["check"] == "import.incomplete"]
+    assert incomplete and incomplete[0]["severity"] == "fail" and said in incomplete[0]["message"]
 
 
 def test_binary_data_later_in_a_text_log_names_its_line(tmp_path):

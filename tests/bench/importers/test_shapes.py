@@ -69,7 +69,7 @@ NCCL_SHAPES = {
         "file name",
         6,
         16,
-        ["import.run_failed"],
+        ["import.network_error", "import.run_failed"],
     ),
 }  # fmt: skip
 

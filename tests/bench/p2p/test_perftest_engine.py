@@ -515,13 +515,15 @@ def test_a_child_whose_parent_died_before_the_prctl_kills_itself():
     parent that is not this process (-1 is nobody's pid)."""
     from ibdiag.runtime.parentdeath import die_with_parent
 
-    p = subprocess.Popen(["sleep", "300"], preexec_fn=die_with_parent(parent_pid=-1))  # noqa: PLW1509
+    p = subprocess.Popen(["sleep", "300"], preexec_fn=die_with_parent(parent_pid=-1))
     try:
         assert p.wait(10) == -signal.SIGKILL
     finally:
         p.kill()
         p.wait(10)
-    own = subprocess.Popen(["sleep", "300"], preexec_fn=die_with_parent())  # noqa: PLW1509 - this process is its parent: it runs
+    own = subprocess.Popen(
+        ["sleep", "300"], preexec_fn=die_with_parent()
+    )  # this process is its parent: it runs
     try:
         assert own.poll() is None and not _gone(own.pid, 0.3)
     finally:

@@ -336,7 +336,7 @@ def test_write_latency_ping_pong_between_two_threads(fast_gil_handover):
     def responder() -> None:
         try:
             write_lat_responder(b, size, 0, warm + n, timeout_s=5)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             errors.append(e)
 
     t = threading.Thread(target=responder)
@@ -363,7 +363,7 @@ def test_write_latency_signals_every_nth_write_and_polls_once_per_batch(
     def responder() -> None:
         try:
             write_lat_responder(b, 8, 0, n, timeout_s=5)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             errors.append(e)
 
     t = threading.Thread(target=responder)

@@ -241,7 +241,7 @@ def test_send_bandwidth_against_posted_receives_counts_every_message():
     def receiver() -> None:
         try:
             serve_receives(rx, lambda: 10 + 500 if done.is_set() else None, timeout_s=5)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             errors.append(e)
 
     t = threading.Thread(target=receiver)
@@ -281,7 +281,7 @@ def test_send_latency_ping_pong_between_two_threads(fast_gil_handover):
     def responder() -> None:
         try:
             send_lat(b, rxb, 64, 0, 105, initiator=False, timeout_s=5, inline=True)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             errors.append(e)
 
     t = threading.Thread(target=responder)

@@ -73,8 +73,8 @@ class Forked:
             try:
                 os.dup2(out_w, 1)
                 os.dup2(err_w, 2)
-                sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
-                sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+                sys.stdout = open(1, "w", buffering=1, closefd=False)
+                sys.stderr = open(2, "w", buffering=1, closefd=False)
                 if env is not None:
                     os.environ.clear()
                     os.environ.update(env)
@@ -86,7 +86,7 @@ class Forked:
                 code = 0
             except SystemExit as e:
                 code = e.code if isinstance(e.code, int) else 1
-            except BaseException:  # noqa: BLE001
+            except BaseException:
                 import traceback
 
                 traceback.print_exc()

@@ -16,7 +16,7 @@ import pytest
 if os.environ.get("IBDIAG_RDMAVM_GUEST") != "1":
     pytest.skip("runs inside the Soft-RoCE guest (make test-rdma)", allow_module_level=True)
 
-from tests.rdmavm.guest.conftest import DEVICE, client_env, p2p_args  # noqa: E402
+from tests.rdmavm.guest.conftest import DEVICE, client_env, p2p_args
 
 SIZE = 65536
 ITERS = 64

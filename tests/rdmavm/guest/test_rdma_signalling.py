@@ -149,7 +149,7 @@ def test_latency_ping_pong_completes_every_nth_write(qp_pair):
     def responder() -> None:
         try:
             write_lat_responder(b, 8, 0, n, timeout_s=20, signal_every=every)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             errors.append(e)
 
     old = sys.getswitchinterval()

@@ -101,7 +101,7 @@ class PerftestProcess:
                 start_new_session=True,
                 close_fds=True,
                 shell=False,
-                preexec_fn=die_with_parent(),  # noqa: PLW1509 - only a prctl and a getppid between fork and exec
+                preexec_fn=die_with_parent(),  # only a prctl and a getppid between fork and exec
             )
         except OSError as e:
             self._out.close()

@@ -268,7 +268,7 @@ class RdmaEndpoint:
                     f"RDMA {what.upper() if what != 'receive' else what} completed with error status {int(wc.status)} ({_wc_status_text(int(wc.status))}) on {self.device}",
                     hint=_wc_status_hint(int(wc.status)),
                 )
-        return wcs
+        return list(wcs)
 
     def poll(self, max_entries: int = 16) -> list[int]:
         """Work-request ids of completed sends/WRITEs/READs (``ibv_poll_cq``); a failed completion raises."""
@@ -296,7 +296,7 @@ class RdmaEndpoint:
                 continue
             try:
                 obj.close()
-            except Exception:  # noqa: BLE001 - best effort on the way out; the kernel frees the rest at exit
+            except Exception:  # best effort on the way out; the kernel frees the rest at exit
                 pass
         self.qps = []
 

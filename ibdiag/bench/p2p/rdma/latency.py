@@ -143,7 +143,7 @@ def write_lat_initiator(
         if k != nxt:
             try:
                 post_plain()
-            except Exception:  # noqa: BLE001 - the endpoint's post raises its own error, with a hint
+            except Exception:  # the endpoint's post raises its own error, with a hint
                 post(plain, first + k)
         else:
             post(signaled, first + k)
@@ -207,7 +207,7 @@ def write_lat_responder(
         if k != nxt:
             try:
                 post_plain()
-            except Exception:  # noqa: BLE001 - see write_lat_initiator
+            except Exception:  # see write_lat_initiator
                 post(plain, first + k)
         else:
             post(signaled, first + k)

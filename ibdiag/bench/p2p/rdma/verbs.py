@@ -251,7 +251,7 @@ def mr_access(pv: SimpleNamespace, *, relaxed: bool) -> int:
     this rdma-core knows it (``IBV_ACCESS_RELAXED_ORDERING``, an optional flag a device without it
     ignores, rdma-core verbs.h; perftest sets it by default)."""
     e = pv.enums
-    flags = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
+    flags = int(e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ)
     ro = getattr(e, "IBV_ACCESS_RELAXED_ORDERING", None)
     return flags | (int(ro) if relaxed and ro is not None else 0)
 

@@ -277,7 +277,7 @@ def run_parallel(jobs: Sequence[Callable[[], T]], on_error: Callable[[], None]) 
     def runner(i: int, job: Callable[[], T]) -> None:
         try:
             results[i] = job()
-        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread below
+        except BaseException as e:  # handed to the caller's thread below
             with lock:
                 first = not errors
                 errors.append(e)
