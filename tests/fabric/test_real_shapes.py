@@ -285,6 +285,27 @@ def test_unnamed_adapters_are_counted_named_by_a_node_name_map_and_placed_in_slu
     assert "Nodes=node[01-06]" in topology_conf(j.fabric, j.names, j.shape, rename)
 
 
+def test_the_fabric_request_takes_a_node_name_map_and_slurm_gets_the_names(tmp_path):
+    """The library entry point ``ibdiag fabric --node-name-map FILE`` maps to (the option is the
+    CLI's to add): the map names every finding and view, and Slurm's file, without --hosts."""
+    from ibdiag.fabric.command import FabricRequest, run
+
+    t, quoted, _ids = campus()
+    dump_path, map_path, conf = tmp_path / "campus.net", tmp_path / "site.map", tmp_path / "t.conf"
+    dump_path.write_text(t.text())
+    map_path.write_text(quoted)
+    res = run(FabricRequest(source=dump_path, node_name_map=map_path, slurm_topology=conf))
+    assert [f.check for f in res.report.findings if f.severity is not Severity.OK] == []
+    assert not any(f.check == "fabric.names" for f in res.report.findings)
+    adapters = res.report.data["adapters"]
+    assert sorted(a["host"]["host"] for a in adapters)[:2] == ["node01", "node02"]
+    assert "SwitchName=" in conf.read_text() and "node[13-18]" in conf.read_text()
+    # A malformed map is refused with its line before anything is read (exit 2, InputError).
+    map_path.write_text('0x0002c90300080d28 "a"\nnot-a-guid name\n')
+    with pytest.raises(InputError, match=r"--node-name-map .* line 2: not-a-guid name"):
+        run(FabricRequest(source=dump_path, node_name_map=map_path))
+
+
 @pytest.mark.parametrize(
     "text, names",
     [
