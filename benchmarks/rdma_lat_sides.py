@@ -244,7 +244,7 @@ def in_guest(args: argparse.Namespace) -> int:
     from guest_c import build_c
     from rdma_vs_perftest import CLIENT_CPU, SERVER_CPU, perftest
 
-    from ibdiag.bench.p2p.rdma.session import select_rdma
+    from ibdiag.bench.p2p.rdma.device import select_rdma
     from ibdiag.node.sysfs import SysfsRoot
 
     sel = select_rdma(SysfsRoot("/"), DEVICE, 1, None)

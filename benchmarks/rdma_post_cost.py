@@ -151,7 +151,7 @@ def c_posts(exe: Path, gid_index: int, n: int) -> float:
 def in_guest(args: argparse.Namespace) -> int:
     from guest_c import build_c
 
-    from ibdiag.bench.p2p.rdma.session import select_rdma
+    from ibdiag.bench.p2p.rdma.device import select_rdma
     from ibdiag.node.sysfs import SysfsRoot
 
     sel = select_rdma(SysfsRoot("/"), DEVICE, 1, None)

@@ -206,7 +206,7 @@ def summarize(
 
 
 def in_guest(args: argparse.Namespace) -> int:
-    from ibdiag.bench.p2p.rdma.session import select_rdma
+    from ibdiag.bench.p2p.rdma.device import select_rdma
     from ibdiag.node.sysfs import SysfsRoot
 
     addr = os.environ.get("IBDIAG_RDMAVM_ADDR", "10.77.0.1")

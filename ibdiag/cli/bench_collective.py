@@ -1,46 +1,40 @@
-"""``ibdiag bench collective`` (``ibdiag bench import`` is :mod:`ibdiag.cli.bench_import`).
-
-``collective`` measures collective bus bandwidth the way nccl-tests does, through torch.distributed
-(NCCL on GPUs, gloo on CPUs), launched by ``--nproc N`` (local ranks it starts itself), torchrun,
-srun or mpirun; ``import`` reads the nccl-tests and perftest logs people already have into the same
-results schema (``ibdiag.bench/1``).
+"""``ibdiag bench collective``: collective bus bandwidth the way nccl-tests measures it, through
+torch.distributed (NCCL on GPUs, gloo on CPUs), launched by ``--nproc N`` (local ranks it starts
+itself), torchrun, srun or mpirun. The library is :mod:`ibdiag.bench.collective.command`.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from enum import Enum
-from pathlib import Path
-from typing import Annotated, Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ibdiag.bench import views
+from ibdiag.bench.collective.command import CollectiveRequest, run
+from ibdiag.bench.collective.spec import RunSpec
 from ibdiag.cli.app import bench_app
-from ibdiag.cli.common import (
+from ibdiag.cli.common import env, handle_errors, print_error, read_config
+from ibdiag.cli.console import console
+from ibdiag.cli.emit import emit
+from ibdiag.cli.options import (
     ConfigOption,
     DebugOption,
     FormatOption,
     OutputFormat,
+    SaveOption,
     StrictOption,
-    check_output_path,
-    console,
-    emit,
-    env,
-    handle_errors,
-    print_error,
-    read_config,
-    run_meta,
-    table_width,
-    write_atomically,
+    TimeoutOption,
 )
-from ibdiag.errors import ExitStatus, IbdiagError, PeerTimeoutError, UsageError
+from ibdiag.collectives import collective_dtype, get_op
 from ibdiag.parse import parse_decimal
+from ibdiag.units import parse_size_spec
 
-REPORT_DIR_ENV = "IBDIAG_COLLECTIVE_REPORT_DIR"  # ibdiag.bench.collective.spawn.REPORT_DIR_ENV (literal: --help imports nothing)
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
 DEFAULT_SIZES = "1M:64M"
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -49,144 +43,6 @@ class Backend(str, Enum):
     auto = "auto"
     nccl = "nccl"
     gloo = "gloo"
-
-
-class _ProgressBar:
-    """A rich progress bar on stderr, one step per size and placement; nothing when stderr is not a terminal."""
-
-    def __init__(self) -> None:
-        self.progress: Any = None
-        self.task: Any = None
-
-    def __enter__(self) -> _ProgressBar:
-        if env().stderr_isatty:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-            )
-
-            self.progress = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=console("stderr"),
-                transient=True,
-            )
-            self.progress.start()
-            # until rank 0 reports, the ranks are starting and meeting (minutes at thousands of ranks)
-            self.task = self.progress.add_task("starting ranks, rendezvous", total=None)
-        return self
-
-    def __call__(self, done: int, total: int, label: str) -> None:
-        if self.progress is None:
-            return
-        self.progress.update(self.task, total=total, completed=done, description=label)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-
-
-def emit_run(run: Any, findings: Any, fmt: OutputFormat, save: Path | None, strict: bool) -> int:
-    """Print a BenchRun in ``fmt`` through its kind's view; write ``--save`` first (JSON, atomically)."""
-    from ibdiag.bench.views import view_for
-    from ibdiag.findings.model import Report
-    from ibdiag.output.jsonout import render_json
-
-    report = Report("bench", run.to_data(), tuple(findings))
-    meta = run_meta(None)
-    save_error: IbdiagError | None = None
-    if save is not None:
-        try:
-            write_atomically(save, render_json(report, meta))
-        except IbdiagError as e:
-            save_error = e
-    view = view_for(run)
-
-    def table() -> list[Any]:
-        from ibdiag.output.table import findings_block
-
-        return [*view.table(run), *findings_block(report, strict=strict, width=table_width())]
-
-    prom = view.prom
-    status = emit(
-        report,
-        fmt,
-        meta,
-        strict=strict,
-        table=table,
-        csv=lambda: view.csv(run),
-        prom=None if prom is None else lambda: prom(run),
-    )
-    if save_error is not None:
-        raise save_error
-    return status
-
-
-@contextmanager
-def _ctrl_c_ends_the_rank() -> Iterator[None]:
-    """In a rank, Ctrl-C ends the process at once (exit by SIGINT, 130 in the shell): a rank blocked in a
-    collective never returns to Python to see a KeyboardInterrupt. Restored afterwards."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_DFL)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def _die_from_watchdog(report_dir: str | None, rank: int) -> Any:
-    """The watchdog's callback: a stuck call cannot be interrupted, so say why and end the process (exit 3)."""
-
-    def expire(message: str) -> None:
-        hint = "check the named ranks' hosts; raise --timeout only if the sizes are huge"
-        if (
-            report_dir and not Path(report_dir, f"error.rank{rank}.json").exists()
-        ):  # never over the diagnosis written before a teardown
-            from ibdiag.bench.collective.spawn import write_error
-
-            try:
-                write_error(report_dir, rank, PeerTimeoutError(message, hint))
-            except OSError:
-                pass
-        print_error(message, hint)
-        os._exit(int(ExitStatus.CANNOT_RUN))
-
-    return expire
-
-
-class _FailureReport:
-    """``run_rank``'s ``on_failure``: say what failed (stderr, and the --nproc error file) before any
-    teardown, so the diagnosis survives a teardown that hangs or a process that NCCL aborts."""
-
-    def __init__(self, report_dir: str | None, rank: int) -> None:
-        self.report_dir, self.rank = report_dir, rank
-        self.done = False
-
-    def __call__(self, err: BaseException) -> None:
-        if isinstance(err, IbdiagError) and self.rank != 0 and not err.message.startswith("rank "):
-            err.message = f"rank {self.rank}: {err.message}"
-        if self.report_dir:
-            from ibdiag.bench.collective.spawn import write_error
-
-            try:
-                write_error(self.report_dir, self.rank, err)
-            except OSError:
-                pass
-        if isinstance(err, IbdiagError):
-            print_error(err.message, err.hint)
-        else:
-            print_error(
-                f"rank {self.rank}: internal error: {type(err).__name__}: {err}",
-                "rerun with --debug for the traceback and report it",
-            )
-        self.done = True
 
 
 @bench_app.command("collective")
@@ -262,24 +118,9 @@ def collective_command(
             help="Start N local ranks here (one node); without it, run under torchrun, srun or mpirun.",
         ),
     ] = None,
-    timeout: Annotated[
-        float,
-        typer.Option(
-            "--timeout",
-            parser=parse_decimal,
-            metavar="S",
-            help="Longest wait on any rank, seconds: a dead or stuck rank ends the run with exit 3 naming it.",
-        ),
-    ] = DEFAULT_TIMEOUT_S,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     fmt: FormatOption = OutputFormat.table,
-    save: Annotated[
-        Path | None,
-        typer.Option(
-            "--save",
-            metavar="FILE",
-            help="Also write the JSON result (ibdiag.bench/1) to FILE, atomically (for ibdiag verdict --bench).",
-        ),
-    ] = None,
+    save: SaveOption = None,
     config: ConfigOption = None,
     strict: StrictOption = False,
     debug: DebugOption = False,
@@ -295,21 +136,6 @@ def collective_command(
       torchrun --nnodes 64 --nproc-per-node 8 --rdzv-endpoint head:29500 -m ibdiag bench collective --sizes 8:8G
       srun -N 64 --ntasks-per-node 8 ibdiag bench collective --op all_gather --save run.json
     """
-    from ibdiag.bench.collective.spec import JOB_ENV, RankJob, RunSpec
-    from ibdiag.bench.results.collective_config import CollectiveConfig
-    from ibdiag.collectives import collective_dtype, get_op
-    from ibdiag.runtime.launch import detect_launch
-    from ibdiag.units import parse_size_spec
-
-    report_dir = env().environ.get(REPORT_DIR_ENV)
-    launch = detect_launch(env().environ)
-    if report_dir:
-        if launch is None:
-            raise UsageError(
-                f"{REPORT_DIR_ENV} is set but no rank environment",
-                hint=f"{REPORT_DIR_ENV} is for ranks started by --nproc; unset it",
-            )
-        return _supervised_rank(launch, report_dir)
     # The spec checks its own fields (ibdiag/bench/collective/spec.py), naming the flag.
     spec = RunSpec(
         op=get_op(op).name,
@@ -320,105 +146,68 @@ def collective_command(
         warmup=warmup,
         blocking=blocking,
         check=not no_check,
-        timeout_s=timeout,
+        timeout_s=DEFAULT_TIMEOUT_S if timeout is None else timeout,
     )
-    if nproc is not None and not 1 <= nproc <= 4096:
-        raise UsageError(
-            f"--nproc {nproc} is out of range",
-            hint="start 1 to 4096 local ranks (one per GPU for NCCL)",
-        )
-    cfg = read_config(config).section("collective", CollectiveConfig)
-    check_output_path(save, "--save")
-    if nproc is not None:
-        if launch is not None:
-            raise UsageError(
-                f"--nproc starts its own ranks, but this process is already rank {launch.rank} of a {launch.launcher} job of {launch.world_size}",
-                hint="drop --nproc under torchrun/srun/mpirun (each rank runs ibdiag bench collective itself)",
-            )
-        from ibdiag.bench.collective import spawn
-        from ibdiag.bench.results.model import bench_run_from_json
-        from ibdiag.findings.model import Finding
-
-        child_env = {**env().environ, JOB_ENV: RankJob(spec, cfg).to_env()}
-        with _ProgressBar() as bar:
-            doc = spawn.run_local(
-                nproc, ["bench", "collective"], timeout_s=timeout, on_progress=bar, env=child_env
-            )
-        run = bench_run_from_json(doc["run"], source="rank 0's result")
-        findings: Sequence[Finding] = [Finding.from_json(f) for f in doc.get("findings", [])]
-        return emit_run(run, findings, fmt, save, strict)
-    if launch is None:
-        raise UsageError(
-            "no ranks to run: no launcher environment (torchrun, srun, mpirun) and no --nproc",
-            hint="ibdiag bench collective --nproc 4 (4 local ranks), or launch it with torchrun/srun/mpirun",
-        )
-    from ibdiag.bench.collective.analysis import to_bench_run
-    from ibdiag.bench.collective.runner import run_rank
-    from ibdiag.runtime.hooks import TestHooks
-
-    report = _FailureReport(None, launch.rank)
-    try:
-        with _ctrl_c_ends_the_rank(), _ProgressBar() as bar:
-            measurement = run_rank(
+    with _ProgressBar() as bar:
+        outcome = run(
+            CollectiveRequest(
                 spec,
-                launch,
-                hooks=TestHooks.from_env(env().environ),
-                on_progress=bar if launch.rank == 0 else None,
-                on_watchdog=_die_from_watchdog(None, launch.rank),
-                on_failure=report,
-                env=env().environ,
+                nproc=nproc,
+                config=read_config(config),
+                save=save,
+                environ=env().environ,
+                on_progress=bar,
+                on_error=print_error,
+                on_stuck=os._exit,
+                debug=debug,
             )
-    except IbdiagError as e:
-        if report.done:
-            return int(e.exit_status)  # already said, before the teardown
-        if launch.rank != 0 and not e.message.startswith("rank "):
-            e.message = f"rank {launch.rank}: {e.message}"
-        raise
-    except Exception:
-        if report.done and not debug:
-            return int(ExitStatus.CANNOT_RUN)
-        raise
-    if measurement is None:  # not rank 0: only rank 0 prints and saves
-        return 0
-    run, findings = to_bench_run(measurement, cfg)
-    return emit_run(run, findings, fmt, save, strict)
+        )
+    if outcome.result is None:  # a rank that prints nothing, or a failure already said
+        return outcome.exit_status
+    return emit(views.outputs(outcome.result), fmt, strict=strict, save=save, files_last=True)
 
 
-def _supervised_rank(launch: Any, report_dir: str) -> int:
-    """A rank started by --nproc: its job comes from the supervisor (JSON in the environment);
-    progress, result and errors go to files the supervisor reads."""
-    from ibdiag.bench.collective import spawn
-    from ibdiag.bench.collective.analysis import to_bench_run
-    from ibdiag.bench.collective.runner import run_rank
-    from ibdiag.bench.collective.spec import RankJob
-    from ibdiag.runtime.hooks import TestHooks
+class _ProgressBar:
+    """A rich progress bar on stderr, one step per size and placement; nothing when stderr is not a terminal."""
 
-    def progress(done: int, total: int, label: str) -> None:
-        spawn.write_progress(report_dir, done, total, label)
+    def __init__(self) -> None:
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None
 
-    report = _FailureReport(report_dir, launch.rank)
-    try:
-        job = RankJob.from_env(env().environ)
-        with _ctrl_c_ends_the_rank():
-            measurement = run_rank(
-                job.spec,
-                launch,
-                hooks=TestHooks.from_env(env().environ),
-                on_progress=progress,
-                on_watchdog=_die_from_watchdog(report_dir, launch.rank),
-                on_failure=report,
-                env=env().environ,
+    def __enter__(self) -> _ProgressBar:
+        if env().stderr_isatty:
+            # lazy: rich, for a terminal's progress bar only
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
             )
-        if measurement is not None:
-            run, findings = to_bench_run(measurement, job.config)
-            spawn.write_result(
-                report_dir, {"run": run.to_data(), "findings": [f.to_json() for f in findings]}
+
+            self.progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console("stderr"),
+                transient=True,
             )
-    except BaseException as e:
-        if isinstance(e, (KeyboardInterrupt, SystemExit)):
-            raise
-        if report.done:
-            return int(e.exit_status) if isinstance(e, IbdiagError) else int(ExitStatus.CANNOT_RUN)
-        spawn.write_error(report_dir, launch.rank, e)
-        raise
-    return 0
+            self.progress.start()
+            # until rank 0 reports, the ranks are starting and meeting (minutes at thousands of ranks)
+            self.task = self.progress.add_task("starting ranks, rendezvous", total=None)
+        return self
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        if self.progress is None or self.task is None:
+            return
+        self.progress.update(self.task, total=total, completed=done, description=label)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.progress is not None:
+            self.progress.stop()

@@ -1,37 +1,37 @@
 """``ibdiag bench p2p HOST``: point-to-point bandwidth and latency (RDMA WRITE, TCP).
 
 Like ``ib_write_bw``/``ib_write_lat`` (RDMA) and ``iperf3``/``qperf tcp_lat`` (TCP), from one tool,
-with results ``ibdiag verdict`` can read (``--save``).
+with results ``ibdiag verdict`` can read (``--save``). The library is :mod:`ibdiag.bench.p2p.command`.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated, Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ibdiag.bench import views
+from ibdiag.bench.p2p.command import P2PRequest, run
+from ibdiag.bench.p2p.control.protocol import DEFAULT_PORT, DEFAULT_TIMEOUT_S
+from ibdiag.bench.p2p.fields import size_option
+from ibdiag.bench.p2p.params import RunRequest
+from ibdiag.bench.p2p.phase import Progress
 from ibdiag.cli.app import bench_app
-from ibdiag.cli.common import (
+from ibdiag.cli.common import env, handle_errors, print_warning, read_config
+from ibdiag.cli.console import console
+from ibdiag.cli.emit import emit
+from ibdiag.cli.options import (
     ConfigOption,
     DebugOption,
     FormatOption,
     OutputFormat,
+    PngOption,
+    SaveOption,
     StrictOption,
-    atomic_output,
-    check_output_path,
-    console,
-    emit,
-    env,
-    handle_errors,
-    read_config,
-    run_meta,
-    table_width,
-    write_atomically,
+    TimeoutOption,
 )
 from ibdiag.cli.p2p_options import (
-    DEFAULT_PORT,
-    DEFAULT_TIMEOUT_S,
     DeviceOption,
     Engine,
     GidIndexOption,
@@ -39,17 +39,17 @@ from ibdiag.cli.p2p_options import (
     Mode,
     PortOption,
     SocketBufferOption,
-    TimeoutOption,
     TokenFileOption,
     Transport,
     Verb,
-    size_from_option,
-    token_from_option,
 )
 from ibdiag.errors import UsageError
 from ibdiag.parse import parse_decimal
+from ibdiag.units import parse_size_spec
 
-# --- p2p -----------------------------------------------------------------------------------------
+if TYPE_CHECKING:
+    from rich.progress import Progress as ProgressBar
+    from rich.progress import TaskID
 
 
 @bench_app.command("p2p")
@@ -188,22 +188,8 @@ def p2p_command(
         ),
     ] = None,
     socket_buffer: SocketBufferOption = None,
-    save: Annotated[
-        Path | None,
-        typer.Option(
-            "--save",
-            metavar="FILE",
-            help="Also write the JSON result (ibdiag.bench/1) to FILE, atomically.",
-        ),
-    ] = None,
-    png: Annotated[
-        Path | None,
-        typer.Option(
-            "--png",
-            metavar="FILE",
-            help="Write a bandwidth-by-size chart as PNG (needs matplotlib).",
-        ),
-    ] = None,
+    save: SaveOption = None,
+    png: PngOption = None,
     fmt: FormatOption = OutputFormat.table,
     config: ConfigOption = None,
     strict: StrictOption = False,
@@ -214,54 +200,17 @@ def p2p_command(
     Reports GB/s and Gb/s with message rate, one-way latency min/p50/p99/p99.9/max, CPU seconds
     per GB on each side, and judges the best bandwidth at sizes >= 1 MiB against the line rate.
     """
-    from ibdiag.bench.p2p import render
-    from ibdiag.bench.p2p.checks import P2PConfig, bandwidth_findings
-    from ibdiag.bench.p2p.client import ClientOptions, run_p2p
-    from ibdiag.bench.p2p.linerate import judged_line_rate
-    from ibdiag.bench.p2p.params import RunRequest
-    from ibdiag.bench.views import view_for
-    from ibdiag.findings.model import Report
-    from ibdiag.node.sysfs import SysfsRoot
-    from ibdiag.units import parse_size_spec
-
-    # Everything that can be refused is refused before a single byte is measured.
-    if fmt is OutputFormat.prom:
+    if fmt is OutputFormat.prom:  # refused before a single byte is measured
         raise UsageError(
             "ibdiag bench p2p cannot write prom",
             hint="use -o json or --save for machines (ibdiag counters -o prom exports node metrics)",
         )
-    size_list = parse_size_spec(sizes, what="--sizes")
-    if line_rate_gbps is not None and not 0 < line_rate_gbps < 1e6:
-        raise UsageError(
-            f"--line-rate-gbps {line_rate_gbps:g} must be a positive rate below 1e6 Gb/s",
-            hint="e.g. 400 for an NDR port, 100 for 100GbE",
-        )
-    if transport is Transport.tcp and (device is not None or gid_index is not None):
-        raise UsageError(
-            "--device and --gid-index apply to --transport rdma",
-            hint="drop them, or add --transport rdma",
-        )
-    if transport is Transport.rdma and socket_buffer is not None:
-        raise UsageError("--socket-buffer applies to --transport tcp", hint="drop it")
-    check_output_path(save, "--save")
-    check_output_path(png, "--png")
-    if png is not None and not render.png_available():
-        raise UsageError(
-            "--png needs matplotlib, which is not installed",
-            hint="pip install 'ibdiag[chart]' (or matplotlib), or use the terminal chart of -o table",
-        )
-    if transport is Transport.tcp and engine is Engine.perftest:
-        raise UsageError(
-            "--engine perftest applies to --transport rdma",
-            hint="add --transport rdma (perftest measures RDMA), or drop --engine",
-        )
-    path = env().environ.get("PATH")
-    cfg = read_config(config).section("p2p", P2PConfig)
-    # The request and where it goes check their own fields, naming the flag (ibdiag/bench/p2p/params.py).
-    req = RunRequest(
+    cfg = read_config(config)
+    # The request checks its own fields, naming the flag (ibdiag/bench/p2p/params.py).
+    asked = RunRequest(
         transport=transport.value,
         mode=mode.value,
-        sizes=size_list,
+        sizes=parse_size_spec(sizes, what="--sizes"),
         iters=iters,
         duration_s=duration,
         warmup=warmup,
@@ -273,76 +222,49 @@ def p2p_command(
         inline=inline,
         tclass=tclass,
         sl=sl,
-        engine="perftest" if engine is Engine.perftest else "ibdiag",
     )
-    if engine is Engine.auto:
-        from dataclasses import replace
-
-        from ibdiag.bench.p2p.perftest.engine import resolve_engine
-
-        req = replace(req, engine=resolve_engine(req, path))
-    opts = ClientOptions(
-        host=host,
-        port=port,
-        token=token_from_option(token_file),
-        timeout_s=timeout,
-        socket_buffer=size_from_option(socket_buffer, "--socket-buffer"),
-        device=device,
-        ib_port=ib_port,
-        gid_index=gid_index,
-        sysfs=SysfsRoot("/"),  # the one tree of this run: the live node's /sys
-        perftest_path=path,
-    )
-    interactive = fmt is OutputFormat.table and env().stderr_isatty
-    if interactive:
-        with _progress_bar() as progress:
-            run = run_p2p(req, opts, progress)
-    else:
-        run = run_p2p(req, opts)
-
-    rate = judged_line_rate(
-        run.local_rate, run.remote_rate, flag_gbps=line_rate_gbps, config_gbps=cfg.line_rate_gbps
-    )
-    bench = run.to_bench_run(rate)
-    subject = f"{transport.value} {run.peer}"
-    findings = bandwidth_findings(
-        run.results,
-        transport=transport.value,
-        subject=subject,
-        line_rate_gbps=rate.gbps,
-        line_rate_source=rate.source,
-        bidir=bidir,
-        cfg=cfg,
-    )
-    report = Report("bench", bench.to_data(), tuple(findings))
-    meta = run_meta()
-    view = view_for(bench)
-
-    def table() -> list[Any]:
-        from ibdiag.output.table import findings_block
-
-        return [*view.table(bench), *findings_block(report, strict=strict, width=table_width())]
-
+    with _ProgressBar(fmt is OutputFormat.table and env().stderr_isatty) as progress:
+        result = run(
+            P2PRequest(
+                host=host,
+                run_request=asked,
+                engine=engine.value,
+                port=port,
+                token_file=token_file,
+                timeout_s=DEFAULT_TIMEOUT_S if timeout is None else timeout,
+                socket_buffer=size_option(socket_buffer, "--socket-buffer"),
+                device=device,
+                ib_port=ib_port,
+                gid_index=gid_index,
+                line_rate_gbps=line_rate_gbps,
+                config=cfg,
+                save=save,
+                png=png,
+                environ=env().environ,
+                on_progress=progress,
+                on_warning=print_warning,
+            )
+        )
     # The measurement is printed first: a --save or --png that fails now loses nothing (its error follows).
-    status = emit(report, fmt, meta, strict=strict, table=table, csv=lambda: view.csv(bench))
-    env().stdout.flush()
-    if save is not None:
-        from ibdiag.output.jsonout import render_json
-
-        write_atomically(save, render_json(report, meta))
-    if png is not None:
-        with atomic_output(png, "--png") as fh:
-            render.write_png(bench, fh)
-    return status
+    return emit(views.outputs(result), fmt, strict=strict, save=save, png=png, files_last=True)
 
 
-class _progress_bar:
-    """A rich progress bar on stderr, one step per size and mode."""
+class _ProgressBar:
+    """A rich progress bar on stderr, one step per size and mode; None (no progress) when not ``shown``."""
 
-    def __enter__(self) -> Any:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    def __init__(self, shown: bool) -> None:
+        self.shown = shown
+        self._bar: ProgressBar | None = None
+        self._task: TaskID | None = None
 
-        self._p = Progress(
+    def __enter__(self) -> Progress | None:
+        if not self.shown:
+            return None
+        # lazy: rich, for a terminal's progress bar only
+        from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as ProgressBar
+
+        self._bar = ProgressBar(
             TextColumn("{task.description:>14}"),
             BarColumn(),
             TextColumn("{task.completed}/{task.total}"),
@@ -350,15 +272,20 @@ class _progress_bar:
             console=console("stderr"),
             transient=True,
         )
-        self._p.start()
-        self._task = None
+        self._bar.start()
+        return self._update
 
-        def update(done: int, total: int, label: str) -> None:
-            if self._task is None:
-                self._task = self._p.add_task(label, total=total)
-            self._p.update(self._task, completed=done, description=label)
+    def _update(self, done: int, total: int, label: str) -> None:
+        assert self._bar is not None
+        if self._task is None:
+            self._task = self._bar.add_task(label, total=total)
+        self._bar.update(self._task, completed=done, description=label)
 
-        return update
-
-    def __exit__(self, *exc: object) -> None:
-        self._p.stop()
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._bar is not None:
+            self._bar.stop()

@@ -1,36 +1,28 @@
 """``ibdiag bench serve``: serve ``ibdiag bench p2p`` clients one at a time (like ``ib_write_bw``'s
-server side), over RDMA WRITE or TCP."""
+server side), over RDMA WRITE or TCP. The library is :mod:`ibdiag.bench.p2p.serve_command`."""
 
 from __future__ import annotations
 
+import time
 from typing import Annotated
 
 import typer
 
+from ibdiag.bench.p2p.control.protocol import DEFAULT_PORT, DEFAULT_TIMEOUT_S
+from ibdiag.bench.p2p.fields import size_option
+from ibdiag.bench.p2p.serve_command import ServeRequest, run
 from ibdiag.cli.app import bench_app
-from ibdiag.cli.common import (
-    DebugOption,
-    env,
-    handle_errors,
-)
+from ibdiag.cli.common import env, handle_errors, print_warning
+from ibdiag.cli.options import DebugOption, TimeoutOption
 from ibdiag.cli.p2p_options import (
-    DEFAULT_PORT,
-    DEFAULT_TIMEOUT_S,
     DeviceOption,
     GidIndexOption,
     IbPortOption,
     PortOption,
     ServeTransport,
     SocketBufferOption,
-    TimeoutOption,
     TokenFileOption,
-    serve_log_line,
-    size_from_option,
-    token_from_option,
 )
-from ibdiag.errors import UsageError
-
-# --- serve ---------------------------------------------------------------------------------------
 
 
 @bench_app.command("serve")
@@ -74,55 +66,33 @@ def serve_command(
     Without a token only clients on this host (loopback) are accepted. Every refused or dropped
     client is one line on stderr; the server keeps serving. Ctrl-C exits 130.
     """
-    from ibdiag.bench.p2p.fields import check_rdma_port
-    from ibdiag.bench.p2p.params import TRANSPORTS
-    from ibdiag.bench.p2p.serve import ServeOptions, Server, preflight_rdma
-    from ibdiag.node.sysfs import SysfsRoot
-    from ibdiag.units import format_bytes
-
-    transports = TRANSPORTS if transport is ServeTransport.any else (transport.value,)
-    if transport is ServeTransport.tcp and (device or gid_index is not None):
-        raise UsageError(
-            "--device and --gid-index apply to RDMA",
-            hint="drop them, or use --transport rdma or any",
-        )
-    check_rdma_port(ib_port, gid_index)
-    max_bytes = size_from_option(max_size, "--max-size")
-    assert max_bytes is not None
-    opts = ServeOptions(
+    request = ServeRequest(
         bind=bind,
         port=port,
-        transports=transports,
+        transport=transport.value,
         device=device,
         ib_port=ib_port,
         gid_index=gid_index,
-        token=token_from_option(token_file),
-        max_size=max_bytes,
-        timeout_s=timeout,
+        token_file=token_file,
+        max_size=_max_size(max_size),
+        timeout_s=DEFAULT_TIMEOUT_S if timeout is None else timeout,
         once=once,
-        socket_buffer=size_from_option(socket_buffer, "--socket-buffer"),
-        sysfs=SysfsRoot("/"),  # the one tree every client's run reads: the live node's /sys
-        perftest_path=env().environ.get("PATH"),
+        socket_buffer=size_option(socket_buffer, "--socket-buffer"),
+        environ=env().environ,
+        log=serve_log_line,
+        on_warning=print_warning,
     )
-    rdma_line = None
-    if transport is ServeTransport.rdma:
-        rdma_line = preflight_rdma(
-            opts
-        )  # pyverbs, device, port, GID: fail now, not at the first client
-    with Server(opts, serve_log_line) as server:
-        host, real_port = server.address or ("?", port)
-        shown = f"[{host}]" if ":" in host else host
-        serve_log_line(
-            f"listening on {shown}:{real_port} ({', '.join(transports)}; up to {format_bytes(max_bytes)} per buffer; timeout {opts.timeout_s:g} s)"
-        )
-        if rdma_line:
-            serve_log_line(f"RDMA: {rdma_line}")
-        if opts.token is None:
-            serve_log_line(
-                "no token: accepting clients on this host (loopback) only; give --token-file or IBDIAG_TOKEN to serve other hosts"
-            )
-        serve_log_line(
-            "serving one client at a time"
-            + ("; exiting after one run" if once else "; Ctrl-C stops")
-        )
-        return server.serve()
+    return run(request).exit_status
+
+
+def _max_size(text: str) -> int:
+    size = size_option(text, "--max-size")
+    assert size is not None  # the option has a default
+    return size
+
+
+def serve_log_line(message: str) -> None:
+    """One line of the server's log on stderr: ``ibdiag serve: <local time> <message>``."""
+    err = env().stderr
+    err.write(f"ibdiag serve: {time.strftime('%Y-%m-%dT%H:%M:%S')} {message}\n")
+    err.flush()

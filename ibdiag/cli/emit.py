@@ -30,12 +30,27 @@ def emit(
     save: Path | None = None,
     png: Path | None = None,
     png_option: str = "--png",
+    files_last: bool = False,
 ) -> int:
     """Write ``out`` to stdout in ``fmt`` (and ``--save``, ``--png``); keep it for the end of the run;
     return the exit status its findings call for. A format the command has no view for is a usage
     error (exit 2), never an empty output. ``png_option``: the option that named ``png``, for errors
-    (verdict's ``--chart``)."""
+    (verdict's ``--chart``). ``files_last``: ``--save`` and ``--png`` after stdout (a measurement: a
+    file that cannot be written then loses nothing already measured)."""
     record(out, strict=strict)
+    if not files_last:
+        _write_files(out, save, png, png_option)
+    try:
+        _write(out, fmt, strict=strict)
+    except BrokenPipeError:
+        # The reader closed the pipe (`| head`): the exit status still tells what was found.
+        _silence(current().env.stdout)
+    if files_last:
+        _write_files(out, save, png, png_option)
+    return exit_status(out.report, strict)
+
+
+def _write_files(out: Outputs, save: Path | None, png: Path | None, png_option: str) -> None:
     if save is not None:
         write_atomically(save, render_json(out.report, out.meta), "--save")
     if png is not None:
@@ -43,12 +58,6 @@ def emit(
             raise UsageError(f"ibdiag {out.report.command} draws no chart", hint="drop --png")
         with atomic_output(png, png_option) as fh:
             out.png(fh)
-    try:
-        _write(out, fmt, strict=strict)
-    except BrokenPipeError:
-        # The reader closed the pipe (`| head`): the exit status still tells what was found.
-        _silence(current().env.stdout)
-    return exit_status(out.report, strict)
 
 
 def record(out: Outputs, *, strict: bool) -> None:

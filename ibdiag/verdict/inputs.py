@@ -331,14 +331,8 @@ def choose_source(
     other: tuple[str, object] | None = None,
 ) -> str:
     """The one measured source given (``other``: a source another package supplies, by its flag)."""
-    sources: list[tuple[str, object]] = [
-        ("--busbw", busbw),
-        ("--bench", bench),
-        ("--nccl-tests", nccl_tests),
-    ]
-    if other is not None:
-        sources.append(other)
-    given = [name for name, v in sources if v is not None]
+    flags = [("--busbw", busbw), ("--bench", bench), ("--nccl-tests", nccl_tests), other]
+    given = [f[0] for f in flags if f is not None and f[1] is not None]
     if not given:
         raise UsageError(
             "no measured bandwidth: give one of --busbw, --bench, --nccl-tests or --inspector",

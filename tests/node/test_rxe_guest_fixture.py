@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from ibdiag.bench.p2p.rdma.plan import choose_device, choose_gid
+from ibdiag.bench.p2p.rdma.device import choose_device, choose_gid
 from ibdiag.counters.read import discover_layout, read_port_counters
 from ibdiag.node.discover import discover, read_port
 from ibdiag.node.sysfs import SysfsRoot

@@ -20,5 +20,7 @@ and the rest:
 * ``validate``  known data in, wrong elements counted (torch tensors)
 * ``spawn``     ``--nproc N``: local ranks as real processes; ``supervise`` watches them
 * ``analysis``  measurement -> BenchRun, stragglers, findings (pure)
-* ``render``    the collective view: nccl-tests' table, chart, CSV, Prometheus metrics (pure)
+* ``views``     the collective view: nccl-tests' table, chart, CSV, Prometheus metrics (pure)
+* ``command``   the entry point of ``ibdiag bench collective``: this process as a rank, a supervisor
+  of ``--nproc`` ranks or one of those ranks
 """

@@ -14,7 +14,7 @@ from typing import Any
 
 from ibdiag.errors import UsageError
 from ibdiag.text import safe_value
-from ibdiag.units import format_bytes
+from ibdiag.units import format_bytes, parse_size
 
 #: Longest wait on a peer (``--timeout``), seconds.
 MAX_TIMEOUT_S = 86400.0
@@ -146,3 +146,14 @@ def check_rdma_port(ib_port: Any, gid_index: Any) -> tuple[int, int | None]:
         )
     )
     return port, gid
+
+
+def size_option(text: str | None, flag: str) -> int | None:
+    """A size option's bytes (``--max-size 1G``, ``--socket-buffer 4M``); None when not given; UsageError
+    (exit 2) for what is not a size or is under 1 byte."""
+    if text is None:
+        return None
+    value = parse_size(text, what=flag)
+    if value < 1:
+        raise UsageError(f"{flag} must be at least 1 byte", hint=f"e.g. {flag} 4M")
+    return value

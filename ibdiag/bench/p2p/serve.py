@@ -40,8 +40,7 @@ from ibdiag.bench.p2p.control.protocol import (
 from ibdiag.bench.p2p.fields import check_host, check_port, check_socket_buffer, check_timeout
 from ibdiag.bench.p2p.params import TRANSPORTS, RunRequest
 from ibdiag.bench.p2p.phase import Local, ServerSide
-from ibdiag.bench.p2p.rdma import session as rdma_session
-from ibdiag.bench.p2p.rdma.device import select_device
+from ibdiag.bench.p2p.rdma import device as rdma_device
 from ibdiag.bench.p2p.session import engine_for, serve_run
 from ibdiag.errors import CannotRunError, ExitStatus, IbdiagError, UsageError
 from ibdiag.node.sysfs import SysfsRoot
@@ -98,12 +97,19 @@ class ServeOptions:
 class Server:
     """Listening socket plus the accept loop. Use as a context manager; :meth:`close` frees everything."""
 
-    def __init__(self, opts: ServeOptions, log: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        opts: ServeOptions,
+        log: Callable[[str], None],
+        stop: threading.Event | None = None,
+    ) -> None:
+        """``stop``: set it (from another thread) to end :meth:`serve`, as :meth:`stop` does; it is set
+        when the server closes."""
         self.opts = opts
         self.log = log
         self.host = socket.gethostname()
         self._listener: socket.socket | None = None
-        self._stop = threading.Event()
+        self._stop = stop if stop is not None else threading.Event()
         self._busy = threading.Lock()
         self._state = threading.Lock()
         self._conns: set[socket.socket] = set()
@@ -433,7 +439,7 @@ def preflight_rdma(opts: ServeOptions) -> str:
     """With ``--transport rdma`` check at start-up that pyverbs, the device and the port are usable."""
     note = ""
     try:
-        sel = rdma_session.select_rdma(opts.sysfs, opts.device, opts.ib_port, opts.gid_index)
+        sel = rdma_device.select_rdma(opts.sysfs, opts.device, opts.ib_port, opts.gid_index)
     except CannotRunError as e:
         # Without pyverbs a server can still serve --engine perftest where perftest is installed.
         if (
@@ -441,6 +447,6 @@ def preflight_rdma(opts: ServeOptions) -> str:
             or shutil.which("ib_write_bw", path=opts.perftest_path) is None
         ):
             raise
-        sel = select_device(opts.sysfs, opts.device, opts.ib_port, opts.gid_index)
+        sel = rdma_device.select_device(opts.sysfs, opts.device, opts.ib_port, opts.gid_index)
         note = f"; {e.message}: serving --engine perftest clients only"
     return f"{sel.device} port {sel.port}, GID index {sel.gid_index if sel.gid_index is not None else '-'} ({sel.gid_reason}){note}"

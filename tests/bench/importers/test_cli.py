@@ -8,7 +8,7 @@ import json
 import subprocess
 
 from ibdiag.bench import importers
-from ibdiag.bench.p2p.render import CSV_HEADER as P2P_CSV_HEADER
+from ibdiag.bench.p2p.views import CSV_HEADER as P2P_CSV_HEADER
 from ibdiag.bench.results.model import load_bench_file
 from tests.support.env import FIXTURES
 

@@ -15,7 +15,7 @@ from ibdiag.bench.p2p.linerate import (
     rdma_line_rate,
     tcp_line_rate,
 )
-from ibdiag.bench.p2p.render import CSV_HEADER, bandwidth_chart, csv_rows, results_table
+from ibdiag.bench.p2p.views import CSV_HEADER, bandwidth_chart, csv_rows, results_table
 from ibdiag.bench.results.model import BenchRun, LatencyStats, P2PResult, bench_run_from_json
 from ibdiag.bench.results.p2p_meta import P2PMeta, P2PSetup
 from ibdiag.config import load_config
@@ -277,7 +277,7 @@ def test_bench_json_round_trip_keeps_lat_iters():
 
 def test_png_chart_when_matplotlib_is_installed(tmp_path):
     pytest.importorskip("matplotlib")
-    from ibdiag.bench.p2p.render import write_png
+    from ibdiag.bench.p2p.views import write_png
 
     target = tmp_path / "bw.png"
     write_png(_run(FULL), target)

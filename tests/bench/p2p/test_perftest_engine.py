@@ -440,13 +440,13 @@ def test_a_dead_client_gets_the_servers_perftest_killed(tmp_path):
 def test_a_server_without_pyverbs_serves_perftest_clients(monkeypatch, tmp_path):
     """``bench serve --transport rdma`` where pyverbs is missing (simulated: the selection raises what
     ibdiag.bench.p2p.rdma.verbs raises then) but perftest is installed: it starts, saying what it serves."""
-    from ibdiag.bench.p2p.rdma import session as rdma_session
+    from ibdiag.bench.p2p.rdma import device as rdma_device
     from ibdiag.bench.p2p.serve import ServeOptions, preflight_rdma
 
     def no_pyverbs(*a: object) -> None:
         raise CannotRunError("pyverbs is not installed (No module named 'pyverbs')")
 
-    monkeypatch.setattr(rdma_session, "select_rdma", no_pyverbs)
+    monkeypatch.setattr(rdma_device, "select_rdma", no_pyverbs)
     (tmp_path / "ib_write_bw").write_text("#!/bin/sh\n")
     (tmp_path / "ib_write_bw").chmod(0o755)
     line = preflight_rdma(ServeOptions(sysfs=SysfsRoot(RXE_ROOT), perftest_path=str(tmp_path)))

@@ -16,6 +16,7 @@ from dataclasses import replace
 import pytest
 
 from ibdiag.bench.p2p.control.protocol import Channel
+from ibdiag.bench.p2p.rdma.device import choose_device, choose_gid, ensure_port_active
 from ibdiag.bench.p2p.rdma.latency import (
     lat_signal_interval,
     marker,
@@ -23,14 +24,7 @@ from ibdiag.bench.p2p.rdma.latency import (
     write_lat_responder,
 )
 from ibdiag.bench.p2p.rdma.loops import reset_areas, signal_interval, write_bw
-from ibdiag.bench.p2p.rdma.plan import (
-    ConnectPlan,
-    QpInfo,
-    choose_device,
-    choose_gid,
-    ensure_port_active,
-    plan_connection,
-)
+from ibdiag.bench.p2p.rdma.plan import ConnectPlan, QpInfo, plan_connection
 from ibdiag.errors import CannotRunError, PeerTimeoutError, UsageError
 from ibdiag.node.discover import list_adapters, read_port
 from ibdiag.node.sysfs import SysfsRoot

@@ -19,7 +19,6 @@ import pytest
 from ibdiag.bench.p2p.control.protocol import ProtocolError
 from ibdiag.bench.p2p.fields import RequestError
 from ibdiag.bench.p2p.params import AUTO_INLINE_LAT, RunRequest
-from ibdiag.bench.p2p.rdma.device import check_server_run, run_options
 from ibdiag.bench.p2p.rdma.latency import read_lat, send_lat
 from ibdiag.bench.p2p.rdma.loops import (
     Receiver,
@@ -30,7 +29,7 @@ from ibdiag.bench.p2p.rdma.loops import (
     signal_interval,
     write_bw,
 )
-from ibdiag.bench.p2p.rdma.plan import QpInfo, plan_connection
+from ibdiag.bench.p2p.rdma.plan import QpInfo, check_server_run, plan_connection, run_options
 from ibdiag.bench.results.p2p_meta import P2PSetup, RdmaEnd, RdmaPath
 from ibdiag.errors import CannotRunError, PeerTimeoutError
 from ibdiag.jsonread import Fields

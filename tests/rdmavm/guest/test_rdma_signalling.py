@@ -15,6 +15,7 @@ import pytest
 
 from ibdiag.bench.buffers import allocate
 from ibdiag.bench.p2p.rdma import verbs
+from ibdiag.bench.p2p.rdma.device import select_rdma
 from ibdiag.bench.p2p.rdma.endpoint import RdmaEndpoint
 from ibdiag.bench.p2p.rdma.latency import (
     lat_signal_interval,
@@ -23,7 +24,6 @@ from ibdiag.bench.p2p.rdma.latency import (
 )
 from ibdiag.bench.p2p.rdma.loops import reset_areas, signal_interval, write_bw
 from ibdiag.bench.p2p.rdma.plan import plan_connection
-from ibdiag.bench.p2p.rdma.session import select_rdma
 from ibdiag.node.sysfs import SysfsRoot
 from tests.rdmavm.guest.conftest import DEVICE
 

@@ -21,7 +21,7 @@ PERFTEST_PORT = 18515
 
 
 def _gid_index() -> int:
-    from ibdiag.bench.p2p.rdma.session import select_rdma
+    from ibdiag.bench.p2p.rdma.device import select_rdma
     from ibdiag.node.sysfs import SysfsRoot
 
     return select_rdma(SysfsRoot("/"), DEVICE, 1, None).gid_index

@@ -27,6 +27,7 @@ import hashlib
 import hmac
 import os
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,27 @@ def token_from_env(value: str | None) -> bytes | None:
     if value is None or not value.strip():
         return None
     return value.strip().encode()
+
+
+def read_token(
+    token_file: Path | None,
+    environ: Mapping[str, str],
+    warn: Callable[[str], None] | None = None,
+) -> bytes | None:
+    """The shared token: ``--token-file``'s, else ``$IBDIAG_TOKEN`` in ``environ``; None without either.
+    A token file other users can read still works, and ``warn`` is told so."""
+    if token_file is None:
+        return token_from_env(environ.get("IBDIAG_TOKEN"))
+    token = read_token_file(token_file)
+    try:
+        mode = token_file.stat().st_mode
+    except OSError:
+        return token
+    if mode & 0o077 and warn is not None:
+        warn(
+            f"token file {token_file} can be read by other users (mode {mode & 0o777:o}); chmod 600 {token_file}"
+        )
+    return token
 
 
 def _mac(token: bytes, role: str, server_nonce: bytes, client_nonce: bytes) -> str:

@@ -71,7 +71,8 @@ from ibdiag.bench.p2p.phase import (
     read_phase,
 )
 from ibdiag.bench.p2p.rdma import verbs
-from ibdiag.bench.p2p.rdma.device import rdma_path, read_ends, select_device
+from ibdiag.bench.p2p.rdma.device import select_device
+from ibdiag.bench.p2p.rdma.plan import rdma_path, read_ends
 from ibdiag.bench.results.model import P2PResult
 from ibdiag.bench.results.p2p_meta import LineRate, PerftestEngine, RdmaPath
 from ibdiag.errors import CannotRunError

@@ -9,7 +9,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from ibdiag.bench.buffers import Buffer
-from ibdiag.bench.p2p.rdma.plan import ConnectPlan, QpInfo, ensure_port_active
+from ibdiag.bench.p2p.rdma.device import ensure_port_active
+from ibdiag.bench.p2p.rdma.plan import ConnectPlan, QpInfo
 from ibdiag.bench.p2p.rdma.verbs import (
     PostList,
     build_qp_attr,

@@ -1,8 +1,11 @@
-"""The RDMA data path's decisions: device, port and GID, the queue-pair details both ends exchange, and
-the RC connection plan (what ``ib_write_bw``/``ib_read_bw``/``ib_send_bw`` set up before measuring).
+"""What the two ends of an RDMA run exchange and the RC connection plan they build from it (what
+``ib_write_bw``/``ib_read_bw``/``ib_send_bw`` set up before measuring): each side's queue pairs
+(:class:`QpInfo`), the run options a server echoes and the ends a result describes, whether every size
+fits one work request, and the INIT -> RTR -> RTS attributes (:func:`plan_connection`).
 
-Pure functions, tested on sysfs fixtures; the library calls are in :mod:`ibdiag.bench.p2p.rdma.verbs` and the
-measuring loops (WRITE, READ, SEND; bandwidth and latency) in :mod:`ibdiag.bench.p2p.rdma.loops`.
+Pure functions; the device, port and GID each end uses are chosen in :mod:`ibdiag.bench.p2p.rdma.device`,
+the library calls are in :mod:`ibdiag.bench.p2p.rdma.verbs` and the measuring loops (WRITE, READ, SEND;
+bandwidth and latency) in :mod:`ibdiag.bench.p2p.rdma.loops`.
 """
 
 from __future__ import annotations
@@ -12,12 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ibdiag.bench.p2p.control.protocol import ProtocolError
+from ibdiag.bench.p2p.params import RunRequest
+from ibdiag.bench.results.p2p_meta import RdmaEnd, RdmaPath
 from ibdiag.errors import CannotRunError, UsageError
-from ibdiag.node.model import Gid, Port
+from ibdiag.jsonread import Fields
 from ibdiag.units import format_bytes
 
-#: ``ibv_qp_attr`` values perftest uses for RC: ACK timeout 4.096 µs * 2^14 ≈ 67 ms, 7 retries,
-#: 7 RNR retries (infinite), RNR timer 12 (0.64 ms), one outstanding RDMA READ/atomic.
 QP_TIMEOUT = 14
 QP_RETRY_CNT = 7
 QP_RNR_RETRY = 7
@@ -36,51 +40,8 @@ MTUS = (256, 512, 1024, 2048, 4096)
 SGE_MAX_BYTES = 2**32 - 1
 _GID_RE = re.compile(r"^[0-9a-fA-F]{4}(:[0-9a-fA-F]{4}){7}$")
 
-ROCE_V2 = "RoCE v2"
-ROCE_V1 = "IB/RoCE v1"
 
-
-# --- device, port and GID choice -----------------------------------------------------------------
-
-
-def ensure_port_active(device: str, port: int, state: str | None, phys_state: str | None) -> None:
-    """CannotRunError (exit 3) unless the port is ACTIVE (``ibstat``'s ``State: Active``)."""
-    if state == "ACTIVE":
-        return
-    phys = f", physical state {phys_state}" if phys_state else ""
-    raise CannotRunError(
-        f"port {port} of {device} is not active (state {state or 'unknown'}{phys})",
-        hint="check the cable and the switch port (ibdiag topo, ibstat); on InfiniBand a subnet manager must be running; or pick another --device/--ib-port",
-    )
-
-
-def choose_device(ports: Sequence[Port], device: str | None) -> Port:
-    """The port to use: ``device``'s, or the first ACTIVE one among ``ports`` (in device order).
-
-    ``ports`` holds one :class:`~ibdiag.node.model.Port` per RDMA device (the ``--ib-port`` of each),
-    read from sysfs like ``ibdiag topo`` does.
-    """
-    if device is not None:
-        for p in ports:
-            if p.adapter == device:
-                ensure_port_active(p.adapter, p.port, p.state, p.phys_state)
-                return p
-        names = ", ".join(p.adapter for p in ports) or "none"
-        raise CannotRunError(
-            f"no RDMA device named {device} with that port",
-            hint=f"devices here: {names} (ibv_devices)",
-        )
-    for p in ports:
-        if p.active:
-            return p
-    states = (
-        ", ".join(f"{p.adapter} port {p.port} {p.state or 'unknown'}" for p in ports)
-        or "no RDMA devices"
-    )
-    raise CannotRunError(
-        f"no active RDMA port ({states})",
-        hint="bring a link up, or name one with --device and --ib-port",
-    )
+# --- what one work request can carry ---------------------------------------------------------
 
 
 def _size_limit(max_msg_bytes: int | None) -> int:
@@ -118,62 +79,6 @@ def check_message_sizes(
             problem,
             hint=f"use sizes up to {_limit_text(limit)} with --transport rdma, e.g. --sizes 8:{limit}",
         )
-
-
-@dataclass(frozen=True)
-class GidChoice:
-    index: int | None
-    """GID table index; None on InfiniBand without a GRH (LID routing)."""
-    gid: str | None
-    type: str | None
-    reason: str
-
-
-def _gid_rank(g: Gid) -> tuple[int, int]:
-    # perftest (get_best_gid_index): RoCE v2 over v1; among equals an IPv4-mapped GID, then a
-    # global IPv6 one, link-local last; the lowest index breaks ties.
-    v2 = 0 if g.type == ROCE_V2 else 1
-    if g.is_ipv4_mapped:
-        scope = 0
-    elif not g.gid.lower().startswith("fe80"):
-        scope = 1
-    else:
-        scope = 2
-    return (v2, scope)
-
-
-def choose_gid(port: Port, requested: int | None = None) -> GidChoice:
-    """The source GID for ``port``: ``requested`` (``--gid-index``) if it is populated, else automatic.
-
-    RoCE (link layer Ethernet) needs a GID: the IPv4-mapped RoCE v2 one when there is one, as
-    perftest picks. InfiniBand routes by LID inside a subnet and uses no GRH unless an index is given.
-    """
-    by_index = {g.index: g for g in port.gids}
-    where = f"{port.adapter} port {port.port}"
-    if requested is not None:
-        g = by_index.get(requested)
-        if g is None:
-            populated = ", ".join(str(i) for i in sorted(by_index)) or "none"
-            raise UsageError(
-                f"--gid-index {requested}: no such GID on {where}",
-                hint=f"populated GID indices: {populated} (show_gids, /sys/class/infiniband/{port.adapter}/ports/{port.port}/gids)",
-            )
-        return GidChoice(g.index, g.gid, g.type, f"--gid-index {requested}")
-    if port.link_layer != "Ethernet":
-        return GidChoice(None, None, None, "InfiniBand: LID routing, no GRH")
-    if not port.gids:
-        netdev = port.netdev or "the port's netdev"
-        raise CannotRunError(
-            f"{where} (RoCE) has no usable GID",
-            hint=f"configure an IP address on {netdev}; RoCE v2 GIDs follow the netdev's addresses",
-        )
-    best = min(port.gids, key=lambda g: (_gid_rank(g), g.index))
-    kind = (
-        "IPv4-mapped"
-        if best.is_ipv4_mapped
-        else ("link-local" if best.gid.lower().startswith("fe80") else "IPv6")
-    )
-    return GidChoice(best.index, best.gid, best.type, f"auto: {best.type or 'unknown type'} {kind}")
 
 
 # --- what the peers exchange ---------------------------------------------------------------------
@@ -358,4 +263,53 @@ def plan_connection(
         max_rd_atomic=rd_atomic,
         max_dest_rd_atomic=rd_atomic,
         remote_read=remote_read,
+    )
+
+
+# --- what the server echoes, and the ends a result describes ---------------------------------------
+
+
+def run_options(req: RunRequest) -> dict[str, Any]:
+    """The RDMA options a server echoes in ``ready`` (``rdma_run``) as it will run them."""
+    return {
+        "verb": req.verb,
+        "qps": req.qps,
+        "tclass": req.tclass,
+        "sl": req.sl,
+        "bidir": req.bidir,
+    }
+
+
+def check_server_run(ready: dict[str, Any], req: RunRequest, peer: str) -> None:
+    """ProtocolError unless the server echoes the options this client asked for: an older server that
+    ignores ``--verb read`` would otherwise measure WRITEs under a READ label."""
+    want = run_options(req)
+    if ready.get("rdma_run") != want:
+        raise ProtocolError(
+            f"{peer} does not run RDMA the way this client asked ({', '.join(f'{k} {v}' for k, v in want.items())})",
+            hint="an older ibdiag bench serve ignores --verb/--qps/--bidir/--tclass/--sl: run the same ibdiag version on both hosts",
+        )
+
+
+def read_ends(ready: dict[str, Any], details: dict[str, Any], peer: str) -> tuple[RdmaEnd, RdmaEnd]:
+    """(client, server) ends: this client's ``details`` and what the server sent in ``ready``."""
+    try:
+        server_end = RdmaEnd.read(Fields(ready, "ready"))
+    except ValueError as e:
+        raise ProtocolError(f"{peer} sent invalid device details: {e}") from None
+    return RdmaEnd.read(Fields(details, "client")), server_end
+
+
+def rdma_path(req: RunRequest, client: RdmaEnd, server: RdmaEnd, mtu: int | None) -> RdmaPath:
+    """The path a run's result describes: both ends, the path MTU (None: not known) and the options."""
+    return RdmaPath(
+        client,
+        server,
+        mtu,
+        req.tx_depth,
+        verb=req.verb,
+        qps=req.qps,
+        inline=req.inline,
+        tclass=req.tclass,
+        sl=req.sl,
     )

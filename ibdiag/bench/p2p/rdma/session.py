@@ -45,14 +45,7 @@ from ibdiag.bench.p2p.phase import (
     read_phase,
     seconds_field,
 )
-from ibdiag.bench.p2p.rdma import verbs
-from ibdiag.bench.p2p.rdma.device import (
-    RdmaSelection,
-    check_server_run,
-    rdma_path,
-    read_ends,
-    run_options,
-)
+from ibdiag.bench.p2p.rdma.device import RdmaSelection, select_rdma
 from ibdiag.bench.p2p.rdma.endpoint import RdmaEndpoint
 from ibdiag.bench.p2p.rdma.latency import (
     read_lat,
@@ -72,10 +65,12 @@ from ibdiag.bench.p2p.rdma.plan import (
     READ_RD_ATOMIC,
     QpInfo,
     check_message_sizes,
-    choose_device,
-    choose_gid,
+    check_server_run,
     message_size_problem,
     plan_connection,
+    rdma_path,
+    read_ends,
+    run_options,
 )
 from ibdiag.bench.results.p2p_meta import LineRate, RdmaPath
 from ibdiag.bench.results.stats import (
@@ -85,26 +80,11 @@ from ibdiag.bench.results.stats import (
     message_rate_mpps,
 )
 from ibdiag.errors import CannotRunError
-from ibdiag.node.discover import natural_key, read_port
 from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.units import format_bytes
 
 #: Receives kept posted per QP for SEND (perftest's ib_send_bw rx-depth default is 512).
 RX_DEPTH = 512
-
-
-def select_rdma(
-    sysfs: SysfsRoot, device: str | None, ib_port: int, gid_index: int | None
-) -> RdmaSelection:
-    """Device (given or the first with an ACTIVE port), then the GID (given or perftest's choice)."""
-    names = sorted(verbs.list_devices(), key=natural_key)
-    ports = [read_port(sysfs, name, ib_port) for name in names]
-    port = choose_device(ports, device)
-    gid = choose_gid(port, gid_index)
-    max_msg = verbs.port_max_msg_bytes(port.adapter, port.port)
-    return RdmaSelection(
-        port.adapter, port.port, gid.index, gid.gid, gid.reason, port.link_layer, max_msg
-    )
 
 
 def _rd_atomic(value: Any, peer: str) -> int:

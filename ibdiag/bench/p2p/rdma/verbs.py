@@ -13,8 +13,8 @@ takes Python calls per completion (``next_poll``, ``read_wr_id``, ``read_status`
 (``start_poll``, ``end_poll``) where ``CQ.poll`` is one call per batch, and with selective signalling
 completions are few (one per chain of ``cq_mod`` requests).
 
-The pure decisions (which device, which GID, the QP attributes) live in
-:mod:`ibdiag.bench.p2p.rdma.plan`; this module only translates them into pyverbs objects.
+The pure decisions live in :mod:`ibdiag.bench.p2p.rdma.device` (which device, port and GID) and
+:mod:`ibdiag.bench.p2p.rdma.plan` (the QP attributes); this module only translates them into pyverbs objects.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from ibdiag.bench import importers
-from ibdiag.bench.collective import render
+from ibdiag.bench.collective import views
 from ibdiag.bench.collective.analysis import to_bench_run
 from ibdiag.bench.collective.measurement import MeasuredRow, Measurement, RankInfo
 from ibdiag.bench.collective.plan import plan_size
@@ -32,7 +32,7 @@ from ibdiag.output.prom import render_prom
     ],
 )
 def test_numbers_get_nccl_tests_precision(value, width, text):
-    assert render.nccl_float(value, width) == text
+    assert views.nccl_float(value, width) == text
 
 
 def _run(op: str, n: int = 4, placements=None):
@@ -56,7 +56,7 @@ def _run(op: str, n: int = 4, placements=None):
 )
 def test_table_reads_back_through_the_nccl_tests_importer(op):
     run, _ = _run(op)
-    lines = render.summary_lines(run) + render.table_lines(run)
+    lines = views.summary_lines(run) + views.table_lines(run)
     back = importers.parse_text("\n".join(lines) + "\n", "ibdiag-table.txt", op=op)
     assert [(r.bytes, r.count, r.in_place, r.wrong) for r in back.results] == [
         (r.bytes, r.count, r.in_place, r.wrong) for r in run.results
@@ -71,7 +71,7 @@ def test_table_reads_back_through_the_nccl_tests_importer(op):
 
 def test_table_layout():
     run, _ = _run("all_reduce")
-    lines = render.table_lines(run)
+    lines = views.table_lines(run)
     header = [ln for ln in lines if "#wrong" in ln][0]
     row = [ln for ln in lines if ln.lstrip().startswith("1048576")][0]
     # nccl-tests' widths: every value ends in the column where its header name ends (right-aligned)
@@ -85,16 +85,16 @@ def test_table_layout():
 
 def test_summary_says_what_was_not_measured():
     run, _ = _run("all_to_all")
-    text = "\n".join(render.summary_lines(run))
+    text = "\n".join(views.summary_lines(run))
     assert "in-place: not measured" in text and "4 ranks on 2 hosts (2 per host)" in text
     run, _ = _run("all_reduce")
-    assert "out-of-place: not measured" in "\n".join(render.summary_lines(run))
+    assert "out-of-place: not measured" in "\n".join(views.summary_lines(run))
 
 
 def test_csv_loads_as_a_table():
     pandas = pytest.importorskip("pandas")
     run, _ = _run("all_gather")
-    header, rows = render.CSV_HEADER, render.csv_rows(run)
+    header, rows = views.CSV_HEADER, views.csv_rows(run)
     from ibdiag.output.csvout import render_csv
 
     text = render_csv(header, rows)
@@ -106,7 +106,7 @@ def test_csv_loads_as_a_table():
 
 def test_metrics_render():
     run, _ = _run("reduce_scatter")
-    text = render_prom(render.prom_metrics(run))
+    text = render_prom(views.prom_metrics(run))
     assert (
         'ibdiag_collective_busbw_bytes_per_second{op="reduce_scatter",backend="gloo",bytes="1048576",placement="out_of_place"}'
         in text
@@ -119,7 +119,7 @@ def test_metrics_render():
 
 def test_chart_and_spread():
     run, _ = _run("all_reduce")
-    chart = render.busbw_chart(run)
+    chart = views.busbw_chart(run)
     assert chart.startswith("busbw by size (in-place)") and "16 MiB" in chart
-    assert render.spread_table(run) is not None and render.per_rank_table(run) is not None
-    assert render.per_rank_table(run, limit=2) is None
+    assert views.spread_table(run) is not None and views.per_rank_table(run) is not None
+    assert views.per_rank_table(run, limit=2) is None
