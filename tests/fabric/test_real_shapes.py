@@ -235,6 +235,31 @@ def test_a_cable_on_another_port_of_its_rails_leaf_is_noticed_by_the_fabrics_pat
     )
 
 
+def test_a_cable_moved_to_another_units_leaf_of_its_rail_fails_and_slurm_keeps_the_units(tmp_path):
+    # 16 hosts x 4 rails, 2 leaves a rail: gpu01-08 are unit 1, gpu09-16 unit 2. gpu03's rail-2 cable
+    # moves to unit 2's rail-2 leaf (a free port): a leaf of its rail, but not its unit's.
+    t = rail_fat_tree(hosts=16, rails=4, leaves_per_rail=2)
+    sw, port = t.host_cable("gpu03", 2)
+    other = t.switch("leaf-r2-2")
+    assert sw.desc == "leaf-r2-1"
+    other.nports += 1  # a spare port
+    free = other.nports
+    ca = t.ca("gpu03", 2)
+    other.peers[free] = sw.peers.pop(port)
+    ca.peer = (other.node_id, free, "4xHDR")
+    j = judged(t.text(), tmp_path)
+    assert bad(j) == [("fabric.rails", "fail", "gpu03/mlx5_2")]
+    assert said(j, "fabric.rails")[0].startswith(
+        f"gpu03 mlx5_2 (rail 2) is cabled to leaf-r2-2 port {free}, a leaf of its rail but another unit's"
+    )
+    conf = topology_conf(j.fabric, j.names, j.shape)
+    nodes = {ln.split()[0]: ln.split("Nodes=")[1] for ln in conf.splitlines() if "Nodes=" in ln}
+    # Each host under one unit, the units unchanged: gpu03 stays with its other three adapters ...
+    assert sorted(nodes.values()) == ["gpu[01-08]", "gpu[09-16]"]
+    # ... and the file says so rather than regrouping silently.
+    assert "# gpu03: 1 of its 4 adapters on another unit's leaf (a moved cable?)" in conf
+
+
 def test_storage_servers_with_both_ports_on_one_leaf_are_not_judged_and_said(tmp_path):
     t = rail_fat_tree(hosts=8, rails=2)
     leaf = t.switch("leaf-r0-1")
