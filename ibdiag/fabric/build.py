@@ -13,10 +13,19 @@ from dataclasses import replace
 from ibdiag.counters.model import PortCounters, Sample
 from ibdiag.counters.spec import ERROR_COUNTERS, IB_COUNTERS, max_value
 from ibdiag.errors import CannotRunError, InputError
+from ibdiag.fabric import pastes
 from ibdiag.fabric.capture import Capture, ToolRun
 from ibdiag.fabric.linkinfo import parse_linkinfo
-from ibdiag.fabric.model import Fabric, FabricNode, FabricPort, PortRef, SubnetManager, ToolNote
-from ibdiag.fabric.netdiscover import parse_netdiscover
+from ibdiag.fabric.model import (
+    Fabric,
+    FabricNode,
+    FabricPort,
+    PortRef,
+    SubnetManager,
+    ToolNote,
+    guid_text,
+)
+from ibdiag.fabric.netdiscover import read_netdiscover
 from ibdiag.fabric.queryerrors import parse_queryerrors
 from ibdiag.fabric.routes import parse_routes
 from ibdiag.fabric.sminfo import parse_sm_lids, parse_sminfo
@@ -30,8 +39,14 @@ ZERO_UNLESS_LISTED = (*ERROR_COUNTERS, "port_xmit_wait")
 _ORIGIN = re.compile(r"^#\s*Initiated from node ([0-9a-fA-F]{1,16}) port ([0-9a-fA-F]{1,16})", re.M)
 
 
+#: What a pasted file may hold without ibnetdiscover (pastes.py): judged for what it holds.
+PASTED = ("iblinkinfo", "ibqueryerrors", "perfquery", "sminfo")
+
+
 def build_fabric(cap: Capture, counters_run: str = "ibqueryerrors") -> Fabric:
     disc = cap.run("ibnetdiscover")
+    if disc is None and any(cap.run(t) is not None for t in PASTED):
+        return from_paste(cap)
     if disc is None or not disc.stdout.strip() or disc.rc not in (0, None):
         # No subnet to discover (no adapter, no umad access, the port down): the tool says so on
         # stdout or stderr and exits non-zero; what it said is the message, never parsed as a dump.
@@ -47,8 +62,13 @@ def build_fabric(cap: Capture, counters_run: str = "ibqueryerrors") -> Fabric:
             f"ibnetdiscover discovered nothing (exit {disc.rc if disc else '-'}: {said})",
             hint="the tools need an InfiniBand port that is up, the ib_umad module loaded and access to /dev/infiniband/umad* (root or the rdma group); check `ibstat` and `sminfo`; -C/-P pick the port; or judge a saved dump with --from",
         )
-    nodes, ports = parse_netdiscover(disc.stdout)
+    found = read_netdiscover(disc.stdout)
+    nodes, ports = found.nodes, found.ports
     notes: list[ToolNote] = list(classify(disc))
+    if found.skipped is not None:
+        notes.append(
+            ToolNote("ibnetdiscover", "skipped", found.skipped.text("ibnetdiscover output"))
+        )
     link = cap.run("iblinkinfo")
     states_known = link is not None and bool(link.stdout.strip())
     if link is not None:
@@ -77,6 +97,7 @@ def build_fabric(cap: Capture, counters_run: str = "ibqueryerrors") -> Fabric:
         counters=counters,
         notes=tuple(notes),
         routes=routes,
+        duplicates=found.duplicates,
     )
 
 
@@ -213,3 +234,69 @@ def _unread(notes: list[ToolNote], ports: tuple[FabricPort, ...]) -> set[tuple[o
         if n.kind == "unreachable" and m:
             out.add((int(m.group(1)), int(m.group(2))))
     return out
+
+
+_ERRORS_FOR = re.compile(
+    r'^(?:Errors|Data Counters) for 0x([0-9a-fA-F]{1,16})\s+"(.{0,200})"\s*$', re.M
+)
+
+
+def from_paste(cap: Capture) -> Fabric:
+    """A fabric from a paste of iblinkinfo, ibqueryerrors (and ibhosts/ibswitches lines), perfquery
+    or sminfo without ibnetdiscover: the nodes and ports they name, the counters and SMs they hold."""
+    ibnodes = cap.run("ibnodes")
+    known = pastes.node_list(ibnodes.stdout) if ibnodes is not None else {}
+    nodes: dict[str, FabricNode] = {}
+    ports: dict[PortRef, FabricPort] = {}
+    link = cap.run("iblinkinfo")
+    if link is not None:
+        ns, ps = pastes.from_linkinfo(parse_linkinfo(link.stdout), known)
+        nodes.update({n.guid: n for n in ns})
+        ports.update({p.ref: p for p in ps})
+    values: dict[tuple[str, int], dict[str, int]] = {}
+    qe = cap.run("ibqueryerrors")
+    if qe is not None:
+        said = {
+            guid_text(int(g, 16)): safe_excerpt(d, 96) for g, d in _ERRORS_FOR.findall(qe.stdout)
+        }
+        values.update(parse_queryerrors(qe.stdout))
+        for guid, desc in said.items():
+            nodes.setdefault(guid, known.get(guid) or FabricNode(guid, "unknown", desc, 0))
+    pq = cap.run("perfquery")
+    if pq is not None:
+        lids = {p.lid: p.guid for p in ports.values() if p.lid}
+        for (lid, port), v in pastes.perfquery_blocks(pq.stdout).items():
+            guid = lids.get(lid, f"LID {lid}")
+            nodes.setdefault(guid, FabricNode(guid, "unknown", f"LID {lid}", 0, lid))
+            values.setdefault((guid, port), {}).update(v)
+    for guid, port in values:
+        ports.setdefault(PortRef(guid, port), FabricPort(guid, port))
+    notes: list[ToolNote] = []
+    sms, sm_known = _sms(cap, notes)
+    counted = tuple(
+        _pasted_counters(g, p, v, qe is not None) for (g, p), v in sorted(values.items())
+    )
+    return Fabric(
+        source=cap.source,
+        taken_at_s=None,
+        nodes=tuple(nodes.values()),
+        ports=tuple(sorted(ports.values(), key=lambda p: (p.guid, p.port))),
+        sms=sms,
+        sm_known=sm_known,
+        states_known=link is not None,
+        counters=Sample(0.0, None, counted) if values or qe is not None else None,
+        notes=tuple(notes),
+        # A far end the paste does not list (iblinkinfo -S of one switch): its links are judged, the
+        # fabric's shape is not (a partial view).
+        topology_known=link is not None and not any(g.startswith("LID ") for g in nodes),
+    )
+
+
+def _pasted_counters(guid: str, port: int, values: dict[str, int], listed: bool) -> PortCounters:
+    """ibqueryerrors lists non-zero counters only (the rest are 0); perfquery prints what it read
+    (``-x``: the data counters alone): a counter it did not print is not in the paste."""
+    pc = port_counters(guid, port, values, unlisted=0 if listed else None)
+    if listed:
+        return pc
+    gone = {k: "not in the pasted output" for k, v in (pc.counters or {}).items() if v is None}
+    return replace(pc, unavailable=gone)

@@ -5,15 +5,13 @@ Counter checks are :mod:`.counterchecks`; :func:`ibdiag.fabric.judge.judge` call
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import replace
 
 from ibdiag.counters.config import CountersConfig
 from ibdiag.counters.rules import SNAPSHOT_HINT, errors_snapshot
-from ibdiag.fabric.config import FabricConfig
 from ibdiag.fabric.farend import FarEnd
 from ibdiag.fabric.hosts import Names
-from ibdiag.fabric.model import LANE_GBPS, SPEED_ORDER, SWITCH, Fabric, FabricPort, PortRef
+from ibdiag.fabric.model import SWITCH, Fabric, FabricPort, PortRef
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry
 
@@ -145,11 +143,23 @@ def discovery(fab: Fabric, names: Names, origin: str | None) -> Finding:
             value=len(unread),
             hint="a counters query that failed leaves those ports' errors unknown (MAD loss, a port without PMA, a tool that crashed): run `ibdiag fabric` again; iblinkinfo failing leaves port states unknown",
         )
+    skipped = "".join(f"; {n.text}" for n in fab.notes if n.kind == "skipped")
+    if not fab.topology_known:
+        links = len(fab.links())
+        what = (
+            f"a paste of part of the fabric (far ends it does not list): {len(fab.nodes)} node(s), {links} link(s) "
+            "judged for state and rate; tiers, oversubscription, rails and SHARP coverage not judged"
+            if links
+            else f"a paste without topology: {len(fab.nodes)} node(s) named, {len(fab.ports)} port(s) read; "
+            "links, tiers, rails and link rates not judged"
+        )
+        return Finding("fabric.discovery", Severity.OK, "fabric", what + skipped)
     return Finding(
         "fabric.discovery",
         Severity.OK,
         "fabric",
-        f"{len(fab.nodes)} nodes ({sum(1 for n in fab.nodes if n.kind == SWITCH)} switches), {len(fab.links())} links discovered with no tool complaint",
+        f"{len(fab.nodes)} nodes ({sum(1 for n in fab.nodes if n.kind == SWITCH)} switches), {len(fab.links())} links discovered with no tool complaint"
+        + skipped,
     )
 
 
@@ -183,54 +193,6 @@ def switch_end(fab: Fabric, a: FabricPort, b: FabricPort | None) -> FabricPort:
     if node is not None and node.kind == SWITCH or b is None:
         return a
     return b
-
-
-def _norm(fab: Fabric, cfg: FabricConfig, ports: list[FabricPort]) -> tuple[int | None, str | None]:
-    widths = Counter(p.width for p in ports if p.width)
-    speeds = Counter(p.speed for p in ports if p.speed)
-    width = cfg.expect_width or (widths.most_common(1)[0][0] if widths else None)
-    speed = cfg.expect_speed or (speeds.most_common(1)[0][0] if speeds else None)
-    return width, speed
-
-
-@CHECKS.check(
-    "fabric.link_rate",
-    "a link narrower or slower than the fabric's norm (or [fabric] expect_width/expect_speed): fail",
-)
-def link_rate(fab: Fabric, names: Names, cfg: FabricConfig) -> list[Finding]:
-    links = [(a, b) for a, b in fab.links() if a.state in ("Active", None) and a.width and a.speed]
-    width, speed = _norm(fab, cfg, [a for a, _ in links])
-    if width is None or speed is None:
-        return []
-    out = []
-    for a, b in links:
-        slow = []
-        if a.width is not None and a.width < width:
-            slow.append(f"{a.width}x where the fabric runs {width}x")
-        if a.speed in LANE_GBPS and SPEED_ORDER.index(a.speed) < SPEED_ORDER.index(speed):
-            slow.append(f"{a.speed} where the fabric runs {speed}")
-        if not slow:
-            continue
-        kind = "inter-switch link" if fab.is_isl(a) else "host link"
-        ends = f"{names.port(a.ref)} — {names.port(b.ref) if b else '?'}"
-        if kind == "host link":
-            ends = names.cable(switch_end(fab, a, b))
-        could = (
-            f"; both ends could do {a.could_be}" if a.could_be and "12X" not in a.could_be else ""
-        )
-        out.append(
-            Finding(
-                "fabric.link_rate",
-                Severity.FAIL,
-                names.link_subject(a, b),
-                f"{kind} {ends} trained at {a.link_text} ({a.rate_gbps:g} Gb/s): {' and '.join(slow)}{could}",
-                value=a.rate_gbps,
-                limit=width * LANE_GBPS[speed],
-                unit="Gb/s",
-                hint="a link that trains narrow or slow has a bad lane or cable: reseat or replace it, then check `iblinkinfo` shows the full width and speed",
-            )
-        )
-    return out
 
 
 @CHECKS.check(

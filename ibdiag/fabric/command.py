@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING
 from ibdiag.config import Config
 from ibdiag.counters.config import CountersConfig
 from ibdiag.errors import UsageError
-from ibdiag.fabric import dump
+from ibdiag.fabric import dump, namemap
 from ibdiag.fabric.capture import Capture, ToolRun
 from ibdiag.fabric.collect import Collector, Limits, collect
 from ibdiag.fabric.config import FabricConfig
 from ibdiag.fabric.hosts import HostEnd, read_topo
 from ibdiag.fabric.linkinfo import parse_linkinfo
+from ibdiag.fabric.namemap import NodeNameMap
 from ibdiag.fabric.netdiscover import parse_netdiscover
 from ibdiag.findings.model import Report, RunMeta
 from ibdiag.infile import read_text_file
@@ -74,6 +75,10 @@ class FabricRequest:
     """``--slurm-topology FILE``: also write Slurm's topology.conf (topology/tree) there."""
     hosts: Path | None = None
     """``--hosts FILE``: with ``slurm_topology``, Slurm's node names (``<host or GUID> <name>`` lines)."""
+    node_name_map: Path | None = None
+    """``--node-name-map FILE``: names by node GUID, as ibnetdiscover and opensm read them
+    (``0x<GUID> "name"``; ``H-<GUID> name`` too): adapters with a default description named, switches
+    renamed, in every finding and view (:mod:`ibdiag.fabric.namemap`)."""
     timeout_s: float | None = None
     """``--timeout``: the time limit of each tool (None: :data:`DEFAULT_TIMEOUT_S`)."""
     routes: bool = False
@@ -109,6 +114,7 @@ def run(req: FabricRequest) -> FabricResult:
             hint="add --slurm-topology FILE",
         )
     rename = read_hosts_map(req.hosts) if req.hosts is not None else None
+    name_map = read_node_name_map(req.node_name_map) if req.node_name_map is not None else None
     if req.slurm_topology is not None:
         check_output_path(req.slurm_topology, "--slurm-topology")
     if req.source is not None:
@@ -121,7 +127,7 @@ def run(req: FabricRequest) -> FabricResult:
         cap = _collect_while_loading(collector, req.interval_s, req.preload)
     if req.save is not None:
         dump.save(cap, req.save)
-    judged = _judge(req, cap, hosts, plan, cfg=counters_cfg, fcfg=fabric_cfg)
+    judged = _judge(req, cap, hosts, plan, cfg=counters_cfg, fcfg=fabric_cfg, name_map=name_map)
     if req.slurm_topology is not None:
         write_slurm_topology(judged, req.slurm_topology, rename)
     # lazy: imports networkx's users; loaded while the tools ran (JUDGING_MODULES)
@@ -180,6 +186,7 @@ def _judge(
     *,
     cfg: CountersConfig,
     fcfg: FabricConfig,
+    name_map: NodeNameMap | None = None,
 ) -> Judged:
     """The fabric built from the capture and judged: against its own first counters read
     (``--interval``) or an earlier dump (``--since``)."""
@@ -205,6 +212,7 @@ def _judge(
         reference=reference,
         mode=mode,
         plan=plan,
+        name_map=name_map,
     )
 
 
@@ -237,6 +245,13 @@ def read_hosts_map(path: Path) -> dict[str, str]:
     where = f"--hosts {safe_value(str(path))}"
     text = read_text_file(path, MAX_MAP_BYTES, where, MAP_HINT, utf8_only=False)
     return parse_hosts_map(text, where)
+
+
+def read_node_name_map(path: Path) -> NodeNameMap:
+    """``--node-name-map FILE``: node GUID -> name, in the IB tools' format."""
+    where = f"--node-name-map {safe_value(str(path))}"
+    text = read_text_file(path, namemap.MAX_MAP_BYTES, where, namemap.HINT, utf8_only=False)
+    return namemap.parse_node_name_map(text, where)
 
 
 def write_slurm_topology(judged: Judged, path: Path, rename: dict[str, str] | None) -> None:

@@ -2,8 +2,8 @@
 ``[counters]``'s (the same meanings on a switch port as on a host port). Example::
 
     [fabric]
-    expect_width = 4          # lanes every link should run at; 0: the fabric's most common width
-    expect_speed = "HDR"      # lane speed every link should run at; "": the fabric's most common speed
+    expect_width = 4          # lanes every link must run at; 0: what its ends and its class's peers run
+    expect_speed = "HDR"      # lane speed every link must run at where both ends can; "": no fabric-wide speed
     xmit_wait_warn_pct = 5    # a port waiting for credits this share of an interval or more warns
     congestion_share_pct = 25 # a port holding this share of the fabric's xmit_wait is where it concentrates
     congestion_min_ticks = 10000
@@ -33,12 +33,12 @@ class FabricConfig:
         if self.expect_width not in (0, 1, 2, 4, 8, 12):
             raise InputError(
                 f"config [fabric] expect_width = {self.expect_width}",
-                hint="0 (the fabric's norm), 1, 2, 4, 8 or 12",
+                hint="0 (judged against its ends and its class's peers), 1, 2, 4, 8 or 12",
             )
         if self.expect_speed and self.expect_speed not in LANE_GBPS:
             raise InputError(
                 f"config [fabric] expect_speed = {self.expect_speed[:20]!r}",
-                hint=f'one of {", ".join(LANE_GBPS)}, or "" for the fabric\'s norm',
+                hint=f'one of {", ".join(LANE_GBPS)}, or "" for no fabric-wide speed',
             )
         if not 0 < self.xmit_wait_warn_pct <= 100 or not 0 < self.congestion_share_pct <= 100:
             raise InputError(

@@ -15,6 +15,7 @@ from ibdiag.counters.config import CountersConfig
 from ibdiag.counters.delta import figures
 from ibdiag.counters.model import PortDelta, Span
 from ibdiag.counters.rules import SNAPSHOT_HINT, errors_snapshot, errors_span
+from ibdiag.counters.spec import ERROR_COUNTERS
 from ibdiag.fabric.checks import CHECKS
 from ibdiag.fabric.config import FabricConfig
 from ibdiag.fabric.hosts import Names
@@ -37,7 +38,11 @@ def _where(fab: Fabric, names: Names, p: FabricPort) -> str:
     kind = (
         "inter-switch link"
         if fab.is_isl(p)
-        else ("host-facing port" if node and node.kind == SWITCH else "host port")
+        else (
+            "host-facing port"
+            if node and node.kind == SWITCH
+            else ("port" if node and node.kind == "unknown" else "host port")
+        )
     )
     return f"{names.cable(p)} [{kind}]"
 
@@ -78,12 +83,26 @@ def errors(
             )
         )
     if not out:
-        n = len(fab.counters.ports)
+        n = sum(
+            1
+            for pc in fab.counters.ports
+            if any((pc.counters or {}).get(k) is not None for k in ERROR_COUNTERS)
+        )
         what = (
             f"no error counted in {dur}"
             if span is not None
             else "all error counters 0 since the last reset"
         )
+        if n == 0:
+            # perfquery -x (PortCountersExtended) holds the data counters alone.
+            return [
+                Finding(
+                    "fabric.errors",
+                    Severity.OK,
+                    "fabric",
+                    f"{len(fab.counters.ports)} ports read, without error counters (data counters only): errors not judged",
+                )
+            ]
         out.append(Finding("fabric.errors", Severity.OK, "fabric", f"{n} ports: {what}"))
     return out
 
@@ -113,7 +132,9 @@ def _wait_rows(fab: Fabric, span: Span | None) -> list[tuple[FabricPort, float, 
 def xmit_wait(
     fab: Fabric, names: Names, cfg: CountersConfig, fcfg: FabricConfig, span: Span | None, dur: str
 ) -> list[Finding]:
-    if fab.counters is None:
+    if fab.counters is None or all(
+        (pc.counters or {}).get("port_xmit_wait") is None for pc in fab.counters.ports
+    ):
         return []
     rows = _wait_rows(fab, span)
     total = sum(v for _, v, _ in rows)

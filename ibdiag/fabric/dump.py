@@ -2,8 +2,9 @@
 
 A dump is the tools' own text, unchanged, one ``<name>.out`` and ``<name>.err`` per run, plus
 ``capture.json`` (when, the command lines, exit statuses, tool versions). ``ibnetdiscover.out`` feeds
-back into ibsim and into any tool that reads ibnetdiscover's format. A plain ``ibnetdiscover`` file is
-read as a dump of the topology alone.
+back into ibsim and into any tool that reads ibnetdiscover's format. A plain file is read as what it
+holds (:mod:`.pastes`): ``ibnetdiscover`` output (the topology alone), or a paste of ``iblinkinfo``,
+``ibqueryerrors``, ``perfquery`` or ``sminfo``.
 
 Safety, as for snapshots: writing, a directory is created new (or must be empty) and every file is
 created with ``O_EXCL|O_NOFOLLOW``; an archive is written atomically (:mod:`ibdiag.outfile`). Reading,
@@ -23,6 +24,7 @@ import time
 from pathlib import Path
 
 from ibdiag.errors import InputError, UsageError
+from ibdiag.fabric import pastes
 from ibdiag.fabric.capture import NAME_RE, Capture, ToolRun, read_meta
 from ibdiag.outfile import atomic_output, check_output_path
 from ibdiag.text import safe_value
@@ -91,8 +93,8 @@ def load(path: Path) -> Capture:
     elif is_archive(path):
         files = _read_archive(path)
     else:
-        data = _read_file(path)
-        return Capture(str(path), (ToolRun("ibnetdiscover", "ibnetdiscover", data, "", 0),), None)
+        # A file of one tool's output, or several pasted together (pastes.py tells them apart).
+        return pastes.capture(str(path), _read_file(path))
     return _capture(str(path), files)
 
 

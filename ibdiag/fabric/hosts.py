@@ -8,12 +8,15 @@ rdma-ndd writes it (``<hostname> <device>``), which names the host and NIC but n
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ibdiag.errors import InputError
+from ibdiag.fabric.devices import is_aggregation_node
 from ibdiag.fabric.model import CA, Fabric, FabricNode, FabricPort, PortRef
+from ibdiag.fabric.namemap import NodeNameMap
+from ibdiag.fabric.naming import labels
 from ibdiag.infile import RefusedFile, read_regular
 from ibdiag.jsonread import Fields, JsonFieldError, loads
 from ibdiag.text import safe_value
@@ -31,11 +34,20 @@ class HostEnd:
     gpus: tuple[int, ...] = ()
 
     @property
+    def name(self) -> str:
+        """``gpu03 mlx5_2``; ``gpu03`` when the adapter's device is not known (a node-name map)."""
+        return f"{self.host} {self.adapter}" if self.adapter else self.host
+
+    @property
+    def token(self) -> str:
+        return f"{self.host}/{self.adapter}" if self.adapter else self.host
+
+    @property
     def text(self) -> str:
         gpus = f", GPU{'/GPU'.join(str(g) for g in self.gpus)}" if self.gpus else ""
         nic = f"NIC {self.nic_index}" if self.nic_index is not None else ""
         extra = ", ".join(x for x in (nic,) if x) + gpus
-        return f"{self.host} {self.adapter}" + (f" ({extra.lstrip(', ')})" if extra else "")
+        return self.name + (f" ({extra.lstrip(', ')})" if extra else "")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -143,27 +155,54 @@ def read_topo(path: Path) -> dict[str, HostEnd]:
     return read_topo_file(path).ends
 
 
-def _token(text: str) -> str:
-    return re.sub(r"\s+", "/", text.strip()) or "?"
-
-
 def from_desc(node: FabricNode) -> HostEnd | None:
     m = _DESC.match(node.desc)
     return HostEnd(m.group(1), m.group(2)) if m and node.kind == CA else None
 
 
+def from_name(name: str) -> HostEnd:
+    """A node-name map's name for an adapter: ``gpu03 mlx5_2`` (host and device) or ``gpu03``."""
+    parts = name.split()
+    if len(parts) == 2:
+        return HostEnd(parts[0], parts[1])
+    return HostEnd(name.replace(" ", "_"), "")
+
+
 @dataclass(frozen=True)
 class Names:
-    """How to name any port: a switch by its description, a host port by host, NIC and GPUs."""
+    """How to name any port: a switch by the name its operator uses (unique in the fabric), a host
+    port by host, NIC and GPUs (``--topo``, a node-name map, or the node description)."""
 
     fabric: Fabric
     hosts: dict[str, HostEnd]
+    name_map: NodeNameMap | None = None
+    _shown: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    _tokens: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    _host: dict[str, HostEnd | None] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        given = dict(self.name_map.names) if self.name_map is not None else {}
+        for guid, h in self.hosts.items():
+            given[guid] = f"{h.host} {h.adapter}".strip()
+        shown, tokens = labels(self.fabric, given)
+        self._shown.update(shown)
+        self._tokens.update(tokens)
 
     def host(self, guid: str) -> HostEnd | None:
+        if guid in self._host:
+            return self._host[guid]
+        found = self._host[guid] = self._find_host(guid)
+        return found
+
+    def _find_host(self, guid: str) -> HostEnd | None:
         node = self.fabric.node(guid)
-        if node is None or node.kind != CA:
+        if node is None or node.kind != CA or is_aggregation_node(node):
             return None
-        return self.hosts.get(guid) or from_desc(node)
+        h = self.hosts.get(guid)
+        if h is not None:
+            return h
+        mapped = self.name_map.get(guid) if self.name_map is not None else None
+        return from_name(mapped) if mapped else from_desc(node)
 
     def node(self, guid: str) -> str:
         node = self.fabric.node(guid)
@@ -171,26 +210,30 @@ class Names:
             return guid
         if node.kind == CA:
             h = self.host(guid)
-            return h.text if h else (node.desc or guid)
-        return node.desc or guid
+            if h is not None:
+                return h.text
+        return self._shown.get(guid, node.desc or guid)
 
     def port(self, ref: PortRef) -> str:
         node = self.fabric.node(ref.guid)
         if node is not None and node.kind == CA:
             h = self.host(ref.guid)
             if h is not None:
-                return f"{h.host} {h.adapter}" + (f" port {ref.port}" if node.ports > 1 else "")
+                return h.name + (f" port {ref.port}" if node.ports > 1 else "")
         return f"{self.node(ref.guid)} port {ref.port}"
 
     def subject(self, ref: PortRef) -> str:
-        """A finding's subject, one token: ``leaf-r2-1:3``, ``gpu03/mlx5_2`` (``gpu03/mlx5_2:2`` on a
-        multi-port adapter); whitespace inside a description becomes ``/``."""
+        """A finding's subject, one token and unique: ``leaf-r2-1:3``, ``gpu03/mlx5_2`` (``gpu03/mlx5_2:2``
+        on a multi-port adapter), the GUID where the name is not the node's alone."""
         node = self.fabric.node(ref.guid)
+        name = self._tokens.get(ref.guid, ref.guid)
         if node is not None and node.kind == CA:
-            h = self.host(ref.guid)
-            name = f"{h.host}/{h.adapter}" if h else _token(node.desc or ref.guid)
             return name + (f":{ref.port}" if node.ports > 1 else "")
-        return f"{_token(node.desc if node and node.desc else ref.guid)}:{ref.port}"
+        return f"{name}:{ref.port}"
+
+    def switch_token(self, guid: str) -> str:
+        """A switch's subject without a port (``leaf-r2-1``, or its GUID)."""
+        return self._tokens.get(guid, guid)
 
     def link_subject(self, a: FabricPort, b: FabricPort | None) -> str:
         """``leaf-r3-1:11<>spine-1:14``: the switch end first on a host link."""

@@ -1,23 +1,34 @@
-"""``iblinkinfo -l`` output -> every port's state, physical state, width and speed. Pure.
+"""``iblinkinfo`` output -> every port's state, physical state, width and speed. Pure.
 
-::
+Both of its forms. ``iblinkinfo -l`` (what ``ibdiag fabric`` runs) gives one line per port::
 
     0xb8cef603000a0002 "      leaf2"  3  7[  ] ==( 4X  53.125 Gbps Active/  LinkUp)==>  0xb8cef603000a0001  2  7[  ] "leaf1" (Could be 12X )
     0xb8cef603000a0002 "      leaf2"  3  8[  ] ==(                Down/ Polling)==>             [  ] "" ( )
 
+Its default form (what people paste) puts each node's ports under a heading and names the far end by
+LID and port only (the far end's GUID is found through its own heading's LIDs)::
+
+    Switch: 0x0002c9020046c588 Infiniscale-IV Mellanox Technologies:
+               2    1[  ] ==( 4X          10.0 Gbps Active/  LinkUp)==>       6    1[  ] "ip-211 mlx4_0" ( )
+    CA: ip-211 mlx4_0:
+          0x0002c90300293e1f      6    1[  ] ==( 4X          10.0 Gbps Active/  LinkUp)==>       2    1[  ] "Infiniscale-IV Mellanox Technologies" ( )
+
 Adapters are listed by port GUID, switches by node GUID; the speed is the lane's signalling rate.
+Lines that are clearly not the output (a prompt, a stderr line) are skipped (:mod:`.pasted`).
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ibdiag.errors import InputError
-from ibdiag.fabric.model import guid_text
+from ibdiag.fabric.model import CA, SWITCH, guid_text
+from ibdiag.fabric.pasted import MAX_LINE, lines
+from ibdiag.text import safe_excerpt
 
-HINT = "give the output of `iblinkinfo -l` (one line per port), or a directory saved by `ibdiag fabric --save`"
+HINT = "give the output of `iblinkinfo` (its default form or -l), or a directory saved by `ibdiag fabric --save`"
 
 #: Lane signalling rate as iblinkinfo prints it -> IBA speed name.
 LANE_SPEED: dict[str, str] = {
@@ -32,11 +43,22 @@ LANE_SPEED: dict[str, str] = {
     "212.5": "XDR",
 }
 
-_LINE = re.compile(
-    r'^0x([0-9a-fA-F]{1,16})\s+"(.*?)"\s+(\d+)\s+(\d{1,3})\[[^\]]*\]\s+==\(\s*'
-    r"(?:(\d{1,2})X\s+([\d.]+)\s+Gbps\s+)?([A-Za-z]+)/\s*([A-Za-z]+)\s*\)==>\s*"
-    r'(?:(?:0x([0-9a-fA-F]{1,16})\s+(\d+)\s+(\d{1,3}))?\s*\[[^\]]*\]\s+"(.*)"\s+\((.*)\)|"(Port not available)")\s*$'
+_LINK = (
+    r"(\d{1,5})\s+(\d{1,3})\[[^\]]{0,8}\]\s+==\(\s*"
+    r"(?:(\d{1,2})X\s+([\d.]{1,10})\s+Gbps\s+)?([A-Za-z]{1,20})/\s*([A-Za-z]{1,30})\s*\)==>\s*"
 )
+_LINE = re.compile(
+    r'^0x([0-9a-fA-F]{1,16})\s+"(.{0,200}?)"\s+'
+    + _LINK
+    + r'(?:(?:0x([0-9a-fA-F]{1,16})\s+(\d{1,5})\s+(\d{1,3}))?\s*\[[^\]]{0,8}\]\s+"(.{0,200})"\s+\((.{0,120})\)|"(Port not available)")\s*$'
+)
+_HEAD = re.compile(r"^(Switch|CA|Router):\s+(?:(0x[0-9a-fA-F]{1,16})\s+)?(.{0,200}):$")
+_PLAIN = re.compile(
+    r"^(?:0x([0-9a-fA-F]{1,16})\s+)?"
+    + _LINK
+    + r'(?:(?:(\d{1,5})\s+(\d{1,3}))?\s*\[[^\]]{0,8}\]\s+"(.{0,200})"\s+\((.{0,120})\)|"(Port not available)")\s*$'
+)
+_STATE = {"Init": "Initialize"}
 
 
 @dataclass(frozen=True)
@@ -54,46 +76,113 @@ class LinkLine:
     could_be: str
     peer_unknown: bool = False
     """The port is up but its peer was not discovered (iblinkinfo: "Port not available")."""
+    desc: str = ""
+    """The node's description."""
+    kind: str | None = None
+    """``switch`` or ``ca`` where the output says (its default form's headings)."""
+    peer_desc: str = ""
+    peer_lid: int | None = None
+
+
+def _bad(n: int, why: str) -> InputError:
+    return InputError(f"iblinkinfo output, line {n}: {why}", hint=HINT)
+
+
+def _speed(text: str | None, n: int) -> str | None:
+    if text is None:
+        return None
+    speed = LANE_SPEED.get(text)
+    if speed is None:
+        raise _bad(n, f"unknown lane speed {text[:12]} Gbps")
+    return speed
+
+
+def _link(m: re.Match[str], at: int, n: int) -> dict[str, object]:
+    """The fields of the link part, from group ``at`` on (lid, port, width, speed, state, phys)."""
+    g = m.group
+    return {
+        "lid": int(g(at)) or None,
+        "port": int(g(at + 1)),
+        "width": int(g(at + 2)) if g(at + 2) else None,
+        "speed": _speed(g(at + 3), n),
+        "state": _STATE.get(g(at + 4), g(at + 4)[:20]),
+        "phys_state": g(at + 5)[:30],
+    }
+
+
+def _could(text: str | None) -> str:
+    return " ".join((text or "").replace("Could be", "").split())[:40]
 
 
 @functools.lru_cache(maxsize=4)  # an output parsed while the other tools ran is not parsed twice
 def parse_linkinfo(text: str) -> tuple[LinkLine, ...]:
     out: list[LinkLine] = []
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
+    head: tuple[str, str | None, str] | None = None  # (kind, guid, desc) of the default form
+    junk: list[tuple[int, str]] = []
+    for n, line in lines(text, junk):
+        if line.startswith("#"):
             continue
+        if len(line) > MAX_LINE:
+            raise _bad(n, f"a line of {len(line)} characters")
         m = _LINE.match(line)
-        if m is None:
-            # iblinkinfo's own headers for a switch block (without -l) are not this format.
-            raise InputError(
-                f"iblinkinfo output, line {n}: not a `iblinkinfo -l` port line", hint=HINT
-            )
-        speed_text = m.group(6)
-        speed = None
-        if speed_text is not None:
-            speed = LANE_SPEED.get(speed_text)
-            if speed is None:
-                raise InputError(
-                    f"iblinkinfo output, line {n}: unknown lane speed {speed_text[:12]} Gbps",
-                    hint=HINT,
+        if m is not None:
+            f = _link(m, 3, n)
+            out.append(
+                LinkLine(
+                    guid=guid_text(int(m.group(1), 16)),
+                    peer_guid=guid_text(int(m.group(9), 16)) if m.group(9) else None,
+                    peer_port=int(m.group(11)) if m.group(11) else None,
+                    could_be=_could(m.group(13)),
+                    peer_unknown=m.group(14) is not None,
+                    desc=safe_excerpt(m.group(2).strip(), 96),
+                    peer_desc=safe_excerpt(m.group(12) or "", 96),
+                    peer_lid=int(m.group(10)) if m.group(10) else None,
+                    **f,  # type: ignore[arg-type]
                 )
-        out.append(
-            LinkLine(
-                guid=guid_text(int(m.group(1), 16)),
-                lid=int(m.group(3)) or None,
-                port=int(m.group(4)),
-                state=_STATE.get(m.group(7), m.group(7)[:20]),
-                phys_state=m.group(8)[:30],
-                width=int(m.group(5)) if m.group(5) else None,
-                speed=speed,
-                peer_guid=guid_text(int(m.group(9), 16)) if m.group(9) else None,
-                peer_port=int(m.group(11)) if m.group(11) else None,
-                could_be=" ".join((m.group(13) or "").replace("Could be", "").split())[:40],
-                peer_unknown=m.group(14) is not None,
             )
-        )
-    return tuple(out)
+            continue
+        h = _HEAD.match(line)
+        if h is not None:
+            kind = SWITCH if h.group(1) == "Switch" else CA
+            head = (kind, h.group(2), safe_excerpt(h.group(3).strip(), 96))
+            continue
+        p = _PLAIN.match(line)
+        if p is None or head is None:
+            raise _bad(n, f"not a port line of iblinkinfo: {safe_excerpt(line, 60)}")
+        out.append(_plain(p, head, n))
+    return _resolve_lids(out)
 
 
-_STATE = {"Init": "Initialize"}
+def _plain(p: re.Match[str], head: tuple[str, str | None, str], n: int) -> LinkLine:
+    kind, guid, desc = head
+    own = p.group(1) or (guid[2:] if guid else None)
+    if own is None:
+        raise _bad(n, "an adapter's port line without its port GUID")
+    f = _link(p, 2, n)
+    return LinkLine(
+        guid=guid_text(int(own, 16)),
+        peer_guid=None,
+        peer_port=int(p.group(9)) if p.group(9) else None,
+        could_be=_could(p.group(11)),
+        peer_unknown=p.group(12) is not None,
+        desc=desc,
+        kind=kind,
+        peer_desc=safe_excerpt(p.group(10) or "", 96),
+        peer_lid=int(p.group(8)) if p.group(8) else None,
+        **f,  # type: ignore[arg-type]
+    )
+
+
+def _resolve_lids(out: list[LinkLine]) -> tuple[LinkLine, ...]:
+    """The default form names a far end by LID and port: its GUID is the node listed with that LID
+    (a switch's LID is its port 0's, an adapter's its port's)."""
+    by_lid: dict[int, str] = {}
+    for ln in out:
+        if ln.lid is not None:
+            by_lid.setdefault(ln.lid, ln.guid)
+    return tuple(
+        replace(ln, peer_guid=by_lid.get(ln.peer_lid))
+        if ln.peer_guid is None and ln.peer_lid is not None and ln.kind is not None
+        else ln
+        for ln in out
+    )

@@ -46,7 +46,7 @@ class PortRef:
 class FabricNode:
     guid: str
     kind: str
-    """``switch``, ``ca`` or ``router``."""
+    """``switch``, ``ca`` or ``router`` (``unknown``: a node only a counters paste names)."""
     desc: str
     """NodeDescription (``gpu03 mlx5_2``, ``leaf-su1-r2``): set by whoever administers the node."""
     ports: int
@@ -144,7 +144,8 @@ class ToolNote:
     tool: str
     kind: str
     """``unreachable`` (part of the fabric not discovered or queried), ``timeout`` (the tool ran past its
-    limit), ``failed`` (non-zero exit with no result), ``no-sm``, ``noise`` (informational)."""
+    limit), ``failed`` (non-zero exit with no result), ``no-sm``, ``noise`` (informational),
+    ``skipped`` (lines of a saved output that were not the tool's: a prompt, a banner)."""
     text: str
 
     def to_json(self) -> dict[str, Any]:
@@ -170,8 +171,17 @@ class Fabric:
     routes: dict[str, dict[int, int]] | None = None
     """The subnet manager's routes (``ibdiag fabric --routes``): switch GUID -> {destination LID: out
     port}, each switch's unicast linear forwarding table as ibroute read it; None when not read."""
+    duplicates: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """GUIDs the dump gives more than one node: (GUID, the nodes' keys, ``<GUID>`` and ``<GUID>-2`` …)."""
+    topology_known: bool = True
+    """False for a paste of a counters or SM tool alone (ibqueryerrors, perfquery, sminfo): no links."""
     _index: dict[str, FabricNode] = field(default_factory=dict, compare=False, repr=False)
     _ports: dict[PortRef, FabricPort] = field(default_factory=dict, compare=False, repr=False)
+    _links: list[tuple[FabricPort, FabricPort | None]] = field(
+        default_factory=list, compare=False, repr=False
+    )
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """Views derived from the frozen model once and kept (``shape.host_links``)."""
 
     def __post_init__(self) -> None:
         self._index.update({n.guid: n for n in self.nodes})
@@ -191,7 +201,10 @@ class Fabric:
         return any(n.kind in ("unreachable", "timeout") for n in self.notes)
 
     def links(self) -> list[tuple[FabricPort, FabricPort | None]]:
-        """Each link once (the end with the lower (guid, port) first); the far end None when not discovered."""
+        """Each link once (the end with the lower (guid, port) first); the far end None when not discovered.
+        Computed once (the model is frozen); a copy is returned."""
+        if self._links:
+            return list(self._links)
         out: list[tuple[FabricPort, FabricPort | None]] = []
         for p in self.ports:
             if p.peer is None:
@@ -200,6 +213,7 @@ class Fabric:
             if far is not None and (far.guid, far.port) < (p.guid, p.port):
                 continue
             out.append((p, far))
+        self._links.extend(out)
         return out
 
     def is_isl(self, p: FabricPort) -> bool:

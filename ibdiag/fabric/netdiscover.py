@@ -1,4 +1,5 @@
-"""``ibnetdiscover`` output (its default format, which ibsim also reads) -> nodes and ports. Pure.
+"""``ibnetdiscover`` output (its default format, which ibsim also reads, and ibdiagnet's copy of it)
+-> nodes and ports. Pure.
 
 ::
 
@@ -9,8 +10,18 @@
     Ca      1 "H-0002c90300000301"     # "gpu03 mlx5_2"
     [1](2c90300000302)  "S-b8cef603000a0001"[3]     # lid 5 lmc 0 "leaf1" lid 2 4xHDR
 
-Only cabled, discovered ports are listed. A line of another shape is refused with its number (exit 2):
-a dump that is not understood is never judged in part. Descriptions are escaped and capped here.
+ibdiagnet writes the same grammar with two differences (``ibdiagnet2.ibnetdiscover``): the switch
+line is ``switchguid=0x<system image GUID>(<node GUID>)`` -- every ASIC of a director shows its
+chassis's GUID before the parenthesis -- and a switch port is ``[1](1)``. A node is therefore keyed by
+the GUID of its node id (``S-<GUID>``, ``H-<GUID>``: what the port lines refer to), and by the
+``switchguid=``/``caguid=`` value only where the id is not a GUID (ibsim files may say ``"leaf1"``).
+
+Only cabled, discovered ports are listed. Lines that are clearly not the output (a prompt, a log
+banner, a stderr line; :mod:`.pasted`) and lines before the first or after the last line of the dump
+are skipped and counted; a line of another shape inside it is refused with its number (exit 2): a
+dump that is not understood is never judged in part. Numbers are checked where they enter: a LID is
+0-65535, a GUID at most 16 hex digits. Two nodes that say the same GUID are both kept (the second
+keyed ``<GUID>-2``) and named in :attr:`Discovered.duplicates`. Descriptions are escaped and capped.
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ from dataclasses import dataclass
 
 from ibdiag.errors import InputError
 from ibdiag.fabric.model import CA, ROUTER, SWITCH, FabricNode, FabricPort, PortRef, guid_text
+from ibdiag.fabric.pasted import MAX_LINE, Skipped, is_junk, normalise, skipped
 from ibdiag.text import safe_excerpt
 
 HINT = "give the output of `ibnetdiscover` (its default format), or a directory saved by `ibdiag fabric --save`"
@@ -28,20 +40,39 @@ HINT = "give the output of `ibnetdiscover` (its default format), or a directory 
 DESC_LIMIT = 96
 MAX_NODES = 65536
 MAX_PORTS_PER_NODE = 255
+MAX_LID = 0xFFFF
 
 _KINDS = {"Switch": SWITCH, "Ca": CA, "Rt": ROUTER}
-_HEADER = re.compile(r'^(Switch|Ca|Rt)\s+(\d{1,3})\s+"([^"]{1,80})"\s*(?:#\s*"(.*)"(.*))?$')
+_KEYS = {SWITCH: "switchguid", CA: "caguid", ROUTER: "routerguid"}
+_HEX = r"[0-9a-fA-F]{1,16}(?![0-9a-fA-F])"
+# Whitespace is optional between tokens: a PuTTY log of the terminal keeps no tabs.
+_HEADER = re.compile(r'^(Switch|Ca|Rt)\s*(\d{1,3})\s*"([^"]{1,80})"\s*(?:#\s*"(.*)"(.*))?$')
 _PORT = re.compile(
-    r'^\[(\d{1,3})\](?:\(([0-9a-fA-F]{1,16})\))?\s+"([^"]{1,80})"\[(\d{1,3})\](?:\(([0-9a-fA-F]{1,16})\))?'
+    rf'^\[(\d{{1,3}})\](?:\(({_HEX})\))?\s*"([^"]{{1,80}})"\[(\d{{1,3}})\](?:\(({_HEX})\))?'
     r"\s*(?:#(.*))?$"
 )
 _PORT_COMMENT = re.compile(
-    r'^\s*(?:lid\s+(\d+)\s+lmc\s+\d+\s+)?"(.*)"\s+lid\s+(\d+)\s+(?:(\d+)x([A-Z0-9]+)|(\?+))\s*$'
+    r'^\s*(?:lid\s+(-?\d{1,20})\s+lmc\s+\d{1,3}\s+)?"(.*)"\s+lid\s+(-?\d{1,20})\s+(?:(\d{1,2})x([A-Z0-9]{2,6})|(\?+))\s*$'
 )
-_SW_LID = re.compile(r"\b(?:enhanced|base)\s+port\s+0\s+lid\s+(\d+)")
+_SW_LID = re.compile(r"\b(?:enhanced|base)\s+port\s+0\s+lid\s+(-?\d{1,20})\b")
 _GUID_LINE = re.compile(
-    r"^(vendid|devid|sysimgguid|switchguid|caguid|routerguid)=0x([0-9a-fA-F]{1,16})"
+    r"^(vendid|devid|sysimgguid|switchguid|caguid|routerguid)=(0x[0-9a-fA-F]{1,16})(?:\((?:0x)?([0-9a-fA-F]{1,16})\))?$"
 )
+#: How the dump's own lines start (besides ``[<port>]``): never a prompt, banner or stderr line.
+_DUMP_STARTS = (
+    "vendid=",
+    "devid=",
+    "sysimgguid=",
+    "switchguid=",
+    "caguid=",
+    "routerguid=",
+    "Switch",
+    "Ca",
+    "Rt",
+)
+_HEXDIGITS = frozenset("0123456789abcdefABCDEF")
+#: Lines ibnetdiscover prints around the nodes (``-g`` groups them under chassis headings).
+_GROUPING = re.compile(r"^(?:Chassis \S.{0,200}|Non-Chassis Nodes|ibnetdiscover:? .{0,200})$")
 
 
 @dataclass
@@ -52,7 +83,21 @@ class _Node:
     desc: str
     lid: int | None
     attrs: dict[str, int]
+    paren: int | None
+    """The value in parentheses after ``switchguid=0x…``: the port 0 GUID (ibnetdiscover) or the
+    node GUID (ibdiagnet)."""
+    line: int
     ports: list[FabricPort]
+
+
+@dataclass(frozen=True)
+class Discovered:
+    nodes: tuple[FabricNode, ...]
+    ports: tuple[FabricPort, ...]
+    skipped: Skipped | None = None
+    """Lines that were not the dump (a prompt, a banner, stderr), counted."""
+    duplicates: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """(GUID the dump gives twice or more, the keys of the nodes that say it)."""
 
 
 def _bad(line_no: int, line: str, why: str) -> InputError:
@@ -61,67 +106,145 @@ def _bad(line_no: int, line: str, why: str) -> InputError:
     )
 
 
+def _lid(text: str, n: int, line: str) -> int:
+    value = int(text)
+    if not 0 <= value <= MAX_LID:
+        raise _bad(n, line, f"LID {safe_excerpt(text, 24)} is not a LID (0-{MAX_LID})")
+    return value
+
+
 @functools.lru_cache(maxsize=4)  # a dump parsed while the other tools ran is not parsed twice
-def parse_netdiscover(text: str) -> tuple[tuple[FabricNode, ...], tuple[FabricPort, ...]]:
+def read_netdiscover(text: str) -> Discovered:
     """Nodes and their cabled ports, with the peer of each (peer GUIDs resolved through the node ids)."""
     nodes: list[_Node] = []
     attrs: dict[str, int] = {}
+    paren: int | None = None
     cur: _Node | None = None
-    for n, raw in enumerate(text.splitlines(), 1):
+    junk: list[tuple[int, str]] = []
+    pending: list[tuple[int, str]] = []  # lines of no known shape, not yet known to be inside
+    started = False
+    for n, raw in enumerate(normalise(text).splitlines(), 1):
         line = raw.strip()
-        if not line or line.startswith("#"):
+        if not line or line[0] == "#":
             continue
-        m = _GUID_LINE.match(line)
-        if m:
+        if len(line) > MAX_LINE:
+            raise _bad(n, line[:80], f"a line of {len(line)} characters")
+        if cur is not None and not pending and line[0] == "[":
+            m = _PORT.match(line)  # the common line, first
+            if m is not None:
+                cur.ports.append(_port(m, line, cur, n))
+                if len(cur.ports) > MAX_PORTS_PER_NODE:
+                    raise _bad(n, line, f"more than {MAX_PORTS_PER_NODE} ports on one node")
+                continue
+        if not (line.startswith(_DUMP_STARTS) or (line[0] == "[" and line[1:2].isdigit())):
+            if is_junk(line):
+                junk.append(
+                    (n, line)
+                )  # a prompt, a banner, a stderr line: never the dump (pasted.py)
+                continue
+            if _GROUPING.match(line):
+                continue
+        kind, m = _line(line, n, started, cur)
+        if kind is None:
+            pending.append((n, line))
+            continue
+        if pending and started:
+            # A line of another shape with more of the dump after it: inside, refused.
+            raise _bad(pending[0][0], pending[0][1], "not a line of ibnetdiscover's output")
+        junk.extend(pending)  # before the dump: a title, a command's echo
+        pending, started = [], True
+        assert m is not None
+        if kind == "guid":
             attrs[m.group(1)] = int(m.group(2), 16)
-            continue
-        m = _HEADER.match(line)
-        if m:
-            cur = _header(m, attrs, n, line)
+            if m.group(1) in _KEYS.values():
+                paren = int(m.group(3), 16) if m.group(3) else None
+        elif kind == "header":
+            cur = _header(m, line, attrs, paren, n)
             nodes.append(cur)
-            attrs = {}
+            attrs, paren = {}, None
             if len(nodes) > MAX_NODES:
                 raise _bad(n, line, f"more than {MAX_NODES} nodes")
-            continue
-        m = _PORT.match(line)
-        if m and cur is not None:
-            cur.ports.append(_port(m, cur, n, line))
+        else:
+            assert cur is not None
+            cur.ports.append(_port(m, line, cur, n))
             if len(cur.ports) > MAX_PORTS_PER_NODE:
                 raise _bad(n, line, f"more than {MAX_PORTS_PER_NODE} ports on one node")
-            continue
-        raise _bad(n, line, "not a line of ibnetdiscover's output")
+    junk.extend(pending)  # after the dump: a prompt, a summary
     if not nodes:
         raise InputError("ibnetdiscover output holds no node (no Switch/Ca line)", hint=HINT)
-    return _resolve(nodes)
+    return _resolve(nodes, skipped(junk))
 
 
-def _header(m: re.Match[str], attrs: dict[str, int], n: int, line: str) -> _Node:
+def parse_netdiscover(text: str) -> tuple[tuple[FabricNode, ...], tuple[FabricPort, ...]]:
+    """:func:`read_netdiscover`'s nodes and ports alone."""
+    d = read_netdiscover(text)
+    return d.nodes, d.ports
+
+
+def _line(
+    line: str, n: int, started: bool, cur: _Node | None
+) -> tuple[str | None, re.Match[str] | None]:
+    """Which production of the grammar ``line`` is (``guid``, ``header``, ``port``) and its match, or
+    None. A line that starts like one of them but breaks its rules is refused here with the reason."""
+    if line[:1] == "[":
+        m = _PORT.match(line)
+        if m is not None:
+            if cur is None:
+                raise _bad(n, line, "a port line before any Switch/Ca line")
+            return "port", m
+        if started:
+            raise _bad(n, line, _why_port(line))
+        return None, None
+    m = _GUID_LINE.match(line)
+    if m is not None:
+        return "guid", m
+    if line.startswith(
+        ("vendid=", "devid=", "sysimgguid=", "switchguid=", "caguid=", "routerguid=")
+    ):
+        raise _bad(n, line, "a GUID or ID that is not 0x and 1-16 hex digits")
+    m = _HEADER.match(line)
+    if m is not None:
+        return "header", m
+    return None, None
+
+
+_LOOSE_PORT = re.compile(
+    r'^\[(\d{1,6})\](?:\(([^)]{0,40})\))?\s*"([^"]{0,200})"\[(\d{1,6})\](?:\(([^)]{0,40})\))?'
+)
+
+
+def _why_port(line: str) -> str:
+    """What is wrong with a line that starts like a port line."""
+    m = _LOOSE_PORT.match(line)
+    if m is None:
+        return "not a port line of ibnetdiscover's output"
+    for g in (m.group(2), m.group(5)):
+        if g is not None and not re.fullmatch(r"(?:0x)?[0-9a-fA-F]{1,16}", g):
+            return f"({safe_excerpt(g, 24)}) is not a GUID (1-16 hex digits)"
+    if int(m.group(1)) > MAX_PORTS_PER_NODE or int(m.group(4)) > MAX_PORTS_PER_NODE:
+        return f"a port number above {MAX_PORTS_PER_NODE}"
+    return "not a port line of ibnetdiscover's output"
+
+
+def _header(m: re.Match[str], line: str, attrs: dict[str, int], paren: int | None, n: int) -> _Node:
     kind = _KINDS[m.group(1)]
     nports = int(m.group(2))
     if not 0 < nports <= MAX_PORTS_PER_NODE:
         raise _bad(n, line, f"{nports} ports")
-    key = {SWITCH: "switchguid", CA: "caguid", ROUTER: "routerguid"}[kind]
-    if key not in attrs:
-        raise _bad(n, line, f"no {key}= line before the node")
+    if _KEYS[kind] not in attrs:
+        raise _bad(n, line, f"no {_KEYS[kind]}= line before the node")
     rest = m.group(5) or ""
     lid_m = _SW_LID.search(rest)
     desc = safe_excerpt(m.group(4) if m.group(4) is not None else "", DESC_LIMIT)
-    return _Node(
-        kind,
-        m.group(3),
-        nports,
-        desc,
-        (int(lid_m.group(1)) or None) if lid_m else None,
-        dict(attrs),
-        [],
-    )
+    lid = (_lid(lid_m.group(1), n, line) or None) if lid_m else None
+    return _Node(kind, m.group(3), nports, desc, lid, dict(attrs), paren, n, [])
 
 
-def _port(m: re.Match[str], cur: _Node, n: int, line: str) -> FabricPort:
+def _port(m: re.Match[str], line: str, cur: _Node, n: int) -> FabricPort:
     num = int(m.group(1))
     if not 0 < num <= cur.nports:
         raise _bad(n, line, f"port {num} of a {cur.nports}-port node")
-    own_pg, peer_id, peer_port, peer_pg = m.group(2), m.group(3), int(m.group(4)), m.group(5)
+    own_pg, peer_id, peer_port = m.group(2), m.group(3), int(m.group(4))
     lid = width = speed = None
     if m.group(6) is not None:
         c = _PORT_COMMENT.match(m.group(6))
@@ -129,33 +252,73 @@ def _port(m: re.Match[str], cur: _Node, n: int, line: str) -> FabricPort:
             raise _bad(n, line, "the comment after # is not '\"desc\" lid N <width>x<speed>'")
         # "?????": ibnetdiscover could not read the port's PortInfo (a lost MAD); width and speed unknown.
         width, speed = (int(c.group(4)), c.group(5)) if c.group(4) else (None, None)
+        _lid(c.group(3), n, line)  # the peer's LID: checked, the peer's own line carries it
         # An adapter's own LID is in its port line; a switch port's LID is the switch's.
-        lid = (int(c.group(1)) or None) if c.group(1) else cur.lid
+        lid = (_lid(c.group(1), n, line) or None) if c.group(1) else cur.lid
+    # A switch port's parenthesis is its number in ibdiagnet's copy ([1](1)), not a GUID.
     pg = own_pg if cur.kind != SWITCH else None
     return FabricPort(
         guid="",  # filled in by _resolve
         port=num,
-        state=None,
         width=width,
         speed=speed,
         peer=PortRef(peer_id, peer_port),
         lid=lid,
         port_guid=guid_text(int(pg, 16)) if pg else None,
-        could_be="" if peer_pg is None else "",
     )
 
 
-def _resolve(raw: list[_Node]) -> tuple[tuple[FabricNode, ...], tuple[FabricPort, ...]]:
-    key = {SWITCH: "switchguid", CA: "caguid", ROUTER: "routerguid"}
-    guid_of = {nd.node_id: guid_text(nd.attrs[key[nd.kind]]) for nd in raw}
+def node_guid(nd: _Node) -> int:
+    """The node's own GUID: its id's (``S-<GUID>``), else its ``switchguid=``/``caguid=`` value."""
+    nid = nd.node_id
+    if 3 <= len(nid) <= 18 and nid[1] == "-" and nid[0] in "SHR" and _HEXDIGITS.issuperset(nid[2:]):
+        return int(nid[2:], 16)
+    return nd.attrs[_KEYS[nd.kind]]
+
+
+def declared_guid(nd: _Node) -> int:
+    """The GUID the node's ``…guid=`` line gives it: the value before the parenthesis, or inside it
+    where that is the id's (ibdiagnet's ``switchguid=0x<system image>(<node>)``)."""
+    own = node_guid(nd)
+    before = nd.attrs[_KEYS[nd.kind]]
+    return own if own in (before, nd.paren) else before
+
+
+def _keys(raw: list[_Node]) -> tuple[list[str], tuple[tuple[str, tuple[str, ...]], ...]]:
+    """A unique key per node (its GUID; ``<GUID>-2`` … for a second node of one id) and the GUIDs
+    more than one node says they are."""
+    keys: list[str] = []
+    taken: set[str] = set()
+    by_declared: dict[str, list[str]] = {}
+    for nd in raw:
+        own = node_guid(nd)
+        key = base = guid_text(own)
+        k = 2
+        while key in taken:
+            key, k = f"{base}-{k}", k + 1
+        taken.add(key)
+        keys.append(key)
+        before = nd.attrs[_KEYS[nd.kind]]
+        declared = own if own in (before, nd.paren) else before
+        by_declared.setdefault(base if declared == own else guid_text(declared), []).append(key)
+    dups = tuple(sorted((g, tuple(ks)) for g, ks in by_declared.items() if len(ks) > 1))
+    return keys, dups
+
+
+def _resolve(raw: list[_Node], skip: Skipped | None) -> Discovered:
+    keys, dups = _keys(raw)
+    by_id: dict[str, list[int]] = {}
+    for i, nd in enumerate(raw):
+        by_id.setdefault(nd.node_id, []).append(i)
     nodes: list[FabricNode] = []
     ports: list[FabricPort] = []
-    for nd in raw:
-        guid = guid_of[nd.node_id]
+    for i, nd in enumerate(raw):
         sysimg = nd.attrs.get("sysimgguid")
+        if sysimg is None and nd.kind == SWITCH and nd.paren is not None:
+            sysimg = nd.attrs[_KEYS[nd.kind]] if nd.paren == node_guid(nd) else None
         nodes.append(
             FabricNode(
-                guid,
+                keys[i],
                 nd.kind,
                 nd.desc,
                 nd.nports,
@@ -166,24 +329,61 @@ def _resolve(raw: list[_Node]) -> tuple[tuple[FabricNode, ...], tuple[FabricPort
                 None if sysimg is None else guid_text(sysimg),
             )
         )
+        key = keys[i]
         for p in nd.ports:
             assert p.peer is not None
-            peer_guid = guid_of.get(p.peer.guid)
-            if peer_guid is None:
-                raise InputError(
-                    f"ibnetdiscover output: {safe_excerpt(nd.node_id, 40)} port {p.port} is cabled to "
-                    f"{safe_excerpt(p.peer.guid, 40)}, which the dump does not list",
-                    hint=HINT,
-                )
+            found = by_id.get(p.peer.guid)
+            if found is None or len(found) > 1:
+                ports.append(_peer(p, key, nd, raw, by_id, keys))
+                continue
             ports.append(
                 FabricPort(
-                    guid,
+                    key,
                     p.port,
                     width=p.width,
                     speed=p.speed,
-                    peer=PortRef(peer_guid, p.peer.port),
+                    peer=PortRef(keys[found[0]], p.peer.port),
                     lid=p.lid,
                     port_guid=p.port_guid,
                 )
             )
-    return tuple(nodes), tuple(ports)
+    return Discovered(tuple(nodes), tuple(ports), skip, dups)
+
+
+def _back(p: FabricPort, nd: _Node, raw: list[_Node], found: list[int]) -> int:
+    """Of two nodes with one id, the one whose port points back at ``nd``'s port ``p``."""
+    assert p.peer is not None
+    for j in found:
+        for q in raw[j].ports:
+            if q.port == p.peer.port and q.peer is not None and q.peer.guid == nd.node_id:
+                if q.peer.port == p.port:
+                    return j
+    return found[0]
+
+
+def _peer(
+    p: FabricPort,
+    key: str,
+    nd: _Node,
+    raw: list[_Node],
+    by_id: dict[str, list[int]],
+    keys: list[str],
+) -> FabricPort:
+    assert p.peer is not None
+    found = by_id.get(p.peer.guid)
+    if not found:
+        raise InputError(
+            f"ibnetdiscover output: {safe_excerpt(nd.node_id, 40)} port {p.port} is cabled to "
+            f"{safe_excerpt(p.peer.guid, 40)}, which the dump does not list",
+            hint=HINT,
+        )
+    j = found[0] if len(found) == 1 else _back(p, nd, raw, found)
+    return FabricPort(
+        key,
+        p.port,
+        width=p.width,
+        speed=p.speed,
+        peer=PortRef(keys[j], p.peer.port),
+        lid=p.lid,
+        port_guid=p.port_guid,
+    )

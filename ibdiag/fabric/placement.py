@@ -335,7 +335,7 @@ def place(
             f"the fabric is not a tree of tiers ({sh.text}): its ceiling for a job is not computed",
             hint="see `ibdiag fabric`'s fabric.tiers finding",
         )
-    ends = rail_ends(fab, names)
+    ends, _skipped = rail_ends(fab, names)
     where: dict[str, dict[int, tuple[str, float]]] = {}
     for e in ends:
         p = fab.port(PortRef(e.leaf, e.port))

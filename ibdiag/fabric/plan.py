@@ -26,6 +26,7 @@ from ibdiag.fabric.build import build_fabric
 from ibdiag.fabric.checks import CHECKS
 from ibdiag.fabric.hosts import HostEnd, Names
 from ibdiag.fabric.model import CA, SWITCH, Fabric, FabricPort
+from ibdiag.fabric.naming import operator_name
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.infile import read_text_file
 from ibdiag.text import safe_excerpt, safe_value
@@ -77,13 +78,11 @@ class Cabling:
 
 
 def switch_names(fab: Fabric) -> dict[str, str]:
-    """Switch GUID -> its name in plans: the description when unique, else the GUID."""
-    descs = Counter(n.desc for n in fab.nodes if n.kind == SWITCH)
-    return {
-        n.guid: n.desc if n.desc and descs[n.desc] == 1 and " " not in n.desc else n.guid
-        for n in fab.nodes
-        if n.kind == SWITCH
-    }
+    """Switch GUID -> its name in plans: the name its operator uses (the description, or the name inside
+    ``MF0;<name>:<model>/U1``) when unique and one word, else the GUID."""
+    named = {n.guid: operator_name(n.desc) for n in fab.nodes if n.kind == SWITCH}
+    seen = Counter(named.values())
+    return {g: x if x and seen[x] == 1 and " " not in x else g for g, x in named.items()}
 
 
 def cabling(fab: Fabric, names: Names) -> Cabling:
@@ -114,7 +113,11 @@ def cabling(fab: Fabric, names: Names) -> Cabling:
         ea, eb = end(a), end(b)
         if ea is not None and eb is not None:
             cables.add(frozenset((ea, eb)))
-    aliases = {g: n for g, n in sw.items()} | {n: n for n in sw.values()}
+    aliases = (
+        {g: n for g, n in sw.items()}
+        | {n: n for n in sw.values()}
+        | {fab.node(g).desc: n for g, n in sw.items() if fab.node(g) and fab.node(g).desc != n}  # type: ignore[union-attr]
+    )
     return Cabling(frozenset(cables), texts, aliases)
 
 

@@ -15,11 +15,15 @@ half's hosts limited by their host links.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ibdiag.fabric.chassis import Chassis, chassis, chassis_of
+from ibdiag.fabric.devices import is_aggregation_node
 from ibdiag.fabric.graph import Isl, SwitchGraph, max_flow
 from ibdiag.fabric.model import SWITCH, Fabric, FabricPort
+from ibdiag.fabric.naming import labels
+from ibdiag.fabric.tiers import Tiering, tiering
 
 TIER_NAMES = ("leaf", "spine", "core")
 TIER_PLURALS = ("leaves", "spines", "cores")
@@ -57,6 +61,8 @@ class SwitchLoad:
     uplinks: int
     slow_uplinks: tuple[FabricPort, ...] = ()
     """Uplinks narrower or slower than the switch's fastest uplink."""
+    up_to: tuple[int, ...] = ()
+    """Its uplinks per switch above it (how many cables to each)."""
 
     @property
     def ratio(self) -> float | None:
@@ -93,6 +99,10 @@ class Shape:
     odd: tuple[tuple[str, str], ...] = ()
     """ISLs that break the tiers (GUID pairs), for a mesh."""
     graph: SwitchGraph | None = field(default=None, compare=False, repr=False)
+    empty: tuple[str, ...] = ()
+    """Leaves without a host yet (placed by their uplinks)."""
+    boxes: tuple[Chassis, ...] = ()
+    """Directors: switch chips in one chassis."""
 
     @property
     def depth(self) -> int:
@@ -107,48 +117,73 @@ class Shape:
         return {
             "kind": self.kind,
             "text": self.text,
-            "tiers": {g: tier_name(t) for g, t in sorted(self.tiers.items())},
+            # Not a tree: a switch with hosts is a leaf, any other's tier is unknown (never invented).
+            "tiers": {
+                g: tier_name(t) if self.kind in (TREE, SINGLE) or t == 0 else "unknown"
+                for g, t in sorted(self.tiers.items())
+            },
             "tier_oversubscription": {
                 tier_name(t): self.tier_ratio(t) for t in range(max(self.depth - 1, 0))
             },
             "switches": [x.to_json() for x in self.loads],
             "bisection_gbps": self.bisection_gbps,
             "host_gbps": self.host_gbps,
+            "empty_leaves": list(self.empty),
+            "chassis": [c.to_json() for c in self.boxes],
         }
 
 
 def switch_graph(fab: Fabric) -> SwitchGraph:
-    """Switches and their active ISLs (one edge per cable, ``gbps`` its rate, ``ports`` both ends)."""
+    """Switches and their active ISLs (one edge per cable, ``gbps`` its rate, ``ports`` both ends); a
+    cable from a switch to itself is no ISL (:func:`loopbacks`)."""
     isls = tuple(
         Isl(a.guid, b.guid, a.rate_gbps or 0.0, (a, b))
         for a, b in fab.links()
-        if b is not None and fab.is_isl(a) and up(a) and up(b)
+        if b is not None and a.guid != b.guid and fab.is_isl(a) and up(a) and up(b)
     )
     return SwitchGraph(tuple(n.guid for n in fab.nodes if n.kind == SWITCH), isls)
 
 
+def loopbacks(fab: Fabric) -> list[tuple[FabricPort, FabricPort]]:
+    """Cables from one port of a switch to another port of the same switch (both ends listed)."""
+    return [
+        (a, b)
+        for a, b in fab.links()
+        if b is not None and a.guid == b.guid and fab.node(a.guid) is not None
+    ]
+
+
 def host_links(fab: Fabric) -> dict[str, list[FabricPort]]:
-    """Switch GUID -> its ports with an active host link."""
+    """Switch GUID -> its ports with an active host link (a SHARP Aggregation Node is no host).
+    Computed once per fabric (shape, rails and the checks all ask)."""
+    kept = fab.memo.get("host_links")
+    if kept is not None:
+        return {k: list(v) for k, v in kept.items()}
     out: dict[str, list[FabricPort]] = {}
     for p in fab.ports:
         node = fab.node(p.guid)
-        if node is None or node.kind != SWITCH or not up(p) or fab.is_isl(p):
+        if node is None or node.kind != SWITCH or not up(p) or p.peer is None:
             continue
-        far = fab.port(p.peer) if p.peer else None
+        far_node = fab.node(p.peer.guid)
+        if far_node is None or far_node.kind == SWITCH or is_aggregation_node(far_node):
+            continue
+        far = fab.port(p.peer)
         if far is not None and not up(far):
             continue
         out.setdefault(p.guid, []).append(p)
+    fab.memo["host_links"] = {k: tuple(v) for k, v in out.items()}
     return out
 
 
 def _names(fab: Fabric, guids: Iterable[str]) -> list[str]:
-    return sorted((fab.node(g).desc if fab.node(g) else g) or g for g in guids)  # type: ignore[union-attr]
+    shown, _ = labels(fab, {})
+    return sorted(shown.get(g, g) for g in guids)
 
 
-def shape(fab: Fabric) -> Shape:
-    g = switch_graph(fab)
-    hosts = host_links(fab)
-    host_gbps = sum(p.rate_gbps or 0.0 for ports in hosts.values() for p in ports)
+def _plain(
+    fab: Fabric, g: SwitchGraph, hosts: dict[str, list[FabricPort]], host_gbps: float
+) -> Shape | None:
+    """The shapes that have no tiers: no switch, one switch, parts not connected."""
     if not g.nodes:
         return Shape(NO_SWITCH, {}, "no switch: adapters cabled back to back", host_gbps=host_gbps)
     if len(g.nodes) == 1:
@@ -170,67 +205,87 @@ def shape(fab: Fabric) -> Shape:
             host_gbps=host_gbps,
             graph=g,
         )
-    leaves = [s for s in g.nodes if s in hosts]
-    if not leaves:
+    if not any(s in hosts for s in g.nodes):
         return Shape(MESH, {}, "no switch has a host link: tiers cannot be told", graph=g)
-    tiers, odd = _tiers(g, leaves)
-    stray: list[str] = []
-    if odd:
-        # A switch above the leaves with a host or two of its own (an SM or UFM server on a spine):
-        # every switch it is cabled to has hosts, and it has more ISLs than host links.
-        stray = [
-            s
-            for s in leaves
-            if g.degree(s) >= 2
-            and all(n in hosts for n in g.neighbors(s))
-            and len(hosts[s]) < g.degree(s)
-        ]
-        if stray and len(stray) < len(leaves):
-            again = _tiers(g, [s for s in leaves if s not in stray])
-            if not again[1]:
-                tiers, odd = again
-        if odd:
-            stray = []
+    return None
+
+
+def shape(fab: Fabric) -> Shape:
+    g = switch_graph(fab)
+    hosts = host_links(fab)
+    host_gbps = sum(p.rate_gbps or 0.0 for ports in hosts.values() for p in ports)
+    boxes = chassis(fab)
+    plain = _plain(fab, g, hosts, host_gbps)
+    if plain is not None:
+        return replace(plain, boxes=boxes)
+    t = tiering(g, hosts, chassis_of(boxes))
+    assert t is not None
+    tiers, odd = t.tiers, t.odd
     if odd:
         pairs = [" — ".join(_names(fab, pair)) for pair in odd[:4]]
         return Shape(
             MESH,
             tiers,
             f"not a tree of tiers: {len(odd)} ISL(s) join switches of the same tier ({'; '.join(pairs)})"
-            + ": switches cabled to each other, a mesh or dragonfly-like",
+            + ": leaves cabled to each other, a switch hung below a leaf, or a mesh or dragonfly-like design",
             host_gbps=host_gbps,
             odd=odd,
             graph=g,
+            boxes=boxes,
         )
     loads = tuple(_load(fab, g, tiers, hosts, s) for s in sorted(tiers) if _has_up(g, tiers, s))
-    counts = [sum(1 for t in tiers.values() if t == k) for k in range(max(tiers.values()) + 1)]
-    words = {2: "two-tier fat tree", 3: "three-tier fat tree"}.get(
-        len(counts), f"{len(counts)}-tier tree"
-    )
-    text = f"{words}: " + ", ".join(f"{n} {tier_plural(t, n)}" for t, n in enumerate(counts))
-    if stray:
-        text += "; " + ", ".join(
-            f"{name} ({tier_name(tiers[s])}) also has {len(hosts[s])} host link(s)"
-            for s, name in sorted((s, _names(fab, [s])[0]) for s in stray)
-        )
     return Shape(
         TREE,
         tiers,
-        text,
+        _tree_text(fab, t, hosts, boxes),
         loads,
         bisection(g, tiers, hosts, fab, loads),
         host_gbps,
         graph=g,
+        empty=t.empty,
+        boxes=boxes,
     )
 
 
-def _tiers(g: SwitchGraph, leaves: list[str]) -> tuple[dict[str, int], tuple[tuple[str, str], ...]]:
-    """Each switch's distance from the nearest leaf (breadth first), and the ISLs inside a tier."""
-    tiers = g.distances(sorted(leaves))
-    odd = tuple(
-        sorted({(min(e.a, e.b), max(e.a, e.b)) for e in g.isls if tiers[e.a] == tiers[e.b]})
+def _tree_text(
+    fab: Fabric, t: Tiering, hosts: dict[str, list[FabricPort]], boxes: tuple[Chassis, ...]
+) -> str:
+    tiers = t.tiers
+    counts = [sum(1 for x in tiers.values() if x == k) for k in range(max(tiers.values()) + 1)]
+    words = {2: "two-tier fat tree", 3: "three-tier fat tree"}.get(
+        len(counts), f"{len(counts)}-tier tree"
     )
-    return tiers, odd
+    text = f"{words}: " + ", ".join(f"{n} {tier_plural(k, n)}" for k, n in enumerate(counts))
+    if t.empty:
+        have = "has" if len(t.empty) == 1 else "have"
+        text += f" ({len(t.empty)} of the leaves {have} no host yet)"
+    if t.stray:
+        text += "; " + ", ".join(
+            f"{name} ({tier_name(tiers[s])}) also has {len(hosts[s])} host link(s)"
+            for s, name in sorted((s, _names(fab, [s])[0]) for s in t.stray)
+        )
+    said = [director_text(c, tiers) for c in boxes]
+    if said:
+        text += "; " + "; ".join(said)
+    return text
+
+
+def director_text(c: Chassis, tiers: dict[str, int]) -> str:
+    """``director dir1 (MCS8500, 6 chips): line chips are spines, spine chips are cores``."""
+    by_kind: dict[str, set[str]] = {}
+    for g in c.members:
+        if g in tiers:
+            by_kind.setdefault(c.kind(g), set()).add(tier_plural(tiers[g], 2))
+    parts = [
+        f"{kind} chips are {' and '.join(sorted(ts))}"
+        for kind, ts in sorted(
+            by_kind.items(), key=lambda kv: ("line", "spine", "chip").index(kv[0])
+        )
+    ]
+    model = f"{c.model}, " if c.model else ""
+    return f"director {c.name} ({model}{len(c.members)} chips): " + (
+        ", ".join(parts) if parts else "not in the tree"
+    )
 
 
 def _has_up(g: SwitchGraph, tiers: dict[str, int], s: str) -> bool:
@@ -257,6 +312,10 @@ def _load(
         down = sum(p.rate_gbps or 0.0 for p in hosts.get(s, []))
     best = max((p.rate_gbps or 0.0 for p in ups), default=0.0)
     slow = tuple(p for p in ups if (p.rate_gbps or 0.0) < best)
+    to: dict[str, int] = {}
+    for e in g.edges_of(s):
+        if tiers[e.other(s)] > t:
+            to[e.other(s)] = to.get(e.other(s), 0) + 1
     return SwitchLoad(
         s,
         t,
@@ -265,6 +324,7 @@ def _load(
         sum(p.rate_gbps or 0.0 for p in ups),
         len(ups),
         slow,
+        tuple(sorted(to.values())),
     )
 
 

@@ -119,7 +119,7 @@ def test_iblinkinfo_lines_states_speeds_and_unknown_peers():
     assert lost.peer_unknown and lost.state == "Active"
     assert init.state == "Initialize" and init.lid is None
     with pytest.raises(InputError, match="line 1"):
-        parse_linkinfo("Switch: 0xb8cef603000a0002 leaf2:\n")
+        parse_linkinfo("0xb8cef603000a0002 leaf2: a line of no known shape\n")
     with pytest.raises(InputError, match="unknown lane speed"):
         parse_linkinfo(LINKINFO.replace("25.78125", "99.5"))
 

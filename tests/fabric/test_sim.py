@@ -181,11 +181,11 @@ def test_a_downtrained_isl_and_a_host_link_at_edr_name_both_ends(sim):
     assert (
         f"{leaf.desc} port {lport}" in isl
         and f"{spine.desc} port {sport}" in isl
-        and "1x where the fabric runs 4x" in isl
+        and "1x where both ends could do 4x (iblinkinfo)" in isl
     )
     assert (
         f"{hsw.desc} port {hport} (cable to gpu05 mlx5_0)" in host
-        and "EDR where the fabric runs HDR" in host
+        and "EDR where both ends could do HDR (iblinkinfo)" in host
     )
 
 

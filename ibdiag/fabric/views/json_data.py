@@ -5,34 +5,32 @@ from __future__ import annotations
 from typing import Any
 
 from ibdiag.fabric.counterchecks import totals_by_port
+from ibdiag.fabric.devices import is_aggregation_node
 from ibdiag.fabric.judge import Judged
 from ibdiag.fabric.model import CA, SWITCH
+from ibdiag.fabric.shape import loopbacks
 
 
-def fabric_data(j: Judged) -> dict[str, Any]:
+def _links(j: Judged) -> list[dict[str, Any]]:
+    fab, names = j.fabric, j.names
+    return [
+        {
+            "kind": "isl" if fab.is_isl(a) else "host",
+            "a": {"guid": a.guid, "port": a.port, "name": names.port(a.ref)},
+            "b": None if b is None else {"guid": b.guid, "port": b.port, "name": names.port(b.ref)},
+            "state": a.state,
+            "phys_state": a.phys_state,
+            "width": a.width,
+            "speed": a.speed,
+            "rate_gbps": a.rate_gbps,
+        }
+        for a, b in fab.links()
+    ]
+
+
+def _counters(j: Judged) -> list[dict[str, Any]]:
     fab, names = j.fabric, j.names
     totals = totals_by_port(j.span)
-    links = []
-    for a, b in fab.links():
-        links.append(
-            {
-                "kind": "isl" if fab.is_isl(a) else "host",
-                "a": {"guid": a.guid, "port": a.port, "name": names.port(a.ref)},
-                "b": None
-                if b is None
-                else {"guid": b.guid, "port": b.port, "name": names.port(b.ref)},
-                "state": a.state,
-                "phys_state": a.phys_state,
-                "width": a.width,
-                "speed": a.speed,
-                "rate_gbps": a.rate_gbps,
-            }
-        )
-    hosts = {}
-    for n in fab.nodes:
-        h = names.host(n.guid) if n.kind == CA else None
-        if h is not None:
-            hosts[n.guid] = h.to_json()
     counters = []
     if fab.counters is not None:
         for pc in fab.counters.ports:
@@ -51,15 +49,50 @@ def fabric_data(j: Judged) -> dict[str, Any]:
                         "unavailable": dict(pc.unavailable),
                     }
                 )
+    return counters
+
+
+def fabric_data(j: Judged) -> dict[str, Any]:
+    fab, names = j.fabric, j.names
+    links = _links(j)
+    hosts = {}
+    for n in fab.nodes:
+        h = names.host(n.guid) if n.kind == CA else None
+        if h is not None:
+            hosts[n.guid] = h.to_json()
+    boxes = {g: c for c in (j.shape.boxes if j.shape is not None else ()) for g in c.members}
+    counters = _counters(j)
     return {
         "source": fab.source,
         "taken_at_s": fab.taken_at_s,
         "partial": fab.partial,
         "interval_s": None if j.span is None else j.span.interval_s,
-        "switches": [n.to_json() for n in fab.nodes if n.kind == SWITCH],
-        "adapters": [
-            {**n.to_json(), "host": hosts.get(n.guid)} for n in fab.nodes if n.kind != SWITCH
+        "switches": [
+            {
+                **n.to_json(),
+                "name": names.node(n.guid),
+                "chassis": None
+                if n.guid not in boxes
+                else {"name": boxes[n.guid].name, "slot": boxes[n.guid].slots.get(n.guid)},
+            }
+            for n in fab.nodes
+            if n.kind == SWITCH
         ],
+        "adapters": [
+            {
+                **n.to_json(),
+                "host": hosts.get(n.guid),
+                "sharp_aggregation_node": is_aggregation_node(n),
+            }
+            for n in fab.nodes
+            if n.kind != SWITCH
+        ],
+        "duplicate_guids": [{"guid": g, "nodes": list(keys)} for g, keys in fab.duplicates],
+        "loopbacks": [
+            {"guid": a.guid, "port": a.port, "peer_port": b.port, "name": names.node(a.guid)}
+            for a, b in loopbacks(fab)
+        ],
+        "sharp": None if j.sharp is None else j.sharp.to_json(),
         "links": links,
         "subnet_managers": None if not fab.sm_known else [s.to_json() for s in fab.sms],
         "port_counters": counters,

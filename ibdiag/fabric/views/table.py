@@ -10,7 +10,8 @@ from rich.text import Text
 
 from ibdiag.fabric.farend import FarEnd
 from ibdiag.fabric.judge import Judged
-from ibdiag.fabric.model import SWITCH, PortRef
+from ibdiag.fabric.model import SWITCH
+from ibdiag.fabric.shape import host_links
 from ibdiag.findings.model import Severity
 from ibdiag.output.fit import Col, fitted_table
 
@@ -28,25 +29,24 @@ def head(j: Judged) -> Text:
         else "; counters since the last reset"
     )
     part = " — PARTIAL: part of the fabric was not reached" if fab.partial else ""
-    return Text(
-        f"fabric ({src}): {nsw} switches, {len(fab.nodes) - nsw} adapters, {len(fab.links())} links{span}{part}"
+    other = sum(1 for n in fab.nodes if n.kind == "unknown")
+    nodes = f"{nsw} switches, {len(fab.nodes) - nsw - other} adapters" + (
+        f", {other} nodes of a kind the paste does not say" if other else ""
     )
+    return Text(f"fabric ({src}): {nodes}, {len(fab.links())} links{span}{part}")
 
 
 def switch_table(j: Judged, width: int | None = None) -> Table:
     fab, names = j.fabric, j.names
     bad: dict[str, int] = {}
-    by_name = {
-        names.subject(PortRef(n.guid, 0)).rsplit(":", 1)[0]: n.guid
-        for n in fab.nodes
-        if n.kind == SWITCH
-    }
+    by_name = {names.switch_token(n.guid): n.guid for n in fab.nodes if n.kind == SWITCH}
     for f in j.findings:
         if f.severity is not Severity.OK:
             for part in f.subject.split("<>"):
                 guid = by_name.get(part.rsplit(":", 1)[0])
                 if guid is not None:
                     bad[guid] = bad.get(guid, 0) + 1
+    hosts = host_links(fab)  # a SHARP Aggregation Node on the extra port is no host
     switches = sorted(
         (n for n in fab.nodes if n.kind == SWITCH), key=lambda n: (-bad.get(n.guid, 0), n.desc)
     )
@@ -55,7 +55,7 @@ def switch_table(j: Judged, width: int | None = None) -> Table:
         ports = [p for p in fab.ports if p.guid == n.guid and p.port > 0]
         active = sum(1 for p in ports if p.state == "Active" or (p.state is None and p.peer))
         isl = sum(1 for p in ports if p.peer and fab.is_isl(p))
-        host = sum(1 for p in ports if p.peer and not fab.is_isl(p))
+        host = len(hosts.get(n.guid, ()))
         rows.append(
             [
                 names.node(n.guid),
