@@ -146,8 +146,9 @@ def test_fabric_switch_table_keeps_the_switch_names(ibdiag_exe, tmp_path, column
 
 
 def test_switch_names_as_long_as_real_ones_drop_the_guid_not_the_name():
-    """A real director's leaf is named like ``MF0;ib-leaf-rack03-u42:MQM9790/U1``: at 80 columns the
-    GUID, LID and host-link columns go, the name stays whole and the caption says what went."""
+    """A real director's leaf is described like ``MF0;ib-leaf-rack03-u42:MQM9790/U1`` and shown by the
+    name operators use (``ib-leaf-rack03-u42``): at 80 columns the GUID column goes first, the name
+    stays whole and the caption says what went."""
     fab = build_fabric(load(FABRIC))
     nodes = tuple(
         replace(n, desc=f"MF0;ib-{n.desc}-rack03-u42:MQM9790/U1") if n.kind == "switch" else n
@@ -157,8 +158,8 @@ def test_switch_names_as_long_as_real_ones_drop_the_guid_not_the_name():
     con = Console(width=80, no_color=True, record=True, file=open("/dev/null", "w"))
     con.print(switch_table(judged, 80))
     text = con.export_text()
-    assert "MF0;ib-leaf-r2-1-rack03-u42:MQM9790/U1" in text
-    assert "left out: GUID, LID" in text and "0xb8cef603" not in text
+    assert "ib-leaf-r2-1-rack03-u42" in text and "MF0;" not in text
+    assert "left out: GUID" in text and "0xb8cef603" not in text
     assert max(len(line) for line in text.splitlines()) <= 80
 
 
