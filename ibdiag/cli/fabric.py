@@ -98,6 +98,15 @@ HostsOption = Annotated[
         help="With --slurm-topology: Slurm's node names, one `<host or adapter GUID> <node name>` a line.",
     ),
 ]
+NodeNameMapOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--node-name-map",
+        metavar="FILE",
+        help='Name nodes by GUID, as ibnetdiscover and opensm read a node-name map (0x<GUID> "name" a line; '
+        "H-<GUID> name too): adapters left with their firmware's description, switches.",
+    ),
+]
 RoutesOption = Annotated[
     bool,
     typer.Option(
@@ -123,6 +132,7 @@ def fabric_command(
     expect: ExpectOption = None,
     slurm_topology: SlurmOption = None,
     hosts_map: HostsOption = None,
+    node_name_map: NodeNameMapOption = None,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     routes: RoutesOption = False,
     textfile: TextfileOption = None,  # written by the boundary (cli/errors.py) from the report's metrics
@@ -141,6 +151,7 @@ def fabric_command(
         expect=expect,
         slurm_topology=slurm_topology,
         hosts=hosts_map,
+        node_name_map=node_name_map,
         timeout_s=timeout,
         routes=routes,
         environ=env().environ,

@@ -65,11 +65,11 @@ def names_check(fab: Fabric, names: Names) -> Finding | None:
         "fabric",
         f"{len(missing)} of {len(adapters)} adapters carry their firmware's default description, no host name "
         f"({listed([names.node(g) for g in missing], 3)}): they are shown by GUID and their rails not "
-        "judged; Slurm's topology.conf places them only where a --hosts map names their GUID",
+        "judged; Slurm's topology.conf places them only where a node-name map names their GUID",
         value=len(missing),
         limit=len(adapters),
-        hint="name them: rdma-ndd on each host sets `<hostname> <device>`; for --slurm-topology, --hosts takes "
-        'a node-name map (`0x<GUID> "name"`, as ibnetdiscover --node-name-map reads it)',
+        hint="name them: rdma-ndd on each host sets `<hostname> <device>`; or give the site's map with "
+        '--node-name-map FILE (`0x<GUID> "name"`, as ibnetdiscover --node-name-map reads it)',
     )
 
 

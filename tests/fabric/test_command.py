@@ -41,7 +41,9 @@ def test_run_judges_a_saved_fabric_and_its_views_write_every_format():
     bad_port = next(r for r in rows if r["node"] == "leaf-r2-1" and r["port"] == 3)
     assert bad_port["symbol_error"] == 57 and bad_port["remote"] == "gpu03 mlx5_2"
     names = {m.name for m in out.prom()}
-    assert "ibdiag_fabric_switch_port_symbol_error_total" in names and "ibdiag_fabric_tiers" in names
+    assert (
+        "ibdiag_fabric_switch_port_symbol_error_total" in names and "ibdiag_fabric_tiers" in names
+    )
     items = out.table(TableLayout(strict=False, width=160))
     assert str(items[0]).startswith(f"fabric (from {FAULTY}): 6 switches, 32 adapters, 64 links")
 

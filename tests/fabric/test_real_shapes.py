@@ -447,3 +447,21 @@ def test_a_plan_names_switches_by_the_name_operators_use(tmp_path: Path):
         s.desc = f"MF0;{s.desc}:MQM8700/U1"
     j = judged(t.text(), tmp_path)
     assert sorted(switch_names(j.fabric).values())[:2] == ["leaf-r0-1", "leaf-r1-1"]
+
+
+def test_node_name_map_on_the_command_line(tmp_path, cli):
+    """``ibdiag fabric --from DUMP --node-name-map FILE --slurm-topology OUT``: a campus fabric whose
+    adapters are all unnamed gets the site's names in its findings and in Slurm's file; a malformed map
+    is exit 2 naming its line."""
+    t, quoted, _ids = campus()
+    dump_path, map_path, conf = tmp_path / "campus.net", tmp_path / "site.map", tmp_path / "t.conf"
+    dump_path.write_text(t.text())
+    map_path.write_text(quoted)
+    res = cli("fabric", "--from", dump_path, "--node-name-map", map_path, "--slurm-topology", conf)
+    assert res.exit_code == 0, res.stderr
+    assert "node[01-06]" in conf.read_text()
+    without = cli("fabric", "--from", dump_path, "-o", "json")
+    assert '"fabric.names"' in without.stdout and "--node-name-map" in without.stdout
+    map_path.write_text('0x0002c90300080d28 "a"\nnot-a-guid name\n')
+    res = cli("fabric", "--from", dump_path, "--node-name-map", map_path)
+    assert res.exit_code == 2 and "line 2" in res.stderr and "hint:" in res.stderr
