@@ -20,7 +20,7 @@ from typing import Any
 
 from ibdiag.fabric.chassis import Chassis, chassis, chassis_of
 from ibdiag.fabric.devices import is_aggregation_node
-from ibdiag.fabric.graph import Isl, SwitchGraph, max_flow
+from ibdiag.fabric.graph import Isl, SwitchGraph
 from ibdiag.fabric.model import SWITCH, Fabric, FabricPort
 from ibdiag.fabric.naming import labels
 from ibdiag.fabric.tiers import Tiering, tiering
@@ -374,13 +374,6 @@ def _half(order: list[str], cap: dict[str, float]) -> frozenset[str]:
 
 
 def _flow(g: SwitchGraph, leaves: list[str], half: frozenset[str], cap: dict[str, float]) -> float:
-    arcs: dict[str, dict[str, float]] = {"<src>": {}}
-    for e in g.isls:
-        for x, y in ((e.a, e.b), (e.b, e.a)):
-            arcs.setdefault(x, {})[y] = arcs.get(x, {}).get(y, 0.0) + e.gbps
-    for s in leaves:
-        if s in half:
-            arcs["<src>"][s] = cap[s]
-        else:
-            arcs.setdefault(s, {})["<sink>"] = cap[s]
-    return max_flow(arcs, "<src>", "<sink>")
+    supply = {s: cap[s] for s in leaves if s in half}
+    demand = {s: cap[s] for s in leaves if s not in half}
+    return g.max_flow(supply, demand)

@@ -78,7 +78,7 @@ def _on_fabric(view: FleetView, snapshot: Path) -> FleetView:
             "--fabric places a sweep's pairs on the fabric, and no sweep file was given",
             hint=_NO_SWEEP_HINT,
         )
-    # lazy: networkx behind the placement (routes over the fabric's graph), for --fabric only
+    # lazy: start-up time (the placement: routes over the fabric's graph), for --fabric only
     from ibdiag.report.fabricpath import on_fabric
 
     fab = build_fabric(dump.load(snapshot))
