@@ -24,6 +24,7 @@ from ibdiag.fabric.model import (
     SubnetManager,
     ToolNote,
     guid_text,
+    new_port,
 )
 from ibdiag.fabric.netdiscover import read_netdiscover
 from ibdiag.fabric.queryerrors import parse_queryerrors
@@ -118,12 +119,11 @@ def _merge_states(
     desc = {n.guid: n.desc for n in nodes}
     by_port_guid = {p.port_guid: p.guid for p in ports if p.port_guid}
     known_nodes = {n.guid for n in nodes}
-    merged = {p.ref: p for p in ports}
+    merged = {(p.guid, p.port): p for p in ports}
     for ln in lines:
         guid = by_port_guid.get(ln.guid, ln.guid)
         if guid not in known_nodes:
             continue  # a node iblinkinfo saw and ibnetdiscover did not: the notes say so
-        ref = PortRef(guid, ln.port)
         if ln.peer_unknown:
             notes.append(
                 ToolNote(
@@ -135,9 +135,10 @@ def _merge_states(
         peer = None
         if ln.peer_guid is not None and ln.peer_port is not None:
             peer = PortRef(by_port_guid.get(ln.peer_guid, ln.peer_guid), ln.peer_port)
-        old = merged.get(ref)
+        key = (guid, ln.port)
+        old = merged.get(key)
         if old is None:
-            merged[ref] = FabricPort(
+            merged[key] = new_port(
                 guid,
                 ln.port,
                 ln.state,
@@ -146,20 +147,23 @@ def _merge_states(
                 ln.speed,
                 peer,
                 ln.lid,
-                could_be=ln.could_be,
+                None,
+                ln.could_be,
             )
         else:
-            merged[ref] = replace(
-                old,
-                state=ln.state,
-                phys_state=ln.phys_state,
-                width=ln.width or old.width,
-                speed=ln.speed or old.speed,
-                peer=old.peer or peer,
-                lid=old.lid or ln.lid,
-                could_be=ln.could_be,
+            merged[key] = new_port(
+                guid,
+                ln.port,
+                ln.state,
+                ln.phys_state,
+                ln.width or old.width,
+                ln.speed or old.speed,
+                old.peer or peer,
+                old.lid or ln.lid,
+                old.port_guid,
+                ln.could_be,
             )
-    return tuple(sorted(merged.values(), key=lambda p: (p.guid, p.port)))
+    return tuple(merged[k] for k in sorted(merged))
 
 
 def _sms(cap: Capture, notes: list[ToolNote]) -> tuple[tuple[SubnetManager, ...], bool]:
@@ -213,6 +217,8 @@ def port_counters(
 
     ``unlisted``: the value of a judged counter the source did not give (0 for ibqueryerrors, which lists
     only non-zero ones; None, unavailable, when the port's query failed or the answer lacked it)."""
+    if not by_iba and unlisted == 0:  # the common port: nothing listed, every judged counter 0
+        return PortCounters(name, port, None, dict(_ZEROS), None, {}, frozenset())
     values: dict[str, int | None] = dict.fromkeys(ZERO_UNLESS_LISTED, unlisted)
     for iba, v in by_iba.items():
         key = BY_IBA.get(iba)
@@ -225,6 +231,9 @@ def port_counters(
         k for k, v in values.items() if v and v >= max_value(IB_COUNTERS[k].bits or 64)
     )
     return PortCounters(name, port, None, values, None, unavailable, saturated)
+
+
+_ZEROS: dict[str, int | None] = dict.fromkeys(ZERO_UNLESS_LISTED, 0)
 
 
 def _unread(notes: list[ToolNote], ports: tuple[FabricPort, ...]) -> set[tuple[object, int]]:

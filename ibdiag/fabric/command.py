@@ -3,13 +3,14 @@ infiniband-diags (``ibnetdiscover`` + ``iblinkinfo`` + ``ibqueryerrors`` + ``smi
 dump (``--from``) — judges the subnet manager, links, switch-side counters and the fabric's shape, and
 returns the report with the judged fabric its views draw (:mod:`ibdiag.fabric.views`).
 
-Start-up: judging stands on networkx (:mod:`ibdiag.fabric.graph`, 0.1-0.3 s to import). A live run
-imports the judging modules, and the views its caller names (:attr:`FabricRequest.preload`), while the
-tools wait on the subnet (:func:`_collect_while_loading`); so those imports are inside functions here,
-not at the top (benchmarks/fabric_scale.py measures the whole run)."""
+Start-up: a live run imports the judging modules (some 40 of them, the cost of a small fabric's
+judgement), and the views its caller names (:attr:`FabricRequest.preload`), while the tools wait on
+the subnet (:func:`_collect_while_loading`); so those imports are inside functions here, not at the top
+(benchmarks/fabric_scale.py measures the whole run)."""
 
 from __future__ import annotations
 
+import gc
 import importlib
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -34,7 +35,7 @@ from ibdiag.node.root import host_of
 from ibdiag.outfile import atomic_output, check_output_path
 from ibdiag.text import safe_value
 
-if TYPE_CHECKING:  # networkx behind them: imported while the tools run (see the module's docstring)
+if TYPE_CHECKING:  # imported while the tools run (see the module's docstring)
     from ibdiag.fabric.judge import Judged
     from ibdiag.fabric.plan import Plan
 
@@ -98,7 +99,21 @@ class FabricResult:
 
 
 def run(req: FabricRequest) -> FabricResult:
-    """Read (or load), judge and report the fabric; save the dump and write topology.conf when asked."""
+    """Read (or load), judge and report the fabric; save the dump and write topology.conf when asked.
+
+    The cyclic garbage collector is paused meanwhile (and restored after): the run builds one model
+    of long-lived objects (100k ports: half a million of them) and makes no cycles, so every
+    collection would only walk the model again; on the Selene-size dump they were 15 % of the run."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return _run(req)
+    finally:
+        if was:
+            gc.enable()
+
+
+def _run(req: FabricRequest) -> FabricResult:
     timeout_s = _check(req)
     counters_cfg = req.config.section("counters", CountersConfig)
     fabric_cfg = req.config.section("fabric", FabricConfig)
@@ -130,7 +145,7 @@ def run(req: FabricRequest) -> FabricResult:
     judged = _judge(req, cap, hosts, plan, cfg=counters_cfg, fcfg=fabric_cfg, name_map=name_map)
     if req.slurm_topology is not None:
         write_slurm_topology(judged, req.slurm_topology, rename)
-    # lazy: imports networkx's users; loaded while the tools ran (JUDGING_MODULES)
+    # lazy: start-up time; loaded while the tools ran (JUDGING_MODULES)
     from ibdiag.fabric.views.json_data import fabric_data
 
     report = Report("fabric", fabric_data(judged), judged.findings)
@@ -190,7 +205,7 @@ def _judge(
 ) -> Judged:
     """The fabric built from the capture and judged: against its own first counters read
     (``--interval``) or an earlier dump (``--since``)."""
-    # lazy: networkx behind the judgement (0.1-0.3 s); a live run imported it while the tools ran
+    # lazy: start-up time (the judgement's modules); a live run imported them while the tools ran
     from ibdiag.fabric.build import build_fabric, origin
     from ibdiag.fabric.judge import judge  # lazy: as above
 
@@ -239,7 +254,7 @@ def _parse_early(run: ToolRun) -> None:
 
 def read_hosts_map(path: Path) -> dict[str, str]:
     """``--hosts FILE``: host (or adapter GUID) -> Slurm node name."""
-    # lazy: slurm.py stands on the switch graph (networkx): loaded for --hosts only, as before
+    # lazy: start-up time (slurm.py stands on the switch graph): loaded for --hosts only, as before
     from ibdiag.fabric.slurm import MAP_HINT, MAX_MAP_BYTES, parse_hosts_map
 
     where = f"--hosts {safe_value(str(path))}"

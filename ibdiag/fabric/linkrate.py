@@ -105,7 +105,10 @@ def _norms(
     classes = [ends.link_class(a, b) for a, b in links]
     out: dict[tuple[str, str, str], tuple[Counter[int], Counter[str]]] = {}
     for (a, _b), cls in zip(links, classes, strict=True):
-        widths, speeds = out.setdefault(cls, (Counter(), Counter()))
+        pair = out.get(cls)
+        if pair is None:
+            pair = out[cls] = (Counter(), Counter())
+        widths, speeds = pair
         widths[a.width or 0] += 1
         speeds[a.speed or "?"] += 1
     return classes, out
@@ -119,8 +122,11 @@ def _norm(c: Counter[str] | Counter[int]) -> object | None:
     return value if n >= NORM_SHARE * total else None
 
 
+_RANKS = {s: i for i, s in enumerate(SPEED_ORDER)}
+
+
 def _rank(speed: str | None) -> int:
-    return SPEED_ORDER.index(speed) if speed in SPEED_ORDER else -1
+    return _RANKS.get(speed, -1) if speed is not None else -1
 
 
 def _speed(

@@ -187,3 +187,19 @@ def test_a_port_whose_portinfo_was_lost_has_no_width_or_speed():
     text = TWO_NODES.replace('# "gpu01 mlx5_0" lid 1 4xHDR', '# "gpu01 mlx5_0" lid 1 ?????')
     _, ports = parse_netdiscover(text)
     assert (ports[0].width, ports[0].speed, ports[0].rate_gbps) == (None, None, None)
+
+
+def test_the_parsers_quick_port_is_the_dataclass_itself():
+    # model.new_port sets the instance's fields in one go (issue 39: half the frozen dataclass's
+    # __init__, once per port of a 100k-port fabric): equal, hashed, shown and replaced alike, and
+    # its fields those of FabricPort, in order.
+    from dataclasses import fields, replace
+
+    from ibdiag.fabric.model import FabricPort, PortRef, new_port
+
+    args = ("0x1", 3, "Active", "LinkUp", 4, "HDR", PortRef("0x2", 1), 7, "0x3", "12X")
+    a, b = FabricPort(*args), new_port(*args)
+    assert a == b and hash(a) == hash(b) and repr(a) == repr(b)
+    assert [f.name for f in fields(FabricPort)] == list(vars(b))
+    assert replace(b, state="Down") == replace(a, state="Down") != a
+    assert b.rate_gbps == 200.0 and b.ref == PortRef("0x1", 3) == ("0x1", 3)
