@@ -20,7 +20,7 @@ from ibdiag.cli.options import (
     TimeoutOption,
 )
 from ibdiag.fabric import views
-from ibdiag.fabric.command import DEFAULT_TIMEOUT_S, FabricRequest, run
+from ibdiag.fabric.command import DEFAULT_TIMEOUT_S, FabricRequest, collector_paused, run
 
 FromOption = Annotated[
     Path | None,
@@ -157,4 +157,5 @@ def fabric_command(
         environ=env().environ,
         preload=views.FORMAT_MODULES.get(fmt.value, ()),
     )
-    return emit(views.outputs(run(request)), fmt, strict=strict)
+    with collector_paused():  # writing a large fabric's document walks no model (issue 39)
+        return emit(views.outputs(run(request)), fmt, strict=strict)

@@ -218,11 +218,15 @@ class Names:
         return self._shown.get(guid, node.desc or guid)
 
     def port(self, ref: PortRef) -> str:
-        base = self._port_names.get(ref.guid)
+        return self.port_at(ref.guid, ref.port)
+
+    def port_at(self, guid: str, port: int) -> str:
+        """:meth:`port` of ``PortRef(guid, port)``."""
+        base = self._port_names.get(guid)
         if base is None:
-            base = self._port_names[ref.guid] = self._port_name(ref.guid)
+            base = self._port_names[guid] = self._port_name(guid)
         name, numbered = base
-        return f"{name} port {ref.port}" if numbered else name
+        return f"{name} port {port}" if numbered else name
 
     def _port_name(self, guid: str) -> tuple[str, bool]:
         """How a node's ports are named (once per node): the name, and whether the port number follows."""
