@@ -13,7 +13,7 @@ from dataclasses import replace
 from ibdiag.counters.model import PortCounters, Sample
 from ibdiag.counters.spec import ERROR_COUNTERS, IB_COUNTERS, max_value
 from ibdiag.errors import CannotRunError, InputError
-from ibdiag.fabric import pastes
+from ibdiag.fabric import datacounters, pastes
 from ibdiag.fabric.capture import Capture, ToolRun
 from ibdiag.fabric.linkinfo import parse_linkinfo
 from ibdiag.fabric.model import (
@@ -82,6 +82,11 @@ def build_fabric(cap: Capture, counters_run: str = "ibqueryerrors") -> Fabric:
     if qe is not None:
         notes.extend(classify(qe))
         counters = _counters(ports, qe, notes, qe.taken_at_s or cap.taken_at_s)
+    data = cap.run(datacounters.run_name(counters_run))
+    if data is not None:  # --data-counters: every switch port's data and packet counters
+        notes.extend(classify(data))
+        if counters is not None and data.rc in (0, 1):
+            counters = datacounters.with_data(counters, data.stdout)
     routes = None
     lft = cap.run("ibroute")
     if lft is not None:

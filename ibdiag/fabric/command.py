@@ -85,6 +85,10 @@ class FabricRequest:
     """``--timeout``: the time limit of each tool (None: :data:`DEFAULT_TIMEOUT_S`)."""
     routes: bool = False
     """``--routes``: also read each switch's forwarding table (``ibroute``)."""
+    data_counters: bool = False
+    """``--data-counters``: also read every switch port's data and packet counters
+    (``ibqueryerrors --counters --switch``, :mod:`ibdiag.fabric.datacounters`): the exporters'
+    bandwidth series. The command line turns it on for ``-o prom`` and ``--textfile``."""
     environ: Mapping[str, str] = field(default_factory=dict)
     """The environment the tools run with (PATH, and ibsim's preload in tests)."""
     preload: Sequence[str] = ()
@@ -145,7 +149,13 @@ def _run(req: FabricRequest) -> FabricResult:
     else:
         lim = Limits(timeout_s, timeout_s, min(timeout_s, 10.0), min(timeout_s, 10.0))
         collector = Collector(
-            req.environ, ca=req.ca, port=req.port, limits=lim, early=_parse_early, routes=req.routes
+            req.environ,
+            ca=req.ca,
+            port=req.port,
+            limits=lim,
+            early=_parse_early,
+            routes=req.routes,
+            data_counters=req.data_counters,
         )
         cap = _collect_while_loading(collector, req.interval_s, req.preload)
     if req.save is not None:
@@ -177,6 +187,11 @@ def _check(req: FabricRequest) -> float:
         raise UsageError(
             "--routes reads the live fabric's forwarding tables; a saved one (--from) has them when it was saved with --routes",
             hint="drop --routes, or run `ibdiag fabric --routes --save DUMP` on the live fabric",
+        )
+    if req.data_counters and req.source is not None:
+        raise UsageError(
+            "--data-counters reads the live fabric's counters; a saved one (--from) has them when it was saved with them",
+            hint="drop --data-counters, or run `ibdiag fabric --data-counters --save DUMP` on the live fabric",
         )
     timeout_s = DEFAULT_TIMEOUT_S if timeout is None else timeout
     if not 0 < timeout_s <= MAX_TIMEOUT_S:
