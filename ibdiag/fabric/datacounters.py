@@ -24,8 +24,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ibdiag.counters.model import PortCounters, Sample
-from ibdiag.counters.read import data_counter_bits
-from ibdiag.counters.spec import BYTES_PER_DATA_WORD, DATA_BYTES, IB_COUNTERS, Kind, max_value
+from ibdiag.counters.spec import (
+    BYTES_PER_DATA_WORD,
+    DATA_BYTES,
+    IB_COUNTERS,
+    Kind,
+    data_counter_bits,
+    max_value,
+)
 from ibdiag.fabric.queryerrors import parse_queryerrors
 
 #: IBA name -> counters' key, for the data and packet counters.

@@ -263,7 +263,7 @@ class Fabric:
             if peer is None:
                 continue
             far = ports.get(peer)
-            if far is not None and (far.guid, far.port) < (p.guid, p.port):
+            if far is not None and peer < (p.guid, p.port):  # the peer is (far.guid, far.port)
                 continue
             out.append((p, far))
         self._links.extend(out)
