@@ -331,13 +331,16 @@ def rail_three_tier(
     A scalable unit (SU) is ``hosts_per_unit`` hosts of ``rails`` adapters; rail ``r`` of the unit's
     hosts is one leaf (``hosts_per_unit`` down, as many up). A pod is ``units_per_pod`` units; in each
     pod, each rail has its own spines, every leaf of that rail cabled evenly to each of them. The cores
-    join them all: spine ``s`` (numbered across pods and rails) takes its uplinks to cores ``s x up``
-    onwards, round robin, so every core's ports are used and every rail's spines reach every core.
+    join them all, in blocks of ``radix - hosts_per_unit`` (a spine's uplinks): each spine is cabled
+    once to every core of one block, ``radix`` spines to a block; spine ``s`` (numbered pod by pod, rail
+    by rail) takes block ``(s + s // blocks) mod blocks``, so each round of spines fills every block
+    once and the rounds shift, every rail's spines reaching blocks other rails' reach: one subnet.
 
     The default, 8 pods of 8 units of 32 hosts x 8 rails: 2,048 hosts, 16,384 GPU adapters, 512
     leaves, 512 spines, 256 cores (1,280 switches), 49,152 links, 98,304 ports. IB's unicast LIDs
     (0x0001-0xBFFF, 49,151 per subnet) bound one subnet: hosts x rails plus switches must stay below
-    that; a larger cluster is several subnets (``rails=1``: one rail's plane, its own subnet).
+    that; a larger cluster is several subnets (``rails=1``: one rail's plane, its own subnet; 48 pods
+    a plane, 8 planes: 98,304 GPUs). The spines, ``pods x rails x units_per_pod``, fill whole blocks.
     """
     down = hosts_per_unit
     if 2 * down != radix:
@@ -346,8 +349,10 @@ def rail_three_tier(
         raise ValueError("a leaf's uplinks must spread evenly over its pod's spines of its rail")
     per_spine = down // units_per_pod  # cables from each leaf to each spine of its pod and rail
     spines_per_rail = units_per_pod  # each takes units_per_pod x per_spine = down cables down
-    if (pods * rails * spines_per_rail * (radix - down)) % radix:
-        raise ValueError("the spines' uplinks must fill whole cores")
+    if (pods * rails * spines_per_rail) % radix:
+        raise ValueError(
+            f"{pods * rails * spines_per_rail} spines do not fill whole blocks of cores ({radix} a block)"
+        )
     ncores = pods * rails * spines_per_rail * (radix - down) // radix
     link = f"4x{speed}"
     switches: list[SwitchNode] = []
@@ -364,6 +369,7 @@ def rail_three_tier(
         b.peers[pb] = (a.node_id, pa, link)
 
     cores = [switch(f"MF0;core-{c + 1:04d}:MQM9700/U1", 0x300000) for c in range(ncores)]
+    blocks = ncores // (radix - down)
     nth_spine = 0
     for p in range(pods):
         spines = [
@@ -395,7 +401,8 @@ def rail_three_tier(
                         cable(leaf, sp)
         for r in range(rails):
             for sp in spines[r]:
+                block = (nth_spine + nth_spine // blocks) % blocks
                 for k in range(radix - down):
-                    cable(sp, cores[(nth_spine * (radix - down) + k) % ncores])
+                    cable(sp, cores[block * (radix - down) + k])
                 nth_spine += 1
     return Topology(switches, cas, speed)
