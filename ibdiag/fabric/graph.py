@@ -44,6 +44,18 @@ class Isl:
         return self.ports[0] if s == self.a else self.ports[1]
 
 
+_new = object.__new__
+_set = object.__setattr__
+
+
+def new_isl(a: str, b: str, gbps: float, ports: tuple[FabricPort, FabricPort]) -> Isl:
+    """``Isl(a, b, gbps, ports)`` at half the frozen dataclass's ``__init__`` (one per active ISL: 50k
+    on a 16k-GPU fabric), as :func:`ibdiag.fabric.model.new_port`."""
+    isl = _new(Isl)
+    _set(isl, "__dict__", {"a": a, "b": b, "gbps": gbps, "ports": ports})
+    return isl
+
+
 @dataclass(frozen=True)
 class SwitchGraph:
     nodes: tuple[str, ...]

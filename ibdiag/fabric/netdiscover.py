@@ -69,7 +69,7 @@ _PORT_COMMENT = re.compile(
 #: takes the general path, which says what is wrong.
 _FAST_PORT = re.compile(
     rf'^\[(\d{{1,3}})\](?:\(({_HEX})\))?\s*"([^"]{{1,80}})"\[(\d{{1,3}})\](?:\({_HEX}\))?'
-    r'\s*#\s*(?:lid\s+(\d{1,5})\s+lmc\s+\d{1,3}\s+)?".*"\s+lid\s+(\d{1,5})\s+(\d{1,2})x([A-Z0-9]{2,6})\s*$'
+    r'\s*#\s*(?:lid\s+(\d{1,5})\s+lmc\s+\d{1,3}\s+)?"[^"]*"\s+lid\s+(\d{1,5})\s+(\d{1,2})x([A-Z0-9]{2,6})\s*$'
 )
 _SW_LID = re.compile(r"\b(?:enhanced|base)\s+port\s+0\s+lid\s+(-?\d{1,20})\b")
 _GUID_LINE = re.compile(
@@ -89,6 +89,7 @@ _DUMP_STARTS = (
 )
 _HEXDIGITS = frozenset("0123456789abcdefABCDEF")
 _KEY_NAMES = frozenset(_KEYS.values())
+_ref = tuple.__new__  # PortRef(guid, port) without the named tuple's Python-level __new__
 #: Lines ibnetdiscover prints around the nodes (``-g`` groups them under chassis headings).
 _GROUPING = re.compile(r"^(?:Chassis \S.{0,200}|Non-Chassis Nodes|ibnetdiscover:? .{0,200})$")
 
@@ -358,6 +359,7 @@ def _resolve(raw: list[_Node], skip: Skipped | None) -> Discovered:
     by_id: dict[str, list[int]] = {}
     for i, nd in enumerate(raw):
         by_id.setdefault(nd.node_id, []).append(i)
+    key_of = {nid: keys[found[0]] for nid, found in by_id.items() if len(found) == 1}
     nodes: list[FabricNode] = []
     ports: list[FabricPort] = []
     for i, nd in enumerate(raw):
@@ -379,13 +381,21 @@ def _resolve(raw: list[_Node], skip: Skipped | None) -> Discovered:
         )
         key = keys[i]
         for num, width, speed, peer_id, peer_port, lid, pg in nd.ports:
-            found = by_id.get(peer_id)
-            if found is None or len(found) > 1:
-                j = _peer(num, peer_id, peer_port, nd, raw, found)
-            else:
-                j = found[0]
+            peer_key = key_of.get(peer_id)
+            if peer_key is None:  # an id the dump does not list, or that two nodes say
+                peer_key = keys[_peer(num, peer_id, peer_port, nd, raw, by_id.get(peer_id))]
             ports.append(
-                new_port(key, num, None, None, width, speed, PortRef(keys[j], peer_port), lid, pg)
+                new_port(
+                    key,
+                    num,
+                    None,
+                    None,
+                    width,
+                    speed,
+                    _ref(PortRef, (peer_key, peer_port)),
+                    lid,
+                    pg,
+                )
             )
     return Discovered(tuple(nodes), tuple(ports), skip, dups)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from ibdiag.fabric.chassis import Chassis, chassis, chassis_of
 from ibdiag.fabric.devices import is_aggregation_node
-from ibdiag.fabric.graph import Isl, SwitchGraph
+from ibdiag.fabric.graph import SwitchGraph, new_isl
 from ibdiag.fabric.model import SWITCH, Fabric, FabricPort
 from ibdiag.fabric.naming import labels
 from ibdiag.fabric.tiers import Tiering, tiering
@@ -138,7 +138,7 @@ def switch_graph(fab: Fabric) -> SwitchGraph:
     cable from a switch to itself is no ISL (:func:`loopbacks`)."""
     live = ("Active", None)
     isls = tuple(
-        Isl(a.guid, b.guid, a.rate_gbps or 0.0, (a, b))
+        new_isl(a.guid, b.guid, a.rate_gbps or 0.0, (a, b))
         for a, b in fab.links()
         if b is not None
         and a.guid != b.guid

@@ -116,3 +116,14 @@ def test_a_fractional_rate_takes_networkxs_flow_and_its_sums():
     g = graph(3, [(0, 2, 4 * 13.64), (1, 2, 4 * 13.64), (0, 2, 4 * 13.64)])
     supply, demand = {"s0": 800.0}, {"s1": 800.0}
     assert g.max_flow(supply, demand) == _reference_flow(g, supply, demand) == 4 * 13.64
+
+
+def test_the_quick_isl_is_the_dataclass_itself():
+    from dataclasses import fields
+
+    from ibdiag.fabric.graph import new_isl
+
+    ends = (FabricPort("s0", 1), FabricPort("s1", 2))
+    a, b = Isl("s0", "s1", 200.0, ends), new_isl("s0", "s1", 200.0, ends)
+    assert a == b and hash(a) == hash(b) and repr(a) == repr(b)
+    assert [f.name for f in fields(Isl)] == list(vars(b)) and b.other("s0") == "s1"
