@@ -1,5 +1,5 @@
 """The fabric's own checks: subnet manager, discovery, port states, link widths and speeds, lost links.
-Counter checks are :mod:`.counterchecks`; :func:`ibdiag.fabric.judge.judge` calls both in order.
+Counter checks are :mod:`.counter_checks`; :func:`ibdiag.fabric.judge.judge` calls both in order.
 """
 
 from __future__ import annotations
