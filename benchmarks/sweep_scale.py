@@ -29,7 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ibdiag.sweep.attribution import analyse, second_pass_plan  # noqa: E402
+from ibdiag.sweep.attribution import analyse  # noqa: E402
+from ibdiag.sweep.followup import second_pass_plan  # noqa: E402
 from ibdiag.sweep.nodes import make_fleet  # noqa: E402
 from ibdiag.sweep.passes import run_round, run_sweep  # noqa: E402
 from ibdiag.sweep.runner import PairSpec  # noqa: E402

@@ -14,8 +14,10 @@ Every rank, in order:
    measuring end (all its rails at once), reports, and waits for the next round; rank 0 waits for
    every report until the round's limit (:func:`round_limit_s`): a rank that did not report by then is
    unreachable and gets no more tests, the sweep goes on for the rest;
-5. after the first pass rank 0 plans the second pass from the results, runs it the same way, writes
-   the end, analyses and returns the :class:`~ibdiag.sweep.model.SweepResult` (the others return None).
+5. rank 0 plans every round (:mod:`~ibdiag.sweep.conduct`: the pattern's, in leaf order and packed
+   apart when the job has a fabric description, then the confirmation of what was slow beside other
+   tests, the second pass, its confirmation), writes the end, analyses and returns the
+   :class:`~ibdiag.sweep.model.SweepResult` (the others return None).
 
 Nothing here prints: ``log`` takes the servers' lines, ``on_round`` the progress.
 """
@@ -33,16 +35,16 @@ from typing import Any
 from ibdiag.errors import CannotRunError, InputError, UsageError
 from ibdiag.runtime.hooks import TestHooks
 from ibdiag.runtime.launch import LaunchEnv
-from ibdiag.sweep.attribution import second_pass_plan
 from ibdiag.sweep.collrunner import pair_allreduce
+from ibdiag.sweep.conduct import Conductor, RoundDone
 from ibdiag.sweep.coord import Coordinator, connect_store, route_address
 from ibdiag.sweep.job import SweepJob, round_limit_s
 from ibdiag.sweep.model import SweepResult
 from ibdiag.sweep.nodes import End, FleetNode, Rail, valid_host
 from ibdiag.sweep.p2prunner import P2PPairRunner, RailServers, local_rails
-from ibdiag.sweep.passes import RoundDone, build_result
+from ibdiag.sweep.passes import build_result
 from ibdiag.sweep.runner import PairResult, PairSpec
-from ibdiag.sweep.schedule import PairTest, Phase, first_pass, pair_tests
+from ibdiag.sweep.schedule import PairTest, Phase, Round, pair_tests
 from ibdiag.sweep.wire import (
     leave_out_silent,
     node_doc_ok,
@@ -221,7 +223,7 @@ class _Rank:
 
     def take_part(self, task: dict[str, Any], round_index: int) -> None:
         self.hooks.before_step(self.rank, round_index + 1)
-        phase = Phase.SECOND if task.get("phase") == "second" else Phase.FIRST
+        phase = next((p for p in Phase if p.value == task.get("phase")), Phase.FIRST)
         tests = [
             t
             for t in task.get("tests", [])
@@ -280,31 +282,31 @@ class _Rank:
 
     def lead(self, dead: set[int], on_round: Callable[[RoundDone], None] | None) -> SweepResult:
         job, fleet = self.job, self.fleet
-        results: list[PairResult] = []
         named: set[int] = set()
-        planned = list(first_pass(job.pattern, len(fleet), rounds=job.rounds, seed=job.seed))
-        for i, pairs in enumerate(planned):
-            results += self.run_round(i, Phase.FIRST, pairs, dead, named)
-            if on_round:
-                on_round(RoundDone(i, len(planned), Phase.FIRST, len(results), tuple(sorted(dead))))
-        first = len(planned)
-        # A rank that went silent after it reported a round (it served, then died) is known only now:
-        # the tests it failed earlier are its silence too, not failed links (for the plan and the analysis).
-        results = [unanswered(p, dead) for p in results]
-        extra = second_pass_plan(fleet, results, job.config) if job.second_pass else []
-        for j, pairs in enumerate(extra):
-            results += self.run_round(first + j, Phase.SECOND, pairs, dead, named)
-            if on_round:
-                on_round(
-                    RoundDone(
-                        first + j,
-                        first + len(extra),
-                        Phase.SECOND,
-                        len(results),
-                        tuple(sorted(dead)),
-                    )
-                )
-        end = first + len(extra)
+        layout = job.fabric.place(fleet) if job.fabric is not None else None
+        conductor = Conductor(
+            fleet,
+            job.config,
+            layout,
+            second_pass=job.second_pass,
+            both_ways=job.spec.test == "collective",
+            on_round=on_round,
+            dead=lambda: dead,
+        )
+
+        def one(index: int, phase: Phase, pairs: Round) -> list[PairResult]:
+            return self.run_round(index, phase, pairs, dead, named)
+
+        # A rank that went silent after it reported a round (it served, then died) is known only after
+        # the first pass: the tests it failed earlier are its silence too, not failed links.
+        passes = conductor.run(
+            one,
+            job.pattern,
+            rounds=job.rounds,
+            seed=job.seed,
+            after_first=lambda results: [unanswered(p, dead) for p in results],
+        )
+        end = conductor.index
         alive = [r for r in range(self.world) if r not in dead]
         self.coord.put_many([(f"round/{end}/{r}", {"end": True}) for r in alive])
         self.coord.put("end", True)
@@ -312,18 +314,17 @@ class _Rank:
         for r in alive:
             if r != 0:
                 self.coord.wait_for(f"bye/{r}", bye_deadline)
-        results = [unanswered(p, dead) for p in results]
         return build_result(
             fleet,
-            results,
+            passes,
             pattern=job.pattern,
             rounds=job.rounds,
             seed=job.seed,
             spec=self.used_spec(),
             config=job.config,
             second_pass=job.second_pass,
-            first_rounds=first,
-            second_rounds=len(extra),
+            layout=layout,
+            results=[unanswered(p, dead) for p in passes.results],
         )
 
     def used_spec(self) -> PairSpec:

@@ -73,6 +73,12 @@ def line_view(result: SweepResult, *, width: int = LINE_WIDTH) -> str:
         extra.append(f"{warn_nodes} suspect node{'s' if warn_nodes != 1 else ''}")
     if unresolved:
         extra.append(f"{unresolved} unresolved link{'s' if unresolved != 1 else ''}")
+    confounded = len(a.links_with(LinkVerdict.CONFOUNDED))
+    if confounded:
+        extra.append(f"{confounded} confounded link{'s' if confounded != 1 else ''}")
+    cleared = len(a.cleared_links)
+    if cleared:
+        extra.append(f"{cleared} collided link{'s' if cleared != 1 else ''} cleared")
     count = f" ({len(result.nodes)} nodes)"
     tails = [
         (("; " + ", ".join(extra)) if extra else "") + count,
@@ -81,7 +87,8 @@ def line_view(result: SweepResult, *, width: int = LINE_WIDTH) -> str:
     ]
     if hosts:
         return _ascii(fit_line("sweep FAIL: drain", hosts, tails, width))
-    status = "FAIL" if bad_links else ("WARN" if extra else "OK")
+    warned = [e for e in extra if not e.endswith(" cleared")]
+    status = "FAIL" if bad_links else ("WARN" if warned else "OK")
     body = ", ".join(extra) if extra else "no bad node or link"
     return _ascii(fit_line(f"sweep {status}: {body} ({len(result.nodes)} nodes)", [], "", width))
 
@@ -276,11 +283,28 @@ def _engine_text(result: SweepResult) -> str:
 def summary_lines(result: SweepResult) -> list[str]:
     s, a = result.settings, result.analysis
     rounds = f"{s.first_pass_rounds} round{'s' if s.first_pass_rounds != 1 else ''}"
+    if s.pattern_rounds is not None and s.pattern_rounds != s.first_pass_rounds:
+        rounds += f" (the pattern's {s.pattern_rounds}, kept apart on the fabric)"
     second = f" + {s.second_pass_rounds} second-pass" if s.second_pass else " (no second pass)"
+    second += f" + {s.confirm_rounds} re-test" if s.confirm_rounds else ""
     lines = [
         f"sweep: {s.pattern.value}, {len(result.nodes)} nodes, {result.rails} rail{'s' if result.rails != 1 else ''}, "
         f"{rounds}{second}, {len(result.pairs)} tests of {format_bytes(s.spec.bytes)} ({s.spec.test}, {s.spec.transport}{_engine_text(result)})",
     ]
+    c = result.confirmation()
+    if c["shared_tests"] or c["retests"]:
+        lines.append(
+            f"collisions: {c['shared_tests']} tests beside others that may share their links; "
+            f"{c['retests']} re-tests alone: {c['links_cleared']} links, {c['nodes_cleared']} nodes cleared"
+            + (f", {c['links_confounded']} links left confounded" if c["links_confounded"] else "")
+        )
+    if s.fabric is not None:
+        load = (
+            ""
+            if s.fabric.max_load is None
+            else f", at most {s.fabric.max_load} test(s) per link a round"
+        )
+        lines.append(f"fabric: {s.fabric.source} ({s.fabric.routing}){load}")
     for rail in a.rails:
         share = (
             f" = {rail.share:.0%} of {rail.line_rate_gbps:g} Gb/s" if rail.share is not None else ""
@@ -338,7 +362,13 @@ def worst_tables(result: SweepResult, *, limit: int = 10) -> list[Any]:
         links.add_column(
             col, justify="left" if col in ("link", "verdict") else "right", no_wrap=col != "link"
         )
-    order = {LinkVerdict.BAD: 0, LinkVerdict.UNRESOLVED: 1, LinkVerdict.NODE: 2, LinkVerdict.OK: 3}
+    order = {
+        LinkVerdict.BAD: 0,
+        LinkVerdict.UNRESOLVED: 1,
+        LinkVerdict.CONFOUNDED: 2,
+        LinkVerdict.NODE: 3,
+        LinkVerdict.OK: 4,
+    }
     scored = sorted(
         a.links,
         key=lambda link: (
@@ -352,7 +382,8 @@ def worst_tables(result: SweepResult, *, limit: int = 10) -> list[Any]:
             LinkVerdict.NODE: "explained by a bad node",
             LinkVerdict.BAD: "BAD LINK",
             LinkVerdict.UNRESOLVED: "unresolved",
-        }[link.verdict]
+            LinkVerdict.CONFOUNDED: "slow beside other tests only",
+        }[link.verdict] + (" (cleared alone)" if link.cleared else "")
         links.add_row(
             link_subject(result, link),
             str(link.rail),
@@ -384,6 +415,7 @@ CSV_HEADER = (
     "error",
     "unreachable",
     "engine",
+    "shared",
 )
 
 
@@ -407,6 +439,7 @@ def csv_rows(result: SweepResult) -> list[dict[str, Any]]:
                 "error": p.error,
                 "unreachable": " ".join(str(r) for r in p.unreachable),
                 "engine": p.engine,
+                "shared": p.shared,
             }
         )
     return rows

@@ -131,6 +131,11 @@ class PairResult:
     """Who measured (or tried to) a p2p test on the measuring node: ``ibdiag`` (its own loops, RDMA or
     TCP) or ``perftest``; what ``--engine auto`` chose there. None for a test that never ran, a
     collective test, the synthetic fabric, and older files that cannot tell."""
+    shared: bool = False
+    """The test ran in a round with other tests that may have crossed a link of its path (the fabric
+    not known, or not proven disjoint): a slow result is *confounded* — the collision may be what was
+    measured — and is re-tested alone before anything is named (:mod:`~ibdiag.sweep.confirm`). False
+    for a test alone in its round or in a round proven free of shared links."""
 
     @property
     def ok(self) -> bool:
