@@ -19,7 +19,7 @@ from ibdiag.sweep.contention import Packer, ordered_first_pass
 from ibdiag.sweep.followup import confirmation_rounds, second_pass_plan
 from ibdiag.sweep.layout import FabricLayout
 from ibdiag.sweep.nodes import FleetNode
-from ibdiag.sweep.runner import PairResult
+from ibdiag.sweep.runner import PairResult, unanswered
 from ibdiag.sweep.schedule import NodePair, Pattern, Phase, Round, round_count
 
 #: Times the confirmation is planned again after its re-tests (the rail's limits move as collided
@@ -102,15 +102,21 @@ class Conductor:
                 )
             self.index += 1
 
+    def silenced(self) -> list[PairResult]:
+        """The results so far, a failed test against a node now known silent counted as its silence
+        (a node that died after it reported a round is known only once a later round misses it)."""
+        dead = self.dead()
+        self.results = [unanswered(p, dead) for p in self.results] if dead else self.results
+        return self.results
+
     def confirm(self, run_round: RunRound, budget: int) -> int:
         """Re-test the confounded links until none is left, ``budget`` rounds at most; rounds run."""
         done = 0
         for _ in range(CONFIRM_ITERATIONS):
             if done >= budget:
                 break
-            rounds = confirmation_rounds(
-                analyse(self.nodes, self.results, self.config), self.packer
-            )
+            analysis = analyse(self.nodes, self.silenced(), self.config)
+            rounds = confirmation_rounds(analysis, self.packer)
             rounds = rounds[: budget - done]
             if not rounds:
                 break
@@ -125,24 +131,21 @@ class Conductor:
         *,
         rounds: int | None = None,
         seed: int = 0,
-        after_first: Callable[[list[PairResult]], list[PairResult]] | None = None,
     ) -> Passes:
         """The whole sweep: first pass, confirmation, second pass, confirmation."""
         planned = self.first_pass(pattern, rounds=rounds, seed=seed)
         self._run(run_round, Phase.FIRST, planned)
-        if after_first is not None:
-            self.results = after_first(self.results)
         budget = self.config.confirm_max_rounds
         confirmed = self.confirm(run_round, budget)
         extra = (
-            second_pass_plan(self.nodes, self.results, self.config, self.packer)
+            second_pass_plan(self.nodes, self.silenced(), self.config, self.packer)
             if self.second_pass
             else []
         )
         self._run(run_round, Phase.SECOND, extra)
         confirmed += self.confirm(run_round, budget - confirmed)
         return Passes(
-            tuple(self.results),
+            tuple(self.silenced()),
             round_count(pattern, len(self.nodes), rounds),
             len(planned),
             len(extra),

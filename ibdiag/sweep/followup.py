@@ -147,19 +147,19 @@ def calibration_pairs(analysis: Analysis) -> list[NodePair]:
         median = rail.bw.median if rail.bw.median is not None else rail.lat.median
         if need <= 0 or median is None:
             continue
-        candidates = sorted(
-            (
-                abs((lk.bw_gbs if rail.bw.median is not None else lk.lat_us) - median),
-                lk.a,
-                lk.b,
-            )
-            for lk in links
-            if lk.verdict is LinkVerdict.OK
-            and lk.clean_tests == 0
-            and lk.a not in dead
-            and lk.b not in dead
-            and (lk.bw_gbs if rail.bw.median is not None else lk.lat_us) is not None
-        )
+        by_bw = rail.bw.median is not None
+        candidates: list[tuple[float, int, int]] = []
+        for lk in links:
+            value = lk.bw_gbs if by_bw else lk.lat_us
+            if (
+                value is not None
+                and lk.verdict is LinkVerdict.OK
+                and lk.clean_tests == 0
+                and lk.a not in dead
+                and lk.b not in dead
+            ):
+                candidates.append((abs(value - median), lk.a, lk.b))
+        candidates.sort()
         for _, a, b in candidates[:need]:
             out[(a, b)] = None
     return list(out)

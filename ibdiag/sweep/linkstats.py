@@ -4,7 +4,8 @@ Every answered test of (rail, a, b), whichever end served, counts for the link. 
 round where another test may have crossed a link of its path (:attr:`PairResult.shared`) can only have
 been slowed by that, never sped up: its fine result is evidence of a fine link, its slow result proves
 nothing (*confounded*). So a link's value is the median of its *clean* tests (alone in their round, or
-in a round proven free of shared links) where it has any, else the best of its shared ones; a link
+in a round proven free of shared links) and of the shared ones better than those, else the best of
+its shared ones; a link
 slow on that value with no clean test is confounded — not slow, not fine, and not evidence against its
 ends — until the confirmation pass re-tests it alone; a link with a slow shared test and a clean value
 that is fine was *cleared* by that re-test.
@@ -71,12 +72,22 @@ class Tests:
 
     @property
     def bw(self) -> float | None:
-        """The clean median, else the best shared value (a collision only slows a test)."""
-        return median(self.bws) if self.bws else max(self.shared_bws, default=None)
+        """A collision only slows a test, so a shared result is a lower bound: without clean results,
+        the best shared one; with them, the median of the clean ones and of the shared ones above
+        their median (a clean result the host's noise made low does not outvote what the link did)."""
+        if not self.bws:
+            return max(self.shared_bws, default=None)
+        m = median(self.bws)
+        above = [v for v in self.shared_bws if m is not None and v > m]
+        return median(self.bws + above) if above else m
 
     @property
     def lat(self) -> float | None:
-        return median(self.lats) if self.lats else min(self.shared_lats, default=None)
+        if not self.lats:
+            return min(self.shared_lats, default=None)
+        m = median(self.lats)
+        below = [v for v in self.shared_lats if m is not None and v < m]
+        return median(self.lats + below) if below else m
 
 
 def answered_tests(results: Sequence[PairResult], n: int) -> tuple[dict[Key, Tests], set[Key]]:

@@ -10,6 +10,7 @@ from itertools import islice
 from typing import Any
 
 from ibdiag.sweep.contention import Packer, ordered_first_pass
+from ibdiag.sweep.coord import poll_interval_s
 from ibdiag.sweep.layout import HASHED, ROUTES, FabricDescription
 from ibdiag.sweep.nodes import FleetNode, Rail, check_fleet
 from ibdiag.sweep.schedule import (
@@ -41,7 +42,7 @@ def plan_data(
     seed: int,
     rails: int,
     pair_s: float,
-    round_overhead_s: float = 0.5,
+    round_overhead_s: float | None = None,
     fabric: FabricDescription | None = None,
 ) -> dict[str, Any]:
     """JSON-ready plan: the chosen pattern's cost and rounds (when small enough), all patterns' costs,
@@ -49,6 +50,8 @@ def plan_data(
     the chosen pattern's rounds and cost are the rounds kept apart on it."""
     if fabric is not None:
         n = len(plan_fleet(fabric, n))
+    if round_overhead_s is None:
+        round_overhead_s = coordination_s(n, rails)
     chosen = estimate(
         Pattern(pattern),
         n,
@@ -94,6 +97,20 @@ def plan_data(
         ]
     )
     return data
+
+
+#: Rank 0's work per round for each rank's report (read, parsed, checked), and per rail row of it:
+#: measured by benchmarks/sweep_store.py on the 2-core development VM (1.7 s for 16384 one-rail
+#: reports, 6.9 s for 16384 eight-rail ones; docs/fleet.md).
+REPORT_S = 60e-6
+ROW_S = 50e-6
+
+
+def coordination_s(n: int, rails: int) -> float:
+    """Seconds a round's coordination adds to its test, as measured on loopback (docs/fleet.md): the
+    workers' poll interval (a rank sees its task within it) and rank 0 reading every report;
+    0.5 s at the least."""
+    return round(max(0.5, poll_interval_s(n) + n * (REPORT_S + ROW_S * max(1, rails))), 2)
 
 
 def plan_fleet(fabric: FabricDescription, n: int | None = None) -> tuple[FleetNode, ...]:

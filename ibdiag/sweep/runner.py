@@ -17,7 +17,8 @@ Runners:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from ibdiag.errors import UsageError
@@ -140,6 +141,14 @@ class PairResult:
     @property
     def ok(self) -> bool:
         return self.error is None and not self.unreachable
+
+
+def unanswered(result: PairResult, dead: Collection[int]) -> PairResult:
+    """A failed test with an end that went silent is that end's silence, not the link's failure."""
+    if result.error is None or result.unreachable:
+        return result
+    silent = tuple(r for r in (result.a, result.b) if r in dead)
+    return replace(result, unreachable=silent) if silent else result
 
 
 class PairRunner(Protocol):

@@ -271,3 +271,19 @@ def test_with_the_subnet_managers_routes_no_two_tests_of_a_round_cross_one_isl(t
         assert max(used.values(), default=0) <= 1, (rnd, used)
         crossing += sum(1 for a, b in rnd if hand[(b, a)])
     assert crossing == 16  # every cross-leaf pair of the 8 hosts ran, none beside one on its ISLs
+
+
+def test_the_plan_with_a_fabric_shows_the_rounds_kept_apart_and_the_worst_load(plan):
+    from ibdiag.sweep.plan import plan_data, plan_lines
+
+    d = load_description(plan)
+    data = plan_data("random", 8, rounds=8, seed=2, rails=1, pair_s=2.0, fabric=d)
+    c = data["contention"]
+    assert c["fabric"] == str(plan) and c["routing"] == HASHED and c["proven"]
+    assert c["pattern_rounds"] == 8 and c["rounds"] == data["plan"]["rounds"] > 8
+    assert c["max_link_load"] == 1
+    assert sum(len(r) for r in data["rounds"]) == 32  # every pair of the pattern, kept apart
+    text = "\n".join(plan_lines(data, rails_given=True))
+    assert "the pattern's 8 rounds run as" in text and "(proven)" in text
+    without = plan_data("random", 8, rounds=8, seed=2, rails=1, pair_s=2.0)
+    assert without["contention"]["max_link_load"] is None and without["plan"]["rounds"] == 8

@@ -173,17 +173,22 @@ def test_a_healthy_routed_fabric_names_nothing_in_interleaved_order(tmp_path, pa
     check_watched(fab, doc, sampler)
     c = doc["sweep"]["confirmation"]
     assert c["shared_tests"] > 0 and c["links_confounded"] == 0
-    # a flow that met another on a spine link and measured slow was re-tested alone
+    # a flow that met another on a spine link was re-tested alone, unless another test of that link
+    # (beside others, so a lower bound) was fine anyway
     limit = doc["rails"][0]["limit_bw_gbs"]
-    rows = doc["pairs"]["rows"]
     addr = [n["address"] for n in doc["nodes"]]
-    clean = {(addr[r[5]], addr[r[3]]) for r in rows if not r[12] and r[7] is not None}
-    slow_shared = {
-        (addr[r[5]], addr[r[3]]) for r in rows if r[12] and r[7] is not None and r[7] <= limit
-    }
+    clean: set[tuple[str, str]] = set()
+    best: dict[tuple[str, str], float] = {}
+    for r in doc["pairs"]["rows"]:
+        if r[7] is None:
+            continue
+        flow = (addr[r[5]], addr[r[3]])
+        best[flow] = max(best.get(flow, 0.0), r[7])
+        if not r[12]:
+            clean.add(flow)
     for _s, a_src, a_dst, b_src, b_dst, _run in collisions(fab, sampler):
         for flow in ((a_src, a_dst), (b_src, b_dst)):
-            assert flow not in slow_shared or flow in clean, (flow, clean)
+            assert flow in clean or best[flow] > limit, (flow, best.get(flow), limit)
 
 
 @pytest.mark.slow
