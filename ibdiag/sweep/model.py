@@ -256,44 +256,7 @@ class SweepResult:
         r = JsonReader(source)
         top = "sweep"  # paths in error messages: sweep.pattern, sweep.thresholds.z_limit ...
         sw = r.obj(doc.get(top), top)
-        th = r.obj(sw.get("thresholds"), f"{top}.thresholds")
-        config = SweepConfig(
-            z_limit=r.number(th.get("z_limit"), f"{top}.thresholds.z_limit", lo=0.5, hi=1000),
-            floor_share=r.number(
-                th.get("floor_share"), f"{top}.thresholds.floor_share", lo=0, hi=1
-            ),
-            # absent from sweeps saved before they existed: the defaults
-            ratio_limit=r.number(
-                th.get("ratio_limit", SweepConfig.ratio_limit),
-                f"{top}.thresholds.ratio_limit",
-                lo=0,
-                hi=0.95,
-            ),
-            z_min_links=r.integer(
-                th.get("z_min_links", SweepConfig.z_min_links),
-                f"{top}.thresholds.z_min_links",
-                lo=1,
-                hi=100000,
-            ),
-            confirm_partners=r.integer(
-                th.get("confirm_partners"), f"{top}.thresholds.confirm_partners", lo=1, hi=1000
-            ),
-            second_pass_partners=r.integer(
-                th.get("second_pass_partners"),
-                f"{top}.thresholds.second_pass_partners",
-                lo=0,
-                hi=1000,
-            ),
-            min_bw_share=r.number(
-                th.get("min_bw_share"), f"{top}.thresholds.min_bw_share", lo=0, hi=1
-            ),
-            confirm_max_rounds=r.integer(
-                th.get("confirm_max_rounds", SweepConfig.confirm_max_rounds),
-                f"{top}.thresholds.confirm_max_rounds",
-                lo=0,
-                hi=100000,
-            ),
-        )
+        config = _thresholds_from_json(r, r.obj(sw.get("thresholds"), f"{top}.thresholds"))
         spec = PairSpec(
             test=r.choice(sw.get("test"), f"{top}.test", ("p2p", "collective")),
             transport=(
@@ -333,6 +296,44 @@ class SweepResult:
         fleet = nodes_from_json(r, doc.get("nodes"))
         pairs = _pairs_from_json(r, doc.get("pairs"), fleet, spec)
         return cls(settings, fleet, pairs, analyse(fleet, pairs, config))
+
+
+def _thresholds_from_json(r: JsonReader, th: Mapping[str, Any]) -> SweepConfig:
+    """``sweep.thresholds``, checked; a threshold absent from a file saved before it existed: its default."""
+    top = "sweep"
+    return SweepConfig(
+        z_limit=r.number(th.get("z_limit"), f"{top}.thresholds.z_limit", lo=0.5, hi=1000),
+        floor_share=r.number(th.get("floor_share"), f"{top}.thresholds.floor_share", lo=0, hi=1),
+        # absent from sweeps saved before they existed: the defaults
+        ratio_limit=r.number(
+            th.get("ratio_limit", SweepConfig.ratio_limit),
+            f"{top}.thresholds.ratio_limit",
+            lo=0,
+            hi=0.95,
+        ),
+        z_min_links=r.integer(
+            th.get("z_min_links", SweepConfig.z_min_links),
+            f"{top}.thresholds.z_min_links",
+            lo=1,
+            hi=100000,
+        ),
+        confirm_partners=r.integer(
+            th.get("confirm_partners"), f"{top}.thresholds.confirm_partners", lo=1, hi=1000
+        ),
+        second_pass_partners=r.integer(
+            th.get("second_pass_partners"),
+            f"{top}.thresholds.second_pass_partners",
+            lo=0,
+            hi=1000,
+        ),
+        min_bw_share=r.number(th.get("min_bw_share"), f"{top}.thresholds.min_bw_share", lo=0, hi=1),
+        confirm_max_rounds=r.integer(
+            th.get("confirm_max_rounds", SweepConfig.confirm_max_rounds),
+            f"{top}.thresholds.confirm_max_rounds",
+            lo=0,
+            hi=100000,
+        ),
+    )
 
 
 def nodes_from_json(r: JsonReader, value: Any, where: str = "nodes") -> tuple[FleetNode, ...]:

@@ -16,7 +16,7 @@ from ibdiag.sweep.analysis import LinkStat, LinkVerdict, NodeStatus
 from ibdiag.sweep.checks import link_subject
 from ibdiag.sweep.model import SweepResult
 from ibdiag.sweep.stats import gbs_text
-from ibdiag.units import format_bytes
+from ibdiag.sweep.summary import summary_lines as summary_lines  # shown first, in its own module
 
 # --- the drain line -----------------------------------------------------------------------------------
 
@@ -272,49 +272,6 @@ def worst_nodes(result: SweepResult, limit: int = 10) -> list[int]:
         return (order[v.status], worst.z if worst is not None and worst.z is not None else 0.0)
 
     return [v.rank for v in sorted(result.analysis.nodes, key=key)[:limit]]
-
-
-def _engine_text(result: SweepResult) -> str:
-    """``, perftest`` / ``, ibdiag+perftest`` when perftest measured pairs (ibdiag's own engine, the usual one, goes unsaid)."""
-    engine = result.engine
-    return f", {engine}" if engine is not None and "perftest" in engine else ""
-
-
-def summary_lines(result: SweepResult) -> list[str]:
-    s, a = result.settings, result.analysis
-    rounds = f"{s.first_pass_rounds} round{'s' if s.first_pass_rounds != 1 else ''}"
-    if s.pattern_rounds is not None and s.pattern_rounds != s.first_pass_rounds:
-        rounds += f" (the pattern's {s.pattern_rounds}, kept apart on the fabric)"
-    second = f" + {s.second_pass_rounds} second-pass" if s.second_pass else " (no second pass)"
-    second += f" + {s.confirm_rounds} re-test" if s.confirm_rounds else ""
-    lines = [
-        f"sweep: {s.pattern.value}, {len(result.nodes)} nodes, {result.rails} rail{'s' if result.rails != 1 else ''}, "
-        f"{rounds}{second}, {len(result.pairs)} tests of {format_bytes(s.spec.bytes)} ({s.spec.test}, {s.spec.transport}{_engine_text(result)})",
-    ]
-    c = result.confirmation()
-    if c["shared_tests"] or c["retests"]:
-        lines.append(
-            f"collisions: {c['shared_tests']} tests beside others that may share their links; "
-            f"{c['retests']} re-tests alone: {c['links_cleared']} links, {c['nodes_cleared']} nodes cleared"
-            + (f", {c['links_confounded']} links left confounded" if c["links_confounded"] else "")
-        )
-    if s.fabric is not None:
-        load = (
-            ""
-            if s.fabric.max_load is None
-            else f", at most {s.fabric.max_load} test(s) per link a round"
-        )
-        lines.append(f"fabric: {s.fabric.source} ({s.fabric.routing}){load}")
-    for rail in a.rails:
-        share = (
-            f" = {rail.share:.0%} of {rail.line_rate_gbps:g} Gb/s" if rail.share is not None else ""
-        )
-        limit = (
-            f", slow below {gbs_text(rail.bw_limit_gbs)}" if rail.bw_limit_gbs is not None else ""
-        )
-        median = gbs_text(rail.bw.median)
-        lines.append(f"rail {rail.rail}: median {median}{share} over {rail.bw.count} links{limit}")
-    return lines
 
 
 def worst_tables(result: SweepResult, *, limit: int = 10) -> list[Any]:
