@@ -112,11 +112,24 @@ def _nearness(
 
 def confounded_pairs(analysis: Analysis, per_node: int) -> list[NodePair]:
     """The node pairs of the confounded links (not explained by a bad end), at most ``per_node`` per
-    node, slowest first."""
+    node: the links of the nodes with the most of them first, then the slowest."""
     dead = set(analysis.unreachable)
+    confounded = [lk for lk in analysis.links if lk.verdict is LinkVerdict.CONFOUNDED]
+    per: dict[int, int] = {}
+    for lk in confounded:
+        per[lk.a] = per.get(lk.a, 0) + 1
+        per[lk.b] = per.get(lk.b, 0) + 1
+    # the links of the nodes with the most confounded links first (a bad node is confirmed by two of
+    # them, and explains the rest), then the slowest: what matters most comes first under the cap
     links = sorted(
-        (lk for lk in analysis.links if lk.verdict is LinkVerdict.CONFOUNDED),
-        key=lambda lk: (lk.z if lk.z is not None else 0.0, lk.rail, lk.a, lk.b),
+        confounded,
+        key=lambda lk: (
+            -max(per[lk.a], per[lk.b]),
+            lk.z if lk.z is not None else 0.0,
+            lk.rail,
+            lk.a,
+            lk.b,
+        ),
     )
     count: dict[int, int] = {}
     out: dict[NodePair, None] = {}
