@@ -8,6 +8,7 @@ cabling itself."""
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from collections import Counter
@@ -287,3 +288,21 @@ def test_the_plan_with_a_fabric_shows_the_rounds_kept_apart_and_the_worst_load(p
     assert "the pattern's 8 rounds run as" in text and "(proven)" in text
     without = plan_data("random", 8, rounds=8, seed=2, rails=1, pair_s=2.0)
     assert without["contention"]["max_link_load"] is None and without["plan"]["rounds"] == 8
+
+
+def test_plan_with_fabric_on_the_command_line(plan, cli):
+    """``ibdiag sweep --plan --fabric plan.csv``: the nodes counted from the description (no --nodes, no
+    launcher), the rounds kept apart and the most tests expected on one link; a bad file is exit 2."""
+    res = cli(
+        "sweep", "--plan", "--fabric", plan, "--pattern", "random", "--rounds", "8", "-o", "json"
+    )
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    c = doc["contention"]
+    assert c["proven"] and c["max_link_load"] == 1 and c["rounds"] > c["pattern_rounds"] == 8
+    table = cli("sweep", "--plan", "--fabric", plan, "--pattern", "random", "--rounds", "8")
+    assert "the pattern's 8 rounds run as" in table.stdout
+    bad = plan.parent / "bad.csv"
+    bad.write_text("h00,eth0\n")
+    res = cli("sweep", "--plan", "--fabric", bad)
+    assert res.exit_code == 2 and "hint:" in res.stderr

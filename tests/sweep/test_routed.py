@@ -72,17 +72,15 @@ def interleaved(rank: int) -> int:
 def run_job(
     fab: RoutedFabric, tmp_path: Path, *args: str, plan: Path | None = None
 ) -> tuple[dict, SpineSampler]:
-    """One rank per host, rank r on host ``interleaved(r)``: ``ibdiag sweep`` over TCP, or with ``plan``
-    the library entry point (tests/support/sweep_rank.py); rank 0's saved document and the samples."""
+    """One rank per host, rank r on host ``interleaved(r)``: ``ibdiag sweep`` over TCP (with ``plan``:
+    ``--fabric PLAN``, read by rank 0 alone); rank 0's saved document and the samples."""
     cfg = tmp_path / "ibdiag.toml"
     cfg.write_text(CONFIG)
     save = tmp_path / "sweep.json"
-    if plan is None:
-        cmd = [sys.executable, "-m", "ibdiag", "sweep", "--transport", "tcp", *COMMON]
-        cmd += ["--config", str(cfg), "--save", str(save), "-o", "line", *args]
-    else:
-        cmd = [sys.executable, "-m", "tests.support.sweep_rank", *COMMON, "--fabric", str(plan)]
-        cmd += ["--config", str(cfg), "--save", str(save), *args]
+    cmd = [sys.executable, "-m", "ibdiag", "sweep", "--transport", "tcp", *COMMON]
+    cmd += ["--config", str(cfg), "--save", str(save), "-o", "line", *args]
+    if plan is not None:
+        cmd += ["--fabric", str(plan)]
     procs: list[subprocess.Popen[str]] = []
     logs = []
     with SpineSampler(fab) as sampler:
