@@ -218,52 +218,38 @@ def _link_text(link: LinkStat, rail: RailStats | None) -> str:
     "a slow or failing pair whose ends are both fine with other partners: fail; slow but not attributable: warn",
 )
 def link_health(result: SweepResult, link: LinkStat) -> Finding | None:
+    said = _LINK_SAYS.get(link.verdict)
+    if said is None:
+        return None
+    severity, why, hint = said
     rail = result.analysis.rail(link.rail)
-    limit = rail.bw_limit_gbs if rail else None
-    if link.verdict is LinkVerdict.BAD:
-        msg = _link_text(link, rail) + "; both ends are fine with other partners"
-        return Finding(
-            "sweep.link",
-            Severity.FAIL,
-            link_subject(result, link),
-            msg,
-            value=link.bw_gbs,
-            limit=limit,
-            unit="GB/s",
-            hint=LINK_HINT,
-        )
-    if link.verdict is LinkVerdict.CONFOUNDED:
-        msg = (
-            _link_text(link, rail)
-            + "; slow only beside other tests that may have crossed its links (a collision can be "
-            "what was measured), and not re-tested alone: not named"
-        )
-        return Finding(
-            "sweep.link",
-            Severity.WARN,
-            link_subject(result, link),
-            msg,
-            value=link.bw_gbs,
-            limit=limit,
-            unit="GB/s",
-            hint=CONFOUNDED_HINT,
-        )
-    if link.verdict is LinkVerdict.UNRESOLVED:
-        msg = (
-            _link_text(link, rail)
-            + "; an end has no fine partner to compare with, so link and node cannot be told apart"
-        )
-        return Finding(
-            "sweep.link",
-            Severity.WARN,
-            link_subject(result, link),
-            msg,
-            value=link.bw_gbs,
-            limit=limit,
-            unit="GB/s",
-            hint="rerun with the second pass on and more --rounds, or test the two nodes against others with bench p2p",
-        )
-    return None
+    return Finding(
+        "sweep.link",
+        severity,
+        link_subject(result, link),
+        _link_text(link, rail) + "; " + why,
+        value=link.bw_gbs,
+        limit=rail.bw_limit_gbs if rail else None,
+        unit="GB/s",
+        hint=hint,
+    )
+
+
+#: What ``sweep.link`` says of each verdict it names: severity, why, what to do.
+_LINK_SAYS = {
+    LinkVerdict.BAD: (Severity.FAIL, "both ends are fine with other partners", LINK_HINT),
+    LinkVerdict.CONFOUNDED: (
+        Severity.WARN,
+        "slow only beside other tests that may have crossed its links (a collision can be what was "
+        "measured), and not re-tested alone: not named",
+        CONFOUNDED_HINT,
+    ),
+    LinkVerdict.UNRESOLVED: (
+        Severity.WARN,
+        "an end has no fine partner to compare with, so link and node cannot be told apart",
+        "rerun with the second pass on and more --rounds, or test the two nodes against others with bench p2p",
+    ),
+}
 
 
 def first_silent_rounds(result: SweepResult) -> dict[int, int]:
