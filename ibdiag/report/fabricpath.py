@@ -70,6 +70,8 @@ class _Placer:
         self._ends: dict[tuple[str, str | None, int | None], End] = {}
         self._hops: dict[tuple[str, int], Hop] = {}
         self._isls: dict[frozenset[PortRef], Hop] = {}
+        self.unrouted = 0
+        """Pairs whose route (with routes read) could not be followed."""
 
     def widths(self) -> dict[str, int]:
         """Per switch, the uplinks any placed pair may take."""
@@ -144,6 +146,7 @@ class _Placer:
                     f"the route {way} is not followed ({self._named(r)}): the ISLs are candidates"
                 )
         if isinstance(there, str) or isinstance(back, str):
+            self.unrouted += 1
             return None
         return there, back
 
@@ -276,6 +279,7 @@ def place_sweep(
         tcp,
         sum(1 for p in slow if all(e.at is not None for e in p.ends)),
         router.routes_read,
+        placer.unrouted,
     )
 
 
@@ -301,7 +305,10 @@ def _explaining(
 
 def _caveat(found: Iterable[Culprit], router: Router) -> Iterable[Culprit]:
     for c in found:
-        yield c if router.names_isls or router.routes_read else replace(c, isls_unknown=True)
+        if router.routes_read:
+            yield replace(c, routes_read=True)
+        else:
+            yield c if router.names_isls else replace(c, isls_unknown=True)
 
 
 def _hosts(p: PairPath) -> set[tuple[str, str]]:
