@@ -16,7 +16,8 @@ from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry
 from ibdiag.report.fabricmodel import HOST_LINK, ISL, MIN_SHARED, Culprit, SweepOnFabric
 from ibdiag.report.files import Skipped
-from ibdiag.report.view import FleetView, NodeRow, Outlier, Split
+from ibdiag.report.outliers import Outlier, Split, group_outliers, group_splits
+from ibdiag.report.view import FleetView, NodeRow
 
 CHECKS = CheckRegistry("report")
 #: Subject of findings about the whole fleet rather than one node.
@@ -28,9 +29,9 @@ def _listed(items: tuple[str, ...], limit: int = 6) -> str:
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
-def _settings(texts: list[str]) -> str:
+def _settings(items: Sequence[object]) -> str:
     """``1 setting``, ``N settings``."""
-    return f"{len(texts)} setting{'s' if len(texts) != 1 else ''}"
+    return f"{len(items)} setting{'s' if len(items) != 1 else ''}"
 
 
 def _first_four(texts: list[str]) -> str:
@@ -73,28 +74,29 @@ def node_status(row: NodeRow) -> Finding:
 def config_outlier(host: str, items: Sequence[Outlier | Split]) -> Finding:
     """One finding per node (all its outliers), or for the fleet (``host`` "fleet": the splits)."""
     if host == FLEET:
+        splits = [s for s in items if isinstance(s, Split)]
         texts = [
-            f"{s.key}: " + ", ".join(f"{v} on {n} node{'s' if n != 1 else ''}" for v, n in s.values)
-            for s in items
-            if isinstance(s, Split)
+            f"{g.key}: "
+            + ", ".join(f"{v} on {n} node{'s' if n != 1 else ''} ({h})" for v, n, h in g.values)
+            for g in group_splits(splits)
         ]
         return Finding(
             "report.config",
             Severity.WARN,
             FLEET,
-            f"{_settings(texts)} without a majority value: {_first_four(texts)}",
+            f"{_settings(splits)} without a majority value: {_first_four(texts)}",
             hint="decide which value is right and converge the fleet",
         )
+    outliers = [o for o in items if isinstance(o, Outlier)]
     texts = [
-        f"{o.key} is {o.value} ({o.majority_hosts} of {o.hosts} nodes: {o.majority})"
-        for o in items
-        if isinstance(o, Outlier)
+        f"{g.key} is {g.value} ({g.majority_hosts} of {g.compared} nodes: {g.majority})"
+        for g in group_outliers(outliers)
     ]
     return Finding(
         "report.config",
         Severity.WARN,
         host,
-        f"differs from the fleet's majority in {_settings(texts)}: {_first_four(texts)}",
+        f"differs from the fleet's majority in {_settings(outliers)}: {_first_four(texts)}",
         hint="an outlier node behaves differently under the same job: align it with the majority (firmware, driver, cabling, PCIe slot), or find out why it differs",
     )
 
