@@ -5,7 +5,9 @@ Prometheus a gauge per node; ``report.config`` per node that differs from the ma
 settings without a majority); ``report.input`` per file
 skipped. A sweep's bad links are carried over as its own ``sweep.link`` findings. With ``--fabric``:
 ``report.fabric_path`` per sweep (its slow pairs placed, or what could not be) and ``report.fabric_culprit``
-per switch port or uplink group that slow pairs share (:mod:`ibdiag.report.fabricpath`).
+per switch port or uplink group that slow pairs share (:mod:`ibdiag.report.fabricpath`), and
+``report.fabric_health``: the saved fabric's own failing and warning findings, on the slow pairs' paths
+or not (:mod:`ibdiag.report.fabrichealth`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Sequence
 
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry
+from ibdiag.report.fabrichealth import FabricHealth
 from ibdiag.report.fabricmodel import HOST_LINK, ISL, MIN_SHARED, Culprit, SweepOnFabric
 from ibdiag.report.files import Skipped
 from ibdiag.report.outliers import Outlier, Split, group_outliers, group_splits
@@ -228,6 +231,54 @@ def fabric_culprit(c: Culprit) -> Finding:
     )
 
 
+@CHECKS.check(
+    "report.fabric_health",
+    "with --fabric: the saved fabric judged as `ibdiag fabric --from` judges it; each of its failing or warning findings on a slow pair's path (a 1x link, errors), at its own severity; one warn for those on no slow pair's path; else ok",
+)
+def fabric_health(health: FabricHealth) -> list[Finding]:
+    out = [
+        Finding(
+            "report.fabric_health",
+            o.finding.severity,
+            o.finding.subject,
+            o.text,
+            value=len(o.slow_pairs),
+            unit="slow pairs",
+            hint=o.finding.hint
+            or f"`ibdiag fabric --from {health.source}` for the details; fix it before draining the nodes",
+        )
+        for o in health.on_paths
+    ]
+    off = health.off_paths
+    if off:
+        fails = sum(1 for f in off if f.severity is Severity.FAIL)
+        texts = [f"{f.check} {f.subject} ({f.severity.value})" for f in off]
+        out.append(
+            Finding(
+                "report.fabric_health",
+                Severity.WARN,
+                "fabric",
+                f"the saved fabric {health.source} has {fails} failing and {len(off) - fails} warning "
+                f"finding(s) on no slow pair's path: {_first_four(texts)}",
+                value=len(off),
+                unit="findings",
+                hint=f"`ibdiag fabric --from {health.source}` says each with its hint; no slow pair of the sweep crosses them",
+            )
+        )
+    if not out:
+        out.append(
+            Finding(
+                "report.fabric_health",
+                Severity.OK,
+                "fabric",
+                f"the saved fabric {health.source}: nothing failing or warning ({health.passed} passed)",
+                value=0,
+                unit="findings",
+            )
+        )
+    return out
+
+
 def report_findings(view: FleetView) -> list[Finding]:
     """Skipped files, outliers and splits, nodes, the sweeps' bad and unresolved links, then with
     ``--fabric`` the sweeps on the fabric."""
@@ -249,4 +300,6 @@ def report_findings(view: FleetView) -> list[Finding]:
         out += fabric_path(placed)
         for c in placed.culprits:
             out += fabric_culprit(c)
+    if view.fabric_health is not None:
+        out += fabric_health(view.fabric_health)
     return out

@@ -141,6 +141,9 @@ class Culprit:
     routes_read: bool = False
     """The snapshot holds routes (an uplink group is named only for pairs whose route could not be
     followed)."""
+    fabric_says: tuple[str, ...] = ()
+    """What the saved fabric's own judgement says of this hop (``ibdiag fabric --from``: a 1x link,
+    errors), each ``message (check, severity)``."""
 
     @property
     def text(self) -> str:
@@ -186,6 +189,8 @@ class Culprit:
             )
         if self.isls_unknown:
             text += "; the ISLs were not counted (not a tree of tiers): the slow pairs may share one instead"
+        if self.fabric_says:
+            text += "; the saved fabric says of it: " + "; ".join(self.fabric_says)
         return text
 
     def to_json(self) -> dict[str, Any]:
@@ -199,8 +204,19 @@ class Culprit:
             "alternatives": [a.subject for a in self.alternatives],
             "explains": list(self.explains),
             "isls_unknown": self.isls_unknown,
+            "fabric_findings": list(self.fabric_says),
             "text": self.text,
         }
+
+
+@dataclass(frozen=True)
+class HopLoad:
+    """A hop some slow pairs cross: which, and how many healthy pairs cross it too."""
+
+    hop: Hop
+    slow_pairs: tuple[str, ...]
+    """The slow pairs' subjects, every one (not only the :data:`MAX_PATHS` listed)."""
+    healthy: int
 
 
 @dataclass(frozen=True)
@@ -230,6 +246,10 @@ class SweepOnFabric:
     unrouted: int = 0
     """With routes: tested pairs (slow or healthy) whose route could not be followed (their ISLs are
     the candidates, a note on each slow one says why)."""
+    loads: tuple[HopLoad, ...] = ()
+    """Every hop a slow pair crosses (host links, ISLs, uplink groups), most slow pairs first."""
+    uplinks: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    """Per switch (GUID) whose uplinks are a group hop, the candidate uplink ports the pairs may take."""
 
     def to_json(self) -> dict[str, Any]:
         return {

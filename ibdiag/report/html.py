@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 
 from ibdiag.findings.model import Finding, RunMeta, Severity, worst
+from ibdiag.report.fabrichealth import health_lines
 from ibdiag.report.fabricmodel import MAX_PATHS, fabric_lines
 from ibdiag.report.view import NODE_COLUMNS, OUTLIER_COLUMNS, FleetView, outlier_rows
 from ibdiag.sweep import chart
@@ -190,6 +191,12 @@ def render_html(view: FleetView, findings: Sequence[Finding], meta: RunMeta) -> 
     ]
     if view.drain:
         parts.append(f'<h2>Drain</h2><p class="drain">{escape(" ".join(view.drain))}</p>')
+    if view.fabric_health is not None:
+        lines = health_lines(view.fabric_health, limit=len(view.fabric_health.findings))
+        parts.append(
+            f'<h2>The fabric <span class="dim">{escape(view.fabric_health.source)}</span></h2>'
+        )
+        parts.append("<ul>" + "".join(f"<li>{escape(x.strip())}</li>" for x in lines) + "</ul>")
     parts += _findings_section(view)
     parts.append(_sweep_section(view))
     for placed in view.fabric:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ibdiag.findings.model import Finding, Severity, worst
 from ibdiag.report import jobdocs
+from ibdiag.report.fabrichealth import FabricHealth
 from ibdiag.report.files import Skipped
 from ibdiag.report.flapping import FlappingPort, most_flapping
 from ibdiag.report.inputs import InputDoc
@@ -108,6 +109,9 @@ class FleetView:
     from its newest topo and counters, its benches and the sweeps (each once)."""
     fabric: tuple[Any, ...] = ()
     """With ``--fabric``: each sweep on the fabric (:class:`ibdiag.report.fabricmodel.SweepOnFabric`)."""
+    fabric_health: FabricHealth | None = None
+    """With ``--fabric``: the saved fabric's own failing and warning findings, and which lie on slow
+    pairs' paths."""
     outlier_groups: tuple[OutlierGroup, ...] = ()
     """The outliers grouped for people: one per difference, naming its nodes and devices."""
     split_groups: tuple[SplitGroup, ...] = ()
@@ -408,4 +412,5 @@ def view_json(view: FleetView) -> dict[str, Any]:
         "skipped": [{"path": s.path, "reason": s.reason} for s in view.skipped],
         "not_compared": list(view.not_compared),
         "fabric": [x.to_json() for x in view.fabric] if view.fabric else None,
+        "fabric_health": view.fabric_health.to_json() if view.fabric_health else None,
     }

@@ -13,6 +13,7 @@ from ibdiag.findings.model import Report, Severity
 from ibdiag.output.outputs import Outputs, TableLayout
 from ibdiag.output.prom import Metric, PromSample
 from ibdiag.report.command import ReportResult
+from ibdiag.report.fabrichealth import health_lines
 from ibdiag.report.fabricmodel import fabric_lines
 from ibdiag.report.html import render_html
 from ibdiag.report.view import NODE_COLUMNS, OUTLIER_COLUMNS, FleetView, outlier_rows
@@ -123,6 +124,8 @@ def tables(view: FleetView) -> list[Any]:
         items += sweep_views.worst_tables(part.result, limit=10)
     for placed in view.fabric:
         items += [Text(line) for line in fabric_lines(placed)]
+    if view.fabric_health is not None:
+        items += [Text(line) for line in health_lines(view.fabric_health)]
     if view.skipped:
         t = Table(title="Files skipped", title_justify="left")
         t.add_column("file")
