@@ -84,6 +84,7 @@ def _on_fabric(view: FleetView, snapshot: Path, config: Config) -> FleetView:
         )
     # lazy: networkx behind the placement (routes over the fabric's graph), for --fabric only
     from ibdiag.report.fabricpath import on_fabric
+    from ibdiag.report.fabricpicture import picture  # lazy: as above (the fabric's tiers)
 
     judged = judge_snapshot(snapshot, config)
     placed = on_fabric(view.sweeps, judged.fabric, judged.names, judged.shape)
@@ -93,4 +94,5 @@ def _on_fabric(view: FleetView, snapshot: Path, config: Config) -> FleetView:
         view,
         fabric=placed,
         fabric_health=health,
+        fabric_picture=picture(judged, placed, health),
     )

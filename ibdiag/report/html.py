@@ -11,8 +11,9 @@ from collections.abc import Iterable, Sequence
 from html import escape
 
 from ibdiag.findings.model import Finding, RunMeta, Severity, worst
-from ibdiag.report.fabrichealth import health_lines
 from ibdiag.report.fabricmodel import MAX_PATHS, fabric_lines
+from ibdiag.report.fabricpage import CSS as FABRIC_CSS
+from ibdiag.report.fabricpage import fabric_section
 from ibdiag.report.view import NODE_COLUMNS, OUTLIER_COLUMNS, FleetView, outlier_rows
 from ibdiag.sweep import chart
 from ibdiag.sweep import views as sweep_views
@@ -183,7 +184,7 @@ def render_html(view: FleetView, findings: Sequence[Finding], meta: RunMeta) -> 
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">",
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>ibdiag fleet report: {len(view.rows)} nodes, {escape(status.value.upper())}</title>",
-        f"<style>{_CSS}</style></head><body>",
+        f"<style>{_CSS}{FABRIC_CSS}</style></head><body>",
         "<header><h1>Fleet report</h1>",
         f'<p class="status {_cls(status)}">{escape(status.value.upper())}: {len(view.rows)} nodes, {n_fail} failing, '
         f"{len({o.host for o in view.outliers})} off the configuration majority, {len(view.skipped)} files skipped</p>",
@@ -191,12 +192,7 @@ def render_html(view: FleetView, findings: Sequence[Finding], meta: RunMeta) -> 
     ]
     if view.drain:
         parts.append(f'<h2>Drain</h2><p class="drain">{escape(" ".join(view.drain))}</p>')
-    if view.fabric_health is not None:
-        lines = health_lines(view.fabric_health, limit=len(view.fabric_health.findings))
-        parts.append(
-            f'<h2>The fabric <span class="dim">{escape(view.fabric_health.source)}</span></h2>'
-        )
-        parts.append("<ul>" + "".join(f"<li>{escape(x.strip())}</li>" for x in lines) + "</ul>")
+    parts += fabric_section(view)
     parts += _findings_section(view)
     parts.append(_sweep_section(view))
     for placed in view.fabric:

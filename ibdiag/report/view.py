@@ -27,6 +27,7 @@ from ibdiag.report.outliers import (
     group_splits,
     pandas,
 )
+from ibdiag.report.picturemodel import Picture
 from ibdiag.sweep.analysis import LinkVerdict, NodeStatus
 from ibdiag.sweep.checks import link_subject, sweep_findings
 
@@ -112,6 +113,8 @@ class FleetView:
     fabric_health: FabricHealth | None = None
     """With ``--fabric``: the saved fabric's own failing and warning findings, and which lie on slow
     pairs' paths."""
+    fabric_picture: Picture | None = None
+    """With ``--fabric``: the fabric the page draws (its tiers, the slow pairs' paths, the culprits)."""
     outlier_groups: tuple[OutlierGroup, ...] = ()
     """The outliers grouped for people: one per difference, naming its nodes and devices."""
     split_groups: tuple[SplitGroup, ...] = ()
