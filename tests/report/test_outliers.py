@@ -155,3 +155,53 @@ def test_host_lists_with_python_hostlist_and_with_ibdiags_own(monkeypatch):
     # across digit widths (ibdiag's own collector keeps mlx5_[0-9],mlx5_[10-11] apart)
     assert host_list(f"mlx5_{i}" for i in range(12)) == "mlx5_[0-11]"
     assert expand("mlx5_[0-11]") == [f"mlx5_{i}" for i in range(12)]
+
+
+@pytest.mark.parametrize("collector", ["python-hostlist", "ibdiag"])
+def test_slurm_expands_every_host_list_the_report_writes(
+    cli, mixed, tmp_path, monkeypatch, collector
+):
+    """Real ``scontrol show hostnames`` (Debian's slurm-client; it needs a slurm.conf, no daemon) reads
+    each row's nodes and devices back to exactly the names grouped, from either collector."""
+    import os
+    import subprocess
+
+    from tests.support.slurm import need_slurm
+
+    need_slurm()
+    if collector == "ibdiag":
+        monkeypatch.setattr(hostlists, "_hostlist", None)
+    elif hostlists.collector() == "ibdiag":
+        pytest.skip("python-hostlist is not installed")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(
+        "ClusterName=t\nSlurmctldHost=localhost\nNodeName=n1 CPUs=1 State=UNKNOWN\n"
+        "PartitionName=p Nodes=n1 Default=YES\n"
+    )
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+
+    def scontrol(hostlist: str) -> list[str]:
+        out = subprocess.run(
+            ["scontrol", "show", "hostnames", hostlist],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=30,
+            check=True,
+        )
+        return out.stdout.split()
+
+    eight = tmp_path / "eight"
+    shutil.copytree(mixed, eight)
+    (eight / "gpu01.topo.json").unlink()
+    for inputs in (mixed, eight):
+        doc = _doc(cli, inputs)
+        for g in doc["outlier_groups"]:
+            assert scontrol(g["node_list"]) == g["nodes"], g
+            if len(g["keys"]) > 1:  # the devices of a merged setting: mlx5_[0-11] driver
+                listed = g["key"].split(" ")[0].split(":")[0]
+                devices = [k.split(" ")[0].split(":")[0] for k in g["keys"]]
+                assert sorted(scontrol(listed)) == sorted(devices), g
+        for g in doc["split_groups"]:
+            for v in g["values"]:
+                assert len(scontrol(v["node_list"])) == v["hosts"]
