@@ -240,3 +240,19 @@ def test_chromium_draws_the_culprit_the_failing_uplink_and_the_slow_path(dumps, 
             assert halo >= 20, (name, halo)
         elif name.endswith("mlx5_1"):
             assert halo == 0, (name, halo)
+
+
+def test_a_node_description_cannot_inject_markup(tmp_path):
+    """Node descriptions are set by each host's administrator (untrusted): escaped in the drawing,
+    its tooltips and attributes like everything else from the files."""
+    t = three_tier()
+    t.switch("leaf-p1-1").desc = "<img src=x onerror=alert(1)>"
+    t.switch("spine-p1-1").desc = "sp&<b>1</b>"
+    net = tmp_path / "evil.net"
+    net.write_text(t.text())
+    sweep = write_sweep(tmp_path / "sweep.json", {frozenset((3, 4)), frozenset((2, 3))}, hosts=16)
+    html = _page(sweep, net, tmp_path / "evil.html")
+    assert "<img" not in html and "<b>1" not in html
+    svg = _svg(html)  # still well-formed XML
+    names = {g.get("data-name") for g in _switches(svg).values()}
+    assert {"<img src=x onerror=alert(1)>", "sp&<b>1</b>"} <= names
