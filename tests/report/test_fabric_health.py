@@ -185,3 +185,22 @@ def test_a_healthy_fabric_says_so(tmp_path):
     # without --fabric there is no fabric health at all
     r = run_cli("report", str(tmp_path / "sweep.json"), "-o", "json")
     assert json.loads(r.stdout)["fabric_health"] is None
+
+
+def test_the_snapshot_is_judged_with_the_config_fabric_would_use(tmp_path):
+    """``report --config``: the saved fabric's health under the site's [fabric] thresholds, as
+    ``ibdiag fabric --config`` judges it (here 8x links expected of a 4x fabric: every link fails)."""
+    topo = rail_fat_tree(hosts=HOSTS, rails=2, leaves_per_rail=3)
+    dump = tmp_path / "fabric.net"
+    dump.write_text(topo.text())
+    sweep = write_sweep(tmp_path / "sweep.json", set())
+    doc, _ = report(sweep, dump)
+    assert doc["fabric_health"]["status"] == "ok"
+    cfg = tmp_path / "ibdiag.toml"
+    cfg.write_text("[fabric]\nexpect_width = 8\n")
+    doc, _ = report(sweep, dump, "--config", str(cfg))
+    own = json.loads(
+        run_cli("fabric", "--from", str(dump), "--config", str(cfg), "-o", "json").stdout
+    )
+    assert doc["fabric_health"]["status"] == "fail" == own["status"]
+    assert {f["check"] for f in doc["fabric_health"]["findings"]} == {"fabric.link_rate"}
