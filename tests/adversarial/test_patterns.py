@@ -1,29 +1,27 @@
-"""Kernel log text is untrusted (issue 42, items 1 and 7): every pattern applied to it runs in time
-linear in the line's length on crafted long lines, a line is cut before any pattern sees it, and a
-name from the log (an interface, a host) reaches no terminal, JUnit file or Prometheus label raw.
-The NCCL-line patterns ``bench import`` added for logs without a table are timed the same way."""
+"""Every regular expression ibdiag applies to text from outside runs in time linear in the text
+(issue 42, item 1): logs, tool output, sysfs values, Slurm variables, flags, JSON repaired before
+parsing. A quadratic pattern on a 32 KB line took 10 s (perftest's banner), a 133 KB log 114 s.
+
+One test, one mechanism: :func:`tests.support.regexprobe.package_patterns` finds every pattern the
+package compiles (module globals and the literal patterns of ``re.*`` calls in functions), and
+:func:`~tests.support.regexprobe.attacks` builds crafted long texts from each pattern's own parse
+tree; the lines a source really starts with (a kernel log's, an NCCL line's) are added for the
+patterns of that source. Each text is timed at two lengths by CPU time, best of three."""
 
 from __future__ import annotations
 
-import json
 import re
-import time
-import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 
-from ibdiag.bench.importers import context, transport
-from ibdiag.history import kernlines, kernlog
 from ibdiag.history.kernlines import MAX_LINE, parse_line
 from ibdiag.history.kernlog import match
-from tests.support.cli import run_cli
-from tests.support.env import SYSFS_FIXTURES
+from tests.support.regexprobe import Site, _cpu, attacks, growth, package_patterns
 
-PATTERNS = [*kernlines.PATTERNS, *kernlog.PATTERNS]
-#: What gets a pattern past its first parts, so a filler lands where it could backtrack.
-PREFIXES = [
-    "",
+SITES, UNSEEN = package_patterns("ibdiag")
+
+#: How kernel log lines start, so a filler lands where a kernel-log pattern could backtrack.
+KERNEL_PREFIXES = [
     "mlx5_core 0000:47:00.0 ",
     "mlx5_core 0000:47:00.0: ",
     "mlx5_core 0000:47:00.0: port_module:1107:(pid 0): Port module event: module 0, ",
@@ -36,36 +34,8 @@ PREFIXES = [
     "[",
     "12,",
 ]
-FILLERS = ["a", " ", "0", "0:", "[ ", ", ", "1.", "x, ", ": ", "(pid 1): ", "-", "\t", "A_"]
-
-
-def _cpu(fn) -> float:
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.process_time()
-        fn()
-        best = min(best, time.process_time() - t0)
-    return best
-
-
-@pytest.mark.parametrize("pattern", PATTERNS, ids=lambda p: p.pattern[:40])
-def test_every_pattern_is_linear_on_crafted_long_lines(pattern: re.Pattern[str]) -> None:
-    """8x the text costs about 8x the time (a quadratic pattern: 64x); CPU time, best of three, so a
-    busy machine does not decide it. Under 20 ms for the long text passes whatever the ratio."""
-    for prefix in PREFIXES:
-        for filler in FILLERS:
-            short = prefix + filler * (8192 // len(filler))
-            long = prefix + filler * (65536 // len(filler))
-            t_short = _cpu(lambda s=short: (pattern.match(s), pattern.fullmatch(s)))
-            t_long = _cpu(lambda s=long: (pattern.match(s), pattern.fullmatch(s)))
-            assert t_long < 0.02 or t_long < 24 * max(t_short, 1e-4), (
-                f"{pattern.pattern[:60]!r} on {prefix[:30]!r} + {filler!r}*n: {t_short:.4f}s -> {t_long:.4f}s"
-            )
-
-
-NCCL_PATTERNS = [*transport.UNTRUSTED_PATTERNS, *context.UNTRUSTED_PATTERNS]
+#: How NCCL's lines in a benchmark log start.
 NCCL_PREFIXES = [
-    "",
     "node01:61000:61020 [0] ",
     "NET/IB : Got completion from peer ",
     "NET/IB: Got completion from peer 10.0.0.2<5> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid",
@@ -73,25 +43,61 @@ NCCL_PREFIXES = [
     "mlx5: node01: ",
     "00000000 ",
 ]
+FILLERS = ["a", " ", "0", "0:", "[ ", ", ", "1.", "x, ", ": ", "(pid 1): ", "-", "\t", "A_"]
+SOURCE_PREFIXES = {
+    "ibdiag.history.": KERNEL_PREFIXES,
+    "ibdiag/history/": KERNEL_PREFIXES,
+    "ibdiag.bench.importers.": NCCL_PREFIXES,
+    "ibdiag/bench/importers/": NCCL_PREFIXES,
+}
+
+#: ``ibdiag/fabric/`` is being rewritten (issue 42 part 2: its parsers, dump loader, plan, slurm):
+#: these of its patterns are quadratic today, each with what grows; keyed by the pattern's text so a
+#: moved line keeps its entry, and strict, so the fix removes the entry.
+PART2 = {
+    r"query failed on (.*), Lid (\d+) port (\d+)": "toolerr._PMA_FAIL: 'query failed on a' repeated",
+    r"\(DR path slid \d+; dlid \d+; ([\d,]{1,200})[^)]*\)\s*bad status (\d+)(?:; (.*))?": "toolerr._DR_FAIL",
+    r"port (\d+) of .* is (\w+), its far end was not discovered \((0x[0-9a-f]+)\)": "checks.py: 'port 0 of a' repeated",
+    r"\[(\w{1,48}) == (\d{1,20})(?: \([^)]*\))?\]": "queryerrors._VALUE: '[a == 0 (a' repeated",
+    r"(\d+)$": "rails._INDEX: digits then a non-digit, searched",
+    r'^0x([0-9a-fA-F]{1,16})\s+"(.*?)"\s+(\d+)\s+(\d{1,3})\[[^\]]*\]\s+==\(\s*(?:(\d{1,2})X\s+([\d.]+)\s+Gbps\s+)?([A-Za-z]+)/\s*([A-Za-z]+)\s*\)==>\s*(?:(?:0x([0-9a-fA-F]{1,16})\s+(\d+)\s+(\d{1,3}))?\s*\[[^\]]*\]\s+"(.*)"\s+\((.*)\)|"(Port not available)")\s*$': "linkinfo._LINE: spaces after '==(A/A)==>'",
+}
 
 
-@pytest.mark.parametrize("pattern", NCCL_PATTERNS, ids=lambda p: p.pattern[:40])
-def test_the_nccl_log_patterns_are_linear_when_searched(pattern: re.Pattern[str]) -> None:
-    """The importers' NCCL-line patterns added for row-less logs, searched as the importer does."""
-    for prefix in NCCL_PREFIXES:
-        for filler in [*FILLERS, "node01:1:1 [0] ", "0/", "a."]:
-            short = prefix + filler * (8192 // len(filler))
-            long = prefix + filler * (65536 // len(filler))
-            t_short = _cpu(lambda s=short: (pattern.search(s), pattern.match(s)))
-            t_long = _cpu(lambda s=long: (pattern.search(s), pattern.match(s)))
-            assert t_long < 0.02 or t_long < 24 * max(t_short, 1e-4), (
-                f"{pattern.pattern[:60]!r} on {prefix[:30]!r} + {filler!r}*n: {t_short:.4f}s -> {t_long:.4f}s"
-            )
+def _prefixes(where: str) -> list[str]:
+    return next((p for key, p in SOURCE_PREFIXES.items() if where.startswith(key)), [])
+
+
+def _param(site: Site) -> object:
+    text = site.pattern.pattern
+    if site.where.startswith(("ibdiag.fabric.", "ibdiag/fabric/")) and text in PART2:
+        mark = pytest.mark.xfail(strict=True, reason=f"issue 42 part 2: {PART2[text]}")
+        return pytest.param(site, marks=mark, id=site.where)
+    return pytest.param(site, id=site.where)
+
+
+def test_every_pattern_is_where_the_probe_sees_it() -> None:
+    """A pattern built inside a function from run-time text would escape the timing below."""
+    assert SITES and not UNSEEN, UNSEEN
+
+
+@pytest.mark.parametrize("site", [_param(s) for s in SITES])
+def test_every_pattern_is_linear_on_crafted_long_texts(site: Site) -> None:
+    """8x the text costs about 8x the time (a quadratic pattern: 64x); under 20 ms for the long
+    text passes whatever the ratio. Searched and matched whole, as callers use them."""
+    pattern = site.pattern
+    tried = attacks(pattern) + [(p, f, "") for p in _prefixes(site.where) for f in FILLERS]
+    for prefix, pump, suffix in tried:
+        slow = growth(pattern, prefix, pump, suffix)
+        assert slow is None, (
+            f"{site.where}: {pattern.pattern!r:.80} on {prefix!r:.40} + {pump!r}*n + {suffix!r}: "
+            f"{slow[0]}x the text took {slow[2] / slow[1]:.0f}x the time ({slow[1]:.4f}s -> {slow[2]:.4f}s)"
+        )
 
 
 @pytest.mark.parametrize("filler", FILLERS)
-def test_a_line_of_a_megabyte_costs_no_more_than_its_first_kilobytes(filler: str) -> None:
-    for prefix in PREFIXES:
+def test_a_kernel_line_of_a_megabyte_costs_no_more_than_its_first_kilobytes(filler: str) -> None:
+    for prefix in ["", *KERNEL_PREFIXES]:
         huge = prefix + filler * (2**20 // len(filler))
         t = _cpu(lambda h=huge: match(parse_line(h) or parse_line("x")))  # type: ignore[arg-type]
         assert t < 0.05, f"{prefix[:30]!r} + {filler!r}: {t:.3f}s"
@@ -99,49 +105,9 @@ def test_a_line_of_a_megabyte_costs_no_more_than_its_first_kilobytes(filler: str
         assert line is None or len(line.message) <= MAX_LINE
 
 
-EVIL = [
-    "\x1b]0;owned\x07",  # set the window title
-    "\x1b[2J\x1b[H",  # clear the screen
-    "\x1b]52;c;ZWNobyBwd25lZA==\x07",  # write the clipboard
-    "\x08\x7f\u202e",  # backspace, DEL, right-to-left override
-]
-
-
-def _hostile_log(tmp_path: Path) -> Path:
-    lines = []
-    for i, evil in enumerate(EVIL):
-        lines += [
-            f"Dec  1 03:1{i}:40 node{evil} kernel: mlx5_core 0000:47:00.{i} eth{i}{evil}: Link down",
-            f"Dec  1 03:1{i}:44 node{evil} kernel: mlx5_core 0000:47:00.{i} eth{i}{evil}: Link up",
-            f"Dec  1 03:1{i}:45 node{evil} kernel: mlx5_core 0000:47:00.{i}: Port module event[error]: module {i}, Cable error, {evil}",
-            f"[ 9{i}.5] infiniband rxe{evil}: set down",
-        ]
-    log = tmp_path / "hostile.log"
-    log.write_text("\n".join(lines) + "\n")
-    return log
-
-
-@pytest.mark.parametrize("fmt", ["table", "junit", "prom", "json", "line"])
-def test_names_from_a_kernel_log_reach_no_output_raw(tmp_path: Path, fmt: str) -> None:
-    log = _hostile_log(tmp_path)
-    res = run_cli(
-        "counters",
-        "--root",
-        str(SYSFS_FIXTURES / "rxe-node"),
-        "--kernel-log",
-        str(log),
-        "-o",
-        fmt,
-        columns=200,
-    )
-    assert res.exception is None, res.exception
-    assert res.exit_code == 1, res.stderr
-    for stream in (res.stdout, res.stderr):
-        assert not any(ch in stream for ch in "\x1b\x07\x08\x7f\u202e"), repr(stream[:400])
-    if fmt == "junit":
-        ET.fromstring(res.stdout)  # valid XML
-    if fmt == "json":
-        doc = json.loads(res.stdout)
-        subjects = [f["subject"] for f in doc["findings"] if f["check"] == "kernel.link"]
-        assert len(subjects) == 2 * len(EVIL) - 1 or len(subjects) >= len(EVIL)
-        assert all("\\x1b" in s or "\\x08" in s for s in subjects), subjects
+def test_the_probe_finds_a_quadratic_pattern() -> None:
+    """The probe itself: a known quadratic pattern (the old perftest banner key) is caught."""
+    old_banner = re.compile(r"(?P<key>[A-Za-z][A-Za-z0-9 ._\-/]*?)\s*:\s+(?P<value>\S+)")
+    assert ("A", "A", "") in attacks(old_banner)
+    assert growth(old_banner, "A", "A", "", short=1024) is not None
+    assert growth(re.compile(r"[A-Za-z]{1,32}:"), "A", "A", "", short=1024) is None
