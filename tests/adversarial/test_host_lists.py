@@ -109,3 +109,18 @@ def test_the_command_line_says_so_with_exit_2(what: str) -> None:
         assert res.exit_code == 2, (res.exit_code, res.stderr[-400:])
         assert "internal error" not in res.stderr and "host list" in res.stderr, res.stderr[-400:]
         assert "hint:" in res.stderr
+
+
+def test_a_rank_order_file_has_one_budget_of_names_for_all_its_lines(tmp_path):
+    """verdict --rank-order FILE: each line a host list; 40 lines of 5,000 names each stand for 200,000
+    names, more than the one budget of the whole file (it was 100,000 per line)."""
+    from ibdiag.errors import ExitStatus, IbdiagError
+    from ibdiag.verdict.onfabric import read_order
+
+    order = tmp_path / "order"
+    order.write_text("".join(f"g{i}x[00001-05000]\n" for i in range(40)))
+    with pytest.raises(IbdiagError, match="100000") as refused:
+        read_order(str(order))
+    assert refused.value.exit_status == ExitStatus.USAGE
+    order.write_text("gpu[01-04]\n# a comment\ngpu02\ngpu05\n")
+    assert read_order(str(order)) == ["gpu01", "gpu02", "gpu03", "gpu04", "gpu05"]
