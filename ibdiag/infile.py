@@ -39,19 +39,23 @@ class RefusedFile(ValueError):
 def _not_regular(st: os.stat_result) -> RefusedFile | None:
     if stat.S_ISREG(st.st_mode):
         return None
+    if stat.S_ISLNK(st.st_mode):
+        return RefusedFile("a symbolic link, not a regular file")
     kind = FILE_KINDS.get(stat.S_IFMT(st.st_mode), "not a file")
     return RefusedFile(f"{kind}, not a regular file")
 
 
-def open_regular(path: str | os.PathLike[str]) -> int:
+def open_regular(path: str | os.PathLike[str], *, follow_links: bool = True) -> int:
     """A descriptor open for reading on ``path`` (links followed) if it is a regular file: its type
     is checked by ``stat`` before the open (a FIFO or device is never opened) and by ``fstat`` after,
     and the open is non-blocking and never makes a terminal the controlling one. The caller closes
-    it and bounds what it reads. Raises :class:`RefusedFile` (what it is) or OSError."""
-    problem = _not_regular(os.stat(path))
+    it and bounds what it reads. ``follow_links=False``: a link is refused unopened (``lstat``, then
+    ``O_NOFOLLOW``), as for the files inside a directory ibdiag was handed. Raises
+    :class:`RefusedFile` (what it is) or OSError."""
+    problem = _not_regular(os.stat(path) if follow_links else os.lstat(path))
     if problem is not None:
         raise problem
-    fd = os.open(path, _OPEN_FILE)
+    fd = os.open(path, _OPEN_FILE if follow_links else _OPEN_FILE | os.O_NOFOLLOW)
     try:
         problem = _not_regular(os.fstat(fd))
     except BaseException:
@@ -63,10 +67,13 @@ def open_regular(path: str | os.PathLike[str]) -> int:
     return fd
 
 
-def read_regular(path: str | os.PathLike[str], max_bytes: int) -> bytes:
-    """The bytes of the file ``path`` (links followed) if it is a regular file of at most ``max_bytes``.
-    Raises :class:`RefusedFile` (what it is, or too long) or OSError."""
-    fd = open_regular(path)
+def read_regular(
+    path: str | os.PathLike[str], max_bytes: int, *, follow_links: bool = True
+) -> bytes:
+    """The bytes of the file ``path`` (links followed unless ``follow_links`` is False) if it is a
+    regular file of at most ``max_bytes``. Raises :class:`RefusedFile` (what it is, or too long) or
+    OSError."""
+    fd = open_regular(path, follow_links=follow_links)
     try:
         size = os.fstat(fd).st_size
         if size > max_bytes:

@@ -116,7 +116,7 @@ def discovery(fab: Fabric, names: Names, origin: str | None) -> Finding:
                 where.append(f"{_walk(fab, origin, path, names)}: {n.text.split(': ', 1)[-1]}")
             elif n.text.startswith("port "):
                 m = re.match(
-                    r"port (\d+) of .* is (\w+), its far end was not discovered \((0x[0-9a-f]+)\)",
+                    r"port (\d{1,3}) of .{0,300} is (\w{1,30}), its far end was not discovered \((0x[0-9a-f]{1,16})\)",
                     n.text,
                 )
                 where.append(

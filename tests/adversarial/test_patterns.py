@@ -43,56 +43,41 @@ NCCL_PREFIXES = [
     "mlx5: node01: ",
     "00000000 ",
 ]
+#: How the tools' lines start (ibdiag fabric: stdout and stderr, dumps and pastes).
+FABRIC_PREFIXES = [
+    "ibwarn: [4321] query_and_dump: PortCountersExtended query failed on ",
+    "ibwarn: [4321] mad_rpc: _do_madrpc failed; dport (",
+    "./libibnetdisc/query_smp.c:186; umad (DR path slid 0; dlid 0; 0,1",
+    '0xb8cef603000a0002 "      leaf2"  3  7[  ] ==( 4X  53.125 Gbps Active/  LinkUp)==> ',
+    "          2    1[  ] ==(",
+    "GUID 0xb8cef603000a0001 port 1: [SymbolErrorCounter == 57",
+    'Errors for 0xb8cef603000a0001 "',
+    'Switch\t36 "S-b8cef603000a0001"\t\t# "',
+    '[1]\t"H-0002c90300000100"[1](2c90300000101) \t\t# "',
+    "Unicast lids [0x0-0x20] of switch Lid 20 guid 0xb8cef60300000006 (",
+    "port 3 of leaf1 is Active, its far end was not discovered (",
+]
 FILLERS = ["a", " ", "0", "0:", "[ ", ", ", "1.", "x, ", ": ", "(pid 1): ", "-", "\t", "A_"]
 SOURCE_PREFIXES = {
     "ibdiag.history.": KERNEL_PREFIXES,
     "ibdiag/history/": KERNEL_PREFIXES,
     "ibdiag.bench.importers.": NCCL_PREFIXES,
     "ibdiag/bench/importers/": NCCL_PREFIXES,
+    "ibdiag.fabric.": FABRIC_PREFIXES,
+    "ibdiag/fabric/": FABRIC_PREFIXES,
 }
-
-#: ``ibdiag/fabric/`` is being rewritten (issue 42 part 2: its parsers, dump loader, plan, slurm):
-#: these of its patterns are quadratic today, each with the text that shows it. Keyed by the
-#: pattern's name (a function's literal pattern: file and pattern text), so a moved line keeps its
-#: entry; strict, so the fix must remove the entry.
-PART2 = {
-    "ibdiag.fabric.toolerr._PMA_FAIL": "'query failed on a' repeated (searched)",
-    "ibdiag.fabric.toolerr._DR_FAIL": "'(DR path slid 0; dlid 0; 0' repeated",
-    "ibdiag.fabric.queryerrors._VALUE": "'[a == 0 (a' repeated",
-    "ibdiag.fabric.linkinfo._LINE": "spaces after '0x0 \"\" 0 0[] ==(A/A)==>'",
-    "ibdiag.fabric.linkinfo._PLAIN": "spaces after '0 0[] ==(A/A)==>'",
-    "ibdiag/fabric/checks.py: port (\\d+) of .* is (\\w+), its far end was not discovered "
-    "\\((0x[0-9a-f]+)\\)": "'port 0 of a' repeated",
-}
-
-
-def _key(site: Site) -> str:
-    """``ibdiag.x._NAME``, or ``ibdiag/x.py: <pattern>`` for a literal pattern in a function."""
-    path, colon, line = site.where.rpartition(":")
-    if colon and line.isdigit():
-        return f"{path}: {site.pattern.pattern}"
-    return site.where
 
 
 def _prefixes(where: str) -> list[str]:
     return next((p for key, p in SOURCE_PREFIXES.items() if where.startswith(key)), [])
 
 
-def _param(site: Site) -> object:
-    if _key(site) in PART2:
-        mark = pytest.mark.xfail(strict=True, reason=f"issue 42 part 2: {PART2[_key(site)]}")
-        return pytest.param(site, marks=mark, id=site.where)
-    return pytest.param(site, id=site.where)
-
-
 def test_every_pattern_is_where_the_probe_sees_it() -> None:
-    """A pattern built inside a function from run-time text would escape the timing below; every
-    part-2 entry still names a pattern (a renamed one must be renamed here)."""
+    """A pattern built inside a function from run-time text would escape the timing below."""
     assert SITES and not UNSEEN, UNSEEN
-    assert set(PART2) <= {_key(s) for s in SITES}, set(PART2) - {_key(s) for s in SITES}
 
 
-@pytest.mark.parametrize("site", [_param(s) for s in SITES])
+@pytest.mark.parametrize("site", [pytest.param(s, id=s.where) for s in SITES])
 def test_every_pattern_is_linear_on_crafted_long_texts(site: Site) -> None:
     """8x the text costs about 8x the time (a quadratic pattern: 64x); under 20 ms for the long
     text passes whatever the ratio. Searched and matched whole, as callers use them."""

@@ -100,3 +100,14 @@ def test_a_topo_file_that_is_not_a_document_is_refused(
         "huge int": "digits",
     }[what]
     assert expect in res.stderr, res.stderr[-500:]
+
+
+def test_a_long_path_keeps_the_file_name_in_the_message(tmp_path: Path) -> None:
+    """The path is cut in its middle, never the file's own name (it was ``…/n… (8 more characters)``)."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    f = deep / "node07.json"
+    f.write_text("[" * 100_000 + "]" * 100_000)
+    res = run_cli(*[a.format(f=str(f)) for a in COMMANDS["fabric --topo"]])
+    assert res.exit_code == 2, res.stderr
+    assert "…/node07.json': nested too deeply" in res.stderr, res.stderr
