@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,6 +31,7 @@ import ibdiag
 from tests.adversarial.test_report_devices import _blocked_writer
 from tests.support.cli import run_cli
 from tests.support.env import FIXTURES
+from tests.support.peak import PEAK_FILE_ENV, REPORTER
 
 FAULTY = FIXTURES / "fabric" / "rail-fat-tree-faulty"
 #: CPU seconds and address space one refused dump may cost (a Python start and a few hundred MiB
@@ -54,30 +56,37 @@ def _tar(path: Path, files: list[tuple[str, bytes]]) -> Path:
 
 def _run(*argv: str) -> tuple[subprocess.CompletedProcess[str], float, int]:
     """``ibdiag ARGV`` as a process of this checkout's ibdiag, under CPU and memory limits: the
-    result, its CPU seconds and its peak resident memory in bytes."""
+    result, its CPU seconds and the peak resident memory of its own address space in bytes."""
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (CPU_LIMIT_S * 2, CPU_LIMIT_S * 2))
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
-    env = {**os.environ, "PYTHONPATH": str(Path(ibdiag.__file__).resolve().parents[1])}
-    with (
-        open(os.devnull, "w") as out,
-        subprocess.Popen(
-            [sys.executable, "-m", "ibdiag", *argv],
-            stdout=out,
-            stderr=subprocess.PIPE,
-            text=True,
-            preexec_fn=limit,
-            env=env,
-        ) as proc,
-    ):
-        assert proc.stderr is not None
-        err = proc.stderr.read()
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+    with tempfile.NamedTemporaryFile("r", suffix=".peak") as peak:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(Path(ibdiag.__file__).resolve().parents[1]),
+            PEAK_FILE_ENV: peak.name,
+        }
+        with (
+            open(os.devnull, "w") as out,
+            subprocess.Popen(
+                [sys.executable, "-c", REPORTER, *argv],
+                stdout=out,
+                stderr=subprocess.PIPE,
+                text=True,
+                preexec_fn=limit,
+                env=env,
+            ) as proc,
+        ):
+            assert proc.stderr is not None
+            err = proc.stderr.read()
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+        peak_kib = int(peak.read() or "0")
+    assert peak_kib > 0, f"the child wrote no peak: {err[-600:]}"
     done = subprocess.CompletedProcess(argv, proc.returncode, "", err)
-    return done, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+    return done, usage.ru_utime + usage.ru_stime, peak_kib * 1024
 
 
 def _member(files: dict[str, bytes], name: str, data: bytes) -> list[tuple[str, bytes]]:
