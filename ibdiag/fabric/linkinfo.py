@@ -50,7 +50,7 @@ _LINK = (
 _LINE = re.compile(
     r'^0x([0-9a-fA-F]{1,16})\s+"(.{0,200}?)"\s+'
     + _LINK
-    + r'(?:(?:0x([0-9a-fA-F]{1,16})\s+(\d{1,5})\s+(\d{1,3}))?\s*\[[^\]]{0,8}\]\s+"(.{0,200})"\s+\((.{0,120})\)|"(Port not available)")\s*$'
+    + r'(?:(?:0x([0-9a-fA-F]{1,16})\s+(\d{1,5})\s+(\d{1,3})\s*)?\[[^\]]{0,8}\]\s+"(.{0,200})"\s+\((.{0,120})\)|"(Port not available)")\s*$'
 )
 #: ``-l``'s common line, quotes and parentheses only where the grammar puts them: the same groups as
 #: :data:`_LINE` (the 14th, "Port not available", never matches here) with fewer ways to backtrack;
@@ -64,7 +64,7 @@ _HEAD = re.compile(r"^(Switch|CA|Router):\s+(?:(0x[0-9a-fA-F]{1,16})\s+)?(.{0,20
 _PLAIN = re.compile(
     r"^(?:0x([0-9a-fA-F]{1,16})\s+)?"
     + _LINK
-    + r'(?:(?:(\d{1,5})\s+(\d{1,3}))?\s*\[[^\]]{0,8}\]\s+"(.{0,200})"\s+\((.{0,120})\)|"(Port not available)")\s*$'
+    + r'(?:(?:(\d{1,5})\s+(\d{1,3})\s*)?\[[^\]]{0,8}\]\s+"(.{0,200})"\s+\((.{0,120})\)|"(Port not available)")\s*$'
 )
 _STATE = {"Init": "Initialize"}
 
