@@ -14,7 +14,7 @@ own subnet of N pods' rail (``rails=1``; 48 pods: 12,288 GPU adapters a plane, 9
 judged as its own dump: the sum of the 8 runs' times, the largest RSS.
 
 Each run is a whole process (start-up to the JSON, written to /dev/null), user + system CPU, wall
-and peak RSS of the child (``os.wait4``); the machine's load is printed. ``--against DIR`` adds
+and peak RSS of the child (its own ``VmHWM``: fabric_selene.py's ``measured``); the machine's load is printed. ``--against DIR`` adds
 another checkout's run of the 16k-GPU fabric (before/after). Both checkouts are compiled first.
 """
 

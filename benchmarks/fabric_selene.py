@@ -6,9 +6,9 @@
 The dump: tests/support/fabric_shapes.py ``selene_size()`` -- 5,007 nodes and 12,852 links, the size
 of a real 560-node DGX A100 machine's rail-optimised three-tier HDR fabric (issue 35 timed that dump
 at 1.5 s of CPU; issue 39's target is 0.6 s). Each run is a whole process (start-up, parsing,
-judgement, JSON to /dev/null) with the same interpreter; user + system CPU and the peak RSS of the
-child (``os.wait4``), the median and the spread over ``--runs``. CPU, not wall time: the machine is
-shared (the load is printed). ``--against DIR``: the same from another checkout, interleaved A B,
+judgement, JSON to /dev/null) with the same interpreter; user + system CPU (``os.wait4``) and the
+child's own peak RSS (``VmHWM``), the median and the spread over ``--runs``. CPU, not wall time: the
+machine is shared (the load is printed). ``--against DIR``: the same from another checkout, interleaved A B,
 B A ..., and the median of the pairwise ratios (this tree / the other). Both checkouts are compiled
 first (``compileall``), as an installed wheel is.
 """
@@ -33,22 +33,39 @@ sys.path.insert(0, str(REPO))
 
 from tests.support.fabric_shapes import selene_size  # noqa: E402
 
+#: ``python -c PEAK_WRAPPER ARGS``: ``ibdiag ARGS``, then its own address space's peak (``VmHWM``, KiB)
+#: written to the file ``IBDIAG_BENCH_PEAK`` names. ``ru_maxrss`` from ``wait4`` would not do: it
+#: survives ``execve`` and so carries this benchmark's own size (the fabric it generated) into the child.
+PEAK_WRAPPER = """
+import atexit, os, runpy, sys
+def _peak():
+    with open('/proc/self/status') as f:
+        kib = next(line.split()[1] for line in f if line.startswith('VmHWM:'))
+    with open(os.environ['IBDIAG_BENCH_PEAK'], 'w') as out:
+        out.write(kib)
+atexit.register(_peak)
+sys.argv[0] = 'ibdiag'
+runpy.run_module('ibdiag', run_name='__main__', alter_sys=True)
+"""
+
 
 def measured(tree: Path, dump: Path, fmt: str = "json") -> tuple[float, float, float]:
-    """CPU seconds (user + system), wall seconds and peak RSS (MiB) of one whole run."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ibdiag", "fabric", "--from", str(dump), "-o", fmt],
-        env={**os.environ, "PYTHONPATH": str(tree)},
-        cwd=tree,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) not in (0, 1):
-        raise SystemExit(f"ibdiag fabric --from {dump} failed ({status}) in {tree}")
-    return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024
+    """CPU seconds (user + system), wall seconds and peak RSS (MiB, the child's own) of one run."""
+    with tempfile.NamedTemporaryFile("r", suffix=".peak") as peak:
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, "-c", PEAK_WRAPPER, "fabric", "--from", str(dump), "-o", fmt],
+            env={**os.environ, "PYTHONPATH": str(tree), "IBDIAG_BENCH_PEAK": peak.name},
+            cwd=tree,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        if os.waitstatus_to_exitcode(status) not in (0, 1):
+            raise SystemExit(f"ibdiag fabric --from {dump} failed ({status}) in {tree}")
+        peak_kib = int(peak.read())
+    return usage.ru_utime + usage.ru_stime, wall, peak_kib / 1024
 
 
 def spread(values: list[float]) -> str:
