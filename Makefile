@@ -94,6 +94,10 @@ bench-scripts: $(TSTAMP)
 	$(BIN)/python benchmarks/sweep_scale.py
 	$(BIN)/python benchmarks/import_streaming.py
 	$(BIN)/python benchmarks/fabric_scale.py
+	$(BIN)/python benchmarks/fabric_selene.py
+	$(BIN)/python benchmarks/fabric_large.py
+	@# ibsim at 2,048 to 16,384 GPUs (opensm takes a minute to bring the largest up)
+	$(BIN)/python benchmarks/fabric_sim_sizes.py
 	@# boots the Soft-RoCE guest (root, qemu; ~15 min); exit 3 = no test bed here, noted in the summary
 	$(BIN)/python benchmarks/rdma_vs_perftest.py || test $$? -eq 3
 	$(BIN)/python benchmarks/rdma_post_cost.py || test $$? -eq 3

@@ -55,6 +55,8 @@ def safe_excerpt(value: object, limit: int = DEFAULT_LIMIT) -> str:
         text = bytes(value).decode("utf-8", errors="surrogateescape")
     else:
         text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit and text.isprintable() and "\\" not in text:
+        return text  # nothing to escape (isprintable, in C, is False for every category escaped)
     out: list[str] = []
     used = 0
     for i, ch in enumerate(text):

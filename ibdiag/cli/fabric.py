@@ -20,7 +20,7 @@ from ibdiag.cli.options import (
     TimeoutOption,
 )
 from ibdiag.fabric import views
-from ibdiag.fabric.command import DEFAULT_TIMEOUT_S, FabricRequest, run
+from ibdiag.fabric.command import DEFAULT_TIMEOUT_S, FabricRequest, collector_paused, run
 
 FromOption = Annotated[
     Path | None,
@@ -114,6 +114,15 @@ RoutesOption = Annotated[
         help="Also read each switch's forwarding table (ibroute; saved by --save): `ibdiag report --fabric` then names the exact ISL of each pair.",
     ),
 ]
+DataCountersOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--data-counters/--no-data-counters",
+        help="Also read every switch port's data and packet counters (ibqueryerrors --counters --switch: "
+        "one more query of every port), the exporters' bandwidth series. Default: on with -o prom and "
+        "--textfile on a live fabric, off otherwise.",
+    ),
+]
 
 
 @app.command("fabric")
@@ -135,6 +144,7 @@ def fabric_command(
     node_name_map: NodeNameMapOption = None,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     routes: RoutesOption = False,
+    data_counters: DataCountersOption = None,
     textfile: TextfileOption = None,  # written by the boundary (cli/errors.py) from the report's metrics
     debug: DebugOption = False,
 ) -> int:
@@ -154,7 +164,11 @@ def fabric_command(
         node_name_map=node_name_map,
         timeout_s=timeout,
         routes=routes,
+        data_counters=data_counters
+        if data_counters is not None
+        else source is None and (fmt is OutputFormat.prom or textfile is not None),
         environ=env().environ,
         preload=views.FORMAT_MODULES.get(fmt.value, ()),
     )
-    return emit(views.outputs(run(request)), fmt, strict=strict)
+    with collector_paused():  # writing a large fabric's document walks no model (issue 39)
+        return emit(views.outputs(run(request)), fmt, strict=strict)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ibdiag.counters.spec import DATA_BYTES, VARIABLE_WIDTH
-from ibdiag.node.model import Port
+
+if TYPE_CHECKING:  # the annotation only: a fabric's counters need no node model (start-up)
+    from ibdiag.node.model import Port
 
 HW_PREFIX = "hw_counters/"
 

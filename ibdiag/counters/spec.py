@@ -253,6 +253,24 @@ HINTS: dict[str, str] = {
 }
 
 
+def data_counter_bits(counters: dict[str, int | None], forced: int | None = None) -> int:
+    """64 when the port uses PortCountersExtended, else 32.
+
+    Proof of 64 bits: a file only the extended set has (unicast_/multicast_ packets, kernel
+    ``pma_attrs_ext``), or a data/packet value above 2^32-1. Devices with 64-bit data counters but
+    without the unicast/multicast files (``pma_attrs_noietf``) look 32-bit until a value passes 2^32;
+    only the exact all-ones value is then treated as saturated. ``forced`` (config) overrides.
+    """
+    if forced is not None:
+        return forced
+    if any(name in counters for name in EXTENDED_ONLY):
+        return 64
+    limit = max_value(32)
+    if any((counters.get(name) or 0) > limit for name in VARIABLE_WIDTH):
+        return 64
+    return 32
+
+
 def iba_name(name: str) -> str:
     """``symbol_error`` -> ``SymbolErrorCounter``; names ibdiag does not know come back unchanged."""
     spec = IB_COUNTERS.get(name)

@@ -13,7 +13,7 @@ from dataclasses import replace
 from ibdiag.counters.model import PortCounters, Sample
 from ibdiag.counters.spec import ERROR_COUNTERS, IB_COUNTERS, max_value
 from ibdiag.errors import CannotRunError, InputError
-from ibdiag.fabric import pastes
+from ibdiag.fabric import datacounters, pastes
 from ibdiag.fabric.capture import Capture, ToolRun
 from ibdiag.fabric.linkinfo import parse_linkinfo
 from ibdiag.fabric.model import (
@@ -24,6 +24,7 @@ from ibdiag.fabric.model import (
     SubnetManager,
     ToolNote,
     guid_text,
+    new_port,
 )
 from ibdiag.fabric.netdiscover import read_netdiscover
 from ibdiag.fabric.queryerrors import parse_queryerrors
@@ -81,6 +82,11 @@ def build_fabric(cap: Capture, counters_run: str = "ibqueryerrors") -> Fabric:
     if qe is not None:
         notes.extend(classify(qe))
         counters = _counters(ports, qe, notes, qe.taken_at_s or cap.taken_at_s)
+    data = cap.run(datacounters.run_name(counters_run))
+    if data is not None:  # --data-counters: every switch port's data and packet counters
+        notes.extend(classify(data))
+        if counters is not None and data.rc in (0, 1):
+            counters = datacounters.with_data(counters, data.stdout)
     routes = None
     lft = cap.run("ibroute")
     if lft is not None:
@@ -118,12 +124,11 @@ def _merge_states(
     desc = {n.guid: n.desc for n in nodes}
     by_port_guid = {p.port_guid: p.guid for p in ports if p.port_guid}
     known_nodes = {n.guid for n in nodes}
-    merged = {p.ref: p for p in ports}
+    merged = {(p.guid, p.port): p for p in ports}
     for ln in lines:
         guid = by_port_guid.get(ln.guid, ln.guid)
         if guid not in known_nodes:
             continue  # a node iblinkinfo saw and ibnetdiscover did not: the notes say so
-        ref = PortRef(guid, ln.port)
         if ln.peer_unknown:
             notes.append(
                 ToolNote(
@@ -135,9 +140,10 @@ def _merge_states(
         peer = None
         if ln.peer_guid is not None and ln.peer_port is not None:
             peer = PortRef(by_port_guid.get(ln.peer_guid, ln.peer_guid), ln.peer_port)
-        old = merged.get(ref)
+        key = (guid, ln.port)
+        old = merged.get(key)
         if old is None:
-            merged[ref] = FabricPort(
+            merged[key] = new_port(
                 guid,
                 ln.port,
                 ln.state,
@@ -146,20 +152,23 @@ def _merge_states(
                 ln.speed,
                 peer,
                 ln.lid,
-                could_be=ln.could_be,
+                None,
+                ln.could_be,
             )
         else:
-            merged[ref] = replace(
-                old,
-                state=ln.state,
-                phys_state=ln.phys_state,
-                width=ln.width or old.width,
-                speed=ln.speed or old.speed,
-                peer=old.peer or peer,
-                lid=old.lid or ln.lid,
-                could_be=ln.could_be,
+            merged[key] = new_port(
+                guid,
+                ln.port,
+                ln.state,
+                ln.phys_state,
+                ln.width or old.width,
+                ln.speed or old.speed,
+                old.peer or peer,
+                old.lid or ln.lid,
+                old.port_guid,
+                ln.could_be,
             )
-    return tuple(sorted(merged.values(), key=lambda p: (p.guid, p.port)))
+    return tuple(merged[k] for k in sorted(merged))
 
 
 def _sms(cap: Capture, notes: list[ToolNote]) -> tuple[tuple[SubnetManager, ...], bool]:
@@ -213,6 +222,8 @@ def port_counters(
 
     ``unlisted``: the value of a judged counter the source did not give (0 for ibqueryerrors, which lists
     only non-zero ones; None, unavailable, when the port's query failed or the answer lacked it)."""
+    if not by_iba and unlisted == 0:  # the common port: nothing listed, every judged counter 0
+        return PortCounters(name, port, None, dict(_ZEROS), None, {}, frozenset())
     values: dict[str, int | None] = dict.fromkeys(ZERO_UNLESS_LISTED, unlisted)
     for iba, v in by_iba.items():
         key = BY_IBA.get(iba)
@@ -225,6 +236,9 @@ def port_counters(
         k for k, v in values.items() if v and v >= max_value(IB_COUNTERS[k].bits or 64)
     )
     return PortCounters(name, port, None, values, None, unavailable, saturated)
+
+
+_ZEROS: dict[str, int | None] = dict.fromkeys(ZERO_UNLESS_LISTED, 0)
 
 
 def _unread(notes: list[ToolNote], ports: tuple[FabricPort, ...]) -> set[tuple[object, int]]:

@@ -2,7 +2,8 @@
 whether it comes from a live run (:mod:`.collect`) or a saved dump (:mod:`.dump`).
 
 Names (``ibnetdiscover``, ``iblinkinfo``, ``ibqueryerrors``, ``sminfo``, ``saquery``, ``sminfo-<lid>``)
-are fixed; ``ibqueryerrors-1`` is a second counters read (``--interval``); ``ibroute`` (``--routes``) is
+are fixed; ``ibqueryerrors-1`` is a second counters read (``--interval``); ``ibqueryerrors-data`` (and
+``-data-1``) every switch port's data and packet counters (``--data-counters``); ``ibroute`` (``--routes``) is
 every switch's ``ibroute -n LID`` output, concatenated in switch-LID order (one file in a dump);
 ``perfquery`` and ``ibnodes`` (``ibhosts``/``ibswitches`` lines) come only from a pasted file.
 """
@@ -18,7 +19,7 @@ from ibdiag.jsonread import Fields, JsonFieldError
 
 #: Names a capture may hold (files ``<name>.out`` / ``<name>.err`` in a dump).
 NAME_RE = re.compile(
-    r"^(ibnetdiscover|iblinkinfo|ibqueryerrors(?:-1)?|sminfo(?:-\d{1,5})?|saquery|ibroute|perfquery|ibnodes)$"
+    r"^(ibnetdiscover|iblinkinfo|ibqueryerrors(?:-data)?(?:-1)?|sminfo(?:-\d{1,5})?|saquery|ibroute|perfquery|ibnodes)$"
 )
 
 

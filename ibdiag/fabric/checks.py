@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from ibdiag.counters.config import CountersConfig
 from ibdiag.counters.rules import SNAPSHOT_HINT, errors_snapshot
-from ibdiag.fabric.farend import FarEnd
 from ibdiag.fabric.hosts import Names
 from ibdiag.fabric.model import SWITCH, Fabric, FabricPort, PortRef
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry
+
+if TYPE_CHECKING:  # the far ends' annotation only (counters --far-end reads them): start-up
+    from ibdiag.fabric.farend import FarEnd
 
 CHECKS = CheckRegistry("fabric")
 LIST_LIMIT = 8

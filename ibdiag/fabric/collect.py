@@ -150,15 +150,19 @@ class Collector:
         runner: Runner = run_tool,
         early: Callable[[ToolRun], object] | None = None,
         routes: bool = False,
+        data_counters: bool = False,
     ) -> None:
         """``early``: called with ibnetdiscover's and iblinkinfo's runs as soon as each is done, while
-        the other tools still run (to parse them meanwhile); what it raises is left to the build."""
+        the other tools still run (to parse them meanwhile); what it raises is left to the build.
+        ``data_counters``: with each counters read, every switch port's data and packet counters
+        (``ibqueryerrors --counters --switch``, :mod:`.datacounters`)."""
         self.env = env
         self.early = early
         self.sel = [*(("-C", ca) if ca else ()), *(("-P", str(port)) if port else ())]
         self.limits = limits
         self.runner = runner
         self.routes = routes
+        self.data_counters = data_counters
 
     def _run(self, name: str, argv: list[str], timeout_s: float) -> ToolRun:
         argv = [find_tool(argv[0], self.env), *argv[1:]]
@@ -178,8 +182,13 @@ class Collector:
         runs = [self._run("ibnetdiscover", discover, self.limits.discover_s)]
         load = ["--load-cache", cache] if os.path.exists(cache) else []
         # After the one discovery the rest are independent queries: run side by side (each its own process).
-        with ThreadPoolExecutor(max_workers=5 if self.routes else 4) as pool:
+        with ThreadPoolExecutor(max_workers=4 + self.routes + self.data_counters) as pool:
             lfts = pool.submit(self.forwarding, runs[0]) if self.routes else None
+            data = (
+                pool.submit(self.data, cache_dir, "ibqueryerrors-data")
+                if self.data_counters
+                else None
+            )
             link = pool.submit(
                 self._run,
                 "iblinkinfo",
@@ -201,6 +210,8 @@ class Collector:
                 for lid in lids
             ]
             runs += [f.result() for f in others]
+            if data is not None:
+                runs.append(data.result())
             if lfts is not None:
                 runs.append(lfts.result())
         return runs
@@ -263,6 +274,14 @@ class Collector:
         ]
         return self._run(name, argv, self.limits.query_s)
 
+    def data(self, cache_dir: str, name: str) -> ToolRun:
+        """``ibqueryerrors --counters --switch``: the data and packet counters of every switch port,
+        one PMA query each, in one process (``--data`` lists them only beside an error)."""
+        cache = os.path.join(cache_dir, "ibnetdiscover.cache")
+        load = ["--load-cache", cache] if os.path.exists(cache) else []
+        argv = ["ibqueryerrors", *self.sel, *load, "--counters", "--switch"]
+        return self._run(name, argv, self.limits.query_s)
+
     def version(self) -> str:
         out, err, _rc, _ = self.runner(
             [find_tool("ibnetdiscover", self.env), "--version"], self.env, self.limits.sm_s
@@ -277,11 +296,18 @@ def collect(
     interval_s: float | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Capture:
-    """Everything once; with ``interval_s``, the counters again that many seconds later (``ibqueryerrors-1``)."""
+    """Everything once; with ``interval_s``, the counters again that many seconds later
+    (``ibqueryerrors-1``, and ``ibqueryerrors-data-1`` beside it with the data counters)."""
     with tempfile.TemporaryDirectory(prefix="ibdiag-fabric-") as tmp:
         taken = time.time()
         runs = collector.capture(tmp)
         if interval_s:
             sleep(interval_s)
-            runs.append(collector.counters(tmp, "ibqueryerrors-1"))
+            if collector.data_counters:
+                with ThreadPoolExecutor(max_workers=2) as pool:
+                    data = pool.submit(collector.data, tmp, "ibqueryerrors-data-1")
+                    runs.append(collector.counters(tmp, "ibqueryerrors-1"))
+                    runs.append(data.result())
+            else:
+                runs.append(collector.counters(tmp, "ibqueryerrors-1"))
         return Capture("live", tuple(runs), taken, {"infiniband-diags": collector.version()})

@@ -3,16 +3,18 @@ infiniband-diags (``ibnetdiscover`` + ``iblinkinfo`` + ``ibqueryerrors`` + ``smi
 dump (``--from``) — judges the subnet manager, links, switch-side counters and the fabric's shape, and
 returns the report with the judged fabric its views draw (:mod:`ibdiag.fabric.views`).
 
-Start-up: judging stands on networkx (:mod:`ibdiag.fabric.graph`, 0.1-0.3 s to import). A live run
-imports the judging modules, and the views its caller names (:attr:`FabricRequest.preload`), while the
-tools wait on the subnet (:func:`_collect_while_loading`); so those imports are inside functions here,
-not at the top (benchmarks/fabric_scale.py measures the whole run)."""
+Start-up: a live run imports the judging modules (some 40 of them, the cost of a small fabric's
+judgement), and the views its caller names (:attr:`FabricRequest.preload`), while the tools wait on
+the subnet (:func:`_collect_while_loading`); so those imports are inside functions here, not at the top
+(benchmarks/fabric_scale.py measures the whole run)."""
 
 from __future__ import annotations
 
+import gc
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,7 +36,7 @@ from ibdiag.node.root import host_of
 from ibdiag.outfile import atomic_output, check_output_path
 from ibdiag.text import safe_path
 
-if TYPE_CHECKING:  # networkx behind them: imported while the tools run (see the module's docstring)
+if TYPE_CHECKING:  # imported while the tools run (see the module's docstring)
     from ibdiag.fabric.judge import Judged
     from ibdiag.fabric.plan import Plan
 
@@ -83,6 +85,10 @@ class FabricRequest:
     """``--timeout``: the time limit of each tool (None: :data:`DEFAULT_TIMEOUT_S`)."""
     routes: bool = False
     """``--routes``: also read each switch's forwarding table (``ibroute``)."""
+    data_counters: bool = False
+    """``--data-counters``: also read every switch port's data and packet counters
+    (``ibqueryerrors --counters --switch``, :mod:`ibdiag.fabric.datacounters`): the exporters'
+    bandwidth series. The command line turns it on for ``-o prom`` and ``--textfile``."""
     environ: Mapping[str, str] = field(default_factory=dict)
     """The environment the tools run with (PATH, and ibsim's preload in tests)."""
     preload: Sequence[str] = ()
@@ -98,7 +104,28 @@ class FabricResult:
 
 
 def run(req: FabricRequest) -> FabricResult:
-    """Read (or load), judge and report the fabric; save the dump and write topology.conf when asked."""
+    """Read (or load), judge and report the fabric; save the dump and write topology.conf when asked.
+    The cyclic garbage collector is paused meanwhile (:func:`collector_paused`)."""
+    with collector_paused():
+        return _run(req)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused, and restored after. A fabric's model is one set of
+    long-lived objects with no cycles (100k ports: half a million objects), built in one go: each
+    collection the allocations trigger would only walk it again (15 % of the Selene-size run). The
+    command line keeps it paused while the result is written too."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _run(req: FabricRequest) -> FabricResult:
     timeout_s = _check(req)
     counters_cfg = req.config.section("counters", CountersConfig)
     fabric_cfg = req.config.section("fabric", FabricConfig)
@@ -122,7 +149,13 @@ def run(req: FabricRequest) -> FabricResult:
     else:
         lim = Limits(timeout_s, timeout_s, min(timeout_s, 10.0), min(timeout_s, 10.0))
         collector = Collector(
-            req.environ, ca=req.ca, port=req.port, limits=lim, early=_parse_early, routes=req.routes
+            req.environ,
+            ca=req.ca,
+            port=req.port,
+            limits=lim,
+            early=_parse_early,
+            routes=req.routes,
+            data_counters=req.data_counters,
         )
         cap = _collect_while_loading(collector, req.interval_s, req.preload)
     if req.save is not None:
@@ -130,7 +163,7 @@ def run(req: FabricRequest) -> FabricResult:
     judged = _judge(req, cap, hosts, plan, cfg=counters_cfg, fcfg=fabric_cfg, name_map=name_map)
     if req.slurm_topology is not None:
         write_slurm_topology(judged, req.slurm_topology, rename)
-    # lazy: imports networkx's users; loaded while the tools ran (JUDGING_MODULES)
+    # lazy: start-up time; loaded while the tools ran (JUDGING_MODULES)
     from ibdiag.fabric.views.json_data import fabric_data
 
     report = Report("fabric", fabric_data(judged), judged.findings)
@@ -154,6 +187,11 @@ def _check(req: FabricRequest) -> float:
         raise UsageError(
             "--routes reads the live fabric's forwarding tables; a saved one (--from) has them when it was saved with --routes",
             hint="drop --routes, or run `ibdiag fabric --routes --save DUMP` on the live fabric",
+        )
+    if req.data_counters and req.source is not None:
+        raise UsageError(
+            "--data-counters reads the live fabric's counters; a saved one (--from) has them when it was saved with them",
+            hint="drop --data-counters, or run `ibdiag fabric --data-counters --save DUMP` on the live fabric",
         )
     timeout_s = DEFAULT_TIMEOUT_S if timeout is None else timeout
     if not 0 < timeout_s <= MAX_TIMEOUT_S:
@@ -190,7 +228,7 @@ def _judge(
 ) -> Judged:
     """The fabric built from the capture and judged: against its own first counters read
     (``--interval``) or an earlier dump (``--since``)."""
-    # lazy: networkx behind the judgement (0.1-0.3 s); a live run imported it while the tools ran
+    # lazy: start-up time (the judgement's modules); a live run imported them while the tools ran
     from ibdiag.fabric.build import build_fabric, origin
     from ibdiag.fabric.judge import judge  # lazy: as above
 
@@ -239,7 +277,7 @@ def _parse_early(run: ToolRun) -> None:
 
 def read_hosts_map(path: Path) -> dict[str, str]:
     """``--hosts FILE``: host (or adapter GUID) -> Slurm node name."""
-    # lazy: slurm.py stands on the switch graph (networkx): loaded for --hosts only, as before
+    # lazy: start-up time (slurm.py stands on the switch graph): loaded for --hosts only, as before
     from ibdiag.fabric.slurm import MAP_HINT, MAX_MAP_BYTES, parse_hosts_map
 
     where = f"--hosts {safe_path(path)}"

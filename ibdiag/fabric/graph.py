@@ -1,27 +1,32 @@
-"""The switch graph: switches and their active inter-switch links, typed, over networkx.
+"""The switch graph: switches and their active inter-switch links, typed; and maximum flow.
 
-This is the one module that imports networkx (the graph work — distances for the tiers, connected
-parts, shortest paths between leaves, bisection as a maximum flow — is networkx's, not hand-written).
-Its import costs 0.1-0.3 s; a live ``ibdiag fabric`` loads it while the infiniband-diags tools run
-(``fabric/command.py``), so only ``--from`` pays it.
+The graph is an adjacency map built once (switch -> neighbour -> the ISLs between them, in cabling
+order), walked by breadth-first search for the tiers' distances, the connected parts and the
+shortest paths between leaves: a few lines each, where building a networkx graph of a 50k-link
+fabric and importing networkx cost more than the judgement itself (issue 39). Orders are networkx's
+(a neighbour where its first ISL was added; distances in breadth-first order), so what is derived
+from them reads as it did.
+
+Maximum flow (the bisection) runs here on integer capacities — every link rate at 4x or 2x SDR to
+XDR, 1x of the same, is a whole number of Gb/s — by Dinic's blocking flows, exactly. A capacity
+that is not a whole number (FDR's 13.64 Gb/s lanes) goes to networkx's preflow-push as before: its
+floating-point sums are networkx's. networkx (the ``[fabric]`` extra) is therefore still needed and
+its presence is checked when this module loads; it is imported only for such a flow.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ibdiag.errors import missing_extra
 from ibdiag.fabric.model import FabricPort
 
-try:
-    import networkx as nx
-except (
-    ModuleNotFoundError
-) as e:  # the [fabric] extra: a health-check node installs ibdiag without it
-    if (e.name or "").split(".")[0] != "networkx":
-        raise
-    raise missing_extra("networkx", "ibdiag fabric (and verdict or report --fabric)") from None
+if (
+    importlib.util.find_spec("networkx") is None
+):  # the [fabric] extra: a node may install without it
+    raise missing_extra("networkx", "ibdiag fabric (and verdict or report --fabric)")
 
 
 @dataclass(frozen=True)
@@ -39,63 +44,262 @@ class Isl:
         return self.ports[0] if s == self.a else self.ports[1]
 
 
+_new = object.__new__
+_set = object.__setattr__
+
+
+def new_isl(a: str, b: str, gbps: float, ports: tuple[FabricPort, FabricPort]) -> Isl:
+    """``Isl(a, b, gbps, ports)`` at half the frozen dataclass's ``__init__`` (one per active ISL: 50k
+    on a 16k-GPU fabric), as :func:`ibdiag.fabric.model.new_port`."""
+    isl = _new(Isl)
+    _set(isl, "__dict__", {"a": a, "b": b, "gbps": gbps, "ports": ports})
+    return isl
+
+
 @dataclass(frozen=True)
 class SwitchGraph:
     nodes: tuple[str, ...]
     """Switch GUIDs."""
     isls: tuple[Isl, ...] = ()
-    _g: nx.MultiGraph = field(default_factory=nx.MultiGraph, compare=False, repr=False)
+    _adj: dict[str, dict[str, list[Isl]]] = field(default_factory=dict, compare=False, repr=False)
+    _memo: dict[str, _Network] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._g.add_nodes_from(self.nodes)
+        adj = self._adj
+        for s in self.nodes:
+            adj.setdefault(s, {})
         for e in self.isls:
-            self._g.add_edge(e.a, e.b, isl=e)
+            adj.setdefault(e.a, {}).setdefault(e.b, []).append(e)
+            if e.b != e.a:
+                adj.setdefault(e.b, {}).setdefault(e.a, []).append(e)
 
     def __contains__(self, s: object) -> bool:
-        return s in self._g
+        return s in self._adj
 
     def edges_of(self, s: str) -> list[Isl]:
-        """Every ISL of ``s`` (a cable twice between the same switches is two)."""
-        if s not in self._g:
-            return []
-        return [data["isl"] for _a, _b, data in self._g.edges(s, data=True)]
+        """Every ISL of ``s`` (a cable twice between the same switches is two), neighbour by neighbour."""
+        return [e for es in self._adj.get(s, {}).values() for e in es]
 
     def between(self, x: str, y: str) -> list[Isl]:
         """The ISLs joining switches ``x`` and ``y``."""
-        return [data["isl"] for data in (self._g.get_edge_data(x, y) or {}).values()]
+        return list(self._adj.get(x, {}).get(y, ()))
 
     def neighbors(self, s: str) -> Iterator[str]:
         """The switches cabled to ``s``, each once."""
-        return iter(self._g.neighbors(s)) if s in self._g else iter(())
+        return iter(self._adj.get(s, {}))
 
     def degree(self, s: str) -> int:
-        return int(self._g.degree(s)) if s in self._g else 0
+        return sum(len(es) for es in self._adj.get(s, {}).values())
 
     def distances(self, sources: Iterable[str]) -> dict[str, int]:
         """ISL hops from the nearest of ``sources``; unreachable switches are absent."""
-        found = [s for s in sources if s in self._g]
-        if not found:
-            return {}
-        return dict(nx.multi_source_dijkstra_path_length(self._g, found, weight=None))
+        dist: dict[str, int] = {}
+        for s in sources:
+            if s in self._adj and s not in dist:
+                dist[s] = 0
+        return self._bfs(dist)
 
     def distances_from(self, s: str) -> dict[str, int]:
         """ISL hops from ``s`` to every switch it reaches (``{s: 0}`` for a switch not in the graph)."""
-        if s not in self._g:
+        if s not in self._adj:
             return {s: 0}
-        return dict(nx.single_source_shortest_path_length(self._g, s))
+        return self._bfs({s: 0})
+
+    def _bfs(self, dist: dict[str, int]) -> dict[str, int]:
+        adj = self._adj
+        queue = list(dist)
+        for u in queue:  # the list grows as the search reaches further
+            d = dist[u] + 1
+            for v in adj[u]:
+                if v not in dist:
+                    dist[v] = d
+                    queue.append(v)
+        return dist
 
     def components(self, within: Collection[str] | None = None) -> list[set[str]]:
         """The connected parts, each a set of switches; ``within``: of the subgraph of those switches
         (a three-tier tree's leaves and spines: its pods)."""
-        g = self._g if within is None else self._g.subgraph(within)
-        return [set(c) for c in nx.connected_components(g)]
+        keep = set(self._adj) if within is None else {s for s in within if s in self._adj}
+        seen: set[str] = set()
+        parts: list[set[str]] = []
+        for s in self._adj:
+            if s not in keep or s in seen:
+                continue
+            part = {s}
+            queue = [s]
+            for u in queue:
+                for v in self._adj[u]:
+                    if v in keep and v not in part:
+                        part.add(v)
+                        queue.append(v)
+            seen |= part
+            parts.append(part)
+        return parts
+
+    def max_flow(self, supply: dict[str, float], demand: dict[str, float]) -> float:
+        """The maximum flow (Gb/s) into the switches of ``supply`` (each at most its value, from
+        outside: its hosts) and out of those of ``demand``, over the ISLs in both directions. The
+        whole-number network is built once per graph and kept for the next call."""
+        if not all(
+            float(c).is_integer() and c >= 0
+            for c in (*supply.values(), *demand.values(), *(e.gbps for e in self.isls))
+        ) or not all(s in self._adj for s in (*supply, *demand)):
+            return max_flow(self._arcs(supply, demand), "<src>", "<sink>")
+        net = self._network()
+        res = net.res[:]
+        for s, c in supply.items():
+            res[net.arc(0, net.node(s), 0)] = int(c)
+        for s, c in demand.items():
+            res[net.arc(net.node(s), 1, 0)] = int(c)
+        return float(net.flow(0, 1, res))
+
+    def _network(self) -> _Network:
+        if "net" not in self._memo:
+            net = _Network()
+            net.node("<src>"), net.node("<sink>")
+            for s in self._adj:
+                net.node(s)
+            for e in self.isls:
+                if e.a != e.b:
+                    net.arc(net.index[e.a], net.index[e.b], int(e.gbps))
+                    net.arc(net.index[e.b], net.index[e.a], int(e.gbps))
+            for s in self._adj:  # each switch's arcs from the source and to the sink, empty
+                net.arc(0, net.index[s], 0)
+                net.arc(net.index[s], 1, 0)
+            self._memo["net"] = net
+        return self._memo["net"]
+
+    def _arcs(
+        self, supply: dict[str, float], demand: dict[str, float]
+    ) -> dict[str, dict[str, float]]:
+        """The flow problem as arcs, in the order networkx was always given them (its floating-point
+        sums follow that order)."""
+        arcs: dict[str, dict[str, float]] = {"<src>": {}}
+        for e in self.isls:
+            for x, y in ((e.a, e.b), (e.b, e.a)):
+                arcs.setdefault(x, {})[y] = arcs.get(x, {}).get(y, 0.0) + e.gbps
+        arcs["<src>"].update(supply)
+        for s, c in demand.items():
+            arcs.setdefault(s, {})["<sink>"] = c
+        return arcs
 
 
 def max_flow(cap: dict[str, dict[str, float]], source: str, sink: str) -> float:
     """The maximum flow from ``source`` to ``sink``; ``cap[x][y]`` the capacity of the arc x -> y."""
+    if all(float(c).is_integer() and c >= 0 for ys in cap.values() for c in ys.values()):
+        net = _Network()
+        for x, ys in cap.items():
+            for y, c in ys.items():
+                net.arc(net.node(x), net.node(y), int(c))
+        return float(net.flow(net.node(source), net.node(sink), net.res[:]))
+    # lazy: networkx (0.1-0.3 s to import) for a fabric with rates of fractional Gb/s only
+    import networkx as nx
+
     d: nx.DiGraph = nx.DiGraph()
     d.add_nodes_from((source, sink))
     for x, ys in cap.items():
         for y, c in ys.items():
             d.add_edge(x, y, capacity=c)
     return float(nx.maximum_flow_value(d, source, sink))
+
+
+class _Network:
+    """A flow network of whole-number capacities for Dinic's algorithm: an arc and its opposite share
+    one residual pair (arc ``e`` and ``e ^ 1``)."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.adj: list[list[int]] = []
+        self.to: list[int] = []
+        self.res: list[int] = []
+        self._pair: dict[tuple[int, int], int] = {}
+
+    def node(self, name: str) -> int:
+        i = self.index.get(name)
+        if i is None:
+            i = self.index[name] = len(self.adj)
+            self.adj.append([])
+        return i
+
+    def arc(self, u: int, v: int, c: int) -> int:
+        """Add capacity ``c`` from ``u`` to ``v``; the arc's index."""
+        e = self._pair.get((v, u))
+        if e is not None:  # the opposite arc exists: its residual twin carries this capacity
+            self.res[e ^ 1] += c
+            return e ^ 1
+        e = self._pair.get((u, v))
+        if e is not None:
+            self.res[e] += c
+            return e
+        e = len(self.to)
+        self._pair[(u, v)] = e
+        self.to += (v, u)
+        self.res += (c, 0)
+        self.adj[u].append(e)
+        self.adj[v].append(e ^ 1)
+        return e
+
+    def flow(self, s: int, t: int, res: list[int]) -> int:
+        """Dinic's algorithm over residual capacities ``res`` (changed in place): breadth-first
+        levels, then blocking flows along them, until ``t`` is out of reach."""
+        total = 0
+        while True:
+            level = _levels(self.adj, self.to, res, s, t)
+            if level[t] < 0:
+                return total
+            total += _blocking(self.adj, self.to, res, level, s, t)
+
+
+def _levels(adj: list[list[int]], to: list[int], res: list[int], s: int, t: int) -> list[int]:
+    level = [-1] * len(adj)
+    level[s] = 0
+    queue = [s]
+    for u in queue:
+        if u == t:
+            break
+        d = level[u] + 1
+        for e in adj[u]:
+            v = to[e]
+            if res[e] > 0 and level[v] < 0:
+                level[v] = d
+                queue.append(v)
+    return level
+
+
+def _blocking(
+    adj: list[list[int]], to: list[int], res: list[int], level: list[int], s: int, t: int
+) -> int:
+    """Augment along the level graph until no path is left in it (each arc tried once per phase)."""
+    nxt = [0] * len(adj)
+    pushed = 0
+    path: list[int] = []
+    u = s
+    while True:
+        if u == t:
+            f = min(res[e] for e in path)
+            for e in path:
+                res[e] -= f
+                res[e ^ 1] += f
+            pushed += f
+            # back to the tail of the first arc the augmentation saturated
+            k = next(i for i, e in enumerate(path) if res[e] == 0)
+            del path[k:]
+            u = to[path[-1]] if path else s
+            continue
+        edges, i, want = adj[u], nxt[u], level[u] + 1
+        while i < len(edges):
+            e = edges[i]
+            if res[e] > 0 and level[to[e]] == want:
+                break
+            i += 1
+        nxt[u] = i
+        if i < len(edges):
+            path.append(edges[i])
+            u = to[edges[i]]
+            continue
+        if u == s:
+            return pushed
+        level[u] = -1  # a dead end for the rest of this phase
+        e = path.pop()
+        u = to[e ^ 1]
+        nxt[u] += 1

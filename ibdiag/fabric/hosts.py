@@ -179,6 +179,9 @@ class Names:
     _shown: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     _tokens: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     _host: dict[str, HostEnd | None] = field(default_factory=dict, compare=False, repr=False)
+    _port_names: dict[str, tuple[str, bool]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         given = dict(self.name_map.names) if self.name_map is not None else {}
@@ -215,12 +218,24 @@ class Names:
         return self._shown.get(guid, node.desc or guid)
 
     def port(self, ref: PortRef) -> str:
-        node = self.fabric.node(ref.guid)
+        return self.port_at(ref.guid, ref.port)
+
+    def port_at(self, guid: str, port: int) -> str:
+        """:meth:`port` of ``PortRef(guid, port)``."""
+        base = self._port_names.get(guid)
+        if base is None:
+            base = self._port_names[guid] = self._port_name(guid)
+        name, numbered = base
+        return f"{name} port {port}" if numbered else name
+
+    def _port_name(self, guid: str) -> tuple[str, bool]:
+        """How a node's ports are named (once per node): the name, and whether the port number follows."""
+        node = self.fabric.node(guid)
         if node is not None and node.kind == CA:
-            h = self.host(ref.guid)
+            h = self.host(guid)
             if h is not None:
-                return h.name + (f" port {ref.port}" if node.ports > 1 else "")
-        return f"{self.node(ref.guid)} port {ref.port}"
+                return h.name, node.ports > 1
+        return self.node(guid), True
 
     def subject(self, ref: PortRef) -> str:
         """A finding's subject, one token and unique: ``leaf-r2-1:3``, ``gpu03/mlx5_2`` (``gpu03/mlx5_2:2``

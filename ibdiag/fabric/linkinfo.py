@@ -52,6 +52,14 @@ _LINE = re.compile(
     + _LINK
     + r'(?:(?:0x([0-9a-fA-F]{1,16})\s+(\d{1,5})\s+(\d{1,3})\s*)?\[[^\]]{0,8}\]\s+"(.{0,200})"\s+\((.{0,120})\)|"(Port not available)")\s*$'
 )
+#: ``-l``'s common line, quotes and parentheses only where the grammar puts them: the same groups as
+#: :data:`_LINE` (the 14th, "Port not available", never matches here) with fewer ways to backtrack;
+#: any other line (a quote inside a description, a far end not discovered) takes :data:`_LINE`.
+_FAST_LINE = re.compile(
+    r'^0x([0-9a-fA-F]{1,16})\s+"([^"]{0,200})"\s+'
+    + _LINK
+    + r'(?:0x([0-9a-fA-F]{1,16})\s+(\d{1,5})\s+(\d{1,3}))?\s*\[[^\]]{0,8}\]\s+"([^"]{0,200})"\s+\(([^()]{0,120})\)((?!))?\s*$'
+)
 _HEAD = re.compile(r"^(Switch|CA|Router):\s+(?:(0x[0-9a-fA-F]{1,16})\s+)?(.{0,200}):$")
 _PLAIN = re.compile(
     r"^(?:0x([0-9a-fA-F]{1,16})\s+)?"
@@ -124,22 +132,9 @@ def parse_linkinfo(text: str) -> tuple[LinkLine, ...]:
             continue
         if len(line) > MAX_LINE:
             raise _bad(n, f"a line of {len(line)} characters")
-        m = _LINE.match(line)
+        m = _FAST_LINE.match(line) or _LINE.match(line)
         if m is not None:
-            f = _link(m, 3, n)
-            out.append(
-                LinkLine(
-                    guid=guid_text(int(m.group(1), 16)),
-                    peer_guid=guid_text(int(m.group(9), 16)) if m.group(9) else None,
-                    peer_port=int(m.group(11)) if m.group(11) else None,
-                    could_be=_could(m.group(13)),
-                    peer_unknown=m.group(14) is not None,
-                    desc=safe_excerpt(m.group(2).strip(), 96),
-                    peer_desc=safe_excerpt(m.group(12) or "", 96),
-                    peer_lid=int(m.group(10)) if m.group(10) else None,
-                    **f,  # type: ignore[arg-type]
-                )
-            )
+            out.append(_long(m, n))
             continue
         h = _HEAD.match(line)
         if h is not None:
@@ -151,6 +146,39 @@ def parse_linkinfo(text: str) -> tuple[LinkLine, ...]:
             raise _bad(n, f"not a port line of iblinkinfo: {safe_excerpt(line, 60)}")
         out.append(_plain(p, head, n))
     return _resolve_lids(out)
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _long(m: re.Match[str], n: int) -> LinkLine:
+    """A line of ``-l`` (:data:`_LINE`'s groups). The LinkLine's fields are set in one go (the frozen
+    dataclass's ``__init__`` of 15 fields, once per port of the fabric, was most of the parse)."""
+    guid, desc, lid, port, width, speed, state, phys, pg, plid, pport, pdesc, could, unknown = m.groups()
+    ln = _new(LinkLine)
+    _set(
+        ln,
+        "__dict__",
+        {
+            "guid": guid_text(int(guid, 16)),
+            "lid": int(lid) or None,
+            "port": int(port),
+            "state": _STATE.get(state, state[:20]),
+            "phys_state": phys[:30],
+            "width": int(width) if width else None,
+            "speed": _speed(speed, n),
+            "peer_guid": guid_text(int(pg, 16)) if pg else None,
+            "peer_port": int(pport) if pport else None,
+            "could_be": _could(could),
+            "peer_unknown": unknown is not None,
+            "desc": safe_excerpt(desc.strip(), 96),
+            "kind": None,
+            "peer_desc": safe_excerpt(pdesc or "", 96),
+            "peer_lid": int(plid) if plid else None,
+        },
+    )
+    return ln
 
 
 def _plain(p: re.Match[str], head: tuple[str, str | None, str], n: int) -> LinkLine:

@@ -65,13 +65,6 @@ class _Ends:
             got = self.seen[guid] = (device_key(node), max_speed(node))
         return got
 
-    def link_class(self, a: FabricPort, b: FabricPort | None) -> tuple[str, str, str]:
-        """``(kind, one end's device, the other's)``: links of one class should run alike."""
-        x = self.of(a.guid)[0]
-        y = self.of(b.guid)[0] if b is not None else x
-        kind = "isl" if self.fab.is_isl(a) else "host"
-        return (kind, x, y) if x <= y else (kind, y, x)
-
     def bound(self, a: FabricPort, b: FabricPort | None) -> Bound:
         could = a.could_be or (b.could_be if b is not None else "")
         if could:
@@ -100,15 +93,29 @@ class _Ends:
 def _norms(
     ends: _Ends, links: list[Link]
 ) -> tuple[
-    list[tuple[str, str, str]], dict[tuple[str, str, str], tuple[Counter[int], Counter[str]]]
+    list[tuple[tuple[str, str, str], str | None]],
+    dict[tuple[str, str, str], tuple[Counter[int], Counter[str]]],
 ]:
-    classes = [ends.link_class(a, b) for a, b in links]
+    """Per link its class (the kind, and both ends' devices: links of one class should run alike)
+    and the slower of its ends' best speeds; per class the widths and speeds its links run."""
+    of, is_isl, slowest = ends.of, ends.fab.is_isl, ends.slowest
+    per_link = []
     out: dict[tuple[str, str, str], tuple[Counter[int], Counter[str]]] = {}
-    for (a, _b), cls in zip(links, classes, strict=True):
-        widths, speeds = out.setdefault(cls, (Counter(), Counter()))
-        widths[a.width or 0] += 1
-        speeds[a.speed or "?"] += 1
-    return classes, out
+    for a, b in links:
+        x, xs = of(a.guid)
+        y, ys = of(b.guid) if b is not None else (x, None)
+        kind = "isl" if is_isl(a) else "host"
+        cls = (kind, x, y) if x <= y else (kind, y, x)
+        fastest = slowest.get((xs, ys), "")
+        if fastest == "":
+            fastest = slowest[(xs, ys)] = slower(xs, ys)
+        per_link.append((cls, fastest))
+        pair = out.get(cls)
+        if pair is None:
+            pair = out[cls] = (Counter(), Counter())
+        pair[0][a.width or 0] += 1
+        pair[1][a.speed or "?"] += 1
+    return per_link, out
 
 
 def _norm(c: Counter[str] | Counter[int]) -> object | None:
@@ -119,8 +126,11 @@ def _norm(c: Counter[str] | Counter[int]) -> object | None:
     return value if n >= NORM_SHARE * total else None
 
 
+_RANKS = {s: i for i, s in enumerate(SPEED_ORDER)}
+
+
 def _rank(speed: str | None) -> int:
-    return SPEED_ORDER.index(speed) if speed in SPEED_ORDER else -1
+    return _RANKS.get(speed, -1) if speed is not None else -1
 
 
 def _speed(
@@ -186,11 +196,11 @@ def link_rate(fab: Fabric, names: Names, cfg: FabricConfig) -> list[Finding]:
         if a.state in ("Active", None) and a.width and a.speed and (b is None or a.guid != b.guid)
     ]
     ends = _Ends(fab)
-    classes, counts = _norms(ends, links)
+    per_link, counts = _norms(ends, links)
     norms = {cls: (_norm(w), _norm(sp)) for cls, (w, sp) in counts.items()}
     out = []
     plain = not cfg.expect_speed and not cfg.expect_width
-    for (a, b), cls in zip(links, classes, strict=True):
+    for (a, b), (cls, fastest) in zip(links, per_link, strict=True):
         width_norm, speed_norm = norms[cls]
         if (
             plain
@@ -199,7 +209,6 @@ def link_rate(fab: Fabric, names: Names, cfg: FabricConfig) -> list[Finding]:
             and width_norm in (None, a.width)
         ):
             # The common link: no "Could be", its class's width; judged on speed alone, cheaply.
-            fastest = ends.slowest_of(a, b)
             if speed_norm in (None, a.speed) and (
                 fastest is None or _rank(a.speed) >= _rank(fastest)
             ):

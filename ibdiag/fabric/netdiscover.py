@@ -31,7 +31,16 @@ import re
 from dataclasses import dataclass
 
 from ibdiag.errors import InputError
-from ibdiag.fabric.model import CA, ROUTER, SWITCH, FabricNode, FabricPort, PortRef, guid_text
+from ibdiag.fabric.model import (
+    CA,
+    ROUTER,
+    SWITCH,
+    FabricNode,
+    FabricPort,
+    PortRef,
+    guid_text,
+    new_port,
+)
 from ibdiag.fabric.pasted import MAX_LINE, Skipped, is_junk, normalise, skipped
 from ibdiag.text import safe_excerpt
 
@@ -54,6 +63,14 @@ _PORT = re.compile(
 _PORT_COMMENT = re.compile(
     r'^\s*(?:lid\s+(-?\d{1,20})\s+lmc\s+\d{1,3}\s+)?"(.*)"\s+lid\s+(-?\d{1,20})\s+(?:(\d{1,2})x([A-Z0-9]{2,6})|(\?+))\s*$'
 )
+#: The common port line in one match, its comment included (``# "desc" lid 5 4xHDR``, an adapter's
+#: ``# lid 5 lmc 0 "desc" lid 2 4xHDR``): own port, own port GUID, peer id, peer port, own LID, peer
+#: LID, width, speed. Any other line (``?????`` for width, a LID of more than 5 digits, no comment)
+#: takes the general path, which says what is wrong.
+_FAST_PORT = re.compile(
+    rf'^\[(\d{{1,3}})\](?:\(({_HEX})\))?\s*"([^"]{{1,80}})"\[(\d{{1,3}})\](?:\({_HEX}\))?'
+    r'\s*#\s*(?:lid\s+(\d{1,5})\s+lmc\s+\d{1,3}\s+)?"[^"]*"\s+lid\s+(\d{1,5})\s+(\d{1,2})x([A-Z0-9]{2,6})\s*$'
+)
 _SW_LID = re.compile(r"\b(?:enhanced|base)\s+port\s+0\s+lid\s+(-?\d{1,20})\b")
 _GUID_LINE = re.compile(
     r"^(vendid|devid|sysimgguid|switchguid|caguid|routerguid)=(0x[0-9a-fA-F]{1,16})(?:\((?:0x)?([0-9a-fA-F]{1,16})\))?$"
@@ -71,8 +88,14 @@ _DUMP_STARTS = (
     "Rt",
 )
 _HEXDIGITS = frozenset("0123456789abcdefABCDEF")
+_KEY_NAMES = frozenset(_KEYS.values())
+_ref = tuple.__new__  # PortRef(guid, port) without the named tuple's Python-level __new__
 #: Lines ibnetdiscover prints around the nodes (``-g`` groups them under chassis headings).
 _GROUPING = re.compile(r"^(?:Chassis \S.{0,200}|Non-Chassis Nodes|ibnetdiscover:? .{0,200})$")
+
+
+#: A port line as read: (port, width, speed, peer node id, peer port, LID, port GUID).
+_RawPort = tuple[int, "int | None", "str | None", str, int, "int | None", "str | None"]
 
 
 @dataclass
@@ -87,7 +110,7 @@ class _Node:
     """The value in parentheses after ``switchguid=0x…``: the port 0 GUID (ibnetdiscover) or the
     node GUID (ibdiagnet)."""
     line: int
-    ports: list[FabricPort]
+    ports: list[_RawPort]
 
 
 @dataclass(frozen=True)
@@ -130,11 +153,25 @@ def read_netdiscover(text: str) -> Discovered:
         if len(line) > MAX_LINE:
             raise _bad(n, line[:80], f"a line of {len(line)} characters")
         if cur is not None and not pending and line[0] == "[":
-            m = _PORT.match(line)  # the common line, first
+            f = _FAST_PORT.match(line)  # the common line, first, in one match
+            if f is not None and _fast_port(f, cur):
+                if len(cur.ports) > MAX_PORTS_PER_NODE:
+                    raise _bad(n, line, f"more than {MAX_PORTS_PER_NODE} ports on one node")
+                continue
+            m = _PORT.match(line)
             if m is not None:
                 cur.ports.append(_port(m, line, cur, n))
                 if len(cur.ports) > MAX_PORTS_PER_NODE:
                     raise _bad(n, line, f"more than {MAX_PORTS_PER_NODE} ports on one node")
+                continue
+        if not pending and line[0] in "vdscr":  # vendid=, devid=, sysimgguid=, switchguid= ...
+            g = _GUID_LINE.match(line)
+            if g is not None:
+                started = True
+                key, value, inner = g.groups()
+                attrs[key] = int(value, 16)
+                if key in _KEY_NAMES:
+                    paren = int(inner, 16) if inner else None
                 continue
         if not (line.startswith(_DUMP_STARTS) or (line[0] == "[" and line[1:2].isdigit())):
             if is_junk(line):
@@ -240,7 +277,27 @@ def _header(m: re.Match[str], line: str, attrs: dict[str, int], paren: int | Non
     return _Node(kind, m.group(3), nports, desc, lid, dict(attrs), paren, n, [])
 
 
-def _port(m: re.Match[str], line: str, cur: _Node, n: int) -> FabricPort:
+def _fast_port(f: re.Match[str], cur: _Node) -> bool:
+    """Append the port of a line :data:`_FAST_PORT` matched; False (nothing appended) when a number
+    is out of range: the general path then says which."""
+    num_t, own_pg, peer_id, peer_port, lid_t, peer_lid, width, speed = f.groups()
+    num = int(num_t)
+    if not 0 < num <= cur.nports or int(peer_lid) > MAX_LID:
+        return False
+    if lid_t is None:
+        lid = cur.lid  # a switch port's LID is the switch's
+    else:
+        lid = int(lid_t)
+        if lid > MAX_LID:
+            return False
+        lid = lid or None
+    # A switch port's parenthesis is its number in ibdiagnet's copy ([1](1)), not a GUID.
+    pg = guid_text(int(own_pg, 16)) if own_pg and cur.kind != SWITCH else None
+    cur.ports.append((num, int(width), speed, peer_id, int(peer_port), lid, pg))
+    return True
+
+
+def _port(m: re.Match[str], line: str, cur: _Node, n: int) -> _RawPort:
     num = int(m.group(1))
     if not 0 < num <= cur.nports:
         raise _bad(n, line, f"port {num} of a {cur.nports}-port node")
@@ -257,15 +314,7 @@ def _port(m: re.Match[str], line: str, cur: _Node, n: int) -> FabricPort:
         lid = (_lid(c.group(1), n, line) or None) if c.group(1) else cur.lid
     # A switch port's parenthesis is its number in ibdiagnet's copy ([1](1)), not a GUID.
     pg = own_pg if cur.kind != SWITCH else None
-    return FabricPort(
-        guid="",  # filled in by _resolve
-        port=num,
-        width=width,
-        speed=speed,
-        peer=PortRef(peer_id, peer_port),
-        lid=lid,
-        port_guid=guid_text(int(pg, 16)) if pg else None,
-    )
+    return (num, width, speed, peer_id, peer_port, lid, guid_text(int(pg, 16)) if pg else None)
 
 
 def node_guid(nd: _Node) -> int:
@@ -310,6 +359,7 @@ def _resolve(raw: list[_Node], skip: Skipped | None) -> Discovered:
     by_id: dict[str, list[int]] = {}
     for i, nd in enumerate(raw):
         by_id.setdefault(nd.node_id, []).append(i)
+    key_of = {nid: keys[found[0]] for nid, found in by_id.items() if len(found) == 1}
     nodes: list[FabricNode] = []
     ports: list[FabricPort] = []
     for i, nd in enumerate(raw):
@@ -330,60 +380,43 @@ def _resolve(raw: list[_Node], skip: Skipped | None) -> Discovered:
             )
         )
         key = keys[i]
-        for p in nd.ports:
-            assert p.peer is not None
-            found = by_id.get(p.peer.guid)
-            if found is None or len(found) > 1:
-                ports.append(_peer(p, key, nd, raw, by_id, keys))
-                continue
+        for num, width, speed, peer_id, peer_port, lid, pg in nd.ports:
+            peer_key = key_of.get(peer_id)
+            if peer_key is None:  # an id the dump does not list, or that two nodes say
+                peer_key = keys[_peer(num, peer_id, peer_port, nd, raw, by_id.get(peer_id))]
             ports.append(
-                FabricPort(
+                new_port(
                     key,
-                    p.port,
-                    width=p.width,
-                    speed=p.speed,
-                    peer=PortRef(keys[found[0]], p.peer.port),
-                    lid=p.lid,
-                    port_guid=p.port_guid,
+                    num,
+                    None,
+                    None,
+                    width,
+                    speed,
+                    _ref(PortRef, (peer_key, peer_port)),
+                    lid,
+                    pg,
                 )
             )
     return Discovered(tuple(nodes), tuple(ports), skip, dups)
 
 
-def _back(p: FabricPort, nd: _Node, raw: list[_Node], found: list[int]) -> int:
-    """Of two nodes with one id, the one whose port points back at ``nd``'s port ``p``."""
-    assert p.peer is not None
+def _back(num: int, peer_port: int, nd: _Node, raw: list[_Node], found: list[int]) -> int:
+    """Of two nodes with one id, the one whose port ``peer_port`` points back at ``nd``'s port ``num``."""
     for j in found:
         for q in raw[j].ports:
-            if q.port == p.peer.port and q.peer is not None and q.peer.guid == nd.node_id:
-                if q.peer.port == p.port:
-                    return j
+            if q[0] == peer_port and q[3] == nd.node_id and q[4] == num:
+                return j
     return found[0]
 
 
 def _peer(
-    p: FabricPort,
-    key: str,
-    nd: _Node,
-    raw: list[_Node],
-    by_id: dict[str, list[int]],
-    keys: list[str],
-) -> FabricPort:
-    assert p.peer is not None
-    found = by_id.get(p.peer.guid)
+    num: int, peer_id: str, peer_port: int, nd: _Node, raw: list[_Node], found: list[int] | None
+) -> int:
+    """The index of the node at the far end of ``nd``'s port ``num`` (cabled to ``peer_id``)."""
     if not found:
         raise InputError(
-            f"ibnetdiscover output: {safe_excerpt(nd.node_id, 40)} port {p.port} is cabled to "
-            f"{safe_excerpt(p.peer.guid, 40)}, which the dump does not list",
+            f"ibnetdiscover output: {safe_excerpt(nd.node_id, 40)} port {num} is cabled to "
+            f"{safe_excerpt(peer_id, 40)}, which the dump does not list",
             hint=HINT,
         )
-    j = found[0] if len(found) == 1 else _back(p, nd, raw, found)
-    return FabricPort(
-        key,
-        p.port,
-        width=p.width,
-        speed=p.speed,
-        peer=PortRef(keys[j], p.peer.port),
-        lid=p.lid,
-        port_guid=p.port_guid,
-    )
+    return found[0] if len(found) == 1 else _back(num, peer_port, nd, raw, found)

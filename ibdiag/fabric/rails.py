@@ -23,6 +23,7 @@ moved (:class:`Moved`).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -42,10 +43,15 @@ def rail_of(h: HostEnd) -> int | None:
     """The adapter's index: its NIC index, else its device name's number (``HCA-k`` counts from 1)."""
     if h.nic_index is not None:
         return h.nic_index
-    m = _HCA.match(h.adapter)
+    return _name_index(h.adapter)
+
+
+@functools.lru_cache(maxsize=256)  # a fabric has thousands of adapters and a handful of names
+def _name_index(adapter: str) -> int | None:
+    m = _HCA.match(adapter)
     if m:
         return int(m.group(1)) - 1
-    m = _INDEX.search(h.adapter)
+    m = _INDEX.search(adapter)
     return int(m.group(1)) if m else None
 
 
@@ -165,7 +171,7 @@ def _renumber(ends: list[RailEnd], leaf_rail: dict[str, int]) -> list[RailEnd]:
         rising = len(known) == len(mine) and all(
             x < y for x, y in zip(known, known[1:], strict=False)
         )
-        if rising:
+        if rising and any(e.rail != r for e, r in zip(mine, known, strict=True)):
             mine = [
                 RailEnd(e.ca, e.host, e.adapter, r, e.leaf, e.port)
                 for e, r in zip(mine, known, strict=True)
@@ -204,7 +210,10 @@ def _leaf_rails(ends: list[RailEnd]) -> tuple[dict[str, int], set[str], dict[str
     least :data:`OPTIMISED_SHARE` of their adapters), and the counts."""
     by_leaf: dict[str, Counter[int]] = {}
     for e in ends:
-        by_leaf.setdefault(e.leaf, Counter())[e.rail] += 1
+        c = by_leaf.get(e.leaf)
+        if c is None:
+            c = by_leaf[e.leaf] = Counter()
+        c[e.rail] += 1
     leaf_rail = {leaf: _majority(c) for leaf, c in by_leaf.items()}
     pure = {
         leaf
@@ -325,7 +334,10 @@ def _unit_moves(good: list[RailEnd], names: Names) -> list[Moved]:
     share (another scalable unit's leaf of that rail)."""
     on_leaf: dict[str, set[str]] = {}
     for e in good:
-        on_leaf.setdefault(e.leaf, set()).add(e.host)
+        hosts = on_leaf.get(e.leaf)
+        if hosts is None:
+            hosts = on_leaf[e.leaf] = set()
+        hosts.add(e.host)
     crowd = {leaf: frozenset(hs) for leaf, hs in on_leaf.items()}
     by_host: dict[str, list[RailEnd]] = {}
     for e in good:

@@ -145,7 +145,10 @@ def routing(fab: Fabric, sh: Shape) -> Routing | None:
     for p in fab.ports:
         far = fab.port(p.peer) if p.peer is not None else None
         if far is not None and up(p) and up(far):
-            live.setdefault(p.guid, set()).add(p.port)
+            ports = live.get(p.guid)
+            if ports is None:
+                ports = live[p.guid] = set()
+            ports.add(p.port)
     misses = []
     for sw, table in sorted(fab.routes.items()):
         if fab.node(sw) is None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from ibdiag.fabric.chassis import Chassis, chassis, chassis_of
 from ibdiag.fabric.devices import is_aggregation_node
-from ibdiag.fabric.graph import Isl, SwitchGraph, max_flow
+from ibdiag.fabric.graph import SwitchGraph, new_isl
 from ibdiag.fabric.model import SWITCH, Fabric, FabricPort
 from ibdiag.fabric.naming import labels
 from ibdiag.fabric.tiers import Tiering, tiering
@@ -136,10 +136,16 @@ class Shape:
 def switch_graph(fab: Fabric) -> SwitchGraph:
     """Switches and their active ISLs (one edge per cable, ``gbps`` its rate, ``ports`` both ends); a
     cable from a switch to itself is no ISL (:func:`loopbacks`)."""
+    live = ("Active", None)
     isls = tuple(
-        Isl(a.guid, b.guid, a.rate_gbps or 0.0, (a, b))
+        new_isl(a.guid, b.guid, a.rate_gbps or 0.0, (a, b))
         for a, b in fab.links()
-        if b is not None and a.guid != b.guid and fab.is_isl(a) and up(a) and up(b)
+        if b is not None
+        and a.guid != b.guid
+        and a.state in live
+        and b.state in live
+        and fab.is_isl(a)
+        and b.peer is not None
     )
     return SwitchGraph(tuple(n.guid for n in fab.nodes if n.kind == SWITCH), isls)
 
@@ -161,13 +167,13 @@ def host_links(fab: Fabric) -> dict[str, list[FabricPort]]:
         return {k: list(v) for k, v in kept.items()}
     out: dict[str, list[FabricPort]] = {}
     for p in fab.ports:
-        node = fab.node(p.guid)
-        if node is None or node.kind != SWITCH or not up(p) or p.peer is None:
+        peer = p.peer
+        if peer is None or p.state not in ("Active", None) or not fab.is_switch(p.guid):
             continue
-        far_node = fab.node(p.peer.guid)
+        far_node = fab.node(peer.guid)
         if far_node is None or far_node.kind == SWITCH or is_aggregation_node(far_node):
             continue
-        far = fab.port(p.peer)
+        far = fab.port(peer)
         if far is not None and not up(far):
             continue
         out.setdefault(p.guid, []).append(p)
@@ -302,20 +308,18 @@ def _load(
     t = tiers[s]
     ups: list[FabricPort] = []
     down = 0.0
+    to: dict[str, int] = {}  # uplinks per switch above
     for e in g.edges_of(s):
-        b = e.other(s)
+        b = e.b if s == e.a else e.a
         if tiers[b] > t:
-            ups.append(e.mine(s))
+            ups.append(e.ports[0] if s == e.a else e.ports[1])
+            to[b] = to.get(b, 0) + 1
         elif tiers[b] < t:
             down += e.gbps
     if t == 0:
         down = sum(p.rate_gbps or 0.0 for p in hosts.get(s, []))
     best = max((p.rate_gbps or 0.0 for p in ups), default=0.0)
     slow = tuple(p for p in ups if (p.rate_gbps or 0.0) < best)
-    to: dict[str, int] = {}
-    for e in g.edges_of(s):
-        if tiers[e.other(s)] > t:
-            to[e.other(s)] = to.get(e.other(s), 0) + 1
     return SwitchLoad(
         s,
         t,
@@ -374,13 +378,6 @@ def _half(order: list[str], cap: dict[str, float]) -> frozenset[str]:
 
 
 def _flow(g: SwitchGraph, leaves: list[str], half: frozenset[str], cap: dict[str, float]) -> float:
-    arcs: dict[str, dict[str, float]] = {"<src>": {}}
-    for e in g.isls:
-        for x, y in ((e.a, e.b), (e.b, e.a)):
-            arcs.setdefault(x, {})[y] = arcs.get(x, {}).get(y, 0.0) + e.gbps
-    for s in leaves:
-        if s in half:
-            arcs["<src>"][s] = cap[s]
-        else:
-            arcs.setdefault(s, {})["<sink>"] = cap[s]
-    return max_flow(arcs, "<src>", "<sink>")
+    supply = {s: cap[s] for s in leaves if s in half}
+    demand = {s: cap[s] for s in leaves if s not in half}
+    return g.max_flow(supply, demand)

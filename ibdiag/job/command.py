@@ -165,7 +165,7 @@ def read_ras(source: RasLive | RasFile | RasStream, cfg: JobConfig) -> RasStatus
 def _fabric(req: JobRequest, topo: list[TopoFile]) -> NicPaths | None:
     if req.fabric is None:
         return None
-    # lazy: start-up time (the fabric's judgement loads networkx; only with --fabric)
+    # lazy: start-up time (the fabric's judgement; only with --fabric)
     from ibdiag.job.fabricpath import load_fabric
 
     ends: dict[str, HostEnd] = {}

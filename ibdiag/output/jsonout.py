@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
@@ -58,67 +58,142 @@ def _clean(value: Any) -> Any:
 
 
 def render_json(report: Report, meta: RunMeta) -> str:
-    doc = envelope(report, meta)
+    """The document, indented as ``json.dumps(doc, indent=2)`` writes it, as one string."""
     out: list[str] = []
-    try:
-        _indented(doc, out, "\n")
-    except _Unusual:
-        return json.dumps(_clean(doc), indent=2, allow_nan=False) + "\n"
-    return "".join(out) + "\n"
+    write_json(report, meta, out.append)
+    return "".join(out)
 
 
-class _Unusual(Exception):
-    """A value of another type than the plain JSON ones: the general path writes the document."""
+def write_json(report: Report, meta: RunMeta, write: Callable[[str], object]) -> None:
+    """The document as :func:`render_json` writes it, handed to ``write`` in pieces (one join of about
+    :data:`FLUSH_PIECES` strings each): a large document (a 100k-port fabric's tens of MB) is never held
+    twice, as a list of pieces and their join."""
+    writer = _Writer(write)
+    writer.value(envelope(report, meta), "\n")
+    writer.out.append("\n")
+    writer.flush()
 
 
-def _indented(value: Any, out: list[str], pad: str) -> None:
-    """``json.dumps(_clean(value), indent=2)``, byte for byte, for plain dicts, lists, tuples, strings,
-    ints, floats, bools and None, in one pass and about twice as fast (the standard library's encoder
-    is pure Python when it indents: 56 ms against 27 for `ibdiag fabric`'s 1 MB document at 4096
-    ports; tests/output/test_jsonout_fast.py checks the bytes)."""
-    kind = type(value)
-    if kind is str:
-        out.append(encode_basestring_ascii(value))
-    elif value is None:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif kind is int:
-        out.append(int.__repr__(value))
-    elif kind is float:
-        out.append(float.__repr__(value) if math.isfinite(value) else "null")
-    elif kind is dict:
+#: Pieces held before they are handed on (:func:`write_json`).
+FLUSH_PIECES = 65536
+_STR_ONLY = frozenset((str,))
+_int_repr = int.__repr__
+_float_repr = float.__repr__
+_finite = math.isfinite
+
+
+def _general(value: Any, pad: str) -> str:
+    """What ``json.dumps(_clean(doc), indent=2)`` writes for ``value`` where it sits (its lines after the
+    first indented by ``pad``): the standard library's encoder, for what the one-pass writer does not
+    take (a mapping of another type, a key that is not a string, an enum). Strings are escaped there,
+    so every newline of its output is one it put between lines."""
+    return json.dumps(_clean(value), indent=2, allow_nan=False).replace("\n", pad)
+
+
+class _Writer:
+    """``json.dumps(_clean(value), indent=2)``, byte for byte, in one pass: the scalars of a container
+    are written where it is walked (no call per value) and each key's ``,\n<indent>"key": `` is encoded
+    once per depth (a document of 10,000 links repeats a dozen keys). Plain dicts (string keys), lists,
+    tuples, strings, ints, floats, bools and None are written here; anything else goes to the standard
+    library's encoder where it sits (:func:`_general`), which writes what it would have written in the
+    whole document. The standard library's indenting encoder is pure Python and about twice as slow;
+    tests/output/test_jsonout_fast.py checks the bytes."""
+
+    def __init__(self, write: Callable[[str], object]) -> None:
+        self.write = write
+        self.out: list[str] = []
+        self.keys: dict[str, dict[str, str]] = {}
+
+    def flush(self) -> None:
+        if self.out:
+            self.write("".join(self.out))
+            self.out.clear()
+
+    def value(self, value: Any, pad: str) -> None:
+        kind = type(value)
+        if kind is dict:
+            self.mapping(value, pad)
+        elif kind is list or kind is tuple:
+            self.sequence(value, pad)
+        else:
+            self.out.append(self.scalar(value, pad))
+
+    @staticmethod
+    def scalar(value: Any, pad: str) -> str:
+        kind = type(value)
+        if kind is str:
+            return encode_basestring_ascii(value)
+        if value is None:
+            return "null"
+        if value is True:
+            return "true"
+        if value is False:
+            return "false"
+        if kind is int:
+            return _int_repr(value)
+        if kind is float:
+            return _float_repr(value) if _finite(value) else "null"
+        return _general(value, pad)
+
+    def mapping(self, value: dict[Any, Any], pad: str) -> None:
+        out = self.out
         if not value:
             out.append("{}")
             return
+        if not _STR_ONLY.issuperset(map(type, value)):
+            out.append(_general(value, pad))  # _clean turns keys into strings and may merge two
+            return
         inner = pad + "  "
-        sep = "{" + inner
+        keys = self.keys.get(inner)
+        if keys is None:
+            keys = self.keys[inner] = {}
+        first = "{" + inner
         for k, v in value.items():
-            if (
-                type(k) is not str
-            ):  # _clean turns keys into strings and may merge two: its path decides
-                raise _Unusual
-            out.append(sep)
-            out.append(encode_basestring_ascii(k))
-            out.append(": ")
-            _indented(v, out, inner)
-            sep = "," + inner
+            if first:
+                p = first + encode_basestring_ascii(k) + ": "
+                first = ""
+            else:
+                p = keys.get(k)  # type: ignore[assignment]
+                if p is None:
+                    p = keys[k] = "," + inner + encode_basestring_ascii(k) + ": "
+            kind = type(v)
+            if kind is str:
+                out.append(p + encode_basestring_ascii(v))
+            elif kind is int:
+                out.append(p + _int_repr(v))
+            elif v is None:
+                out.append(p + "null")
+            elif kind is float:
+                out.append(p + (_float_repr(v) if _finite(v) else "null"))
+            elif v is True:
+                out.append(p + "true")
+            elif v is False:
+                out.append(p + "false")
+            else:
+                out.append(p)
+                self.value(v, inner)
         out.append(pad + "}")
-    elif kind is list or kind is tuple:
+
+    def sequence(self, value: list[Any] | tuple[Any, ...], pad: str) -> None:
+        out = self.out
         if not value:
             out.append("[]")
             return
         inner = pad + "  "
-        sep = "[" + inner
+        sep, nxt = "[" + inner, "," + inner
         for v in value:
-            out.append(sep)
-            _indented(v, out, inner)
-            sep = "," + inner
+            kind = type(v)
+            if kind is str:
+                out.append(sep + encode_basestring_ascii(v))
+            elif kind is dict or kind is list or kind is tuple:
+                out.append(sep)
+                self.value(v, inner)
+                if len(out) > FLUSH_PIECES:
+                    self.flush()
+            else:
+                out.append(sep + self.scalar(v, inner))
+            sep = nxt
         out.append(pad + "]")
-    else:
-        raise _Unusual
 
 
 def load_envelope(path: Path | str, *, schema: str | tuple[str, ...]) -> dict[str, Any]:

@@ -82,7 +82,7 @@ def _on_fabric(view: FleetView, snapshot: Path, config: Config) -> FleetView:
             "--fabric places a sweep's pairs on the fabric, and no sweep file was given",
             hint=_NO_SWEEP_HINT,
         )
-    # lazy: networkx behind the placement (routes over the fabric's graph), for --fabric only
+    # lazy: start-up time (the placement: routes over the fabric's graph), for --fabric only
     from ibdiag.report.fabricpath import on_fabric
     from ibdiag.report.fabricpicture import picture  # lazy: as above (the fabric's tiers)
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # for its annotation only: fabric.paths loads networkx, which only --fabric needs
+if (
+    TYPE_CHECKING
+):  # for its annotation only: fabric.paths loads the fabric's judgement, which only --fabric needs
     from ibdiag.fabric.paths import Attachment
 
 #: Slow pairs that must share a hop before it is named.

@@ -26,7 +26,7 @@ from ibdiag.verdict.config import VerdictConfig
 from ibdiag.verdict.inputs import Measured, Workload
 from ibdiag.verdict.judge import Verdict, judge
 
-if TYPE_CHECKING:  # networkx behind fabric's placement: imported for --fabric only
+if TYPE_CHECKING:  # fabric's placement and judgement: imported for --fabric only
     from ibdiag.fabric.placement import Placement
     from ibdiag.verdict.node import NodeFacts
 
@@ -188,7 +188,7 @@ def _on_fabric(
     req: VerdictRequest, fabric: str, v: Verdict, cfg: VerdictConfig
 ) -> tuple[Placement, tuple[Finding, ...], tuple[str, ...]]:
     """The job's nodes on the fabric: where they are, the finding on it and the table's lines."""
-    # lazy: fabric's collector, build and shape (networkx, 0.1-0.3 s), for --fabric only
+    # lazy: start-up time (fabric's collector, build and shape), for --fabric only
     from ibdiag.verdict.onfabric import job_placement, judge_placement
 
     ceil, work = v.ceiling, v.workload

@@ -207,3 +207,48 @@ def test_a_port_whose_portinfo_was_lost_has_no_width_or_speed():
     text = TWO_NODES.replace('# "gpu01 mlx5_0" lid 1 4xHDR', '# "gpu01 mlx5_0" lid 1 ?????')
     _, ports = parse_netdiscover(text)
     assert (ports[0].width, ports[0].speed, ports[0].rate_gbps) == (None, None, None)
+
+
+def test_the_parsers_quick_port_is_the_dataclass_itself():
+    # model.new_port sets the instance's fields in one go (issue 39: half the frozen dataclass's
+    # __init__, once per port of a 100k-port fabric): equal, hashed, shown and replaced alike, and
+    # its fields those of FabricPort, in order.
+    from dataclasses import fields, replace
+
+    from ibdiag.fabric.model import FabricPort, PortRef, new_port
+
+    args = ("0x1", 3, "Active", "LinkUp", 4, "HDR", PortRef("0x2", 1), 7, "0x3", "12X")
+    a, b = FabricPort(*args), new_port(*args)
+    assert a == b and hash(a) == hash(b) and repr(a) == repr(b)
+    assert [f.name for f in fields(FabricPort)] == list(vars(b))
+    assert replace(b, state="Down") == replace(a, state="Down") != a
+    assert b.rate_gbps == 200.0 and b.ref == PortRef("0x1", 3) == ("0x1", 3)
+
+
+LINKINFO_LINES = [
+    '0x0002c90300000831 "                  gpu08 mlx5_3"     38    1[  ] ==( 4X        53.125 Gbps Active/  LinkUp)==>  0xb8cef60300000004     14    8[  ] "leaf-r3-1" (Could be 12X )',
+    '0xb8cef60300000003 "                     leaf-r2-1"     13   19[  ] ==(                Down/ Polling)==>             [  ] "" ( )',
+    '0xb8cef60300000003 "                     leaf-r2-1"     13    3[  ] ==( 1X        53.125 Gbps Active/  LinkUp)==>  0x0002c90300000321      5    1[  ] "gpu03 mlx5_2" (Could be 4X)',
+    '0xb8cef60300000003 "      leaf "quoted" r2-1"     13    4[  ] ==( 4X        53.125 Gbps Active/  LinkUp)==>  0x0002c90300000421      6    1[  ] "gpu04 (mlx5_2)" ( )',
+    '0xb8cef60300000003 "                     leaf-r2-1"     13    5[  ] ==( 4X        53.125 Gbps Active/  LinkUp)==>  "Port not available"',
+]
+
+
+@pytest.mark.parametrize("line", LINKINFO_LINES)
+def test_iblinkinfos_quick_pattern_reads_what_the_general_one_reads(line):
+    # Issue 39: -l's common line takes a pattern with fewer ways to backtrack, and its LinkLine is
+    # made in one go; a line it does not take (quotes or parentheses inside a description, a far end
+    # not discovered) goes to the general pattern. Either way, the same fields.
+    from dataclasses import fields
+
+    from ibdiag.fabric import linkinfo
+
+    general = linkinfo._LINE.match(line)
+    assert general is not None
+    quick = linkinfo._FAST_LINE.match(line)
+    if quick is not None:
+        assert quick.groups() == general.groups()
+    assert ("quoted" in line or "(mlx5" in line or "not available" in line) == (quick is None)
+    (got,) = parse_linkinfo(line)
+    assert got == linkinfo.LinkLine(**vars(got)) == linkinfo._long(general, 1)
+    assert [f.name for f in fields(linkinfo.LinkLine)] == list(vars(got))

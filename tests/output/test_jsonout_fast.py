@@ -96,3 +96,26 @@ def test_other_types_take_the_general_path():
         back["mapping"] == {"b": 1, "a": [1.5, None]} and back["enum"] == 2 and back["nan"] is None
     )
     assert '"\\u00e9"' in text  # ASCII, as json.dumps writes it
+
+
+@settings(max_examples=200, deadline=None)
+@given(_docs(KEYS | OTHER_KEYS), st.integers(1, 8))
+def test_written_in_pieces_it_is_the_same_document(doc, pieces):
+    # Issue 39: write_json hands the document on in pieces (a 100k-port fabric's tens of MB are never
+    # held twice); every flush point, and a value of another type after one, gives the same bytes.
+    from ibdiag.output import jsonout
+
+    report = Report("fabric", {"data": [doc, {"more": doc}, [doc]], "after": Level.HIGH}, ())
+    got: list[str] = []
+    with mock.patch.object(jsonout, "FLUSH_PIECES", pieces):
+        jsonout.write_json(report, META, got.append)
+    assert "".join(got) == reference(report, META)
+    assert len(got) > 1
+
+
+def test_a_key_of_another_type_deep_in_a_large_list_is_written_in_place():
+    # The general path takes only the mapping that needs it, where it sits: what json.dumps writes.
+    rows = [{"guid": f"0x{i:016x}", "port": i, "rate_gbps": 200.0} for i in range(50)]
+    rows[37] = {"guid": "0x25", 1: "one", "1": "merged", "nan": math.nan}
+    report = Report("fabric", {"links": rows}, ())
+    assert render_json(report, META) == reference(report, META)

@@ -309,3 +309,100 @@ def plan_csv(t: Topology) -> str:
             if peer_id in desc and (s.node_id, port) < (peer_id, peer_port):
                 out.append(f"{s.desc},{port},{desc[peer_id]},{peer_port}")
     return "\n".join(out) + "\n"
+
+
+#: NVIDIA Quantum-2 (NDR, 64 ports; pci.ids 0xd2f2) and ConnectX-7 (0x1021): the devices of an NDR
+#: rail-optimised fabric (a DGX H100 SuperPOD's).
+QUANTUM2 = 0xD2F2
+CONNECTX7 = 0x1021
+
+
+def rail_three_tier(
+    pods: int = 8,
+    units_per_pod: int = 8,
+    hosts_per_unit: int = 32,
+    rails: int = 8,
+    radix: int = 64,
+    speed: str = "NDR",
+) -> Topology:
+    """A three-tier rail-optimised fat tree at the scale of the GPU clusters being built, 1:1 at every
+    tier, on ``radix``-port switches (Quantum-2: 64).
+
+    A scalable unit (SU) is ``hosts_per_unit`` hosts of ``rails`` adapters; rail ``r`` of the unit's
+    hosts is one leaf (``hosts_per_unit`` down, as many up). A pod is ``units_per_pod`` units; in each
+    pod, each rail has its own spines, every leaf of that rail cabled evenly to each of them. The cores
+    join them all, in blocks of ``radix - hosts_per_unit`` (a spine's uplinks): each spine is cabled
+    once to every core of one block, ``radix`` spines to a block; spine ``s`` (numbered pod by pod, rail
+    by rail) takes block ``(s + s // blocks) mod blocks``, so each round of spines fills every block
+    once and the rounds shift, every rail's spines reaching blocks other rails' reach: one subnet.
+
+    The default, 8 pods of 8 units of 32 hosts x 8 rails: 2,048 hosts, 16,384 GPU adapters, 512
+    leaves, 512 spines, 256 cores (1,280 switches), 49,152 links, 98,304 ports. IB's unicast LIDs
+    (0x0001-0xBFFF, 49,151 per subnet) bound one subnet: hosts x rails plus switches must stay below
+    that; a larger cluster is several subnets (``rails=1``: one rail's plane, its own subnet; 48 pods
+    a plane, 8 planes: 98,304 GPUs). The spines, ``pods x rails x units_per_pod``, fill whole blocks.
+    """
+    down = hosts_per_unit
+    if 2 * down != radix:
+        raise ValueError(f"a 1:1 leaf of {radix} ports serves {radix // 2} hosts, not {down}")
+    if down % units_per_pod:
+        raise ValueError("a leaf's uplinks must spread evenly over its pod's spines of its rail")
+    per_spine = down // units_per_pod  # cables from each leaf to each spine of its pod and rail
+    spines_per_rail = units_per_pod  # each takes units_per_pod x per_spine = down cables down
+    if (pods * rails * spines_per_rail) % radix:
+        raise ValueError(
+            f"{pods * rails * spines_per_rail} spines do not fill whole blocks of cores ({radix} a block)"
+        )
+    ncores = pods * rails * spines_per_rail * (radix - down) // radix
+    link = f"4x{speed}"
+    switches: list[SwitchNode] = []
+    cas: list[CaNode] = []
+
+    def switch(desc: str, base: int) -> SwitchNode:
+        sw = SwitchNode(SWITCH_BASE + base + len(switches) + 1, desc, radix, devid=QUANTUM2)
+        switches.append(sw)
+        return sw
+
+    def cable(a: SwitchNode, b: SwitchNode) -> None:
+        pa, pb = len(a.peers) + 1, len(b.peers) + 1
+        a.peers[pa] = (b.node_id, pb, link)
+        b.peers[pb] = (a.node_id, pa, link)
+
+    cores = [switch(f"MF0;core-{c + 1:04d}:MQM9700/U1", 0x300000) for c in range(ncores)]
+    blocks = ncores // (radix - down)
+    nth_spine = 0
+    for p in range(pods):
+        spines = [
+            [
+                switch(f"MF0;spine-p{p + 1:02d}-r{r}-{i + 1}:MQM9700/U1", 0x200000)
+                for i in range(spines_per_rail)
+            ]
+            for r in range(rails)
+        ]
+        for u in range(units_per_pod):
+            unit = p * units_per_pod + u
+            for r in range(rails):
+                leaf = switch(f"MF0;leaf-su{unit + 1:03d}-r{r}:MQM9700/U1", 0x100000)
+                for h in range(hosts_per_unit):
+                    host = f"gpu{unit * hosts_per_unit + h + 1:05d}"
+                    ca = CaNode(
+                        CA_BASE + (unit * hosts_per_unit + h + 1) * 0x100 + r * 0x10,
+                        f"{host} mlx5_{r}",
+                        host,
+                        r,
+                        devid=CONNECTX7,
+                    )
+                    port = h + 1
+                    ca.peer = (leaf.node_id, port, link)
+                    leaf.peers[port] = (ca.node_id, 1, link)
+                    cas.append(ca)
+                for sp in spines[r]:
+                    for _ in range(per_spine):
+                        cable(leaf, sp)
+        for r in range(rails):
+            for sp in spines[r]:
+                block = (nth_spine + nth_spine // blocks) % blocks
+                for k in range(radix - down):
+                    cable(sp, cores[block * (radix - down) + k])
+                nth_spine += 1
+    return Topology(switches, cas, speed)

@@ -46,7 +46,10 @@ class SimFabric:
         sm: bool = True,
         attach: str | None = None,
         timeout_s: float = 20.0,
+        sizes: tuple[int, int, int] | None = None,
     ) -> None:
+        """``sizes``: ibsim's ``-N nodes -S switches -P ports`` limits (its defaults, 2048 / 256 /
+        13312, hold the tests' fabrics; benchmarks/fabric_sim_sizes.py raises them)."""
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.net = workdir / "net"
@@ -60,8 +63,11 @@ class SimFabric:
         self.sms: list[subprocess.Popen[bytes]] = []
         self._out = ""
         self._cond = threading.Condition()
+        limits = []
+        if sizes is not None:
+            limits = ["-N", str(sizes[0]), "-S", str(sizes[1]), "-P", str(sizes[2])]
         self.sim = subprocess.Popen(
-            ["ibsim", "-s", str(self.net)],
+            ["ibsim", *limits, "-s", str(self.net)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -1,8 +1,8 @@
 """Views of a judged fabric: JSON data, table, CSV rows, Prometheus metrics (one module each), and
 :func:`outputs`, the result in every format ``ibdiag fabric`` writes.
 
-The modules are imported where a format is written, not here: they stand on the judgement and its
-networkx, which a live run loads while the tools run (:data:`FORMAT_MODULES`,
+The modules are imported where a format is written, not here: they stand on the judgement's
+modules, which a live run loads while the tools run (:data:`FORMAT_MODULES`,
 :attr:`ibdiag.fabric.command.FabricRequest.preload`)."""
 
 from __future__ import annotations

@@ -12,12 +12,14 @@ from ibdiag.fabric.shape import loopbacks
 
 
 def _links(j: Judged) -> list[dict[str, Any]]:
-    fab, names = j.fabric, j.names
+    fab, port_at, is_isl = j.fabric, j.names.port_at, j.fabric.is_isl
     return [
         {
-            "kind": "isl" if fab.is_isl(a) else "host",
-            "a": {"guid": a.guid, "port": a.port, "name": names.port(a.ref)},
-            "b": None if b is None else {"guid": b.guid, "port": b.port, "name": names.port(b.ref)},
+            "kind": "isl" if is_isl(a) else "host",
+            "a": {"guid": a.guid, "port": a.port, "name": port_at(a.guid, a.port)},
+            "b": None
+            if b is None
+            else {"guid": b.guid, "port": b.port, "name": port_at(b.guid, b.port)},
             "state": a.state,
             "phys_state": a.phys_state,
             "width": a.width,
