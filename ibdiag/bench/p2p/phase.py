@@ -45,6 +45,8 @@ class BwOutcome:
     cpu_server_s: float | None
     per_stream: tuple[StreamFigure, ...] = ()
     """Several TCP streams: each one's figures as its receiver saw them."""
+    stream_senders: str | None = None
+    """Several TCP streams: ``processes`` or ``threads`` sent them."""
 
 
 @dataclass(frozen=True)
@@ -197,6 +199,7 @@ def bw_row(size: int, bw: BwOutcome) -> P2PResult:
         },
         elapsed_s=bw.seconds,
         per_stream=bw.per_stream,
+        stream_senders=bw.stream_senders,
     )
 
 
@@ -221,6 +224,7 @@ def merge(size: int, bw: P2PResult | None, lat: P2PResult | None) -> P2PResult:
         lat_iters=None if lat is None else lat.iters,
         lat_avg_us=None if lat is None else lat.lat_avg_us,
         per_stream=() if bw is None else bw.per_stream,
+        stream_senders=None if bw is None else bw.stream_senders,
         lat_busy_poll=None if lat is None else lat.lat_busy_poll,
     )
 

@@ -130,6 +130,10 @@ class P2PResult:
     """Mean latency (µs) when it is all that is known (perftest's duration mode, ``-D``, prints only t_avg)."""
     per_stream: tuple[StreamFigure, ...] = ()
     """TCP bandwidth with several streams: each stream's bytes and time as its receiver saw them."""
+    stream_senders: str | None = None
+    """With several TCP streams: ``processes`` (one sender process per stream on the client) or
+    ``threads`` (one sender thread each: ``--bidir``, the iperf3 engine says ``threads`` for its one
+    thread of 3.12)."""
     lat_busy_poll: Mapping[str, bool] | None = None
     """TCP latency by ibdiag's loops: ``{"client": ..., "server": ...}``, whether each side busy-polled
     through the measured round trips (False: it blocked in ``recv``)."""
@@ -152,6 +156,7 @@ class P2PResult:
             "lat_iters": self.lat_iters,
             **({"lat_avg_us": self.lat_avg_us} if self.lat_avg_us is not None else {}),
             **({"per_stream": [x.to_json() for x in self.per_stream]} if self.per_stream else {}),
+            **({"stream_senders": self.stream_senders} if self.stream_senders else {}),
             **(
                 {"lat_busy_poll": dict(self.lat_busy_poll)}
                 if self.lat_busy_poll is not None
@@ -179,6 +184,7 @@ class P2PResult:
             lat_iters=f.integer("lat_iters"),
             lat_avg_us=f.number("lat_avg_us", 0.0),
             per_stream=f.objects("per_stream", StreamFigure.read, max_items=4096),
+            stream_senders=f.text("stream_senders", choices=("processes", "threads")),
             lat_busy_poll=None
             if spin is None
             else {k: bool(spin.flag(k)) for k in ("client", "server") if spin.has(k)},

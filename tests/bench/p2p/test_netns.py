@@ -310,7 +310,7 @@ def test_iperf3_and_sockperf_engines_across_the_namespaces(netns_pair, ibdiag_ex
             "--mode",
             "both",
             "--sizes",
-            "1K,64K",
+            "1K,32K",
             "--duration",
             "2",
             "--line-rate-gbps",
@@ -334,10 +334,10 @@ def test_iperf3_and_sockperf_engines_across_the_namespaces(netns_pair, ibdiag_ex
             env=client_env(),
             timeout=60,
         )
+        assert tools.returncode == 0, tools.stderr
         server.log.wait_for(rf"{CLIENT_IP}:\d+: running tcp iperf3\+sockperf bw\+lat")
     finally:
         server.stop()
-    assert tools.returncode == 0, tools.stderr
     doc = json.loads(tools.stdout)
     assert doc["engines"] == {"bw": "iperf3", "lat": "sockperf"}
     assert all(f"-i {SERVER_IP} " in c for c in doc["sockperf_server_commands"])

@@ -94,10 +94,19 @@ def test_several_streams_each_report_what_their_receiver_saw():
     assert len(each) == 3 and all(s["bytes"] == 400 * 65536 for s in each)
     assert sum(s["bytes"] for s in each) == row["iters"] * 65536
     assert all(0 < s["seconds"] <= row["elapsed_s"] + 1e-6 and s["bw_gbs"] > 0 for s in each)
+    assert row["stream_senders"] == "processes"  # one forked sender per stream (tcp/senders.py)
     one = RunRequest(transport="tcp", mode="bw", sizes=(65536,), iters=50, warmup=2)
     with server_thread() as (port, _, _):
         doc = _doc(run(P2PRequest(host="127.0.0.1", port=port, run_request=one, timeout_s=10.0)))
     assert "per_stream" not in doc["results"][0]  # one stream: the row is unchanged
+    assert "stream_senders" not in doc["results"][0]
+    both = RunRequest(
+        transport="tcp", mode="bw", sizes=(4096,), iters=100, warmup=2, streams=2, bidir=True
+    )
+    with server_thread() as (port, _, _):
+        doc = _doc(run(P2PRequest(host="127.0.0.1", port=port, run_request=both, timeout_s=10.0)))
+    (row,) = doc["results"]
+    assert row["stream_senders"] == "threads" and len(row["per_stream"]) == 4  # 2 each way
 
 
 @pytest.mark.parametrize(

@@ -92,7 +92,7 @@ class SendWindow:
         self.barrier.abort()
 
 
-def _send_messages(sock: socket.socket, view: memoryview, count: int, timeout_s: float) -> None:
+def send_messages(sock: socket.socket, view: memoryview, count: int, timeout_s: float) -> None:
     """``count`` times the whole of ``view``: one ``send`` each when the kernel takes it at once."""
     send = sock.send
     size = len(view)
@@ -105,7 +105,7 @@ def _send_messages(sock: socket.socket, view: memoryview, count: int, timeout_s:
             send_rest(sock, view, k, timeout_s)
 
 
-def _send_batches(
+def send_batches(
     sock: socket.socket, view: memoryview, count: int, per_batch: int, timeout_s: float
 ) -> None:
     send_all = make_send_all(sock, timeout_s)
@@ -113,7 +113,7 @@ def _send_batches(
     while count > 0:
         k = per_batch if count > per_batch else count
         send_all(pack(k))
-        _send_messages(sock, view, k, timeout_s)
+        send_messages(sock, view, k, timeout_s)
         count -= k
 
 
@@ -139,12 +139,12 @@ def send_stream(
     end = pack(0)
     try:
         set_nodelay(sock, False)
-        _send_batches(sock, view, warmup, per_batch, timeout_s)
+        send_batches(sock, view, warmup, per_batch, timeout_s)
         send_all(end)
         window.wait()
         sent = 0
         if iters is not None:
-            _send_batches(sock, view, iters, per_batch, timeout_s)
+            send_batches(sock, view, iters, per_batch, timeout_s)
             sent = iters
         else:
             deadline = window.deadline
@@ -152,7 +152,7 @@ def send_stream(
             header = pack(per_batch)
             while clock() < deadline:
                 send_all(header)
-                _send_messages(sock, view, per_batch, timeout_s)
+                send_messages(sock, view, per_batch, timeout_s)
                 sent += per_batch
         # TCP_NODELAY pushes the end marker out now instead of after the last ACK (Nagle).
         set_nodelay(sock, True)
