@@ -71,7 +71,7 @@ completions: $(STAMP)
 
 ## system-deps: Debian packages the tests use (run as root; .ci/run does this)
 system-deps:
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pyverbs rdma-core perftest ibverbs-utils iperf3 qperf sockperf hwloc pciutils iproute2 tmux prometheus-node-exporter ibsim-utils libumad2sim0 opensm infiniband-diags slurmctld slurm-client >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pyverbs rdma-core perftest ibverbs-utils iperf3 qperf sockperf hwloc pciutils iproute2 nftables tmux prometheus-node-exporter ibsim-utils libumad2sim0 opensm infiniband-diags slurmctld slurm-client >/dev/null
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null  # headless browser test of ibdiag report -o html
 	# the operations recipes run in the real consumers: slurmctld + slurmd (contrib/slurm), promtool (alert rules), bash-completion
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurmctld slurmd slurm-client prometheus bash-completion strace >/dev/null

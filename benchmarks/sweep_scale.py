@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Sweep planning and attribution at cluster scale, in one process, on synthetic results.
 
-    python benchmarks/sweep_scale.py [--nodes 64,1024,16384] [--rails 8] [--runs 3]
+    python benchmarks/sweep_scale.py [--nodes 64,1024,16384] [--rails 8] [--runs 3] [--tree 32]
 
 For each fleet size and pattern: the time to plan the first pass (every round generated), the time of
 the second-pass planning and of the analysis (median of --runs), the memory rank 0 holds (the pair
@@ -29,7 +29,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ibdiag.sweep.attribution import analyse, second_pass_plan  # noqa: E402
+from ibdiag.sweep.attribution import analyse  # noqa: E402
+from ibdiag.sweep.contention import ordered_first_pass  # noqa: E402
+from ibdiag.sweep.followup import second_pass_plan  # noqa: E402
 from ibdiag.sweep.nodes import make_fleet  # noqa: E402
 from ibdiag.sweep.passes import run_round, run_sweep  # noqa: E402
 from ibdiag.sweep.runner import PairSpec  # noqa: E402
@@ -40,7 +42,12 @@ from ibdiag.sweep.schedule import (  # noqa: E402
     pairwise_partner,
     round_count,
 )
-from tests.support.synthetic_fabric import SyntheticFabric, plant_faults, score  # noqa: E402
+from tests.support.synthetic_fabric import (  # noqa: E402
+    SyntheticFabric,
+    plant_faults,
+    score,
+    synthetic_tree,
+)
 
 SPEC = PairSpec()
 
@@ -67,19 +74,25 @@ def first_pass_results(nodes, pattern, faults, seed):
     return results
 
 
-def case(n: int, rails: int, pattern: Pattern, runs: int) -> dict:
+def case(n: int, rails: int, pattern: Pattern, runs: int, per_leaf: int = 0) -> dict:
     nodes = make_fleet(
         [f"node{i:05d}" for i in range(n)], [f"mlx5_{k}" for k in range(rails)], rate_gbps=400
     )
-    tested = [p for r in first_pass(pattern, n, seed=1) for p in r]
+    # --tree: the nodes on a 1:1 two-tier tree in shuffled rank order, tests sharing its links
+    # (the contention model), the tree described to the sweep (its exact routes)
+    tree = synthetic_tree(n, per_leaf, order="shuffled", seed=1) if per_leaf else None
+    layout = tree.description(nodes).place(nodes) if tree is not None else None
+    tested = [p for r in ordered_first_pass(pattern, nodes, layout, seed=1) for p in r]
     k = max(1, n // 100)
     faults = plant_faults(
         nodes, tested, slow_nodes=k, slow_ends=k, slow_links=k, dead=max(1, n // 400), seed=1
     )
     del tested
     t0 = time.perf_counter()
-    result = run_sweep(nodes, SyntheticFabric(faults, noise=0.02, seed=1), pattern=pattern, seed=1)
+    fabric = SyntheticFabric(faults, noise=0.02, seed=1, tree=tree)
+    result = run_sweep(nodes, fabric, pattern=pattern, seed=1, layout=layout)
     sweep_s = time.perf_counter() - t0
+    settings, confirmation = result.settings, result.confirmation()
     s = score(faults, nodes, result.analysis)
     first = first_pass_results(nodes, pattern, faults, 1)
     second_s, analyse_s = [], []
@@ -133,6 +146,9 @@ def case(n: int, rails: int, pattern: Pattern, runs: int) -> dict:
         "recall": s.recall,
         "faults": s.true_positives + s.false_negatives,
         "links": len(analysis.links),
+        "rounds": f"{settings.first_pass_rounds}+{settings.second_pass_rounds}+{settings.confirm_rounds}",
+        "confounded": confirmation["links_confounded"],
+        "worst_load": fabric.worst_load,
     }
 
 
@@ -141,6 +157,13 @@ def main() -> int:
     ap.add_argument("--nodes", default="64,1024,16384")
     ap.add_argument("--rails", type=int, default=8)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument(
+        "--tree",
+        type=int,
+        default=0,
+        help="hosts per leaf of a synthetic two-tier tree described to the sweep (0: no tree)",
+    )
+    ap.add_argument("--patterns", default="ring,pairwise,random")
     args = ap.parse_args()
     sizes = [int(x) for x in args.nodes.split(",")]
 
@@ -161,19 +184,19 @@ def main() -> int:
         )
 
     print("\nsweep through the synthetic fabric (FAKE), second-pass planning, analysis, memory:")
-    header = f"  {'pattern':<9}{'nodes':>6}{'rails':>6}{'tests':>9}{'sweep s':>9}{'2nd pass s':>11}{'analyse s':>10}{'results MiB':>12}{'B/test':>7}{'analysis MiB':>13}{'JSON MiB':>9}{'precision':>10}{'recall':>7}{'faults':>7}"
+    header = f"  {'pattern':<9}{'nodes':>6}{'rails':>6}{'tests':>9}{'sweep s':>9}{'2nd pass s':>11}{'analyse s':>10}{'results MiB':>12}{'B/test':>7}{'analysis MiB':>13}{'JSON MiB':>9}{'precision':>10}{'recall':>7}{'faults':>7}{'rounds':>12}{'confounded':>11}{'load':>5}"
     print(header)
     for n in sizes:
-        for pattern in Pattern:
+        for pattern in (Pattern(p) for p in args.patterns.split(",")):
             rails = args.rails
             if pattern is Pattern.PAIRWISE:
                 if n > 1024:
                     continue
                 rails = 1
-            r = case(n, rails, pattern, args.runs)
+            r = case(n, rails, pattern, args.runs, args.tree)
             print(
                 f"  {r['pattern']:<9}{r['nodes']:>6}{r['rails']:>6}{r['tests']:>9}{r['sweep_s']:>9.2f}{r['second_pass_plan_s']:>11.2f}{r['analyse_s']:>10.2f}"
-                f"{r['results_mib']:>12.1f}{r['bytes_per_test']:>7.0f}{r['analysis_mib']:>13.1f}{r['json_mib']:>9.1f}{r['precision']:>10.3f}{r['recall']:>7.3f}{r['faults']:>7}"
+                f"{r['results_mib']:>12.1f}{r['bytes_per_test']:>7.0f}{r['analysis_mib']:>13.1f}{r['json_mib']:>9.1f}{r['precision']:>10.3f}{r['recall']:>7.3f}{r['faults']:>7}{r['rounds']:>12}{r['confounded']:>11}{r['worst_load']:>5}"
             )
             sys.stdout.flush()
     return 0

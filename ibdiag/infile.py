@@ -1,10 +1,11 @@
 """Reading a file the user named, as untrusted: only a regular file, never more than a budget.
 
 Every input file (a JSON document, a plan, an environment file, a host map, a rank order, a saved
-fabric) comes through :func:`read_regular`: its type is checked by ``stat`` before it is opened — a
-device or FIFO is never opened (opening /dev/watchdog arms it) — and again by ``fstat`` after; the
-open is non-blocking and never makes a terminal the controlling one. :func:`read_text_file` adds the
-user-facing error (exit 2, with a hint) and the decoding.
+fabric, a token, a benchmark log) comes through :func:`open_regular`: its type is checked by ``stat``
+before it is opened — a device or FIFO is never opened (opening /dev/watchdog arms it) — and again
+by ``fstat`` after; the open is non-blocking and never makes a terminal the controlling one.
+:func:`read_regular` reads a whole file within a byte budget, :func:`iter_lines` its lines in chunks;
+:func:`read_text_file` adds the user-facing error (exit 2, with a hint) and the decoding.
 """
 
 from __future__ import annotations
@@ -38,24 +39,45 @@ class RefusedFile(ValueError):
 def _not_regular(st: os.stat_result) -> RefusedFile | None:
     if stat.S_ISREG(st.st_mode):
         return None
+    if stat.S_ISLNK(st.st_mode):
+        return RefusedFile("a symbolic link, not a regular file")
     kind = FILE_KINDS.get(stat.S_IFMT(st.st_mode), "not a file")
     return RefusedFile(f"{kind}, not a regular file")
 
 
-def read_regular(path: str | os.PathLike[str], max_bytes: int) -> bytes:
-    """The bytes of the file ``path`` (links followed) if it is a regular file of at most ``max_bytes``.
-    Raises :class:`RefusedFile` (what it is, or too long) or OSError."""
-    problem = _not_regular(os.stat(path))
+def open_regular(path: str | os.PathLike[str], *, follow_links: bool = True) -> int:
+    """A descriptor open for reading on ``path`` (links followed) if it is a regular file: its type
+    is checked by ``stat`` before the open (a FIFO or device is never opened) and by ``fstat`` after,
+    and the open is non-blocking and never makes a terminal the controlling one. The caller closes
+    it and bounds what it reads. ``follow_links=False``: a link is refused unopened (``lstat``, then
+    ``O_NOFOLLOW``), as for the files inside a directory ibdiag was handed. Raises
+    :class:`RefusedFile` (what it is) or OSError."""
+    problem = _not_regular(os.stat(path) if follow_links else os.lstat(path))
     if problem is not None:
         raise problem
-    fd = os.open(path, _OPEN_FILE)
+    fd = os.open(path, _OPEN_FILE if follow_links else _OPEN_FILE | os.O_NOFOLLOW)
     try:
-        st = os.fstat(fd)
-        problem = _not_regular(st)
-        if problem is not None:
-            raise problem
-        if st.st_size > max_bytes:
-            raise RefusedFile(f"{st.st_size} bytes, more than the {max_bytes} allowed")
+        problem = _not_regular(os.fstat(fd))
+    except BaseException:
+        os.close(fd)
+        raise
+    if problem is not None:
+        os.close(fd)
+        raise problem
+    return fd
+
+
+def read_regular(
+    path: str | os.PathLike[str], max_bytes: int, *, follow_links: bool = True
+) -> bytes:
+    """The bytes of the file ``path`` (links followed unless ``follow_links`` is False) if it is a
+    regular file of at most ``max_bytes``. Raises :class:`RefusedFile` (what it is, or too long) or
+    OSError."""
+    fd = open_regular(path, follow_links=follow_links)
+    try:
+        size = os.fstat(fd).st_size
+        if size > max_bytes:
+            raise RefusedFile(f"{size} bytes, more than the {max_bytes} allowed")
         chunks: list[bytes] = []
         total = 0
         while True:
@@ -77,14 +99,8 @@ def iter_lines(
     costs one chunk of memory; a line longer than ``max_line`` bytes is skipped and given as None (the
     caller counts it). The same checks as :func:`read_regular`: :class:`RefusedFile` when the file
     is not a regular one or grows past ``max_bytes``, OSError when it cannot be read."""
-    problem = _not_regular(os.stat(path))
-    if problem is not None:
-        raise problem
-    fd = os.open(path, _OPEN_FILE)
+    fd = open_regular(path)
     try:
-        problem = _not_regular(os.fstat(fd))
-        if problem is not None:
-            raise problem
         total = 0
         pending = b""
         too_long = False

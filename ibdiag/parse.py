@@ -205,11 +205,19 @@ PHYS_STATES = {
 }
 
 
+#: Each matched against the stripped value, so no run of spaces stands next to another (linear).
+_ENUM_STATE = re.compile(r"([0-9]{1,3})\s{0,8}:\s{0,8}(.*)")
+_IB_RATE = re.compile(
+    r"([0-9]{1,4}(?:\.[0-9]{1,2})?)\s{0,8}Gb/sec(?:\s{0,8}\(([0-9]{1,2})X\s{0,8}([A-Za-z0-9]{0,8})\))?"
+)
+_PCI_SPEED = re.compile(r"([0-9]{1,3}(?:\.[0-9]{1,2})?)\s{0,8}GT/s(?:\s{1,8}PCIe)?")
+
+
 def parse_enum_state(text: str) -> tuple[int, str]:
     """``"4: ACTIVE"`` -> (4, "ACTIVE"); ``"5: LinkUp"`` -> (5, "LinkUp"); ``"7: Phy Test"`` keeps the space.
 
     The code is a u8 (core/sysfs.c prints ``"%d: %s"``)."""
-    m = re.fullmatch(r"\s*([0-9]{1,3})\s*:\s*(.*?)\s*", text)
+    m = _ENUM_STATE.fullmatch(text.strip())
     if not m or int(m.group(1)) > 255:
         raise ValueError(f"not a state: {safe_value(text)}")
     return int(m.group(1)), m.group(2)
@@ -250,10 +258,7 @@ def parse_ib_rate(text: str) -> IbRate:
     the rate being the lane rate times the width: a rate that is not (``400 Gb/sec (1X SDR)``), a
     width the kernel has no name for, or more than 2400 Gb/s is not a rate the kernel printed.
     """
-    m = re.fullmatch(
-        r"\s*([0-9]{1,4}(?:\.[0-9]{1,2})?)\s*Gb/sec(?:\s*\(([0-9]{1,2})X\s*([A-Za-z0-9]{0,8})\))?\s*",
-        text,
-    )
+    m = _IB_RATE.fullmatch(text.strip())
     if not m:
         raise ValueError(f"not a port rate: {safe_value(text)}")
     rate = float(m.group(1))
@@ -306,7 +311,7 @@ def parse_pci_speed(text: str) -> float | None:
     t = text.strip()
     if t.lower().startswith("unknown"):
         return None
-    m = re.fullmatch(r"([0-9]{1,3}(?:\.[0-9]{1,2})?)\s*GT/s(?:\s+PCIe)?", t)
+    m = _PCI_SPEED.fullmatch(t)
     if not m:
         raise ValueError(f"not a PCIe link speed: {safe_value(text)}")
     gts = float(m.group(1))

@@ -79,3 +79,26 @@ def safe_value(value: object, limit: int = 64) -> str:
     except RecursionError:
         text = f"<{type(value).__name__} nested too deeply>"
     return safe_excerpt(text, limit)
+
+
+def safe_path(value: object, limit: int = 64) -> str:
+    """A file's path for a message, quoted and escaped as :func:`safe_value` shows a string, but a
+    long one cut in the middle so the file's own name stays: ``'/srv/dumps/rack-…/ibnetdiscover.out'``
+    (a name longer than ``limit`` alone is cut at its end, as any value)."""
+    head, sep, name = str(value).rpartition("/")
+    shown = safe_excerpt(name, limit)
+    if not sep:
+        return f"'{shown}'"
+    room = limit - len(shown) - 1
+    pieces: list[str] = []
+    used = 0
+    for ch in head:
+        piece = _escaped(ch)
+        if used + len(piece) > room:
+            while pieces and used + 1 > room:
+                used -= len(pieces.pop())
+            pieces.append("…")
+            break
+        pieces.append(piece)
+        used += len(piece)
+    return f"'{''.join(pieces)}/{shown}'"

@@ -18,8 +18,9 @@ from ibdiag.errors import UsageError
 _BINARY = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
 _DECIMAL = {"K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15}
 
+#: Matched against the stripped text: no run of spaces next to another, so a try is linear.
 _SIZE_RE = re.compile(
-    r"^\s*(?P<num>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*(?P<unit>[KMGTPkmgtp]?)(?P<suffix>(?:i?[Bb])?)\s*$"
+    r"(?P<num>\d{1,64}(?:\.\d{1,64})?(?:[eE][+-]?\d{1,4})?)\s{0,8}(?P<unit>[KMGTPkmgtp]?)(?P<suffix>(?:i?[Bb])?)"
 )
 
 #: Largest size a user may ask for anywhere (1 PiB): beyond it the number is surely a typo.
@@ -34,7 +35,7 @@ def parse_size(text: str, *, what: str = "size") -> int:
 
     Raises :class:`UsageError` for anything else, naming ``what`` was being parsed.
     """
-    m = _SIZE_RE.match(str(text))
+    m = _SIZE_RE.fullmatch(str(text).strip())
     if not m:
         raise UsageError(
             f"cannot read {what} {text!r}",
@@ -183,14 +184,14 @@ def gbs_to_gbps(gb_per_s: float) -> float:
     return gb_per_s * 8.0
 
 
-_DURATION_RE = re.compile(r"^\s*(?P<num>\d{1,9}(?:\.\d{1,9})?)\s*(?P<unit>[smhd]?)\s*$")
+_DURATION_RE = re.compile(r"(?P<num>\d{1,9}(?:\.\d{1,9})?)\s{0,8}(?P<unit>[smhd]?)")
 _DURATION_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 def parse_hours(text: str, *, what: str, maximum_s: float) -> float:
     """A span as an operator types it, in seconds: ``6h``, ``2d``, ``90m``, ``30s``; a bare number is
     hours (as ``[history] window_hours``). Above 0 and at most ``maximum_s``; else a UsageError."""
-    m = _DURATION_RE.match(text)
+    m = _DURATION_RE.fullmatch(text.strip())
     hint = f"e.g. {what} 6h, {what} 2d, {what} 90m (a bare number is hours)"
     if not m:
         raise UsageError(f"{what} {text!r} is not a span of time", hint=hint)

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import os
 import time
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from ibdiag.cli.env import Session
 from ibdiag.errors import ExitStatus, IbdiagError
-from ibdiag.findings.model import Report, RunMeta
-from ibdiag.node.root import host_of
-from ibdiag.outfile import write_atomically
-from ibdiag.output.line import unknown_line
-from ibdiag.output.prom import render_prom, run_metrics
+
+if TYPE_CHECKING:
+    from ibdiag.findings.model import Report
+
+# What is written only when a run fails, asks for -o line/junit or --textfile is imported then: app.py
+# loads this module for every run, `ibdiag --help` included (benchmarks/topo_startup.py).
 
 #: ``--exit-codes nagios``: the Nagios plugin convention (gcm, NHC wrappers, Icinga, Sensu).
 NAGIOS_OK, NAGIOS_WARNING, NAGIOS_CRITICAL, NAGIOS_UNKNOWN = 0, 1, 2, 3
@@ -55,6 +56,8 @@ def error_text(message: str, hint: str | None) -> str:
 
 def write_error(session: Session, message: str, hint: str | None, status: int) -> int:
     """Say why the run ended with ``status`` (2, 3 or 130) in every form the run asked for."""
+    from ibdiag.output.line import unknown_line  # lazy: an error's -o line only (start-up)
+
     env = session.env
     if status == ExitStatus.INTERRUPTED:
         write_to(env.stderr, "\nibdiag: interrupted\n")
@@ -70,7 +73,10 @@ def write_error(session: Session, message: str, hint: str | None, status: int) -
 
 def _junit_error(session: Session, message: str, hint: str | None, status: int) -> str:
     """CI still gets a report when the run could not judge: one ``<error>`` case."""
-    from ibdiag.output.junit import render_junit_error  # lazy: xml.etree, for -o junit only
+    # lazy: xml.etree and the envelope, for -o junit only (start-up)
+    from ibdiag.findings.model import RunMeta
+    from ibdiag.node.root import host_of  # lazy: as above
+    from ibdiag.output.junit import render_junit_error  # lazy: as above
 
     meta = RunMeta.now(host_of(None))
     return render_junit_error(
@@ -108,6 +114,10 @@ def finish(session: Session, status: int) -> int:
 
 
 def _write_textfile(session: Session, status: int) -> int:
+    # lazy: the writer and the metrics, for --textfile only (start-up)
+    from ibdiag.outfile import write_atomically
+    from ibdiag.output.prom import render_prom, run_metrics  # lazy: as above
+
     assert session.textfile is not None
     command = session.command or "ibdiag"
     judged = status in (ExitStatus.OK, ExitStatus.FAILED) and session.prom_text is not None

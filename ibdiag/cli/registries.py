@@ -9,7 +9,7 @@ from ibdiag.counters.checks import CHECKS as counters
 from ibdiag.fabric.judge import CHECKS as fabric
 from ibdiag.findings.registry import Check, CheckRegistry
 from ibdiag.history.checks import CHECKS as history
-from ibdiag.history.kernchecks import CHECKS as kernel
+from ibdiag.history.kernel_checks import CHECKS as kernel
 from ibdiag.job.command import CHECKS as job
 from ibdiag.ports.checks import CHECKS as ports
 from ibdiag.report.checks import CHECKS as report

@@ -8,9 +8,10 @@ from typing import Annotated
 import typer
 
 from ibdiag.cli.app import app
-from ibdiag.cli.common import handle_errors
+from ibdiag.cli.common import handle_errors, read_config
 from ibdiag.cli.emit import emit
 from ibdiag.cli.options import (
+    ConfigOption,
     DebugOption,
     OutputFormat,
     PageFormatOption,
@@ -54,6 +55,7 @@ def report_command(
     png: PngOption = None,
     fabric: FabricOption = None,
     max_file_size: MaxFileSizeOption = "128M",
+    config: ConfigOption = None,
     strict: StrictOption = False,
     debug: DebugOption = False,
 ) -> int:
@@ -69,5 +71,13 @@ def report_command(
       ibdiag report /shared/ibdiag/ -o line        # drain list in one line
       ibdiag report sweep.json --fabric fabric.tar.gz   # slow pairs on the fabric, the shared port
     """
-    request = ReportRequest(inputs, fabric=fabric, png=png, max_file_size=max_file_size)
+    request = ReportRequest(
+        inputs,
+        fabric=fabric,
+        png=png,
+        max_file_size=max_file_size,
+        config=read_config(
+            config
+        ),  # [fabric] and [counters]: the snapshot judged as ibdiag fabric does
+    )
     return emit(views.outputs(run(request)), fmt, strict=strict, png=png)

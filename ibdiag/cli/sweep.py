@@ -8,6 +8,7 @@ what it costs without running anything (:func:`ibdiag.sweep.command.plan`). Opti
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import IO, Annotated
 
 import typer
@@ -132,20 +133,37 @@ PairSecondsOption = Annotated[
 ]
 
 
-class _ProgressLine:
-    """Rank 0's progress on a terminal's stderr: one line, rewritten after each round, cleared at the end."""
+FabricOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--fabric",
+        metavar="DUMP|PLAN",
+        help="Where the nodes sit: a fabric saved by `ibdiag fabric --save` (with --routes: exact paths) or a "
+        "cabling plan (fabric --expect's CSV/TOML; for a routed RoCE/IP fabric). Rank 0 reads it and keeps each "
+        "round's tests off each other's links; the other nodes need not have the file.",
+    ),
+]
 
-    def __init__(self, stream: IO[str]) -> None:
+
+class _ProgressLine:
+    """Rank 0's progress on stderr. On a terminal: one line, rewritten after each round, cleared at the
+    end. Elsewhere (plain ``srun``, a batch log): a line per round, kept, so a long sweep shows it lives."""
+
+    def __init__(self, stream: IO[str], *, terminal: bool) -> None:
         self.stream = stream
+        self.terminal = terminal
         self.shown = False
 
     def __call__(self, progress: SweepProgress) -> None:
-        self.stream.write("\r\x1b[2K" + progress.line())
+        if self.terminal:
+            self.stream.write("\r\x1b[2K" + progress.line())
+        else:
+            self.stream.write("ibdiag: " + progress.line() + "\n")
         self.stream.flush()
         self.shown = True
 
     def clear(self) -> None:
-        if self.shown:
+        if self.shown and self.terminal:
             self.stream.write("\r\x1b[2K")
             self.stream.flush()
 
@@ -172,6 +190,7 @@ def sweep_command(
     plan: PlanOption = False,
     nodes: NodesOption = None,
     pair_seconds: PairSecondsOption = None,
+    fabric: FabricOption = None,
     fmt: FormatOption = OutputFormat.table,
     save: SaveOption = None,
     png: PngOption = None,
@@ -187,10 +206,11 @@ def sweep_command(
     \b
     Examples:
       ibdiag sweep --plan --nodes 1024 --pattern pairwise
+      ibdiag sweep --plan --fabric fabric.tar.gz --pattern random      # rounds kept apart on the fabric
       srun -N 64 --ntasks-per-node 1 ibdiag sweep --pattern ring --save sweep.json
       torchrun --nnodes 64 --nproc-per-node 1 --rdzv-endpoint head:29500 -m ibdiag sweep -o line
     """
-    progress = _ProgressLine(env().stderr) if env().stderr_isatty and not plan else None
+    progress = None if plan else _ProgressLine(env().stderr, terminal=env().stderr_isatty)
     request = SweepRequest(
         pattern=pattern,
         rounds=rounds,
@@ -206,6 +226,7 @@ def sweep_command(
         timeout_s=timeout,
         nodes=nodes,
         pair_s=pair_seconds,
+        fabric=fabric,
         output_format=fmt.value,
         save=save,
         png=png,

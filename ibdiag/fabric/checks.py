@@ -1,5 +1,5 @@
 """The fabric's own checks: subnet manager, discovery, port states, link widths and speeds, lost links.
-Counter checks are :mod:`.counterchecks`; :func:`ibdiag.fabric.judge.judge` calls both in order.
+Counter checks are :mod:`.counter_checks`; :func:`ibdiag.fabric.judge.judge` calls both in order.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def discovery(fab: Fabric, names: Names, origin: str | None) -> Finding:
                 where.append(f"{_walk(fab, origin, path, names)}: {n.text.split(': ', 1)[-1]}")
             elif n.text.startswith("port "):
                 m = re.match(
-                    r"port (\d+) of .* is (\w+), its far end was not discovered \((0x[0-9a-f]+)\)",
+                    r"port (\d{1,3}) of .{0,300} is (\w{1,30}), its far end was not discovered \((0x[0-9a-f]{1,16})\)",
                     n.text,
                 )
                 where.append(

@@ -6,12 +6,15 @@ directory; ``iblinkinfo`` and ``ibqueryerrors`` load it instead of discovering a
 SM. With ``routes`` (``--routes``), meanwhile, ``ibroute -n LID`` for each switch the discovery found
 (:data:`ROUTE_WORKERS` at a time, each with its limit): the subnet manager's unicast forwarding tables,
 kept as one run (``ibroute``, the outputs concatenated). ``-C``/``-P`` pick this node's adapter and port, as for the tools. The tools run from an argv list
-(never a shell) with the environment ibdiag was given; a tool past its limit is killed and noted.
+(never a shell) with the environment ibdiag was given; a tool past its limit is killed and noted, one
+that prints more than a dump may keep of a file (:data:`MAX_OUTPUT_BYTES` a stream) is stopped and
+the run refused (exit 3).
 """
 
 from __future__ import annotations
 
 import os
+import selectors
 import shutil
 import subprocess
 import tempfile
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 
 from ibdiag.errors import CannotRunError, InputError
 from ibdiag.fabric.capture import Capture, ToolRun
+from ibdiag.fabric.dump import MAX_FILE_BYTES
 from ibdiag.fabric.model import SWITCH
 from ibdiag.fabric.netdiscover import parse_netdiscover
 from ibdiag.fabric.sminfo import parse_sm_lids
@@ -31,6 +35,8 @@ TOOLS_HINT = "install infiniband-diags (Debian/Ubuntu: apt-get install infiniban
 MAX_SMS = 8
 #: ``ibroute`` processes at a time (each one a umad client: ibsim serves 10 at once, opensm holds one).
 ROUTE_WORKERS = 3
+#: Most bytes read from each of a tool's streams: what a dump keeps of one file.
+MAX_OUTPUT_BYTES = MAX_FILE_BYTES
 
 
 @dataclass(frozen=True)
@@ -52,29 +58,71 @@ def run_tool(
 
     The tool runs in a private temporary directory, removed after it: the tools write nothing, but a
     preload library may (ibsim's umad2sim writes ``./sys-<pid>/``), and never into the user's directory.
+    What it prints is read within :data:`MAX_OUTPUT_BYTES` a stream, as a dump's file is: a tool
+    that prints more is killed (CannotRunError, exit 3).
     """
     start = time.monotonic()
-    try:
-        with tempfile.TemporaryDirectory(prefix="ibdiag-tool-") as cwd:
-            done = subprocess.run(
-                list(argv),
-                env=dict(env),
-                capture_output=True,
-                timeout=timeout_s,
-                stdin=subprocess.DEVNULL,
-                check=False,
-                cwd=cwd,
-            )
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else ""
-        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else ""
-        return out, err, None, time.monotonic() - start
+    with tempfile.TemporaryDirectory(prefix="ibdiag-tool-") as cwd:
+        with subprocess.Popen(
+            list(argv),
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+        ) as proc:
+            try:
+                out, err, ended = _read_bounded(proc, start + timeout_s)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait()
+    if ended == "too much":
+        raise CannotRunError(
+            f"{os.path.basename(argv[0])} printed more than {MAX_OUTPUT_BYTES >> 20} MiB: stopped",
+            hint="no real fabric makes the tools print that much; run it by hand to see what it prints",
+        )
+    rc = None if ended == "timeout" else proc.returncode
     return (
-        done.stdout.decode(errors="replace"),
-        done.stderr.decode(errors="replace"),
-        done.returncode,
+        out.decode(errors="replace"),
+        err.decode(errors="replace"),
+        rc,
         time.monotonic() - start,
     )
+
+
+def _read_bounded(proc: subprocess.Popen[bytes], deadline: float) -> tuple[bytes, bytes, str]:
+    """The tool's stdout and stderr as it writes them, until it exits (``exited``), the deadline
+    passes (``timeout``) or a stream passes :data:`MAX_OUTPUT_BYTES` (``too much``)."""
+    assert proc.stdout is not None and proc.stderr is not None
+    got: dict[int, list[bytes]] = {proc.stdout.fileno(): [], proc.stderr.fileno(): []}
+    size = dict.fromkeys(got, 0)
+    with selectors.DefaultSelector() as sel:
+        for fd in got:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return (
+                    b"".join(got[proc.stdout.fileno()]),
+                    b"".join(got[proc.stderr.fileno()]),
+                    "timeout",
+                )
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fd)
+                    continue
+                got[key.fd].append(chunk)
+                size[key.fd] += len(chunk)
+                if size[key.fd] > MAX_OUTPUT_BYTES:
+                    return b"", b"", "too much"
+    out, err = b"".join(got[proc.stdout.fileno()]), b"".join(got[proc.stderr.fileno()])
+    try:
+        proc.wait(max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return out, err, "timeout"
+    return out, err, "exited"
 
 
 #: Where distributions install infiniband-diags (Debian: /usr/sbin), searched after PATH: cron's and

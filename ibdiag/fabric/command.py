@@ -32,7 +32,7 @@ from ibdiag.findings.model import Report, RunMeta
 from ibdiag.infile import read_text_file
 from ibdiag.node.root import host_of
 from ibdiag.outfile import atomic_output, check_output_path
-from ibdiag.text import safe_value
+from ibdiag.text import safe_path
 
 if TYPE_CHECKING:  # networkx behind them: imported while the tools run (see the module's docstring)
     from ibdiag.fabric.judge import Judged
@@ -242,14 +242,14 @@ def read_hosts_map(path: Path) -> dict[str, str]:
     # lazy: slurm.py stands on the switch graph (networkx): loaded for --hosts only, as before
     from ibdiag.fabric.slurm import MAP_HINT, MAX_MAP_BYTES, parse_hosts_map
 
-    where = f"--hosts {safe_value(str(path))}"
+    where = f"--hosts {safe_path(path)}"
     text = read_text_file(path, MAX_MAP_BYTES, where, MAP_HINT, utf8_only=False)
     return parse_hosts_map(text, where)
 
 
 def read_node_name_map(path: Path) -> NodeNameMap:
     """``--node-name-map FILE``: node GUID -> name, in the IB tools' format."""
-    where = f"--node-name-map {safe_value(str(path))}"
+    where = f"--node-name-map {safe_path(path)}"
     text = read_text_file(path, namemap.MAX_MAP_BYTES, where, namemap.HINT, utf8_only=False)
     return namemap.parse_node_name_map(text, where)
 

@@ -19,7 +19,7 @@ from ibdiag.fabric.namemap import NodeNameMap
 from ibdiag.fabric.naming import labels
 from ibdiag.infile import RefusedFile, read_regular
 from ibdiag.jsonread import Fields, JsonFieldError, loads
-from ibdiag.text import safe_value
+from ibdiag.text import safe_path, safe_value
 
 HINT = "give files written by `ibdiag topo -o json` on each node"
 MAX_TOPO_BYTES = 16 * 2**20
@@ -109,7 +109,7 @@ def _addresses(f: Fields) -> tuple[str, ...]:
 def read_topo_file(path: Path) -> TopoFile:
     """One ``ibdiag topo -o json`` file: its host, adapters by GUID, GPUs' nearest adapters and RoCE
     IPv4 addresses. Read as untrusted (:mod:`ibdiag.infile`, :mod:`ibdiag.jsonread`): InputError."""
-    name = safe_value(str(path))
+    name = safe_path(path)
     try:
         doc = loads(read_regular(path, MAX_TOPO_BYTES))
     except RefusedFile as e:

@@ -10,7 +10,7 @@ from ibdiag.counters.delta import build_span
 from ibdiag.counters.model import Span
 from ibdiag.fabric.checks import CHECKS, discovery, link_lost, port_state, subnet_manager
 from ibdiag.fabric.config import FabricConfig
-from ibdiag.fabric.counterchecks import errors, xmit_wait
+from ibdiag.fabric.counter_checks import errors, xmit_wait
 from ibdiag.fabric.hosts import HostEnd, Names
 from ibdiag.fabric.inventory import duplicate_guid, loopback, names_check
 from ibdiag.fabric.linkrate import link_rate
@@ -20,8 +20,8 @@ from ibdiag.fabric.plan import Plan, plan_check, plan_diff
 from ibdiag.fabric.rails import Rails, rails
 from ibdiag.fabric.routing import Routing, routing, routing_check
 from ibdiag.fabric.shape import TREE, Shape, shape
-from ibdiag.fabric.shapechecks import oversubscription, tiers
-from ibdiag.fabric.shapechecks import rails as rail_check
+from ibdiag.fabric.shape_checks import oversubscription, tiers
+from ibdiag.fabric.shape_checks import rails as rail_check
 from ibdiag.fabric.sharp import Sharp, sharp, sharp_check
 from ibdiag.findings.model import Finding
 from ibdiag.units import format_duration

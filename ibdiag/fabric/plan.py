@@ -32,6 +32,7 @@ from ibdiag.infile import read_text_file
 from ibdiag.text import safe_excerpt, safe_value
 
 _NAME = re.compile(r"\S{1,128}")
+_DIGITS = re.compile(r"[0-9_]+")
 MAX_PLAN_BYTES = 32 * 2**20
 MAX_CABLES = 200_000
 HINT = "a plan is CSV (node,adapter,switch,port / switch,port,switch,port), TOML ([[host]], [[isl]]), or a saved fabric"
@@ -126,7 +127,10 @@ def cabling(fab: Fabric, names: Names) -> Cabling:
 
 def _port(text: str, where: str) -> int:
     t = text.strip()
-    if not t.isdigit() or not 0 < int(t) < 256:
+    # ASCII digits, at most 3 after leading zeros (``²`` is a digit to str.isdigit, and 5000 digits
+    # are Python's error, not a port)
+    digits = t.lstrip("0")
+    if not (t.isascii() and t.isdigit() and len(digits) <= 3) or not 0 < int(digits or "0") < 256:
         raise InputError(f"{where}: port {safe_value(t)} is not a port number (1-255)", hint=HINT)
     return int(t)
 
@@ -181,6 +185,16 @@ def _add(
         raise InputError(f"{where}: more than {MAX_CABLES} cables", hint=HINT)
 
 
+def _long_number(text: str) -> str:
+    """`` line N: a number of D digits`` for the first line with a run of digits Python will not
+    convert (a TOML integer may have ``_`` between digits)."""
+    for no, line in enumerate(text.splitlines(), 1):
+        longest = max((len(run) for run in _DIGITS.findall(line)), default=0)
+        if longest > 4300:
+            return f" line {no}: a number of {longest} digits (a port has at most 3)"
+    return ": a number too long"
+
+
 def parse_toml(text: str, source: str) -> Plan:
     if sys.version_info >= (3, 11):
         import tomllib  # novermin - guarded by the version check above
@@ -190,6 +204,8 @@ def parse_toml(text: str, source: str) -> Plan:
         doc = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, RecursionError) as e:
         raise InputError(f"{source}: not valid TOML: {safe_excerpt(e, 200)}", hint=HINT) from None
+    except ValueError:  # an integer past Python's 4300 digits (tomllib says no more)
+        raise InputError(f"{source}{_long_number(text)}", hint=HINT) from None
     unknown = sorted(set(doc) - {"host", "isl"})
     if unknown:
         raise InputError(f"{source}: unknown table {safe_value(unknown[0])}", hint=HINT)
@@ -206,6 +222,11 @@ def parse_toml(text: str, source: str) -> Plan:
             where = f"{source} [[{kind}]] {i}"
             if not isinstance(row, dict) or sorted(row) != sorted(keys):
                 raise InputError(f"{where}: needs exactly {', '.join(keys)}", hint=HINT)
+            bad = [
+                k for k in keys if isinstance(row[k], bool) or not isinstance(row[k], (str, int))
+            ]
+            if bad:
+                raise InputError(f"{where}: {bad[0]} must be a name or a number", hint=HINT)
             v = [str(row[k]) for k in keys]
             if kind == "host":
                 a = host_end(_name(v[0], where), _name(v[1], where))

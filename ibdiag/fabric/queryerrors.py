@@ -22,7 +22,8 @@ HINT = "give the output of `ibqueryerrors --data --details`, or a directory save
 
 _NODE = re.compile(r'^(?:Errors|Data Counters) for 0x([0-9a-fA-F]{1,16})\s+"(.*)"\s*$')
 _PORT = re.compile(r"^GUID 0x([0-9a-fA-F]{1,16}) port (ALL|\d{1,3}):\s*(.*)$")
-_VALUE = re.compile(r"\[(\w{1,48}) == (\d{1,20})(?: \([^)]*\))?\]")  # 20 digits: a 64-bit counter
+#: 20 digits: a 64-bit counter; the bracket after it: ``(88.875KB)``.
+_VALUE = re.compile(r"\[(\w{1,48}) == (\d{1,20})(?: \([^)\]]{0,32}\))?\]")
 _SKIP = re.compile(r"^(##|Suppressing|Thresholds|\s*$)")
 
 

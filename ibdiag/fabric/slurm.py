@@ -85,6 +85,7 @@ def _leaf_hosts(
             by_host[h.host] = value
     skipped: set[str] = set()
     leaf_hosts: dict[str, dict[str, int]] = {}
+    owner: dict[str, str] = {}
     for leaf, ports in host_links(fab).items():
         if sh.tiers.get(leaf, 0) != 0:
             continue  # a host on a spine (an SM server) is not a compute node's place
@@ -97,6 +98,8 @@ def _leaf_hosts(
             )
             if host is None:
                 continue
+            if h is not None and owner.setdefault(host, h.host) != h.host:
+                raise _one_name_two_hosts(host, owner[host], h.host)
             if _HOST.fullmatch(host):
                 got[host] = got.get(host, 0) + 1
             else:
@@ -104,6 +107,22 @@ def _leaf_hosts(
         if got:
             leaf_hosts[leaf] = got
     return leaf_hosts, skipped
+
+
+def _one_name_two_hosts(name: str, a: str, b: str) -> InputError:
+    """Two hosts the fabric tells apart would be one Slurm node: ``--hosts`` sends both to ``name``,
+    or one to the other's own name. (Two adapters of one host under one name are that host.)"""
+    first, second = sorted((a, b))
+    shown = [safe_excerpt(x, 64) for x in (first, second, name)]
+    if name in (first, second):
+        other = shown[1] if name == first else shown[0]
+        what = f"--hosts maps {other} to {shown[2]}, another host's own name"
+    else:
+        what = f"--hosts maps {shown[0]} and {shown[1]} both to {shown[2]}"
+    return InputError(
+        f"{what}: topology.conf would make two hosts one Slurm node",
+        hint="give each host its own Slurm name (the adapters of one host may share one)",
+    )
 
 
 def units(

@@ -10,18 +10,28 @@ complete); ``ibroute`` (``--routes``): a switch's forwarding table not read is `
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from ibdiag.fabric.capture import ToolRun
 from ibdiag.fabric.model import ToolNote
 from ibdiag.text import safe_excerpt
 
 MAX_NOTES_PER_TOOL = 200
+#: Each stderr line is cut here before any pattern sees it (the tools' lines are under 300 characters).
+MAX_LINE = 1024
+#: Most stderr lines classified per tool: 10 times a 16,384-GPU fabric's (100,000 ports, each PMA
+#: query that fails is 3 lines). A dump with more is refused where it is read (:mod:`.dump`); a live
+#: tool's further lines are named in one note.
+MAX_LINES_PER_TOOL = 1_000_000
 
 _NOISE = re.compile(r"sim_connect: attached as client|^\s*$")
+#: Each pattern bounded (a line is cut at :data:`MAX_LINE` first): linear in the line's length.
 _DR_FAIL = re.compile(
-    r"\(DR path slid \d+; dlid \d+; ([\d,]{1,200})[^)]*\)\s*bad status (\d+)(?:; (.*))?"
+    r"\(DR path slid \d{1,5}; dlid \d{1,5}; ([\d,]{1,200})[^)]{0,80}\)\s{0,8}bad status (\d{1,5})(?:; (.{0,200}))?"
 )
-_PMA_FAIL = re.compile(r"query failed on (.*), Lid (\d+) port (\d+)")
+#: ``PortCounters query failed on <node description>, Lid 3 port 1`` (ibqueryerrors' IBWARN; a
+#: node description is at most 64 bytes, the description's own commas kept by the greedy part).
+_PMA_FAIL = re.compile(r"query failed on (.{0,200}), Lid (\d{1,5}) port (\d{1,3})")
 _NO_SM = re.compile(r"No SM/SA found|Failed to bind to the SA|sminfo: iberror: failed: query")
 _MADRPC = re.compile(r"_do_madrpc failed; dport(?: \(Lid (\d{1,5})\))?")
 #: ibroute (``--routes``): one switch's table not read; the MAD it dumps before saying so.
@@ -38,7 +48,16 @@ def classify(run: ToolRun) -> tuple[ToolNote, ...]:
     unknown = 0
     if run.name == "ibroute":
         notes += _route_failures(run)
-    for line in run.stderr.splitlines():
+    for k, line in enumerate(stderr_lines(run.stderr)):
+        if k >= MAX_LINES_PER_TOOL:
+            notes.append(
+                ToolNote(
+                    run.name,
+                    "other",
+                    f"more than {MAX_LINES_PER_TOOL} lines on stderr: the rest not read",
+                )
+            )
+            break
         if _NOISE.search(line) or _MADRPC.search(line):
             continue  # _do_madrpc is followed by the line that names what failed
         if run.name == "ibroute" and (_MAD_DUMP.match(line) or _ROUTE_FAIL.search(line)):
@@ -76,6 +95,18 @@ def classify(run: ToolRun) -> tuple[ToolNote, ...]:
         # ibqueryerrors exits 1 when it found errors: that is its answer, not a failure.
         notes.append(ToolNote(run.name, "failed", f"{run.name} exited with status {run.rc}"))
     return tuple(_dedup(notes))
+
+
+def stderr_lines(text: str) -> Iterator[str]:
+    """The lines of ``text`` (as ``splitlines`` cuts them), each cut at :data:`MAX_LINE` characters,
+    made one at a time: a line of 256 MiB is never copied whole."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        if end < 0:
+            end = len(text)
+        yield from text[start : min(end, start + MAX_LINE)].splitlines() or [""]
+        start = end + 1
 
 
 def _route_failures(run: ToolRun) -> list[ToolNote]:

@@ -21,8 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ibdiag.config import Config
-from ibdiag.counters.command import CountersReading
-from ibdiag.counters.config import CountersConfig
 from ibdiag.errors import UsageError
 from ibdiag.findings.model import Finding
 from ibdiag.history.config import HistoryConfig
@@ -36,7 +34,9 @@ from ibdiag.output.outputs import Addition
 from ibdiag.output.prom import Metric
 from ibdiag.units import parse_hours, parse_utc_time
 
-if TYPE_CHECKING:  # topo's reading, for the hook's signature (topo loads it itself)
+if TYPE_CHECKING:  # the readings, for the hooks' signatures (each command loads its own)
+    from ibdiag.counters.command import CountersReading
+    from ibdiag.counters.config import CountersConfig
     from ibdiag.topo.command import TopoReading
 
 #: Longest ``--kernel-log-window``: a year and a day (a saved log's whole span is rarely longer).

@@ -71,7 +71,7 @@ _BSD = re.compile(
 #: What follows a syslog time: ``host``, a level (``INFO``, ``kern.info``), the tag (``kernel``,
 #: ``systemd[1]``) and ``: ``.
 _HEADER = re.compile(
-    r"(?:(?P<host>[^\s:\[\]]{1,255}) )?(?:(?P<level>[A-Z]{3,9}) )?"
+    r"^(?:(?P<host>[^\s:\[\]]{1,255}) )?(?:(?P<level>[A-Z]{3,9}) )?"
     r"(?P<tag>[\w.@/-]{1,64}(?:\[\d{1,10}\])?): ?"
 )
 _FACILITY = re.compile(r"[a-z]{2,8}[0-7]?\.(?:emerg|alert|crit|err|warn|warning|notice|info|debug)")

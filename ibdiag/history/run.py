@@ -15,7 +15,7 @@ from ibdiag.history.analysis import port_stories
 from ibdiag.history.checks import check_aer, check_history, when
 from ibdiag.history.config import HistoryConfig
 from ibdiag.history.devices import DeviceMap, device_map
-from ibdiag.history.kernchecks import check_kernel
+from ibdiag.history.kernel_checks import check_kernel
 from ibdiag.history.kernlog import KernelEvent, mark_reinits, match, parse_line
 from ibdiag.history.kernsource import KernelText, read_kernel_log
 from ibdiag.history.kerntime import Span, Window

@@ -30,11 +30,12 @@ from ibdiag.counters.spec import max_value, width_bits
 from ibdiag.errors import CannotRunError, UsageError
 from ibdiag.history.config import HistoryConfig
 from ibdiag.history.model import SCHEMA, Record
-from ibdiag.jsonread import MAX_TEXT, Fields, JsonFieldError, check_integer, check_text
+from ibdiag.jsonread import MAX_TEXT, Fields, JsonFieldError, check_integer, check_text, loads
 from ibdiag.node.aer import AER_FILES, MAX_COUNT, AerCounts
 from ibdiag.node.model import Port
 from ibdiag.outfile import write_atomically
 from ibdiag.parse import MAX_IB_RATE_GBPS
+from ibdiag.text import safe_excerpt
 
 _NAME_RE = re.compile(r"^(\d{15})-(\d{1,10})-(counters|topo)\.json$")
 _TMP_RE = re.compile(r"^\.(\d{15})-(\d{1,10})-(counters|topo)\.json\.\d+\.tmp$")
@@ -43,6 +44,8 @@ MAX_RECORD_BYTES = 4 * 2**20
 #: A temporary file older than this is what a killed run left behind.
 STALE_TMP_S = 3600.0
 _PORTS_MAX = 4096
+#: Deepest nesting a record has (record > ports > port > counters > value): 4 levels; 8 allowed.
+_RECORD_DEPTH = 8
 
 
 @dataclass(frozen=True)
@@ -187,11 +190,12 @@ def read_records(directory: Path, *, host: str, since_s: float) -> Loaded:
             why = f"{size} bytes, more than {MAX_RECORD_BYTES}"
         else:
             try:
-                rec = parse_record(json.loads(_read_record(d / name)))
+                # jsonread's budget: "[" * 100000 is a skipped record, not a RecursionError
+                rec = parse_record(loads(_read_record(d / name), max_depth=_RECORD_DEPTH))
             except FileNotFoundError:
                 continue  # pruned by a concurrent run
-            except (OSError, ValueError) as e:  # JsonFieldError and JSONDecodeError are ValueErrors
-                why = str(e)[:200]
+            except (OSError, ValueError) as e:  # JsonFieldError is a ValueError
+                why = safe_excerpt(str(e), 200)
             else:
                 if rec.host != host:
                     why = f"recorded on host {rec.host}, this is {host}"

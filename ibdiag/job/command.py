@@ -2,7 +2,7 @@
 are :func:`ibdiag.job.views.outputs`.
 
 It reads what is given — a RAS status (live from the job's RAS port, from a file, from a stream) and
-Inspector's files — judges it (:mod:`.checks`, :mod:`.jobchecks`) and places every rank the findings
+Inspector's files — judges it (:mod:`.checks`, :mod:`.job_checks`) and places every rank the findings
 name on its node, GPU, NIC and leaf port (:mod:`.places`; with a saved fabric, :mod:`.fabricpath`).
 Errors: :class:`~ibdiag.errors.UsageError` / :class:`~ibdiag.errors.InputError` (exit 2) for a bad
 request or input file, :class:`~ibdiag.errors.CannotRunError` (exit 3) when the live RAS service is
@@ -29,7 +29,7 @@ from ibdiag.infile import RefusedFile, read_regular
 from ibdiag.job.checks import CHECKS, ras_findings
 from ibdiag.job.config import JobConfig
 from ibdiag.job.inspector import InspectorRead, read_inspector
-from ibdiag.job.jobchecks import busbw, inspector, join, paths, stragglers
+from ibdiag.job.job_checks import busbw, inspector, join, paths, stragglers
 from ibdiag.job.model import RasStatus
 from ibdiag.job.places import Join, NicPaths, read_hosts_file, read_rank_map
 from ibdiag.job.progress import progress
@@ -40,7 +40,7 @@ from ibdiag.job.timing import CommTiming, largest_rows, timings
 from ibdiag.text import safe_value
 
 SCHEMA = "ibdiag.job/1"
-#: Every ``job.*`` check (the registry of ibdiag.job.checks, with jobchecks' and progress' registered).
+#: Every ``job.*`` check (the registry of ibdiag.job.checks, with job_checks' and progress' registered).
 __all__ = ["CHECKS", "JobRequest", "JobResult", "RasFile", "RasLive", "RasStream", "run"]
 
 

@@ -13,12 +13,11 @@ saved file — is unknown, and says why; never a guess.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from typing import Any
 
-from ibdiag.jsonread import Fields, JsonFieldError, check_integer, check_list
+from ibdiag.jsonread import Fields, JsonFieldError, check_integer, check_list, loads
 from ibdiag.node.sysfs import Refused, read_inside, realpath
 from ibdiag.text import safe_excerpt
 
@@ -27,6 +26,8 @@ PRIORITIES = 8
 DCB_TIMEOUT_S = 5.0
 #: Largest ``dcb -j`` output or saved file read.
 MAX_DCB_BYTES = 65536
+#: Deepest nesting dcb -j prints (an object of lists of pairs): 3 levels; more is not its output.
+_DEPTH = 8
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class DcbState:
 
 def parse_pfc(text: str, where: str) -> tuple[bool, ...]:
     """``prio_pfc`` of ``dcb -j pfc show``; ValueError (JsonFieldError) when it is not that."""
-    doc = Fields(json.loads(text), where)
+    doc = Fields(loads(text, max_depth=_DEPTH), where)
     values = doc.items("prio_pfc", max_items=PRIORITIES)
     if len(values) != PRIORITIES or not all(isinstance(v, bool) for v in values):
         raise JsonFieldError(f"{where}.prio_pfc", f"must be {PRIORITIES} booleans")
@@ -70,7 +71,7 @@ def parse_pfc(text: str, where: str) -> tuple[bool, ...]:
 
 def parse_app(text: str, where: str) -> tuple[tuple[int, int], ...]:
     """``dscp_prio`` entries of ``dcb -j app show`` (none: ``()``)."""
-    doc = Fields(json.loads(text), where)
+    doc = Fields(loads(text, max_depth=_DEPTH), where)
     if not doc.has("dscp_prio"):
         return ()
     out = []

@@ -5,7 +5,9 @@ Prometheus a gauge per node; ``report.config`` per node that differs from the ma
 settings without a majority); ``report.input`` per file
 skipped. A sweep's bad links are carried over as its own ``sweep.link`` findings. With ``--fabric``:
 ``report.fabric_path`` per sweep (its slow pairs placed, or what could not be) and ``report.fabric_culprit``
-per switch port or uplink group that slow pairs share (:mod:`ibdiag.report.fabricpath`).
+per switch port or uplink group that slow pairs share (:mod:`ibdiag.report.fabricpath`), and
+``report.fabric_health``: the saved fabric's own failing and warning findings, on the slow pairs' paths
+or not (:mod:`ibdiag.report.fabrichealth`).
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from collections.abc import Sequence
 
 from ibdiag.findings.model import Finding, Severity
 from ibdiag.findings.registry import CheckRegistry
+from ibdiag.report.fabrichealth import FabricHealth
 from ibdiag.report.fabricmodel import HOST_LINK, ISL, MIN_SHARED, Culprit, SweepOnFabric
 from ibdiag.report.files import Skipped
-from ibdiag.report.view import FleetView, NodeRow, Outlier, Split
+from ibdiag.report.outliers import Outlier, Split, group_outliers, group_splits
+from ibdiag.report.view import FleetView, NodeRow
 
 CHECKS = CheckRegistry("report")
 #: Subject of findings about the whole fleet rather than one node.
@@ -28,9 +32,9 @@ def _listed(items: tuple[str, ...], limit: int = 6) -> str:
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
-def _settings(texts: list[str]) -> str:
+def _settings(items: Sequence[object]) -> str:
     """``1 setting``, ``N settings``."""
-    return f"{len(texts)} setting{'s' if len(texts) != 1 else ''}"
+    return f"{len(items)} setting{'s' if len(items) != 1 else ''}"
 
 
 def _first_four(texts: list[str]) -> str:
@@ -73,28 +77,29 @@ def node_status(row: NodeRow) -> Finding:
 def config_outlier(host: str, items: Sequence[Outlier | Split]) -> Finding:
     """One finding per node (all its outliers), or for the fleet (``host`` "fleet": the splits)."""
     if host == FLEET:
+        splits = [s for s in items if isinstance(s, Split)]
         texts = [
-            f"{s.key}: " + ", ".join(f"{v} on {n} node{'s' if n != 1 else ''}" for v, n in s.values)
-            for s in items
-            if isinstance(s, Split)
+            f"{g.key}: "
+            + ", ".join(f"{v} on {n} node{'s' if n != 1 else ''} ({h})" for v, n, h in g.values)
+            for g in group_splits(splits)
         ]
         return Finding(
             "report.config",
             Severity.WARN,
             FLEET,
-            f"{_settings(texts)} without a majority value: {_first_four(texts)}",
+            f"{_settings(splits)} without a majority value: {_first_four(texts)}",
             hint="decide which value is right and converge the fleet",
         )
+    outliers = [o for o in items if isinstance(o, Outlier)]
     texts = [
-        f"{o.key} is {o.value} ({o.majority_hosts} of {o.hosts} nodes: {o.majority})"
-        for o in items
-        if isinstance(o, Outlier)
+        f"{g.key} is {g.value} ({g.majority_hosts} of {g.compared} nodes: {g.majority})"
+        for g in group_outliers(outliers)
     ]
     return Finding(
         "report.config",
         Severity.WARN,
         host,
-        f"differs from the fleet's majority in {_settings(texts)}: {_first_four(texts)}",
+        f"differs from the fleet's majority in {_settings(outliers)}: {_first_four(texts)}",
         hint="an outlier node behaves differently under the same job: align it with the majority (firmware, driver, cabling, PCIe slot), or find out why it differs",
     )
 
@@ -226,6 +231,54 @@ def fabric_culprit(c: Culprit) -> Finding:
     )
 
 
+@CHECKS.check(
+    "report.fabric_health",
+    "with --fabric: the saved fabric judged as `ibdiag fabric --from` judges it; each of its failing or warning findings on a slow pair's path (a 1x link, errors), at its own severity; one warn for those on no slow pair's path; else ok",
+)
+def fabric_health(health: FabricHealth) -> list[Finding]:
+    out = [
+        Finding(
+            "report.fabric_health",
+            o.finding.severity,
+            o.finding.subject,
+            o.text,
+            value=len(o.slow_pairs),
+            unit="slow pairs",
+            hint=o.finding.hint
+            or f"`ibdiag fabric --from {health.source}` for the details; fix it before draining the nodes",
+        )
+        for o in health.on_paths
+    ]
+    off = health.off_paths
+    if off:
+        fails = sum(1 for f in off if f.severity is Severity.FAIL)
+        texts = [f"{f.check} {f.subject} ({f.severity.value})" for f in off]
+        out.append(
+            Finding(
+                "report.fabric_health",
+                Severity.WARN,
+                "fabric",
+                f"the saved fabric {health.source} has {fails} failing and {len(off) - fails} warning "
+                f"finding(s) on no slow pair's path: {_first_four(texts)}",
+                value=len(off),
+                unit="findings",
+                hint=f"`ibdiag fabric --from {health.source}` says each with its hint; no slow pair of the sweep crosses them",
+            )
+        )
+    if not out:
+        out.append(
+            Finding(
+                "report.fabric_health",
+                Severity.OK,
+                "fabric",
+                f"the saved fabric {health.source}: nothing failing or warning ({health.passed} passed)",
+                value=0,
+                unit="findings",
+            )
+        )
+    return out
+
+
 def report_findings(view: FleetView) -> list[Finding]:
     """Skipped files, outliers and splits, nodes, the sweeps' bad and unresolved links, then with
     ``--fabric`` the sweeps on the fabric."""
@@ -247,4 +300,6 @@ def report_findings(view: FleetView) -> list[Finding]:
         out += fabric_path(placed)
         for c in placed.culprits:
             out += fabric_culprit(c)
+    if view.fabric_health is not None:
+        out += fabric_health(view.fabric_health)
     return out

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ibdiag.config import Config
 from ibdiag.errors import UsageError
-from ibdiag.fabric import dump
-from ibdiag.fabric.build import build_fabric
 from ibdiag.findings.model import Report, RunMeta
 from ibdiag.outfile import check_output_path
 from ibdiag.report.checks import report_findings
+from ibdiag.report.fabrichealth import fabric_health, judge_snapshot, with_fabric_says
 from ibdiag.report.inputs import read_all
 from ibdiag.report.view import FleetView, build_view, view_json
 from ibdiag.units import parse_size
@@ -40,6 +40,9 @@ class ReportRequest:
     refused when no sweep is among the inputs."""
     max_file_size: str = "128M"
     """``--max-file-size``: the largest input read (binary units); a larger one is skipped."""
+    config: Config = field(default_factory=lambda: Config(None, {}))
+    """Thresholds the saved fabric is judged by (``[fabric]``, ``[counters]``: as ``ibdiag fabric``
+    reads them); the built-in defaults when not given."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ def run(req: ReportRequest) -> ReportResult:
     docs, skipped = read_all(req.inputs, max_bytes=max_bytes)
     view = build_view(docs, skipped)
     if req.fabric is not None:
-        view = _on_fabric(view, req.fabric)
+        view = _on_fabric(view, req.fabric, req.config)
     report = Report("report", view_json(view), tuple(report_findings(view)))
     # the host ibdiag report ran on (a report reads documents, never a node's tree)
     meta = RunMeta.now(os.uname().nodename)
@@ -71,8 +74,9 @@ def run(req: ReportRequest) -> ReportResult:
     return ReportResult(report, meta, view)
 
 
-def _on_fabric(view: FleetView, snapshot: Path) -> FleetView:
-    """The view with each sweep placed on the saved fabric (read through fabric's dump reader)."""
+def _on_fabric(view: FleetView, snapshot: Path, config: Config) -> FleetView:
+    """The view with each sweep placed on the saved fabric, and the fabric's own health: the snapshot
+    judged by ``ibdiag fabric``'s entry point, as ``ibdiag fabric --from SNAPSHOT`` judges it."""
     if not view.sweeps:
         raise UsageError(
             "--fabric places a sweep's pairs on the fabric, and no sweep file was given",
@@ -80,6 +84,15 @@ def _on_fabric(view: FleetView, snapshot: Path) -> FleetView:
         )
     # lazy: networkx behind the placement (routes over the fabric's graph), for --fabric only
     from ibdiag.report.fabricpath import on_fabric
+    from ibdiag.report.fabricpicture import picture  # lazy: as above (the fabric's tiers)
 
-    fab = build_fabric(dump.load(snapshot))
-    return replace(view, fabric=on_fabric(view.sweeps, fab))
+    judged = judge_snapshot(snapshot, config)
+    placed = on_fabric(view.sweeps, judged.fabric, judged.names, judged.shape)
+    health = fabric_health(judged, placed)
+    placed = with_fabric_says(placed, health)
+    return replace(
+        view,
+        fabric=placed,
+        fabric_health=health,
+        fabric_picture=picture(judged, placed, health),
+    )

@@ -138,6 +138,12 @@ class Culprit:
     """Uplinks: adapters the sweep called bad whose every slow pair crosses them (``gpu01 mlx5_0``)."""
     isls_unknown: bool = False
     """The fabric is not a tree of tiers: the ISLs were not counted, and the slow pairs may share one."""
+    routes_read: bool = False
+    """The snapshot holds routes (an uplink group is named only for pairs whose route could not be
+    followed)."""
+    fabric_says: tuple[str, ...] = ()
+    """What the saved fabric's own judgement says of this hop (``ibdiag fabric --from``: a 1x link,
+    errors), each ``message (check, severity)``."""
 
     @property
     def text(self) -> str:
@@ -153,8 +159,9 @@ class Culprit:
                 if self.inside
                 else "; no pair within the switch was tested"
             )
+            why = "their routes could not be followed" if self.routes_read else "routes not read"
             spread = (
-                " (routes not read: with ECMP one bad uplink slows only the pairs routed over it)"
+                f" ({why}: with ECMP one bad uplink slows only the pairs routed over it)"
                 if self.healthy
                 else ""
             )
@@ -182,6 +189,8 @@ class Culprit:
             )
         if self.isls_unknown:
             text += "; the ISLs were not counted (not a tree of tiers): the slow pairs may share one instead"
+        if self.fabric_says:
+            text += "; the saved fabric says of it: " + "; ".join(self.fabric_says)
         return text
 
     def to_json(self) -> dict[str, Any]:
@@ -195,8 +204,19 @@ class Culprit:
             "alternatives": [a.subject for a in self.alternatives],
             "explains": list(self.explains),
             "isls_unknown": self.isls_unknown,
+            "fabric_findings": list(self.fabric_says),
             "text": self.text,
         }
+
+
+@dataclass(frozen=True)
+class HopLoad:
+    """A hop some slow pairs cross: which, and how many healthy pairs cross it too."""
+
+    hop: Hop
+    slow_pairs: tuple[str, ...]
+    """The slow pairs' subjects, every one (not only the :data:`MAX_PATHS` listed)."""
+    healthy: int
 
 
 @dataclass(frozen=True)
@@ -223,6 +243,13 @@ class SweepOnFabric:
     """Slow pairs with both ends on the fabric."""
     routes_read: bool = False
     """The fabric holds the subnet manager's routes: pairs' ISLs are exact."""
+    unrouted: int = 0
+    """With routes: tested pairs (slow or healthy) whose route could not be followed (their ISLs are
+    the candidates, a note on each slow one says why)."""
+    loads: tuple[HopLoad, ...] = ()
+    """Every hop a slow pair crosses (host links, ISLs, uplink groups), most slow pairs first."""
+    uplinks: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    """Per switch (GUID) whose uplinks are a group hop, the candidate uplink ports the pairs may take."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -232,6 +259,7 @@ class SweepOnFabric:
             "shape": self.shape,
             "isls_named": self.names_isls,
             "routes_read": self.routes_read,
+            "pairs_unrouted": self.unrouted,
             "slow_pairs": self.slow,
             "slow_pairs_placed": self.slow_placed,
             "healthy_pairs": self.healthy,
@@ -249,7 +277,7 @@ def fabric_lines(placed: SweepOnFabric, limit: int = FABRIC_PATHS) -> list[str]:
     """A sweep on the fabric in plain lines: what was placed, the culprits, the slow pairs' routes."""
     lines = [
         f"sweep {placed.sweep} on the fabric {placed.source}: {placed.shape}; {placed.slow} slow pair(s), "
-        f"{placed.healthy} healthy pair(s) compared (routes not read: the ISLs are the candidates)"
+        f"{placed.healthy} healthy pair(s) compared ({routes_text(placed)})"
     ]
     lines += [f"likely culprit: {c.text}" for c in placed.culprits]
     if placed.slow and not placed.culprits:
@@ -274,6 +302,21 @@ def fabric_lines(placed: SweepOnFabric, limit: int = FABRIC_PATHS) -> list[str]:
             f"  ... {placed.slow - min(limit, len(placed.paths))} more slow pair(s) (all in -o json up to {MAX_PATHS})"
         )
     return lines
+
+
+def routes_text(placed: SweepOnFabric) -> str:
+    """How the pairs' ISLs were found, from what the snapshot holds: the subnet manager's routes, the
+    shortest-path candidates, or (not a tree of tiers, no routes) none."""
+    if placed.routes_read:
+        text = "routes read: each pair's ISLs are those of the subnet manager's forwarding tables"
+        if placed.unrouted:
+            text += (
+                f"; {placed.unrouted} pair(s) whose route could not be followed have the candidates"
+            )
+        return text
+    if placed.names_isls:
+        return "routes not read: the ISLs are the candidates on shortest paths (fabric --routes --save reads them)"
+    return "routes not read, and the fabric is not a tree of tiers: only the host links are named"
 
 
 def _where(e: End) -> str:

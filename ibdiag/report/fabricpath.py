@@ -36,7 +36,7 @@ from ibdiag.fabric.hosts import Names
 from ibdiag.fabric.model import Fabric, PortRef
 from ibdiag.fabric.paths import Attachment, Crossed, Router, attachments, known_adapters
 from ibdiag.fabric.rails import rail_of
-from ibdiag.fabric.shape import shape
+from ibdiag.fabric.shape import Shape, shape
 from ibdiag.report.fabricmodel import (
     HOST_LINK,
     ISL,
@@ -46,6 +46,7 @@ from ibdiag.report.fabricmodel import (
     Culprit,
     End,
     Hop,
+    HopLoad,
     PairPath,
     SweepOnFabric,
 )
@@ -70,6 +71,8 @@ class _Placer:
         self._ends: dict[tuple[str, str | None, int | None], End] = {}
         self._hops: dict[tuple[str, int], Hop] = {}
         self._isls: dict[frozenset[PortRef], Hop] = {}
+        self.unrouted = 0
+        """Pairs whose route (with routes read) could not be followed."""
 
     def widths(self) -> dict[str, int]:
         """Per switch, the uplinks any placed pair may take."""
@@ -144,6 +147,7 @@ class _Placer:
                     f"the route {way} is not followed ({self._named(r)}): the ISLs are candidates"
                 )
         if isinstance(there, str) or isinstance(back, str):
+            self.unrouted += 1
             return None
         return there, back
 
@@ -276,7 +280,21 @@ def place_sweep(
         tcp,
         sum(1 for p in slow if all(e.at is not None for e in p.ends)),
         router.routes_read,
+        placer.unrouted,
+        loads(slow, healthy),
+        tuple((sw, tuple(sorted(ports))) for sw, ports in sorted(placer.uplink_ports.items())),
     )
+
+
+def loads(slow: list[PairPath], healthy: list[PairPath]) -> tuple[HopLoad, ...]:
+    """Each hop the slow pairs cross, with those pairs and the count of healthy ones through it."""
+    through: dict[Hop, list[str]] = {}
+    for p in slow:
+        for hop in dict.fromkeys(p.hops):
+            through.setdefault(hop, []).append(p.subject)
+    fine: Counter[Hop] = Counter(x for p in healthy for x in set(p.hops))
+    out = [HopLoad(hop, tuple(pairs), fine[hop]) for hop, pairs in through.items()]
+    return tuple(sorted(out, key=lambda x: (-len(x.slow_pairs), x.hop.subject)))
 
 
 def _explaining(
@@ -301,7 +319,10 @@ def _explaining(
 
 def _caveat(found: Iterable[Culprit], router: Router) -> Iterable[Culprit]:
     for c in found:
-        yield c if router.names_isls or router.routes_read else replace(c, isls_unknown=True)
+        if router.routes_read:
+            yield replace(c, routes_read=True)
+        else:
+            yield c if router.names_isls else replace(c, isls_unknown=True)
 
 
 def _hosts(p: PairPath) -> set[tuple[str, str]]:
@@ -377,9 +398,10 @@ def culprits(
 
 
 def on_fabric(
-    sweeps: Iterable[Any], fab: Fabric, names: Names | None = None
+    sweeps: Iterable[Any], fab: Fabric, names: Names | None = None, sh: Shape | None = None
 ) -> tuple[SweepOnFabric, ...]:
-    """Each sweep (:class:`ibdiag.report.view.SweepPart`) on ``fab``."""
+    """Each sweep (:class:`ibdiag.report.view.SweepPart`) on ``fab``; ``names`` and ``sh``: the
+    judged fabric's (:class:`ibdiag.fabric.judge.Judged`), else made here."""
     names = names or Names(fab, {})
-    router = Router(shape(fab), fab)
+    router = Router(sh or shape(fab), fab)
     return tuple(place_sweep(part.result, part.path, fab, names, router) for part in sweeps)

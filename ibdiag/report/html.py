@@ -12,7 +12,9 @@ from html import escape
 
 from ibdiag.findings.model import Finding, RunMeta, Severity, worst
 from ibdiag.report.fabricmodel import MAX_PATHS, fabric_lines
-from ibdiag.report.view import NODE_COLUMNS, FleetView
+from ibdiag.report.fabricpage import CSS as FABRIC_CSS
+from ibdiag.report.fabricpage import fabric_section
+from ibdiag.report.view import NODE_COLUMNS, OUTLIER_COLUMNS, FleetView, outlier_rows
 from ibdiag.sweep import chart
 from ibdiag.sweep import views as sweep_views
 from ibdiag.sweep.analysis import LinkVerdict, NodeStatus
@@ -39,6 +41,7 @@ th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: ta
 .legend span { display: inline-block; width: .9em; height: .9em; margin: 0 .3em 0 1em; vertical-align: middle; }
 .dim { color: #777; }
 td.host, td:first-child { white-space: nowrap; font-family: ui-monospace, monospace; }
+td.hostlist { white-space: normal; overflow-wrap: anywhere; } /* a long host list breaks at its commas */
 .hint { color: #555; font-size: .92em; } h3 { font-size: 1em; margin: 1em 0 .2em; font-family: ui-monospace, monospace; }
 figcaption { max-width: 40em; } caption { text-align: left; font-weight: 600; padding: .2em 0; white-space: nowrap; }
 """
@@ -181,7 +184,7 @@ def render_html(view: FleetView, findings: Sequence[Finding], meta: RunMeta) -> 
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">",
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>ibdiag fleet report: {len(view.rows)} nodes, {escape(status.value.upper())}</title>",
-        f"<style>{_CSS}</style></head><body>",
+        f"<style>{_CSS}{FABRIC_CSS}</style></head><body>",
         "<header><h1>Fleet report</h1>",
         f'<p class="status {_cls(status)}">{escape(status.value.upper())}: {len(view.rows)} nodes, {n_fail} failing, '
         f"{len({o.host for o in view.outliers})} off the configuration majority, {len(view.skipped)} files skipped</p>",
@@ -189,6 +192,7 @@ def render_html(view: FleetView, findings: Sequence[Finding], meta: RunMeta) -> 
     ]
     if view.drain:
         parts.append(f'<h2>Drain</h2><p class="drain">{escape(" ".join(view.drain))}</p>')
+    parts += fabric_section(view)
     parts += _findings_section(view)
     parts.append(_sweep_section(view))
     for placed in view.fabric:
@@ -252,23 +256,13 @@ def _node_sections(view: FleetView) -> list[str]:
             ],
         )
     )
-    if view.outliers or view.splits:
+    if view.outlier_groups or view.split_groups:
         parts.append("<h2>Configuration outliers</h2>")
         rows = [
-            (o.host, o.key, (o.value, "warn"), o.majority, f"{o.majority_hosts} of {o.hosts}")
-            for o in view.outliers
+            ((nodes, "hostlist"), what, (value, "warn"), majority, share)
+            for nodes, what, value, majority, share in outlier_rows(view)
         ]
-        rows += [
-            (
-                "(fleet)",
-                s.key,
-                ("no majority", "warn"),
-                ", ".join(f"{v} x{n}" for v, n in s.values),
-                "",
-            )
-            for s in view.splits
-        ]
-        parts.append(_table(("node", "what", "value", "majority", "nodes with the majority"), rows))
+        parts.append(_table(OUTLIER_COLUMNS, rows))
     if view.counter_errors:
         parts.append("<h2>Top counter errors</h2>")
         parts.append(

@@ -1,7 +1,8 @@
 """The fleet view: one row per node, configuration outliers, counter errors, sweeps, the drain list.
 
-Built with pandas (imported here only): the nodes' facts go into long tables (host, key, value) whose
-group-bys give each key's majority value, each node's failing checks and the fleet's top error rates.
+Built with pandas (imported by :func:`ibdiag.report.outliers.pandas` only): the nodes' facts go into
+long tables (host, key, value) whose group-bys give each key's majority value
+(:mod:`ibdiag.report.outliers`), each node's failing checks and the fleet's top error rates.
 """
 
 from __future__ import annotations
@@ -10,12 +11,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ibdiag.errors import missing_extra
 from ibdiag.findings.model import Finding, Severity, worst
 from ibdiag.report import jobdocs
+from ibdiag.report.fabrichealth import FabricHealth
 from ibdiag.report.files import Skipped
 from ibdiag.report.flapping import FlappingPort, most_flapping
-from ibdiag.report.inputs import AdapterFacts, InputDoc, TopoFacts
+from ibdiag.report.inputs import InputDoc
+from ibdiag.report.outliers import (
+    Outlier,
+    OutlierGroup,
+    Split,
+    SplitGroup,
+    config_outliers,
+    group_outliers,
+    group_splits,
+    pandas,
+)
+from ibdiag.report.picturemodel import Picture
 from ibdiag.sweep.analysis import LinkVerdict, NodeStatus
 from ibdiag.sweep.checks import link_subject, sweep_findings
 
@@ -34,26 +46,6 @@ NODE_COLUMNS = (
     "sweep",
     "read",
 )
-
-
-@dataclass(frozen=True)
-class Outlier:
-    key: str
-    """``mlx5_3 firmware``, ``NCCL_IB_HCA`` ..."""
-    host: str
-    value: str
-    majority: str
-    majority_hosts: int
-    hosts: int
-    """Nodes whose topo says anything about the key."""
-
-
-@dataclass(frozen=True)
-class Split:
-    """A key without a majority value: the fleet is divided, nobody is the odd one out."""
-
-    key: str
-    values: tuple[tuple[str, int], ...]
 
 
 @dataclass(frozen=True)
@@ -118,6 +110,14 @@ class FleetView:
     from its newest topo and counters, its benches and the sweeps (each once)."""
     fabric: tuple[Any, ...] = ()
     """With ``--fabric``: each sweep on the fabric (:class:`ibdiag.report.fabricmodel.SweepOnFabric`)."""
+    fabric_health: FabricHealth | None = None
+    """With ``--fabric``: the saved fabric's own failing and warning findings, and which lie on slow
+    pairs' paths."""
+    fabric_picture: Picture | None = None
+    """With ``--fabric``: the fabric the page draws (its tiers, the slow pairs' paths, the culprits)."""
+    outlier_groups: tuple[OutlierGroup, ...] = ()
+    """The outliers grouped for people: one per difference, naming its nodes and devices."""
+    split_groups: tuple[SplitGroup, ...] = ()
 
     def row(self, host: str) -> NodeRow | None:
         return next((r for r in self.rows if r.host == host), None)
@@ -127,64 +127,33 @@ class FleetView:
         return sorted(self.rows, key=lambda r: (-r.status.rank, -len(r.failing), r.host))
 
 
-def _pandas() -> Any:
-    try:
-        import pandas as pd
-    except ModuleNotFoundError as e:
-        if (e.name or "").split(".")[0] not in ("pandas", "numpy"):
-            raise
-        raise missing_extra("pandas", "ibdiag report") from None
-    return pd
+#: The configuration outliers' columns (the terminal's and the page's).
+OUTLIER_COLUMNS = ("nodes", "what", "value", "majority", "nodes with the majority")
 
 
-def driver_text(a: AdapterFacts) -> str | None:
-    """``mlx5_core 24.10-1.1.4``, ``mlx5_core srcversion 0716E1...``, ``mlx5_core (version unknown)``;
-    None when topo named no module (or a topo file of an older version): a node that says nothing is
-    not compared, as for firmware."""
-    if a.driver_module is None:
-        return None
-    if a.driver_version is None or a.driver_version_kind is None:
-        return f"{a.driver_module} (version unknown)"
-    if a.driver_version_kind == "srcversion":
-        return f"{a.driver_module} srcversion {a.driver_version}"
-    return f"{a.driver_module} {a.driver_version}"
-
-
-def topo_facts(facts: TopoFacts) -> list[tuple[str, str]]:
-    """(key, value) pairs of a node's configuration that should be the same across a fleet."""
-    out = [("GPUs", str(facts.gpus)), ("RDMA adapters", str(len(facts.adapters)))]
-    out.append(("GPUDirect RDMA module", facts.gdr_module or "unknown"))
-    if facts.kernel_release is not None:
-        out.append(("kernel", facts.kernel_release))
-    if facts.gpus:
-        out.append(("NVIDIA driver", facts.nvidia_driver or "not loaded"))
-    if facts.nccl_ib_hca is not None:
-        out.append(("NCCL_IB_HCA", facts.nccl_ib_hca))
-    if facts.nccl_gid_index is not None:
-        out.append(("NCCL_IB_GID_INDEX", facts.nccl_gid_index))
-    for i, w in enumerate(facts.gpu_pcie_widths):
-        if w is not None:
-            out.append((f"GPU{i} PCIe width", f"x{w}"))
-    for a in facts.adapters:
-        if a.fw_ver is not None:
-            out.append((f"{a.name} firmware", a.fw_ver))
-        driver = driver_text(a)
-        if driver is not None:
-            out.append((f"{a.name} driver", driver))
-        if a.board_id is not None:
-            out.append((f"{a.name} board", a.board_id))
-        if a.pcie_width is not None:
-            out.append((f"{a.name} PCIe width", f"x{a.pcie_width}"))
-        if a.pcie_speed_gts is not None:
-            out.append((f"{a.name} PCIe speed", f"{a.pcie_speed_gts:g} GT/s"))
-        for p in a.ports:
-            if p.rate_gbps is not None:
-                out.append((f"{a.name}:{p.port} rate", f"{p.rate_gbps:g} Gb/s"))
-            if p.state is not None or p.phys_state is not None:
-                out.append((f"{a.name}:{p.port} state", f"{p.state or '?'}/{p.phys_state or '?'}"))
-            if p.link_layer is not None:
-                out.append((f"{a.name}:{p.port} link layer", p.link_layer))
-    return out
+def outlier_rows(view: FleetView) -> list[tuple[str, str, str, str, str]]:
+    """One row per difference (its nodes as a host list, and how many), then one per split."""
+    rows = [
+        (
+            g.host_list + (f" ({len(g.hosts)} nodes)" if len(g.hosts) > 1 else ""),
+            g.key,
+            g.value,
+            g.majority,
+            f"{g.majority_hosts} of {g.compared}",
+        )
+        for g in view.outlier_groups
+    ]
+    rows += [
+        (
+            "(fleet)",
+            g.key,
+            "no majority",
+            ", ".join(f"{v} x{n} ({h})" for v, n, h in g.values),
+            "",
+        )
+        for g in view.split_groups
+    ]
+    return rows
 
 
 def _latest(docs: Sequence[InputDoc], kind: str) -> dict[str, InputDoc]:
@@ -196,53 +165,11 @@ def _latest(docs: Sequence[InputDoc], kind: str) -> dict[str, InputDoc]:
     return out
 
 
-def config_outliers(topos: dict[str, InputDoc]) -> tuple[list[Outlier], list[Split]]:
-    """Each key's majority value over the nodes that have it; nodes with another value are outliers."""
-    pd = _pandas()
-    rows = [
-        (host, key, value)
-        for host, d in topos.items()
-        if d.topo is not None
-        for key, value in topo_facts(d.topo)
-    ]
-    if not rows:
-        return [], []
-    df = pd.DataFrame(rows, columns=["host", "key", "value"])
-    counts = df.groupby(["key", "value"]).size().rename("n").reset_index()
-    counts = counts.sort_values(["key", "n", "value"], ascending=[True, False, True])
-    distinct = counts.groupby("key")["value"].size().rename("values")
-    top = (
-        counts.drop_duplicates("key")
-        .set_index("key")
-        .join(df.groupby("key")["host"].nunique().rename("hosts"))
-        .join(distinct)
-    )
-    top = top[top["values"] > 1]
-    has_majority = 2 * top["n"] > top["hosts"]
-    majority = top[has_majority]
-    odd = df.merge(majority, left_on="key", right_index=True, suffixes=("", "_top"))
-    odd = odd[odd["value"] != odd["value_top"]].sort_values(["key", "host"])
-    outliers = [
-        Outlier(str(r.key), str(r.host), str(r.value), str(r.value_top), int(r.n), int(r.hosts))
-        for r in odd.itertuples()
-    ]
-    splits = [
-        Split(
-            str(key),
-            tuple((str(v), int(n)) for v, n in zip(group["value"], group["n"], strict=False)),
-        )
-        for key, group in counts[counts["key"].isin(top[~has_majority].index)].groupby(
-            "key", sort=True
-        )
-    ]
-    return outliers, splits
-
-
 def counter_errors(
     counters: dict[str, InputDoc], limit: int = TOP_COUNTER_ERRORS
 ) -> list[CounterError]:
     """The fleet's largest error rates (``--interval``/``--since`` files), then error counts since reset."""
-    pd = _pandas()
+    pd = pandas()
     rows = [
         (
             host,
@@ -339,7 +266,7 @@ def _findings_by_host(
 
 def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetView:
     """The fleet view of the documents read (``skipped`` are listed, not used)."""
-    pd = _pandas()
+    pd = pandas()
     topos, counters = _latest(docs, "topo"), _latest(docs, "counters")
     benches = [d for d in docs if d.kind == "bench"]
     benches += jobdocs.per_node(docs)  # a job's findings, each under the node it names
@@ -403,6 +330,8 @@ def build_view(docs: Sequence[InputDoc], skipped: Sequence[Skipped]) -> FleetVie
         rows=tuple(rows),
         outliers=tuple(outliers),
         splits=tuple(splits),
+        outlier_groups=tuple(group_outliers(outliers)),
+        split_groups=tuple(group_splits(splits)),
         counter_errors=tuple(counter_errors(counters)),
         flapping=tuple(most_flapping(counters)),
         sweeps=tuple(sweeps),
@@ -463,6 +392,8 @@ def view_json(view: FleetView) -> dict[str, Any]:
             {"key": s.key, "values": [{"value": v, "hosts": n} for v, n in s.values]}
             for s in view.splits
         ],
+        "outlier_groups": [g.to_json() for g in view.outlier_groups],
+        "split_groups": [g.to_json() for g in view.split_groups],
         "counter_errors": [
             {
                 "host": c.host,
@@ -484,4 +415,5 @@ def view_json(view: FleetView) -> dict[str, Any]:
         "skipped": [{"path": s.path, "reason": s.reason} for s in view.skipped],
         "not_compared": list(view.not_compared),
         "fabric": [x.to_json() for x in view.fabric] if view.fabric else None,
+        "fabric_health": view.fabric_health.to_json() if view.fabric_health else None,
     }

@@ -13,17 +13,15 @@ from ibdiag.findings.model import Report, Severity
 from ibdiag.output.outputs import Outputs, TableLayout
 from ibdiag.output.prom import Metric, PromSample
 from ibdiag.report.command import ReportResult
+from ibdiag.report.fabrichealth import health_lines
 from ibdiag.report.fabricmodel import fabric_lines
 from ibdiag.report.html import render_html
-from ibdiag.report.view import NODE_COLUMNS, FleetView
+from ibdiag.report.view import NODE_COLUMNS, OUTLIER_COLUMNS, FleetView, outlier_rows
 from ibdiag.sweep import views as sweep_views
 from ibdiag.sweep.views import LINE_WIDTH, fit_line
 
 if TYPE_CHECKING:  # rich only where a table is drawn: `ibdiag report -o json` does not import it
     from rich.console import RenderableType
-
-    from ibdiag.report.files import Skipped
-    from ibdiag.report.view import Split
 
 
 def outputs(result: ReportResult) -> Outputs:
@@ -107,7 +105,6 @@ def tables(view: FleetView) -> list[Any]:
     from rich.text import Text
 
     items: list[Any] = []
-    s: Split | Skipped  # the loops over splits and over skipped files share the name
     n_fail = sum(1 for r in view.rows if r.status is Severity.FAIL)
     n_warn = sum(1 for r in view.rows if r.status is Severity.WARN)
     files = f"{len(view.inputs)} file{'s' if len(view.inputs) != 1 else ''}"
@@ -127,6 +124,8 @@ def tables(view: FleetView) -> list[Any]:
         items += sweep_views.worst_tables(part.result, limit=10)
     for placed in view.fabric:
         items += [Text(line) for line in fabric_lines(placed)]
+    if view.fabric_health is not None:
+        items += [Text(line) for line in health_lines(view.fabric_health)]
     if view.skipped:
         t = Table(title="Files skipped", title_justify="left")
         t.add_column("file")
@@ -178,18 +177,14 @@ def _outlier_tables(view: FleetView) -> list[Any]:
     from rich.table import Table  # lazy: rich, for the table output only
 
     items: list[Any] = []
-    if view.outliers or view.splits:
+    if view.outlier_groups or view.split_groups:
         t = Table(
             title="Configuration outliers (against the fleet's majority)", title_justify="left"
         )
-        for col in ("node", "what", "value", "majority", "nodes with the majority"):
+        for col in OUTLIER_COLUMNS:
             t.add_column(col)
-        for o in view.outliers:
-            t.add_row(o.host, o.key, o.value, o.majority, f"{o.majority_hosts} of {o.hosts}")
-        for s in view.splits:
-            t.add_row(
-                "(fleet)", s.key, "no majority", ", ".join(f"{v} x{n}" for v, n in s.values), ""
-            )
+        for row in outlier_rows(view):
+            t.add_row(*row)
         items.append(t)
     if view.counter_errors:
         t = Table(title="Top counter errors", title_justify="left")

@@ -27,7 +27,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ibdiag import hostlists
 from ibdiag.errors import UsageError
+from ibdiag.hostlists import HostListError
 
 DEFAULT_PORT = 29500
 """torch.distributed's default MASTER_PORT."""
@@ -68,96 +70,59 @@ class LaunchEnv:
 # --- Slurm host lists ------------------------------------------------------------------------------
 
 
-def _split_top(text: str) -> list[str]:
-    """Split on commas that are not inside brackets: ``a[1,2],b`` -> ``["a[1,2]", "b"]``."""
-    parts: list[str] = []
-    depth = 0
-    cur: list[str] = []
-    for ch in text:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-            if depth < 0:
-                raise ValueError("unbalanced ']'")
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    if depth != 0:
-        raise ValueError("unbalanced '['")
-    parts.append("".join(cur))
-    return parts
-
-
-_RANGE_RE = re.compile(r"^(\d+)(?:-(\d+))?$")
-
-
-def _expand_range(spec: str) -> list[str]:
-    out: list[str] = []
-    for item in spec.split(","):
-        m = _RANGE_RE.match(item.strip())
-        if not m:
-            raise ValueError(f"bad range {item!r}")
-        lo_s, hi_s = m.group(1), m.group(2)
-        if hi_s is None:
-            out.append(lo_s)
-            continue
-        lo, hi = int(lo_s), int(hi_s)
-        if hi < lo:
-            raise ValueError(f"range {item!r} ends below its start")
-        if hi - lo > 100_000:
-            raise ValueError(f"range {item!r} is implausibly large")
-        width = len(lo_s)  # Slurm keeps the zero padding of the range's start: 01-03 -> 01 02 03
-        out.extend(str(i).zfill(width) for i in range(lo, hi + 1))
-    return out
-
-
-def _expand_host(expr: str) -> list[str]:
-    m = re.search(r"\[([^\[\]]*)\]", expr)
-    if not m:
-        if "[" in expr or "]" in expr:
-            raise ValueError(f"unbalanced brackets in {expr!r}")
-        return [expr]
-    head, tail = expr[: m.start()], expr[m.end() :]
-    return [h for value in _expand_range(m.group(1)) for h in _expand_host(head + value + tail)]
+_NODELIST_HINT = (
+    "expected the form node[01-03,07],gpu-a[1-2]; check SLURM_JOB_NODELIST / SLURM_STEP_NODELIST"
+)
 
 
 def expand_nodelist(text: str) -> list[str]:
     """Slurm's compressed host list, expanded in order: ``node[01-03,07],gpu-a[1-2]`` ->
     ``node01 node02 node03 node07 gpu-a1 gpu-a2``; several bracket groups multiply
-    (``r[1-2]n[1-2]`` -> ``r1n1 r1n2 r2n1 r2n2``), as ``scontrol show hostnames`` prints them."""
-    text = str(text).strip()
-    if not text:
-        raise UsageError(
-            "empty Slurm node list", hint="check SLURM_JOB_NODELIST / SLURM_STEP_NODELIST"
-        )
+    (``r[1-2]n[1-2]`` -> ``r1n1 r1n2 r2n1 r2n2``), as ``scontrol show hostnames`` prints them
+    (:mod:`ibdiag.hostlists`: at most 100,000 names, refused before expanding)."""
     try:
-        hosts = [h for part in _split_top(text) if part.strip() for h in _expand_host(part.strip())]
-    except ValueError as e:
+        return hostlists.expand(str(text))
+    except HostListError as e:
         raise UsageError(
-            f"cannot read Slurm node list {text!r}: {e}",
-            hint="expected the form node[01-03,07],gpu-a[1-2]",
+            f"cannot read Slurm node list {hostlists.excerpt(str(text))!r}: {e.problem}",
+            hint=_NODELIST_HINT,
         ) from None
-    if not hosts:
+
+
+def first_node(text: str) -> str:
+    """The first host of a Slurm host list, without expanding the rest (a 16384-node job's list)."""
+    try:
+        return hostlists.first(str(text))
+    except HostListError as e:
         raise UsageError(
-            f"Slurm node list {text!r} names no host",
-            hint="check SLURM_JOB_NODELIST / SLURM_STEP_NODELIST",
-        )
-    return hosts
+            f"cannot read Slurm node list {hostlists.excerpt(str(text))!r}: {e.problem}",
+            hint=_NODELIST_HINT,
+        ) from None
+
+
+#: ``8(x2)``: tasks on each node, and how many nodes in a row run that many.
+_TASKS_RE = re.compile(r"([0-9]{1,9})(?:\(x([0-9]{1,9})\))?")
 
 
 def parse_tasks_per_node(text: str) -> list[int]:
-    """``SLURM_STEP_TASKS_PER_NODE`` / ``SLURM_TASKS_PER_NODE``: ``"2(x3),1"`` -> ``[2, 2, 2, 1]``."""
+    """``SLURM_STEP_TASKS_PER_NODE`` / ``SLURM_TASKS_PER_NODE``: ``"2(x3),1"`` -> ``[2, 2, 2, 1]``
+    (at most as many nodes as a host list may name: ``1(x999999999)`` is refused, not a MemoryError)."""
     out: list[int] = []
     for item in str(text).split(","):
-        m = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", item)
+        m = _TASKS_RE.fullmatch(item.strip())
         if not m:
             raise UsageError(
-                f"cannot read Slurm tasks per node {text!r}", hint="expected the form 8(x2),4"
+                f"cannot read Slurm tasks per node {hostlists.excerpt(str(text))!r}",
+                hint="expected the form 8(x2),4",
             )
-        out.extend([int(m.group(1))] * int(m.group(2) or 1))
+        repeat = int(m.group(2) or 1)
+        if len(out) + repeat > hostlists.MAX_NAMES:
+            raise UsageError(
+                f"Slurm tasks per node {hostlists.excerpt(str(text))!r} names more than "
+                f"{hostlists.MAX_NAMES} nodes",
+                hint="check SLURM_TASKS_PER_NODE / SLURM_STEP_TASKS_PER_NODE",
+            )
+        out.extend([int(m.group(1))] * repeat)
     return out
 
 
@@ -370,7 +335,7 @@ def _slurm_master(env: Mapping[str, str]) -> str | None:
     for key in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"):
         text = env.get(key, "").strip()
         if text:
-            return expand_nodelist(text)[0]
+            return first_node(text)
     return None
 
 

@@ -39,6 +39,11 @@ class SweepConfig:
     min_bw_share: float = 0.8
     """Median bandwidth of a rail below this share of its line rate is a fleet-wide warning (the same
     80 % as ``bench p2p``'s min_bw_share: below it a healthy link is not what is measured)."""
+    confirm_max_rounds: int = 100
+    """Most rounds the confirmation pass may add (each re-tests confounded links: alone where nothing
+    proves tests apart). A round costs one pair test, about 2.5 s at the defaults: 100 rounds is about
+    4 min. What is still confounded after it is a warning, never named bad. With the fabric known
+    (``routes``, or ``hashed`` on two tiers) the re-tests pack many to a round."""
 
 
 class LinkVerdict(str, Enum):
@@ -49,6 +54,9 @@ class LinkVerdict(str, Enum):
     """Slow while both ends are fine with others: the link (cable, switch port, route)."""
     UNRESOLVED = "unresolved"
     """Slow, and the evidence cannot tell the link from an end."""
+    CONFOUNDED = "confounded"
+    """Slow only in rounds where another test may have crossed a link of its path (a collision can be
+    what was measured), and not re-tested alone: named neither slow nor fine."""
 
     def __str__(self) -> str:
         return self.value
@@ -132,7 +140,14 @@ class LinkStat:
     """Robust distance of ``bw_gbs`` from the rail's median (negative: slower)."""
     lat_z: float | None
     slow: bool
+    """Slow on clear evidence: a failed test, or slow in a test no other test may have collided with."""
     verdict: LinkVerdict
+    confounded: bool = False
+    """Slow only in shared rounds (:class:`LinkVerdict` ``confounded`` unless an end is bad)."""
+    cleared: bool = False
+    """Slow in a shared round, fine when re-tested alone: a collision, not the link."""
+    clean_tests: int = 0
+    """Its answered tests that ran alone, or in a round proven free of shared links."""
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -148,6 +163,9 @@ class LinkStat:
             "lat_z": self.lat_z,
             "slow": self.slow,
             "verdict": self.verdict.value,
+            "confounded": self.confounded,
+            "cleared": self.cleared,
+            "clean_tests": self.clean_tests,
         }
 
 
@@ -215,6 +233,13 @@ class Analysis:
     links: tuple[LinkStat, ...]
     nodes: tuple[NodeVerdict, ...]
     """One per rank, in rank order."""
+    cleared_nodes: tuple[int, ...] = ()
+    """Ranks the shared rounds' slow results alone would have made suspect or bad, fine on the
+    re-tests alone (the confirmation pass cleared them)."""
+
+    @property
+    def cleared_links(self) -> tuple[LinkStat, ...]:
+        return tuple(link for link in self.links if link.cleared)
 
     @property
     def unreachable(self) -> tuple[int, ...]:

@@ -12,7 +12,10 @@ both sides', widened for few links). A link is *slow* at or below the higher of 
 exp(-z_limit x scale)`` (with ``z_min_links`` reference links or more) and ``median x ratio_limit``,
 a limit that is never negative; where the rail has fewer than 3 reference links (2 nodes) also at or
 below ``ratio_limit x min_bw_share`` of its line rate; the same upwards for latency; or when a test of
-it failed while both ends answered. Then, per node end (node, rail):
+it failed while both ends answered. A test that ran beside others that may have crossed a link of its
+path proves nothing when it is slow (:mod:`~ibdiag.sweep.linkstats`): such a *confounded* link is
+neither slow nor fine until it is re-tested alone, and its ends are judged without it. Then, per node
+end (node, rail):
 
 * **bad node** (rail): slow with most of its partners (more than half), and confirmed: at least
   ``confirm_partners`` of those slow partners are fine with somebody else — the second pass makes
@@ -30,10 +33,8 @@ A node is reported as a whole when most of its rails are bad, rail by rail other
 from __future__ import annotations
 
 import gc
-import statistics
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
 
 from ibdiag.sweep.analysis import (
     Analysis,
@@ -47,18 +48,10 @@ from ibdiag.sweep.analysis import (
     SweepConfig,
     share_of,
 )
+from ibdiag.sweep.linkstats import End as _End
+from ibdiag.sweep.linkstats import LinkRow, answered_tests, link_rows, median, rail_stats
 from ibdiag.sweep.nodes import FleetNode
 from ibdiag.sweep.runner import PairResult
-from ibdiag.sweep.schedule import Phase, Round, second_pass_rounds
-from ibdiag.sweep.stats import robust_scale
-
-
-def _median(values: Sequence[float]) -> float | None:
-    if len(values) <= 2:  # most links are tested once or twice: skip the sort
-        return (
-            None if not values else (values[0] if len(values) == 1 else (values[0] + values[1]) / 2)
-        )
-    return statistics.median(values)
 
 
 def unreachable_ranks(results: Iterable[PairResult], n: int) -> set[int]:
@@ -86,206 +79,43 @@ def analyse(
         return _analyse(nodes, results, config)
 
 
-_Key = tuple[int, int, int]
-"""A link: (rail, lower rank, higher rank)."""
-
-
-_End = tuple[int, int]
-"""One end of links: (rank, rail)."""
-
-
-_Medians = list[tuple[_Key, float | None, float | None]]
-
-
-_LinkRow = tuple[
-    _Key,
-    int,
-    int,
-    float | None,
-    float | None,
-    float | None,
-    float | None,
-    float | None,
-    bool,
-]
-
-
 def _analyse(
     nodes: Sequence[FleetNode], results: Iterable[PairResult], config: SweepConfig
 ) -> Analysis:
     n = len(nodes)
     results = list(results)
     dead = unreachable_ranks(results, n)
-    acc, first_pass = _answered_tests(results, n)
-    by_rail, rails = _rail_stats(nodes, acc, first_pass, config)
-    link_rows, adjacency = _link_rows(nodes, acc, by_rail, rails, config)
+    acc, first_pass = answered_tests(results, n)
+    by_rail, rails = rail_stats(nodes, acc, first_pass, config)
+    rows, adjacency = link_rows(nodes, acc, by_rail, rails, config)
     fine_count = {end: sum(1 for _, slow in met if not slow) for end, met in adjacency.items()}
     end_verdict, end_counts = _end_verdicts(adjacency, fine_count, config)
-    links = _link_verdicts(link_rows, end_verdict, fine_count)
+    links = _link_verdicts(rows, end_verdict, fine_count)
     verdicts = _node_verdicts(nodes, links, rails, adjacency, end_verdict, end_counts, dead)
-    return Analysis(config, tuple(rails[k] for k in sorted(rails)), tuple(links), tuple(verdicts))
+    cleared = _cleared_nodes(rows, verdicts, config) if any(r.cleared for r in rows) else ()
+    return Analysis(
+        config, tuple(rails[k] for k in sorted(rails)), tuple(links), tuple(verdicts), cleared
+    )
 
 
-def _answered_tests(results: list[PairResult], n: int) -> tuple[dict[_Key, list[Any]], set[_Key]]:
-    """1. Links: every answered test of (rail, a, b), whichever end served: [tests, failed, bws, lats];
-    and the links the first pass measured."""
-    acc: dict[tuple[int, int, int], list[Any]] = {}
-    first_pass: set[tuple[int, int, int]] = set()
-    for res in results:
-        if res.unreachable or not (0 <= res.a < n and 0 <= res.b < n) or res.a == res.b:
+def _cleared_nodes(
+    rows: list[LinkRow], verdicts: list[NodeVerdict], config: SweepConfig
+) -> tuple[int, ...]:
+    """Ranks that are ok now and would not be on the shared rounds' results alone: judged again with
+    every cleared link slow, as it measured beside other tests."""
+    naive: dict[_End, list[tuple[int, bool]]] = {}
+    for row in rows:
+        if row.confounded:
             continue
-        key = (res.rail, res.a, res.b) if res.a < res.b else (res.rail, res.b, res.a)
-        entry = acc.get(key)
-        if entry is None:
-            entry = acc[key] = [0, 0, [], []]
-        entry[0] += 1
-        if res.phase is Phase.FIRST:
-            first_pass.add(key)
-        if res.error is not None:
-            entry[1] += 1
-        else:
-            if res.bw_gbs is not None:
-                entry[2].append(res.bw_gbs)
-            if res.lat_us is not None:
-                entry[3].append(res.lat_us)
-    return acc, first_pass
-
-
-def _typical_best(rows: _Medians, idx: int, sign: int) -> float | None:
-    """The rail's upper-quartile node: each node's best link (``sign`` +1: highest value, -1: lowest),
-    then the quarter of nodes with the best of those. A slow node's every link is slow, a healthy
-    node has a healthy partner: unless most nodes are slow, this is a healthy link's level however
-    many of the links the slow nodes touch (half of a small ring's)."""
-    best: dict[int, float] = {}
-    for (_, a, b), bw, lat in rows:
-        v = bw if idx == 1 else lat
-        if v is None or v <= 0:
-            continue
-        for end in (a, b):
-            old = best.get(end)
-            if old is None or v * sign > old * sign:
-                best[end] = v
-    if not best:
-        return None
-    ordered = sorted((v * sign for v in best.values()), reverse=True)
-    return ordered[(len(ordered) - 1) // 4] * sign
-
-
-def _reference(
-    rows: _Medians, first_pass: set[_Key], idx: int, sign: int, ratio: float
-) -> list[float]:
-    """The rail's reference values (module docstring): the first pass's links (all where it measured
-    none), less those ``ratio`` or worse of the upper-quartile node's best link."""
-    measured = [(key, bw if idx == 1 else lat) for key, bw, lat in rows]
-    values = [v for key, v in measured if key in first_pass and v is not None]
-    if not values:
-        values = [v for _, v in measured if v is not None]
-    top = _typical_best(rows, idx, sign)
-    if top is None:
-        return values
-    if sign > 0:
-        kept = [v for v in values if v > top * ratio]
-    else:
-        kept = [v for v in values if 0 < v < top / ratio]
-    return kept or values
-
-
-def _rail_stats(
-    nodes: Sequence[FleetNode],
-    acc: dict[_Key, list[Any]],
-    first_pass: set[_Key],
-    config: SweepConfig,
-) -> tuple[dict[int, _Medians], dict[int, RailStats]]:
-    """2. Rails: the typical link and the limits, from the reference links (module docstring)."""
-    by_rail: dict[int, list[tuple[tuple[int, int, int], float | None, float | None]]] = {}
-    for key, (_, _, bws, lats) in acc.items():
-        by_rail.setdefault(key[0], []).append((key, _median(bws), _median(lats)))
-    rails: dict[int, RailStats] = {}
-    ratio = config.ratio_limit
-    for k in sorted(by_rail):
-        ref_bw = _reference(by_rail[k], first_pass, 1, +1, ratio)
-        ref_lat = _reference(by_rail[k], first_pass, 2, -1, ratio)
-        bw = robust_scale(ref_bw, floor_share=config.floor_share, healthy_side=+1, log=True)
-        lat = robust_scale(ref_lat, floor_share=config.floor_share, healthy_side=-1, log=True)
-        rates = [r.rate_gbps for node in nodes if (r := node.rail(k)) is not None and r.rate_gbps]
-        use_z = bw.count >= config.z_min_links
-        use_lat_z = lat.count >= config.z_min_links
-        rails[k] = RailStats(
-            rail=k,
-            bw=bw,
-            lat=lat,
-            line_rate_gbps=_median(rates),
-            bw_limit_gbs=_limit(bw.median, bw.at(-config.z_limit) if use_z else None, ratio),
-            lat_limit_us=_limit(
-                lat.median,
-                lat.at(config.z_limit) if use_lat_z else None,
-                1 / ratio if ratio else 0.0,
-            ),
-        )
-    return by_rail, rails
-
-
-def _limit(median: float | None, z_limit: float | None, ratio: float) -> float | None:
-    """The value at which a link is slow: ``ratio x median`` (bandwidth, ratio < 1) or ``median /
-    ratio_limit`` (latency, ratio > 1), or the z limit where that is stricter; positive or None."""
-    if median is None or median <= 0:
-        return None
-    by_ratio = median * ratio
-    if z_limit is None or by_ratio <= 0:
-        return by_ratio if by_ratio > 0 else z_limit
-    return max(by_ratio, z_limit) if ratio < 1 else min(by_ratio, z_limit)
-
-
-#: Reference links below which a rail has nothing to compare a link with but the line rate.
-MIN_COMPARABLE_LINKS = 3
-
-
-def _link_rows(
-    nodes: Sequence[FleetNode],
-    acc: dict[_Key, list[Any]],
-    by_rail: dict[int, _Medians],
-    rails: dict[int, RailStats],
-    config: SweepConfig,
-) -> tuple[list[_LinkRow], dict[_End, list[tuple[int, bool]]]]:
-    """3. Slow links (at or beyond the rail's limits, below the line rate where nothing else compares,
-    or failed), and who each end met."""
-    rate = {(node.rank, r.index): r.rate_gbps for node in nodes for r in node.rails if r.rate_gbps}
-    link_rows: list[_LinkRow] = []
-    adjacency: dict[tuple[int, int], list[tuple[int, bool]]] = {}
-    line_floor = config.ratio_limit * config.min_bw_share
-    for k, rows in by_rail.items():
-        stats = rails[k]
-        bw_limit, lat_limit = stats.bw_limit_gbs, stats.lat_limit_us
-        alone = stats.bw.count < MIN_COMPARABLE_LINKS
-        for key, bw_med, lat_med in rows:
-            tests, failed = acc[key][0], acc[key][1]
-            _, a, b = key
-            ra, rb = rate.get((a, k)), rate.get((b, k))
-            slower = min(ra, rb) if ra and rb else (ra or rb)
-            share = share_of(bw_med, slower)
-            slow = (
-                failed > 0
-                or (bw_med is not None and bw_limit is not None and bw_med <= bw_limit)
-                or (bw_med is not None and bw_med <= 0)
-                or (lat_med is not None and lat_limit is not None and lat_med >= lat_limit)
-                or (alone and share is not None and share <= line_floor)
-            )
-            link_rows.append(
-                (
-                    key,
-                    tests,
-                    failed,
-                    bw_med,
-                    lat_med,
-                    share,
-                    stats.bw.z(bw_med),
-                    stats.lat.z(lat_med),
-                    slow,
-                )
-            )
-            adjacency.setdefault((a, k), []).append((b, slow))
-            adjacency.setdefault((b, k), []).append((a, slow))
-    return link_rows, adjacency
+        k, a, b = row.key
+        slow = row.slow or row.cleared
+        naive.setdefault((a, k), []).append((b, slow))
+        naive.setdefault((b, k), []).append((a, slow))
+    fine = {end: sum(1 for _, slow in met if not slow) for end, met in naive.items()}
+    judged, _ = _end_verdicts(naive, fine, config)
+    flagged = {r for (r, _k), v in judged.items() if v is not EndVerdict.OK}
+    flagged |= {row.key[i] for row in rows if row.cleared for i in (1, 2)}
+    return tuple(v.rank for v in verdicts if v.status is NodeStatus.OK and v.rank in flagged)
 
 
 def _end_verdicts(
@@ -340,27 +170,43 @@ def _judge(
 
 
 def _link_verdicts(
-    link_rows: list[_LinkRow], end_verdict: dict[_End, EndVerdict], fine_count: dict[_End, int]
+    rows: list[LinkRow], end_verdict: dict[_End, EndVerdict], fine_count: dict[_End, int]
 ) -> list[LinkStat]:
-    """5. Links: explained by a bad end, a bad link, or unresolved."""
+    """5. Links: explained by a bad end, a bad link, unresolved, or confounded."""
     links: list[LinkStat] = []
-    for key, tests, failed, bw_med, lat_med, share, z, lat_z, slow in sorted(
-        link_rows, key=lambda row: row[0]
-    ):
-        k, a, b = key
+    for row in sorted(rows, key=lambda r: r.key):
+        k, a, b = row.key
         verdict = LinkVerdict.OK
-        if slow:
-            va, vb = end_verdict[(a, k)], end_verdict[(b, k)]
+        va, vb = end_verdict.get((a, k), EndVerdict.OK), end_verdict.get((b, k), EndVerdict.OK)
+        if row.slow or row.confounded:
             if EndVerdict.BAD in (va, vb):
                 verdict = LinkVerdict.NODE
+            elif row.confounded:
+                verdict = LinkVerdict.CONFOUNDED
             elif EndVerdict.SUSPECT in (va, vb):
                 verdict = LinkVerdict.UNRESOLVED
-            elif fine_count[(a, k)] > 0 and fine_count[(b, k)] > 0:
+            elif fine_count.get((a, k), 0) > 0 and fine_count.get((b, k), 0) > 0:
                 verdict = LinkVerdict.BAD
             else:
                 verdict = LinkVerdict.UNRESOLVED
         links.append(
-            LinkStat(k, a, b, tests, failed, bw_med, lat_med, share, z, lat_z, slow, verdict)
+            LinkStat(
+                k,
+                a,
+                b,
+                row.tests,
+                row.failed,
+                row.bw,
+                row.lat,
+                row.share,
+                row.z,
+                row.lat_z,
+                row.slow,
+                verdict,
+                row.confounded,
+                row.cleared,
+                row.clean,
+            )
         )
     return links
 
@@ -388,7 +234,7 @@ def _node_verdicts(
             if end not in adjacency:
                 continue
             partners, slow_partners, confirming = end_counts[end]
-            bw_med = _median(end_bws.get(end, []))
+            bw_med = median(end_bws.get(end, []))
             stats = rails.get(rail.index)
             ends.append(
                 EndStat(
@@ -437,19 +283,3 @@ def suspects_and_good(analysis: Analysis) -> tuple[list[int], list[int]]:
             suspects.add(link.b)
     dead = set(analysis.unreachable)
     return sorted(suspects - dead), sorted(tested - suspects - dead)
-
-
-def second_pass_plan(
-    nodes: Sequence[FleetNode],
-    first_results: Sequence[PairResult],
-    config: SweepConfig = SweepConfig(),
-) -> list[Round]:
-    """The second pass's rounds from the first pass's results: each suspect against known-good nodes."""
-    analysis = analyse(nodes, first_results, config)
-    suspects, good = suspects_and_good(analysis)
-    met: dict[int, set[int]] = {}
-    for res in first_results:
-        if res.phase is Phase.FIRST:
-            met.setdefault(res.a, set()).add(res.b)
-            met.setdefault(res.b, set()).add(res.a)
-    return second_pass_rounds(suspects, good, met, partners=config.second_pass_partners)

@@ -41,6 +41,12 @@ LINK_HINT = (
 )
 
 
+CONFOUNDED_HINT = (
+    "raise confirm_max_rounds ([sweep]) so every such link is re-tested alone, or give the sweep the "
+    "fabric (a saved `ibdiag fabric --routes` snapshot, or a cabling plan) so its rounds keep tests apart"
+)
+
+
 def _gbs(v: float | None) -> str:
     return gbs_text(v)
 
@@ -85,6 +91,20 @@ def node_health(result: SweepResult, verdict: NodeVerdict) -> Finding | None:
     a = result.analysis
     worst: EndStat | None  # a bad node's slowest bad end; else the slowest end, if any
     if verdict.status is NodeStatus.UNTESTED:
+        confounded = [
+            lk
+            for lk in a.links
+            if lk.verdict is LinkVerdict.CONFOUNDED and verdict.rank in (lk.a, lk.b)
+        ]
+        if confounded:
+            return Finding(
+                "sweep.node",
+                Severity.WARN,
+                node.label,
+                f"not judged: its {len(confounded)} slow link(s) were slow only beside other tests "
+                "that may have crossed their links, and were not re-tested alone",
+                hint=CONFOUNDED_HINT,
+            )
         return Finding(
             "sweep.node",
             Severity.WARN,
@@ -198,36 +218,38 @@ def _link_text(link: LinkStat, rail: RailStats | None) -> str:
     "a slow or failing pair whose ends are both fine with other partners: fail; slow but not attributable: warn",
 )
 def link_health(result: SweepResult, link: LinkStat) -> Finding | None:
+    said = _LINK_SAYS.get(link.verdict)
+    if said is None:
+        return None
+    severity, why, hint = said
     rail = result.analysis.rail(link.rail)
-    limit = rail.bw_limit_gbs if rail else None
-    if link.verdict is LinkVerdict.BAD:
-        msg = _link_text(link, rail) + "; both ends are fine with other partners"
-        return Finding(
-            "sweep.link",
-            Severity.FAIL,
-            link_subject(result, link),
-            msg,
-            value=link.bw_gbs,
-            limit=limit,
-            unit="GB/s",
-            hint=LINK_HINT,
-        )
-    if link.verdict is LinkVerdict.UNRESOLVED:
-        msg = (
-            _link_text(link, rail)
-            + "; an end has no fine partner to compare with, so link and node cannot be told apart"
-        )
-        return Finding(
-            "sweep.link",
-            Severity.WARN,
-            link_subject(result, link),
-            msg,
-            value=link.bw_gbs,
-            limit=limit,
-            unit="GB/s",
-            hint="rerun with the second pass on and more --rounds, or test the two nodes against others with bench p2p",
-        )
-    return None
+    return Finding(
+        "sweep.link",
+        severity,
+        link_subject(result, link),
+        _link_text(link, rail) + "; " + why,
+        value=link.bw_gbs,
+        limit=rail.bw_limit_gbs if rail else None,
+        unit="GB/s",
+        hint=hint,
+    )
+
+
+#: What ``sweep.link`` says of each verdict it names: severity, why, what to do.
+_LINK_SAYS = {
+    LinkVerdict.BAD: (Severity.FAIL, "both ends are fine with other partners", LINK_HINT),
+    LinkVerdict.CONFOUNDED: (
+        Severity.WARN,
+        "slow only beside other tests that may have crossed its links (a collision can be what was "
+        "measured), and not re-tested alone: not named",
+        CONFOUNDED_HINT,
+    ),
+    LinkVerdict.UNRESOLVED: (
+        Severity.WARN,
+        "an end has no fine partner to compare with, so link and node cannot be told apart",
+        "rerun with the second pass on and more --rounds, or test the two nodes against others with bench p2p",
+    ),
+}
 
 
 def first_silent_rounds(result: SweepResult) -> dict[int, int]:
@@ -331,6 +353,75 @@ def tcp_fallback(result: SweepResult, rank: int) -> Finding | None:
     )
 
 
+@CHECKS.check(
+    "sweep.fabric",
+    "the fabric the rounds were kept apart on (--fabric): ok; nodes it does not have, or routes assumed rather than read: warn",
+)
+def fabric_use(result: SweepResult) -> Finding | None:
+    use = result.settings.fabric
+    if use is None:
+        return None
+    s = result.settings
+    pattern = s.pattern_rounds if s.pattern_rounds is not None else s.first_pass_rounds
+    cost = f"the pattern's {pattern} round(s) ran as {s.first_pass_rounds}"
+    load = (
+        "" if use.max_load is None else f"; at most {use.max_load} test(s) on one link in a round"
+    )
+    how = {
+        "routes": "the subnet manager's routes: no two tests of a round cross one link (proven)",
+        "hashed": "one cross-leaf test per leaf and direction a round, whatever the hash"
+        + (" (proven on two tiers)" if use.two_tier else " (not proven: more than two tiers)"),
+        "destination": "destination routing assumed, not read: at most one test per leaf, direction "
+        "and uplink group (a pattern a fat tree routes apart); slow results beside others are re-tested alone",
+    }[use.routing]
+    msg = f"rounds kept apart on {use.source}: {how}; {cost}{load}"
+    if use.unplaced:
+        names = ", ".join(result.nodes[r].label for r in use.unplaced[:5])
+        more = f" +{len(use.unplaced) - 5} more" if len(use.unplaced) > 5 else ""
+        return Finding(
+            "sweep.fabric",
+            Severity.WARN,
+            "fabric",
+            f"{len(use.unplaced)} node(s) not on {use.source} ({names}{more}): their tests are not "
+            f"kept apart, and a slow one is re-tested alone; {msg}",
+            value=len(use.unplaced),
+            hint="add them to the plan, or check that the fabric's node descriptions carry their host names (rdma-ndd)",
+        )
+    severity = Severity.WARN if use.routing == "destination" else Severity.OK
+    hint = (
+        "save the fabric with `ibdiag fabric --routes --save` for exact paths"
+        if use.routing == "destination"
+        else None
+    )
+    return Finding("sweep.fabric", severity, "fabric", msg, value=use.max_load, hint=hint)
+
+
+@CHECKS.check(
+    "sweep.confirm",
+    "slow results of rounds shared with other tests, re-tested alone: ok with how many were cleared; some never re-tested: warn",
+)
+def confirmation(result: SweepResult) -> Finding | None:
+    c = result.confirmation()
+    if not c["shared_tests"] and not c["retests"]:
+        return None
+    left = c["links_confounded"]
+    msg = (
+        f"{c['shared_tests']} test(s) ran beside others that may have crossed their links; "
+        f"{c['retests']} re-test(s) alone or proven apart ({result.settings.confirm_rounds} round(s)): "
+        f"{c['links_cleared']} link(s) and {c['nodes_cleared']} node(s) slow beside others were fine alone"
+    )
+    if left:
+        return Finding(
+            "sweep.confirm",
+            Severity.WARN,
+            "sweep",
+            msg + f"; {left} link(s) still slow only beside others, not named",
+            value=left,
+            hint=CONFOUNDED_HINT,
+        )
+    return Finding("sweep.confirm", Severity.OK, "sweep", msg, value=c["links_cleared"])
+
+
 def sweep_findings(result: SweepResult) -> list[Finding]:
     """Every finding of a sweep: unreachable nodes, nodes, links, rails, then the fleet's rails."""
     a = result.analysis
@@ -341,8 +432,10 @@ def sweep_findings(result: SweepResult) -> list[Finding]:
     for verdict in a.nodes:
         out += node_health(result, verdict)
     for link in a.links:
-        if link.slow:
+        if link.slow or link.verdict is LinkVerdict.CONFOUNDED:
             out += link_health(result, link)
+    out += fabric_use(result)
+    out += confirmation(result)
     usual = _usual_rails(result.nodes)
     for node in result.nodes:
         out += missing_rails(result, usual, node.rank)

@@ -25,12 +25,13 @@ from ibdiag.output.chart import need_matplotlib
 from ibdiag.runtime.hooks import TestHooks
 from ibdiag.runtime.launch import LaunchEnv, detect_launch
 from ibdiag.sweep.checks import sweep_findings
+from ibdiag.sweep.conduct import RoundDone
 from ibdiag.sweep.config import SweepSettingsFile
 from ibdiag.sweep.job import SweepJob
+from ibdiag.sweep.layout import FabricDescription
 from ibdiag.sweep.model import SweepResult
 from ibdiag.sweep.nodes import valid_adapter
-from ibdiag.sweep.passes import RoundDone
-from ibdiag.sweep.plan import plan_data
+from ibdiag.sweep.plan import plan_data, plan_fleet
 from ibdiag.sweep.progress import progress_line
 from ibdiag.sweep.runner import PairSpec
 from ibdiag.sweep.schedule import Pattern
@@ -81,6 +82,9 @@ class SweepRequest:
     """``--plan --nodes``: plan for this many nodes (default: the launcher's world size)."""
     pair_s: float | None = None
     """``--plan --pair-seconds``: seconds one pair test takes (default: the duration + 1 s of set-up)."""
+    fabric: Path | None = None
+    """``--fabric``: where the nodes sit (a saved fabric, with ``--routes`` its exact paths, or a
+    cabling plan): rank 0 keeps each round's tests off each other's links. Read on rank 0 only."""
     output_format: str = "table"
     """The ``-o`` format the result will be written in: ``--plan`` refuses one it has no view for."""
     save: Path | None = None
@@ -188,7 +192,10 @@ def plan(req: SweepRequest) -> PlanResult:
             "--plan runs nothing: there is nothing to --save or --png",
             hint="drop --save/--png, or drop --plan",
         )
+    desc = _description(req.fabric)
     n = req.nodes
+    if n is None and desc is not None:
+        n = len(plan_fleet(desc))
     if n is None:
         launch = detect_launch(req.environ)
         if launch is None:
@@ -205,6 +212,7 @@ def plan(req: SweepRequest) -> PlanResult:
         seed=req.seed,
         rails=len(s.rails) if s.rails else 1,
         pair_s=pair_s,
+        fabric=desc,
     )
     return PlanResult(
         Report("sweep-plan", data, ()), RunMeta.now(host_of(None)), s.rails is not None
@@ -229,6 +237,7 @@ def run(req: SweepRequest) -> SweepRunResult | None:
             hint="drop --mode, or use --test p2p for latency",
         )
     launch = _launch(req)
+    desc = _description(req.fabric) if launch.rank == 0 else None
     job = SweepJob(
         s.pattern,
         req.rounds,
@@ -240,6 +249,7 @@ def run(req: SweepRequest) -> SweepRunResult | None:
         s.file.start_timeout_s,
         sysfs=SysfsRoot("/"),  # this rank's one tree (rails, servers, clients)
         perftest_path=req.environ.get("PATH"),
+        fabric=desc,
     )
     # The distributed runtime (bench's p2p client and engines, perftest, torch's store) is loaded for a
     # running sweep only: --plan and --help start without it.
@@ -257,6 +267,16 @@ def run(req: SweepRequest) -> SweepRunResult | None:
         return None
     report = Report("sweep", result.to_json(), tuple(sweep_findings(result)))
     return SweepRunResult(report, RunMeta.now(host_of(None)), result, req.save)
+
+
+def _description(path: Path | None) -> FabricDescription | None:
+    """``--fabric``'s description of where the nodes sit (InputError, exit 2, for a bad file)."""
+    if path is None:
+        return None
+    # lazy: fabric's dump reader and graph (networkx) for a saved fabric, with --fabric only
+    from ibdiag.sweep.layoutread import load_description
+
+    return load_description(path)
 
 
 def _launch(req: SweepRequest) -> LaunchEnv:

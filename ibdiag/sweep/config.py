@@ -15,6 +15,7 @@ Example::
     confirm_partners = 2        # slow partners, each fine elsewhere, that a bad node needs
     second_pass_partners = 2    # known-good nodes each suspect meets in the second pass
     min_bw_share = 0.8          # a rail's median below this share of line rate warns
+    confirm_max_rounds = 100    # most rounds the confirmation pass adds (0: none)
 
 A flag given on the command line wins over the file. The thresholds' defaults and their sources are
 :class:`~ibdiag.sweep.analysis.SweepConfig`'s.
@@ -49,6 +50,7 @@ class SweepSettingsFile:
     confirm_partners: int = bounded(SweepConfig.confirm_partners, low=1, high=1000)
     second_pass_partners: int = bounded(SweepConfig.second_pass_partners, low=0, high=1000)
     min_bw_share: float = bounded(SweepConfig.min_bw_share, low=0, high=1)
+    confirm_max_rounds: int = bounded(SweepConfig.confirm_max_rounds, low=0, high=100000)
 
     def __post_init__(self) -> None:
         if self.pattern not in PATTERNS:
@@ -71,4 +73,5 @@ class SweepSettingsFile:
             confirm_partners=self.confirm_partners,
             second_pass_partners=self.second_pass_partners,
             min_bw_share=self.min_bw_share,
+            confirm_max_rounds=self.confirm_max_rounds,
         )

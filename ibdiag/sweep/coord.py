@@ -23,7 +23,10 @@ checked by the reader, parsed within :func:`ibdiag.jsonread.loads`'s budget (a `
 refused value, not a RecursionError). The store itself is not authenticated: any process of the job can
 write any key, so everyone in the job is trusted not to forge another rank's report (docs/security.md).
 Waits poll :meth:`check` so that a missing key costs no error message from
-the store's C++ side; the poll interval grows with the job so the store is not flooded.
+the store's C++ side; the poll interval grows with the job so the store is not flooded, and rank 0
+asks for many keys per request (:data:`BATCH`: a check of all of them, a ``multi_get``), so that a
+round of 16384 ranks costs it tens of requests, not tens of thousands
+(``benchmarks/sweep_store.py``).
 
 Here too: how a rank reaches the store (:func:`connect_store`) and the address it publishes to its
 peers, the one that routes to rank 0 (:func:`route_address`).
@@ -45,6 +48,11 @@ from ibdiag.runtime.torchdist import first_line, import_dist
 
 #: Largest value a rank accepts from the store (a round's results on 64 rails are a few KiB).
 MAX_VALUE_BYTES = 4 * 2**20
+#: Keys asked for in one request to the store (a check of many keys, a multi_get).
+BATCH = 256
+#: How often rank 0 looks again for a round's reports: each look is one request per batch not yet
+#: whole (64 at 16384 ranks), so it need not slow down with the job as every rank's own polls do.
+WAIT_ALL_POLL_S = 0.05
 
 
 def poll_interval_s(world: int) -> float:
@@ -93,19 +101,26 @@ class Coordinator:
     def read(self, key: str) -> Any:
         """The JSON value of a key known to be there: InputError when it is not JSON within the budget
         of :func:`~ibdiag.jsonread.loads` (or too long), CannotRunError when the store fails."""
-        raw = self._call(f"reading {key}", self.store.get, key)
+        value = self._parse(key, self._call(f"reading {key}", self.store.get, key))
+        if isinstance(value, InputError):
+            raise value
+        return value
+
+    def _parse(self, key: str, raw: bytes) -> Any:
+        """A store value as JSON, or the :class:`InputError` that says why it is not (returned, so
+        one bad value among a batch's does not lose the others)."""
         if len(raw) > MAX_VALUE_BYTES:
-            raise InputError(
+            return InputError(
                 f"store key {key}: {len(raw)} bytes, more than a sweep writes",
                 hint="is another job using the same rendezvous store and port?",
             )
         try:
             return loads(bytes(raw))
         except JsonFieldError as e:
-            raise InputError(
+            return InputError(
                 f"store key {key} does not hold JSON ibdiag reads: {e.problem}",
                 hint="is another job using the same rendezvous store and port?",
-            ) from None
+            )
 
     def count(self, key: str, by: int = 1) -> int:
         return int(self._call(f"counting {key}", self.store.add, key, by))
@@ -136,18 +151,51 @@ class Coordinator:
         return self.read(key) if self.wait_for(key, deadline) else None
 
     def missing(self, keys: Sequence[str]) -> list[str]:
-        """Which of ``keys`` do not exist (one check per key: ``check`` answers for all at once)."""
-        return [k for k in keys if not self.has(k)]
+        """Which of ``keys`` do not exist: a batch of :data:`BATCH` at a time in one request (the
+        store's check answers whether all of them exist), key by key within a batch that is not whole."""
+        out: list[str] = []
+        for i in range(0, len(keys), BATCH):
+            batch = list(keys[i : i + BATCH])
+            if len(batch) > 1 and self._all(batch):
+                continue
+            out += [k for k in batch if not self.has(k)]
+        return out
+
+    def _all(self, keys: Sequence[str]) -> bool:
+        return bool(
+            self._call(
+                f"looking for {keys[0]} and {len(keys) - 1} more", self.store.check, list(keys)
+            )
+        )
 
     def wait_all(self, keys: Sequence[str], deadline: float) -> list[str]:
         """Poll until every one of ``keys`` exists or the deadline passes; the keys still missing.
-        Each key is looked for until it is found, then no more."""
-        left = list(keys)
+
+        While waiting, one request per batch of :data:`BATCH` keys not yet whole (a batch once whole
+        is not asked again); which keys are missing is asked key by key only at the deadline, so a
+        16384-rank round costs 64 requests per poll, not 16384."""
+        left = [list(keys[i : i + BATCH]) for i in range(0, len(keys), BATCH)]
         while True:
-            left = self.missing(left)
-            if not left or time.monotonic() >= deadline:
-                return left
-            time.sleep(min(self.poll_s, max(0.0, deadline - time.monotonic())))
+            left = [b for b in left if not self._all(b)]
+            if not left:
+                return []
+            if time.monotonic() >= deadline:
+                return self.missing([k for b in left for k in b])
+            time.sleep(min(WAIT_ALL_POLL_S, self.poll_s, max(0.0, deadline - time.monotonic())))
+
+    def read_many(self, keys: Sequence[str]) -> list[Any]:
+        """The JSON values of keys known to be there, a batch per request (``multi_get`` where the
+        store has it); a value that is not JSON within the budget is an :class:`InputError` in its place."""
+        out: list[Any] = []
+        multi = getattr(self.store, "multi_get", None)
+        for i in range(0, len(keys), BATCH):
+            batch = list(keys[i : i + BATCH])
+            if multi is None:
+                raws = [self._call(f"reading {k}", self.store.get, k) for k in batch]
+            else:
+                raws = self._call(f"reading {batch[0]} and {len(batch) - 1} more", multi, batch)
+            out += [self._parse(k, raw) for k, raw in zip(batch, raws, strict=True)]
+        return out
 
     def report(self, round_index: int, rank: int, results: Any) -> None:
         """Publish this rank's results of a round (rank 0 looks for each rank's key)."""

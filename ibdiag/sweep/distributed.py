@@ -8,14 +8,18 @@ Every rank, in order:
    launcher's agent does;
 2. takes the sweep's token from the store (rank 0 draws it), starts one p2p server per rail on its
    address (the one that routes to rank 0), and publishes host, address, rails and server ports;
-3. rank 0 waits ``start_timeout_s`` for every node, publishes the fleet (a rank that never published
-   is unreachable from the start), and plans (:mod:`~ibdiag.sweep.schedule`);
+3. rank 0 waits ``start_timeout_s`` for every node and publishes the fleet's size and the ranks that
+   never published (unreachable from the start); the others read a peer's own description when they
+   first test against it, not every node's (16384 nodes x 8 rails are 9 MiB: more than the store
+   takes in one value, and 150 GB if every rank read them);
 4. per round, rank 0 writes each rank its tests; each rank measures the pairs where it is the
    measuring end (all its rails at once), reports, and waits for the next round; rank 0 waits for
    every report until the round's limit (:func:`round_limit_s`): a rank that did not report by then is
    unreachable and gets no more tests, the sweep goes on for the rest;
-5. after the first pass rank 0 plans the second pass from the results, runs it the same way, writes
-   the end, analyses and returns the :class:`~ibdiag.sweep.model.SweepResult` (the others return None).
+5. rank 0 (:mod:`~ibdiag.sweep.lead`) plans every round (:mod:`~ibdiag.sweep.conduct`: the pattern's, in leaf order and packed
+   apart when the job has a fabric description, then the confirmation of what was slow beside other
+   tests, the second pass, its confirmation), writes the end, analyses and returns the
+   :class:`~ibdiag.sweep.model.SweepResult` (the others return None).
 
 Nothing here prints: ``log`` takes the servers' lines, ``on_round`` the progress.
 """
@@ -27,32 +31,22 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 from ibdiag.errors import CannotRunError, InputError, UsageError
 from ibdiag.runtime.hooks import TestHooks
 from ibdiag.runtime.launch import LaunchEnv
-from ibdiag.sweep.attribution import second_pass_plan
 from ibdiag.sweep.collrunner import pair_allreduce
+from ibdiag.sweep.conduct import RoundDone
 from ibdiag.sweep.coord import Coordinator, connect_store, route_address
 from ibdiag.sweep.job import SweepJob, round_limit_s
+from ibdiag.sweep.lead import Leader
 from ibdiag.sweep.model import SweepResult
 from ibdiag.sweep.nodes import End, FleetNode, Rail, valid_host
 from ibdiag.sweep.p2prunner import P2PPairRunner, RailServers, local_rails
-from ibdiag.sweep.passes import RoundDone, build_result
-from ibdiag.sweep.runner import PairResult, PairSpec
-from ibdiag.sweep.schedule import PairTest, Phase, first_pass, pair_tests
-from ibdiag.sweep.wire import (
-    leave_out_silent,
-    node_doc_ok,
-    read_fleet_doc,
-    read_results,
-    refusal,
-    refused_error,
-    result_rows,
-    unanswered,
-)
+from ibdiag.sweep.runner import PairResult
+from ibdiag.sweep.schedule import PairTest, Phase
+from ibdiag.sweep.wire import read_fleet_doc, read_node_doc, refusal, refused_error, result_rows
 
 
 class _Rank:
@@ -70,9 +64,14 @@ class _Rank:
         self.runner: P2PPairRunner | None = None
         self.token_bytes = b""
         self.address = ""
-        self.waited_s = 0.0
-        """How long rank 0 waited for the last round's reports (what "did not report within" says)."""
-        self.fleet: tuple[FleetNode, ...] = ()
+        self.nodes: tuple[FleetNode, ...] = ()
+        """Rank 0: every node of the sweep (the others know only those they test against)."""
+        self.known: dict[int, FleetNode] = {}
+        """This node and the peers it read (:meth:`peer`)."""
+        self.ports: dict[int, list[int]] = {}
+        """Rank -> its p2p servers' ports, one per rail (what this rank's client connects to)."""
+        self.size = self.world
+        self.missing: set[int] = set()
 
     # --- set-up ------------------------------------------------------------------------------------
 
@@ -122,6 +121,7 @@ class _Rank:
         node = FleetNode(
             self.rank, host if valid_host(host) else f"rank{self.rank}", address, rails
         )
+        self.known[self.rank], self.ports[self.rank] = node, ports
         self.coord.put(f"node/{self.rank}", {**node.to_json(), "ports": ports})
 
     def refuse(self, e: CannotRunError) -> None:
@@ -143,31 +143,37 @@ class _Rank:
             self.coord.wait_for(f"bye/{r}", deadline)
 
     def gather_fleet(self, deadline: float) -> set[int]:
-        """Rank 0: every node's description (placeholders for the silent), published as ``fleet``;
-        a node that refused (``--transport rdma`` without RDMA) stops the sweep on every rank."""
-        nodes: list[dict[str, Any]] = []
-        ports: list[list[int]] = []
+        """Rank 0: every node's description (placeholders for the silent), and the fleet's size and
+        its silent ranks published as ``fleet``; a node that refused (``--transport rdma`` without
+        RDMA) stops the sweep on every rank."""
+        keys = [f"node/{r}" for r in range(self.world)]
+        silent = set(self.coord.wait_all(keys, deadline))
+        here = [r for r in range(self.world) if keys[r] not in silent]
+        docs = dict(zip(here, self.coord.read_many([keys[r] for r in here]), strict=True))
+        nodes: list[FleetNode] = []
         missing: list[int] = []
         refused: list[str] = []
+        collective = self.job.spec.test == "collective"
         for r in range(self.world):
-            try:
-                doc = self.coord.wait_value(f"node/{r}", deadline)
-            except InputError as e:  # not JSON, or beyond the budget: that rank is left out
-                self.log(f"refused: rank {r}'s description: {e.message}")
+            doc = docs.get(r)
+            if isinstance(doc, InputError):  # not JSON, or beyond the budget: that rank is left out
+                self.log(f"refused: rank {r}'s description: {doc.message}")
                 doc = None
             if (why := refusal(doc)) is not None:
                 refused += why
-            elif node_doc_ok(doc, r, collective=self.job.spec.test == "collective", log=self.log):
-                nodes.append({k: doc.get(k) for k in ("rank", "host", "address", "rails")})
-                ports.append(doc["ports"])
-            else:
+                continue
+            got = read_node_doc(doc, r, collective=collective, log=self.log)
+            if got is None:
                 missing.append(r)
-                nodes.append(FleetNode(r, f"rank{r}", "unknown", (Rail(0, None),)).to_json())
-                ports.append([])
+                nodes.append(FleetNode(r, f"rank{r}", "unknown", (Rail(0, None),)))
+            else:
+                nodes.append(got[0])
+                self.ports[r] = got[1]
         if refused:
             self.stop_all(refused)
             raise refused_error(refused)
-        self.coord.put("fleet", {"nodes": nodes, "ports": ports, "missing": missing})
+        self.nodes = tuple(nodes)
+        self.coord.put("fleet", {"size": self.world, "missing": missing})
         return set(missing)
 
     def read_fleet(self, deadline: float) -> set[int]:
@@ -180,14 +186,35 @@ class _Rank:
         if (why := refusal(doc)) is not None:
             self.coord.put(f"bye/{self.rank}", 1)
             raise refused_error(why)
-        self.fleet, table, missing = read_fleet_doc(doc)
+        self.size, missing = read_fleet_doc(doc)
+        self.missing = missing
         self.runner = P2PPairRunner(
-            table,
+            self.ports,
             self.token_bytes,
             sysfs=self.job.sysfs,
             perftest_path=self.job.perftest_path,
         )
         return missing
+
+    def peer(self, r: int) -> FleetNode | None:
+        """A node this rank tests against: rank 0's list, or (the others) its own description in the
+        store, read and checked the first time it is needed."""
+        if r in self.known:
+            return self.known[r]
+        if self.nodes:
+            return self.nodes[r] if 0 <= r < len(self.nodes) else None
+        if not 0 <= r < self.size or r in self.missing:
+            return None
+        try:
+            doc = self.coord.read(f"node/{r}")
+        except InputError as e:
+            self.log(f"refused: rank {r}'s description: {e.message}")
+            return None
+        got = read_node_doc(doc, r, collective=self.job.spec.test == "collective", log=self.log)
+        if got is None:
+            return None
+        self.known[r], self.ports[r] = got
+        return got[0]
 
     # --- a round, on every rank ---------------------------------------------------------------------
 
@@ -196,11 +223,13 @@ class _Rank:
     ) -> list[PairResult]:
         """This rank's measuring ends of a round (``[rail, serving rank]``), every rail at once."""
         assert self.runner is not None
-        me = self.fleet[self.rank]
+        me = self.known[self.rank]
         out: list[PairResult | None] = [None] * len(tests)
+        peers = {int(t[1]): self.peer(int(t[1])) for t in tests}
 
         def one(i: int, rail: int, peer: int) -> None:
-            a = self.fleet[peer]
+            a = peers[peer]
+            assert a is not None  # take_part keeps only tests against known peers
             test = PairTest(
                 round_index,
                 phase,
@@ -221,18 +250,19 @@ class _Rank:
 
     def take_part(self, task: dict[str, Any], round_index: int) -> None:
         self.hooks.before_step(self.rank, round_index + 1)
-        phase = Phase.SECOND if task.get("phase") == "second" else Phase.FIRST
+        phase = next((p for p in Phase if p.value == task.get("phase")), Phase.FIRST)
         tests = [
             t
             for t in task.get("tests", [])
             if isinstance(t, list) and len(t) == 2 and all(isinstance(x, int) for x in t)
         ]
+        me = self.known[self.rank]
         tests = [
             t
             for t in tests
-            if 0 <= t[1] < len(self.fleet)
-            and t[1] != self.rank
-            and 0 <= t[0] < min(len(self.fleet[t[1]].rails), len(self.fleet[self.rank].rails))
+            if t[1] != self.rank
+            and (peer := self.peer(t[1])) is not None
+            and 0 <= t[0] < min(len(peer.rails), len(me.rails))
         ]
         if self.job.spec.test == "collective":
             results = []
@@ -276,169 +306,6 @@ class _Rank:
             self.take_part(task, i)
             i += 1
 
-    # --- rank 0 ------------------------------------------------------------------------------------
-
-    def lead(self, dead: set[int], on_round: Callable[[RoundDone], None] | None) -> SweepResult:
-        job, fleet = self.job, self.fleet
-        results: list[PairResult] = []
-        named: set[int] = set()
-        planned = list(first_pass(job.pattern, len(fleet), rounds=job.rounds, seed=job.seed))
-        for i, pairs in enumerate(planned):
-            results += self.run_round(i, Phase.FIRST, pairs, dead, named)
-            if on_round:
-                on_round(RoundDone(i, len(planned), Phase.FIRST, len(results), tuple(sorted(dead))))
-        first = len(planned)
-        # A rank that went silent after it reported a round (it served, then died) is known only now:
-        # the tests it failed earlier are its silence too, not failed links (for the plan and the analysis).
-        results = [unanswered(p, dead) for p in results]
-        extra = second_pass_plan(fleet, results, job.config) if job.second_pass else []
-        for j, pairs in enumerate(extra):
-            results += self.run_round(first + j, Phase.SECOND, pairs, dead, named)
-            if on_round:
-                on_round(
-                    RoundDone(
-                        first + j,
-                        first + len(extra),
-                        Phase.SECOND,
-                        len(results),
-                        tuple(sorted(dead)),
-                    )
-                )
-        end = first + len(extra)
-        alive = [r for r in range(self.world) if r not in dead]
-        self.coord.put_many([(f"round/{end}/{r}", {"end": True}) for r in alive])
-        self.coord.put("end", True)
-        bye_deadline = time.monotonic() + min(10.0, job.spec.timeout_s)
-        for r in alive:
-            if r != 0:
-                self.coord.wait_for(f"bye/{r}", bye_deadline)
-        results = [unanswered(p, dead) for p in results]
-        return build_result(
-            fleet,
-            results,
-            pattern=job.pattern,
-            rounds=job.rounds,
-            seed=job.seed,
-            spec=self.used_spec(),
-            config=job.config,
-            second_pass=job.second_pass,
-            first_rounds=first,
-            second_rounds=len(extra),
-        )
-
-    def used_spec(self) -> PairSpec:
-        """The spec as run: ``tcp`` for collective tests and when no node had an RDMA rail (``auto``'s
-        TCP fallback), else ``rdma``; ``transport_requested`` says what was asked when it differs."""
-        spec = self.job.spec
-        if spec.transport == "tcp":
-            return spec
-        if spec.test == "collective":
-            return replace(spec, transport="tcp")
-        no_rdma = all(r.adapter is None for n in self.fleet for r in n.rails)
-        ran = "tcp" if no_rdma else "rdma"
-        return (
-            spec
-            if ran == spec.transport
-            else replace(spec, transport=ran, transport_requested=spec.transport)
-        )
-
-    def run_round(
-        self,
-        i: int,
-        phase: Phase,
-        pairs: Sequence[tuple[int, int]],
-        dead: set[int],
-        named: set[int],
-    ) -> list[PairResult]:
-        collective = self.job.spec.test == "collective"
-        tests = [
-            t for t in pair_tests(i, phase, pairs, self.fleet) if not collective or t.rail == 0
-        ]  # one all_reduce per node pair
-        out, live = leave_out_silent(tests, dead, named)
-        by_rank: dict[int, list[list[int]]] = {r: [] for r in range(self.world) if r not in dead}
-        for t in live:
-            by_rank[t.b.rank].append([t.rail, t.a.rank])
-            if collective:  # both ends of an all_reduce take part; the higher rank reports
-                by_rank[t.a.rank].append([t.rail, t.b.rank])
-        reported, refused = self._run_tests(i, phase, by_rank, dead)
-        out += [self._outcome(t, reported, refused) for t in live]
-        # A test that failed because its server went silent this round is that node's silence: so
-        # the second pass, planned from these results, does not count it as a suspect link.
-        out = [unanswered(p, dead) for p in out]
-        named.update(r for p in out for r in p.unreachable)
-        return out
-
-    def _run_tests(
-        self, i: int, phase: Phase, by_rank: dict[int, list[list[int]]], dead: set[int]
-    ) -> tuple[dict[int, list[PairResult]], dict[int, str]]:
-        """Hand every live rank its tests, take part as rank 0, wait for the round's reports until its
-        limit: the results by rank, the refused reports' reasons; a rank that did not report is dead."""
-        expect = len(by_rank)
-        kind = phase.value
-        self.coord.put_many(
-            [
-                (f"round/{i}/{r}", {"phase": kind, "expect": expect, "tests": tl})
-                for r, tl in by_rank.items()
-                if r != 0
-            ]
-        )
-        started = time.monotonic()
-        self.take_part({"phase": kind, "expect": expect, "tests": by_rank.get(0, [])}, i)
-        # Complete when every live rank's own report is there: counted here, from the keys read.
-        silent = self.coord.wait_all(
-            [f"done/{i}/{r}" for r in by_rank if r != 0], started + round_limit_s(self.job.spec)
-        )
-        self.waited_s = time.monotonic() - started
-        reported: dict[int, list[PairResult]] = {}
-        refused: dict[int, str] = {}
-        for r in by_rank:
-            key = f"done/{i}/{r}"
-            if key not in silent:
-                try:
-                    reported[r] = read_results(
-                        self.coord.read(key),
-                        i,
-                        phase,
-                        r,
-                        len(self.fleet),
-                        source=f"rank {r}'s results of round {i + 1}",
-                    )
-                except (
-                    InputError,
-                    CannotRunError,
-                ) as e:  # one rank's bad report fails its tests, not the sweep
-                    refused[r] = e.message
-                    self.log(f"refused: {e.message}")
-            else:
-                dead.add(r)
-        return reported, refused
-
-    def _outcome(
-        self, t: PairTest, reported: dict[int, list[PairResult]], refused: dict[int, str]
-    ) -> PairResult:
-        """A live test's result: as its measuring rank reported it, else why there is none."""
-        i, phase = t.round, t.phase
-        got = [p for p in reported.get(t.b.rank, []) if p.rail == t.rail and p.a == t.a.rank]
-        if got:
-            return got[0]
-        if t.b.rank in refused:
-            return PairResult(
-                i,
-                phase,
-                t.rail,
-                t.a.rank,
-                t.b.rank,
-                None,
-                error=f"report refused: {refused[t.b.rank]}"[:500],
-            )
-        if t.b.rank in reported:  # it reported the round, without this test
-            why = f"rank {t.b.rank}'s report of round {i + 1} has no result for this test"
-            return PairResult(i, phase, t.rail, t.a.rank, t.b.rank, None, error=why)
-        why = f"rank {t.b.rank} did not report within {self.waited_s:.1f} s"
-        return PairResult(
-            i, phase, t.rail, t.a.rank, t.b.rank, None, error=why, unreachable=(t.b.rank,)
-        )
-
 
 def run_distributed(
     job: SweepJob,
@@ -471,7 +338,7 @@ def run_distributed(
         if launch.rank != 0:
             rank.worker_loop()
             return None
-        return rank.lead(dead, on_round)
+        return Leader(job, coord, rank.nodes, rank, log).lead(dead, on_round)
     finally:
         if rank.servers is not None:
             rank.servers.close()

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.sweep.analysis import SweepConfig
+from ibdiag.sweep.layout import FabricDescription
 from ibdiag.sweep.runner import PairSpec
 from ibdiag.sweep.schedule import Pattern
 
@@ -33,6 +34,11 @@ class SweepJob:
     """The tree this rank reads (rails, line rates, devices). Never sent: each rank builds its own job."""
     perftest_path: str | None = None
     """PATH for perftest's binaries (``--engine perftest``/``auto``); None: this process's PATH."""
+    fabric: FabricDescription | None = None
+    """Where the nodes sit and how the fabric routes (``--fabric FILE``, read on rank 0 only: the
+    other ranks never plan). With it rank 0 orders the pattern by leaf and packs each round so that
+    no two tests claim one link; without it, every test beside others is shared and a slow one is
+    re-tested alone."""
 
 
 def round_limit_s(spec: PairSpec) -> float:

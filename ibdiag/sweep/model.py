@@ -9,8 +9,8 @@ The document is the common envelope plus::
                  status, whole_node, bad_rails, suspect_rails, ends: [{rail, partners, ...}]}],
      "rails":  [{rail, links, median_bw_gbs, mad_bw_gbs, scale_bw_gbs, limit_bw_gbs, ...}],
      "links":  [slow links only: {rail, a, b, tests, failed, bw_gbs, line_rate_share, z, verdict, ...}],
-     "pairs":  {"columns": [round, phase, rail, a, a_adapter, b, b_adapter, bw_gbs, lat_us, error, unreachable, engine],
-                "rows": [[0, "first", 0, 0, "mlx5_0", 1, "mlx5_0", 48.2, null, null, [], "ibdiag"], ...]}}
+     "pairs":  {"columns": [round, phase, rail, a, a_adapter, b, b_adapter, bw_gbs, lat_us, error, unreachable, engine, shared],
+                "rows": [[0, "first", 0, 0, "mlx5_0", 1, "mlx5_0", 48.2, null, null, [], "ibdiag", false], ...]}}
 
 ``pairs`` is columnar (``pandas.DataFrame(rows, columns=columns)``) because it is the bulk of the file.
 Each pair's ``engine`` is who measured it on its measuring node (``--engine auto`` decides per node);
@@ -18,7 +18,10 @@ Each pair's ``engine`` is who measured it on its measuring node (``--engine auto
 differently, null when no p2p test ran — and ``sweep.engine_requested`` is the ``--engine`` given.
 Older files (no ``engine`` column; ``sweep.engine`` was the option, absent before ``--engine``:
 ibdiag) read with each pair's engine from that option where it names one (TCP pairs: ibdiag), else
-unknown (null).
+unknown (null). ``shared`` (a test that ran beside others that may have crossed its links: a slow
+result of it proves nothing, :mod:`~ibdiag.sweep.linkstats`) is false in files written before it, as
+they were judged then. ``sweep.phase`` of a pair is ``first``, ``second`` or ``confirm`` (re-tested
+alone); ``sweep.fabric`` says what the rounds knew of the fabric (null: nothing).
 Reading a document back (:meth:`SweepResult.from_json`) checks the settings, nodes and pairs and
 recomputes ``nodes``' verdicts, ``rails`` and ``links`` from the pairs: they are derived, so a file
 cannot claim a verdict its measurements do not support.
@@ -34,6 +37,7 @@ from ibdiag.errors import UsageError
 from ibdiag.jsonread import JsonReader
 from ibdiag.sweep.analysis import Analysis, LinkVerdict, NodeStatus, SweepConfig
 from ibdiag.sweep.attribution import analyse
+from ibdiag.sweep.layout import HASHED, ROUTES, ROUTINGS, FabricLayout
 from ibdiag.sweep.nodes import ADAPTER_RE, HOST_RE, FleetNode, Rail, check_fleet
 from ibdiag.sweep.runner import PAIR_ENGINES, PairResult, PairSpec
 from ibdiag.sweep.schedule import MAX_NODES, MAX_RANDOM_ROUNDS, Pattern, Phase
@@ -52,15 +56,56 @@ PAIR_COLUMNS = (
     "error",
     "unreachable",
     "engine",
+    "shared",
 )
+#: The columns of files written before each pair said whether its round was shared.
+PAIR_COLUMNS_WITHOUT_SHARED = PAIR_COLUMNS[:12]
 #: The columns of files written before each pair recorded its engine.
-PAIR_COLUMNS_WITHOUT_ENGINE = PAIR_COLUMNS[:-1]
+PAIR_COLUMNS_WITHOUT_ENGINE = PAIR_COLUMNS[:11]
 #: ``sweep.engine``: the engines the pairs used, joined with ``+`` (null: none recorded).
 USED_ENGINES = ("ibdiag", "perftest", "ibdiag+perftest")
 #: Most pair tests a document may hold (16384 nodes x 8 rails x 64 rounds; a larger file is refused).
 MAX_PAIRS = 16384 * 8 * 64
 #: Most rails per node (DGX-class nodes have 8; 64 leaves room and bounds the input).
 MAX_RAILS = 64
+
+
+@dataclass(frozen=True)
+class FabricUse:
+    """What the sweep's rounds knew of the fabric (``--fabric``)."""
+
+    source: str
+    routing: str
+    """``routes``, ``destination`` or ``hashed`` (:mod:`~ibdiag.sweep.layout`)."""
+    two_tier: bool
+    unplaced: tuple[int, ...]
+    """Ranks with a rail the description does not have: their tests are not kept apart."""
+    max_load: int | None
+    """The most tests on one link (or one leaf's uplinks one way) in any round, as the description
+    sees it: 1 when no round shared a link."""
+
+    @property
+    def proven(self) -> bool:
+        """The packed rounds are proven free of shared links (exact routes, or a two-tier tree and
+        one test per leaf and direction), for the nodes placed."""
+        return self.routing == ROUTES or (self.routing == HASHED and self.two_tier)
+
+    @classmethod
+    def of(cls, layout: FabricLayout | None, max_load: int | None) -> FabricUse | None:
+        if layout is None:
+            return None
+        d = layout.description
+        return cls(d.source, d.routing, d.two_tier, layout.unplaced, max_load)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "source": self.source,
+            "routing": self.routing,
+            "two_tier": self.two_tier,
+            "proven": self.proven,
+            "unplaced": list(self.unplaced),
+            "max_link_load": self.max_load,
+        }
 
 
 @dataclass(frozen=True)
@@ -72,7 +117,13 @@ class SweepSettings:
     spec: PairSpec
     second_pass: bool
     first_pass_rounds: int
+    """Rounds the first pass ran (the pattern's, packed apart on the fabric: :attr:`pattern_rounds` or more)."""
     second_pass_rounds: int
+    confirm_rounds: int = 0
+    """Rounds of the confirmation pass (slow results of shared rounds re-tested alone)."""
+    pattern_rounds: int | None = None
+    """The pattern's own rounds (None: as many as the first pass ran)."""
+    fabric: FabricUse | None = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +158,20 @@ class SweepResult:
             if v.status is not NodeStatus.UNREACHABLE and all(r.adapter is None for r in n.rails)
         )
 
+    def confirmation(self) -> dict[str, int]:
+        """What the collisions cost and what the re-tests alone found: tests that ran beside others
+        that may have crossed their links (``shared_tests``), tests re-run alone or proven apart
+        (``retests``), links and nodes slow beside other tests and fine alone (``links_cleared``,
+        ``nodes_cleared``), links still slow only beside others (``links_confounded``)."""
+        a = self.analysis
+        return {
+            "shared_tests": sum(1 for p in self.pairs if p.shared),
+            "retests": sum(1 for p in self.pairs if p.phase is Phase.CONFIRM),
+            "links_cleared": len(a.cleared_links),
+            "nodes_cleared": len(a.cleared_nodes),
+            "links_confounded": len(a.links_with(LinkVerdict.CONFOUNDED)),
+        }
+
     def adapter(self, rank: int, rail: int) -> str | None:
         r = self.nodes[rank].rail(rail)
         return None if r is None else r.adapter
@@ -123,6 +188,12 @@ class SweepResult:
             "second_pass": s.second_pass,
             "first_pass_rounds": s.first_pass_rounds,
             "second_pass_rounds": s.second_pass_rounds,
+            "confirm_rounds": s.confirm_rounds,
+            "pattern_rounds": s.pattern_rounds
+            if s.pattern_rounds is not None
+            else s.first_pass_rounds,
+            "fabric": None if s.fabric is None else s.fabric.to_json(),
+            "confirmation": self.confirmation(),
             "tests": len(self.pairs),
             "thresholds": {
                 "z_limit": cfg.z_limit,
@@ -132,6 +203,7 @@ class SweepResult:
                 "confirm_partners": cfg.confirm_partners,
                 "second_pass_partners": cfg.second_pass_partners,
                 "min_bw_share": cfg.min_bw_share,
+                "confirm_max_rounds": cfg.confirm_max_rounds,
             },
         }
         nodes = []
@@ -161,6 +233,7 @@ class SweepResult:
                 p.error,
                 list(p.unreachable),
                 p.engine,
+                p.shared,
             ]
             for p in self.pairs
         ]
@@ -183,38 +256,7 @@ class SweepResult:
         r = JsonReader(source)
         top = "sweep"  # paths in error messages: sweep.pattern, sweep.thresholds.z_limit ...
         sw = r.obj(doc.get(top), top)
-        th = r.obj(sw.get("thresholds"), f"{top}.thresholds")
-        config = SweepConfig(
-            z_limit=r.number(th.get("z_limit"), f"{top}.thresholds.z_limit", lo=0.5, hi=1000),
-            floor_share=r.number(
-                th.get("floor_share"), f"{top}.thresholds.floor_share", lo=0, hi=1
-            ),
-            # absent from sweeps saved before they existed: the defaults
-            ratio_limit=r.number(
-                th.get("ratio_limit", SweepConfig.ratio_limit),
-                f"{top}.thresholds.ratio_limit",
-                lo=0,
-                hi=0.95,
-            ),
-            z_min_links=r.integer(
-                th.get("z_min_links", SweepConfig.z_min_links),
-                f"{top}.thresholds.z_min_links",
-                lo=1,
-                hi=100000,
-            ),
-            confirm_partners=r.integer(
-                th.get("confirm_partners"), f"{top}.thresholds.confirm_partners", lo=1, hi=1000
-            ),
-            second_pass_partners=r.integer(
-                th.get("second_pass_partners"),
-                f"{top}.thresholds.second_pass_partners",
-                lo=0,
-                hi=1000,
-            ),
-            min_bw_share=r.number(
-                th.get("min_bw_share"), f"{top}.thresholds.min_bw_share", lo=0, hi=1
-            ),
-        )
+        config = _thresholds_from_json(r, r.obj(sw.get("thresholds"), f"{top}.thresholds"))
         spec = PairSpec(
             test=r.choice(sw.get("test"), f"{top}.test", ("p2p", "collective")),
             transport=(
@@ -242,10 +284,56 @@ class SweepResult:
             second_pass_rounds=r.integer(
                 sw.get("second_pass_rounds"), f"{top}.second_pass_rounds", lo=0, hi=MAX_NODES
             ),
+            # absent from sweeps saved before the confirmation pass and --fabric
+            confirm_rounds=r.integer(
+                sw.get("confirm_rounds", 0), f"{top}.confirm_rounds", lo=0, hi=MAX_NODES
+            ),
+            pattern_rounds=r.opt_integer(
+                sw.get("pattern_rounds"), f"{top}.pattern_rounds", lo=0, hi=MAX_NODES
+            ),
+            fabric=_fabric_from_json(r, sw.get("fabric"), f"{top}.fabric"),
         )
         fleet = nodes_from_json(r, doc.get("nodes"))
         pairs = _pairs_from_json(r, doc.get("pairs"), fleet, spec)
         return cls(settings, fleet, pairs, analyse(fleet, pairs, config))
+
+
+def _thresholds_from_json(r: JsonReader, th: Mapping[str, Any]) -> SweepConfig:
+    """``sweep.thresholds``, checked; a threshold absent from a file saved before it existed: its default."""
+    top = "sweep"
+    return SweepConfig(
+        z_limit=r.number(th.get("z_limit"), f"{top}.thresholds.z_limit", lo=0.5, hi=1000),
+        floor_share=r.number(th.get("floor_share"), f"{top}.thresholds.floor_share", lo=0, hi=1),
+        # absent from sweeps saved before they existed: the defaults
+        ratio_limit=r.number(
+            th.get("ratio_limit", SweepConfig.ratio_limit),
+            f"{top}.thresholds.ratio_limit",
+            lo=0,
+            hi=0.95,
+        ),
+        z_min_links=r.integer(
+            th.get("z_min_links", SweepConfig.z_min_links),
+            f"{top}.thresholds.z_min_links",
+            lo=1,
+            hi=100000,
+        ),
+        confirm_partners=r.integer(
+            th.get("confirm_partners"), f"{top}.thresholds.confirm_partners", lo=1, hi=1000
+        ),
+        second_pass_partners=r.integer(
+            th.get("second_pass_partners"),
+            f"{top}.thresholds.second_pass_partners",
+            lo=0,
+            hi=1000,
+        ),
+        min_bw_share=r.number(th.get("min_bw_share"), f"{top}.thresholds.min_bw_share", lo=0, hi=1),
+        confirm_max_rounds=r.integer(
+            th.get("confirm_max_rounds", SweepConfig.confirm_max_rounds),
+            f"{top}.thresholds.confirm_max_rounds",
+            lo=0,
+            hi=100000,
+        ),
+    )
 
 
 def nodes_from_json(r: JsonReader, value: Any, where: str = "nodes") -> tuple[FleetNode, ...]:
@@ -280,6 +368,26 @@ def nodes_from_json(r: JsonReader, value: Any, where: str = "nodes") -> tuple[Fl
         return check_fleet(nodes)
     except UsageError as e:  # the node checks' complaint is, here, bad input
         raise r.error(where, e.message) from None
+
+
+def _fabric_from_json(r: JsonReader, value: Any, where: str) -> FabricUse | None:
+    if value is None:
+        return None
+    f = r.obj(value, where)
+    return FabricUse(
+        source=r.text(f.get("source"), f"{where}.source", max_len=500),
+        routing=r.choice(f.get("routing"), f"{where}.routing", ROUTINGS),
+        two_tier=r.flag(f.get("two_tier"), f"{where}.two_tier"),
+        unplaced=tuple(
+            r.integer(x, f"{where}.unplaced[{i}]", lo=0, hi=MAX_NODES)
+            for i, x in enumerate(
+                r.items(f.get("unplaced"), f"{where}.unplaced", max_items=MAX_NODES)
+            )
+        ),
+        max_load=r.opt_integer(
+            f.get("max_link_load"), f"{where}.max_link_load", lo=0, hi=MAX_NODES
+        ),
+    )
 
 
 def _requested_transport(r: JsonReader, sw: Mapping[str, Any], top: str, ran: str) -> str | None:
@@ -317,7 +425,7 @@ def _pairs_from_json(
 ) -> tuple[PairResult, ...]:
     table = r.obj(value, "pairs")
     columns = tuple(r.items(table.get("columns"), "pairs.columns", max_items=len(PAIR_COLUMNS)))
-    if columns not in (PAIR_COLUMNS, PAIR_COLUMNS_WITHOUT_ENGINE):
+    if columns not in (PAIR_COLUMNS, PAIR_COLUMNS_WITHOUT_SHARED, PAIR_COLUMNS_WITHOUT_ENGINE):
         raise r.error("pairs.columns", f"must be {list(PAIR_COLUMNS)}")
     width = len(columns)
     n = len(nodes)
@@ -343,7 +451,7 @@ def _pairs_from_json(
             r.integer(x, f"{where}[10][{k}]", lo=0, hi=n - 1)
             for k, x in enumerate(r.items(silent, f"{where}[10]", max_items=2))
         )
-        if width == len(PAIR_COLUMNS):
+        if width >= len(PAIR_COLUMNS_WITHOUT_SHARED):
             engine = None if row[11] is None else r.choice(row[11], f"{where}[11]", PAIR_ENGINES)
         else:
             engine = _older_pair_engine(spec, a_adapter, b_adapter, unreachable)
@@ -359,6 +467,7 @@ def _pairs_from_json(
                 error=r.opt_text(err, f"{where}[9]", max_len=500),
                 unreachable=unreachable,
                 engine=engine,
+                shared=r.flag(row[12], f"{where}[12]") if width == len(PAIR_COLUMNS) else False,
             )
         )
     return tuple(out)

@@ -1,34 +1,36 @@
-"""A whole sweep in one process: plan, first pass, second pass, analysis — through any :class:`PairRunner`.
+"""A whole sweep in one process: plan, first pass, confirmation, second pass, analysis — through any
+:class:`PairRunner`.
 
-This is the order of work the multi-node runtime follows too (every rank computes the same plan from
-the pattern and seed; rank 0 gathers the results, plans the second pass and analyses); here the
-rounds' tests simply run one after the other through the runner given, which is what the scale
-tests and the benchmark need with the in-process synthetic fabric.
+This is the order of work the multi-node runtime follows too (:mod:`~ibdiag.sweep.conduct` decides it
+for both); here the rounds' tests run through the runner given, which is what the scale tests and the
+benchmark need with the in-process synthetic fabric. A runner that also has ``run_round(tests, nodes,
+spec)`` gets each round's tests at once (a fabric model in which the tests of a round share links).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from ibdiag.sweep.analysis import SweepConfig
-from ibdiag.sweep.attribution import analyse, second_pass_plan
-from ibdiag.sweep.model import SweepResult, SweepSettings
+from ibdiag.sweep.attribution import analyse
+from ibdiag.sweep.conduct import Conductor, Passes, RoundDone
+from ibdiag.sweep.layout import FabricLayout
+from ibdiag.sweep.model import FabricUse, SweepResult, SweepSettings
 from ibdiag.sweep.nodes import FleetNode, check_fleet
 from ibdiag.sweep.runner import PairResult, PairRunner, PairSpec
-from ibdiag.sweep.schedule import Pattern, Phase, Round, first_pass, pair_tests, round_count
+from ibdiag.sweep.schedule import PairTest, Pattern, Phase, Round, pair_tests, round_count
+
+__all__ = ["RoundDone", "RoundRunner", "build_result", "run_round", "run_sweep"]
 
 
-@dataclass(frozen=True)
-class RoundDone:
-    """Progress after a round (the progress line on rank 0)."""
+@runtime_checkable
+class RoundRunner(Protocol):
+    """A runner that runs a round's tests together (they may share links)."""
 
-    round: int
-    rounds_planned: int
-    """Rounds known so far (the second pass's are known once the first pass is done)."""
-    phase: Phase
-    tests_done: int
-    unreachable: tuple[int, ...]
+    def run_round(
+        self, tests: Sequence[PairTest], nodes: Sequence[FleetNode], spec: PairSpec
+    ) -> list[PairResult]: ...
 
 
 def run_round(
@@ -44,13 +46,17 @@ def run_round(
 
     A rank a result names unreachable joins ``dead`` and takes no further part in the sweep.
     """
-    out: list[PairResult] = []
-    for test in pair_tests(round_index, phase, pairs, nodes):
-        if test.a.rank in dead or test.b.rank in dead:
-            continue
-        res = runner.run_pair(test, nodes[test.a.rank], nodes[test.b.rank], spec)
+    tests = [
+        t
+        for t in pair_tests(round_index, phase, pairs, nodes)
+        if t.a.rank not in dead and t.b.rank not in dead
+    ]
+    if isinstance(runner, RoundRunner):
+        out = runner.run_round(tests, nodes, spec)
+    else:
+        out = [runner.run_pair(t, nodes[t.a.rank], nodes[t.b.rank], spec) for t in tests]
+    for res in out:
         dead.update(r for r in res.unreachable if 0 <= r < len(nodes))
-        out.append(res)
     return out
 
 
@@ -64,45 +70,44 @@ def run_sweep(
     spec: PairSpec = PairSpec(),
     config: SweepConfig = SweepConfig(),
     second_pass: bool = True,
+    layout: FabricLayout | None = None,
     on_round: Callable[[RoundDone], None] | None = None,
 ) -> SweepResult:
-    """Plan, run the first pass, re-test the suspects against known-good nodes, analyse."""
+    """Plan (in leaf order and packed apart where ``layout`` is given), run the first pass, re-test
+    alone what was slow beside other tests, re-test the suspects against known-good nodes, analyse."""
     fleet = check_fleet(nodes)
     pattern = Pattern(pattern)
-    planned = list(first_pass(pattern, len(fleet), rounds=rounds, seed=seed))
-    results: list[PairResult] = []
     dead: set[int] = set()
-    for i, pairs in enumerate(planned):
-        results += run_round(runner, fleet, i, Phase.FIRST, pairs, spec, dead)
-        if on_round:
-            on_round(RoundDone(i, len(planned), Phase.FIRST, len(results), tuple(sorted(dead))))
-    first = len(planned)
-    extra: list[Round] = second_pass_plan(fleet, results, config) if second_pass else []
-    for j, pairs in enumerate(extra):
-        results += run_round(runner, fleet, first + j, Phase.SECOND, pairs, spec, dead)
-        if on_round:
-            on_round(
-                RoundDone(
-                    first + j, first + len(extra), Phase.SECOND, len(results), tuple(sorted(dead))
-                )
-            )
+    conductor = Conductor(
+        fleet,
+        config,
+        layout,
+        second_pass=second_pass,
+        both_ways=spec.test == "collective",
+        on_round=on_round,
+        dead=lambda: dead,
+    )
+
+    def one(index: int, phase: Phase, pairs: Round) -> list[PairResult]:
+        return run_round(runner, fleet, index, phase, pairs, spec, dead)
+
+    passes = conductor.run(one, pattern, rounds=rounds, seed=seed)
     return build_result(
         fleet,
-        results,
+        passes,
         pattern=pattern,
         rounds=rounds,
         seed=seed,
         spec=spec,
         config=config,
         second_pass=second_pass,
-        first_rounds=first,
-        second_rounds=len(extra),
+        layout=layout,
     )
 
 
 def build_result(
     fleet: Sequence[FleetNode],
-    results: Sequence[PairResult],
+    passes: Passes,
     *,
     pattern: Pattern,
     rounds: int | None,
@@ -110,10 +115,11 @@ def build_result(
     spec: PairSpec,
     config: SweepConfig,
     second_pass: bool,
-    first_rounds: int,
-    second_rounds: int,
+    layout: FabricLayout | None,
+    results: Sequence[PairResult] | None = None,
 ) -> SweepResult:
-    """The settings, nodes, results and their analysis, as one :class:`SweepResult` (every runtime's last step)."""
+    """The settings, nodes, results and their analysis, as one :class:`SweepResult` (every runtime's
+    last step); ``results`` replaces the passes' own (the runtime's, once the silent are known)."""
     fleet = tuple(fleet)
     settings = SweepSettings(
         pattern=pattern,
@@ -123,7 +129,11 @@ def build_result(
         seed=seed,
         spec=spec,
         second_pass=second_pass,
-        first_pass_rounds=first_rounds,
-        second_pass_rounds=second_rounds,
+        first_pass_rounds=passes.first_rounds,
+        second_pass_rounds=passes.second_rounds,
+        confirm_rounds=passes.confirm_rounds,
+        pattern_rounds=passes.pattern_rounds,
+        fabric=FabricUse.of(layout, passes.max_load),
     )
-    return SweepResult(settings, fleet, tuple(results), analyse(fleet, results, config))
+    pairs = tuple(passes.results if results is None else results)
+    return SweepResult(settings, fleet, pairs, analyse(fleet, pairs, config))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ibdiag.sweep.passes import RoundDone
+from ibdiag.sweep.conduct import RoundDone
 
 
 def eta_s(done: RoundDone, elapsed_s: float) -> float | None:
@@ -17,8 +17,11 @@ def progress_line(done: RoundDone, elapsed_s: float) -> str:
     """``sweep: round 2/4 (first pass), 6 tests done, 1 unreachable, 3.1 s elapsed, ETA 3 s``.
 
     The second pass's rounds are known only after the first pass, so during the first pass the count
-    is the first pass's and the ETA does not include the second pass (it says so)."""
-    phase = "first pass" if done.phase.value == "first" else "second pass"
+    is the first pass's and the ETA does not include the second pass (it says so); the re-tests of
+    what was slow beside other tests (the confirmation pass) are known only when they start."""
+    phase = {"first": "first pass", "second": "second pass", "confirm": "re-tests alone"}[
+        done.phase.value
+    ]
     eta = eta_s(done, elapsed_s)
     parts = [
         f"sweep: round {done.round + 1}/{done.rounds_planned} ({phase})",

@@ -17,7 +17,8 @@ Runners:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from ibdiag.errors import UsageError
@@ -131,10 +132,23 @@ class PairResult:
     """Who measured (or tried to) a p2p test on the measuring node: ``ibdiag`` (its own loops, RDMA or
     TCP) or ``perftest``; what ``--engine auto`` chose there. None for a test that never ran, a
     collective test, the synthetic fabric, and older files that cannot tell."""
+    shared: bool = False
+    """The test ran in a round with other tests that may have crossed a link of its path (the fabric
+    not known, or not proven disjoint): a slow result is *confounded* — the collision may be what was
+    measured — and is re-tested alone before anything is named (:mod:`~ibdiag.sweep.confirm`). False
+    for a test alone in its round or in a round proven free of shared links."""
 
     @property
     def ok(self) -> bool:
         return self.error is None and not self.unreachable
+
+
+def unanswered(result: PairResult, dead: Collection[int]) -> PairResult:
+    """A failed test with an end that went silent is that end's silence, not the link's failure."""
+    if result.error is None or result.unreachable:
+        return result
+    silent = tuple(r for r in (result.a, result.b) if r in dead)
+    return replace(result, unreachable=silent) if silent else result
 
 
 class PairRunner(Protocol):

@@ -46,6 +46,8 @@ class Phase(str, Enum):
     """The pattern's own rounds."""
     SECOND = "second"
     """Suspects re-tested against known-good nodes."""
+    CONFIRM = "confirm"
+    """Slow results of shared rounds re-tested alone, or in rounds proven free of shared links."""
 
     def __str__(self) -> str:
         return self.value

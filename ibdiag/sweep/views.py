@@ -22,7 +22,7 @@ from ibdiag.sweep.matrix import matrix_grid, matrix_lines
 from ibdiag.sweep.model import SweepResult
 from ibdiag.sweep.plan import plan_lines
 from ibdiag.sweep.stats import gbs_text
-from ibdiag.units import format_bytes
+from ibdiag.sweep.summary import summary_lines as summary_lines  # shown first, in its own module
 
 if TYPE_CHECKING:
     # rich only where a table is drawn: `ibdiag sweep -o json` does not import it; the command's result
@@ -130,6 +130,12 @@ def line_view(result: SweepResult, *, width: int = LINE_WIDTH) -> str:
         extra.append(f"{warn_nodes} suspect node{'s' if warn_nodes != 1 else ''}")
     if unresolved:
         extra.append(f"{unresolved} unresolved link{'s' if unresolved != 1 else ''}")
+    confounded = len(a.links_with(LinkVerdict.CONFOUNDED))
+    if confounded:
+        extra.append(f"{confounded} confounded link{'s' if confounded != 1 else ''}")
+    cleared = len(a.cleared_links)
+    if cleared:
+        extra.append(f"{cleared} collided link{'s' if cleared != 1 else ''} cleared")
     count = f" ({len(result.nodes)} nodes)"
     tails = [
         (("; " + ", ".join(extra)) if extra else "") + count,
@@ -138,7 +144,8 @@ def line_view(result: SweepResult, *, width: int = LINE_WIDTH) -> str:
     ]
     if hosts:
         return _ascii(fit_line("sweep FAIL: drain", hosts, tails, width))
-    status = "FAIL" if bad_links else ("WARN" if extra else "OK")
+    warned = [e for e in extra if not e.endswith(" cleared")]
+    status = "FAIL" if bad_links else ("WARN" if warned else "OK")
     body = ", ".join(extra) if extra else "no bad node or link"
     return _ascii(fit_line(f"sweep {status}: {body} ({len(result.nodes)} nodes)", [], "", width))
 
@@ -214,32 +221,6 @@ def worst_nodes(result: SweepResult, limit: int = 10) -> list[int]:
     return [v.rank for v in sorted(result.analysis.nodes, key=key)[:limit]]
 
 
-def _engine_text(result: SweepResult) -> str:
-    """``, perftest`` / ``, ibdiag+perftest`` when perftest measured pairs (ibdiag's own engine, the usual one, goes unsaid)."""
-    engine = result.engine
-    return f", {engine}" if engine is not None and "perftest" in engine else ""
-
-
-def summary_lines(result: SweepResult) -> list[str]:
-    s, a = result.settings, result.analysis
-    rounds = f"{s.first_pass_rounds} round{'s' if s.first_pass_rounds != 1 else ''}"
-    second = f" + {s.second_pass_rounds} second-pass" if s.second_pass else " (no second pass)"
-    lines = [
-        f"sweep: {s.pattern.value}, {len(result.nodes)} nodes, {result.rails} rail{'s' if result.rails != 1 else ''}, "
-        f"{rounds}{second}, {len(result.pairs)} tests of {format_bytes(s.spec.bytes)} ({s.spec.test}, {s.spec.transport}{_engine_text(result)})",
-    ]
-    for rail in a.rails:
-        share = (
-            f" = {rail.share:.0%} of {rail.line_rate_gbps:g} Gb/s" if rail.share is not None else ""
-        )
-        limit = (
-            f", slow below {gbs_text(rail.bw_limit_gbs)}" if rail.bw_limit_gbs is not None else ""
-        )
-        median = gbs_text(rail.bw.median)
-        lines.append(f"rail {rail.rail}: median {median}{share} over {rail.bw.count} links{limit}")
-    return lines
-
-
 def worst_tables(result: SweepResult, *, limit: int = 10) -> list[Any]:
     """Rich tables: the worst nodes (status, rails, median, z) and the slowest links."""
     from rich.table import Table  # lazy: rich, for the table output only
@@ -285,7 +266,13 @@ def worst_tables(result: SweepResult, *, limit: int = 10) -> list[Any]:
         links.add_column(
             col, justify="left" if col in ("link", "verdict") else "right", no_wrap=col != "link"
         )
-    order = {LinkVerdict.BAD: 0, LinkVerdict.UNRESOLVED: 1, LinkVerdict.NODE: 2, LinkVerdict.OK: 3}
+    order = {
+        LinkVerdict.BAD: 0,
+        LinkVerdict.UNRESOLVED: 1,
+        LinkVerdict.CONFOUNDED: 2,
+        LinkVerdict.NODE: 3,
+        LinkVerdict.OK: 4,
+    }
     scored = sorted(
         a.links,
         key=lambda link: (
@@ -299,7 +286,8 @@ def worst_tables(result: SweepResult, *, limit: int = 10) -> list[Any]:
             LinkVerdict.NODE: "explained by a bad node",
             LinkVerdict.BAD: "BAD LINK",
             LinkVerdict.UNRESOLVED: "unresolved",
-        }[link.verdict]
+            LinkVerdict.CONFOUNDED: "slow beside other tests only",
+        }[link.verdict] + (" (cleared alone)" if link.cleared else "")
         links.add_row(
             link_subject(result, link),
             str(link.rail),
@@ -331,6 +319,7 @@ CSV_HEADER = (
     "error",
     "unreachable",
     "engine",
+    "shared",
 )
 
 
@@ -354,6 +343,7 @@ def csv_rows(result: SweepResult) -> list[dict[str, Any]]:
                 "error": p.error,
                 "unreachable": " ".join(str(r) for r in p.unreachable),
                 "engine": p.engine,
+                "shared": p.shared,
             }
         )
     return rows

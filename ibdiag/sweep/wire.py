@@ -17,9 +17,21 @@ from ibdiag.errors import CannotRunError, InputError
 from ibdiag.jsonread import JsonReader
 from ibdiag.sweep.model import nodes_from_json
 from ibdiag.sweep.nodes import FleetNode, Rail
-from ibdiag.sweep.runner import PAIR_ENGINES, PairResult
-from ibdiag.sweep.schedule import PairTest, Phase
+from ibdiag.sweep.runner import PAIR_ENGINES, PairResult, unanswered
+from ibdiag.sweep.schedule import MAX_NODES, PairTest, Phase
 from ibdiag.text import safe_excerpt
+
+__all__ = [
+    "leave_out_silent",
+    "node_doc_ok",
+    "read_fleet_doc",
+    "read_node_doc",
+    "read_results",
+    "refusal",
+    "refused_error",
+    "result_rows",
+    "unanswered",
+]
 
 #: Most rows one rank reports per round (one per rail).
 MAX_ROWS = 64
@@ -68,21 +80,14 @@ def read_results(
     return out
 
 
-def unanswered(result: PairResult, dead: Sequence[int] | set[int]) -> PairResult:
-    """A failed test with an end that went silent is that end's silence, not the link's failure."""
-    if result.error is None or result.unreachable:
-        return result
-    silent = tuple(r for r in (result.a, result.b) if r in dead)
-    return replace(result, unreachable=silent) if silent else result
-
-
-def node_doc_ok(
+def read_node_doc(
     doc: Any, r: int, *, collective: bool, log: Callable[[str], None]
-) -> TypeGuard[dict[str, Any]]:
-    """A rank's description is usable: a valid node of rank ``r``, a port 1..65535 per rail (none
-    for --test collective). One bad description makes that rank unreachable, not the sweep fail."""
+) -> tuple[FleetNode, list[int]] | None:
+    """A rank's description (``node/<r>``), checked: a valid node of rank ``r`` and a port 1..65535 per
+    rail (none for --test collective); None (and the reason logged) for anything else. One bad
+    description makes that rank unreachable, not the sweep fail."""
     if not isinstance(doc, dict) or doc.get("rank") != r:
-        return False
+        return None
     probe = [
         {**{k: doc.get(k) for k in ("host", "address", "rails")}, "rank": 0},
         FleetNode(1, "probe", "probe", (Rail(0, None),)).to_json(),
@@ -91,34 +96,37 @@ def node_doc_ok(
         node = nodes_from_json(JsonReader(f"rank {r}'s description"), probe)[0]
     except InputError as e:
         log(f"refused: {e.message}")
-        return False
+        return None
     ports = doc.get("ports")
     want = 0 if collective else len(node.rails)
-    return (
+    if not (
         isinstance(ports, list)
         and len(ports) == want
         and all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= 65535 for x in ports)
-    )
+    ):
+        return None
+    return replace(node, rank=r), list(ports)
 
 
-def read_fleet_doc(doc: Any) -> tuple[tuple[FleetNode, ...], dict[int, list[int]], set[int]]:
-    """Rank 0's ``fleet``: the nodes in rank order, each rank's server ports, the ranks that never published."""
+def node_doc_ok(
+    doc: Any, r: int, *, collective: bool, log: Callable[[str], None]
+) -> TypeGuard[dict[str, Any]]:
+    """Whether :func:`read_node_doc` takes ``doc``."""
+    return read_node_doc(doc, r, collective=collective, log=log) is not None
+
+
+def read_fleet_doc(doc: Any) -> tuple[int, set[int]]:
+    """Rank 0's ``fleet``: how many ranks the sweep has, and which never published (the others read a
+    peer's own ``node/<r>`` when they first test against it, not every node: at 16384 ranks x 8 rails
+    the whole fleet is 9 MiB, more than the store takes in one value, read by every rank)."""
     r = JsonReader("the sweep's fleet (store key fleet)")
     doc = r.obj(doc, "fleet")
-    fleet = nodes_from_json(r, doc.get("nodes"))
-    ports = r.items(doc.get("ports"), "ports", max_items=len(fleet))
-    table = {
-        i: [
-            r.integer(p, f"ports[{i}][{k}]", lo=1, hi=65535)
-            for k, p in enumerate(r.items(v, f"ports[{i}]", max_items=64))
-        ]
-        for i, v in enumerate(ports)
-    }
+    size = r.integer(doc.get("size"), "size", lo=2, hi=MAX_NODES)
     missing = {
-        r.integer(x, "missing", lo=0, hi=len(fleet) - 1)
-        for x in r.items(doc.get("missing"), "missing", max_items=len(fleet))
+        r.integer(x, "missing", lo=0, hi=size - 1)
+        for x in r.items(doc.get("missing"), "missing", max_items=size)
     }
-    return fleet, table, missing
+    return size, missing
 
 
 def refusal(doc: Any) -> list[str] | None:

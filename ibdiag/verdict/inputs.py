@@ -34,15 +34,16 @@ MAX_LINK_GBPS = 100_000.0
 MAX_RAILS = 64
 MAX_LATENCY_US = 1e6
 
+#: Matched against the stripped text (no two runs of spaces side by side: linear).
 _PARAMS_RE = re.compile(
-    r"^\s*(?P<num>\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)\s*(?P<suffix>[kKmMbBgGtT]?)\s*$"
+    r"(?P<num>\d{1,64}(?:\.\d{0,64})?(?:[eE][+-]?\d{1,4})?|\.\d{1,64}(?:[eE][+-]?\d{1,4})?)\s{0,8}(?P<suffix>[kKmMbBgGtT]?)"
 )
 _PARAM_SCALE = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 
 
 def parse_params(text: str) -> float:
     """``8e9``, ``8B``, ``70B``, ``1.5T``, ``350M`` -> parameter count (decimal: B = billion, not bytes)."""
-    m = _PARAMS_RE.match(str(text))
+    m = _PARAMS_RE.fullmatch(str(text).strip())
     if not m:
         raise UsageError(
             f"cannot read --params {text!r}",

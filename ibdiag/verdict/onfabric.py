@@ -14,7 +14,7 @@ from ibdiag.fabric import dump
 from ibdiag.fabric.build import build_fabric
 from ibdiag.fabric.collect import Collector, Limits, collect
 from ibdiag.fabric.hosts import HostEnd, Names, read_topo
-from ibdiag.fabric.nodelist import expand
+from ibdiag.fabric.nodelist import expand, expand_all
 from ibdiag.fabric.placement import Placement, place
 from ibdiag.fabric.shape import shape
 from ibdiag.findings.model import Finding
@@ -45,15 +45,12 @@ def read_order(text: str) -> list[str]:
         return expand(text)
     where = f"--rank-order {safe_value(text)}"
     data = read_text_file(path, MAX_RANK_FILE_BYTES, where, HINT, utf8_only=False, usage=True)
-    seen: dict[str, None] = {}
-    for line in data.splitlines():
-        name = line.split("#", 1)[0].strip()
-        if name:
-            for host in expand(name):
-                seen.setdefault(host, None)
-    if not seen:
+    lines = [ln.split("#", 1)[0].strip() for ln in data.splitlines()]
+    # one budget of names for the whole file (a 16 MiB file of ranges is not 16 MiB of budgets)
+    hosts = expand_all(ln for ln in lines if ln)
+    if not hosts:
         raise UsageError(f"--rank-order {safe_value(text)}: no host in it", hint=HINT)
-    return list(seen)
+    return hosts
 
 
 def job_order(nodes: str | None, rank_order: str | None, environ: Mapping[str, str]) -> list[str]:

@@ -85,15 +85,17 @@ def test_the_element_budget_is_counted_before_anything_is_built():
 
 @pytest.mark.slow
 def test_a_64_mib_list_of_empty_lists_costs_report_no_more_than_a_few_hundred_mb(tmp_path):
-    """Measured in a child process: its peak resident size (ru_maxrss) after ``report`` read it."""
+    """Measured in a child process: the peak of its own address space (``VmHWM``; ``ru_maxrss`` would
+    carry the forking pytest process's size across ``exec``)."""
     f = tmp_path / "lists.json"
     n = (64 << 20) // 3
     f.write_text('{"schema": "ibdiag.topo/1", "x": [' + "[]," * n + "[]]}")
     child = (
-        "import resource, sys\n"
+        "import sys\n"
         "from tests.support.cli import run_cli\n"
+        "from tests.support.peak import vm_hwm_kib\n"
         "res = run_cli('report', sys.argv[1])\n"
-        "print(res.exit_code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+        "print(res.exit_code, vm_hwm_kib())\n"
         "print(res.stderr[-300:])\n"
     )
     out = subprocess.run(
@@ -102,3 +104,48 @@ def test_a_64_mib_list_of_empty_lists_costs_report_no_more_than_a_few_hundred_mb
     code, rss_kib = out.stdout.split()[:2]
     assert int(code) != 3 and "internal error" not in out.stdout, out.stdout + out.stderr
     assert int(rss_kib) < 600 * 1024, f"peak {int(rss_kib) // 1024} MiB"
+
+
+DEEP = {
+    "arrays": "[" * 100_000 + "]" * 100_000,
+    "objects": '{"a":' * 50_000 + "1" + "}" * 50_000,
+    "unclosed": "[" * 100_000,
+    "deep inside a document": '{"schema": "ibdiag.counters/1", "ports": '
+    + "[" * 3000
+    + "]" * 3000
+    + "}",
+    "a 99-digit number": '{"schema": "ibdiag.counters/1", "taken_at_epoch_s": '
+    + "9" * 99
+    + ', "ports": []}',
+}
+
+
+@pytest.mark.parametrize("what", list(DEEP))
+@pytest.mark.parametrize(
+    "name",
+    [
+        "report",
+        "counters --since",
+        "verdict --bench",
+        "bench import",
+        "job --ras",
+        "job --inspector",
+    ],
+)
+def test_a_deeply_nested_document_refuses_that_file(tmp_path, name, what):
+    """Issue 42, item 9: nesting past Python's recursion limit was a RecursionError wherever a reader
+    parsed with ``json.loads``; every JSON input option refuses the file (report: names and skips it)."""
+    doc = tmp_path / "deep.json"
+    doc.write_text(DEEP[what])
+    argv = {
+        **_commands(doc, tmp_path / "unused.toml"),
+        "job --ras": ["job", "--ras", str(doc)],
+        "job --inspector": ["job", "--inspector", str(doc)],
+    }[name]
+    res = run_cli(*argv)
+    assert res.exception is None, res.exception
+    assert "internal error" not in res.stderr and "Recursion" not in res.stderr, res.stderr[-400:]
+    assert res.exit_code != 3, res.stderr[-400:]
+    if name != "report":
+        assert res.exit_code in (1, 2), (res.exit_code, res.stderr[-400:])
+        assert "hint:" in res.stderr or res.exit_code == 1, res.stderr[-400:]

@@ -45,3 +45,18 @@ def test_safe_value_quotes_strings_and_shows_numbers_as_numbers():
         and safe_value([1, "a"]) == "[1, 'a']"
     )
     assert safe_value("x" * 100, 10) == "'" + "x" * 10 + "… (90 more characters)'"
+
+
+def test_safe_path_cuts_a_long_path_in_its_middle_never_the_file_name():
+    from ibdiag.text import safe_path
+
+    long_dir = "/tmp/pytest-of-root/pytest-310/test_a_link_in_a_dump_director1/d"
+    shown = safe_path(f"{long_dir}/saquery.out")
+    assert shown.startswith("'/tmp/pytest-of-root/") and shown.endswith("…/saquery.out'")
+    assert len(shown) <= 64 + 2
+    assert safe_path("net.txt") == "'net.txt'" and safe_path("/a/b.json") == "'/a/b.json'"
+    # escaped like any value, in the directories and in the name
+    assert safe_path("/tmp/a\x1bb/n\x1b.json") == "'/tmp/a\\x1bb/n\\x1b.json'"
+    assert safe_path("/x/" + "\u202e" * 40 + "/n").endswith("…/n'")
+    # a name longer than the limit alone is cut at its end, as any value
+    assert safe_path("/d/" + "y" * 70, 64) == "'…/" + "y" * 64 + "… (6 more characters)'"

@@ -276,3 +276,26 @@ def test_shell_completion_reaches_a_command_that_is_not_loaded_yet():
         env=env,
     )
     assert "--transport" in res.stdout, (res.stdout, res.stderr[-500:])
+
+
+def test_help_loads_the_boundary_alone():
+    """`ibdiag --help` loads the app and the boundary (cli.app, env, errors, main), nothing a command
+    needs: the error writer's envelope, junit and textfile modules are imported when they write."""
+    code = (
+        "import contextlib, io, sys\nfrom ibdiag.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n    main(['--help'])\n"
+        "sys.stderr.write('LOADED=' + ','.join(sorted(m for m in sys.modules if m.startswith('ibdiag'))) + '\\n')\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+    loaded = set(res.stderr.split("LOADED=", 1)[1].split()[0].split(","))
+    assert loaded <= {
+        "ibdiag",
+        "ibdiag.cli",
+        "ibdiag.cli.app",
+        "ibdiag.cli.env",
+        "ibdiag.cli.errors",
+        "ibdiag.cli.main",
+        "ibdiag.errors",
+    }, loaded

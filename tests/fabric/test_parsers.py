@@ -183,6 +183,26 @@ def test_stderr_is_classified_never_ignored():
     assert Capture("live", (run,), None).run("ibnetdiscover") is run
 
 
+def test_stderr_lines_are_cut_before_a_pattern_and_counted(monkeypatch):
+    """Each line is classified by its first 1024 characters; past the per-tool line budget one note
+    says the rest was not read (a dump with more is refused where it is read)."""
+    import ibdiag.fabric.toolerr as toolerr
+
+    long_line = (
+        "ibwarn: [1] query_and_dump: PortCounters query failed on leaf1, Lid 3 port 4" + "x" * 10**6
+    )
+    (note,) = classify(ToolRun("ibqueryerrors", "ibqueryerrors", "", long_line + "\n", 1))
+    assert (note.kind, note.text) == ("unreachable", "counters of leaf1 (LID 3) port 4 not read")
+    cut = "query failed on " + "a" * 2000 + ", Lid 3 port 4"  # the LID beyond the cut: not seen
+    (note,) = classify(ToolRun("ibqueryerrors", "ibqueryerrors", "", cut, 1))
+    assert note.kind == "other" and len(note.text) < 200
+    monkeypatch.setattr(toolerr, "MAX_LINES_PER_TOOL", 1000)
+    notes = classify(ToolRun("ibnetdiscover", "ibnetdiscover", "", "x\r\n" * 5000, 0))
+    assert [n.kind for n in notes] == ["other", "other"]
+    assert notes[-1].text == "more than 1000 lines on stderr: the rest not read"
+    assert list(toolerr.stderr_lines("a\r\nb\rc\n\nd")) == ["a", "b", "c", "", "d"]
+
+
 def test_a_port_whose_portinfo_was_lost_has_no_width_or_speed():
     text = TWO_NODES.replace('# "gpu01 mlx5_0" lid 1 4xHDR', '# "gpu01 mlx5_0" lid 1 ?????')
     _, ports = parse_netdiscover(text)

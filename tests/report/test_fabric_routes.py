@@ -139,8 +139,18 @@ def test_slow_pairs_sharing_one_isl_name_that_isl_only_with_routes(dumps, tmp_pa
             r"leaf-r0-\d port \d > spine-\d port \d+ -> spine-\d port \d+ > leaf", p["route"]
         )
 
+    # the table says the routes were read (issue 38: it said "routes not read" whatever the snapshot)
+    table = run_cli("report", str(sweep), "--fabric", str(routed), env={"COLUMNS": "200"}).stdout
+    assert (
+        "(routes read: each pair's ISLs are those of the subnet manager's forwarding tables)"
+        in table
+    )
+    assert "routes not read" not in table and placed["pairs_unrouted"] == 0
+
     # the same sweep on the same fabric saved without --routes: only leaf-r0-1's uplinks are named
     _doc, found = report(sweep, plain)
+    table = run_cli("report", str(sweep), "--fabric", str(plain), env={"COLUMNS": "200"}).stdout
+    assert "routes not read: the ISLs are the candidates" in table and "routes read:" not in table
     # (opensm's routes here: the 6 pairs of gpu01 with 5 and 9 and 12, gpu03 with 7 and 11, gpu04
     # with 5.) Without routes no ISL is named, and no one hop explains them all: the uplinks of
     # leaf-r0-1 with healthy pairs beside the slow ones, and a host port some of them share.
@@ -180,6 +190,12 @@ def test_a_route_missing_from_the_tables_falls_back_to_the_candidates_and_says_s
         f"the route there is not followed (the forwarding table of leaf-r0-1 has no entry for LID "
         f"{lids['gpu05 mlx5_0']}): the ISLs are candidates"
     ]
+    # counted over every tested pair, slow or healthy: the cut above drops gpu05's entry from
+    # leaf-r0-1's table and from every table printed after it (spine-1, leaf-r0-2, ...), so each of
+    # the 4 tested pairs with rank 4 (3-4, 4-5, 0-4, 4-8) loses its route to gpu05
+    assert doc["fabric"][0]["pairs_unrouted"] == 4
+    table = run_cli("report", str(tmp_path / "sweep.json"), "--fabric", str(broken)).stdout
+    assert "4 pair(s) whose route could not be followed have the candidates" in table
 
 
 def test_with_routes_the_isls_of_a_mesh_are_named_too(tmp_path):

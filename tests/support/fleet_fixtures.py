@@ -76,6 +76,41 @@ def write_fleet(out: Path, cli: Callable, *, with_sweep: bool = True) -> Path:
     return json_dir
 
 
+#: The mixed fleet: 9 DGX H100-like nodes mid-upgrade. gpu01-gpu05 as the fixture fleet's healthy node;
+#: gpu06-gpu09 upgraded (kernel 5.15.0-1071-nvidia, DOCA-OFED's mlx5_core 24.10-1.1.4 on all 12
+#: adapters, NVIDIA driver 535.183.01): 14 settings each; gpu02 also runs firmware 28.39.2048 on
+#: mlx5_3, gpu04 trained mlx5_8 at 200 Gb/s. 4 x 14 + 2 = 58 node x setting differences, 5 of them
+#: distinct: one configuration-outlier row each.
+MIXED_UPGRADED = tuple(f"gpu{i:02d}" for i in range(6, 10))
+
+
+def write_mixed_fleet(out: Path, cli: Callable) -> Path:
+    """The mixed fleet's topo JSON (``ibdiag topo -o json`` on each tree) under ``out/json``."""
+    from tests.sysfsgen.builder import Tree
+    from tests.sysfsgen.profiles import dgx_h100
+
+    json_dir = out / "json"
+    json_dir.mkdir(parents=True)
+    for i in range(1, 10):
+        host = f"gpu{i:02d}"
+        root = out / "trees" / host
+        tree = Tree(root)
+        dgx_h100.build(
+            tree, frozenset({"slow_port"}) if host == "gpu04" else frozenset(), host=host
+        )
+        if host in MIXED_UPGRADED:
+            tree.kernel("5.15.0-1071-nvidia")
+            tree.module("mlx5_core", "24.10-1.1.4", "0B7D51E9A3C2F48E6D1A7C5")
+            tree.file("module/nvidia/version", "535.183.01")
+            tree.file("module/nvidia_peermem/version", "535.183.01")
+        if host == "gpu02":
+            tree.file("class/infiniband/mlx5_3/fw_ver", "28.39.2048")
+        res = cli("topo", "--root", root, "-o", "json")
+        assert res.exit_code in (0, 1), (host, res.stderr)
+        (json_dir / f"{host}.topo.json").write_text(res.stdout)
+    return json_dir
+
+
 def write_sweep(out: Path, nodes: int, faults: PlantedFaults, *, rails: int = 2) -> Path:
     """A sweep of ``nodes`` made-up hosts (``node-000`` ...) with ``rails`` rails each, through the
     :class:`SyntheticFabric` FAKE with ``faults`` planted, as ``ibdiag sweep -o json`` writes it."""

@@ -5,15 +5,29 @@ returns a bandwidth computed from a nominal value, the planted faults and seeded
 that the planning and the attribution can be run, and their precision and recall measured, at 16384
 nodes on one machine (``tests/sweep/test_scale.py``, ``benchmarks/sweep_scale.py``). It is never a
 claim that a real fabric was measured: the real runtime runs ibdiag's p2p per pair.
+
+With a :class:`Tree` it also models the collisions of a round's tests: the nodes sit on the leaves of
+a two-tier tree (rail k of every node on rail k's own leaves: rail-optimised), each leaf cabled once to
+each spine; a test's data (the measuring node sends) crosses its leaf's uplink to a spine and that
+spine's downlink to the far leaf, unless both ends are on one leaf. The spine is chosen per
+destination (static routes, as an InfiniBand subnet manager's: a fixed spine per destination, from a
+seeded hash) or per flow (ECMP: a random spine per test). Each test's share is 1 / the most tests on
+any link of its path in its round; its bandwidth is the nominal x its faults x that share x noise.
+:meth:`Tree.description` is the same tree as the sweep's fabric description
+(:class:`~ibdiag.sweep.layout.FabricDescription`: exact routes for the per-destination variant, a
+cabling plan's ``hashed`` for the per-flow one).
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ibdiag.sweep.analysis import Analysis, EndVerdict, LinkVerdict, NodeStatus
+from ibdiag.sweep.layout import HASHED, ROUTES, FabricDescription, Seat
 from ibdiag.sweep.nodes import FleetNode
 from ibdiag.sweep.runner import PairResult, PairSpec
 from ibdiag.sweep.schedule import NodePair, PairTest
@@ -44,6 +58,86 @@ class PlantedFaults:
         return set(self.slow_links) | set(self.broken_links)
 
 
+PER_DESTINATION = "destination"
+PER_FLOW = "flow"
+
+Link = tuple[str, int, int, int]
+"""A directed leaf-spine link of rail k's plane: ("up", rail, leaf, spine) or ("down", rail, spine, leaf)."""
+
+
+@dataclass(frozen=True)
+class Tree:
+    """FAKE: a two-tier tree for :class:`SyntheticFabric` (module docstring)."""
+
+    leaf_of: tuple[int, ...]
+    """Rank -> its leaf (the same leaf number on every rail's plane)."""
+    spines: int
+    routing: str = PER_DESTINATION
+    """``destination`` (static: a fixed spine per destination) or ``flow`` (a random spine per test)."""
+    seed: int = 0
+
+    def spine_to(self, rail: int, dst: int) -> int:
+        """The static route's spine towards ``dst`` (every leaf sends ``dst``'s traffic through it)."""
+        digest = hashlib.blake2b(f"{self.seed}/{rail}/{dst}".encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big") % self.spines
+
+    def path(self, rail: int, src: int, dst: int, rng: random.Random) -> tuple[Link, ...]:
+        a, b = self.leaf_of[src], self.leaf_of[dst]
+        if a == b:
+            return ()
+        s = (
+            self.spine_to(rail, dst)
+            if self.routing == PER_DESTINATION
+            else rng.randrange(self.spines)
+        )
+        return (("up", rail, a, s), ("down", rail, s, b))
+
+    def description(self, nodes: Sequence[FleetNode]) -> FabricDescription:
+        """The tree as the sweep reads a fabric: exact routes (per destination) or a plan (per flow)."""
+        seats: dict[tuple[str, str], Seat] = {}
+        counts: Counter[int] = Counter()
+        for node in nodes:
+            index = counts[self.leaf_of[node.rank]]
+            counts[self.leaf_of[node.rank]] += 1
+            for r in node.rails:
+                leaf = f"r{r.index}-leaf{self.leaf_of[node.rank]}"
+                seats[(node.host, r.adapter or "tcp")] = Seat(
+                    leaf, index + 1, index, str(node.rank)
+                )
+        uplinks = {s.leaf: self.spines for s in seats.values()}
+        if self.routing == PER_FLOW:
+            return FabricDescription("synthetic tree (hashed)", HASHED, seats, uplinks, True)
+
+        def route(a: Seat, b: Seat) -> tuple[str, ...] | None:
+            rail = int(a.leaf.split("-")[0][1:])
+            s = self.spine_to(rail, int(b.ca or 0))
+            return (f"{a.leaf}>spine{s}", f"spine{s}>{b.leaf}")
+
+        return FabricDescription("synthetic tree (routes)", ROUTES, seats, uplinks, True, route)
+
+
+def synthetic_tree(
+    n: int,
+    hosts_per_leaf: int,
+    *,
+    order: str = "leaf",
+    routing: str = PER_DESTINATION,
+    seed: int = 0,
+) -> Tree:
+    """``n`` nodes on leaves of ``hosts_per_leaf`` (1:1: as many spines), ranks placed ``leaf`` by leaf,
+    ``interleaved`` over the leaves (rank r on leaf r mod L) or ``shuffled``."""
+    leaves = max(1, -(-n // hosts_per_leaf))
+    by_position = [p // hosts_per_leaf for p in range(n)]
+    if order == "leaf":
+        leaf_of = by_position
+    elif order == "interleaved":
+        leaf_of = [r % leaves for r in range(n)]
+    else:
+        leaf_of = list(by_position)
+        random.Random(seed).shuffle(leaf_of)
+    return Tree(tuple(leaf_of), hosts_per_leaf, routing, seed)
+
+
 class SyntheticFabric:
     """FAKE pair runner (module docstring): nominal bandwidth x planted factors x (1 + noise)."""
 
@@ -56,8 +150,12 @@ class SyntheticFabric:
         lat_us: float | None = None,
         seed: int = 0,
         spread: bool = False,
+        tree: Tree | None = None,
     ) -> None:
         self.faults = faults
+        self.tree = tree
+        self.worst_load = 0
+        """The most tests on one link in any round so far (1: no test ever shared a link)."""
         self.bw_gbs = bw_gbs
         self.noise = noise
         self.spread = spread
@@ -66,7 +164,32 @@ class SyntheticFabric:
         self.lat_us = lat_us
         self._rng = random.Random(seed)
 
+    def run_round(
+        self, tests: Sequence[PairTest], nodes: Sequence[FleetNode], spec: PairSpec
+    ) -> list[PairResult]:
+        """A round's tests at once: each one's share of its most loaded link (module docstring)."""
+        if self.tree is None:
+            return [self.run_pair(t, nodes[t.a.rank], nodes[t.b.rank], spec) for t in tests]
+        flows = [
+            (t, self.tree.path(t.rail, t.b.rank, t.a.rank, self._rng))
+            for t in tests
+            if not self._silent(t)
+        ]
+        load = Counter(link for _, path in flows for link in path)
+        self.worst_load = max(self.worst_load, max(load.values(), default=0))
+        share = {id(t): 1.0 / max((load[x] for x in path), default=1) for t, path in flows}
+        return [self._measure(t, spec, share.get(id(t), 1.0)) for t in tests]
+
+    def _silent(self, test: PairTest) -> tuple[int, ...]:
+        f = self.faults
+        return tuple(
+            r for r in (test.a.rank, test.b.rank) if r in f.dead and test.round >= f.dead[r]
+        )
+
     def run_pair(self, test: PairTest, a: FleetNode, b: FleetNode, spec: PairSpec) -> PairResult:
+        return self._measure(test, spec, 1.0)
+
+    def _measure(self, test: PairTest, spec: PairSpec, share: float) -> PairResult:
         f = self.faults
         ra, rb, k = test.a.rank, test.b.rank, test.rail
         silent = tuple(r for r in (ra, rb) if r in f.dead and test.round >= f.dead[r])
@@ -101,7 +224,7 @@ class SyntheticFabric:
         )
         draw = self._rng.uniform(-1.0, 1.0) if self.spread else self._rng.gauss(0.0, 1.0)
         jitter = 1.0 + self.noise * draw
-        bw = max(0.0, self.bw_gbs * factor * jitter)
+        bw = max(0.0, self.bw_gbs * factor * share * jitter)
         lat = (
             None
             if self.lat_us is None

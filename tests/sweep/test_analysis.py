@@ -10,8 +10,9 @@ import pytest
 
 from ibdiag.findings.model import Severity
 from ibdiag.sweep.analysis import EndVerdict, LinkVerdict, NodeStatus, SweepConfig
-from ibdiag.sweep.attribution import analyse, second_pass_plan
+from ibdiag.sweep.attribution import analyse
 from ibdiag.sweep.checks import sweep_findings
+from ibdiag.sweep.followup import second_pass_plan
 from ibdiag.sweep.nodes import make_fleet
 from ibdiag.sweep.passes import run_sweep
 from ibdiag.sweep.runner import PairResult

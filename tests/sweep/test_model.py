@@ -94,7 +94,7 @@ def _set(doc, path, value):
         (("pairs", "rows", 0, 7), -1.0, "pairs.rows[0][7]: -1.0 is outside"),
         (("pairs", "rows", 0, 7), True, "pairs.rows[0][7]: must be a finite number"),
         (("pairs", "rows", 0, 4), "mlx5_9", "has no rail 0 with adapter 'mlx5_9'"),
-        (("pairs", "rows", 0), [1, 2], "must be a list of 12 values"),
+        (("pairs", "rows", 0), [1, 2], "must be a list of 13 values"),
         (("pairs", "rows", 0, 11), "auto", "pairs.rows[0][11]: must be one of ibdiag, perftest"),
         (("sweep", "engine_requested"), "nccl", "sweep.engine_requested: must be one of"),
     ],
@@ -162,7 +162,7 @@ def test_each_pair_records_the_engine_that_measured_it(result, requested, engine
         and back.engine == summed
     )
     rows = csv_rows(back)
-    assert CSV_HEADER[-1] == "engine" and [r["engine"] for r in rows] == [
+    assert CSV_HEADER[-2:] == ("engine", "shared") and [r["engine"] for r in rows] == [
         p.engine for p in mixed.pairs
     ]
     assert summary_lines(back)[0].endswith(

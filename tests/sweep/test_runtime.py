@@ -61,6 +61,10 @@ def test_a_three_rank_slurm_job_on_loopback_sweeps_every_ring_pair(ibdiag_exe, t
     # be judged slow; judgement has its own tests): this test is the plumbing, every pair swept.
     assert codes[1:] == [0, 0] and codes[0] in (0, 1), [o[1] for o in outs]
     assert outs[1] == ("", "") and outs[2] == ("", "")  # only rank 0 prints
+    # stderr is no terminal here (plain srun, a batch log): rank 0 says each round on a line of its own
+    rounds = [ln for ln in outs[0][1].splitlines() if ln.startswith("ibdiag: sweep: round ")]
+    assert rounds and rounds[0].startswith("ibdiag: sweep: round 1/3"), outs[0][1]
+    assert "\x1b" not in outs[0][1] and "\r" not in outs[0][1]
     doc = json.loads(outs[0][0])
     assert doc["schema"] == "ibdiag.sweep/1"
     assert [n["rank"] for n in doc["nodes"]] == [0, 1, 2] and all(

@@ -22,6 +22,7 @@ from ibdiag.bench.results.collective_config import CollectiveConfig
 from ibdiag.collectives import OPS, collective_dtype
 from ibdiag.config import build_dataclass
 from ibdiag.errors import InputError, UsageError
+from ibdiag.jsonread import loads
 from ibdiag.units import MAX_SIZE_BYTES, MAX_SIZES
 
 BACKENDS = ("auto", "nccl", "gloo")
@@ -132,7 +133,7 @@ class RankJob:
                 hint="ranks started by --nproc get their job from the supervisor; run ibdiag bench collective --nproc N",
             )
         try:
-            doc = json.loads(text)
+            doc = loads(text)  # the budget: deep nesting or a 5000-digit number is a ValueError
             if (
                 not isinstance(doc, dict)
                 or not isinstance(doc.get("spec"), dict)

@@ -30,6 +30,7 @@ import re
 import shlex
 from collections.abc import Iterable, Iterator
 
+from ibdiag import hostlists
 from ibdiag.bench.importers.lines import Line, iter_lines
 from ibdiag.bench.importers.transport import PathFacts, nccl_path, prefix_host
 from ibdiag.bench.results.provenance import (
@@ -42,6 +43,7 @@ from ibdiag.bench.results.provenance import (
     CompletionError,
     NcclPath,
 )
+from ibdiag.hostlists import HostListError
 from ibdiag.jsonread import Scalar
 
 NCCL_DEBUG = re.compile(r"\bNCCL (INFO|WARN|TRACE|ERROR|ABORT)\b")
@@ -187,24 +189,15 @@ def _hosts(value: str) -> list[str]:
     return [h.split(":", 1)[0] for h in value.split(",") if h.split(":", 1)[0]]
 
 
-def node_list(value: str) -> list[str]:
-    """Slurm's node list: ``node[01-03,07],gpu5`` -> node01, node02, node03, node07, gpu5 (at most MAX_NAMES)."""
-    out: list[str] = []
-    for part in re.findall(r"[\w.-]*\[[^\]]*\][\w.-]*|[^,]+", value):
-        m = _NODELIST.match(part)
-        if not m:
-            out.append(part)
-            continue
-        for rng in m.group("ranges").split(","):
-            lo, _, hi = rng.partition("-")
-            if not lo.isdigit():
-                continue
-            top = int(hi) if hi.isdigit() else int(lo)
-            for i in range(int(lo), min(top, int(lo) + MAX_NAMES) + 1):
-                out.append(f"{m.group('pre')}{i:0{len(lo)}d}{m.group('post')}")
-        if len(out) >= MAX_NAMES:
-            break
-    return [h for h in out if h][:MAX_NAMES]
+def node_list(value: str) -> tuple[list[str], int]:
+    """Slurm's node list: ``node[01-03,07],gpu5`` -> (node01, node02, node03, node07, gpu5; 5), by
+    :mod:`ibdiag.hostlists`. A list of more than MAX_NAMES hosts is only counted (no names); a
+    malformed one names none and counts 0."""
+    try:
+        n = hostlists.count(value)
+        return (hostlists.expand(value) if n <= MAX_NAMES else []), n
+    except HostListError:
+        return [], 0
 
 
 def command_line(text: str) -> CommandLine | None:
@@ -266,7 +259,9 @@ def command_line(text: str) -> CommandLine | None:
         elif launcher == "srun" and opt == "--ntasks-per-node":
             per_node = _int(val)
         elif launcher == "srun" and opt in ("-w", "--nodelist"):
-            hosts += node_list(val)
+            names, listed = node_list(val)
+            hosts += names
+            nodes = nodes if nodes is not None or names else listed or None
         else:
             took = False
         i += 2 if took else 1
@@ -295,13 +290,9 @@ _CQE_STATUS = {
 }  # fmt: skip
 
 
-#: The patterns this module added for issue 36, applied to untrusted lines (timed in tests/adversarial).
-UNTRUSTED_PATTERNS = (_CQE_HEAD, _CQE_WORDS)
-
 _ENV_LINE = re.compile(
     r"^(?:export\s+|setenv\s+|declare -x\s+)?(NCCL_[A-Z0-9_]+)(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)\s*$"
 )
-_NODELIST = re.compile(r"^(?P<pre>[\w.-]*)\[(?P<ranges>[\d,\-]+)\](?P<post>[\w.-]*)$")
 
 
 class Context:

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ibdiag.errors import InputError
+from ibdiag.text import safe_excerpt
 
 _OMPI = re.compile(r"^\[(\d+),(\d+)\]<(stdout|stderr|stddiag)>:\s?")
 _RANK = re.compile(r"^\[(\d+)\]\s")
@@ -125,6 +126,11 @@ def split_lines(text: str) -> list[Line]:
     return list(iter_lines(text.splitlines()))
 
 
+def _quoted(tok: object) -> str:
+    """A cell as messages show it: quoted, escaped and cut (a cell may be a 64 KiB token)."""
+    return f"'{safe_excerpt(tok, 40)}'"
+
+
 def number(tok: object, where: str, col: str, hint: str) -> float:
     """A table cell (a token, or a JSON value) as a finite, non-negative number.
 
@@ -137,11 +143,11 @@ def number(tok: object, where: str, col: str, hint: str) -> float:
         v = float(tok)  # type: ignore[arg-type]  # any token or JSON value: the TypeError is caught below
     except (TypeError, ValueError):
         raise InputError(
-            f"{where}: cannot read {tok!r} in column {col!r} as a number", hint=hint
+            f"{where}: cannot read {_quoted(tok)} in column {col!r} as a number", hint=hint
         ) from None
     if not math.isfinite(v) or v < 0:
         raise InputError(
-            f"{where}: column {col!r} holds {tok!r}",
+            f"{where}: column {col!r} holds {_quoted(tok)}",
             hint="the run printed no valid value here; rerun it",
         )
     return v
@@ -153,5 +159,5 @@ def whole(tok: str, where: str, col: str, hint: str) -> int:
         return int(tok)
     except ValueError:
         raise InputError(
-            f"{where}: cannot read {tok!r} in column {col!r} as a whole number", hint=hint
+            f"{where}: cannot read {_quoted(tok)} in column {col!r} as a whole number", hint=hint
         ) from None

@@ -69,8 +69,13 @@ _RANK_LINE = re.compile(
 _VERSION_LINE = re.compile(r"^nccl-tests version (?P<version>\S+)(?P<rest>.*)$")
 _STARTING = re.compile(r"^Collective test starting:\s*(?P<name>\S+)")
 _CONCLUDED = re.compile(r"^Collective test concluded:\s*(?P<name>\S+)")
-_OOB = re.compile(r"^Out of bounds values\s*:\s*(?P<n>\d+)\s*(?P<state>\w*)")
-_AVG = re.compile(r"^Avg bus bandwidth\s*:\s*(?P<v>[-+0-9.eEnaNinf]+)\s*(?P<state>\w*)")
+# nccl-tests pads the name to 20 characters ("# %-20s : %d %s"): a few spaces before the colon.
+_OOB = re.compile(
+    r"^Out of bounds values\s{0,32}:\s{0,32}(?P<n>\d{1,20})\s{0,32}(?P<state>\w{0,16})"
+)
+_AVG = re.compile(
+    r"^Avg bus bandwidth\s{0,32}:\s{0,32}(?P<v>[-+0-9.eEnaNinf]{1,32})\s{0,32}(?P<state>\w{0,16})"
+)
 _UNITS = re.compile(r"^\(B\)\s+\(elements\)")
 #: How a header or footer line starts when it was pasted without its ``#``.
 _BARE_START = re.compile(
@@ -80,25 +85,28 @@ _BARE_START = re.compile(
 _HEADER_WORDS = frozenset({"size", "count", "type", "algbw", "busbw"})
 _CELL = re.compile(r"^(?:\d+(?:\.\d*)?(?:e[-+]?\d+)?|N/A|-)$", re.IGNORECASE)
 
-_PARAM_PATTERNS = (
-    ("nThread", r"nThread\s+(\d+)"),
-    ("nGpus", r"nGpus\s+(\d+)"),
-    ("minBytes", r"minBytes\s+(\d+)"),
-    ("maxBytes", r"maxBytes\s+(\d+)"),
-    ("step", r"step:\s+(\S+)"),
-    ("warmup_iters", r"warmup iters:\s+(\d+)"),
-    ("iters", r"(?<!warmup )(?<!agg )iters:\s+(\d+)"),
-    ("agg_iters", r"agg iters:\s+(\d+)"),
-    ("validation", r"validation:\s+(\d+)"),
-    ("graph", r"graph:\s+(\d+)"),
-    ("unalign", r"unalign:\s+(\d+)"),
+_PARAM_PATTERNS = tuple(
+    (key, re.compile(pattern))
+    for key, pattern in (
+        ("nThread", r"nThread\s{1,32}(\d{1,10})"),
+        ("nGpus", r"nGpus\s{1,32}(\d{1,10})"),
+        ("minBytes", r"minBytes\s{1,32}(\d{1,20})"),
+        ("maxBytes", r"maxBytes\s{1,32}(\d{1,20})"),
+        ("step", r"step:\s{1,32}(\S{1,64})"),
+        ("warmup_iters", r"warmup iters:\s{1,32}(\d{1,10})"),
+        ("iters", r"(?<!warmup )(?<!agg )iters:\s{1,32}(\d{1,10})"),
+        ("agg_iters", r"agg iters:\s{1,32}(\d{1,10})"),
+        ("validation", r"validation:\s{1,32}(\d{1,10})"),
+        ("graph", r"graph:\s{1,32}(\d{1,10})"),
+        ("unalign", r"unalign:\s{1,32}(\d{1,10})"),
+    )
 )
 
 
 def _parse_params(body: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key, pat in _PARAM_PATTERNS:
-        m = re.search(pat, body)
+    for key, pattern in _PARAM_PATTERNS:
+        m = pattern.search(body)
         if m:
             v = m.group(1)
             out[key] = int(v) if v.isdigit() else v

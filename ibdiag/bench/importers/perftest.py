@@ -33,6 +33,7 @@ from ibdiag.bench.results.model import BenchRun, LatencyStats, P2PResult
 from ibdiag.bench.results.p2p_meta import P2PMeta, PerftestLog
 from ibdiag.bench.results.provenance import ImportInfo, Provenance, RunPosition
 from ibdiag.errors import InputError
+from ibdiag.text import safe_excerpt
 
 HINT = "ibdiag bench import reads perftest ib_*_bw / ib_*_lat output and --out_json files; remove unrelated lines"
 
@@ -44,9 +45,16 @@ GBIT = 125_000_000
 _SEPARATOR = re.compile(r"^-{10,}$")
 _TITLE = re.compile(r"^(?P<title>[A-Za-z_]+(?: [A-Za-z_]+)*?) (?P<kind>BW|Latency) Test$")
 _COLUMN = re.compile(
-    r"#bytes|#iterations|BW (?:peak|average)\[[^\]]+\]|MsgRate\[[^\]]+\]|t_\w+\[[^\]]+\]|[\d.]+% percentile\[[^\]]+\]|tps average|CPU_Util\[[^\]]+\]|\bSL\b"
+    r"#bytes|#iterations|BW (?:peak|average)\[[^\]]{1,16}\]|MsgRate\[[^\]]{1,16}\]|t_\w{1,16}\[[^\]]{1,16}\]"
+    r"|(?<![\d.])[\d.]{1,8}% percentile\[[^\]]{1,16}\]|tps average|CPU_Util\[[^\]]{1,16}\]|\bSL\b"
 )
-_KV = re.compile(r"(?P<key>[A-Za-z][A-Za-z0-9 ._\-/]*?)\s*:\s+(?P<value>\S+)")
+#: A banner entry, ``Number of qps   : 1`` (a key of words, padded, a colon, a value); several share a
+#: line, tab-separated. Each part is bounded and no two overlap, so finding them all is linear.
+_KV = re.compile(
+    r"(?P<key>[A-Za-z][A-Za-z0-9._\-/*]{0,31}(?: [A-Za-z0-9._\-/*]{1,31}){0,5})[ \t]{0,32}:[ \t]{1,32}(?P<value>\S{1,128})"
+)
+#: Longest line read as a banner line (perftest's are under 80 characters).
+_MAX_BANNER_LINE = 512
 _FAIL = re.compile(
     r"^(?:Couldn't|Could not|Can't|Unable to|Failed to|Failed status \d+|Completion with error|Problems with)\b"
 )
@@ -376,7 +384,8 @@ class _Reader:
         leftover = _COLUMN.sub("", s).strip()
         if leftover:
             raise InputError(
-                f"{self.source}:{n}: unknown perftest column(s) {leftover!r}", hint=HINT
+                f"{self.source}:{n}: unknown perftest column(s) {safe_excerpt(leftover, 80)}",
+                hint=HINT,
             )
         cur = self.cur
         if cur is None or cur.columns is not None:
@@ -421,7 +430,11 @@ class _Reader:
             cur = self.cur if self.cur is not None else self.new(n)
             cur.duration = True
             return
-        pairs = [(k.strip().lower(), v) for k, v in _KV.findall(s)]
+        pairs = (
+            [(k.strip().lower(), v) for k, v in _KV.findall(s)]
+            if len(s) <= _MAX_BANNER_LINE
+            else []
+        )
         known = [(k, v) for k, v in pairs if k in _BANNER_KEYS]
         if known and len(known) == len(pairs):
             run = self.cur

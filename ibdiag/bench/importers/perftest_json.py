@@ -22,6 +22,21 @@ from ibdiag.bench.results.provenance import ImportInfo, Provenance
 from ibdiag.errors import InputError
 from ibdiag.jsonread import JsonFieldError, loads
 
+#: A bare key (``{MsgSize: 65536``): words of a name, one space between them, then the colon. No
+#: part overlaps the next, so each try costs a bounded number of steps and the repair is linear.
+_BARE_KEY = re.compile(
+    r"([{,][ \t\r\n]{0,64})([A-Za-z_][\w.\-]{0,63}(?: [\w.\-]{1,63}){0,7})[ \t]{0,64}:"
+)
+#: A bare value (``: RDMA_Write,``), up to the comma or bracket after it (spaces after it are taken
+#: into it and stripped by :func:`_quote`); no colon or bracket inside, so a try stops at the next.
+_BARE_VALUE = re.compile(r":[ \t]{0,64}([A-Za-z_][^,:{}\[\]\n\"]{0,255})(?=[,}\]\n])")
+_TRAILING_COMMA = re.compile(r",[ \t\r\n]{0,256}([}\]])")
+
+
+def _quote(m: re.Match[str]) -> str:
+    word = m.group(1).strip()
+    return m.group(0) if word in ("true", "false", "null") else f': "{word}"'
+
 
 def load_json_text(text: str, source: str) -> Any:
     """JSON, or perftest's not-quite-JSON (bare words, trailing commas) repaired first."""
@@ -30,16 +45,9 @@ def load_json_text(text: str, source: str) -> Any:
     except JsonFieldError as first:
         if not first.problem.startswith("not JSON"):  # beyond the budget: no repair helps
             raise InputError(f"{source}: {first.problem}", hint=HINT) from None
-        repaired = re.sub(r"([{,]\s*)([A-Za-z_][\w .\-]*?)\s*:", r'\1"\2":', text)  # bare keys
-
-        def quote(m: re.Match[str]) -> str:
-            word = m.group(1).strip()
-            return m.group(0) if word in ("true", "false", "null") else f': "{word}"'
-
-        repaired = re.sub(
-            r':[ \t]*([A-Za-z_][^,}\]\n"]*?)[ \t]*(?=[,}\]\n])', quote, repaired
-        )  # bare values
-        repaired = re.sub(r",\s*([}\]])", r"\1", repaired)  # trailing commas
+        repaired = _BARE_KEY.sub(r'\1"\2":', text)
+        repaired = _BARE_VALUE.sub(_quote, repaired)
+        repaired = _TRAILING_COMMA.sub(r"\1", repaired)
         try:
             return loads(repaired)
         except JsonFieldError:

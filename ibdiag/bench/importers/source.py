@@ -11,6 +11,7 @@ non-blank character is ``{`` or ``[``) is read whole, up to :data:`MAX_JSON_BYTE
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import sys
 import zlib
@@ -21,6 +22,8 @@ from typing import IO, Protocol
 
 from ibdiag.bench.importers.lines import Truncated
 from ibdiag.errors import InputError
+from ibdiag.infile import RefusedFile, open_regular
+from ibdiag.text import safe_value
 
 MAX_BYTES = 2 * 2**30
 """Most bytes read from one log, after decompression (2 GiB: a benchmark's log is far smaller)."""
@@ -150,18 +153,27 @@ def open_log(path: str | Path) -> LogInput:
     else:
         p = Path(path)
         source = str(p)
-        if p.is_dir():
-            raise InputError(f"{p}: is a directory", hint="give the log file itself")
         try:
-            raw = open(p, "rb")  # the caller reads it to the end; closed with the process
+            # the type checked before the open: a FIFO (which would hang) or a device is never opened;
+            # the caller reads it to the end, and it is closed with the process
+            raw = os.fdopen(open_regular(p), "rb")
+        except RefusedFile as e:
+            hint = (
+                "give the log file itself"
+                if p.is_dir()
+                else "give the log file itself, or - for stdin"
+            )
+            raise InputError(f"{safe_value(source)}: {e.problem}", hint=hint) from None
         except FileNotFoundError:
-            raise InputError(f"{p}: no such file", hint="check the path") from None
+            raise InputError(f"{safe_value(source)}: no such file", hint="check the path") from None
         except PermissionError:
             raise InputError(
-                f"{p}: permission denied", hint="check the file's permissions"
+                f"{safe_value(source)}: permission denied", hint="check the file's permissions"
             ) from None
         except OSError as e:
-            raise InputError(f"{p}: cannot read: {e.strerror}", hint="check the file") from None
+            raise InputError(
+                f"{safe_value(source)}: cannot read: {e.strerror}", hint="check the file"
+            ) from None
     try:
         magic = raw.read(2)
         if magic == b"\x1f\x8b":

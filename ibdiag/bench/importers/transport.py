@@ -48,10 +48,12 @@ _DEVICE = re.compile(r"\[\d+\]([^\s;\[]+)")
 _VIA_NET = re.compile(r"\bvia NET/([\w-]+(?: Libfabric)?)(?:/\d+)?(?:\(\d+\))?(/GDRDMA)?")
 _GDR = re.compile(r"\bGDR (\d)\b")
 _PLUGIN_NONE = re.compile(
-    r"NET/Plugin.*(?:No plugin found|using internal implementation|Using internal network plugin)",
+    r"NET/Plugin.{0,256}?(?:No plugin found|using internal implementation|Using internal network plugin)",
     re.IGNORECASE,
 )
-_PLUGIN_LOADED = re.compile(r"NET/Plugin\s*:?\s*Loaded net plugin (.+?)(?: \(v\d+\))?\s*$")
+_PLUGIN_LOADED = re.compile(
+    r"NET/Plugin[ \t]{0,4}:?[ \t]{0,4}Loaded net plugin (.{1,128}?)(?: \(v\d{1,4}\))?[ \t]{0,8}$"
+)
 _CHANNELS = re.compile(r"\b(\d+) coll channels\b")
 _COLLNET = re.compile(r"\b(\d+) collnet channels\b")
 _NVLS = re.compile(r"\b(\d+) nvls channels\b")
@@ -59,10 +61,14 @@ _NNODES = re.compile(r"\bnNodes (\d+)\b")
 _ALGO_ENV = re.compile(r"\bNCCL_ALGO set by environment to (\S+)")
 _SET_BY_ENV = re.compile(r"\b(NCCL_[A-Z_]+) set by environment to (\S+?)\.?$")
 _NO_IB = re.compile(r"NET/IB\w* ?: No (?:IB )?device found", re.IGNORECASE)
-_NO_VERBS = re.compile(r"Failed to open libibverbs|libibverbs\S* *: *cannot open", re.IGNORECASE)
+_NO_VERBS = re.compile(
+    r"Failed to open libibverbs|libibverbs\S{0,64} {0,8}: {0,8}cannot open", re.IGNORECASE
+)
 _GDR_ENABLED = re.compile(r"GPU Direct RDMA (Enabled|Disabled)", re.IGNORECASE)
 #: ``host:pid:tid [dev] `` before ``NCCL INFO``: the host that wrote the line.
-PREFIX_HOST = re.compile(r"([A-Za-z][\w.-]*):(\d+):(\d+) \[\d+\]\s*$")
+PREFIX_HOST = re.compile(
+    r"(?<![A-Za-z])([A-Za-z][\w.-]{0,253}):(\d{1,10}):(\d{1,10}) \[\d{1,4}\]\s{0,8}$"
+)
 #: The same as a whole word whose first label may start with a digit (a container's hex id
 #: ``3767c65d25c4``); the labels after a dot start with a letter, so a row that ran into the line
 #: (``35.4node02:…``) is not read as a host.
@@ -71,13 +77,19 @@ _WORD_HOST = re.compile(
 )
 
 
+#: The longest ``host:pid:tid [dev] `` prefix: only the end of a longer text is searched for it.
+_PREFIX_TAIL = 320
+
+
 def prefix_host(prefix: str) -> re.Match[str] | None:
-    """The ``host:pid:tid [dev]`` at the end of the text before ``NCCL INFO`` (group 1: the host)."""
-    return _WORD_HOST.search(prefix) or PREFIX_HOST.search(prefix)
+    """The ``host:pid:tid [dev]`` at the end of the text before ``NCCL INFO`` (group 1: the host);
+    only the text's last :data:`_PREFIX_TAIL` characters are searched (positions stay the text's)."""
+    start = max(0, len(prefix) - _PREFIX_TAIL)
+    return _WORD_HOST.search(prefix, start) or PREFIX_HOST.search(prefix, start)
 
 
 #: The same at the start of a WARN line's prefix (``host:pid:tid [dev] transport/net_ib.cc:1295``).
-_LEAD_HOST = re.compile(r"\s{0,8}([A-Za-z0-9][\w.-]{0,80}):\d{1,10}:\d{1,10} \[\d{1,4}\]")
+_LEAD_HOST = re.compile(r"^\s{0,8}([A-Za-z0-9][\w.-]{0,80}):\d{1,10}:\d{1,10} \[\d{1,4}\]")
 _NRANKS = re.compile(r"\bn[Rr]anks (\d{1,8})\b")
 _GID = re.compile(r"\bGID (\d{1,5}) \(([0-9A-Fa-f]{1,16})/([0-9A-Fa-f]{1,16})\)")
 _COMPLETION = re.compile(
@@ -86,8 +98,6 @@ _COMPLETION = re.compile(
     r"(?: \((?P<dir>Send|Recv)\))?"
 )
 _HCA = re.compile(r" hca ([\w.:-]{1,40})")
-#: Every pattern applied to a log's NCCL lines here (``tests/adversarial`` times the new ones).
-UNTRUSTED_PATTERNS = (_WORD_HOST, _LEAD_HOST, _NRANKS, _GID, _COMPLETION, _HCA)
 
 
 def decode_gid(index: str, prefix_hex: str, iid_hex: str) -> str:

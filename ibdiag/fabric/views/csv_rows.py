@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ibdiag.counters.spec import ERROR_COUNTERS
-from ibdiag.fabric.counterchecks import totals_by_port
+from ibdiag.fabric.counter_checks import totals_by_port
 from ibdiag.fabric.judge import Judged
 
 CSV_HEADER = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ibdiag.fabric.counterchecks import totals_by_port
+from ibdiag.fabric.counter_checks import totals_by_port
 from ibdiag.fabric.devices import is_aggregation_node
 from ibdiag.fabric.judge import Judged
 from ibdiag.fabric.model import CA, SWITCH

@@ -251,13 +251,13 @@ def test_hosts_named_anywhere_count_as_nodes():
     )
     srun = _one("nccl-tests-transport-net-socket-env-srun-nodelist_all_reduce_perf.log")
     assert srun.provenance.command.hosts == ("node01", "node02") and srun.meta.nodes == 2
-    assert node_list("gpu[001-003,007],login1") == [
-        "gpu001",
-        "gpu002",
-        "gpu003",
-        "gpu007",
-        "login1",
-    ]
+    assert node_list("gpu[001-003,007],login1") == (
+        ["gpu001", "gpu002", "gpu003", "gpu007", "login1"],
+        5,
+    )
+    # a job of more names than a log's command keeps is counted, not expanded; a bad list names none
+    assert node_list("gpu[00001-16384]") == ([], 16384)
+    assert node_list("gpu[1-\u00b2]") == ([], 0)
 
 
 def test_plugin_names_and_gdr_level():

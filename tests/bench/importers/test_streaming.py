@@ -54,6 +54,6 @@ def test_gzip_is_streamed_and_counted_after_decompression(tmp_path, monkeypatch)
         importers.load(path)  # and to a plain file alike
 
 
-def test_dev_zero_is_a_binary_file_not_an_endless_read():
-    with pytest.raises(InputError, match="binary"):
+def test_dev_zero_is_refused_before_it_is_opened_not_an_endless_read():
+    with pytest.raises(InputError, match="a character device, not a regular file"):
         importers.load("/dev/zero")

@@ -55,6 +55,8 @@ from ibdiag.bench.p2p.control.channel import (
     socket_error,
 )
 from ibdiag.errors import CannotRunError, InputError
+from ibdiag.infile import RefusedFile, read_regular
+from ibdiag.text import safe_value
 
 __all__ = [
     "DEFAULT_HINTS",
@@ -98,6 +100,8 @@ DEFAULT_PORT = 18516
 NONCE_BYTES = 32
 
 _AUTH_HMAC = "hmac-sha256"
+#: Largest token file read (a token is a line of a few dozen characters).
+MAX_TOKEN_FILE_BYTES = 64 * 1024
 
 
 # --- tokens and authentication ---------------------------------------------------------------------
@@ -107,7 +111,14 @@ def read_token_file(path: str | os.PathLike[str]) -> bytes:
     """The shared token in ``path`` (surrounding whitespace removed); InputError (exit 2) if unusable."""
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        # through the checked reader: /dev/zero is refused unread, a FIFO is never opened (it would
+        # hang the server); a secret from a command goes in $IBDIAG_TOKEN instead of <(...)
+        raw = read_regular(p, MAX_TOKEN_FILE_BYTES)
+    except RefusedFile as e:
+        raise InputError(
+            f"token file {safe_value(str(p))}: {e.problem}",
+            hint="give a small regular file (or set $IBDIAG_TOKEN), e.g. head -c 32 /dev/urandom | base64 > ~/.ibdiag-token",
+        ) from None
     except FileNotFoundError:
         raise InputError(
             f"token file {p}: no such file",
