@@ -3,15 +3,26 @@
 
     python benchmarks/p2p_vs_iperf3.py [--pairs 5] [--duration 3] [--pin none|same|split] [--only CASE,...]
 
-Cases (issue 15 targets; ratio = ibdiag / reference, median over the pairs):
+Cases (issue 41 targets; ratio = ibdiag / reference, median over the pairs). ``bench p2p`` runs with its
+default engine (``--engine auto``: over TCP ibdiag's own loops, latency busy-polling) unless the case
+names another:
 
 * ``bw-lo``      1 MiB messages on loopback vs ``iperf3 -l 1M``                 target >= 1.00
+* ``bw-lo-iperf3`` the same with ``--engine iperf3`` (iperf3 under ibdiag's control channel): what
+  driving the C tool costs                                                       target >= 0.95
 * ``bw-lo-p4``   ``--streams 4`` vs ``iperf3 -P 4 -l 1M`` on loopback          target >= 1.00
 * ``bw-veth``    1 MiB over a veth pair between two network namespaces (root)   target >= 1.00
 * ``bw-veth-p4`` the same with 4 streams vs ``iperf3 -P 4``                    target >= 1.00
 * ``lat-qperf``  8-byte one-way latency p50 vs ``qperf tcp_lat`` (qperf prints one mean)  target <= 1.10
+* ``lat-qperf-block`` the same with ``--busy-poll 0`` (both sides block in recv, as qperf does):
+  the like-for-like loop                                                         target <= 1.10
 * ``lat-sockperf`` 14-byte one-way latency p50 vs ``sockperf ping-pong`` p50 (14 B is sockperf's
   smallest message: its header)                                                 target <= 1.10
+* ``lat-sockperf-engine`` the same with ``--engine sockperf``                   target <= 1.05
+
+Bandwidth cases also print CPU seconds per GB of each side against iperf3's own report (CPU per
+byte does not depend on how much of the CPUs other work leaves to a run); every case prints the
+machine's load average before and after it (``os.getloadavg``), and the summary carries them.
 
 Each pair runs the two clients back to back against servers started once, the order alternating
 (A B, B A, ...), so both see the same machine state (``ratios.py``). Bandwidth is the receiver's
@@ -36,12 +47,42 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ratios import Paired, alternate, report, run_pairs
+from ratios import Paired, alternate, append_summary, report, run_pairs
 
 MIB = 2**20
 PIN: dict[str, list[str]] = {"server": [], "client": []}
 TOKEN = "ibdiag-bench-" + os.urandom(8).hex()
-CASES = ("bw-lo", "bw-lo-p4", "bw-veth", "bw-veth-p4", "lat-qperf", "lat-sockperf")
+CASES = (
+    "bw-lo",
+    "bw-lo-iperf3",
+    "bw-lo-p4",
+    "bw-veth",
+    "bw-veth-p4",
+    "lat-qperf",
+    "lat-qperf-block",
+    "lat-sockperf",
+    "lat-sockperf-engine",
+)
+#: Extra ``bench p2p`` options per case (the default engine otherwise).
+CASE_ARGS: dict[str, list[str]] = {
+    "bw-lo-iperf3": ["--engine", "iperf3"],
+    "lat-qperf-block": ["--busy-poll", "0"],
+    "lat-sockperf-engine": ["--engine", "sockperf"],
+}
+#: Per ibdiag latency run: did both sides busy-poll through the measured round trips (the row's
+#: ``lat_busy_poll``)? On a host whose CPUs are taken they give it up and block.
+SPUN: list[bool] = []
+#: Targets: (op, ratio).
+TARGETS: dict[str, tuple[str, float]] = {
+    "bw-lo-iperf3": (">=", 0.95),
+    "lat-sockperf-engine": ("<=", 1.05),
+}
+
+
+def load_text() -> str:
+    """The machine's load average now (1, 5, 15 minutes) and its CPU count."""
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
 
 
 def free_port() -> int:
@@ -90,7 +131,7 @@ def run_json(cmd: list[str]) -> dict:
 
 
 def ibdiag_bw(
-    exe: str, place: Place, port: int, streams: int, duration: float
+    exe: str, place: Place, port: int, streams: int, duration: float, extra: list[str]
 ) -> tuple[float, float, float]:
     """(Gb/s, sender CPU s/GB, receiver CPU s/GB) of one run."""
     cmd = [
@@ -108,6 +149,7 @@ def ibdiag_bw(
         str(duration),
         "-o",
         "json",
+        *extra,
     ]
     row = run_json(place.client(cmd))["results"][0]
     cpu = row["cpu_s_per_gb"]
@@ -138,7 +180,9 @@ def iperf3_bw(place: Place, port: int, streams: int, duration: float) -> tuple[f
     return rx["bits_per_second"] / 1e9, cpu["host_total"] * per_gb, cpu["remote_total"] * per_gb
 
 
-def ibdiag_lat(exe: str, place: Place, port: int, size: int, duration: float) -> float:
+def ibdiag_lat(
+    exe: str, place: Place, port: int, size: int, duration: float, extra: list[str]
+) -> float:
     cmd = [
         exe,
         "bench",
@@ -151,11 +195,15 @@ def ibdiag_lat(exe: str, place: Place, port: int, size: int, duration: float) ->
         "--mode",
         "lat",
         "--duration",
-        str(duration),
+        str(int(max(1, duration))),
         "-o",
         "json",
+        *extra,
     ]
-    return run_json(place.client(cmd))["results"][0]["lat_us"]["p50"]
+    row = run_json(place.client(cmd))["results"][0]
+    if "lat_busy_poll" in row:  # ibdiag's own loops measured it (not --engine sockperf)
+        SPUN.append(all(row["lat_busy_poll"].values()))
+    return row["lat_us"]["p50"]
 
 
 _QPERF_UNITS = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "sec": 1e6}
@@ -313,32 +361,35 @@ def main() -> int:
         print(f"missing: {', '.join(missing)} (make venv; make system-deps)", file=sys.stderr)
         return 2
     assert exe is not None
-    load = os.getloadavg()[0]
     print(
-        f"{args.pairs} pairs of {args.duration:g} s per comparison, pin {args.pin}, {len(cpus)} CPUs, load {load:.2f}",
+        f"{args.pairs} pairs of {args.duration:g} s per comparison, pin {args.pin}, {len(cpus)} CPUs, {load_text()}",
         flush=True,
     )
     d, n = args.duration, args.pairs
 
     def bw_cases(place: Place, tag: str) -> None:
-        wanted = [c for c in (f"bw-{tag}", f"bw-{tag}-p4") if c in cases]
+        wanted = [c for c in (f"bw-{tag}", f"bw-{tag}-iperf3", f"bw-{tag}-p4") if c in cases]
         if not wanted:
             return
         with servers(exe, place, {"ibdiag", "iperf3"}) as ports:
             for case in wanted:
                 streams = 4 if case.endswith("-p4") else 1
+                extra = CASE_ARGS.get(case, [])
+                before = load_text()
                 mine, theirs = alternate(
-                    lambda s=streams: ibdiag_bw(exe, place, ports["ibdiag"], s, d),
+                    lambda s=streams, x=extra: ibdiag_bw(exe, place, ports["ibdiag"], s, d, x),
                     lambda s=streams: iperf3_bw(place, ports["iperf3"], s, d),
                     n,
                     on_pair=(lambda i, a, b, c=case: show_pair(c, "Gb/s")(i, a[0], b[0]))
                     if args.verbose
                     else None,
                 )
-                report(case, Paired.of(mine, theirs, 0), ">=", 1.0, "Gb/s")
+                op, target = TARGETS.get(case, (">=", 1.0))
+                report(case, Paired.of(mine, theirs, 0), op, target, "Gb/s")
                 # CPU per byte does not depend on how much of the CPUs other work left to the run
                 report(f"{case} sender CPU s/GB", Paired.of(mine, theirs, 1), None, None, "s/GB")
                 report(f"{case} receiver CPU s/GB", Paired.of(mine, theirs, 2), None, None, "s/GB")
+                append_summary(f"{case}: {before} before, {load_text()} after")
 
     loop = Place("127.0.0.1", [], [])
     bw_cases(loop, "lo")
@@ -349,28 +400,38 @@ def main() -> int:
             with veth_pair() as place:
                 bw_cases(place, "veth")
     lat_refs = [
-        (c, ref) for c, ref in (("lat-qperf", "qperf"), ("lat-sockperf", "sockperf")) if c in cases
+        (c, "qperf" if c.startswith("lat-qperf") else "sockperf")
+        for c in cases
+        if c.startswith("lat-")
     ]
     for case, ref in lat_refs:
         if ref in missing:
             print(f"{case}: skipped ({ref} is not installed; make system-deps)")
             continue
+        extra = CASE_ARGS.get(case, [])
+        before = load_text()
         with servers(exe, loop, {"ibdiag", ref}) as ports:
             if ref == "qperf":
                 res = run_pairs(
-                    lambda: ibdiag_lat(exe, loop, ports["ibdiag"], 8, d),
+                    lambda x=extra: ibdiag_lat(exe, loop, ports["ibdiag"], 8, d, x),
                     lambda: qperf_lat(loop, ports["qperf"], d),
                     n,
                     on_pair=show_pair(case, "us") if args.verbose else None,
                 )
             else:
                 res = run_pairs(
-                    lambda: ibdiag_lat(exe, loop, ports["ibdiag"], 14, d),
+                    lambda x=extra: ibdiag_lat(exe, loop, ports["ibdiag"], 14, d, x),
                     lambda: sockperf_lat(loop, ports["sockperf"], d),
                     n,
                     on_pair=show_pair(case, "us") if args.verbose else None,
                 )
-            report(case, res, "<=", 1.1, "us")
+            op, target = TARGETS.get(case, ("<=", 1.1))
+            report(case, res, op, target, "us")
+        spun = (
+            f"; ibdiag busy-polled at both ends in {sum(SPUN)} of {len(SPUN)} runs" if SPUN else ""
+        )
+        SPUN.clear()
+        append_summary(f"{case}: {before} before, {load_text()} after{spun}")
     return 0
 
 

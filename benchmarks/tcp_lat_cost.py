@@ -103,7 +103,8 @@ int main(int argc, char **argv) {
 #: The same two roles with ibdiag's own loops and socket set-up (what `bench p2p` runs per side).
 PY_PINGPONG = r"""
 import socket, statistics, sys
-from ibdiag.bench.p2p import sockio, tcp
+from ibdiag.bench.p2p.control import sockio
+from ibdiag.bench.p2p.tcp import latency as tcp
 role, port, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 if role == "pong":
     lst = socket.socket(); lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); lst.bind(("127.0.0.1", port)); lst.listen(1)
@@ -138,16 +139,19 @@ def two_process(pinger: str, ponger: str, n: int, size: int, exe: Path | None) -
     server = subprocess.Popen(cmd(ponger, "pong", port), stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert server.stdout is not None and server.stdout.readline().strip() == "ready"
-        out = subprocess.run(
-            cmd(pinger, "ping", port),
-            capture_output=True,
-            text=True,
-            check=True,
-            env=env,
-            timeout=600,
-        ).stdout
+        r = subprocess.run(
+            cmd(pinger, "ping", port), capture_output=True, text=True, env=env, timeout=600
+        )
+        if r.returncode != 0:  # the ponger would wait for pings that never come
+            server.kill()
+            raise SystemExit(f"the {pinger} pinger failed: {r.stderr.strip()[-400:]}")
+        out = r.stdout
     finally:
-        server.wait(timeout=60)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
     return float(out.strip().splitlines()[-1])
 
 

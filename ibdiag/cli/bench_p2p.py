@@ -32,8 +32,9 @@ from ibdiag.cli.options import (
     TimeoutOption,
 )
 from ibdiag.cli.p2p_options import (
+    BusyPollOption,
     DeviceOption,
-    Engine,
+    EngineOption,
     GidIndexOption,
     IbPortOption,
     Mode,
@@ -119,14 +120,8 @@ def p2p_command(
             "--bidir", help="Both directions at once (perftest -b); bandwidth is the sum."
         ),
     ] = False,
-    engine: Annotated[
-        Engine,
-        typer.Option(
-            "--engine",
-            case_sensitive=False,
-            help="RDMA: who measures: ibdiag (its own loops, needs pyverbs), perftest (ib_*_bw/ib_*_lat on both ends, started by bench serve), or auto: ibdiag where pyverbs is installed, else perftest where it is.",
-        ),
-    ] = Engine.auto,
+    engine: EngineOption = "auto",
+    busy_poll: BusyPollOption = None,
     verb: Annotated[
         Verb,
         typer.Option(
@@ -222,13 +217,14 @@ def p2p_command(
         inline=inline,
         tclass=tclass,
         sl=sl,
+        busy_poll_us=busy_poll,
     )
     with _ProgressBar(fmt is OutputFormat.table and env().stderr_isatty) as progress:
         result = run(
             P2PRequest(
                 host=host,
                 run_request=asked,
-                engine=engine.value,
+                engine=engine,
                 port=port,
                 token_file=token_file,
                 timeout_s=DEFAULT_TIMEOUT_S if timeout is None else timeout,

@@ -27,12 +27,6 @@ class Mode(str, Enum):
     both = "both"
 
 
-class Engine(str, Enum):
-    auto = "auto"
-    ibdiag = "ibdiag"
-    perftest = "perftest"
-
-
 class Verb(str, Enum):
     write = "write"
     read = "read"
@@ -83,5 +77,21 @@ SocketBufferOption = Annotated[
         "--socket-buffer",
         metavar="SIZE",
         help="TCP: fixed SO_SNDBUF/SO_RCVBUF (iperf3 -w). Default: kernel autotuning.",
+    ),
+]
+EngineOption = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        metavar="ENGINE[,LAT_ENGINE]",
+        help="Who measures: auto (per kind the faster engine both hosts have: RDMA latency perftest, the rest ibdiag), ibdiag (its own loops), perftest (RDMA ib_*_bw/ib_*_lat), iperf3 (TCP bandwidth), sockperf (TCP latency), or two joined by a comma, bandwidth's first: iperf3,sockperf.",
+    ),
+]
+BusyPollOption = Annotated[
+    int | None,
+    typer.Option(
+        "--busy-poll",
+        metavar="USEC",
+        help="TCP latency: each side busy-polls for the peer's message up to USEC µs before it blocks (and asks the kernel for SO_BUSY_POLL); 0 blocks at once, like qperf and sockperf [default: 200].",
     ),
 ]

@@ -215,6 +215,12 @@ class FakeRdmaEndpoint:
 
 def perftest_processes(parent: int | None = None) -> list[str]:
     """Running perftest processes (``ib_*``), optionally only the children of ``parent``."""
+    return tool_processes(("ib_",), parent)
+
+
+def tool_processes(prefixes: tuple[str, ...], parent: int | None = None) -> list[str]:
+    """Running processes whose name starts with one of ``prefixes`` (``iperf3``, ``sockperf``, ``ib_``),
+    optionally only the children of ``parent``; kernel threads and zombies are not counted."""
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -232,7 +238,7 @@ def perftest_processes(parent: int | None = None) -> list[str]:
         except OSError:
             continue
         if (
-            comm.startswith("ib_")
+            comm.startswith(prefixes)
             and user_space
             and fields[0] != "Z"
             and (parent is None or int(fields[1]) == parent)

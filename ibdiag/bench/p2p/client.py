@@ -7,6 +7,9 @@ pyverbs, a missing device or a port that is down fail at once (exit 3).
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ibdiag.bench.p2p.control.protocol import (
@@ -16,6 +19,7 @@ from ibdiag.bench.p2p.control.protocol import (
     Hello,
     connect,
 )
+from ibdiag.bench.p2p.engines import choose
 from ibdiag.bench.p2p.fields import (
     check_host,
     check_port,
@@ -24,15 +28,19 @@ from ibdiag.bench.p2p.fields import (
     check_timeout,
 )
 from ibdiag.bench.p2p.params import RunRequest
-from ibdiag.bench.p2p.phase import Local, Progress
+from ibdiag.bench.p2p.perftest.command import binary
+from ibdiag.bench.p2p.perftest.engine import pyverbs_available
+from ibdiag.bench.p2p.phase import ClientFactory, Local, Progress
 from ibdiag.bench.p2p.session import engine_for, run_client
+from ibdiag.bench.p2p.tcptools.engine import plain_address
 from ibdiag.bench.results.model import BenchRun, P2PResult
 from ibdiag.bench.results.p2p_meta import (
+    BusyPoll,
     LineRate,
     P2PMeta,
     P2PSetup,
-    PerftestEngine,
     RdmaPath,
+    ToolRuns,
 )
 from ibdiag.node.sysfs import SysfsRoot
 
@@ -76,8 +84,10 @@ class P2PRun:
     """TCP: the fixed socket buffer asked for (bytes), None for autotuning."""
     rdma: RdmaPath | None = None
     """RDMA: both ends' device, port and GID, the path MTU and the queue depth."""
-    perftest: PerftestEngine | None = None
-    """``--engine perftest``: its versions and the command lines both ends ran."""
+    tools: tuple[ToolRuns, ...] = ()
+    """The C tools that measured: their versions and the command lines both ends ran."""
+    busy_poll: BusyPoll | None = None
+    """TCP latency by ibdiag's loops: the busy-polling budget and SO_BUSY_POLL on both ends."""
 
     def to_bench_run(self, line_rate: LineRate) -> BenchRun:
         """The ``ibdiag.bench/1`` model (what ``--save`` writes), judged against ``line_rate``."""
@@ -88,15 +98,20 @@ class P2PRun:
             server_version=self.server.ibdiag_version,
             streams=req.streams,
             iters=req.iters,
-            duration_s=req.duration_s if req.engine == "perftest" else req.measure_duration_s,
+            # perftest alone runs its own default iterations when neither --iters nor --duration is given
+            duration_s=req.duration_s
+            if set(req.engines.values()) == {"perftest"}
+            else req.measure_duration_s,
             warmup=req.warmup,
             line_rate=line_rate,
             client_line_rate=self.local_rate,
             server_line_rate=self.remote_rate,
             socket_buffer=self.socket_buffer,
             rdma=self.rdma,
-            engine=req.engine if req.transport == "rdma" else None,
-            perftest=self.perftest,
+            engine="+".join(dict.fromkeys(req.engines.values())),
+            engines=req.engines,
+            tools=self.tools,
+            busy_poll=self.busy_poll,
         )
         return BenchRun(
             P2PMeta(transport=req.transport, mode=req.mode, bidir=req.bidir, measured=setup),
@@ -104,8 +119,15 @@ class P2PRun:
         )
 
 
-def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = None) -> P2PRun:
-    """Run ``req`` against the server at ``opts.host:opts.port``; raises ibdiag errors (exit 2/3)."""
+def run_p2p(
+    req: RunRequest, opts: ClientOptions, progress: Progress | None = None, *, auto: bool = False
+) -> P2PRun:
+    """Run ``req`` against the server at ``opts.host:opts.port``; raises ibdiag errors (exit 2/3).
+
+    ``auto`` (``--engine auto``): each kind's engine is chosen once the server has said which it can
+    run (:func:`ibdiag.bench.p2p.engines.choose`); the run's ``request`` then names them. Otherwise
+    ``req``'s engines' checks run before any connection (a missing program: exit 3).
+    """
     local = Local(
         opts.sysfs,
         opts.device,
@@ -115,13 +137,29 @@ def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = No
         opts.socket_buffer,
         opts.perftest_path,
     )
-    make_side = engine_for(req).client(req, local)  # checks what must pass before connecting
+    here = _available(req, opts.perftest_path)
+
+    def chosen(there: tuple[str, ...] | None, ipv4: bool = True) -> RunRequest:
+        bw, lat = choose(req, here=here, there=there, ipv4=ipv4)
+        return dataclasses.replace(req, engine=bw, lat_engine=lat)
+
+    # What this host must have (a program, pyverbs, the device and its port) is checked before any
+    # connection; with auto, for the choice a server that has every engine would allow.
+    first = chosen(None) if auto else req
+    fixed = engine_for(first).client(first, local)
+
+    def side_for(server: Hello, ch: Channel) -> tuple[RunRequest, ClientFactory]:
+        if not auto:
+            return req, fixed
+        final = chosen(server.engines, ":" not in plain_address(str(ch.sock.getpeername()[0])))
+        return final, engine_for(final).client(final, local)
+
     peer = f"[{opts.host}]:{opts.port}" if ":" in opts.host else f"{opts.host}:{opts.port}"
     sock = connect(opts.host, opts.port, opts.timeout_s)
     ch = Channel(sock, peer, opts.timeout_s)
-    run = run_client(ch, req, make_side, token=opts.token, sysfs=opts.sysfs, progress=progress)
+    run = run_client(ch, side_for, token=opts.token, sysfs=opts.sysfs, progress=progress)
     return P2PRun(
-        req,
+        run.request,
         peer,
         run.server,
         run.results,
@@ -129,5 +167,23 @@ def run_p2p(req: RunRequest, opts: ClientOptions, progress: Progress | None = No
         run.remote_rate,
         opts.socket_buffer if req.transport == "tcp" else None,
         run.rdma,
-        run.perftest,
+        run.tools,
+        run.busy_poll,
     )
+
+
+def _available(req: RunRequest, path: str | None) -> Callable[[str, str], bool]:
+    """``here(engine, kind)`` for :func:`~ibdiag.bench.p2p.engines.choose`: this host's programs and pyverbs."""
+    pyverbs: list[bool] = []
+
+    def here(engine: str, kind: str) -> bool:
+        if engine == "ibdiag":
+            if req.transport == "tcp":
+                return True
+            if not pyverbs:
+                pyverbs.append(pyverbs_available())
+            return pyverbs[0]
+        program = binary(req.verb, kind) if engine == "perftest" else engine
+        return shutil.which(program, path=path) is not None
+
+    return here

@@ -18,9 +18,9 @@ from ibdiag.bench.p2p import views
 from ibdiag.bench.p2p.checks import P2PConfig, bandwidth_findings
 from ibdiag.bench.p2p.client import ClientOptions, run_p2p
 from ibdiag.bench.p2p.control.protocol import DEFAULT_PORT, DEFAULT_TIMEOUT_S, read_token
+from ibdiag.bench.p2p.engines import parse_engine
 from ibdiag.bench.p2p.linerate import judged_line_rate
-from ibdiag.bench.p2p.params import ENGINES, RunRequest
-from ibdiag.bench.p2p.perftest.engine import resolve_engine
+from ibdiag.bench.p2p.params import RunRequest
 from ibdiag.bench.p2p.phase import Progress
 from ibdiag.bench.results.document import BenchResult
 from ibdiag.config import Config
@@ -43,8 +43,10 @@ class P2PRequest:
     run_request: RunRequest
     """Transport, mode, sizes and the loop: sent to the server as it is."""
     engine: str | None = None
-    """``--engine``: ``ibdiag``, ``perftest`` or ``auto`` (RDMA measured by ibdiag where pyverbs is
-    installed, else by perftest where it is): sets ``run_request.engine``; None: as it is there."""
+    """``--engine``: ``auto`` (each kind's engine chosen once the server said which it can run:
+    :func:`ibdiag.bench.p2p.engines.choose`), one of ``ibdiag``, ``perftest``, ``iperf3``,
+    ``sockperf``, or two joined by a comma, the bandwidth's first (``iperf3,sockperf``): sets
+    ``run_request.engine`` and ``lat_engine``; None: as they are there."""
     port: int = DEFAULT_PORT
     token_file: Path | None = None
     """``--token-file``; without it ``IBDIAG_TOKEN`` in ``environ``."""
@@ -75,9 +77,9 @@ def run(req: P2PRequest) -> BenchResult:
     path = req.environ.get("PATH")
     cfg = req.config.section("p2p", P2PConfig)
     asked = req.run_request
-    if req.engine is not None:
-        engine = resolve_engine(asked, path) if req.engine == "auto" else req.engine
-        asked = dataclasses.replace(asked, engine=engine)  # checked again: perftest's own bounds
+    auto = req.engine is not None and parse_engine(req.engine) is None
+    if req.engine is not None and not auto:
+        asked = with_engines(asked, req.engine)  # checked again: each tool's own bounds
     opts = ClientOptions(
         host=req.host,
         port=req.port,
@@ -90,7 +92,7 @@ def run(req: P2PRequest) -> BenchResult:
         sysfs=SysfsRoot("/"),  # the one tree of this run: the live node's /sys
         perftest_path=path,
     )
-    measured = run_p2p(asked, opts, req.on_progress)
+    measured = run_p2p(asked, opts, req.on_progress, auto=auto)
     rate = judged_line_rate(
         measured.local_rate,
         measured.remote_rate,
@@ -133,13 +135,27 @@ def _check(req: P2PRequest) -> None:
             "--png needs matplotlib, which is not installed",
             hint="pip install 'ibdiag[chart]' (or matplotlib), or use the terminal chart of -o table",
         )
-    if req.engine not in (None, "auto", *ENGINES):
+    try:
+        named = None if req.engine is None else parse_engine(req.engine)
+    except ValueError as e:
         raise UsageError(
-            f"--engine {req.engine} is not one of auto, {', '.join(ENGINES)}",
-            hint="e.g. --engine auto",
-        )
-    if transport == "tcp" and req.engine == "perftest":
+            str(e), hint="e.g. --engine auto, --engine iperf3, --engine iperf3,sockperf"
+        ) from None
+    if transport == "tcp" and named is not None and "perftest" in named:
         raise UsageError(
             "--engine perftest applies to --transport rdma",
             hint="add --transport rdma (perftest measures RDMA), or drop --engine",
         )
+
+
+def with_engines(asked: RunRequest, text: str) -> RunRequest:
+    """``asked`` with ``--engine``'s engines (not ``auto``): one for every kind, or the bandwidth's and
+    the latency's; RequestError (exit 2) when one cannot measure what it is given."""
+    named = parse_engine(text)
+    assert named is not None
+    bw, lat = named
+    if asked.mode == "lat":
+        return dataclasses.replace(asked, engine=lat or bw, lat_engine=None)
+    if asked.mode == "bw":
+        return dataclasses.replace(asked, engine=bw, lat_engine=None)
+    return dataclasses.replace(asked, engine=bw, lat_engine=lat if lat not in (None, bw) else None)

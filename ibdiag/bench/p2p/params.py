@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ibdiag.bench.p2p.engines import ENGINES, engine_problem
 from ibdiag.bench.p2p.fields import RequestError, check_float, check_int, shown
 from ibdiag.units import format_bytes
 
@@ -21,8 +22,6 @@ TRANSPORTS = ("tcp", "rdma")
 MODES = ("bw", "lat", "both")
 #: RDMA operations, like perftest's ib_write_*, ib_read_* and ib_send_*.
 VERBS = ("write", "read", "send")
-#: Who measures an RDMA run: ibdiag's own loops, or perftest's binaries on both ends.
-ENGINES = ("ibdiag", "perftest")
 
 #: Most sizes per run (``--sizes``).
 MAX_SIZE_COUNT = 64
@@ -63,14 +62,12 @@ WARMUP_BW_MAX = 1000
 WARMUP_LAT_MAX = 200
 
 
-#: perftest's own parser's bounds (perftest 6.06, ``perftest_parameters.c``): a request outside them
-#: is refused here (exit 2) instead of by perftest after the connection. ``-s``: "Message Size should
-#: be between 1 and 2147483647".
-PERFTEST_MAX_SIZE = 2**31 - 1
-#: ``-n``: "Iteration num should be between 5 and 100000000".
-PERFTEST_MIN_ITERS, PERFTEST_MAX_ITERS = 5, 100_000_000
-#: ``-I``: "Max inline should be between 0 and 912".
-PERFTEST_MAX_INLINE = 912
+#: ``--busy-poll`` when not given (TCP): a side busy-polls this long for the peer's message before it
+#: blocks (:mod:`.tcp.latency`), microseconds: longer than a round trip on a quiet host or one switch
+#: hop, short enough that a side whose peer shares its CPU gives up spinning within milliseconds.
+DEFAULT_BUSY_POLL_US = 200
+#: Longest ``--busy-poll`` taken, microseconds.
+MAX_BUSY_POLL_US = 100_000
 
 
 @dataclass(frozen=True)
@@ -99,7 +96,13 @@ class RunRequest:
     sl: int = 0
     """RDMA: service level (InfiniBand; RoCE maps priority from the traffic class)."""
     engine: str = "ibdiag"
-    """RDMA: who measures: ``ibdiag`` (its own loops over pyverbs) or ``perftest`` (ib_*_bw/lat on both ends)."""
+    """Who measures (:mod:`.engines`): ``ibdiag`` (its own loops), ``perftest`` (RDMA: ib_*_bw/lat on both
+    ends), ``iperf3`` (TCP bandwidth), ``sockperf`` (TCP latency); the latency too unless ``lat_engine``."""
+    lat_engine: str | None = None
+    """Who measures the latency when it is not ``engine`` (``--engine iperf3,sockperf``)."""
+    busy_poll_us: int | None = None
+    """TCP latency: how long each side busy-polls for the peer's message before it blocks, µs (0: block at
+    once, as qperf and sockperf do); None: :data:`DEFAULT_BUSY_POLL_US`."""
 
     def __post_init__(self) -> None:
         """Every field's type and range (:class:`RequestError`, exit 2, naming the flag)."""
@@ -176,10 +179,41 @@ class RunRequest:
                 "--inline does not apply to --verb read (a READ carries no data from this side)",
                 hint="drop --inline",
             )
-        if self.engine not in ENGINES:
-            raise RequestError(f"--engine {shown(self.engine)} is not one of {', '.join(ENGINES)}")
-        if self.engine == "perftest":
-            check_request(self)
+        self._check_engines()
+
+    def _check_engines(self) -> None:
+        """``engine``, ``lat_engine`` and ``busy_poll_us``: known, measuring what is asked, within each
+        tool's bounds (:func:`~.engines.engine_problem`)."""
+        for engine in (self.engine, *([self.lat_engine] if self.lat_engine is not None else [])):
+            if not isinstance(engine, str) or engine not in ENGINES:
+                raise RequestError(
+                    f"--engine {shown(engine)} is not one of {', '.join(ENGINES)}",
+                    hint="e.g. --engine auto",
+                )
+        if self.lat_engine is not None and "lat" not in self.kinds:
+            raise RequestError(
+                "a second --engine is the latency's, and this run measures no latency",
+                hint="give one engine, or --mode lat/both",
+            )
+        if self.busy_poll_us is not None:
+            check_int(
+                self.busy_poll_us,
+                "--busy-poll",
+                0,
+                MAX_BUSY_POLL_US,
+                hint="microseconds to busy-poll before blocking, 0 to block at once",
+            )
+            if self.transport != "tcp":
+                raise RequestError(
+                    "--busy-poll applies to --transport tcp (RDMA always polls its completions)",
+                    hint="drop --busy-poll",
+                )
+        problem = engine_problem(self)
+        if problem:
+            raise RequestError(
+                problem,
+                hint="use --engine ibdiag for this, or change the option (see docs/bench-p2p.md, 'Engines')",
+            )
 
     @property
     def rdma_options_set(self) -> list[str]:
@@ -216,6 +250,21 @@ class RunRequest:
             else (AUTO_INLINE_LAT if "lat" in self.kinds else 0)
         )
 
+    def engine_of(self, kind: str) -> str:
+        """Who measures ``kind`` (``bw`` or ``lat``)."""
+        return self.lat_engine if kind == "lat" and self.lat_engine is not None else self.engine
+
+    @property
+    def engines(self) -> dict[str, str]:
+        """Who measures each kind of this run: ``{"bw": "iperf3", "lat": "ibdiag"}``."""
+        return {k: self.engine_of(k) for k in self.kinds}
+
+    @property
+    def busy_poll_ns(self) -> int:
+        """TCP latency's busy-polling budget per receive, nanoseconds."""
+        us = DEFAULT_BUSY_POLL_US if self.busy_poll_us is None else self.busy_poll_us
+        return us * 1000
+
     @property
     def kinds(self) -> tuple[str, ...]:
         return ("bw", "lat") if self.mode == "both" else (self.mode,)
@@ -245,16 +294,17 @@ class RunRequest:
             iters=self.iters,
             duration_s=self.measure_duration_s,
         )
+        extra: list[str] = []
         if self.transport == "rdma":
             # The default (WRITE on one QP) reads as before: ``rdma bw+lat, ...``.
-            extra = ([self.verb.upper()] if self.verb != "write" else []) + (
-                [f"{self.qps} QPs"] if self.qps > 1 else []
-            )
+            extra += [self.verb.upper()] if self.verb != "write" else []
+            extra += [f"{self.qps} QPs"] if self.qps > 1 else []
             extra += [f"tclass {self.tclass}"] if self.tclass else []
             extra += [f"sl {self.sl}"] if self.sl else []
-            extra += ["perftest"] if self.engine == "perftest" else []
-            if extra:
-                text = text.replace("rdma ", f"rdma {' '.join(extra)} ", 1)
+        tools = sorted({e for e in self.engines.values() if e != "ibdiag"})
+        extra += ["+".join(tools)] if tools else []
+        if extra:
+            text = text.replace(f"{self.transport} ", f"{self.transport} {' '.join(extra)} ", 1)
         return text
 
     def to_json(self) -> dict[str, Any]:
@@ -274,6 +324,9 @@ class RunRequest:
             "tclass": self.tclass,
             "sl": self.sl,
             "engine": self.engine,
+            # only when set: a server from before these fields reads the request as it always did
+            **({"lat_engine": self.lat_engine} if self.lat_engine is not None else {}),
+            **({"busy_poll_us": self.busy_poll_us} if self.busy_poll_us is not None else {}),
         }
 
     @classmethod
@@ -299,6 +352,8 @@ class RunRequest:
                 tclass=doc.get("tclass", 0),
                 sl=doc.get("sl", 0),
                 engine=doc.get("engine", "ibdiag"),
+                lat_engine=doc.get("lat_engine"),
+                busy_poll_us=doc.get("busy_poll_us"),
             )
         except RequestError as e:
             raise ValueError(e.message) from None
@@ -363,43 +418,3 @@ def latency_iterations(duration_s: float, warmup_rtt_ns: list[int] | tuple[int, 
     else:
         rtt_s = 1e-4
     return max(10, min(MAX_LAT_SAMPLES, round(duration_s / rtt_s)))
-
-
-# --- where a run goes: the connection parameters ---------------------------------------------------
-
-
-def perftest_problem(req: RunRequest) -> str | None:
-    """Why ``req`` cannot run on perftest (no equivalent option, or outside perftest's bounds), or None.
-
-    Checked when the request is built (:meth:`RunRequest.__post_init__`): by the client's command line
-    (exit 2) and again by the server (an untrusted request).
-    """
-    if req.transport != "rdma":
-        return "--engine perftest applies to --transport rdma"
-    if req.warmup is not None:
-        return "--warmup has no perftest equivalent (perftest warms up on its own); drop it with --engine perftest"
-    if req.duration_s is not None and (req.duration_s != int(req.duration_s) or req.duration_s < 1):
-        return f"--duration {req.duration_s:g}: perftest's -D takes whole seconds (1 or more)"
-    if req.iters is not None and not PERFTEST_MIN_ITERS <= req.iters <= PERFTEST_MAX_ITERS:
-        return (
-            f"--iters {req.iters}: perftest's -n takes {PERFTEST_MIN_ITERS} to {PERFTEST_MAX_ITERS}"
-        )
-    if req.max_size > PERFTEST_MAX_SIZE:
-        return f"a {format_bytes(req.max_size)} message is beyond perftest's -s limit of {PERFTEST_MAX_SIZE} bytes"
-    if req.inline is not None and req.inline > PERFTEST_MAX_INLINE:
-        return f"--inline {req.inline}: perftest's -I takes 0 to {PERFTEST_MAX_INLINE}"
-    if "lat" in req.kinds and req.qps > 1:
-        return '--qps above 1 with latency: perftest\'s latency tests use one queue pair ("Multiple QPs only available on bw tests")'
-    if req.mode == "lat" and req.bidir:
-        return "--bidir with --mode lat: perftest's -b is for bandwidth tests only"
-    return None
-
-
-def check_request(req: RunRequest) -> None:
-    """RequestError (exit 2) when ``req`` cannot run on perftest (:func:`perftest_problem`)."""
-    problem = perftest_problem(req)
-    if problem:
-        raise RequestError(
-            problem,
-            hint="use --engine ibdiag for this, or change the option (see docs/bench-p2p.md, 'perftest engine')",
-        )

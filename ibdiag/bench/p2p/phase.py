@@ -16,15 +16,15 @@ The messages themselves are listed in :mod:`ibdiag.bench.p2p.session`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ibdiag.bench.p2p.control.protocol import Channel, ProtocolError, peer_value
 from ibdiag.bench.p2p.fields import RequestError, check_int
 from ibdiag.bench.p2p.params import MAX_LAT_SAMPLES, MAX_WARMUP, RunRequest
-from ibdiag.bench.results.model import LatencyStats, P2PResult
-from ibdiag.bench.results.p2p_meta import LineRate, PerftestEngine, RdmaPath
+from ibdiag.bench.results.model import LatencyStats, P2PResult, StreamFigure
+from ibdiag.bench.results.p2p_meta import BusyPoll, LineRate, RdmaPath, ToolRuns
 from ibdiag.bench.results.stats import cpu_s_per_gb
 from ibdiag.node.sysfs import SysfsRoot
 from ibdiag.units import format_bytes
@@ -43,12 +43,18 @@ class BwOutcome:
     msg_rate_mpps: float | None
     cpu_client_s: float | None
     cpu_server_s: float | None
+    per_stream: tuple[StreamFigure, ...] = ()
+    """Several TCP streams: each one's figures as its receiver saw them."""
+    stream_senders: str | None = None
+    """Several TCP streams: ``processes`` or ``threads`` sent them."""
 
 
 @dataclass(frozen=True)
 class LatOutcome:
     iters: int
     stats: LatencyStats
+    busy_poll: Mapping[str, bool] | None = None
+    """TCP: whether each side (``client``, ``server``) busy-polled through the measured round trips."""
 
 
 def int_field(msg: dict[str, Any], key: str, lo: int, hi: int, what: str) -> int:
@@ -150,6 +156,33 @@ def check_bw_result(
     return msgs, nbytes, seconds, check_cpu_s(res, peer, what, span_s)
 
 
+def check_stream_figures(
+    res: dict[str, Any], *, size: int, sent: Sequence[int], span_s: float, peer: str
+) -> tuple[StreamFigure, ...]:
+    """Each stream's ``[messages, seconds]`` as the server received it (``rx_streams``), checked against
+    what this client sent on that stream; () when the server did not say (one from before) or there
+    is one stream."""
+    rows = res.get("rx_streams")
+    if rows is None or len(sent) < 2:
+        return ()
+    what = f"{format_bytes(size)} bandwidth result"
+    if not isinstance(rows, list) or len(rows) != len(sent):
+        raise impossible(peer, f"{what}: rx_streams is not one entry per stream")
+    out = []
+    for i, (row, n) in enumerate(zip(rows, sent, strict=True)):
+        if not (isinstance(row, list) and len(row) == 2):
+            raise impossible(peer, f"{what}: rx_streams[{i}] is not [messages, seconds]")
+        entry = {"messages": row[0], "seconds": row[1]}
+        msgs = count_field(entry, "messages", peer, f"{what} (stream {i + 1})")
+        if msgs != n:
+            raise impossible(
+                peer, f"{what}: stream {i + 1} received {msgs} messages, this client sent {n}"
+            )
+        secs = seconds_field(entry, "seconds", peer, f"{what} (stream {i + 1})", span_s=span_s)
+        out.append(StreamFigure(msgs * size, secs))
+    return tuple(out)
+
+
 # --- rows: one per size, whatever measured it ----------------------------------------------------------
 
 
@@ -165,12 +198,14 @@ def bw_row(size: int, bw: BwOutcome) -> P2PResult:
             "server": cpu_s_per_gb(bw.cpu_server_s, bw.bytes),
         },
         elapsed_s=bw.seconds,
+        per_stream=bw.per_stream,
+        stream_senders=bw.stream_senders,
     )
 
 
 def lat_row(size: int, lat: LatOutcome) -> P2PResult:
     """The latency half of a row, from what ibdiag's own loops measured."""
-    return P2PResult(bytes=size, iters=lat.iters, lat_us=lat.stats)
+    return P2PResult(bytes=size, iters=lat.iters, lat_us=lat.stats, lat_busy_poll=lat.busy_poll)
 
 
 def merge(size: int, bw: P2PResult | None, lat: P2PResult | None) -> P2PResult:
@@ -188,6 +223,9 @@ def merge(size: int, bw: P2PResult | None, lat: P2PResult | None) -> P2PResult:
         elapsed_s=None if bw is None else bw.elapsed_s,
         lat_iters=None if lat is None else lat.iters,
         lat_avg_us=None if lat is None else lat.lat_avg_us,
+        per_stream=() if bw is None else bw.per_stream,
+        stream_senders=None if bw is None else bw.stream_senders,
+        lat_busy_poll=None if lat is None else lat.lat_busy_poll,
     )
 
 
@@ -249,8 +287,12 @@ class ClientSide(Protocol):
         """One phase (``kind`` bw or lat) of ``size``-byte messages: that half of the size's row."""
         ...
 
-    def perftest_info(self) -> PerftestEngine | None:
-        """perftest's versions and command lines (``--engine perftest``), else None."""
+    def tool_runs(self) -> tuple[ToolRuns, ...]:
+        """The C tools that measured (their versions and command lines); () for ibdiag's own loops."""
+        ...
+
+    def busy_poll(self) -> BusyPoll | None:
+        """TCP latency by ibdiag's loops: the busy-polling budget and SO_BUSY_POLL on both ends."""
         ...
 
     def close(self) -> None: ...
@@ -309,5 +351,8 @@ class OwnLoops:
             return bw_row(size, self.bw(size, warmup))
         return lat_row(size, self.lat(size, warmup))
 
-    def perftest_info(self) -> PerftestEngine | None:
+    def tool_runs(self) -> tuple[ToolRuns, ...]:
+        return ()
+
+    def busy_poll(self) -> BusyPoll | None:
         return None

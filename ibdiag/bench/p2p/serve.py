@@ -125,6 +125,8 @@ class Server:
         """Running benchmark sides (a perftest side owns processes): closed by :meth:`close` too."""
         self._once_status: int | None = None
         self.address: tuple[str, int] | None = None
+        self.engines = installed_engines(opts.perftest_path)
+        """The engines this server can run (told to each authenticated client, for ``--engine auto``)."""
 
     # --- set-up ------------------------------------------------------------------------------
 
@@ -264,6 +266,7 @@ class Server:
                 version=__version__,
                 transports=self.opts.transports,
                 deadline=time.monotonic() + self.opts.handshake_limit_s,
+                engines=self.engines,
             )
             stranger = False
             session = self._authenticated(conn)
@@ -358,10 +361,24 @@ class Server:
         with self._state:
             self._sides.add(side)
         try:
-            serve_run(ch, side, rate)
+            serve_run(ch, side, rate, req.engines)
         finally:
             with self._state:
                 self._sides.discard(side)
+
+
+def installed_engines(path: str | None) -> tuple[str, ...]:
+    """ibdiag's own engine, and each C tool whose program is on ``path`` (perftest: ``ib_write_bw``)."""
+    found = [
+        engine
+        for engine, program in (
+            ("perftest", "ib_write_bw"),
+            ("iperf3", "iperf3"),
+            ("sockperf", "sockperf"),
+        )
+        if shutil.which(program, path=path)
+    ]
+    return ("ibdiag", *found)
 
 
 def source_address(addr: object) -> str:

@@ -31,6 +31,7 @@ whatever the engine: :func:`run_client` and :func:`serve_run`.
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ibdiag import __version__
@@ -43,6 +44,8 @@ from ibdiag.bench.p2p.control.protocol import (
     peer_text,
     peer_value,
 )
+from ibdiag.bench.p2p.engines import kinds_of
+from ibdiag.bench.p2p.mixed import mixed
 from ibdiag.bench.p2p.params import RunRequest
 from ibdiag.bench.p2p.perftest.engine import PERFTEST
 from ibdiag.bench.p2p.phase import (
@@ -55,40 +58,55 @@ from ibdiag.bench.p2p.phase import (
 )
 from ibdiag.bench.p2p.rdma.session import RDMA
 from ibdiag.bench.p2p.tcp.sides import TCP
+from ibdiag.bench.p2p.tcptools.engine import IPERF3, SOCKPERF
 from ibdiag.bench.results.model import P2PResult
-from ibdiag.bench.results.p2p_meta import LineRate, PerftestEngine, RdmaPath
+from ibdiag.bench.results.p2p_meta import BusyPoll, LineRate, RdmaPath, ToolRuns
 from ibdiag.errors import IbdiagError
 from ibdiag.node.sysfs import SysfsRoot
 
-#: (engine, transport) -> how each end makes its half of the run. A request's pair is always here
-#: (:class:`~.params.RunRequest` refuses ``--engine perftest`` with ``--transport tcp``).
+#: (engine, transport) -> how each end makes its half of the run. A request's pairs are always here
+#: (:class:`~.params.RunRequest` refuses an engine that does not measure a kind it asks for).
 ENGINES: dict[tuple[str, str], Engine] = {
     ("ibdiag", "tcp"): TCP,
     ("ibdiag", "rdma"): RDMA,
     ("perftest", "rdma"): PERFTEST,
+    ("iperf3", "tcp"): IPERF3,
+    ("sockperf", "tcp"): SOCKPERF,
 }
 
 
 def engine_for(req: RunRequest) -> Engine:
-    return ENGINES[(req.engine, req.transport)]
+    """The engine of ``req``; two (:func:`~.mixed.mixed`) when its bandwidth and latency differ."""
+    names = list(dict.fromkeys(req.engines.values()))
+    if len(names) == 1:
+        return ENGINES[(names[0], req.transport)]
+    names.sort(key=lambda n: n == "ibdiag")  # ibdiag's own side last: its ready fields win
+    return mixed([(kinds_of(req, n), ENGINES[(n, req.transport)]) for n in names])
 
 
 @dataclass(frozen=True)
 class ClientRun:
     """What the client's half of a run brought back."""
 
+    request: RunRequest
+    """What ran: the request as sent, each kind's engine chosen."""
     server: Hello
     results: tuple[P2PResult, ...]
     local_rate: LineRate
     remote_rate: LineRate
     rdma: RdmaPath | None
-    perftest: PerftestEngine | None
+    tools: tuple[ToolRuns, ...]
+    busy_poll: BusyPoll | None
+
+
+#: After the handshake: the request to send and its client side's factory (``--engine auto`` chooses
+#: here, from what the server said it can run).
+SideFor = Callable[[Hello, Channel], tuple[RunRequest, ClientFactory]]
 
 
 def run_client(
     ch: Channel,
-    req: RunRequest,
-    make_side: ClientFactory,
+    side_for: SideFor,
     *,
     token: bytes | None,
     sysfs: SysfsRoot,
@@ -101,6 +119,7 @@ def run_client(
     side: ClientSide | None = None
     try:
         server = client_handshake(ch, token=token, host=socket.gethostname(), version=__version__)
+        req, make_side = side_for(server, ch)
         ch.send({"type": "run", "request": req.to_json()})
         ready = ch.expect("ready", "the server to accept the request")
         remote_rate = LineRate.from_json(ready.get("line_rate"))
@@ -111,7 +130,14 @@ def run_client(
         results = measure_sizes(side.measure, req.sizes, req.kinds, progress)
         ch.send({"type": "bye"})
         return ClientRun(
-            server, tuple(results), local_rate, remote_rate, rdma, side.perftest_info()
+            req,
+            server,
+            tuple(results),
+            local_rate,
+            remote_rate,
+            rdma,
+            side.tool_runs(),
+            side.busy_poll(),
         )
     except IbdiagError as e:
         ch.send_error("failed", e.message)
@@ -125,12 +151,14 @@ def run_client(
         ch.close()
 
 
-def serve_run(ch: Channel, side: ServerSide, rate: LineRate) -> None:
+def serve_run(ch: Channel, side: ServerSide, rate: LineRate, engines: dict[str, str]) -> None:
     """The server's half after the request was accepted: ``ready``, the data path, then phases until
     ``bye``; closes the side. Refused (exit 3 for the client) on a message out of place."""
     try:
         ready = side.prepare()
-        ch.send({"type": "ready", "line_rate": rate.to_json(), **ready})
+        # Which engine measures each kind: a client asking for a tool checks it (a server from before
+        # the tools would run its own loops under their name).
+        ch.send({"type": "ready", "line_rate": rate.to_json(), **ready, "engines": engines})
         side.connect()
         ch.send({"type": "connected"})
         while True:

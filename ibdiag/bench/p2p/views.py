@@ -126,12 +126,30 @@ def title(run: BenchRun) -> str:
         if sizes
         else m.transport
     )
+    engines = engines_of(s)
+    tools = sorted({e for e in engines.values() if e != "ibdiag"})
     engine = ""
-    if s.engine == "perftest":
-        engine = " with perftest"
-        if s.iters is None and s.duration_s is None and isinstance(what, str):
+    if len(set(engines.values())) == 1 and tools:
+        engine = f" with {tools[0]}"
+        if (
+            tools == ["perftest"]
+            and s.iters is None
+            and s.duration_s is None
+            and isinstance(what, str)
+        ):
             what = what.rsplit(", ", 1)[0] + ", perftest's default iterations per size"
+    elif tools:
+        engine = " with " + " and ".join(
+            f"{e} for {'bandwidth' if k == 'bw' else 'latency'}" for k, e in engines.items()
+        )
     return f"ibdiag bench p2p: {what} to {s.peer}{engine}"
+
+
+def engines_of(s: P2PSetup) -> dict[str, str]:
+    """Who measured each kind; files from before ``engines`` say one ``engine`` (or none: ibdiag)."""
+    if s.engines is not None:
+        return dict(s.engines)
+    return {"all": s.engine or "ibdiag"}
 
 
 def summary_lines(run: BenchRun) -> list[str]:
@@ -185,19 +203,38 @@ def _measured_lines(s: P2PSetup, rows: tuple[P2PResult, ...]) -> list[str]:
             f"server {v.device} port {v.ib_port} GID index {v.gid_index}; "
             f"path MTU {s.rdma.path_mtu or '-'}; tx depth {s.rdma.tx_depth}"
         )
-    if s.engine == "perftest":
-        p = s.perftest
+    engines = engines_of(s)
+    for p in s.tools:
+        kinds = [k for k, e in engines.items() if e == p.tool and k in ("bw", "lat")]
+        what = " and ".join("bandwidth" if k == "bw" else "latency" for k in kinds)
         lines.append(
-            f"measured by perftest {p.version if p and p.version else '?'} (server {p.server_version if p and p.server_version else '?'}); perftest's own warm-up; latency is one-way (round trip / 2)"
+            f"{what or 'everything'} measured by {p.tool} {p.version or '?'} (server {p.server_version or '?'}); {p.tool}'s own warm-up"
         )
-        if p is not None and p.commands:
+        if p.commands:
             lines.append(
                 f"client ran: {p.commands[0]}"
                 + (f" (and {len(p.commands) - 1} more)" if len(p.commands) > 1 else "")
             )
-    else:
-        warm = "auto" if s.warmup is None else str(s.warmup)
+    warm = "auto" if s.warmup is None else str(s.warmup)
+    if not s.tools:
         lines.append(f"warm-up {warm} per size; latency is one-way (round trip / 2)")
+    elif "ibdiag" in engines.values():
+        lines.append(f"ibdiag's loops: warm-up {warm} per size")
+    b = s.busy_poll
+    if b is not None:
+        so = ", ".join(
+            f"{side} {'yes' if ok else 'no'}"
+            for side, ok in b.so_busy_poll.items()
+            if ok is not None
+        )
+        lines.append(
+            f"latency: each side busy-polls up to {b.budget_us} µs before it blocks"
+            + (f" (SO_BUSY_POLL: {so})" if so else "")
+            if b.budget_us
+            else "latency: each side blocks in recv (--busy-poll 0)"
+        )
+    if s.tools:
+        lines.append("latency is one-way (round trip / 2)")
     if s.line_rate.gbps is not None:
         lines.append(f"line rate {s.line_rate.gbps:g} Gb/s ({s.line_rate.source})")
     return lines
@@ -280,6 +317,18 @@ def results_table(run: BenchRun) -> Any:
     return table
 
 
+def stream_lines(run: BenchRun) -> list[str]:
+    """Each stream's bandwidth per size, where several streams were measured (``--streams N``)."""
+    out = []
+    for r in run.p2p_rows():
+        if r.per_stream:
+            each = " / ".join(_f(x.bw_gbs, ".3f") for x in r.per_stream)
+            out.append(
+                f"per stream at {format_bytes(r.bytes)} (GB/s, as each receiver saw it): {each}"
+            )
+    return out
+
+
 def bandwidth_chart(run: BenchRun) -> str | None:
     """Bandwidth by size as terminal bars (Gb/s), with the line rate marked; None without bandwidth."""
     ceiling = _meta(run).ceiling_gbps
@@ -298,6 +347,7 @@ def table_items(run: BenchRun) -> list[Any]:
     items: list[Any] = [Text(line) for line in summary_lines(run)]
     if run.results:  # a run that failed before its first row has none
         items.append(results_table(run))
+    items += [Text(line) for line in stream_lines(run)]
     chart = bandwidth_chart(run)
     if chart:
         items += [Text("bandwidth by message size (Gb/s)"), Text(chart)]

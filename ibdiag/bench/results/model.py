@@ -87,6 +87,29 @@ class IterStats:
 
 
 @dataclass(frozen=True)
+class StreamFigure:
+    """One TCP stream of a bandwidth phase (``--streams N``), as its receiver saw it."""
+
+    bytes: int
+    seconds: float
+
+    @property
+    def bw_gbs(self) -> float | None:
+        """GB/s (1e9 B/s); None when no time passed."""
+        return self.bytes / self.seconds / 1e9 if self.seconds > 0 else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bytes": self.bytes, "seconds": self.seconds, "bw_gbs": self.bw_gbs}
+
+    @classmethod
+    def read(cls, f: Fields) -> StreamFigure:
+        return cls(
+            f.integer("bytes", 0, MAX_BYTES, required=True),
+            f.number("seconds", 0.0, 1e7, required=True),
+        )
+
+
+@dataclass(frozen=True)
 class P2PResult:
     """Point-to-point result for one message size."""
 
@@ -105,6 +128,15 @@ class P2PResult:
     """Ping-pong iterations behind ``lat_us``; ``iters`` counts the bandwidth messages when both were measured."""
     lat_avg_us: float | None = None
     """Mean latency (µs) when it is all that is known (perftest's duration mode, ``-D``, prints only t_avg)."""
+    per_stream: tuple[StreamFigure, ...] = ()
+    """TCP bandwidth with several streams: each stream's bytes and time as its receiver saw them."""
+    stream_senders: str | None = None
+    """With several TCP streams: ``processes`` (one sender process per stream on the client) or
+    ``threads`` (one sender thread each: ``--bidir``, the iperf3 engine says ``threads`` for its one
+    thread of 3.12)."""
+    lat_busy_poll: Mapping[str, bool] | None = None
+    """TCP latency by ibdiag's loops: ``{"client": ..., "server": ...}``, whether each side busy-polled
+    through the measured round trips (False: it blocked in ``recv``)."""
 
     @property
     def bw_gbps(self) -> float | None:
@@ -123,6 +155,13 @@ class P2PResult:
             "elapsed_s": self.elapsed_s,
             "lat_iters": self.lat_iters,
             **({"lat_avg_us": self.lat_avg_us} if self.lat_avg_us is not None else {}),
+            **({"per_stream": [x.to_json() for x in self.per_stream]} if self.per_stream else {}),
+            **({"stream_senders": self.stream_senders} if self.stream_senders else {}),
+            **(
+                {"lat_busy_poll": dict(self.lat_busy_poll)}
+                if self.lat_busy_poll is not None
+                else {}
+            ),
         }
 
     @classmethod
@@ -130,6 +169,7 @@ class P2PResult:
         f = Fields(doc, "")
         lat = f.object("lat_us")
         cpu = f.object("cpu_s_per_gb")
+        spin = f.object("lat_busy_poll")
         return cls(
             bytes=f.integer("bytes", 0, MAX_BYTES, required=True),
             iters=f.integer("iters", required=True),
@@ -143,6 +183,11 @@ class P2PResult:
             elapsed_s=f.number("elapsed_s", 0.0),
             lat_iters=f.integer("lat_iters"),
             lat_avg_us=f.number("lat_avg_us", 0.0),
+            per_stream=f.objects("per_stream", StreamFigure.read, max_items=4096),
+            stream_senders=f.text("stream_senders", choices=("processes", "threads")),
+            lat_busy_poll=None
+            if spin is None
+            else {k: bool(spin.flag(k)) for k in ("client", "server") if spin.has(k)},
         )
 
 

@@ -9,11 +9,12 @@ because a saved file may come from another node.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ibdiag.bench.results.jsonfields import put
-from ibdiag.jsonread import Fields
+from ibdiag.jsonread import Fields, JsonFieldError
 from ibdiag.text import safe_excerpt
 
 TRANSPORTS = ("tcp", "rdma")
@@ -144,37 +145,85 @@ class RdmaPath:
         )
 
 
-@dataclass(frozen=True)
-class PerftestEngine:
-    """``bench p2p --engine perftest``: which perftest measured, and the commands each end ran (one per size and kind)."""
+#: The C tools ``bench p2p`` drives (its engines besides ibdiag's own loops), in the order their
+#: provenance is written.
+TOOLS = ("perftest", "iperf3", "sockperf")
+#: Who may have measured a kind of a run.
+ENGINES = ("ibdiag", *TOOLS)
+KINDS = ("bw", "lat")
 
+
+@dataclass(frozen=True)
+class ToolRuns:
+    """A C tool that measured part of a ``bench p2p`` run (``--engine perftest|iperf3|sockperf``): its
+    versions and the command lines each end ran (one per size and kind). JSON: ``<tool>_version``,
+    ``<tool>_server_version``, ``<tool>_commands``, ``<tool>_server_commands`` at the top level."""
+
+    tool: str
+    """``perftest``, ``iperf3`` or ``sockperf``."""
     version: str | None = None
-    """This host's perftest (``ib_write_bw --version``: ``6.06``)."""
+    """This host's (``ib_write_bw --version``: ``6.06``; ``iperf3 --version``: ``3.12``)."""
     server_version: str | None = None
     commands: tuple[str, ...] = ()
-    """The client's perftest command lines, in run order."""
+    """The client's command lines, in run order."""
     server_commands: tuple[str, ...] = ()
     """The server's, as it reported them."""
 
     def to_json(self) -> dict[str, Any]:
+        t = self.tool
         return {
-            "perftest_version": self.version,
-            "perftest_server_version": self.server_version,
-            "perftest_commands": list(self.commands),
-            "perftest_server_commands": list(self.server_commands),
+            f"{t}_version": self.version,
+            f"{t}_server_version": self.server_version,
+            f"{t}_commands": list(self.commands),
+            f"{t}_server_commands": list(self.server_commands),
         }
 
     @classmethod
-    def read(cls, f: Fields) -> PerftestEngine:
+    def read(cls, f: Fields, tool: str) -> ToolRuns:
         return cls(
-            f.text("perftest_version"),
-            f.text("perftest_server_version"),
-            f.texts("perftest_commands"),
-            f.texts("perftest_server_commands"),
+            tool,
+            f.text(f"{tool}_version"),
+            f.text(f"{tool}_server_version"),
+            f.texts(f"{tool}_commands"),
+            f.texts(f"{tool}_server_commands"),
         )
 
 
-ENGINES = ("ibdiag", "perftest")
+def read_engine(f: Fields) -> str | None:
+    """``engine``: one of :data:`ENGINES`, or the bandwidth's and the latency's joined by ``+``."""
+    text = f.text("engine")
+    if text is None:
+        return None
+    parts = text.split("+")
+    if len(parts) > 2 or any(p not in ENGINES for p in parts):
+        raise JsonFieldError(
+            "engine", f"must be one of {', '.join(ENGINES)} or two of them joined by +"
+        )
+    return text
+
+
+@dataclass(frozen=True)
+class BusyPoll:
+    """TCP latency measured by ibdiag's loops: the busy-polling budget and whether the kernel took
+    ``SO_BUSY_POLL`` on each end's latency connection."""
+
+    budget_us: int
+    """``--busy-poll``: µs a side polls for the peer's message before it blocks (0: blocks at once)."""
+    so_busy_poll: Mapping[str, bool | None] = field(default_factory=dict)
+    """``{"client": ..., "server": ...}``: the kernel accepted ``SO_BUSY_POLL`` (it needs
+    CAP_NET_ADMIN above ``net.core.busy_read``); None: not asked (budget 0) or not said."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"busy_poll_us": self.budget_us, "so_busy_poll": dict(self.so_busy_poll)}
+
+    @classmethod
+    def read(cls, f: Fields) -> BusyPoll | None:
+        budget = f.integer("busy_poll_us", 0, 10**7)
+        if budget is None:
+            return None
+        so = f.object("so_busy_poll")
+        sides = {} if so is None else {k: so.flag(k) for k in ("client", "server") if so.has(k)}
+        return cls(budget, sides)
 
 
 @dataclass(frozen=True)
@@ -198,9 +247,20 @@ class P2PSetup:
     """TCP: the fixed SO_SNDBUF/SO_RCVBUF (bytes); None = kernel autotuning."""
     rdma: RdmaPath | None = None
     engine: str | None = None
-    """Who measured an RDMA run: ``ibdiag`` (its own loops) or ``perftest``; None for TCP and older files (ibdiag)."""
-    perftest: PerftestEngine | None = None
-    """``engine: perftest``: its version and command lines."""
+    """Who measured: ``ibdiag`` (its own loops), ``perftest``, ``iperf3`` or ``sockperf``; the bandwidth's
+    and the latency's joined by ``+`` when they differ. None in files from before TCP runs said it
+    (ibdiag)."""
+    engines: Mapping[str, str] | None = None
+    """Who measured each kind: ``{"bw": "iperf3", "lat": "ibdiag"}``; None in older files."""
+    tools: tuple[ToolRuns, ...] = ()
+    """The C tools that measured: their versions and command lines."""
+    busy_poll: BusyPoll | None = None
+    """TCP latency by ibdiag's loops: busy-polling budget and ``SO_BUSY_POLL``."""
+
+    @property
+    def perftest(self) -> ToolRuns | None:
+        """perftest's versions and command lines (``--engine perftest``), else None."""
+        return next((t for t in self.tools if t.tool == "perftest"), None)
 
     def to_json(self, transport: str | None) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -221,8 +281,11 @@ class P2PSetup:
         if self.rdma is not None:
             doc.update(self.rdma.to_json())
         put(doc, "engine", self.engine)
-        if self.perftest is not None:
-            doc.update(self.perftest.to_json())
+        put(doc, "engines", None if self.engines is None else dict(self.engines))
+        for tool in self.tools:
+            doc.update(tool.to_json())
+        if self.busy_poll is not None:
+            doc.update(self.busy_poll.to_json())
         return doc
 
     @classmethod
@@ -231,6 +294,7 @@ class P2PSetup:
         rdma = None
         if f.has("client") or f.has("server"):
             rdma = RdmaPath.read(f)
+        kinds = f.object("engines")
         return cls(
             peer=f.text("peer") or "?",
             server_host=f.text("server_host"),
@@ -247,8 +311,12 @@ class P2PSetup:
             server_line_rate=LineRate.read(f.object("server_line_rate")),
             socket_buffer=f.integer("socket_buffer", 1),
             rdma=rdma,
-            engine=f.text("engine", choices=ENGINES),
-            perftest=PerftestEngine.read(f) if f.has("perftest_commands") else None,
+            engine=read_engine(f),
+            engines=None
+            if kinds is None
+            else {k: str(kinds.text(k, choices=ENGINES)) for k in KINDS if kinds.has(k)},
+            tools=tuple(ToolRuns.read(f, t) for t in TOOLS if f.has(f"{t}_commands")),
+            busy_poll=BusyPoll.read(f),
         )
 
 

@@ -16,6 +16,7 @@ import socket
 import struct
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -98,6 +99,44 @@ def test_server_killed_mid_run_client_exits_3(serve, ibdiag_exe):
     assert "ibdiag: error: 127.0.0.1:" in err
     assert "1 MiB bandwidth test" in err  # names what it was waiting for
     assert "Traceback" not in err
+
+
+def _processes_with_cmdline(cmdline: list[str]) -> list[int]:
+    """Live processes whose command line is ``cmdline`` (a client and its forked sender processes)."""
+    want = "\0".join(cmdline).encode() + b"\0"
+    found = []
+    for pid in Path("/proc").iterdir():
+        if not pid.name.isdigit():
+            continue
+        try:
+            if (pid / "cmdline").read_bytes() == want and b"\nState:\tZ" not in (
+                pid / "status"
+            ).read_bytes():
+                found.append(int(pid.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP])
+def test_server_killed_or_hung_with_several_streams_no_sender_process_is_left(
+    serve, ibdiag_exe, sig
+):
+    """--streams 3 sends from three forked processes: a dead (RST) or hung (no RST) server ends them
+    all within --timeout + 2 s, the client exits 3 naming the wait, and none of them is left."""
+    s = serve("--timeout", "3")
+    c = _client(ibdiag_exe, s.port, *LONG, "--streams", "3", "--timeout", "2")
+    s.log.wait_for(r"running tcp bw")
+    time.sleep(1.0)
+    cmdline = Path(f"/proc/{c.pid}/cmdline").read_bytes().rstrip(b"\0").decode().split("\0")
+    assert len(_processes_with_cmdline(cmdline)) == 4  # the client and its three senders
+    s.signal(sig)
+    rc, _, err, waited = _wait(c, 2 + 2 + 10)
+    assert rc == 3, err
+    assert waited <= 2 + 2 + 1, waited
+    assert "ibdiag: error: " in err and "1 MiB bandwidth test" in err and "Traceback" not in err
+    time.sleep(0.5)
+    assert _processes_with_cmdline(cmdline) == []
 
 
 def test_server_hung_mid_run_client_times_out(serve, ibdiag_exe):

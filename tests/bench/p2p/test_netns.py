@@ -275,3 +275,79 @@ def test_veth_speed_is_the_line_rate_and_slow_tcp_warns(netns_pair, ibdiag_exe, 
     (finding,) = doc["findings"]
     assert finding["severity"] == "warn" and finding["limit"] == 8.0
     assert 0.35 <= doc["results"][0]["bw_gbps"] <= 0.52
+
+
+def test_iperf3_and_sockperf_engines_across_the_namespaces(netns_pair, ibdiag_exe, tmp_path):
+    """The C tools driven through a real ``bench serve`` in the other namespace: iperf3's bandwidth on
+    the shaped link is the link's (as iperf3 by hand measures it), sockperf's latency is there, and
+    ibdiag's own latency beside them says how each side waited."""
+    need_tool("iperf3")
+    need_tool("sockperf")
+    pair = netns_pair
+    _shape(pair)
+    token = write_token(tmp_path / "token")
+    server = ServerProcess(
+        ibdiag_exe,
+        "--bind",
+        SERVER_IP,
+        "--port",
+        "0",
+        "--token-file",
+        str(token),
+        netns=pair.server_ns,
+    )
+    common = ("--port", str(server.port), "--token-file", str(token), "-o", "json")
+    try:
+        tools = pair.run(
+            pair.client_ns,
+            ibdiag_exe,
+            "bench",
+            "p2p",
+            SERVER_IP,
+            *common,
+            "--engine",
+            "iperf3,sockperf",
+            "--mode",
+            "both",
+            "--sizes",
+            "1K,32K",
+            "--duration",
+            "2",
+            "--line-rate-gbps",
+            "1",
+            env=client_env(),
+            timeout=120,
+        )
+        own = pair.run(
+            pair.client_ns,
+            ibdiag_exe,
+            "bench",
+            "p2p",
+            SERVER_IP,
+            *common,
+            "--mode",
+            "lat",
+            "--sizes",
+            "8",
+            "--duration",
+            "1",
+            env=client_env(),
+            timeout=60,
+        )
+        assert tools.returncode == 0, tools.stderr
+        server.log.wait_for(rf"{CLIENT_IP}:\d+: running tcp iperf3\+sockperf bw\+lat")
+    finally:
+        server.stop()
+    doc = json.loads(tools.stdout)
+    assert doc["engines"] == {"bw": "iperf3", "lat": "sockperf"}
+    assert all(f"-i {SERVER_IP} " in c for c in doc["sockperf_server_commands"])
+    assert all(f"-B {SERVER_IP} " in c for c in doc["iperf3_server_commands"])
+    big = doc["results"][1]
+    assert 0.8 <= big["bw_gbps"] <= 1.02, big  # the 1 Gbit/s link, as iperf3 by hand sees it
+    for row in doc["results"]:
+        assert 0 < row["lat_us"]["min"] <= row["lat_us"]["p50"] <= row["lat_us"]["max"]
+    assert own.returncode == 0, own.stderr
+    mine = json.loads(own.stdout)
+    assert mine["engines"] == {"lat": "ibdiag"} and mine["busy_poll_us"] == 200
+    (row,) = mine["results"]
+    assert set(row["lat_busy_poll"]) == {"client", "server"} and row["lat_us"]["p50"] > 0

@@ -20,20 +20,23 @@ import pytest
 
 from ibdiag.bench.p2p.client import ClientOptions, run_p2p
 from ibdiag.bench.p2p.control.protocol import Channel, RemoteError, client_handshake
-from ibdiag.bench.p2p.fields import RequestError
-from ibdiag.bench.p2p.params import RunRequest, perftest_problem
-from ibdiag.bench.p2p.perftest import engine as pe
-from ibdiag.bench.p2p.perftest.command import binary, parse_version, perftest_argv, run_limit_s
-from ibdiag.bench.p2p.perftest.output import UnreadableResult, error_lines, read_result, status_text
-from ibdiag.bench.p2p.perftest.process import (
+from ibdiag.bench.p2p.engines import perftest_problem
+from ibdiag.bench.p2p.external import drive
+from ibdiag.bench.p2p.external.output import UnreadableResult, error_lines, status_text
+from ibdiag.bench.p2p.external.process import (
     _live,
     listening_ports,
     listening_sockets,
     listens_on,
     live_count,
 )
+from ibdiag.bench.p2p.fields import RequestError
+from ibdiag.bench.p2p.params import RunRequest
+from ibdiag.bench.p2p.perftest import engine as pe
+from ibdiag.bench.p2p.perftest.command import binary, parse_version, perftest_argv, run_limit_s
+from ibdiag.bench.p2p.perftest.output import read_result
 from ibdiag.bench.p2p.phase import merge
-from ibdiag.bench.results.p2p_meta import P2PSetup, PerftestEngine
+from ibdiag.bench.results.p2p_meta import P2PSetup, ToolRuns
 from ibdiag.errors import CannotRunError
 from ibdiag.jsonread import Fields
 from ibdiag.node.sysfs import SysfsRoot
@@ -254,24 +257,25 @@ class FlakyPerftestSide:
 
 def test_an_unreadable_perftest_result_is_run_again_at_most_twice():
     side = FlakyPerftestSide(unreadable=2)
-    (row,) = pe.run_all(side, [8], ("lat",), None)
+    (row,) = drive.run_all(side, [8], ("lat",), None)
     assert side.runs == 3 and row.lat_us is not None and row.lat_us.p50_us == 1.00
     side = FlakyPerftestSide(unreadable=3)
     with pytest.raises(
         UnreadableResult, match="^ib_write_lat run 3: perftest.s output has no result"
     ):
-        pe.run_all(side, [8], ("lat",), None)
+        drive.run_all(side, [8], ("lat",), None)
     assert side.runs == 3
 
 
 def test_the_provenance_round_trips_through_the_saved_json():
-    info = PerftestEngine(
+    info = ToolRuns(
+        "perftest",
         "6.06",
         "6.10",
         ("ib_write_bw -d rxe0 -s 8 -p 1 -F 10.0.0.1",),
         ("ib_write_bw -d rxe0 -s 8 -p 1 -F",),
     )
-    setup = P2PSetup(peer="h:1", engine="perftest", perftest=info)
+    setup = P2PSetup(peer="h:1", engine="perftest", tools=(info,))
     doc = setup.to_json("rdma")
     assert (
         doc["engine"] == "perftest"
@@ -486,12 +490,12 @@ def test_a_perftest_process_dies_with_its_sigkilled_parent(in_thread):
     """A real parent process starts a long-running real program (``sleep``) through the same helper
     that starts perftest, from its main thread or, as ``bench serve`` does, from a connection's
     thread that waits on it; the parent is SIGKILLed: the kernel kills the child too."""
-    start = "p = PerftestProcess(['sleep', '300']); print(p.proc.pid, flush=True); time.sleep(300)"
+    start = "p = ToolProcess(['sleep', '300'], 'no hint'); print(p.proc.pid, flush=True); time.sleep(300)"
     if in_thread:
         start = (
             f"threading.Thread(target=lambda: exec({start!r}, globals())).start(); time.sleep(300)"
         )
-    code = f"import threading, time\nfrom ibdiag.bench.p2p.perftest.process import PerftestProcess\n{start}\n"
+    code = f"import threading, time\nfrom ibdiag.bench.p2p.external.process import ToolProcess\n{start}\n"
     parent = subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO
     )
@@ -575,10 +579,10 @@ def test_a_perftest_port_taken_before_perftest_binds_it_is_replaced_by_another(
     (the stand-in) cannot listen there; the server starts it on a new port and tells the client that
     one, where perftest itself listens (the other program listening on the first one does not count)."""
     _stand_in_perftest_server(tmp_path)
-    real = pe.free_port
+    real = drive.free_port
     picks: list[int] = []
     monkeypatch.setattr(
-        pe, "free_port", lambda: picks.append(taken_port if not picks else real()) or picks[-1]
+        drive, "free_port", lambda: picks.append(taken_port if not picks else real()) or picks[-1]
     )
     with server_thread(sysfs=SysfsRoot(RXE_ROOT), perftest_path=str(tmp_path), timeout_s=5.0) as (
         port,
@@ -601,7 +605,7 @@ def test_a_perftest_port_taken_before_perftest_binds_it_is_replaced_by_another(
 def test_a_perftest_port_taken_every_time_is_a_clear_exit_3(tmp_path, monkeypatch, taken_port):
     """Every pick taken: after LISTEN_TRIES tries the client hears why (exit 3, a hint), nothing is left."""
     _stand_in_perftest_server(tmp_path)
-    monkeypatch.setattr(pe, "free_port", lambda: taken_port)
+    monkeypatch.setattr(drive, "free_port", lambda: taken_port)
     with server_thread(sysfs=SysfsRoot(RXE_ROOT), perftest_path=str(tmp_path), timeout_s=5.0) as (
         port,
         log,
@@ -615,7 +619,7 @@ def test_a_perftest_port_taken_every_time_is_a_clear_exit_3(tmp_path, monkeypatc
     err = e.value
     assert err.exit_status == 3
     assert (
-        f"perftest on the server (ib_write_bw) could not listen on its TCP port: {pe.LISTEN_TRIES} ports picked free ({', '.join([str(taken_port)] * pe.LISTEN_TRIES)})"
+        f"perftest on the server (ib_write_bw) could not listen on its TCP port: {drive.LISTEN_TRIES} ports picked free ({', '.join([str(taken_port)] * drive.LISTEN_TRIES)})"
         in err.message
     )
     assert "ss -tlnp" in (err.hint or "")

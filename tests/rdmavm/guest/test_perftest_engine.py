@@ -254,3 +254,29 @@ def test_ctrl_c_on_the_server_kills_its_perftest(server, token):
     assert s.wait(30) == 130, s.stderr
     assert c.wait(60) == 3, c.stderr
     no_perftest_left()
+
+
+def test_the_default_engine_measures_latency_with_ib_write_lat_and_bandwidth_with_ibdiag(
+    server, cli, token
+):
+    """``--engine auto`` (the default) over RDMA: ibdiag's post lists for bandwidth, ``ib_write_lat``
+    for latency (ibdiag's own ping-pong carries the interpreter on its critical path), in one run and
+    one row per size; a request perftest cannot run (``--warmup``) keeps ibdiag's loops for both."""
+    s = server("--timeout", "20")
+    doc = run_json(cli, s.port, token, "--mode", "both", "--sizes", "8,64K", "--iters", "100")
+    assert doc["engines"] == {"bw": "ibdiag", "lat": "perftest"}
+    assert doc["engine"] == "ibdiag+perftest"
+    assert [c.split()[0].rsplit("/", 1)[-1] for c in doc["perftest_commands"]] == [
+        "ib_write_lat",
+        "ib_write_lat",
+    ]
+    assert doc["path_mtu"]  # the path ibdiag's own queue pairs agreed on
+    for row in doc["results"]:
+        assert row["bw_gbs"] > 0 and row["iters"] == 100 and row["lat_iters"] == 100
+        assert 0 < row["lat_us"]["min"] <= row["lat_us"]["p50"] <= row["lat_us"]["max"]
+    s.log.wait_for(r"running rdma perftest bw\+lat")
+    own = run_json(
+        cli, s.port, token, "--mode", "both", "--sizes", "8", "--iters", "50", "--warmup", "2"
+    )
+    assert own["engines"] == {"bw": "ibdiag", "lat": "ibdiag"} and "perftest_commands" not in own
+    no_perftest_left()

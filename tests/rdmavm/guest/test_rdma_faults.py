@@ -39,7 +39,10 @@ def _quick(port: int, token) -> Forked:
 @pytest.mark.parametrize("mode,size", [("bw", "64K"), ("lat", "8")])
 def test_server_killed_mid_run_client_exits_3(server, token, mode, size):
     s = server("--timeout", TIMEOUT)
-    c = _client(s.port, token, "--mode", mode, "--sizes", size, "--duration", "60")
+    # ibdiag's own loops (auto would measure the latency with ib_write_lat: test_perftest_engine.py)
+    c = _client(
+        s.port, token, "--engine", "ibdiag", "--mode", mode, "--sizes", size, "--duration", "60"
+    )
     s.log.wait_for(rf"running rdma {mode}", timeout=START_S)
     time.sleep(1.0)
     s.kill()
@@ -54,7 +57,10 @@ def test_server_killed_mid_run_client_exits_3(server, token, mode, size):
 @pytest.mark.parametrize("mode,size", [("bw", "64K"), ("lat", "8")])
 def test_client_killed_mid_run_server_serves_the_next(server, token, mode, size):
     s = server("--timeout", TIMEOUT)
-    c = _client(s.port, token, "--mode", mode, "--sizes", size, "--duration", "60")
+    # ibdiag's own loops (auto would measure the latency with ib_write_lat: test_perftest_engine.py)
+    c = _client(
+        s.port, token, "--engine", "ibdiag", "--mode", mode, "--sizes", size, "--duration", "60"
+    )
     s.log.wait_for(rf"running rdma {mode}", timeout=START_S)
     time.sleep(1.0)
     c.kill()

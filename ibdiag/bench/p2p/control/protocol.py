@@ -7,7 +7,7 @@ Handshake (protocol :data:`VERSION`)::
 
     server -> client  hello   {proto, version, auth: "hmac-sha256"|"none", nonce, host, ibdiag, transports}
     client -> server  hello   {proto, version, nonce, mac, host, ibdiag}
-    server -> client  welcome {mac}  |  error {code, message, hint}
+    server -> client  welcome {mac, engines}  |  error {code, message, hint}
 
 With a shared token both sides prove they know it without sending it: the client sends
 ``HMAC-SHA256(token, "ibdiag-p2p/2 client" + server_nonce + client_nonce)`` and the server answers
@@ -218,6 +218,9 @@ class Hello:
     host: str
     ibdiag_version: str
     transports: tuple[str, ...] = ()
+    engines: tuple[str, ...] | None = None
+    """The engines the server can run (its ``welcome``; told only to an authenticated client); None
+    from a server too old to say."""
 
 
 def server_handshake(
@@ -229,6 +232,7 @@ def server_handshake(
     version: str,
     transports: tuple[str, ...],
     deadline: float | None = None,
+    engines: tuple[str, ...] = (),
 ) -> Hello:
     """Greet a new client and authenticate it; :class:`Refused` (after telling the client) otherwise.
 
@@ -294,12 +298,9 @@ def server_handshake(
             )
             raise Refused("auth", "not a loopback client and this server has no token")
         answer = None
-    ch.send({"type": "welcome", "mac": answer}, deadline=deadline)
+    ch.send({"type": "welcome", "mac": answer, "engines": list(engines)}, deadline=deadline)
     ch.session_key = session_key(token, nonce, client_nonce)
-    return Hello(
-        host=peer_text(msg.get("host", "?"), 255),
-        ibdiag_version=peer_text(msg.get("ibdiag", "?"), 64),
-    )
+    return Hello(peer_text(msg.get("host", "?"), 255), peer_text(msg.get("ibdiag", "?"), 64))
 
 
 def client_handshake(ch: Channel, *, token: bytes | None, host: str, version: str) -> Hello:
@@ -363,10 +364,14 @@ def client_handshake(ch: Channel, *, token: bytes | None, host: str, version: st
             )
     ch.session_key = session_key(token, server_nonce, client_nonce)
     transports = msg.get("transports")
+    engines = welcome.get("engines")
     return Hello(
         host=peer_text(msg.get("host", "?"), 255),
         ibdiag_version=peer_text(msg.get("ibdiag", "?"), 64),
         transports=tuple(peer_text(t, 16) for t in transports[:8])
         if isinstance(transports, list)
         else (),
+        engines=tuple(e for e in engines[:16] if isinstance(e, str) and e.isidentifier())
+        if isinstance(engines, list)
+        else None,
     )

@@ -106,6 +106,21 @@ def set_nodelay(sock: socket.socket, on: bool) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1 if on else 0)
 
 
+#: ``SO_BUSY_POLL`` (Linux ``asm-generic/socket.h``; the socket module of Python 3.11 does not name it).
+SO_BUSY_POLL = getattr(socket, "SO_BUSY_POLL", 46)
+
+
+def set_busy_poll(sock: socket.socket, usec: int) -> bool:
+    """Ask the kernel to busy-poll the device queue for up to ``usec`` µs in a blocking receive on ``sock``
+    (``SO_BUSY_POLL``; it acts on NICs whose driver polls with NAPI, not on loopback). False when the
+    kernel refuses: raising it above ``net.core.busy_read`` needs CAP_NET_ADMIN (EPERM)."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_BUSY_POLL, usec)
+    except OSError:
+        return False
+    return True
+
+
 def close_all(socks: Sequence[socket.socket]) -> None:
     for s in socks:
         try:

@@ -1,4 +1,4 @@
-"""perftest's command line for one size and kind, where its binaries are, how long a run may take.
+"""perftest's command line for one size and kind, its version, how long a run may take.
 
 ibdiag's options map onto perftest's (:func:`perftest_argv`); the request was checked against
 perftest's own bounds when it was built (:func:`ibdiag.bench.p2p.params.perftest_problem`).
@@ -6,13 +6,9 @@ perftest's own bounds when it was built (:func:`ibdiag.bench.p2p.params.perftest
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
 
 from ibdiag.bench.p2p.params import RunRequest
-from ibdiag.errors import CannotRunError
 
 #: ``-D`` takes whole seconds ("Duration period argument 1.5 should be int"); perftest measures
 #: within a margin of 2 s on each side of it (``-f``, default 2).
@@ -96,33 +92,7 @@ def run_limit_s(req: RunRequest, kind: str, size: int, timeout_s: float) -> floa
     return expected + timeout_s + 5.0
 
 
-def find_program(name: str, path: str | None, where: str = "this host") -> str:
-    """The absolute path of perftest's ``name`` on ``path`` (a PATH string); CannotRunError (exit 3) if absent."""
-    found = shutil.which(name, path=path)
-    if not found:
-        raise CannotRunError(
-            f"perftest's {name} is not installed on {where} (not on PATH)", hint=INSTALL_HINT
-        )
-    return os.path.abspath(found)
-
-
 def parse_version(text: str) -> str | None:
     """``Version: 6.06`` (perftest ``--version``) -> ``6.06``."""
     m = _VERSION.search(text)
     return m.group(1)[:32] if m else None
-
-
-def program_version(program: str) -> str | None:
-    """perftest's version as ``PROGRAM --version`` prints it, or None."""
-    try:
-        r = subprocess.run(
-            [program, "--version"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return parse_version(r.stdout + r.stderr)

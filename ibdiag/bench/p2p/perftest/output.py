@@ -1,59 +1,18 @@
-"""What perftest printed: its complaint when it failed, its result row (through the perftest importer).
+"""What perftest printed: its result row (through the perftest importer).
 
 READ latency is halved to one way here, so a row means the same whichever engine measured it.
 """
 
 from __future__ import annotations
 
-import re
-import signal
 from dataclasses import replace
 from typing import Any
 
 from ibdiag.bench.importers.perftest import parse_log
+from ibdiag.bench.p2p.external.output import UnreadableResult, error_lines
 from ibdiag.bench.results.model import LatencyStats, P2PResult
-from ibdiag.errors import CannotRunError, InputError
+from ibdiag.errors import InputError
 from ibdiag.units import format_bytes
-
-_ROW_PREFIX = re.compile(r"^\s*\d+(?:\s+[\d.]+)+(?=[A-Za-z])")
-
-
-def status_text(rc: int | None) -> str:
-    if rc is None:
-        return "still running"
-    if rc < 0:
-        try:
-            return f"killed by signal {rc * -1} ({signal.Signals(-rc).name})"
-        except ValueError:
-            return f"killed by signal {-rc}"
-    return f"exit status {rc}"
-
-
-def error_lines(output: str, limit: int = 3) -> str:
-    """perftest's own complaint from its output: the lines that say what failed, else the last lines."""
-    # perftest may print its complaint right after a table row, on the same line ("65536 0 0.00 ... 0.000000ethernet_read_keys: ...").
-    lines = [_ROW_PREFIX.sub("", ln).strip() for ln in output.splitlines()]
-    lines = [ln for ln in lines if ln and not set(ln) <= set("-*")]
-    bad = [
-        ln
-        for ln in lines
-        if re.search(
-            r"(?i)couldn't|could not|can't|unable|fail|error|not |invalid|should be|no ", ln
-        )
-    ]
-    picked = (bad or lines)[-limit:] if (bad or lines) else ["(no output)"]
-    return "; ".join(ln[:200] for ln in picked)
-
-
-class UnreadableResult(CannotRunError):
-    """perftest ended well but its output holds no readable row for the size (under emulation
-    ib_write_lat now and then prints ``inf`` or no row at all, ib_send_bw a 0.00 average):
-    :func:`run_all` runs it again."""
-
-
-#: Extra runs of one size and kind whose output was unreadable (every command run is listed in the
-#: result's ``perftest_commands``, so a repeated run shows there).
-UNREADABLE_RETRIES = 2
 
 
 def read_result(output: str, size: int, kind: str, verb: str, source: str) -> P2PResult:

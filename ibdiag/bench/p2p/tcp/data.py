@@ -1,23 +1,21 @@
-"""The TCP data path: streaming bandwidth over one or more connections, and ping-pong latency.
+"""The TCP data path's bandwidth: streaming over one or more connections.
 
 Bandwidth: the sender writes messages of ``size`` bytes from one preallocated buffer, one blocking
 ``send`` of a memoryview per message (looped like ``sendall`` when the kernel takes less); the
-receiver reads with ``recv_into`` into preallocated memory: a per-stream 4 MiB buffer — NCCL's
-socket transport stages through 4 MiB buffers too (NCCL_BUFFSIZE) — taking whatever has arrived,
-up to the end of the current batch, per call. (Reading at most one message per call, as iperf3
-reads its block length, measured up to 20% slower at 1 MiB on loopback when the scheduler moves the
-two ends between CPUs: more wake-ups, not a property of the link.) The byte stream is
+receiver reads with ``recv_into`` into a preallocated 1 MiB buffer per stream, taking whatever has
+arrived, up to the end of the buffer or of the current batch, per call. (1 MiB is iperf3's buffer
+at ``-l 1M``; a 4 MiB buffer — NCCL's staging size — cost the receiver 1.2 x the CPU per GB on
+loopback, its copies leaving the caches: benchmarks/p2p_vs_iperf3.py, docs/bench-p2p.md. Reading
+at most one message per call, as iperf3 reads its block length, measured up to 20% slower at 1 MiB
+when the scheduler moves the two ends between CPUs: more wake-ups.) The byte stream is
 self-describing so that neither side ever waits on a second socket: batches of messages, each
 preceded by an 8-byte count, and a zero count ending the warm-up and then the measured phase. The
 sender looks at the clock once per batch (~4 MiB), not per message. Bandwidth is what the receiver
 saw: bytes between the end of the warm-up and the end of the measured phase over that time
 (iperf3's "receiver" line).
 
-Latency: ping-pong of ``size``-byte messages with ``TCP_NODELAY`` on the first connection;
-one-way latency = round trip / 2 (``qperf tcp_lat``).
-
-Sockets, timeouts and sends that keep one deadline per wait are :mod:`.sockio`; the data
-connections' set-up is :mod:`.streams`.
+Ping-pong latency is :mod:`.latency`; sockets, timeouts and sends that keep one deadline per wait
+are :mod:`.sockio`; the data connections' set-up is :mod:`.streams`.
 """
 
 from __future__ import annotations
@@ -38,8 +36,8 @@ from ibdiag.errors import CannotRunError, IbdiagError
 HEADER = struct.Struct("!Q")
 #: Bytes per batch of messages: the sender checks the clock once per batch.
 BATCH_BYTES = 4 * 2**20
-#: Receive buffer per stream (NCCL_BUFFSIZE's default, 4 MiB).
-RECV_RING_MAX = 4 * 2**20
+#: Receive buffer per stream, bytes: iperf3's at ``-l 1M`` (4 MiB cost 1.2 x the CPU per GB, see above).
+RECV_RING_MAX = 2**20
 
 T = TypeVar("T")
 
@@ -94,7 +92,7 @@ class SendWindow:
         self.barrier.abort()
 
 
-def _send_messages(sock: socket.socket, view: memoryview, count: int, timeout_s: float) -> None:
+def send_messages(sock: socket.socket, view: memoryview, count: int, timeout_s: float) -> None:
     """``count`` times the whole of ``view``: one ``send`` each when the kernel takes it at once."""
     send = sock.send
     size = len(view)
@@ -107,7 +105,7 @@ def _send_messages(sock: socket.socket, view: memoryview, count: int, timeout_s:
             send_rest(sock, view, k, timeout_s)
 
 
-def _send_batches(
+def send_batches(
     sock: socket.socket, view: memoryview, count: int, per_batch: int, timeout_s: float
 ) -> None:
     send_all = make_send_all(sock, timeout_s)
@@ -115,7 +113,7 @@ def _send_batches(
     while count > 0:
         k = per_batch if count > per_batch else count
         send_all(pack(k))
-        _send_messages(sock, view, k, timeout_s)
+        send_messages(sock, view, k, timeout_s)
         count -= k
 
 
@@ -141,12 +139,12 @@ def send_stream(
     end = pack(0)
     try:
         set_nodelay(sock, False)
-        _send_batches(sock, view, warmup, per_batch, timeout_s)
+        send_batches(sock, view, warmup, per_batch, timeout_s)
         send_all(end)
         window.wait()
         sent = 0
         if iters is not None:
-            _send_batches(sock, view, iters, per_batch, timeout_s)
+            send_batches(sock, view, iters, per_batch, timeout_s)
             sent = iters
         else:
             deadline = window.deadline
@@ -154,7 +152,7 @@ def send_stream(
             header = pack(per_batch)
             while clock() < deadline:
                 send_all(header)
-                _send_messages(sock, view, per_batch, timeout_s)
+                send_messages(sock, view, per_batch, timeout_s)
                 sent += per_batch
         # TCP_NODELAY pushes the end marker out now instead of after the last ACK (Nagle).
         set_nodelay(sock, True)
@@ -307,77 +305,3 @@ def run_parallel(jobs: Sequence[Callable[[], T]], on_error: Callable[[], None]) 
         )
         raise primary
     return results  # type: ignore[return-value]  # no errors: every job filled its slot
-
-
-# --- latency -------------------------------------------------------------------------------------
-
-
-def _finish_recv(
-    ri: Callable[..., int], view: memoryview, got: int, size: int, peer: str, what: str
-) -> None:
-    while got < size:
-        k = ri(view[got:], size - got)
-        if k == 0:
-            raise peer_closed(peer, what)
-        got += k
-
-
-def ping(
-    sock: socket.socket,
-    send_view: memoryview,
-    recv_view: memoryview,
-    n: int,
-    *,
-    peer: str,
-    what: str,
-    timeout_s: float,
-) -> list[int]:
-    """``n`` round trips of ``len(send_view)`` bytes; their times in nanoseconds."""
-    size = len(send_view)
-    recv_view = recv_view[:size]
-    samples = [0] * n
-    send = sock.send
-    ri = sock.recv_into
-    clock = time.perf_counter_ns
-    try:
-        for i in range(n):
-            t0 = clock()
-            try:
-                k = send(send_view)
-            except BlockingIOError:
-                k = 0
-            if k != size:
-                send_rest(sock, send_view, k, timeout_s)
-            got = ri(recv_view, size)
-            if got != size:
-                if got == 0:
-                    raise peer_closed(peer, what)
-                _finish_recv(ri, recv_view, got, size, peer, what)
-            samples[i] = clock() - t0
-    except OSError as e:
-        raise socket_error(e, peer, what, timeout_s) from None
-    return samples
-
-
-def pong(
-    sock: socket.socket, view: memoryview, n: int, *, peer: str, what: str, timeout_s: float
-) -> None:
-    """Answer ``n`` pings of ``len(view)`` bytes with the same bytes."""
-    size = len(view)
-    send = sock.send
-    ri = sock.recv_into
-    try:
-        for _ in range(n):
-            got = ri(view, size)
-            if got != size:
-                if got == 0:
-                    raise peer_closed(peer, what)
-                _finish_recv(ri, view, got, size, peer, what)
-            try:
-                k = send(view)
-            except BlockingIOError:
-                k = 0
-            if k != size:
-                send_rest(sock, view, k, timeout_s)
-    except OSError as e:
-        raise socket_error(e, peer, what, timeout_s) from None

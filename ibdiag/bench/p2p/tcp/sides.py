@@ -27,12 +27,16 @@ from ibdiag.bench.p2p.phase import (
     Log,
     OwnLoops,
     check_bw_result,
+    check_stream_figures,
     read_iters,
     read_phase,
 )
 from ibdiag.bench.p2p.tcp import data as tcp
 from ibdiag.bench.p2p.tcp import streams
-from ibdiag.bench.results.p2p_meta import LineRate
+from ibdiag.bench.p2p.tcp.latency import Spin, ping, pong
+from ibdiag.bench.p2p.tcp.senders import send_in_processes
+from ibdiag.bench.results.model import StreamFigure
+from ibdiag.bench.results.p2p_meta import BusyPoll, LineRate
 from ibdiag.bench.results.stats import (
     CpuMeter,
     bandwidth_gbs,
@@ -150,20 +154,41 @@ class TcpServerSide:
                     "tx_bytes": tx_bytes,
                     "tx_seconds": tx_s,
                     "cpu_s": cpu,
+                    "rx_streams": [[st.messages, st.t_end - st.t_start] for st in stats[:n_rx]],
                 }
             )
             return
+        self._lat(size, warmup)
+
+    def _lat(self, size: int, warmup: int) -> None:
+        """Answer the client's pings: the warm-up, then the ``iters`` it names, busy-polling as asked."""
         assert self.msgbuf is not None
         sock = self.socks[0]
         view = self.msgbuf.view[:size]
+        peer = self.ch.peer
         sockio.set_nodelay(sock, True)
+        budget_ns = self.req.busy_poll_ns
+        so_busy = sockio.set_busy_poll(sock, budget_ns // 1000) if budget_ns else None
         self.ch.send({"type": "go"})
         what = f"the next {format_bytes(size)} latency ping"
-        tcp.pong(sock, view, warmup, peer=peer, what=what, timeout_s=self.timeout_s)
-        n = read_iters(self.ch.expect("iters", "the latency iteration count"))
-        tcp.pong(sock, view, n, peer=peer, what=what, timeout_s=self.timeout_s)
+        try:
+            pong(
+                sock,
+                view,
+                warmup,
+                peer=peer,
+                what=what,
+                timeout_s=self.timeout_s,
+                spin=Spin(budget_ns),
+            )
+            n = read_iters(self.ch.expect("iters", "the latency iteration count"))
+            spin = Spin(budget_ns)
+            pong(sock, view, n, peer=peer, what=what, timeout_s=self.timeout_s, spin=spin)
+        finally:
+            if so_busy:
+                sockio.set_busy_poll(sock, 0)
         sockio.set_nodelay(sock, False)
-        self.ch.send({"type": "result"})
+        self.ch.send({"type": "result", "busy_poll": spin.spinning, "so_busy_poll": so_busy})
 
     def close(self) -> None:
         if self.listener is not None:
@@ -187,6 +212,7 @@ class TcpClientSide(OwnLoops):
         self.sendbuf = allocate(req.max_size)
         self.rings: list[Buffer] = []
         self.latbuf: Buffer | None = None
+        self._busy: BusyPoll | None = None
         try:
             if req.bidir:
                 self.rings = [allocate(tcp.RECV_RING_MAX) for _ in range(req.streams)]
@@ -232,11 +258,78 @@ class TcpClientSide(OwnLoops):
         self.ch.send({"type": "phase", "kind": "bw", "bytes": size, "warmup": warmup})
         self.ch.expect("go", f"the server to start the {format_bytes(size)} bandwidth test")
         meter = CpuMeter()
+        what = f"the {format_bytes(size)} bandwidth test"
+        senders: str | None = None
+        if len(self.socks) > 1 and not self.req.bidir:  # one process per stream (:mod:`.senders`)
+            sent = send_in_processes(
+                self.socks,
+                self.sendbuf.view[:size],
+                warmup=warmup,
+                iters=self.req.iters,
+                duration_s=self.req.measure_duration_s,
+                timeout_s=self.timeout_s,
+                peer=peer,
+                what_of=lambda i: f"{what} (stream {i + 1})",
+                on_start=meter.start,
+            )
+            stats, n_tx, children_cpu, senders = (
+                sent.stats,
+                len(sent.stats),
+                sent.cpu_s,
+                "processes",
+            )
+        else:
+            stats, n_tx = self._send_threads(size, warmup, meter, what)
+            children_cpu, senders = 0.0, ("threads" if len(self.socks) > 1 else None)
+        own_cpu = meter.stop()
+        cpu_client = None if own_cpu is None else own_cpu + children_cpu
+        res = self.ch.expect("result", f"the server's {format_bytes(size)} bandwidth result")
+        sent_msgs = sum(st.messages for st in stats[:n_tx])
+        rx_msgs, rx_bytes, rx_s, cpu_server = check_bw_result(
+            res, size=size, sent_messages=sent_msgs, span_s=time.monotonic() - t_asked, peer=peer
+        )
+        span_s = time.monotonic() - t_asked
+        per_stream = check_stream_figures(
+            res, size=size, sent=[st.messages for st in stats[:n_tx]], span_s=span_s, peer=peer
+        )
+        if self.req.bidir and len(stats) - n_tx > 1:  # the server's streams to this client follow
+            per_stream += tuple(
+                StreamFigure(st.bytes, st.t_end - st.t_start) for st in stats[n_tx:]
+            )
+        messages, nbytes, seconds = rx_msgs, rx_bytes, rx_s
+        bw = bandwidth_gbs(rx_bytes, rx_s)
+        rate = message_rate_mpps(rx_msgs, rx_s)
+        if self.req.bidir:
+            back_msgs, back_bytes, back_s = tcp.window_of(stats[n_tx:])
+            back_bw = bandwidth_gbs(back_bytes, back_s)
+            back_rate = message_rate_mpps(back_msgs, back_s)
+            bw = None if bw is None or back_bw is None else bw + back_bw
+            rate = None if rate is None or back_rate is None else rate + back_rate
+            messages += back_msgs
+            nbytes += back_bytes
+            seconds = max(seconds, back_s)
+        return BwOutcome(
+            messages,
+            nbytes,
+            seconds,
+            bw,
+            rate,
+            cpu_client,
+            cpu_server,
+            per_stream=per_stream,
+            stream_senders=senders,
+        )
+
+    def _send_threads(
+        self, size: int, warmup: int, meter: CpuMeter, what: str
+    ) -> tuple[list[Any], int]:
+        """One sender thread per stream (and with ``--bidir`` one receiver each): the phase's stats, and
+        how many of them are the senders'."""
+        peer = self.ch.peer
         window = tcp.SendWindow(
             len(self.socks), self.req.measure_duration_s, self.timeout_s, on_start=meter.start
         )
         view = self.sendbuf.view[:size]
-        what = f"the {format_bytes(size)} bandwidth test"
         jobs: list[Callable[[], Any]] = tcp.send_jobs(
             self.socks,
             view,
@@ -262,45 +355,49 @@ class TcpClientSide(OwnLoops):
                 )
                 for i, (s, r) in enumerate(zip(self.socks, self.rings, strict=True))
             ]
-        stats = tcp.run_parallel(jobs, on_error=lambda: sockio.close_all(self.socks))
-        cpu_client = meter.stop()
-        res = self.ch.expect("result", f"the server's {format_bytes(size)} bandwidth result")
-        sent = sum(st.messages for st in stats[:n_tx])
-        rx_msgs, rx_bytes, rx_s, cpu_server = check_bw_result(
-            res, size=size, sent_messages=sent, span_s=time.monotonic() - t_asked, peer=peer
-        )
-        messages, nbytes, seconds = rx_msgs, rx_bytes, rx_s
-        bw = bandwidth_gbs(rx_bytes, rx_s)
-        rate = message_rate_mpps(rx_msgs, rx_s)
-        if self.req.bidir:
-            back_msgs, back_bytes, back_s = tcp.window_of(stats[n_tx:])
-            back_bw = bandwidth_gbs(back_bytes, back_s)
-            back_rate = message_rate_mpps(back_msgs, back_s)
-            bw = None if bw is None or back_bw is None else bw + back_bw
-            rate = None if rate is None or back_rate is None else rate + back_rate
-            messages += back_msgs
-            nbytes += back_bytes
-            seconds = max(seconds, back_s)
-        return BwOutcome(messages, nbytes, seconds, bw, rate, cpu_client, cpu_server)
+        return tcp.run_parallel(jobs, on_error=lambda: sockio.close_all(self.socks)), n_tx
 
     def lat(self, size: int, warmup: int) -> LatOutcome:
         assert self.latbuf is not None
         sock = self.socks[0]
+        peer = self.ch.peer
         sockio.set_nodelay(sock, True)
+        budget_ns = self.req.busy_poll_ns
+        so_busy = sockio.set_busy_poll(sock, budget_ns // 1000) if budget_ns else None
         self.ch.send({"type": "phase", "kind": "lat", "bytes": size, "warmup": warmup})
         self.ch.expect("go", f"the server to start the {format_bytes(size)} latency test")
         sv = self.sendbuf.view[:size]
         rv = self.latbuf.view[:size]
         what = f"the answer to a {format_bytes(size)} latency ping"
-        warm = tcp.ping(
-            sock, sv, rv, warmup, peer=self.ch.peer, what=what, timeout_s=self.timeout_s
+        t = self.timeout_s
+        try:
+            warm = ping(
+                sock, sv, rv, warmup, peer=peer, what=what, timeout_s=t, spin=Spin(budget_ns)
+            )
+            n = self.req.iters or latency_iterations(self.req.measure_duration_s or 1.0, warm)
+            self.ch.send({"type": "iters", "n": n})
+            spin = Spin(budget_ns)
+            samples = ping(sock, sv, rv, n, peer=peer, what=what, timeout_s=t, spin=spin)
+        finally:
+            if so_busy:
+                sockio.set_busy_poll(sock, 0)
+        res = self.ch.expect(
+            "result", f"the server to finish the {format_bytes(size)} latency test"
         )
-        n = self.req.iters or latency_iterations(self.req.measure_duration_s or 1.0, warm)
-        self.ch.send({"type": "iters", "n": n})
-        samples = tcp.ping(sock, sv, rv, n, peer=self.ch.peer, what=what, timeout_s=self.timeout_s)
-        self.ch.expect("result", f"the server to finish the {format_bytes(size)} latency test")
         sockio.set_nodelay(sock, False)
-        return LatOutcome(n, latency_from_round_trips_ns(samples))
+        theirs = res.get("busy_poll")
+        sides = {"client": spin.spinning}
+        if isinstance(theirs, bool):  # a server from before busy-polling says nothing: it blocked
+            sides["server"] = theirs
+        server_so = res.get("so_busy_poll")
+        self._busy = BusyPoll(
+            budget_ns // 1000,
+            {"client": so_busy, "server": server_so if isinstance(server_so, bool) else None},
+        )
+        return LatOutcome(n, latency_from_round_trips_ns(samples), busy_poll=sides)
+
+    def busy_poll(self) -> BusyPoll | None:
+        return self._busy
 
     def close(self) -> None:
         sockio.close_all(self.socks)

@@ -1,5 +1,5 @@
-"""perftest's processes: started from an argv list in their own session, killed and reaped, and
-who listens where (``/proc/net/tcp`` and a process's open sockets).
+"""The C tools' processes (perftest, iperf3, sockperf): started from an argv list in their own session,
+killed and reaped, and who listens where (``/proc/net/tcp`` and a process's open sockets).
 
 Every process started is in a registry until it is reaped, so :func:`kill_all` can end them all
 when ibdiag is interrupted; the kernel kills them when ibdiag itself is killed
@@ -14,11 +14,11 @@ import subprocess
 import tempfile
 import threading
 
-from ibdiag.bench.p2p.perftest.command import INSTALL_HINT
 from ibdiag.errors import CannotRunError
 from ibdiag.runtime.parentdeath import die_with_parent
 
-#: Most output kept from one perftest process (bytes); perftest prints a few kilobytes.
+#: Most output kept from one process (bytes); perftest prints a few kilobytes, iperf3 -J -i 0 and sockperf
+#: about as much.
 MAX_OUTPUT = 256 * 1024
 
 
@@ -75,21 +75,22 @@ def listens_on(pid: int, port: int, proc_root: str = "/proc") -> bool:
     return bool(inodes) and bool(inodes & socket_inodes(pid, proc_root))
 
 
-_live: set[PerftestProcess] = set()
+_live: set[ToolProcess] = set()
 
 
 _live_lock = threading.Lock()
 
 
-class PerftestProcess:
-    """One perftest process: argv list, own session, output to a private temporary file, killed and reaped by :meth:`kill`.
+class ToolProcess:
+    """One tool process: argv list, own session, output to a private temporary file, killed and reaped by :meth:`kill`.
 
     It gets SIGKILL from the kernel when this process dies (:func:`~ibdiag.runtime.parentdeath.die_with_parent`;
     strictly, when the thread that started it ends: the sides below start, wait for and kill their
     process in the same thread).
     """
 
-    def __init__(self, argv: list[str]) -> None:
+    def __init__(self, argv: list[str], install_hint: str) -> None:
+        """``install_hint``: what to do when the program cannot be started (CannotRunError, exit 3)."""
         self.argv = list(argv)
         self._out = tempfile.TemporaryFile()
         try:
@@ -106,7 +107,7 @@ class PerftestProcess:
         except OSError as e:
             self._out.close()
             raise CannotRunError(
-                f"cannot start {self.argv[0]}: {e.strerror or e}", hint=INSTALL_HINT
+                f"cannot start {self.argv[0]}: {e.strerror or e}", hint=install_hint
             ) from None
         with _live_lock:
             _live.add(self)
@@ -155,7 +156,7 @@ class PerftestProcess:
 
 
 def kill_all() -> int:
-    """Kill and reap every perftest process this process started and still runs; returns how many."""
+    """Kill and reap every tool process this process started and still runs; returns how many."""
     with _live_lock:
         procs = list(_live)
     for p in procs:
