@@ -155,7 +155,9 @@ _set = object.__setattr__
 def _long(m: re.Match[str], n: int) -> LinkLine:
     """A line of ``-l`` (:data:`_LINE`'s groups). The LinkLine's fields are set in one go (the frozen
     dataclass's ``__init__`` of 15 fields, once per port of the fabric, was most of the parse)."""
-    guid, desc, lid, port, width, speed, state, phys, pg, plid, pport, pdesc, could, unknown = m.groups()
+    guid, desc, lid, port, width, speed, state, phys, pg, plid, pport, pdesc, could, unknown = (
+        m.groups()
+    )
     ln = _new(LinkLine)
     _set(
         ln,
