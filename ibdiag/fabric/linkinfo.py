@@ -54,11 +54,13 @@ _LINE = re.compile(
 )
 #: ``-l``'s common line, quotes and parentheses only where the grammar puts them: the same groups as
 #: :data:`_LINE` (the 14th, "Port not available", never matches here) with fewer ways to backtrack;
-#: any other line (a quote inside a description, a far end not discovered) takes :data:`_LINE`.
+#: any other line (a quote inside a description, a far end not discovered) takes :data:`_LINE`. The
+#: spaces before the far end's ``[`` belong to one run only (``_LINK``'s, or the far end's own):
+#: two runs side by side were quadratic on a line of spaces.
 _FAST_LINE = re.compile(
     r'^0x([0-9a-fA-F]{1,16})\s+"([^"]{0,200})"\s+'
     + _LINK
-    + r'(?:0x([0-9a-fA-F]{1,16})\s+(\d{1,5})\s+(\d{1,3}))?\s*\[[^\]]{0,8}\]\s+"([^"]{0,200})"\s+\(([^()]{0,120})\)((?!))?\s*$'
+    + r'(?:0x([0-9a-fA-F]{1,16})\s+(\d{1,5})\s+(\d{1,3})\s*)?\[[^\]]{0,8}\]\s+"([^"]{0,200})"\s+\(([^()]{0,120})\)((?!))?\s*$'
 )
 _HEAD = re.compile(r"^(Switch|CA|Router):\s+(?:(0x[0-9a-fA-F]{1,16})\s+)?(.{0,200}):$")
 _PLAIN = re.compile(

@@ -26,7 +26,9 @@ INSTALL_HINT = (
     "install sockperf on both hosts (apt install sockperf, or build github.com/Mellanox/sockperf)"
 )
 #: ``sockperf --version``: ``sockperf, version 3.7-no.git``.
-_VERSION = re.compile(r"version\s*#?\s*([0-9][0-9A-Za-z.\-+]*)")
+#: "== version #3.7-no.git ==": the spaces bounded and the second run of them only after a "#"
+#: (two unbounded runs of spaces side by side were quadratic on "version" and spaces alone).
+_VERSION = re.compile(r"version\s{0,16}(?:#\s{0,16})?([0-9][0-9A-Za-z.\-+]{0,40})")
 #: sockperf's warm-up before its ``-t`` and the time around it (seconds).
 SETUP_S = 4.0
 #: Longest line looked at (the histogram's lines are under 100 characters).
