@@ -265,10 +265,24 @@ def match(line: LogLine) -> KernelEvent | None:
     return None
 
 
+#: A ``link_up`` this soon after the last one of its device is the same bring-up announced twice, not a
+#: re-initialisation: rxe prints "set active" for NETDEV_UP and again for the NETDEV_CHANGE (carrier on)
+#: that follows it within milliseconds (rxe_net.c rxe_notify, seen on the project's Soft-RoCE guests);
+#: a real re-initialisation is a close and an open, seconds apart. Two seconds also covers a log with
+#: whole-second times (``dmesg -T``, syslog).
+SAME_BRING_UP_S = 2.0
+
+
+def _seconds(ev: KernelEvent) -> float | None:
+    line = ev.line
+    return line.uptime_s if line.uptime_s is not None else line.epoch_s
+
+
 def mark_reinits(evs: Sequence[KernelEvent]) -> list[KernelEvent]:
     """``evs`` (in log order) with every ``link_up`` that follows a ``link_up`` of the same device
-    without a ``link_down`` between them (and no new boot of its host) made a ``link_reinit``."""
-    up: dict[tuple[str | None, str, str | None, str | None], bool] = {}
+    without a ``link_down`` between them (and no new boot of its host) made a ``link_reinit``, unless
+    it came within :data:`SAME_BRING_UP_S` of that one (the same bring-up announced twice)."""
+    up: dict[tuple[str | None, str, str | None, str | None], float | None | bool] = {}
     out: list[KernelEvent] = []
     for ev in evs:
         if ev.kind == BOOT:
@@ -279,13 +293,21 @@ def mark_reinits(evs: Sequence[KernelEvent]) -> list[KernelEvent]:
         if ev.kind == LINK_DOWN:
             up[key] = False
         elif ev.kind == LINK_UP:
-            if up.get(key):
+            at = _seconds(ev)
+            if key in up and up[key] is not False:
+                last = up[key]
+                again = (
+                    isinstance(last, float) and at is not None and 0 <= at - last < SAME_BRING_UP_S
+                )
+                if again:  # the same bring-up: kept as said, not a new time to measure from
+                    out.append(ev)
+                    continue
                 ev = replace(
                     ev,
                     kind=LINK_REINIT,
                     detail="link up again without a link down (re-initialised)",
                 )
-            up[key] = True
+            up[key] = at if at is not None else True
         out.append(ev)
     return out
 

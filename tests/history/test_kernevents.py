@@ -61,6 +61,10 @@ EXPECTED: dict[str, tuple[str | None, dict[tuple[str, str], str]]] = {
             ("kernel.link", "mlx5_2:1"): "warn",
         },
     ),
+    "rxe-node-set-active-twice-per-bring-up.kmsg.txt": (
+        "rxe-node",
+        {("kernel.link", "rxe0:1"): "fail"},
+    ),
     "control-app-qp-errors-and-cqe-flood.dmesg.txt": ("roce-node", {}),
     "control-boot-link-up-and-cable-plugged.journal.txt": ("roce-node", {}),
     "control-laptop-aer-and-office-nic.dmesg-T.txt": (None, {}),
@@ -119,6 +123,17 @@ def test_messages_name_what_the_kernel_said() -> None:
     assert "Bad or shorted cable" in found[("kernel.module", "mlx5_2")].message
     found, _ = judge("roce-node-annotated-paste.txt", "roce-node")
     assert "step 4100" not in found[("kernel.link", "mlx5_0:1")].message.split(";")[0]
+
+
+def test_a_bring_up_announced_twice_is_one_bring_up() -> None:
+    # The Soft-RoCE guests' kernel prints "set active" for NETDEV_UP and again for the carrier's
+    # NETDEV_CHANGE milliseconds later: two downs and two ups, not two re-initialisations besides.
+    found, data = judge("rxe-node-set-active-twice-per-bring-up.kmsg.txt", "rxe-node")
+    link = found[("kernel.link", "rxe0:1")]
+    assert link.value == 2 and "2 link down(s)" in link.message, link.message
+    assert "re-initialisation" not in link.message and "infiniband rxe0: set down" in link.message
+    kinds = [e["kind"] for e in data["events"] if e["name"] == "rxe0"]
+    assert kinds.count("link_reinit") == 0 and kinds.count("link_up") == 5, kinds
 
 
 def test_several_hosts_are_never_merged() -> None:
