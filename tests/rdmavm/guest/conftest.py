@@ -7,6 +7,7 @@ server over rxe0's own address, which rxe loops back internally. Nothing here is
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import re
 import signal
@@ -78,6 +79,8 @@ class Forked:
                 if env is not None:
                     os.environ.clear()
                     os.environ.update(env)
+                # SIGABRT from wait()'s timeout prints every thread's Python stack (a hang's diagnosis)
+                faulthandler.enable(file=sys.stderr, all_threads=True)
                 if before is not None:
                     before()
                 from ibdiag.cli import app
@@ -125,13 +128,40 @@ class Forked:
         while self.poll() is None:
             if time.monotonic() > deadline:
                 raise TimeoutError(
-                    f"ibdiag (pid {self.pid}) still running after {timeout:g} s; stderr:\n{self.log.text()}"
+                    f"ibdiag (pid {self.pid}) still running after {timeout:g} s; {self._hung()}; "
+                    f"stderr:\n{self.log.text()}"
                 )
             time.sleep(0.05)
         for t in self._readers:
             t.join(5)
         assert self.returncode is not None
         return self.returncode
+
+    def _hung(self) -> str:
+        """Where a child that outlived its wait is: its state and kernel wait channel (a system call
+        that does not return, e.g. in the RDMA driver), then every thread's Python stack from
+        faulthandler (SIGABRT), read back from its stderr."""
+        proc = Path(f"/proc/{self.pid}")
+        try:
+            state = next(
+                (
+                    ln
+                    for ln in (proc / "status").read_text().splitlines()
+                    if ln.startswith("State:")
+                ),
+                "State: ?",
+            )
+            where = f"{state.strip()}, wchan {(proc / 'wchan').read_text().strip() or '-'}"
+            stack = (proc / "stack").read_text().strip().replace("\n", " | ")[:600]
+        except OSError as e:
+            where, stack = f"/proc unreadable ({e})", ""
+        os.kill(self.pid, signal.SIGABRT)
+        end = time.monotonic() + 5
+        while self.poll() is None and time.monotonic() < end:
+            time.sleep(0.05)
+        for t in self._readers:
+            t.join(2)
+        return f"{where}; kernel stack: {stack or '-'}; exit after SIGABRT: {self.returncode}"
 
     def kill(self) -> None:
         if self.poll() is None:
