@@ -21,7 +21,7 @@ from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ibdiag.errors import missing_extra
-from ibdiag.fabric.model import FabricPort
+from ibdiag.fabric.model import FabricPort, built
 
 if (
     importlib.util.find_spec("networkx") is None
@@ -44,16 +44,10 @@ class Isl:
         return self.ports[0] if s == self.a else self.ports[1]
 
 
-_new = object.__new__
-_set = object.__setattr__
-
-
 def new_isl(a: str, b: str, gbps: float, ports: tuple[FabricPort, FabricPort]) -> Isl:
-    """``Isl(a, b, gbps, ports)`` at half the frozen dataclass's ``__init__`` (one per active ISL: 50k
-    on a 16k-GPU fabric), as :func:`ibdiag.fabric.model.new_port`."""
-    isl = _new(Isl)
-    _set(isl, "__dict__", {"a": a, "b": b, "gbps": gbps, "ports": ports})
-    return isl
+    """``Isl(a, b, gbps, ports)`` by :func:`ibdiag.fabric.model.built` (one per active ISL: 50k on a
+    16k-GPU fabric)."""
+    return built(Isl, {"a": a, "b": b, "gbps": gbps, "ports": ports})
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, replace
 
 from ibdiag.errors import InputError
-from ibdiag.fabric.model import CA, SWITCH, guid_text
+from ibdiag.fabric.model import CA, SWITCH, built, guid_text
 from ibdiag.fabric.pasted import MAX_LINE, lines
 from ibdiag.text import safe_excerpt
 
@@ -150,20 +150,14 @@ def parse_linkinfo(text: str) -> tuple[LinkLine, ...]:
     return _resolve_lids(out)
 
 
-_new = object.__new__
-_set = object.__setattr__
-
-
 def _long(m: re.Match[str], n: int) -> LinkLine:
-    """A line of ``-l`` (:data:`_LINE`'s groups). The LinkLine's fields are set in one go (the frozen
+    """A line of ``-l`` (:data:`_LINE`'s groups), built by :func:`~ibdiag.fabric.model.built` (the frozen
     dataclass's ``__init__`` of 15 fields, once per port of the fabric, was most of the parse)."""
     guid, desc, lid, port, width, speed, state, phys, pg, plid, pport, pdesc, could, unknown = (
         m.groups()
     )
-    ln = _new(LinkLine)
-    _set(
-        ln,
-        "__dict__",
+    return built(
+        LinkLine,
         {
             "guid": guid_text(int(guid, 16)),
             "lid": int(lid) or None,
@@ -182,7 +176,6 @@ def _long(m: re.Match[str], n: int) -> LinkLine:
             "peer_lid": int(plid) if plid else None,
         },
     )
-    return ln
 
 
 def _plain(p: re.Match[str], head: tuple[str, str | None, str], n: int) -> LinkLine:
