@@ -32,30 +32,17 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tests.support.fabric_shapes import selene_size  # noqa: E402
-
-#: ``python -c PEAK_WRAPPER ARGS``: ``ibdiag ARGS``, then its own address space's peak (``VmHWM``, KiB)
-#: written to the file ``IBDIAG_BENCH_PEAK`` names. ``ru_maxrss`` from ``wait4`` would not do: it
-#: survives ``execve`` and so carries this benchmark's own size (the fabric it generated) into the child.
-PEAK_WRAPPER = """
-import atexit, os, runpy, sys
-def _peak():
-    with open('/proc/self/status') as f:
-        kib = next(line.split()[1] for line in f if line.startswith('VmHWM:'))
-    with open(os.environ['IBDIAG_BENCH_PEAK'], 'w') as out:
-        out.write(kib)
-atexit.register(_peak)
-sys.argv[0] = 'ibdiag'
-runpy.run_module('ibdiag', run_name='__main__', alter_sys=True)
-"""
+from tests.support.peak import PEAK_FILE_ENV, REPORTER  # noqa: E402
 
 
 def measured(tree: Path, dump: Path, fmt: str = "json") -> tuple[float, float, float]:
-    """CPU seconds (user + system), wall seconds and peak RSS (MiB, the child's own) of one run."""
+    """CPU seconds (user + system), wall seconds and peak RSS (MiB, the child's own ``VmHWM``:
+    ``wait4``'s ``ru_maxrss`` survives ``execve`` and would count this benchmark's generated fabric)."""
     with tempfile.NamedTemporaryFile("r", suffix=".peak") as peak:
         start = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, "-c", PEAK_WRAPPER, "fabric", "--from", str(dump), "-o", fmt],
-            env={**os.environ, "PYTHONPATH": str(tree), "IBDIAG_BENCH_PEAK": peak.name},
+            [sys.executable, "-c", REPORTER, "fabric", "--from", str(dump), "-o", fmt],
+            env={**os.environ, "PYTHONPATH": str(tree), PEAK_FILE_ENV: peak.name},
             cwd=tree,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

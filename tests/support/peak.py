@@ -22,10 +22,16 @@ def vm_hwm_kib(status: str = "/proc/self/status") -> int:
 
 
 #: Run as ``python -c REPORTER ARGS...``: ``ibdiag ARGS`` in this process, its peak written at exit.
+#: Self-contained (it imports nothing of this checkout's tests), so a benchmark can run it with another
+#: checkout's ibdiag on ``PYTHONPATH`` (benchmarks/fabric_selene.py).
 REPORTER = (
-    "import atexit, os, sys, runpy\n"
-    "from tests.support.peak import PEAK_FILE_ENV, vm_hwm_kib\n"
-    "atexit.register(lambda: open(os.environ[PEAK_FILE_ENV], 'w').write(str(vm_hwm_kib())))\n"
+    "import atexit, os, runpy, sys\n"
+    "def _peak():\n"
+    "    with open('/proc/self/status') as f:\n"
+    "        kib = next(line.split()[1] for line in f if line.startswith('VmHWM:'))\n"
+    f"    with open(os.environ[{PEAK_FILE_ENV!r}], 'w') as out:\n"
+    "        out.write(kib)\n"
+    "atexit.register(_peak)\n"
     "sys.argv[0] = 'ibdiag'\n"
     "runpy.run_module('ibdiag', run_name='__main__', alter_sys=True)\n"
 )
