@@ -19,10 +19,8 @@ import pytest
 from tests.report.test_fabric_sweep import HOSTS, culprits, rail0_pairs, report, write_sweep
 from tests.support.cli import run_cli
 from tests.support.fabric_topology import rail_fat_tree
-from tests.support.ibsim import SimFabric, need_simulator
+from tests.support.ibsim import SimFabric, ibroute_tables, need_simulator
 
-_TABLE = re.compile(r"^Unicast lids .* of switch Lid \d+ guid (0x[0-9a-f]+) \((.*)\):")
-_ENTRY = re.compile(r"^0x([0-9a-f]{4}) (\d{3})")
 _SWITCH = re.compile(r'^Switch\s+\d+\s+"S-([0-9a-f]+)"\s+# "([^"]+)"')
 _CA = re.compile(r'^Ca\s+\d+\s+"H-([0-9a-f]+)"\s+# "([^"]+)"')
 _PORT = re.compile(
@@ -48,13 +46,7 @@ def dumps(tmp_path_factory):
 def _walk_tables(dump: Path):
     """Name -> {lid: port} per switch (ibroute text), cabling (name, port) -> (name, port) and each
     adapter's (switch name, port, its LID) (ibnetdiscover text): by hand."""
-    tables: dict[str, dict[int, int]] = {}
-    cur: dict[int, int] = {}
-    for ln in (dump / "ibroute.out").read_text().splitlines():
-        if m := _TABLE.match(ln):
-            cur = tables.setdefault(m.group(2), {})
-        elif m := _ENTRY.match(ln):
-            cur[int(m.group(1), 16)] = int(m.group(2))
+    tables = ibroute_tables((dump / "ibroute.out").read_text())
     names: dict[str, str] = {}
     text = (dump / "ibnetdiscover.out").read_text()
     for ln in text.splitlines():

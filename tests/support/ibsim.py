@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -199,3 +200,20 @@ def _stop(p: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait(3)
+
+
+_ROUTE_TABLE = re.compile(r"^Unicast lids .* of switch Lid \d+ guid (0x[0-9a-f]+) \((.*)\):")
+_ROUTE_ENTRY = re.compile(r"^0x([0-9a-f]{4}) (\d{3})")
+
+
+def ibroute_tables(text: str) -> dict[str, dict[int, int]]:
+    """Switch description -> {destination LID: out port}, read from ``ibroute`` output by hand: the
+    tests' own oracle, independent of ibdiag's parser (ibdiag/fabric/routes.py)."""
+    tables: dict[str, dict[int, int]] = {}
+    cur: dict[int, int] = {}
+    for ln in text.splitlines():
+        if m := _ROUTE_TABLE.match(ln):
+            cur = tables.setdefault(m.group(2), {})
+        elif m := _ROUTE_ENTRY.match(ln):
+            cur[int(m.group(1), 16)] = int(m.group(2))
+    return tables

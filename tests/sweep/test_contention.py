@@ -25,7 +25,7 @@ from ibdiag.sweep.nodes import FleetNode, Rail, make_fleet
 from ibdiag.sweep.schedule import Pattern
 from tests.support.cli import run_cli
 from tests.support.fabric_topology import host_name, rail_fat_tree
-from tests.support.ibsim import SimFabric, need_simulator
+from tests.support.ibsim import SimFabric, ibroute_tables, need_simulator
 
 # Two leaves of four hosts, four spines: the routed test bed's shape (tests/support/routed_fabric.py).
 PLAN = """# node,adapter,switch,port
@@ -198,20 +198,10 @@ def test_destination_routing_admits_a_leafs_uplink_groups_in_a_shift_and_proves_
     assert len(Packer(nodes16, lay16).pack([(0, 8), (4, 9)])) == 2
 
 
-_TABLE = re.compile(r"^Unicast lids .* of switch Lid \d+ guid (0x[0-9a-f]+) \((.*)\):")
-_ENTRY = re.compile(r"^0x([0-9a-f]{4}) (\d{3})")
-
-
 def _routes_by_hand(dump: Path, topo) -> dict[tuple[int, int], list[tuple[str, int]]]:
     """(source host, destination host) -> the (switch, out port) of each ISL of its route, followed by
     the test over the saved ibroute text and the topology's own cabling and LIDs from ibnetdiscover."""
-    tables: dict[str, dict[int, int]] = {}
-    cur: dict[int, int] = {}
-    for ln in (dump / "ibroute.out").read_text().splitlines():
-        if m := _TABLE.match(ln):
-            cur = tables.setdefault(m.group(2), {})
-        elif m := _ENTRY.match(ln):
-            cur[int(m.group(1), 16)] = int(m.group(2))
+    tables = ibroute_tables((dump / "ibroute.out").read_text())
     lid: dict[str, int] = {}
     adapter = ""
     for ln in (dump / "ibnetdiscover.out").read_text().splitlines():
