@@ -56,7 +56,9 @@ class SwitchGraph:
     """Switch GUIDs."""
     isls: tuple[Isl, ...] = ()
     _adj: dict[str, dict[str, list[Isl]]] = field(default_factory=dict, compare=False, repr=False)
-    _memo: dict[str, _Network] = field(default_factory=dict, compare=False, repr=False)
+    _memo: dict[str, dict[str, dict[str, int]] | None] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         adj = self._adj
@@ -132,36 +134,58 @@ class SwitchGraph:
 
     def max_flow(self, supply: dict[str, float], demand: dict[str, float]) -> float:
         """The maximum flow (Gb/s) into the switches of ``supply`` (each at most its value, from
-        outside: its hosts) and out of those of ``demand``, over the ISLs in both directions. The
-        whole-number network is built once per graph and kept for the next call."""
-        if not all(
-            float(c).is_integer() and c >= 0
-            for c in (*supply.values(), *demand.values(), *(e.gbps for e in self.isls))
-        ) or not all(s in self._adj for s in (*supply, *demand)):
+        outside: its hosts) and out of those of ``demand``, over the ISLs in both directions. On whole
+        numbers the network is first folded by its symmetry (:func:`fold`): a tree's switches of one
+        level that are cabled alike are one node, so a regular fat tree's flow is worked on its levels
+        (issue 39), and exactly."""
+        whole = self._caps()
+        if (
+            whole is None
+            or not all(
+                float(c).is_integer() and c >= 0 for c in (*supply.values(), *demand.values())
+            )
+            or not all(s in self._adj for s in (*supply, *demand))
+        ):
             return max_flow(self._arcs(supply, demand), "<src>", "<sink>")
-        net = self._network()
-        res = net.res[:]
-        for s, c in supply.items():
-            res[net.arc(0, net.node(s), 0)] = int(c)
-        for s, c in demand.items():
-            res[net.arc(net.node(s), 1, 0)] = int(c)
-        return float(net.flow(0, 1, res))
+        caps: Caps = dict(whole)  # type: ignore[arg-type]
+        ends: Ends = {s: (int(supply.get(s, 0)), int(demand.get(s, 0))) for s in whole}
+        while True:
+            folded, folded_ends = fold(caps, ends)
+            if len(folded) == len(caps):
+                break
+            caps, ends = folded, folded_ends
+        net = _Network()
+        src, sink = net.node("<src>"), net.node("<sink>")
+        index = {x: net.node(f"{i}") for i, x in enumerate(caps)}
+        for x, ys in caps.items():
+            for y, c in ys.items():
+                net.arc(index[x], index[y], c)
+        for x, (into, out) in ends.items():
+            if into:
+                net.arc(src, index[x], into)
+            if out:
+                net.arc(index[x], sink, out)
+        return float(net.flow(src, sink, net.res[:]))
 
-    def _network(self) -> _Network:
-        if "net" not in self._memo:
-            net = _Network()
-            net.node("<src>"), net.node("<sink>")
-            for s in self._adj:
-                net.node(s)
-            for e in self.isls:
-                if e.a != e.b:
-                    net.arc(net.index[e.a], net.index[e.b], int(e.gbps))
-                    net.arc(net.index[e.b], net.index[e.a], int(e.gbps))
-            for s in self._adj:  # each switch's arcs from the source and to the sink, empty
-                net.arc(0, net.index[s], 0)
-                net.arc(net.index[s], 1, 0)
-            self._memo["net"] = net
-        return self._memo["net"]
+    def _caps(self) -> dict[str, dict[str, int]] | None:
+        """Switch -> neighbour -> the whole-number capacity of the ISLs between them (a cable from a
+        switch to itself carries no flow); None where a rate is not a whole number of Gb/s. Built once
+        per graph."""
+        if "caps" not in self._memo:
+            whole = all(float(e.gbps).is_integer() and e.gbps >= 0 for e in self.isls)
+            self._memo["caps"] = (
+                {
+                    s: {
+                        t: int(es[0].gbps if len(es) == 1 else sum(e.gbps for e in es))
+                        for t, es in ns.items()
+                        if t != s
+                    }
+                    for s, ns in self._adj.items()
+                }
+                if whole
+                else None
+            )
+        return self._memo["caps"]
 
     def _arcs(
         self, supply: dict[str, float], demand: dict[str, float]
@@ -176,6 +200,42 @@ class SwitchGraph:
         for s, c in demand.items():
             arcs.setdefault(s, {})["<sink>"] = c
         return arcs
+
+
+Caps = dict[object, dict[object, int]]
+Ends = dict[object, tuple[int, int]]
+
+
+def fold(caps: Caps, ends: Ends) -> tuple[Caps, Ends]:
+    """The flow network with *twins* merged: nodes with the same capacity to every other node and the
+    same supply and demand (a fat tree's cores of one group, a pod's spines, the leaves of one rail on
+    one side of the cut) become one node with their capacities summed. Its maximum flow is the
+    network's: a flow of the network sums to one of the folded, and a flow of the folded, shared out
+    evenly among the twins, is one of the network (twins are never cabled to each other; each carries
+    its share of every arc, within its capacity, and what enters it leaves it). The capacities stay
+    whole numbers, so the value is exactly the same number. ``caps``: node -> neighbour -> capacity
+    (both directions listed); ``ends``: node -> (supply, demand)."""
+    groups: dict[tuple[frozenset[tuple[object, int]], tuple[int, int]], list[object]] = {}
+    for x, ys in caps.items():
+        groups.setdefault((frozenset(ys.items()), ends[x]), []).append(x)
+    if len(groups) == len(caps):
+        return caps, ends
+    of: dict[object, int] = {}
+    for i, members in enumerate(groups.values()):
+        for x in members:
+            of[x] = i
+    out: Caps = {}
+    out_ends: Ends = {}
+    for i, ((_sig, (into, leave)), members) in enumerate(groups.items()):
+        k = len(members)
+        row: dict[object, int] = {}
+        for y, c in caps[members[0]].items():
+            j = of[y]
+            if j != i:
+                row[j] = row.get(j, 0) + k * c
+        out[i] = row
+        out_ends[i] = (k * into, k * leave)
+    return out, out_ends
 
 
 def max_flow(cap: dict[str, dict[str, float]], source: str, sink: str) -> float:

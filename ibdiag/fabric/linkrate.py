@@ -98,24 +98,33 @@ def _norms(
 ]:
     """Per link its class (the kind, and both ends' devices: links of one class should run alike)
     and the slower of its ends' best speeds; per class the widths and speeds its links run."""
-    of, is_isl, slowest = ends.of, ends.fab.is_isl, ends.slowest
+    fab = ends.fab
+    seen, of, slowest = ends.seen, ends.of, ends.slowest
+    switches = fab.switch_guids
     per_link = []
-    out: dict[tuple[str, str, str], tuple[Counter[int], Counter[str]]] = {}
+    widths: dict[tuple[str, str, str], list[int]] = {}
+    speeds: dict[tuple[str, str, str], list[str]] = {}
     for a, b in links:
-        x, xs = of(a.guid)
-        y, ys = of(b.guid) if b is not None else (x, None)
-        kind = "isl" if is_isl(a) else "host"
+        x, xs = seen.get(a.guid) or of(a.guid)
+        if b is None:
+            y, ys = x, None
+            kind = "isl" if fab.is_isl(a) else "host"
+        else:
+            y, ys = seen.get(b.guid) or of(b.guid)
+            kind = "isl" if a.guid in switches and b.guid in switches else "host"
         cls = (kind, x, y) if x <= y else (kind, y, x)
         fastest = slowest.get((xs, ys), "")
         if fastest == "":
             fastest = slowest[(xs, ys)] = slower(xs, ys)
         per_link.append((cls, fastest))
-        pair = out.get(cls)
-        if pair is None:
-            pair = out[cls] = (Counter(), Counter())
-        pair[0][a.width or 0] += 1
-        pair[1][a.speed or "?"] += 1
-    return per_link, out
+        w = widths.get(cls)
+        if w is None:
+            w, sp = widths[cls], speeds[cls] = [], []
+        else:
+            sp = speeds[cls]
+        w.append(a.width or 0)
+        sp.append(a.speed or "?")
+    return per_link, {cls: (Counter(w), Counter(speeds[cls])) for cls, w in widths.items()}
 
 
 def _norm(c: Counter[str] | Counter[int]) -> object | None:

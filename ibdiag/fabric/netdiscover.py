@@ -38,8 +38,8 @@ from ibdiag.fabric.model import (
     FabricNode,
     FabricPort,
     PortRef,
+    built,
     guid_text,
-    new_port,
 )
 from ibdiag.fabric.pasted import MAX_LINE, Skipped, is_junk, normalise, skipped
 from ibdiag.text import safe_excerpt
@@ -90,6 +90,8 @@ _DUMP_STARTS = (
 _HEXDIGITS = frozenset("0123456789abcdefABCDEF")
 _KEY_NAMES = frozenset(_KEYS.values())
 _ref = tuple.__new__  # PortRef(guid, port) without the named tuple's Python-level __new__
+_new = object.__new__
+_set = object.__setattr__
 #: Lines ibnetdiscover prints around the nodes (``-g`` groups them under chassis headings).
 _GROUPING = re.compile(r"^(?:Chassis \S.{0,200}|Non-Chassis Nodes|ibnetdiscover:? .{0,200})$")
 
@@ -146,6 +148,7 @@ def read_netdiscover(text: str) -> Discovered:
     junk: list[tuple[int, str]] = []
     pending: list[tuple[int, str]] = []  # lines of no known shape, not yet known to be inside
     started = False
+    fast_port = _FAST_PORT.match
     for n, raw in enumerate(normalise(text).splitlines(), 1):
         line = raw.strip()
         if not line or line[0] == "#":
@@ -153,11 +156,34 @@ def read_netdiscover(text: str) -> Discovered:
         if len(line) > MAX_LINE:
             raise _bad(n, line[:80], f"a line of {len(line)} characters")
         if cur is not None and not pending and line[0] == "[":
-            f = _FAST_PORT.match(line)  # the common line, first, in one match
-            if f is not None and _fast_port(f, cur):
-                if len(cur.ports) > MAX_PORTS_PER_NODE:
-                    raise _bad(n, line, f"more than {MAX_PORTS_PER_NODE} ports on one node")
-                continue
+            f = fast_port(line)  # the common line, first, in one match
+            if f is not None:
+                num_t, own_pg, peer_id, peer_port, lid_t, peer_lid, width, speed = f.groups()
+                num = int(num_t)
+                # A number out of range takes the general path, which says which.
+                if (
+                    0 < num <= cur.nports
+                    and int(peer_lid) <= MAX_LID
+                    and (lid_t is None or int(lid_t) <= MAX_LID)
+                ):
+                    ports = cur.ports
+                    ports.append(
+                        (
+                            num,
+                            int(width),
+                            speed,
+                            peer_id,
+                            int(peer_port),
+                            # a switch port's LID is the switch's
+                            cur.lid if lid_t is None else (int(lid_t) or None),
+                            # A switch port's parenthesis is its number in ibdiagnet's copy
+                            # ([1](1)), not a GUID.
+                            guid_text(int(own_pg, 16)) if own_pg and cur.kind != SWITCH else None,
+                        )
+                    )
+                    if len(ports) > MAX_PORTS_PER_NODE:
+                        raise _bad(n, line, f"more than {MAX_PORTS_PER_NODE} ports on one node")
+                    continue
             m = _PORT.match(line)
             if m is not None:
                 cur.ports.append(_port(m, line, cur, n))
@@ -277,26 +303,6 @@ def _header(m: re.Match[str], line: str, attrs: dict[str, int], paren: int | Non
     return _Node(kind, m.group(3), nports, desc, lid, dict(attrs), paren, n, [])
 
 
-def _fast_port(f: re.Match[str], cur: _Node) -> bool:
-    """Append the port of a line :data:`_FAST_PORT` matched; False (nothing appended) when a number
-    is out of range: the general path then says which."""
-    num_t, own_pg, peer_id, peer_port, lid_t, peer_lid, width, speed = f.groups()
-    num = int(num_t)
-    if not 0 < num <= cur.nports or int(peer_lid) > MAX_LID:
-        return False
-    if lid_t is None:
-        lid = cur.lid  # a switch port's LID is the switch's
-    else:
-        lid = int(lid_t)
-        if lid > MAX_LID:
-            return False
-        lid = lid or None
-    # A switch port's parenthesis is its number in ibdiagnet's copy ([1](1)), not a GUID.
-    pg = guid_text(int(own_pg, 16)) if own_pg and cur.kind != SWITCH else None
-    cur.ports.append((num, int(width), speed, peer_id, int(peer_port), lid, pg))
-    return True
-
-
 def _port(m: re.Match[str], line: str, cur: _Node, n: int) -> _RawPort:
     num = int(m.group(1))
     if not 0 < num <= cur.nports:
@@ -362,41 +368,52 @@ def _resolve(raw: list[_Node], skip: Skipped | None) -> Discovered:
     key_of = {nid: keys[found[0]] for nid, found in by_id.items() if len(found) == 1}
     nodes: list[FabricNode] = []
     ports: list[FabricPort] = []
+    # The records are made as model.built makes them (every field in one go; 25k ports at Selene's
+    # size), inline: tests/fabric/test_parsers.py checks they are the dataclasses themselves.
+    new, set_ = _new, _set
     for i, nd in enumerate(raw):
         sysimg = nd.attrs.get("sysimgguid")
         if sysimg is None and nd.kind == SWITCH and nd.paren is not None:
             sysimg = nd.attrs[_KEYS[nd.kind]] if nd.paren == node_guid(nd) else None
+        key = keys[i]
         nodes.append(
-            FabricNode(
-                keys[i],
-                nd.kind,
-                nd.desc,
-                nd.nports,
-                nd.lid,
-                nd.node_id,
-                nd.attrs.get("vendid"),
-                nd.attrs.get("devid"),
-                None if sysimg is None else guid_text(sysimg),
+            built(
+                FabricNode,
+                {
+                    "guid": key,
+                    "kind": nd.kind,
+                    "desc": nd.desc,
+                    "ports": nd.nports,
+                    "lid": nd.lid,
+                    "node_id": nd.node_id,
+                    "vendor_id": nd.attrs.get("vendid"),
+                    "device_id": nd.attrs.get("devid"),
+                    "sysimg_guid": None if sysimg is None else guid_text(sysimg),
+                },
             )
         )
-        key = keys[i]
         for num, width, speed, peer_id, peer_port, lid, pg in nd.ports:
             peer_key = key_of.get(peer_id)
             if peer_key is None:  # an id the dump does not list, or that two nodes say
                 peer_key = keys[_peer(num, peer_id, peer_port, nd, raw, by_id.get(peer_id))]
-            ports.append(
-                new_port(
-                    key,
-                    num,
-                    None,
-                    None,
-                    width,
-                    speed,
-                    _ref(PortRef, (peer_key, peer_port)),
-                    lid,
-                    pg,
-                )
+            port = new(FabricPort)
+            set_(
+                port,
+                "__dict__",
+                {
+                    "guid": key,
+                    "port": num,
+                    "state": None,
+                    "phys_state": None,
+                    "width": width,
+                    "speed": speed,
+                    "peer": _ref(PortRef, (peer_key, peer_port)),
+                    "lid": lid,
+                    "port_guid": pg,
+                    "could_be": "",
+                },
             )
+            ports.append(port)
     return Discovered(tuple(nodes), tuple(ports), skip, dups)
 
 

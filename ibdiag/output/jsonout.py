@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from json.encoder import encode_basestring_ascii
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,15 @@ def write_json(report: Report, meta: RunMeta, write: Callable[[str], object]) ->
 
 #: Pieces held before they are handed on (:func:`write_json`).
 FLUSH_PIECES = 65536
+#: A list of at least this many dicts is tried as a table (:meth:`_Writer.table`), and written this many
+#: rows at a time (each block's column texts are held until its rows are joined).
+TABLE_MIN_ROWS = 2
+TABLE_BLOCK_ROWS = 4096
 _STR_ONLY = frozenset((str,))
+_NONE = type(None)
+_STR_OR_NONE = frozenset((str, _NONE))
+_INT_OR_NONE = frozenset((int, _NONE))
+_DICT_OR_NONE = frozenset((dict, _NONE))
 _int_repr = int.__repr__
 _float_repr = float.__repr__
 _finite = math.isfinite
@@ -180,6 +189,8 @@ class _Writer:
             out.append("[]")
             return
         inner = pad + "  "
+        if len(value) >= TABLE_MIN_ROWS and type(value[0]) is dict and self.table(value, pad):
+            return
         sep, nxt = "[" + inner, "," + inner
         for v in value:
             kind = type(v)
@@ -194,6 +205,87 @@ class _Writer:
                 out.append(sep + self.scalar(v, inner))
             sep = nxt
         out.append(pad + "]")
+
+    def table(self, rows: list[Any] | tuple[Any, ...], pad: str) -> bool:
+        """A list of dicts that share their keys (a fabric's links, adapters, switches: the bulk of a
+        large document), written column by column: each column's values are encoded by one C-level
+        ``map`` where they are all of one plain type, and each row is one ``%`` of a template made
+        once; the same bytes as :meth:`mapping` row by row. False (nothing written) where the first
+        block's rows are not such dicts; a later block that is not is written row by row."""
+        inner = pad + "  "
+        first = True
+        for start in range(0, len(rows), TABLE_BLOCK_ROWS):
+            block = rows[start : start + TABLE_BLOCK_ROWS]
+            texts = self.rows_text(block, inner)
+            if texts is None:
+                if first:
+                    return False
+                texts = [self.text(v, inner) for v in block]
+            self.out.append(("[" if first else ",") + inner + ("," + inner).join(texts))
+            first = False
+            self.flush()
+        self.out.append(pad + "]")
+        return True
+
+    def rows_text(self, rows: Sequence[Any], pad: str) -> list[str] | None:
+        """Each of ``rows`` (dicts written at ``pad``) as :meth:`mapping` writes it, or None where they
+        are not all plain dicts with the same string keys in the same order."""
+        if set(map(type, rows)) != {dict}:
+            return None
+        keys = tuple(rows[0])
+        if len(set(map(tuple, rows))) != 1 or not _STR_ONLY.issuperset(map(type, keys)):
+            return None
+        if not keys:
+            return ["{}"] * len(rows)
+        inner = pad + "  "
+        cols = (
+            zip(*map(itemgetter(*keys), rows), strict=True)
+            if len(keys) > 1
+            else ([r[keys[0]] for r in rows],)
+        )
+        texts = [self.column(col, inner) for col in cols]
+        template = (
+            "{"
+            + inner
+            + ("," + inner).join(
+                encode_basestring_ascii(k).replace("%", "%%") + ": %s" for k in keys
+            )
+            + pad
+            + "}"
+        )
+        return list(map(template.__mod__, zip(*texts, strict=True)))
+
+    def column(self, col: Sequence[Any], pad: str) -> list[str]:
+        """The values of one key down a table's rows, each as :meth:`mapping` writes it (``pad``: the
+        key's line's indent, where a nested value's lines are indented from)."""
+        kinds = set(map(type, col))
+        if kinds == _STR_ONLY:
+            return list(map(encode_basestring_ascii, col))
+        if kinds <= _STR_OR_NONE:
+            return ["null" if v is None else encode_basestring_ascii(v) for v in col]
+        if kinds <= _INT_OR_NONE:
+            return ["null" if v is None else _int_repr(v) for v in col]
+        if kinds == {float} and all(map(_finite, col)):
+            return list(map(_float_repr, col))
+        if kinds <= _DICT_OR_NONE:
+            dicts = [v for v in col if v is not None]
+            texts = self.rows_text(dicts, pad)
+            if texts is not None:
+                each = iter(texts)
+                return ["null" if v is None else next(each) for v in col]
+        return [self.text(v, pad) for v in col]
+
+    def text(self, value: Any, pad: str) -> str:
+        """``value`` as :meth:`value` writes it at ``pad``, as one string."""
+        kind = type(value)
+        if kind is dict or kind is list or kind is tuple:
+            parts: list[str] = []
+            sub = _Writer(parts.append)
+            sub.keys = self.keys
+            sub.value(value, pad)
+            sub.flush()
+            return "".join(parts)
+        return self.scalar(value, pad)
 
 
 def load_envelope(path: Path | str, *, schema: str | tuple[str, ...]) -> dict[str, Any]:

@@ -127,3 +127,88 @@ def test_the_quick_isl_is_the_dataclass_itself():
     a, b = Isl("s0", "s1", 200.0, ends), new_isl("s0", "s1", 200.0, ends)
     assert a == b and hash(a) == hash(b) and repr(a) == repr(b)
     assert [f.name for f in fields(Isl)] == list(vars(b)) and b.other("s0") == "s1"
+
+
+# The flow is worked on the network folded by its twins (graph.fold: switches cabled alike, with the
+# same hosts on the same side, are one node). Random graphs rarely have twins; fat trees have little
+# else. On fat trees of random sizes, with random cables removed or doubled and random host counts,
+# the folded network's flow is networkx's on the whole one, and a regular tree folds to its levels.
+
+
+@st.composite
+def _fat_trees(draw: st.DrawFn) -> tuple[SwitchGraph, dict[str, float], dict[str, float], int]:
+    pods, leaves, spines, cores = (
+        draw(st.integers(1, 3)),
+        draw(st.integers(1, 4)),
+        draw(st.integers(1, 3)),
+        draw(st.integers(0, 4)),
+    )
+    names: list[str] = []
+    cables: list[tuple[str, str, float]] = []
+    for p in range(pods):
+        for s in range(spines):
+            sp = f"sp{p}-{s}"
+            names.append(sp)
+            for c in range(cores):
+                if (c + s) % max(spines, 1) == 0 or spines == 1:  # core groups, as rails share them
+                    cables.append((sp, f"core{c}", 200.0))
+            for lf in range(leaves):
+                cables.append((f"lf{p}-{lf}", sp, 200.0))
+        names += [f"lf{p}-{lf}" for lf in range(leaves)]
+    names += [f"core{c}" for c in range(cores)]
+    for _ in range(draw(st.integers(0, 3))):  # damage: a cable lost, or one cabled twice
+        i = draw(st.integers(0, max(len(cables) - 1, 0)))
+        if cables and draw(st.booleans()):
+            del cables[i]
+        elif cables:
+            cables.append(cables[i])
+    cables = [(a, b, c) for a, b, c in cables if a in names and b in names]
+    isls = tuple(
+        Isl(a, b, c, (FabricPort(a, k + 1), FabricPort(b, k + 1)))
+        for k, (a, b, c) in enumerate(cables)
+    )
+    g = SwitchGraph(tuple(names), isls)
+    leaf_names = [n for n in names if n.startswith("lf")]
+    hosts = {n: draw(st.sampled_from([0.0, 800.0, 1600.0])) for n in leaf_names}
+    cut = draw(st.integers(0, len(leaf_names)))
+    supply = {n: hosts[n] for n in leaf_names[:cut]}
+    demand = {n: hosts[n] for n in leaf_names[cut:]}
+    return g, supply, demand, len(names)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_fat_trees())
+def test_the_folded_flow_of_a_fat_tree_is_networkxs(tree):
+    g, supply, demand, _n = tree
+    assert g.max_flow(supply, demand) == _reference_flow(g, supply, demand)
+
+
+def test_a_regular_three_tier_tree_folds_to_its_levels():
+    # 2 pods x 2 leaves x 2 spines, 2 cores each spine to both: with the cut between the pods, the
+    # folded network is one node per (level, side): leaves and spines of each pod, the cores.
+    from ibdiag.fabric.graph import fold
+
+    names = ["c0", "c1"]
+    cables = []
+    for p in range(2):
+        for s in range(2):
+            cables += [(f"s{p}{s}", "c0"), (f"s{p}{s}", "c1")]
+            cables += [(f"l{p}{x}", f"s{p}{s}") for x in range(2)]
+            names.append(f"s{p}{s}")
+        names += [f"l{p}0", f"l{p}1"]
+    g = SwitchGraph(
+        tuple(names),
+        tuple(Isl(a, b, 200.0, (FabricPort(a, 1), FabricPort(b, 1))) for a, b in cables),
+    )
+    caps = dict(g._caps() or {})
+    ends = {s: (800 if s.startswith("l0") else 0, 800 if s.startswith("l1") else 0) for s in caps}
+    levels = 0
+    while True:
+        folded, folded_ends = fold(caps, ends)  # type: ignore[arg-type]
+        if len(folded) == len(caps):
+            break
+        caps, ends, levels = folded, folded_ends, levels + 1
+    assert len(caps) == 5 and levels >= 1  # pod 0's leaves and spines, the cores, pod 1's
+    # Each leaf has 800 Gb/s of hosts and 2 x 200 up: pod 0's leaves send 800 in all.
+    supply, demand = {"l00": 800.0, "l01": 800.0}, {"l10": 800.0, "l11": 800.0}
+    assert g.max_flow(supply, demand) == _reference_flow(g, supply, demand) == 800.0

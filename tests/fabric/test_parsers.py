@@ -225,6 +225,21 @@ def test_the_parsers_quick_port_is_the_dataclass_itself():
     assert b.rate_gbps == 200.0 and b.ref == PortRef("0x1", 3) == ("0x1", 3)
 
 
+def test_the_ports_and_nodes_ibnetdiscover_reads_are_the_dataclasses_themselves():
+    # netdiscover._resolve makes its records inline, every field in one go (issue 39): the same
+    # objects the dataclasses' own constructors make, field for field and in order.
+    from dataclasses import fields, replace
+
+    from ibdiag.fabric.model import FabricNode, FabricPort
+
+    nodes, ports = parse_netdiscover(TWO_NODES)
+    for record, cls in [*((p, FabricPort) for p in ports), *((n, FabricNode) for n in nodes)]:
+        again = cls(*(getattr(record, f.name) for f in fields(cls)))
+        assert record == again and hash(record) == hash(again) and repr(record) == repr(again)
+        assert [f.name for f in fields(cls)] == list(vars(record))
+        assert replace(record) == record
+
+
 LINKINFO_LINES = [
     '0x0002c90300000831 "                  gpu08 mlx5_3"     38    1[  ] ==( 4X        53.125 Gbps Active/  LinkUp)==>  0xb8cef60300000004     14    8[  ] "leaf-r3-1" (Could be 12X )',
     '0xb8cef60300000003 "                     leaf-r2-1"     13   19[  ] ==(                Down/ Polling)==>             [  ] "" ( )',

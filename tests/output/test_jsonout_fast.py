@@ -119,3 +119,85 @@ def test_a_key_of_another_type_deep_in_a_large_list_is_written_in_place():
     rows[37] = {"guid": "0x25", 1: "one", "1": "merged", "nan": math.nan}
     report = Report("fabric", {"links": rows}, ())
     assert render_json(report, META) == reference(report, META)
+
+
+# Issue 39: a list of dicts that share their keys (a fabric's links, adapters, switches) is written
+# column by column (jsonout._Writer.table). Tables of every kind of column — one plain type, a plain
+# type or null, nested tables, nested tables with null, lists, non-finite floats, mixed — and tables
+# that stop being tables part-way (a row with other keys, keys of another type, another order).
+
+COLUMN_VALUES = (
+    st.text(max_size=4),
+    st.integers(-3, 2**65),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.none(),
+    st.booleans(),
+    st.text(max_size=3) | st.none(),
+    st.integers(0, 9) | st.none(),
+    st.floats(0, 1) | st.none(),
+    st.lists(st.integers(0, 3), max_size=2),
+    st.just({}),
+)
+
+
+@st.composite
+def _tables(draw: st.DrawFn, depth: int = 0) -> list[dict]:
+    keys = draw(st.lists(st.text(max_size=3), max_size=4, unique=True))
+    columns = {}
+    for k in keys:
+        if depth < 2 and draw(st.integers(0, 4)) == 0:
+            columns[k] = ("table", draw(st.booleans()))  # nested dicts (sometimes with nulls)
+        else:
+            columns[k] = ("plain", draw(st.sampled_from(range(len(COLUMN_VALUES)))))
+    n = draw(st.integers(2, 7))
+    nested = {k: draw(_tables(depth + 1)) for k, (kind, _) in columns.items() if kind == "table"}
+    rows = []
+    for i in range(n):
+        row = {}
+        for k, (kind, how) in columns.items():
+            if kind == "table":
+                sub = nested[k]
+                row[k] = None if how and draw(st.booleans()) else sub[i % len(sub)]
+            else:
+                row[k] = draw(COLUMN_VALUES[how])
+        rows.append(row)
+    if draw(st.integers(0, 5)) == 0:  # one row that breaks the table
+        rows[draw(st.integers(0, n - 1))] = draw(
+            st.sampled_from([{"other": 1}, {1: "int key"}, dict(reversed(list(rows[0].items())))])
+        )
+    return rows
+
+
+@settings(max_examples=400, deadline=None)
+@given(_tables(), st.integers(1, 4))
+def test_tables_are_written_byte_for_byte_as_json_dumps_writes(rows, block):
+    from ibdiag.output import jsonout
+
+    report = Report("fabric", {"links": rows, "more": [rows, {"in": rows}]}, ())
+    got: list[str] = []
+    with mock.patch.object(jsonout, "TABLE_BLOCK_ROWS", block):
+        jsonout.write_json(report, META, got.append)
+    assert "".join(got) == reference(report, META)
+
+
+def test_a_fabric_sized_table_takes_the_column_path():
+    from ibdiag.output import jsonout
+
+    rows = [
+        {
+            "kind": "isl",
+            "a": {"guid": f"0x{i:x}", "port": i % 40 + 1},
+            "b": None if i % 7 else {"guid": "0x1", "port": 2},
+            "rate_gbps": 200.0,
+            "state": None if i % 3 else "Active",
+        }
+        for i in range(10_000)
+    ]
+    report = Report("fabric", {"links": rows}, ())
+    real = jsonout._Writer.mapping
+    with mock.patch.object(
+        jsonout._Writer, "mapping", autospec=True, side_effect=real
+    ) as rows_seen:
+        text = render_json(report, META)
+    assert text == reference(report, META)
+    assert rows_seen.call_count < 5  # the envelope, not a call per row
