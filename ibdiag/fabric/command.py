@@ -6,14 +6,14 @@ returns the report with the judged fabric its views draw (:mod:`ibdiag.fabric.vi
 Start-up: a live run imports the judging modules (some 40 of them, the cost of a small fabric's
 judgement), and the views its caller names (:attr:`FabricRequest.preload`), while the tools wait on
 the subnet (:func:`_collect_while_loading`); so those imports are inside functions here, not at the top
-(benchmarks/fabric_scale.py measures the whole run)."""
+(benchmarks/fabric_scale.py measures the whole run). The tools' runner (:mod:`.collect`, with its
+subprocess and thread pool) is imported by a live run alone: a saved fabric (``--from``) runs no tool."""
 
 from __future__ import annotations
 
 import gc
 import importlib
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +24,6 @@ from ibdiag.counters.config import CountersConfig
 from ibdiag.errors import UsageError
 from ibdiag.fabric import dump, namemap
 from ibdiag.fabric.capture import Capture, ToolRun
-from ibdiag.fabric.collect import Collector, Limits, collect
 from ibdiag.fabric.config import FabricConfig
 from ibdiag.fabric.hosts import HostEnd, read_topo
 from ibdiag.fabric.linkinfo import parse_linkinfo
@@ -37,6 +36,7 @@ from ibdiag.outfile import atomic_output, check_output_path
 from ibdiag.text import safe_path
 
 if TYPE_CHECKING:  # imported while the tools run (see the module's docstring)
+    from ibdiag.fabric.collect import Collector
     from ibdiag.fabric.judge import Judged
     from ibdiag.fabric.plan import Plan
 
@@ -147,6 +147,9 @@ def _run(req: FabricRequest) -> FabricResult:
     if req.source is not None:
         cap = dump.load(req.source)
     else:
+        # lazy: start-up time; the tools' runner (subprocess, threads) only for a live fabric
+        from ibdiag.fabric.collect import Collector, Limits
+
         lim = Limits(timeout_s, timeout_s, min(timeout_s, 10.0), min(timeout_s, 10.0))
         collector = Collector(
             req.environ,
@@ -259,6 +262,11 @@ def _collect_while_loading(
 ) -> Capture:
     """The tools' run (0.3-0.5 s on a 4096-port fabric, mostly waiting on the subnet's answers) and,
     meanwhile, loading what judges and writes the fabric (about 0.1 s of imports on a small VM)."""
+    # lazy: start-up time (a live run only, as above)
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ibdiag.fabric.collect import collect  # lazy: as above
+
     with ThreadPoolExecutor(max_workers=1) as pool:
         running = pool.submit(collect, collector, interval_s=interval_s)
         for module in (*JUDGING_MODULES, *preload):

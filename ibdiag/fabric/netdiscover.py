@@ -88,6 +88,8 @@ _DUMP_STARTS = (
     "Rt",
 )
 _HEXDIGITS = frozenset("0123456789abcdefABCDEF")
+#: The port numbers and widths a port line spells, by their text: a look-up, not an int() a port.
+_SMALL = {str(i): i for i in range(MAX_PORTS_PER_NODE + 1)}
 _KEY_NAMES = frozenset(_KEYS.values())
 _ref = tuple.__new__  # PortRef(guid, port) without the named tuple's Python-level __new__
 _new = object.__new__
@@ -148,7 +150,7 @@ def read_netdiscover(text: str) -> Discovered:
     junk: list[tuple[int, str]] = []
     pending: list[tuple[int, str]] = []  # lines of no known shape, not yet known to be inside
     started = False
-    fast_port = _FAST_PORT.match
+    fast_port, small = _FAST_PORT.match, _SMALL
     for n, raw in enumerate(normalise(text).splitlines(), 1):
         line = raw.strip()
         if not line or line[0] == "#":
@@ -158,24 +160,26 @@ def read_netdiscover(text: str) -> Discovered:
         if cur is not None and not pending and line[0] == "[":
             f = fast_port(line)  # the common line, first, in one match
             if f is not None:
-                num_t, own_pg, peer_id, peer_port, lid_t, peer_lid, width, speed = f.groups()
-                num = int(num_t)
+                num_t, own_pg, peer_id, peer_t, lid_t, peer_lid, width, speed = f.groups()
+                num = small.get(num_t)
+                if num is None:
+                    num = int(num_t)
+                lid = cur.lid  # a switch port's LID is the switch's
+                if lid_t is not None:
+                    lid = int(lid_t)
+                    lid = lid or None if lid <= MAX_LID else -1
                 # A number out of range takes the general path, which says which.
-                if (
-                    0 < num <= cur.nports
-                    and int(peer_lid) <= MAX_LID
-                    and (lid_t is None or int(lid_t) <= MAX_LID)
-                ):
+                if 0 < num <= cur.nports and int(peer_lid) <= MAX_LID and lid != -1:
+                    peer_port = small.get(peer_t)
                     ports = cur.ports
                     ports.append(
                         (
                             num,
-                            int(width),
+                            small.get(width) or int(width),
                             speed,
                             peer_id,
-                            int(peer_port),
-                            # a switch port's LID is the switch's
-                            cur.lid if lid_t is None else (int(lid_t) or None),
+                            int(peer_t) if peer_port is None else peer_port,
+                            lid,
                             # A switch port's parenthesis is its number in ibdiagnet's copy
                             # ([1](1)), not a GUID.
                             guid_text(int(own_pg, 16)) if own_pg and cur.kind != SWITCH else None,

@@ -6,7 +6,6 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from json.encoder import encode_basestring_ascii
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from ibdiag.errors import InputError
 from ibdiag.findings.model import Report, RunMeta
 from ibdiag.infile import RefusedFile, read_regular
 from ibdiag.jsonread import MAX_DOCUMENT_BYTES, JsonFieldError, loads
+from ibdiag.output.records import Records, records_of
 from ibdiag.text import safe_value
 
 ENVELOPE_KEYS = ("schema", "version", "host", "generated_at", "status", "findings")
@@ -47,7 +47,7 @@ def _clean(value: Any) -> Any:
         return value if math.isfinite(value) else None
     if kind is dict:
         return {k if type(k) is str else str(k): _clean(v) for k, v in value.items()}
-    if kind is list or kind is tuple:
+    if kind is list or kind is tuple or kind is Records:
         return [_clean(v) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -85,7 +85,7 @@ _STR_ONLY = frozenset((str,))
 _NONE = type(None)
 _STR_OR_NONE = frozenset((str, _NONE))
 _INT_OR_NONE = frozenset((int, _NONE))
-_DICT_OR_NONE = frozenset((dict, _NONE))
+_SEQUENCES = frozenset((list, tuple))
 _int_repr = int.__repr__
 _float_repr = float.__repr__
 _finite = math.isfinite
@@ -103,10 +103,12 @@ class _Writer:
     """``json.dumps(_clean(value), indent=2)``, byte for byte, in one pass: the scalars of a container
     are written where it is walked (no call per value) and each key's ``,\n<indent>"key": `` is encoded
     once per depth (a document of 10,000 links repeats a dozen keys). Plain dicts (string keys), lists,
-    tuples, strings, ints, floats, bools and None are written here; anything else goes to the standard
-    library's encoder where it sits (:func:`_general`), which writes what it would have written in the
-    whole document. The standard library's indenting encoder is pure Python and about twice as slow;
-    tests/output/test_jsonout_fast.py checks the bytes."""
+    tuples, strings, ints, floats, bools and None are written here, and :class:`Records` (rows held by
+    column) as the list of dicts they stand for; a list of dicts that share their keys is written as
+    such records, column by column (:meth:`table`). Anything else goes to the standard library's
+    encoder where it sits (:func:`_general`), which writes what it would have written in the whole
+    document. The standard library's indenting encoder is pure Python and about twice as slow;
+    tests/output/test_jsonout_fast.py and test_records.py check the bytes."""
 
     def __init__(self, write: Callable[[str], object]) -> None:
         self.write = write
@@ -124,6 +126,8 @@ class _Writer:
             self.mapping(value, pad)
         elif kind is list or kind is tuple:
             self.sequence(value, pad)
+        elif kind is Records:
+            self.records(value, pad)
         else:
             self.out.append(self.scalar(value, pad))
 
@@ -196,7 +200,7 @@ class _Writer:
             kind = type(v)
             if kind is str:
                 out.append(sep + encode_basestring_ascii(v))
-            elif kind is dict or kind is list or kind is tuple:
+            elif kind is dict or kind is list or kind is tuple or kind is Records:
                 out.append(sep)
                 self.value(v, inner)
                 if len(out) > FLUSH_PIECES:
@@ -207,53 +211,68 @@ class _Writer:
         out.append(pad + "]")
 
     def table(self, rows: list[Any] | tuple[Any, ...], pad: str) -> bool:
-        """A list of dicts that share their keys (a fabric's links, adapters, switches: the bulk of a
-        large document), written column by column: each column's values are encoded by one C-level
-        ``map`` where they are all of one plain type, and each row is one ``%`` of a template made
-        once; the same bytes as :meth:`mapping` row by row. False (nothing written) where the first
-        block's rows are not such dicts; a later block that is not is written row by row."""
-        inner = pad + "  "
-        first = True
-        for start in range(0, len(rows), TABLE_BLOCK_ROWS):
-            block = rows[start : start + TABLE_BLOCK_ROWS]
-            texts = self.rows_text(block, inner)
-            if texts is None:
-                if first:
-                    return False
-                texts = [self.text(v, inner) for v in block]
-            self.out.append(("[" if first else ",") + inner + ("," + inner).join(texts))
-            first = False
-            self.flush()
-        self.out.append(pad + "]")
+        """A list of dicts that share their keys (:func:`records_of`), written as the
+        :class:`Records` it is; False (nothing written) where it is not one."""
+        first = rows[:TABLE_BLOCK_ROWS]
+        if records_of(first) is None:
+            return False
+        recs = records_of(rows)
+        if recs is None:  # a later row breaks the shape: block by block, those row by row
+            inner = pad + "  "
+            for start in range(0, len(rows), TABLE_BLOCK_ROWS):
+                block = rows[start : start + TABLE_BLOCK_ROWS]
+                got = records_of(block)
+                texts = (
+                    self.records_text(got, inner)
+                    if got is not None
+                    else [self.text(v, inner) for v in block]
+                )
+                self.out.append(("[" if start == 0 else ",") + inner + ("," + inner).join(texts))
+                self.flush()
+            self.out.append(pad + "]")
+            return True
+        self.records(recs, pad)
         return True
 
-    def rows_text(self, rows: Sequence[Any], pad: str) -> list[str] | None:
-        """Each of ``rows`` (dicts written at ``pad``) as :meth:`mapping` writes it, or None where they
-        are not all plain dicts with the same string keys in the same order."""
-        if set(map(type, rows)) != {dict}:
-            return None
-        keys = tuple(rows[0])
-        if len(set(map(tuple, rows))) != 1 or not _STR_ONLY.issuperset(map(type, keys)):
-            return None
-        if not keys:
-            return ["{}"] * len(rows)
+    def records(self, recs: Records, pad: str) -> None:
+        """:class:`Records` as the list of dicts it stands for, :data:`TABLE_BLOCK_ROWS` rows at a
+        time: each column's values encoded by one C-level ``map`` where they are all of one plain
+        type, each row one ``%`` of a template made once; the same bytes as :meth:`mapping` row by
+        row."""
+        if not len(recs):
+            self.out.append("[]")
+            return
         inner = pad + "  "
-        cols = (
-            zip(*map(itemgetter(*keys), rows), strict=True)
-            if len(keys) > 1
-            else ([r[keys[0]] for r in rows],)
-        )
-        texts = [self.column(col, inner) for col in cols]
-        template = (
-            "{"
-            + inner
-            + ("," + inner).join(
-                encode_basestring_ascii(k).replace("%", "%%") + ": %s" for k in keys
+        for start in range(0, len(recs), TABLE_BLOCK_ROWS):
+            texts = self.records_text(recs.block(start, start + TABLE_BLOCK_ROWS), inner)
+            self.out.append(("[" if start == 0 else ",") + inner + ("," + inner).join(texts))
+            self.flush()
+        self.out.append(pad + "]")
+
+    def records_text(self, recs: Records, pad: str) -> list[str]:
+        """Each row of ``recs`` (written at ``pad``) as :meth:`value` writes it."""
+        if recs.keys:
+            inner = pad + "  "
+            texts = [
+                self.records_text(c, inner) if type(c) is Records else self.column(c, inner)
+                for c in recs.columns
+            ]
+            template = (
+                "{"
+                + inner
+                + ("," + inner).join(
+                    encode_basestring_ascii(k).replace("%", "%%") + ": %s" for k in recs.keys
+                )
+                + pad
+                + "}"
             )
-            + pad
-            + "}"
-        )
-        return list(map(template.__mod__, zip(*texts, strict=True)))
+            rows = list(map(template.__mod__, zip(*texts, strict=True)))
+        else:
+            rows = ["{}"] * (len(recs) if recs.present is None else sum(recs.present))
+        if recs.present is None:
+            return rows
+        each = iter(rows)
+        return [next(each) if p else "null" for p in recs.present]
 
     def column(self, col: Sequence[Any], pad: str) -> list[str]:
         """The values of one key down a table's rows, each as :meth:`mapping` writes it (``pad``: the
@@ -267,18 +286,14 @@ class _Writer:
             return ["null" if v is None else _int_repr(v) for v in col]
         if kinds == {float} and all(map(_finite, col)):
             return list(map(_float_repr, col))
-        if kinds <= _DICT_OR_NONE:
-            dicts = [v for v in col if v is not None]
-            texts = self.rows_text(dicts, pad)
-            if texts is not None:
-                each = iter(texts)
-                return ["null" if v is None else next(each) for v in col]
+        if kinds <= _SEQUENCES and not any(col):
+            return ["[]"] * len(col)  # a column of empty lists (an adapter's GPUs, unknown)
         return [self.text(v, pad) for v in col]
 
     def text(self, value: Any, pad: str) -> str:
         """``value`` as :meth:`value` writes it at ``pad``, as one string."""
         kind = type(value)
-        if kind is dict or kind is list or kind is tuple:
+        if kind is dict or kind is list or kind is tuple or kind is Records:
             parts: list[str] = []
             sub = _Writer(parts.append)
             sub.keys = self.keys

@@ -7,27 +7,77 @@ from typing import Any
 from ibdiag.fabric.counter_checks import totals_by_port
 from ibdiag.fabric.devices import is_aggregation_node
 from ibdiag.fabric.judge import Judged
-from ibdiag.fabric.model import CA, SWITCH
+from ibdiag.fabric.model import CA, SWITCH, FabricNode, FabricPort
 from ibdiag.fabric.shape import loopbacks
+from ibdiag.output.records import Records, records_of
 
 
-def _links(j: Judged) -> list[dict[str, Any]]:
-    fab, port_at, is_isl = j.fabric, j.names.port_at, j.fabric.is_isl
-    return [
-        {
-            "kind": "isl" if is_isl(a) else "host",
-            "a": {"guid": a.guid, "port": a.port, "name": port_at(a.guid, a.port)},
-            "b": None
-            if b is None
-            else {"guid": b.guid, "port": b.port, "name": port_at(b.guid, b.port)},
-            "state": a.state,
-            "phys_state": a.phys_state,
-            "width": a.width,
-            "speed": a.speed,
-            "rate_gbps": a.rate_gbps,
-        }
-        for a, b in fab.links()
-    ]
+def _ends(ports: list[FabricPort], length: int, present: list[bool] | None, j: Judged) -> Records:
+    port_at = j.names.port_at
+    return Records(
+        ("guid", "port", "name"),
+        (
+            [p.guid for p in ports],
+            [p.port for p in ports],
+            [port_at(p.guid, p.port) for p in ports],
+        ),
+        length,
+        present,
+    )
+
+
+def _links(j: Judged) -> Records:
+    """The links, one record each (held by column: a 16k-GPU fabric has 50k)."""
+    fab = j.fabric
+    switches = fab.switch_guids
+    links = fab.links()
+    near = [a for a, _ in links]
+    far = [b for _, b in links if b is not None]
+    n = len(links)
+    return Records(
+        ("kind", "a", "b", "state", "phys_state", "width", "speed", "rate_gbps"),
+        (
+            [
+                "isl"
+                if a.peer is not None and a.guid in switches and a.peer.guid in switches
+                else "host"
+                for a in near
+            ],
+            _ends(near, n, None, j),
+            _ends(far, n, None if len(far) == n else [b is not None for _, b in links], j),
+            [a.state for a in near],
+            [a.phys_state for a in near],
+            [a.width for a in near],
+            [a.speed for a in near],
+            [a.rate_gbps for a in near],
+        ),
+        n,
+    )
+
+
+def _adapters(nodes: list[FabricNode], hosts: dict[str, dict[str, Any]]) -> Records:
+    """The adapters (``FabricNode.to_json``, its host, whether it is a SHARP node), by column."""
+    host = [hosts.get(n.guid) for n in nodes]
+    by_host = records_of(host) if any(host) else None
+    return Records(
+        (*ADAPTER_KEYS, "host", "sharp_aggregation_node"),
+        (
+            [n.guid for n in nodes],
+            [n.kind for n in nodes],
+            [n.desc for n in nodes],
+            [n.ports for n in nodes],
+            [n.lid for n in nodes],
+            [n.vendor_id for n in nodes],
+            [n.device_id for n in nodes],
+            host if by_host is None else by_host,
+            [is_aggregation_node(n) for n in nodes],
+        ),
+        len(nodes),
+    )
+
+
+#: ``FabricNode.to_json``'s keys, in its order (tests/fabric/test_json_data.py checks they still are).
+ADAPTER_KEYS = ("guid", "kind", "desc", "ports", "lid", "vendor_id", "device_id")
 
 
 def _counters(j: Judged) -> list[dict[str, Any]]:
@@ -80,15 +130,7 @@ def fabric_data(j: Judged) -> dict[str, Any]:
             for n in fab.nodes
             if n.kind == SWITCH
         ],
-        "adapters": [
-            {
-                **n.to_json(),
-                "host": hosts.get(n.guid),
-                "sharp_aggregation_node": is_aggregation_node(n),
-            }
-            for n in fab.nodes
-            if n.kind != SWITCH
-        ],
+        "adapters": _adapters([n for n in fab.nodes if n.kind != SWITCH], hosts),
         "duplicate_guids": [{"guid": g, "nodes": list(keys)} for g, keys in fab.duplicates],
         "loopbacks": [
             {"guid": a.guid, "port": a.port, "peer_port": b.port, "name": names.node(a.guid)}
