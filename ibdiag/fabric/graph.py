@@ -17,7 +17,7 @@ its presence is checked when this module loads; it is imported only for such a f
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, ItemsView, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ibdiag.errors import missing_extra
@@ -75,6 +75,10 @@ class SwitchGraph:
     def edges_of(self, s: str) -> list[Isl]:
         """Every ISL of ``s`` (a cable twice between the same switches is two), neighbour by neighbour."""
         return [e for es in self._adj.get(s, {}).values() for e in es]
+
+    def adjacent(self, s: str) -> ItemsView[str, list[Isl]]:
+        """``s``'s neighbours, each with the ISLs to it (in cabling order), neighbour by neighbour."""
+        return self._adj.get(s, {}).items()
 
     def between(self, x: str, y: str) -> list[Isl]:
         """The ISLs joining switches ``x`` and ``y``."""

@@ -209,6 +209,7 @@ def link_rate(fab: Fabric, names: Names, cfg: FabricConfig) -> list[Finding]:
     norms = {cls: (_norm(w), _norm(sp)) for cls, (w, sp) in counts.items()}
     out = []
     plain = not cfg.expect_speed and not cfg.expect_width
+    ranks = _RANKS
     for (a, b), (cls, fastest) in zip(links, per_link, strict=True):
         width_norm, speed_norm = norms[cls]
         if (
@@ -217,9 +218,10 @@ def link_rate(fab: Fabric, names: Names, cfg: FabricConfig) -> list[Finding]:
             and (b is None or not b.could_be)
             and width_norm in (None, a.width)
         ):
-            # The common link: no "Could be", its class's width; judged on speed alone, cheaply.
+            # The common link: no "Could be", its class's width; judged on speed alone, cheaply
+            # (a.speed is set: the links judged here have one).
             if speed_norm in (None, a.speed) and (
-                fastest is None or _rank(a.speed) >= _rank(fastest)
+                fastest is None or ranks.get(a.speed or "", -1) >= ranks.get(fastest, -1)
             ):
                 continue
         bd = ends.bound(a, b)

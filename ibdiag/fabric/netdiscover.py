@@ -203,6 +203,16 @@ def read_netdiscover(text: str) -> Discovered:
                 if key in _KEY_NAMES:
                     paren = int(inner, 16) if inner else None
                 continue
+        if not pending and line[0] in "SCR":  # Switch, Ca, Rt: a node's header, as _line reads it
+            h = _HEADER.match(line)
+            if h is not None:
+                started = True
+                cur = _header(h, line, attrs, paren, n)
+                nodes.append(cur)
+                attrs, paren = {}, None
+                if len(nodes) > MAX_NODES:
+                    raise _bad(n, line, f"more than {MAX_NODES} nodes")
+                continue
         if not (line.startswith(_DUMP_STARTS) or (line[0] == "[" and line[1:2].isdigit())):
             if is_junk(line):
                 junk.append(

@@ -137,17 +137,15 @@ def switch_graph(fab: Fabric) -> SwitchGraph:
     """Switches and their active ISLs (one edge per cable, ``gbps`` its rate, ``ports`` both ends); a
     cable from a switch to itself is no ISL (:func:`loopbacks`)."""
     live = ("Active", None)
-    isls = tuple(
-        new_isl(a.guid, b.guid, a.rate_gbps or 0.0, (a, b))
-        for a, b in fab.links()
-        if b is not None
-        and a.guid != b.guid
-        and a.state in live
-        and b.state in live
-        and fab.is_isl(a)
-        and b.peer is not None
-    )
-    return SwitchGraph(tuple(n.guid for n in fab.nodes if n.kind == SWITCH), isls)
+    switches = fab.switch_guids
+    isls = []
+    for a, b in fab.links():
+        # b is the port at a's peer: an ISL when both are switches (Fabric.is_isl)
+        if b is None or a.guid == b.guid or a.guid not in switches or b.guid not in switches:
+            continue
+        if a.state in live and b.state in live and b.peer is not None:
+            isls.append(new_isl(a.guid, b.guid, a.rate_gbps or 0.0, (a, b)))
+    return SwitchGraph(tuple(n.guid for n in fab.nodes if n.kind == SWITCH), tuple(isls))
 
 
 def loopbacks(fab: Fabric) -> list[tuple[FabricPort, FabricPort]]:
@@ -166,9 +164,15 @@ def host_links(fab: Fabric) -> dict[str, list[FabricPort]]:
     if kept is not None:
         return {k: list(v) for k, v in kept.items()}
     out: dict[str, list[FabricPort]] = {}
+    switches = fab.switch_guids
     for p in fab.ports:
         peer = p.peer
-        if peer is None or p.state not in ("Active", None) or not fab.is_switch(p.guid):
+        if (
+            peer is None
+            or p.guid not in switches
+            or peer.guid in switches  # an ISL
+            or p.state not in ("Active", None)
+        ):
             continue
         far_node = fab.node(peer.guid)
         if far_node is None or far_node.kind == SWITCH or is_aggregation_node(far_node):
@@ -309,26 +313,22 @@ def _load(
     ups: list[FabricPort] = []
     down = 0.0
     to: dict[str, int] = {}  # uplinks per switch above
-    for e in g.edges_of(s):
-        b = e.b if s == e.a else e.a
-        if tiers[b] > t:
-            ups.append(e.ports[0] if s == e.a else e.ports[1])
-            to[b] = to.get(b, 0) + 1
-        elif tiers[b] < t:
-            down += e.gbps
+    for b, es in g.adjacent(s):
+        tb = tiers[b]
+        if tb > t:
+            for e in es:
+                ups.append(e.ports[0] if s == e.a else e.ports[1])
+            to[b] = len(es)
+        elif tb < t:
+            for e in es:
+                down += e.gbps
     if t == 0:
         down = sum(p.rate_gbps or 0.0 for p in hosts.get(s, []))
-    best = max((p.rate_gbps or 0.0 for p in ups), default=0.0)
-    slow = tuple(p for p in ups if (p.rate_gbps or 0.0) < best)
+    rates = [p.rate_gbps or 0.0 for p in ups]
+    best = max(rates, default=0.0)
+    slow = tuple(p for p, r in zip(ups, rates, strict=True) if r < best)
     return SwitchLoad(
-        s,
-        t,
-        len(hosts.get(s, [])),
-        down,
-        sum(p.rate_gbps or 0.0 for p in ups),
-        len(ups),
-        slow,
-        tuple(sorted(to.values())),
+        s, t, len(hosts.get(s, [])), down, sum(rates), len(ups), slow, tuple(sorted(to.values()))
     )
 
 

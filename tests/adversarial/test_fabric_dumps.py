@@ -26,8 +26,11 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ibdiag
+from ibdiag.errors import InputError
 from tests.adversarial.test_report_devices import _blocked_writer
 from tests.support.cli import run_cli
 from tests.support.env import FIXTURES
@@ -246,3 +249,24 @@ def test_the_file_named_is_read_through_a_link(tmp_path: Path) -> None:
     r = run_cli("fabric", "--from", str(link), "-o", "json")
     assert r.exit_code in (0, 1), r.stderr
     assert json.loads(r.stdout)["findings"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from("ab \n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029é"), max_size=60),
+    st.booleans(),
+)
+def test_a_dump_file_s_lines_are_counted_as_splitlines_counts_them(text, ascii_only):
+    # Budget.lines counts an ASCII text's breaks in one pass of bytes.translate (issue 39) and any
+    # other text's break by break: both refuse exactly past the limit, as splitlines counts lines.
+    from ibdiag.fabric.dump import Budget
+
+    if ascii_only:
+        text = text.encode("ascii", "ignore").decode()
+    breaks = len(text.splitlines()) - (
+        1 if text and text[-1] not in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029" else 0
+    )
+    Budget("d").lines(None, text, breaks)  # exactly at the limit: taken
+    if breaks:
+        with pytest.raises(InputError, match=f"has more than {breaks - 1:,} lines"):
+            Budget("d").lines(None, text, breaks - 1)
