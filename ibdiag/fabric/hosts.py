@@ -14,7 +14,7 @@ from typing import Any
 
 from ibdiag.errors import InputError
 from ibdiag.fabric.devices import is_aggregation_node
-from ibdiag.fabric.model import CA, Fabric, FabricNode, FabricPort, PortRef
+from ibdiag.fabric.model import CA, Fabric, FabricNode, FabricPort, PortRef, built
 from ibdiag.fabric.namemap import NodeNameMap
 from ibdiag.fabric.naming import labels
 from ibdiag.infile import RefusedFile, read_regular
@@ -156,8 +156,14 @@ def read_topo(path: Path) -> dict[str, HostEnd]:
 
 
 def from_desc(node: FabricNode) -> HostEnd | None:
+    """``gpu03 mlx5_2`` -> its host and adapter (by :func:`~ibdiag.fabric.model.built`: one per
+    adapter of the fabric)."""
     m = _DESC.match(node.desc)
-    return HostEnd(m.group(1), m.group(2)) if m and node.kind == CA else None
+    if m is None or node.kind != CA:
+        return None
+    return built(
+        HostEnd, {"host": m.group(1), "adapter": m.group(2), "nic_index": None, "gpus": ()}
+    )
 
 
 def from_name(name: str) -> HostEnd:

@@ -314,7 +314,20 @@ def _header(m: re.Match[str], line: str, attrs: dict[str, int], paren: int | Non
     lid_m = _SW_LID.search(rest)
     desc = safe_excerpt(m.group(4) if m.group(4) is not None else "", DESC_LIMIT)
     lid = (_lid(lid_m.group(1), n, line) or None) if lid_m else None
-    return _Node(kind, m.group(3), nports, desc, lid, dict(attrs), paren, n, [])
+    return built(  # _Node(...): one per node
+        _Node,
+        {
+            "kind": kind,
+            "node_id": m.group(3),
+            "nports": nports,
+            "desc": desc,
+            "lid": lid,
+            "attrs": attrs,  # the caller starts a new one for the next node
+            "paren": paren,
+            "line": n,
+            "ports": [],
+        },
+    )
 
 
 def _port(m: re.Match[str], line: str, cur: _Node, n: int) -> _RawPort:

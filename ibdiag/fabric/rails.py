@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ibdiag.fabric.hosts import HostEnd, Names
-from ibdiag.fabric.model import Fabric, PortRef
+from ibdiag.fabric.model import Fabric, PortRef, built
 from ibdiag.fabric.shape import host_links
 
 OPTIMISED_SHARE = 0.75
@@ -148,7 +148,19 @@ def rail_ends(
                     h.host, f"no index in its adapter's name ({h.adapter or 'none'})"
                 )
                 continue
-            out.append(RailEnd(p.peer.guid, h.host, h.adapter, rail, leaf, p.port))
+            out.append(  # RailEnd(...), by model.built: one per adapter
+                built(
+                    RailEnd,
+                    {
+                        "ca": p.peer.guid,
+                        "host": h.host,
+                        "adapter": h.adapter,
+                        "rail": rail,
+                        "leaf": leaf,
+                        "port": p.port,
+                    },
+                )
+            )
     return sorted(out, key=lambda e: (e.host, e.rail, e.adapter)), skipped
 
 

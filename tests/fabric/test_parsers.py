@@ -267,3 +267,24 @@ def test_iblinkinfos_quick_pattern_reads_what_the_general_one_reads(line):
     (got,) = parse_linkinfo(line)
     assert got == linkinfo.LinkLine(**vars(got)) == linkinfo._long(general, 1)
     assert [f.name for f in fields(linkinfo.LinkLine)] == list(vars(got))
+
+
+def test_a_parsed_node_s_raw_record_has_every_field_in_order():
+    # netdiscover._header makes its _Node by model.built (issue 39): every field, in order.
+    from dataclasses import fields
+
+    from ibdiag.fabric.netdiscover import _HEADER, _header, _Node
+
+    line = 'Switch\t40 "S-b8cef603000a0001"\t\t# "leaf1" enhanced port 0 lid 2 lmc 0'
+    m = _HEADER.match(line)
+    assert m is not None
+    node = _header(m, line, {"switchguid": 0xB8CEF603000A0001}, None, 7)
+    assert [f.name for f in fields(_Node)] == list(vars(node))
+    assert (node.kind, node.node_id, node.nports, node.desc, node.lid, node.line) == (
+        "switch",
+        "S-b8cef603000a0001",
+        40,
+        "leaf1",
+        2,
+        7,
+    )
