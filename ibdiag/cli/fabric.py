@@ -10,6 +10,7 @@ import typer
 from ibdiag.cli.app import app
 from ibdiag.cli.common import env, handle_errors, read_config
 from ibdiag.cli.emit import emit
+from ibdiag.cli.main import keep_until_exit
 from ibdiag.cli.options import (
     ConfigOption,
     DebugOption,
@@ -170,5 +171,7 @@ def fabric_command(
         environ=env().environ,
         preload=views.FORMAT_MODULES.get(fmt.value, ()),
     )
+    result = run(request)
+    keep_until_exit(result)  # freed by the process's end, not object by object (issue 39)
     with collector_paused():  # writing a large fabric's document walks no model (issue 39)
-        return emit(views.outputs(run(request)), fmt, strict=strict)
+        return emit(views.outputs(result), fmt, strict=strict)

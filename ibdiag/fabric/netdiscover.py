@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ibdiag.errors import InputError
 from ibdiag.fabric.model import (
@@ -140,16 +140,75 @@ def _lid(text: str, n: int, line: str) -> int:
     return value
 
 
-@functools.lru_cache(maxsize=4)  # a dump parsed while the other tools ran is not parsed twice
-def read_netdiscover(text: str) -> Discovered:
-    """Nodes and their cabled ports, with the peer of each (peer GUIDs resolved through the node ids)."""
-    nodes: list[_Node] = []
-    attrs: dict[str, int] = {}
+@dataclass
+class _Reading:
+    """What :func:`read_netdiscover` has read so far, and the lines of no known shape it holds back."""
+
+    nodes: list[_Node] = field(default_factory=list)
+    junk: list[tuple[int, str]] = field(default_factory=list)
+    attrs: dict[str, int] = field(default_factory=dict)
+    """The ``…=`` lines of the node whose header comes next."""
     paren: int | None = None
     cur: _Node | None = None
-    junk: list[tuple[int, str]] = []
-    pending: list[tuple[int, str]] = []  # lines of no known shape, not yet known to be inside
-    started = False
+    pending: list[tuple[int, str]] = field(default_factory=list)
+    """Lines of no known shape, not yet known to be inside the dump."""
+    started: bool = False
+
+    def node(self, m: re.Match[str], line: str, n: int) -> _Node:
+        """The node a header line opens."""
+        self.started = True
+        self.cur = _header(m, line, self.attrs, self.paren, n)
+        self.nodes.append(self.cur)
+        self.attrs, self.paren = {}, None
+        if len(self.nodes) > MAX_NODES:
+            raise _bad(n, line, f"more than {MAX_NODES} nodes")
+        return self.cur
+
+    def general(self, line: str, n: int) -> None:
+        """A line the quick paths did not take: junk, a grouping line, or the grammar's
+        (:func:`_line`), with the lines of no known shape before, inside or after the dump."""
+        if not (line.startswith(_DUMP_STARTS) or (line[0] == "[" and line[1:2].isdigit())):
+            if is_junk(line):  # a prompt, a banner, a stderr line: never the dump (pasted.py)
+                self.junk.append((n, line))
+                return
+            if _GROUPING.match(line):
+                return
+        kind, m = _line(line, n, self.started, self.cur)
+        if kind is None:
+            self.pending.append((n, line))
+            return
+        if self.pending and self.started:
+            # A line of another shape with more of the dump after it: inside, refused.
+            first = self.pending[0]
+            raise _bad(first[0], first[1], "not a line of ibnetdiscover's output")
+        self.junk.extend(self.pending)  # before the dump: a title, a command's echo
+        self.pending, self.started = [], True
+        assert m is not None
+        if kind == "guid":
+            self.attrs[m.group(1)] = int(m.group(2), 16)
+            if m.group(1) in _KEYS.values():
+                self.paren = int(m.group(3), 16) if m.group(3) else None
+        elif kind == "header":
+            self.node(m, line, n)
+        else:
+            assert self.cur is not None
+            _add(self.cur, _port(m, line, self.cur, n), n, line)
+
+
+def _add(node: _Node, port: _RawPort, n: int, line: str) -> None:
+    node.ports.append(port)
+    if len(node.ports) > MAX_PORTS_PER_NODE:
+        raise _bad(n, line, f"more than {MAX_PORTS_PER_NODE} ports on one node")
+
+
+@functools.lru_cache(maxsize=4)  # a dump parsed while the other tools ran is not parsed twice
+def read_netdiscover(text: str) -> Discovered:
+    """Nodes and their cabled ports, with the peer of each (peer GUIDs resolved through the node ids).
+    The common lines (a port line with its comment, a ``…=`` line, a header) are read here on quick
+    paths, the local variables ``cur`` and ``pending`` mirroring the reading's; any other line by
+    :meth:`_Reading.general`."""
+    r = _Reading()
+    cur, pending = r.cur, r.pending
     fast_port, small = _FAST_PORT.match, _SMALL
     for n, raw in enumerate(normalise(text).splitlines(), 1):
         line = raw.strip()
@@ -190,66 +249,28 @@ def read_netdiscover(text: str) -> Discovered:
                     continue
             m = _PORT.match(line)
             if m is not None:
-                cur.ports.append(_port(m, line, cur, n))
-                if len(cur.ports) > MAX_PORTS_PER_NODE:
-                    raise _bad(n, line, f"more than {MAX_PORTS_PER_NODE} ports on one node")
+                _add(cur, _port(m, line, cur, n), n, line)
                 continue
         if not pending and line[0] in "vdscr":  # vendid=, devid=, sysimgguid=, switchguid= ...
             g = _GUID_LINE.match(line)
             if g is not None:
-                started = True
+                r.started = True
                 key, value, inner = g.groups()
-                attrs[key] = int(value, 16)
+                r.attrs[key] = int(value, 16)
                 if key in _KEY_NAMES:
-                    paren = int(inner, 16) if inner else None
+                    r.paren = int(inner, 16) if inner else None
                 continue
         if not pending and line[0] in "SCR":  # Switch, Ca, Rt: a node's header, as _line reads it
             h = _HEADER.match(line)
             if h is not None:
-                started = True
-                cur = _header(h, line, attrs, paren, n)
-                nodes.append(cur)
-                attrs, paren = {}, None
-                if len(nodes) > MAX_NODES:
-                    raise _bad(n, line, f"more than {MAX_NODES} nodes")
+                cur = r.node(h, line, n)
                 continue
-        if not (line.startswith(_DUMP_STARTS) or (line[0] == "[" and line[1:2].isdigit())):
-            if is_junk(line):
-                junk.append(
-                    (n, line)
-                )  # a prompt, a banner, a stderr line: never the dump (pasted.py)
-                continue
-            if _GROUPING.match(line):
-                continue
-        kind, m = _line(line, n, started, cur)
-        if kind is None:
-            pending.append((n, line))
-            continue
-        if pending and started:
-            # A line of another shape with more of the dump after it: inside, refused.
-            raise _bad(pending[0][0], pending[0][1], "not a line of ibnetdiscover's output")
-        junk.extend(pending)  # before the dump: a title, a command's echo
-        pending, started = [], True
-        assert m is not None
-        if kind == "guid":
-            attrs[m.group(1)] = int(m.group(2), 16)
-            if m.group(1) in _KEYS.values():
-                paren = int(m.group(3), 16) if m.group(3) else None
-        elif kind == "header":
-            cur = _header(m, line, attrs, paren, n)
-            nodes.append(cur)
-            attrs, paren = {}, None
-            if len(nodes) > MAX_NODES:
-                raise _bad(n, line, f"more than {MAX_NODES} nodes")
-        else:
-            assert cur is not None
-            cur.ports.append(_port(m, line, cur, n))
-            if len(cur.ports) > MAX_PORTS_PER_NODE:
-                raise _bad(n, line, f"more than {MAX_PORTS_PER_NODE} ports on one node")
-    junk.extend(pending)  # after the dump: a prompt, a summary
-    if not nodes:
+        r.general(line, n)
+        cur, pending = r.cur, r.pending
+    r.junk.extend(r.pending)  # after the dump: a prompt, a summary
+    if not r.nodes:
         raise InputError("ibnetdiscover output holds no node (no Switch/Ca line)", hint=HINT)
-    return _resolve(nodes, skipped(junk))
+    return _resolve(r.nodes, skipped(r.junk))
 
 
 def parse_netdiscover(text: str) -> tuple[tuple[FabricNode, ...], tuple[FabricPort, ...]]:

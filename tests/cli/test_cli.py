@@ -210,3 +210,30 @@ def test_python_dash_m_and_console_script(ibdiag_exe):
         [ibdiag_exe, "topo", "--format", "nope"], capture_output=True, text=True, timeout=120
     )
     assert res.returncode == 2 and res.stderr.startswith("ibdiag: error:")
+
+
+def test_a_fabric_result_is_kept_until_exit_in_ibdiags_own_process_only(tmp_path):
+    # Issue 39: in the console script's process a fabric's result is left to the process's end (the
+    # OS takes it back at once; freeing half a million objects one by one was 2-3 % of the run);
+    # where main() is called as a library (here, in-process) it is freed as usual.
+    from ibdiag.cli import main as boundary
+    from tests.support.cli import run_cli
+    from tests.support.fabric_shapes import bringup_tree
+
+    tree = bringup_tree()
+    dump = tmp_path / "f.net"
+    dump.write_text((tree[0] if isinstance(tree, tuple) else tree).text())
+    before = list(boundary._kept)
+    assert run_cli("fabric", "--from", str(dump), "-o", "json").exit_code in (0, 1)
+    assert boundary._kept == before  # in-process: nothing kept
+    code = (
+        "import atexit, sys\n"
+        "from ibdiag.cli import main as m\n"
+        "atexit.register(lambda: sys.stderr.write('KEPT=' + ','.join("
+        "type(x).__name__ for x in m._kept if x is not m._kept) + '\\n'))\n"
+        f"sys.argv = ['ibdiag', 'fabric', '--from', {str(dump)!r}, '-o', 'json']\n"
+        "m.run()\n"
+    )
+    res = run_module("-c", code)
+    assert res.returncode in (0, 1) and json.loads(res.stdout)["schema"] == "ibdiag.fabric/1"
+    assert "KEPT=FabricResult\n" in res.stderr, res.stderr[-500:]
