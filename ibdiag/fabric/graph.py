@@ -19,9 +19,10 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Collection, ItemsView, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ibdiag.errors import missing_extra
-from ibdiag.fabric.model import FabricPort, built
+from ibdiag.fabric.model import FabricPort
 
 if (
     importlib.util.find_spec("networkx") is None
@@ -29,8 +30,11 @@ if (
     raise missing_extra("networkx", "ibdiag fabric (and verdict or report --fabric)")
 
 
-@dataclass(frozen=True)
-class Isl:
+class Isl(NamedTuple):
+    """An active inter-switch link: its two switches, its rate and its two ports. A named tuple, as
+    :class:`~ibdiag.fabric.model.PortRef` is: made in C (:func:`new_isl`), one per ISL, 50k on a
+    16k-GPU fabric."""
+
     a: str
     b: str
     gbps: float
@@ -44,10 +48,12 @@ class Isl:
         return self.ports[0] if s == self.a else self.ports[1]
 
 
+_tuple_new = tuple.__new__
+
+
 def new_isl(a: str, b: str, gbps: float, ports: tuple[FabricPort, FabricPort]) -> Isl:
-    """``Isl(a, b, gbps, ports)`` by :func:`ibdiag.fabric.model.built` (one per active ISL: 50k on a
-    16k-GPU fabric)."""
-    return built(Isl, {"a": a, "b": b, "gbps": gbps, "ports": ports})
+    """``Isl(a, b, gbps, ports)`` without the named tuple's Python-level ``__new__``."""
+    return _tuple_new(Isl, (a, b, gbps, ports))
 
 
 @dataclass(frozen=True)

@@ -149,12 +149,16 @@ def switch_graph(fab: Fabric) -> SwitchGraph:
 
 
 def loopbacks(fab: Fabric) -> list[tuple[FabricPort, FabricPort]]:
-    """Cables from one port of a switch to another port of the same switch (both ends listed)."""
-    return [
-        (a, b)
-        for a, b in fab.links()
-        if b is not None and a.guid == b.guid and fab.node(a.guid) is not None
-    ]
+    """Cables from one port of a switch to another port of the same switch (both ends listed).
+    Found once per fabric (the check and the document both ask)."""
+    kept = fab.memo.get("loopbacks")
+    if kept is None:
+        kept = fab.memo["loopbacks"] = tuple(
+            (a, b)
+            for a, b in fab.links()
+            if b is not None and a.guid == b.guid and fab.node(a.guid) is not None
+        )
+    return list(kept)
 
 
 def host_links(fab: Fabric) -> dict[str, list[FabricPort]]:

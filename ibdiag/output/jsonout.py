@@ -252,20 +252,7 @@ class _Writer:
     def records_text(self, recs: Records, pad: str) -> list[str]:
         """Each row of ``recs`` (written at ``pad``) as :meth:`value` writes it."""
         if recs.keys:
-            inner = pad + "  "
-            texts = [
-                self.records_text(c, inner) if type(c) is Records else self.column(c, inner)
-                for c in recs.columns
-            ]
-            template = (
-                "{"
-                + inner
-                + ("," + inner).join(
-                    encode_basestring_ascii(k).replace("%", "%%") + ": %s" for k in recs.keys
-                )
-                + pad
-                + "}"
-            )
+            template, texts = self.template(recs, pad)
             rows = list(map(template.__mod__, zip(*texts, strict=True)))
         else:
             rows = ["{}"] * (len(recs) if recs.present is None else sum(recs.present))
@@ -273,6 +260,26 @@ class _Writer:
             return rows
         each = iter(rows)
         return [next(each) if p else "null" for p in recs.present]
+
+    def template(self, recs: Records, pad: str) -> tuple[str, list[list[str]]]:
+        """A row of ``recs`` (with keys) as a ``%`` template, and the texts that fill it, a list per
+        ``%s``: records nested under a key on every row are spelled out in the template itself (one
+        ``%`` a row for them all); nested records with null rows, and plain columns, are a ``%s``."""
+        inner = pad + "  "
+        parts: list[str] = []
+        texts: list[list[str]] = []
+        for k, c in zip(recs.keys, recs.columns, strict=True):
+            key = encode_basestring_ascii(k).replace("%", "%%") + ": "
+            if type(c) is Records and c.present is None and c.keys:
+                nested, more = self.template(c, inner)
+                parts.append(key + nested)
+                texts += more
+            else:
+                parts.append(key + "%s")
+                texts.append(
+                    self.records_text(c, inner) if type(c) is Records else self.column(c, inner)
+                )
+        return "{" + inner + ("," + inner).join(parts) + pad + "}", texts
 
     def column(self, col: Sequence[Any], pad: str) -> list[str]:
         """The values of one key down a table's rows, each as :meth:`mapping` writes it (``pad``: the
