@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Collection, ItemsView, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ibdiag.errors import missing_extra
 from ibdiag.fabric.model import FabricPort
@@ -62,9 +62,7 @@ class SwitchGraph:
     """Switch GUIDs."""
     isls: tuple[Isl, ...] = ()
     _adj: dict[str, dict[str, list[Isl]]] = field(default_factory=dict, compare=False, repr=False)
-    _memo: dict[str, dict[str, dict[str, int]] | None] = field(
-        default_factory=dict, compare=False, repr=False
-    )
+    _memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         adj = self._adj
@@ -159,8 +157,10 @@ class SwitchGraph:
             return max_flow(self._arcs(supply, demand), "<src>", "<sink>")
         caps: Caps = dict(whole)  # type: ignore[arg-type]
         ends: Ends = {s: (int(supply.get(s, 0)), int(demand.get(s, 0))) for s in whole}
+        alike: dict[Any, int] | None = self._alike()
         while True:
-            folded, folded_ends = fold(caps, ends)
+            folded, folded_ends = fold(caps, ends, alike)
+            alike = None  # the folded network's own, from here
             if len(folded) == len(caps):
                 break
             caps, ends = folded, folded_ends
@@ -176,6 +176,18 @@ class SwitchGraph:
             if out:
                 net.arc(index[x], sink, out)
         return float(net.flow(src, sink, net.res[:]))
+
+    def _alike(self) -> dict[str, int]:
+        """Switch -> a number shared by the switches whose capacity to every other is the same (the
+        first step of :func:`fold`, whatever the split: kept for the graph's two flows)."""
+        if "alike" not in self._memo:
+            classes: dict[frozenset[tuple[str, int]], int] = {}
+            self._memo["alike"] = {
+                s: classes.setdefault(frozenset(ys.items()), len(classes))
+                for s, ys in (self._caps() or {}).items()
+            }
+        alike: dict[str, int] = self._memo["alike"]
+        return alike
 
     def _caps(self) -> dict[str, dict[str, int]] | None:
         """Switch -> neighbour -> the whole-number capacity of the ISLs between them (a cable from a
@@ -195,7 +207,8 @@ class SwitchGraph:
                 if whole
                 else None
             )
-        return self._memo["caps"]
+        caps: dict[str, dict[str, int]] | None = self._memo["caps"]
+        return caps
 
     def _arcs(
         self, supply: dict[str, float], demand: dict[str, float]
@@ -216,7 +229,7 @@ Caps = dict[object, dict[object, int]]
 Ends = dict[object, tuple[int, int]]
 
 
-def fold(caps: Caps, ends: Ends) -> tuple[Caps, Ends]:
+def fold(caps: Caps, ends: Ends, alike: dict[Any, int] | None = None) -> tuple[Caps, Ends]:
     """The flow network with *twins* merged: nodes with the same capacity to every other node and the
     same supply and demand (a fat tree's cores of one group, a pod's spines, the leaves of one rail on
     one side of the cut) become one node with their capacities summed. Its maximum flow is the
@@ -224,10 +237,16 @@ def fold(caps: Caps, ends: Ends) -> tuple[Caps, Ends]:
     evenly among the twins, is one of the network (twins are never cabled to each other; each carries
     its share of every arc, within its capacity, and what enters it leaves it). The capacities stay
     whole numbers, so the value is exactly the same number. ``caps``: node -> neighbour -> capacity
-    (both directions listed); ``ends``: node -> (supply, demand)."""
-    groups: dict[tuple[frozenset[tuple[object, int]], tuple[int, int]], list[object]] = {}
-    for x, ys in caps.items():
-        groups.setdefault((frozenset(ys.items()), ends[x]), []).append(x)
+    (both directions listed); ``ends``: node -> (supply, demand); ``alike``: node -> a number that is
+    the same for two nodes exactly when their capacities are (:meth:`SwitchGraph._alike`, kept for
+    the graph), else worked out here."""
+    groups: dict[tuple[object, tuple[int, int]], list[object]] = {}
+    if alike is None:
+        for x, ys in caps.items():
+            groups.setdefault((frozenset(ys.items()), ends[x]), []).append(x)
+    else:
+        for x in caps:
+            groups.setdefault((alike[x], ends[x]), []).append(x)
     if len(groups) == len(caps):
         return caps, ends
     of: dict[object, int] = {}

@@ -27,11 +27,14 @@ import functools
 import re
 from collections import Counter
 from dataclasses import dataclass
+from operator import itemgetter
+from typing import TypeVar
 
 from ibdiag.fabric.hosts import HostEnd, Names
 from ibdiag.fabric.model import Fabric, PortRef, built
 from ibdiag.fabric.shape import host_links
 
+_T = TypeVar("_T")
 OPTIMISED_SHARE = 0.75
 #: The fabric keeps one port per host on all its rail leaves when this share of hosts do.
 PORT_PATTERN_SHARE = 0.75
@@ -341,6 +344,17 @@ def _home(e: RailEnd, ends: list[RailEnd], leaf_rail: dict[str, int]) -> str | N
     return min(votes.items(), key=lambda kv: (-kv[1], kv[0]))[0]
 
 
+def _mode(values: list[_T]) -> tuple[_T, int, int]:
+    """The most common of ``values`` (the first seen of equals, as ``Counter.most_common(1)``), how
+    many times, and how many distinct values: a host's handful of adapters, counted without a
+    Counter (560 hosts twice at Selene's size)."""
+    counts: dict[_T, int] = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    best, n = max(counts.items(), key=itemgetter(1))
+    return best, n, len(counts)
+
+
 def _unit_moves(good: list[RailEnd], names: Names) -> list[Moved]:
     """Adapters on their rail's leaf, but a leaf whose hosts are not the ones the host's other leaves
     share (another scalable unit's leaf of that rail)."""
@@ -358,7 +372,7 @@ def _unit_moves(good: list[RailEnd], names: Names) -> list[Moved]:
     for host, mine in by_host.items():
         if len(mine) < 3:
             continue
-        unit, n = Counter(crowd[e.leaf] for e in mine).most_common(1)[0]
+        unit, n, _ = _mode([crowd[e.leaf] for e in mine])
         if n * 2 <= len(mine):
             continue
         for e in mine:
@@ -393,9 +407,8 @@ def _moved(ends: list[RailEnd], leaf_rail: dict[str, int], names: Names) -> tupl
         return tuple(out)
     odd: list[tuple[RailEnd, int]] = []
     for mine in by_host.values():
-        ports = Counter(e.port for e in mine)
-        port, n = ports.most_common(1)[0]
-        if len(ports) == 1 or n * 2 <= len(mine):
+        port, n, kinds = _mode([e.port for e in mine])
+        if kinds == 1 or n * 2 <= len(mine):
             continue
         odd += [(e, port) for e in mine if e.port != port and e not in flagged]
     for e, port in odd:
