@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CPU seconds of ``ibdiag fabric --from DUMP -o json`` on a Selene-size dump (target <= 0.6 s).
 
-    python benchmarks/fabric_selene.py [--runs 10] [--against /path/to/other/checkout]
+    python benchmarks/fabric_selene.py [--runs 10] [--against /path/to/other/checkout] [--callgrind]
 
 The dump: tests/support/fabric_shapes.py ``selene_size()`` -- 5,007 nodes and 12,852 links, the size
 of a real 560-node DGX A100 machine's rail-optimised three-tier HDR fabric (issue 35 timed that dump
@@ -10,7 +10,9 @@ judgement, JSON to /dev/null) with the same interpreter; user + system CPU (``os
 child's own peak RSS (``VmHWM``), the median and the spread over ``--runs``. CPU, not wall time: the
 machine is shared (the load is printed). ``--against DIR``: the same from another checkout, interleaved A B,
 B A ..., and the median of the pairwise ratios (this tree / the other). Both checkouts are compiled
-first (``compileall``), as an installed wheel is.
+first (``compileall``), as an installed wheel is. ``--callgrind``: also each tree's instruction count
+under valgrind (one run each, the hash seed fixed; valgrind must be installed), a figure the
+machine's load does not move.
 """
 
 from __future__ import annotations
@@ -55,6 +57,38 @@ def measured(tree: Path, dump: Path, fmt: str = "json") -> tuple[float, float, f
     return usage.ru_utime + usage.ru_stime, wall, peak_kib / 1024
 
 
+def instructions(tree: Path, dump: Path) -> int:
+    """The instructions one run executes, counted by valgrind's callgrind (``--callgrind``): the
+    figure a shared machine's load does not move (the hash seed fixed: dicts and sets alike run to
+    run). About 30 s a run under valgrind."""
+    with tempfile.TemporaryDirectory() as tmp:
+        res = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={tmp}/out",
+                sys.executable,
+                "-m",
+                "ibdiag",
+                "fabric",
+                "--from",
+                str(dump),
+                "-o",
+                "json",
+            ],
+            env={**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"},
+            cwd=tree,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+    for line in res.stderr.splitlines():
+        if "Collected :" in line:
+            return int(line.rsplit(":", 1)[1].strip().replace(",", ""))
+    raise SystemExit(f"valgrind gave no count for {tree}: {res.stderr[-400:]}")
+
+
 def spread(values: list[float]) -> str:
     return f"median {statistics.median(values):.3f}, min {min(values):.3f}, max {max(values):.3f}"
 
@@ -63,6 +97,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--against", type=Path, help="another checkout (e.g. main before issue 39)")
     ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="also count each tree's instructions once under valgrind (the load-proof figure)",
+    )
     args = ap.parse_args()
     for tree in [REPO, *([args.against] if args.against else [])]:
         compileall.compile_dir(str(tree / "ibdiag"), quiet=1)
@@ -100,6 +139,22 @@ def main() -> int:
             None,
             "CPU s",
         )
+    if args.callgrind:
+        with tempfile.TemporaryDirectory() as tmp:
+            dump = Path(tmp) / "selene.net"
+            dump.write_text(selene_size().text())
+            counts = [
+                instructions(t, dump) for t in [REPO, *([args.against] if args.against else [])]
+            ]
+        print(
+            f"instructions (callgrind, PYTHONHASHSEED=0): this tree {counts[0] / 1e9:.3f} G", end=""
+        )
+        if len(counts) > 1:
+            print(
+                f"; {args.against}: {counts[1] / 1e9:.3f} G; ratio {counts[0] / counts[1]:.3f}",
+                end="",
+            )
+        print()
     report_value(
         f"fabric --from Selene-size -o json CPU, median of {len(cpu)} ({load})",
         statistics.median(cpu),
