@@ -8,7 +8,8 @@ fabric and importing networkx cost more than the judgement itself (issue 39). Or
 from them reads as it did.
 
 Maximum flow (the bisection) runs here on integer capacities — every link rate at 4x or 2x SDR to
-XDR, 1x of the same, is a whole number of Gb/s — by Dinic's blocking flows, exactly. A capacity
+XDR, 1x of the same, is a whole number of Gb/s — by Dinic's blocking flows, exactly, on the network
+folded by its twins (:func:`fold`: a regular tree's switches of one level become one node). A capacity
 that is not a whole number (FDR's 13.64 Gb/s lanes) goes to networkx's preflow-push as before: its
 floating-point sums are networkx's. networkx (the ``[fabric]`` extra) is therefore still needed and
 its presence is checked when this module loads; it is imported only for such a flow.
