@@ -212,26 +212,21 @@ class _Writer:
 
     def table(self, rows: list[Any] | tuple[Any, ...], pad: str) -> bool:
         """A list of dicts that share their keys (:func:`records_of`), written as the
-        :class:`Records` it is; False (nothing written) where it is not one."""
-        first = rows[:TABLE_BLOCK_ROWS]
-        if records_of(first) is None:
-            return False
-        recs = records_of(rows)
-        if recs is None:  # a later row breaks the shape: block by block, those row by row
-            inner = pad + "  "
-            for start in range(0, len(rows), TABLE_BLOCK_ROWS):
-                block = rows[start : start + TABLE_BLOCK_ROWS]
-                got = records_of(block)
-                texts = (
-                    self.records_text(got, inner)
-                    if got is not None
-                    else [self.text(v, inner) for v in block]
-                )
-                self.out.append(("[" if start == 0 else ",") + inner + ("," + inner).join(texts))
-                self.flush()
-            self.out.append(pad + "]")
-            return True
-        self.records(recs, pad)
+        :class:`Records` it is, :data:`TABLE_BLOCK_ROWS` rows at a time (a later block whose rows do
+        not, row by row); False (nothing written) where the first block's rows are not such dicts."""
+        inner = pad + "  "
+        for start in range(0, len(rows), TABLE_BLOCK_ROWS):
+            block = rows[start : start + TABLE_BLOCK_ROWS]
+            recs = records_of(block)
+            if recs is None and start == 0:
+                return False
+            texts = (
+                self.records_text(recs, inner)
+                if recs is not None
+                else [self.text(v, inner) for v in block]
+            )
+            self.block(start, texts, inner)
+        self.out.append(pad + "]")
         return True
 
     def records(self, recs: Records, pad: str) -> None:
@@ -244,10 +239,15 @@ class _Writer:
             return
         inner = pad + "  "
         for start in range(0, len(recs), TABLE_BLOCK_ROWS):
-            texts = self.records_text(recs.block(start, start + TABLE_BLOCK_ROWS), inner)
-            self.out.append(("[" if start == 0 else ",") + inner + ("," + inner).join(texts))
-            self.flush()
+            self.block(
+                start, self.records_text(recs.block(start, start + TABLE_BLOCK_ROWS), inner), inner
+            )
         self.out.append(pad + "]")
+
+    def block(self, start: int, texts: list[str], inner: str) -> None:
+        """One block of a list's rows, the list opened before the first, handed on."""
+        self.out.append(("[" if start == 0 else ",") + inner + ("," + inner).join(texts))
+        self.flush()
 
     def records_text(self, recs: Records, pad: str) -> list[str]:
         """Each row of ``recs`` (written at ``pad``) as :meth:`value` writes it."""
