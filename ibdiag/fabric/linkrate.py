@@ -98,20 +98,14 @@ def _norms(
 ]:
     """Per link its class (the kind, and both ends' devices: links of one class should run alike)
     and the slower of its ends' best speeds; per class the widths and speeds its links run."""
-    fab = ends.fab
-    seen, of, slowest = ends.seen, ends.of, ends.slowest
-    switches = fab.switch_guids
+    of, is_isl, slowest = ends.of, ends.fab.is_isl, ends.slowest
     per_link = []
     widths: dict[tuple[str, str, str], list[int]] = {}
     speeds: dict[tuple[str, str, str], list[str]] = {}
     for a, b in links:
-        x, xs = seen.get(a.guid) or of(a.guid)
-        if b is None:
-            y, ys = x, None
-            kind = "isl" if fab.is_isl(a) else "host"
-        else:
-            y, ys = seen.get(b.guid) or of(b.guid)
-            kind = "isl" if a.guid in switches and b.guid in switches else "host"
+        x, xs = of(a.guid)
+        y, ys = of(b.guid) if b is not None else (x, None)
+        kind = "isl" if is_isl(a) else "host"
         cls = (kind, x, y) if x <= y else (kind, y, x)
         fastest = slowest.get((xs, ys), "")
         if fastest == "":

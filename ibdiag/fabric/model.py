@@ -276,11 +276,6 @@ class Fabric:
         self._links.extend(out)
         return out
 
-    @property
-    def switch_guids(self) -> set[str]:
-        """The switches' GUIDs (the index itself: not to be changed)."""
-        return self._switches
-
     def is_isl(self, p: FabricPort) -> bool:
         """Both ends switches: an inter-switch link."""
         return p.peer is not None and p.guid in self._switches and p.peer.guid in self._switches

@@ -40,6 +40,7 @@ from ibdiag.fabric.model import (
     PortRef,
     built,
     guid_text,
+    new_port,
 )
 from ibdiag.fabric.pasted import MAX_LINE, Skipped, is_junk, normalise, skipped
 from ibdiag.text import safe_excerpt
@@ -92,8 +93,6 @@ _HEXDIGITS = frozenset("0123456789abcdefABCDEF")
 _SMALL = {str(i): i for i in range(MAX_PORTS_PER_NODE + 1)}
 _KEY_NAMES = frozenset(_KEYS.values())
 _ref = tuple.__new__  # PortRef(guid, port) without the named tuple's Python-level __new__
-_new = object.__new__
-_set = object.__setattr__
 #: Lines ibnetdiscover prints around the nodes (``-g`` groups them under chassis headings).
 _GROUPING = re.compile(r"^(?:Chassis \S.{0,200}|Non-Chassis Nodes|ibnetdiscover:? .{0,200})$")
 
@@ -416,9 +415,6 @@ def _resolve(raw: list[_Node], skip: Skipped | None) -> Discovered:
     key_of = {nid: keys[found[0]] for nid, found in by_id.items() if len(found) == 1}
     nodes: list[FabricNode] = []
     ports: list[FabricPort] = []
-    # The records are made as model.built makes them (every field in one go; 25k ports at Selene's
-    # size), inline: tests/fabric/test_parsers.py checks they are the dataclasses themselves.
-    new, set_ = _new, _set
     for i, nd in enumerate(raw):
         sysimg = nd.attrs.get("sysimgguid")
         if sysimg is None and nd.kind == SWITCH and nd.paren is not None:
@@ -444,24 +440,19 @@ def _resolve(raw: list[_Node], skip: Skipped | None) -> Discovered:
             peer_key = key_of.get(peer_id)
             if peer_key is None:  # an id the dump does not list, or that two nodes say
                 peer_key = keys[_peer(num, peer_id, peer_port, nd, raw, by_id.get(peer_id))]
-            port = new(FabricPort)
-            set_(
-                port,
-                "__dict__",
-                {
-                    "guid": key,
-                    "port": num,
-                    "state": None,
-                    "phys_state": None,
-                    "width": width,
-                    "speed": speed,
-                    "peer": _ref(PortRef, (peer_key, peer_port)),
-                    "lid": lid,
-                    "port_guid": pg,
-                    "could_be": "",
-                },
+            ports.append(
+                new_port(
+                    key,
+                    num,
+                    None,
+                    None,
+                    width,
+                    speed,
+                    _ref(PortRef, (peer_key, peer_port)),
+                    lid,
+                    pg,
+                )
             )
-            ports.append(port)
     return Discovered(tuple(nodes), tuple(ports), skip, dups)
 
 

@@ -137,11 +137,9 @@ def switch_graph(fab: Fabric) -> SwitchGraph:
     """Switches and their active ISLs (one edge per cable, ``gbps`` its rate, ``ports`` both ends); a
     cable from a switch to itself is no ISL (:func:`loopbacks`)."""
     live = ("Active", None)
-    switches = fab.switch_guids
     isls = []
     for a, b in fab.links():
-        # b is the port at a's peer: an ISL when both are switches (Fabric.is_isl)
-        if b is None or a.guid == b.guid or a.guid not in switches or b.guid not in switches:
+        if b is None or a.guid == b.guid or not fab.is_isl(a):
             continue
         if a.state in live and b.state in live and b.peer is not None:
             isls.append(new_isl(a.guid, b.guid, a.rate_gbps or 0.0, (a, b)))
@@ -168,13 +166,12 @@ def host_links(fab: Fabric) -> dict[str, list[FabricPort]]:
     if kept is not None:
         return {k: list(v) for k, v in kept.items()}
     out: dict[str, list[FabricPort]] = {}
-    switches = fab.switch_guids
     for p in fab.ports:
         peer = p.peer
         if (
             peer is None
-            or p.guid not in switches
-            or peer.guid in switches  # an ISL
+            or not fab.is_switch(p.guid)
+            or fab.is_switch(peer.guid)  # an ISL
             or p.state not in ("Active", None)
         ):
             continue

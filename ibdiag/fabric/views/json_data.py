@@ -29,7 +29,6 @@ def _ends(ports: list[FabricPort], length: int, present: list[bool] | None, j: J
 def _links(j: Judged) -> Records:
     """The links, one record each (held by column: a 16k-GPU fabric has 50k)."""
     fab = j.fabric
-    switches = fab.switch_guids
     links = fab.links()
     near = [a for a, _ in links]
     far = [b for _, b in links if b is not None]
@@ -37,12 +36,7 @@ def _links(j: Judged) -> Records:
     return Records(
         ("kind", "a", "b", "state", "phys_state", "width", "speed", "rate_gbps"),
         (
-            [
-                "isl"
-                if a.peer is not None and a.guid in switches and a.peer.guid in switches
-                else "host"
-                for a in near
-            ],
+            ["isl" if fab.is_isl(a) else "host" for a in near],
             _ends(near, n, None, j),
             _ends(far, n, None if len(far) == n else [b is not None for _, b in links], j),
             [a.state for a in near],
