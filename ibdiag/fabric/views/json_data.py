@@ -56,13 +56,7 @@ def _adapters(nodes: list[FabricNode], hosts: dict[str, dict[str, Any]]) -> Reco
     return Records(
         (*ADAPTER_KEYS, "host", "sharp_aggregation_node"),
         (
-            [n.guid for n in nodes],
-            [n.kind for n in nodes],
-            [n.desc for n in nodes],
-            [n.ports for n in nodes],
-            [n.lid for n in nodes],
-            [n.vendor_id for n in nodes],
-            [n.device_id for n in nodes],
+            *([getattr(n, key) for n in nodes] for key in ADAPTER_KEYS),
             host if by_host is None else by_host,
             [is_aggregation_node(n) for n in nodes],
         ),
@@ -70,7 +64,8 @@ def _adapters(nodes: list[FabricNode], hosts: dict[str, dict[str, Any]]) -> Reco
     )
 
 
-#: ``FabricNode.to_json``'s keys, in its order (tests/fabric/test_json_data.py checks they still are).
+#: ``FabricNode.to_json``'s keys, in its order, each the field it is read from
+#: (tests/fabric/test_json_data.py checks both).
 ADAPTER_KEYS = ("guid", "kind", "desc", "ports", "lid", "vendor_id", "device_id")
 
 
